@@ -1,0 +1,192 @@
+"""Checkpoints in Hugging Face format: config.json, model.safetensors and the tokenizer files.
+
+A folder we write loads unchanged in `transformers` (`BertForPreTraining.from_pretrained`, `pipeline("fill-mask")`),
+and folders written by `transformers` (BertForPreTraining, BertForMaskedLM or BertModel) load here.
+Only JSON and safetensors are ever read: never pickle, so a checkpoint cannot run code on this machine.
+Writes go to a temporary folder that is renamed into place, so a crash never leaves half a model.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+from transformers import BertTokenizerFast
+
+from bert_demo.config import BertConfig
+from bert_demo.model import BertForPreTraining
+from bert_demo.tokenizer import load_tokenizer
+
+WEIGHTS_NAME = "model.safetensors"
+CONFIG_NAME = "config.json"
+METADATA_NAME = "bert_demo.json"  # our training config and metrics, beside the Hugging Face files
+TIED_KEYS = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias")  # stored once, under their owners
+HUB_FILES = ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
+             "special_tokens_map.json"]
+MAX_CONFIG_BYTES = 1_000_000
+
+
+class MissingWeightsWarning(UserWarning):
+    """A checkpoint lacked some of our weights (e.g. a BertModel has no MLM/NSP heads): those stay random."""
+
+
+def save_pretrained(
+    model: BertForPreTraining, tokenizer: BertTokenizerFast, path: str | Path, metadata: dict | None = None
+) -> Path:
+    """Write the model, its tokenizer and optional JSON metadata to `path`, atomically; return the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    try:
+        _write_folder(model, tokenizer, tmp, metadata)
+        _replace_folder(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path
+
+
+def _write_folder(model: BertForPreTraining, tokenizer: BertTokenizerFast, folder: Path, metadata: dict | None) -> None:
+    state = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in model.state_dict().items()
+             if k not in TIED_KEYS}
+    save_file(state, str(folder / WEIGHTS_NAME), metadata={"format": "pt"})
+    config = {**model.config.to_hf_dict(), "tie_word_embeddings": True}
+    (folder / CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n")
+    tokenizer.save_pretrained(str(folder))
+    vocab = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
+    (folder / "vocab.txt").write_text("".join(token + "\n" for token, _ in vocab), encoding="utf-8")
+    if metadata is not None:
+        (folder / METADATA_NAME).write_text(json.dumps(metadata, indent=2, default=str) + "\n")
+    for file in folder.iterdir():
+        with open(file, "rb") as handle:
+            os.fsync(handle.fileno())
+
+
+def _replace_folder(new: Path, target: Path) -> None:
+    """Move `new` to `target`; an existing target is set aside first and deleted only once `new` is in place."""
+    if not target.exists():
+        os.replace(new, target)
+        return
+    old = target.with_name(f".{target.name}.{os.getpid()}.old")
+    os.replace(target, old)
+    try:
+        os.replace(new, target)
+    except BaseException:
+        os.replace(old, target)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def load_pretrained(path_or_hub_id: str | Path, device: str | torch.device | None = None
+                    ) -> tuple[BertForPreTraining, BertTokenizerFast]:
+    """Load a Hugging Face-format BERT folder (or hub id, where the hub is reachable) in eval mode."""
+    folder = resolve_folder(path_or_hub_id)
+    config = read_config(folder)
+    tokenizer = load_tokenizer(folder)
+    if len(tokenizer) > config.vocab_size:
+        raise ValueError(f"the tokenizer has {len(tokenizer)} tokens but the model only {config.vocab_size}")
+    model = BertForPreTraining(config)
+    state = normalise_state_dict(_read_weights(folder))
+    missing = load_weights(model, state)
+    if missing:
+        warnings.warn(f"{folder} has no weights for {_summarise(missing)}: they are randomly initialised",
+                      MissingWeightsWarning, stacklevel=2)
+    model.missing_keys = missing
+    return model.to(device or "cpu").eval(), tokenizer
+
+
+def resolve_folder(path_or_hub_id: str | Path) -> Path:
+    """A local folder as is; anything else is taken as a hub id and downloaded (safetensors and JSON only)."""
+    folder = Path(path_or_hub_id).expanduser()
+    if folder.is_dir():
+        return folder
+    name = str(path_or_hub_id)
+    if folder.exists() or name.startswith((".", "/", "~")) or name.count("/") > 1 or not name.strip():
+        raise ValueError(f"{name!r} is not a checkpoint folder")
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(name, allow_patterns=HUB_FILES))
+    except Exception as exc:  # the hub client raises many types: offline, unknown repo, gated, ...
+        raise ValueError(
+            f"could not download {name!r} from the Hugging Face Hub ({type(exc).__name__}). "
+            "The hub may be unreachable from this machine: use a local checkpoint folder instead."
+        ) from None
+
+
+def read_config(folder: Path) -> BertConfig:
+    """Parse and validate config.json (JSON only, size-capped)."""
+    file = folder / CONFIG_NAME
+    if not file.is_file():
+        raise ValueError(f"{folder} has no {CONFIG_NAME}: not a Hugging Face checkpoint folder")
+    if file.stat().st_size > MAX_CONFIG_BYTES:
+        raise ValueError(f"{file} is too large to be a model config")
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{file} is not valid JSON: {exc}") from None
+    return BertConfig.from_hf_dict(data)
+
+
+def read_metadata(folder: str | Path) -> dict[str, Any]:
+    """Our training metadata beside a checkpoint, or {} when there is none (e.g. an official BERT)."""
+    file = Path(folder) / METADATA_NAME
+    if not file.is_file():
+        return {}
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _read_weights(folder: Path) -> dict[str, torch.Tensor]:
+    file = folder / WEIGHTS_NAME
+    if not file.is_file():
+        pickled = [p.name for p in folder.glob("*.bin")] + [p.name for p in folder.glob("*.pt")]
+        hint = f" ({', '.join(pickled)} is a pickle, which we never load: convert it to safetensors)" if pickled else ""
+        raise ValueError(f"{folder} has no {WEIGHTS_NAME}{hint}")
+    try:
+        return load_file(str(file))
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise ValueError(f"{file} is not a readable safetensors file: {exc}") from None
+
+
+def normalise_state_dict(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Map the key spellings of BertModel, BertForMaskedLM and old TF-converted checkpoints onto ours."""
+    out = {}
+    for key, tensor in state.items():
+        key = key.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias")
+        if key.startswith(("embeddings.", "encoder.", "pooler.")):
+            key = "bert." + key  # a bare BertModel
+        if key.endswith("position_ids") or key in TIED_KEYS:
+            continue  # a buffer, or copies of tensors stored elsewhere
+        out[key] = tensor
+    return out
+
+
+def load_weights(model: BertForPreTraining, state: dict[str, torch.Tensor]) -> list[str]:
+    """Copy `state` into `model` after checking every shape; return our keys the checkpoint did not have."""
+    expected = {k: v for k, v in model.state_dict().items() if k not in TIED_KEYS}
+    for key, tensor in state.items():
+        if key in expected and tensor.shape != expected[key].shape:
+            raise ValueError(f"weight {key} has shape {tuple(tensor.shape)}, the config implies "
+                             f"{tuple(expected[key].shape)}")
+    unexpected = sorted(set(state) - set(expected))
+    if unexpected:
+        warnings.warn(f"ignoring weights this model does not use: {_summarise(unexpected)}", stacklevel=3)
+    usable = {k: v.float() for k, v in state.items() if k in expected}
+    model.load_state_dict(usable, strict=False)
+    return sorted(set(expected) - set(usable))
+
+
+def _summarise(keys: list[str], limit: int = 6) -> str:
+    more = f" and {len(keys) - limit} more" if len(keys) > limit else ""
+    return ", ".join(keys[:limit]) + more

@@ -1,0 +1,106 @@
+"""BERT's hyper-parameters, the size presets, and the limits every loaded config must respect.
+
+The field names are Hugging Face's `BertConfig` names, so `config.json` reads and writes without a mapping
+(Devlin et al. 2019, §3: L layers, hidden size H, A attention heads, feed-forward size 4H).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+# Upper bounds for any config we build or load: generous enough for BERT-large, small enough that a
+# hostile config.json cannot make us allocate terabytes.
+LIMITS = {
+    "vocab_size": 250_000,
+    "hidden_size": 4096,
+    "num_hidden_layers": 48,
+    "num_attention_heads": 64,
+    "intermediate_size": 16384,
+    "max_position_embeddings": 4096,
+    "type_vocab_size": 16,
+}
+
+
+@dataclass(frozen=True)
+class BertConfig:
+    """Sizes and regularisation of one BERT model (defaults are BERT-base)."""
+
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    layer_norm_eps: float = 1e-12
+    pad_token_id: int = 0
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    @property
+    def head_size(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    def validate(self) -> None:
+        """Raise ValueError when a size is not a positive integer, exceeds LIMITS, or heads do not divide H."""
+        for name, limit in LIMITS.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
+                raise ValueError(f"config {name}={value!r} must be an integer between 1 and {limit}")
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(
+                f"hidden_size {self.hidden_size} is not divisible by num_attention_heads {self.num_attention_heads}"
+            )
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"config {name} must be in [0, 1)")
+        if not 0.0 < self.initializer_range <= 1.0 or not 0.0 < self.layer_norm_eps < 1.0:
+            raise ValueError("config initializer_range and layer_norm_eps must be small positive numbers")
+        if not 0 <= self.pad_token_id < self.vocab_size:
+            raise ValueError(f"config pad_token_id {self.pad_token_id} is outside the vocabulary")
+
+    def to_hf_dict(self) -> dict[str, Any]:
+        """The `config.json` that `transformers.BertForPreTraining.from_pretrained` expects."""
+        return {
+            "architectures": ["BertForPreTraining"],
+            "model_type": "bert",
+            "hidden_act": "gelu",
+            "position_embedding_type": "absolute",
+            **asdict(self),
+        }
+
+    @classmethod
+    def from_hf_dict(cls, data: dict[str, Any]) -> "BertConfig":
+        """Read a Hugging Face BERT `config.json`; refuse other architectures instead of guessing."""
+        if not isinstance(data, dict):
+            raise ValueError("config.json must hold a JSON object")
+        if data.get("model_type", "bert") != "bert":
+            raise ValueError(f"config.json describes a {data.get('model_type')!r} model, not BERT")
+        if data.get("hidden_act", "gelu") != "gelu":
+            raise ValueError(f"only the GELU activation is supported, not {data.get('hidden_act')!r}")
+        if data.get("position_embedding_type", "absolute") != "absolute":
+            raise ValueError("only absolute position embeddings are supported")
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known and v is not None}
+        try:
+            return cls(**values)
+        except TypeError as exc:
+            raise ValueError(f"config.json has a value of the wrong type: {exc}") from None
+
+    def with_vocab(self, vocab_size: int) -> "BertConfig":
+        """A copy of this config sized for a tokenizer's vocabulary."""
+        return replace(self, vocab_size=vocab_size)
+
+
+# Turc et al. 2019 ("Well-Read Students Learn Better") sizes, plus the paper's BERT-base.
+# The vocabulary size is a placeholder: it comes from the tokenizer (`with_vocab`).
+PRESETS: dict[str, BertConfig] = {
+    "tiny": BertConfig(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512),
+    "mini": BertConfig(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024),
+    "small": BertConfig(hidden_size=512, num_hidden_layers=4, num_attention_heads=8, intermediate_size=2048),
+    "base": BertConfig(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
+}

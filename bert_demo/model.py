@@ -1,0 +1,289 @@
+"""BERT for pre-training, written from the paper (Devlin et al. 2019, "BERT: Pre-training of Deep Bidirectional
+Transformers for Language Understanding") on top of Vaswani et al. 2017's Transformer encoder.
+
+Module and parameter names follow Hugging Face's `modeling_bert.py`, so a `state_dict` here is a
+`BertForPreTraining` state_dict there: checkpoints move both ways without a renaming table.
+
+Shapes: B batch, T tokens, H hidden size, A heads, D = H / A head size, V vocabulary, L layers, N masked tokens.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from einops import rearrange
+from torch import Tensor, nn
+
+from bert_demo.config import BertConfig
+
+IGNORE_INDEX = -100  # label value that the losses skip, as in PyTorch and Hugging Face
+
+
+@dataclass
+class BertPreTrainingOutput:
+    """What one forward pass returns; fields stay None when not asked for."""
+
+    loss: Tensor | None = None  # mlm_loss + nsp_loss (whichever labels were given)
+    mlm_loss: Tensor | None = None
+    nsp_loss: Tensor | None = None
+    mlm_logits: Tensor | None = None  # [B, T, V], or [N, V] at the labelled positions when mlm_labels are given
+    nsp_logits: Tensor | None = None  # [B, 2]; index 0 = "B follows A"
+    hidden_states: tuple[Tensor, ...] | None = None  # L + 1 tensors [B, T, H]: embeddings, then each layer
+    attentions: tuple[Tensor, ...] | None = None  # L tensors [B, A, T, T], rows sum to 1
+
+
+class BertEmbeddings(nn.Module):
+    """Token + learned position + segment embeddings, then LayerNorm and dropout (§3, Figure 2)."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, input_ids: Tensor, token_type_ids: Tensor) -> Tensor:
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device)  # (T,)
+        x = self.word_embeddings(input_ids) + self.token_type_embeddings(token_type_ids)  # (B, T, H)
+        x = x + self.position_embeddings(positions)  # (T, H) broadcast over B
+        return self.dropout(self.LayerNorm(x))
+
+
+class BertSelfAttention(nn.Module):
+    """Multi-head scaled dot-product self-attention (Vaswani et al. 2017, §3.2).
+
+    Two paths with the same numbers: PyTorch's fused `scaled_dot_product_attention` for speed, and the
+    explicit softmax(QK^T / sqrt(D)) V when the attention probabilities are wanted (visualisation).
+    """
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.num_heads = config.num_attention_heads
+        self.query = nn.Linear(config.hidden_size, config.hidden_size)
+        self.key = nn.Linear(config.hidden_size, config.hidden_size)
+        self.value = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dropout_prob = config.attention_probs_dropout_prob
+        self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
+
+    def forward(self, x: Tensor, key_mask: Tensor, output_attentions: bool) -> tuple[Tensor, Tensor | None]:
+        """x (B, T, H); key_mask (B, 1, 1, T) bool, True where a key may be attended to."""
+        q, k, v = (
+            rearrange(proj(x), "b t (a d) -> b a t d", a=self.num_heads) for proj in (self.query, self.key, self.value)
+        )  # (B, A, T, D) each
+        if output_attentions:
+            scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])  # (B, A, T, T)
+            scores = scores.masked_fill(~key_mask, torch.finfo(scores.dtype).min)
+            probs = scores.softmax(dim=-1)
+            context = self.dropout(probs) @ v  # (B, A, T, D)
+        else:
+            probs = None
+            dropout_p = self.dropout_prob if self.training else 0.0
+            context = F.scaled_dot_product_attention(q, k, v, attn_mask=key_mask, dropout_p=dropout_p)
+        return rearrange(context, "b a t d -> b t (a d)"), probs
+
+
+class BertResidualOutput(nn.Module):
+    """Project, dropout, add the residual, then LayerNorm: the post-LN "Add & Norm" after each sub-layer."""
+
+    def __init__(self, in_features: int, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(in_features, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, h: Tensor, residual: Tensor) -> Tensor:
+        return self.LayerNorm(residual + self.dropout(self.dense(h)))
+
+
+class BertAttention(nn.Module):
+    """Self-attention sub-layer with its output projection and Add & Norm."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.self = BertSelfAttention(config)
+        self.output = BertResidualOutput(config.hidden_size, config)
+
+    def forward(self, x: Tensor, key_mask: Tensor, output_attentions: bool) -> tuple[Tensor, Tensor | None]:
+        context, probs = self.self(x, key_mask, output_attentions)
+        return self.output(context, x), probs
+
+
+class BertIntermediate(nn.Module):
+    """First half of the position-wise feed-forward network: H -> FF with the exact (erf) GELU."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.gelu(self.dense(x))
+
+
+class BertLayer(nn.Module):
+    """One post-LN encoder layer: x = LN(x + Attn(x)); x = LN(x + FFN(x))."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.attention = BertAttention(config)
+        self.intermediate = BertIntermediate(config)
+        self.output = BertResidualOutput(config.intermediate_size, config)
+
+    def forward(self, x: Tensor, key_mask: Tensor, output_attentions: bool) -> tuple[Tensor, Tensor | None]:
+        x, probs = self.attention(x, key_mask, output_attentions)
+        return self.output(self.intermediate(x), x), probs
+
+
+class BertEncoder(nn.Module):
+    """A stack of L identical layers."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.layer = nn.ModuleList(BertLayer(config) for _ in range(config.num_hidden_layers))
+
+
+class BertPooler(nn.Module):
+    """tanh(W h_[CLS] + b): the sentence-level summary that feeds next-sentence prediction (§3.1)."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def forward(self, hidden: Tensor) -> Tensor:
+        return torch.tanh(self.dense(hidden[:, 0]))  # (B, H)
+
+
+class BertModel(nn.Module):
+    """Embeddings, encoder and pooler: BERT without its pre-training heads."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.embeddings = BertEmbeddings(config)
+        self.encoder = BertEncoder(config)
+        self.pooler = BertPooler(config)
+
+    def forward(
+        self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor, output_attentions: bool
+    ) -> tuple[list[Tensor], list[Tensor]]:
+        """Return the hidden states after the embeddings and after every layer, and each layer's attention."""
+        key_mask = rearrange(attention_mask.bool(), "b t -> b 1 1 t")
+        hidden = [self.embeddings(input_ids, token_type_ids)]
+        attentions = []
+        for layer in self.encoder.layer:
+            x, probs = layer(hidden[-1], key_mask, output_attentions)
+            hidden.append(x)
+            attentions.append(probs)
+        return hidden, attentions
+
+
+class BertPredictionHeadTransform(nn.Module):
+    """Dense, GELU, LayerNorm: applied to a hidden state before it is scored against the vocabulary."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.LayerNorm(F.gelu(self.dense(x)))
+
+
+class BertLMPredictionHead(nn.Module):
+    """Masked-LM head: transform, then a decoder whose weight is the word-embedding matrix, plus its own bias."""
+
+    def __init__(self, config: BertConfig, word_embeddings: nn.Embedding):
+        super().__init__()
+        self.transform = BertPredictionHeadTransform(config)
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.decoder.weight = word_embeddings.weight  # tied, as in the paper's released code
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.decoder(self.transform(x)) + self.bias  # (..., V)
+
+
+class BertPreTrainingHeads(nn.Module):
+    """The two pre-training tasks' heads (§3.1): masked LM and next-sentence prediction."""
+
+    def __init__(self, config: BertConfig, word_embeddings: nn.Embedding):
+        super().__init__()
+        self.predictions = BertLMPredictionHead(config, word_embeddings)
+        self.seq_relationship = nn.Linear(config.hidden_size, 2)
+
+
+class BertForPreTraining(nn.Module):
+    """BERT with its masked-LM and next-sentence heads: what pre-training optimises."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config)
+        self.cls = BertPreTrainingHeads(config, self.bert.embeddings.word_embeddings)
+        self.apply(self._init_weights)
+
+    def _init_weights(self, module: nn.Module) -> None:
+        """Truncation-free normal(0, 0.02) for weights, zeros for biases, identity LayerNorms (BERT's init)."""
+        std = self.config.initializer_range
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=std)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+        if isinstance(module, nn.Embedding) and module.padding_idx is not None:
+            with torch.no_grad():
+                module.weight[module.padding_idx].zero_()
+        if isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+
+    def num_parameters(self) -> int:
+        """Trainable parameters, counting the tied embedding/decoder matrix once."""
+        return sum(p.numel() for p in self.parameters())
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        token_type_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        mlm_labels: Tensor | None = None,
+        nsp_labels: Tensor | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+    ) -> BertPreTrainingOutput:
+        """Score every token (or, given mlm_labels, only the labelled ones) and the sentence pair.
+
+        With mlm_labels the vocabulary projection runs only at positions whose label is not -100
+        ("sparse prediction", as in cramming and MosaicBERT): the loss is unchanged and the largest matmul
+        of the model shrinks by about 1/0.15.
+        """
+        if input_ids.dim() != 2:
+            raise ValueError(f"input_ids must be [batch, tokens], got shape {tuple(input_ids.shape)}")
+        if input_ids.shape[1] > self.config.max_position_embeddings:
+            raise ValueError(
+                f"{input_ids.shape[1]} tokens is more than this model's {self.config.max_position_embeddings}"
+            )
+        token_type_ids = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids
+        attention_mask = torch.ones_like(input_ids) if attention_mask is None else attention_mask
+        hidden, attentions = self.bert(input_ids, token_type_ids, attention_mask, output_attentions)
+        sequence_output = hidden[-1]  # (B, T, H)
+        out = BertPreTrainingOutput(
+            nsp_logits=self.cls.seq_relationship(self.bert.pooler(sequence_output)),  # (B, 2)
+            hidden_states=tuple(hidden) if output_hidden_states else None,
+            attentions=tuple(attentions) if output_attentions else None,
+        )
+        if mlm_labels is None:
+            out.mlm_logits = self.cls.predictions(sequence_output)  # (B, T, V)
+        else:
+            targets = mlm_labels != IGNORE_INDEX  # (B, T)
+            out.mlm_logits = self.cls.predictions(sequence_output[targets])  # (N, V)
+            out.mlm_loss = (
+                F.cross_entropy(out.mlm_logits.float(), mlm_labels[targets])
+                if targets.any()
+                else out.mlm_logits.sum() * 0.0  # no target in the batch: zero loss, not the NaN of an empty mean
+            )
+        if nsp_labels is not None:
+            out.nsp_loss = F.cross_entropy(out.nsp_logits.float(), nsp_labels.view(-1))
+        losses = [loss for loss in (out.mlm_loss, out.nsp_loss) if loss is not None]
+        out.loss = sum(losses) if losses else None
+        return out
