@@ -1,0 +1,181 @@
+"""Checkpoints move between this project and `transformers` both ways, atomically, and never via pickle."""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+
+import pytest
+import torch
+import transformers
+
+from bert_demo.checkpoint import MissingWeightsWarning, load_pretrained, read_metadata, save_pretrained
+from bert_demo.config import PRESETS
+from bert_demo.inference import fill_mask
+from bert_demo.model import BertForPreTraining
+
+from tests.conftest import SENTENCES
+
+
+def sample_batch(tokenizer):
+    return tokenizer(SENTENCES[:3], SENTENCES[3:6], padding=True, return_tensors="pt")
+
+
+def test_saved_folder_loads_in_transformers_with_same_logits(trained_tiny, tokenizer, tmp_path):
+    save_pretrained(trained_tiny, tokenizer, tmp_path / "tiny", metadata={"steps": 150})
+    assert {"config.json", "model.safetensors", "tokenizer.json", "vocab.txt", "bert_demo.json"} <= set(
+        os.listdir(tmp_path / "tiny"))
+    theirs = transformers.BertForPreTraining.from_pretrained(tmp_path / "tiny").eval()
+    batch = sample_batch(tokenizer)
+    with torch.no_grad():
+        a, b = trained_tiny(**batch), theirs(**batch)
+    assert torch.allclose(a.mlm_logits, b.prediction_logits, atol=1e-5)
+    assert torch.allclose(a.nsp_logits, b.seq_relationship_logits, atol=1e-5)
+    assert read_metadata(tmp_path / "tiny") == {"steps": 150}
+
+
+def test_vocabulary_size_survives_the_round_trip(trained_tiny, tokenizer, tmp_path):
+    save_pretrained(trained_tiny, tokenizer, tmp_path / "tiny")
+    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "tiny")
+    _, our_tokenizer = load_pretrained(tmp_path / "tiny")
+    assert len(hf_tokenizer) == len(our_tokenizer) == len(tokenizer) == trained_tiny.config.vocab_size
+    vocab_txt = (tmp_path / "tiny" / "vocab.txt").read_text().splitlines()
+    assert len(vocab_txt) == len(tokenizer) and vocab_txt[0] == "[PAD]"
+
+
+def test_fill_mask_pipeline_agrees_with_ours_on_top5(trained_tiny, tokenizer, tmp_path):
+    save_pretrained(trained_tiny, tokenizer, tmp_path / "tiny")
+    pipe = transformers.pipeline("fill-mask", model=str(tmp_path / "tiny"), top_k=5)
+    model, tok = load_pretrained(tmp_path / "tiny")
+    for text in ["paris is the [MASK] of france.", "the [MASK] sat on the mat.", "the sun sets in the [MASK]."]:
+        theirs = pipe(text)
+        ours = fill_mask(model, tok, text, top_k=5)[0]
+        assert [t for t, _ in ours] == [p["token_str"].replace(" ", "") for p in theirs]
+        assert [p for _, p in ours] == pytest.approx([p["score"] for p in theirs], abs=1e-5)
+    assert fill_mask(model, tok, "paris is the [MASK] of france.")[0][0][0] == "capital"
+
+
+@pytest.mark.parametrize("hf_class", [transformers.BertForPreTraining, transformers.BertForMaskedLM,
+                                      transformers.BertModel])
+def test_folders_written_by_transformers_load_with_same_numbers(hf_class, tokenizer, tmp_path):
+    torch.manual_seed(0)
+    hf_config = transformers.BertConfig(**PRESETS["tiny"].with_vocab(len(tokenizer)).to_hf_dict())
+    theirs = hf_class(hf_config).eval()
+    theirs.save_pretrained(tmp_path / "hf")
+    tokenizer.save_pretrained(tmp_path / "hf")
+    if hf_class is transformers.BertForPreTraining:
+        ours, _ = load_pretrained(tmp_path / "hf")
+        assert ours.missing_keys == []
+    else:
+        with pytest.warns(MissingWeightsWarning, match="randomly initialised"):
+            ours, _ = load_pretrained(tmp_path / "hf")
+        assert any(k.startswith("cls.") for k in ours.missing_keys)
+    batch = sample_batch(tokenizer)
+    with torch.no_grad():
+        out = ours(**batch, output_hidden_states=True)
+        ref = theirs(**batch, output_hidden_states=True)
+    assert torch.allclose(out.hidden_states[-1], ref.hidden_states[-1], atol=1e-5)
+    if hf_class is transformers.BertForMaskedLM:
+        assert torch.allclose(out.mlm_logits, ref.logits, atol=1e-5)
+
+
+def test_old_gamma_beta_layernorm_names_are_understood(trained_tiny, tokenizer, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    folder = save_pretrained(trained_tiny, tokenizer, tmp_path / "old")
+    state = load_file(folder / "model.safetensors")
+    renamed = {k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta"): v
+               for k, v in state.items()}
+    save_file(renamed, folder / "model.safetensors")
+    model, _ = load_pretrained(folder)
+    assert model.missing_keys == []
+    assert torch.equal(model.bert.embeddings.LayerNorm.weight, trained_tiny.bert.embeddings.LayerNorm.weight)
+
+
+def test_saving_over_an_existing_checkpoint_replaces_it_and_leaves_no_temp_folders(trained_tiny, tokenizer, tmp_path):
+    save_pretrained(trained_tiny, tokenizer, tmp_path / "ckpt", metadata={"v": 1})
+    save_pretrained(trained_tiny, tokenizer, tmp_path / "ckpt", metadata={"v": 2})
+    assert read_metadata(tmp_path / "ckpt") == {"v": 2}
+    assert os.listdir(tmp_path) == ["ckpt"]
+
+
+def test_failed_write_keeps_the_previous_checkpoint(trained_tiny, tokenizer, tmp_path, monkeypatch):
+    save_pretrained(trained_tiny, tokenizer, tmp_path / "ckpt", metadata={"v": 1})
+
+    def crash(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr("bert_demo.checkpoint.save_file", crash)
+    with pytest.raises(OSError, match="disk full"):
+        save_pretrained(trained_tiny, tokenizer, tmp_path / "ckpt", metadata={"v": 2})
+    assert read_metadata(tmp_path / "ckpt") == {"v": 1}
+    assert os.listdir(tmp_path) == ["ckpt"]
+    load_pretrained(tmp_path / "ckpt")
+
+
+def test_pickle_weights_are_refused_never_unpickled(tokenizer, tmp_path):
+    folder = tmp_path / "pickled"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(PRESETS["tiny"].with_vocab(len(tokenizer)).to_hf_dict()))
+    tokenizer.save_pretrained(folder)
+    marker = tmp_path / "pwned"
+    (folder / "pytorch_model.bin").write_bytes(pickle.dumps(Exploit(str(marker))))
+    with pytest.raises(ValueError, match="pickle, which we never load"):
+        load_pretrained(folder)
+    assert not marker.exists()
+
+
+class Exploit:
+    """Unpickling this would create a file: the test proves it never happens."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_wrong_shapes_are_reported_by_name(trained_tiny, tokenizer, tmp_path):
+    folder = save_pretrained(trained_tiny, tokenizer, tmp_path / "ckpt")
+    config = json.loads((folder / "config.json").read_text())
+    config["intermediate_size"] = 256
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=r"intermediate.dense.\w+ has shape \(512"):
+        load_pretrained(folder)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"hidden_size": 10**9}, "hidden_size"),
+    ({"num_attention_heads": 3}, "not divisible"),
+    ({"model_type": "gpt2"}, "not BERT"),
+    ({"vocab_size": "many"}, "vocab_size"),
+])
+def test_absurd_or_foreign_configs_are_refused(trained_tiny, tokenizer, tmp_path, change, message):
+    folder = save_pretrained(trained_tiny, tokenizer, tmp_path / "ckpt")
+    config = {**json.loads((folder / "config.json").read_text()), **change}
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=message):
+        load_pretrained(folder)
+
+
+def test_garbage_safetensors_and_missing_folder_give_clear_errors(trained_tiny, tokenizer, tmp_path):
+    folder = save_pretrained(trained_tiny, tokenizer, tmp_path / "ckpt")
+    (folder / "model.safetensors").write_bytes(b"not a safetensors file at all")
+    with pytest.raises(ValueError, match="not a readable safetensors file"):
+        load_pretrained(folder)
+    with pytest.raises(ValueError, match="not a checkpoint folder"):
+        load_pretrained(tmp_path / "does-not-exist")
+
+
+def test_hub_id_offline_fails_with_clear_message(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ValueError, match="Hugging Face Hub"):
+        load_pretrained("bert-base-uncased")
+
+
+def test_model_is_returned_in_eval_mode_on_requested_device(trained_tiny, tokenizer, tmp_path):
+    save_pretrained(trained_tiny, tokenizer, tmp_path / "ckpt")
+    model, _ = load_pretrained(tmp_path / "ckpt", device="cpu")
+    assert not model.training
+    assert isinstance(model, BertForPreTraining)
+    assert model.bert.embeddings.word_embeddings.weight.device.type == "cpu"

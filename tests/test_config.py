@@ -1,0 +1,35 @@
+"""Configs validate their values, and presets are the published sizes."""
+from __future__ import annotations
+
+import pytest
+
+from bert_demo.config import PRESETS, BertConfig
+
+
+def test_presets_have_the_turc_et_al_and_bert_base_sizes():
+    sizes = {name: (c.num_hidden_layers, c.hidden_size, c.num_attention_heads, c.intermediate_size)
+             for name, c in PRESETS.items()}
+    assert sizes == {"tiny": (2, 128, 2, 512), "mini": (4, 256, 4, 1024), "small": (4, 512, 8, 2048),
+                     "base": (12, 768, 12, 3072)}
+
+
+def test_hf_dict_round_trip_keeps_every_value():
+    config = PRESETS["mini"].with_vocab(8192)
+    assert BertConfig.from_hf_dict(config.to_hf_dict()) == config
+
+
+@pytest.mark.parametrize("change", [
+    {"hidden_size": 0}, {"hidden_size": -4}, {"num_hidden_layers": 1000}, {"vocab_size": 10**9},
+    {"hidden_size": 100, "num_attention_heads": 3}, {"hidden_dropout_prob": 1.5}, {"hidden_size": 12.5},
+    {"pad_token_id": 40000}, {"num_attention_heads": True},
+])
+def test_invalid_sizes_raise_value_error(change):
+    with pytest.raises(ValueError):
+        BertConfig(**change)
+
+
+def test_foreign_architectures_are_refused():
+    with pytest.raises(ValueError, match="not BERT"):
+        BertConfig.from_hf_dict({"model_type": "roberta"})
+    with pytest.raises(ValueError, match="GELU"):
+        BertConfig.from_hf_dict({"hidden_act": "relu"})

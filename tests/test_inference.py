@@ -1,0 +1,81 @@
+"""fill_mask, next_sentence and attention give well-formed answers and clear errors for bad input."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bert_demo.inference import MAX_MASKS, attention, fill_mask, next_sentence
+
+
+def test_fill_mask_returns_one_ranked_list_per_mask_left_to_right(trained_tiny, tokenizer):
+    result = fill_mask(trained_tiny, tokenizer, "the [MASK] sat on the [MASK].", top_k=3)
+    assert len(result) == 2 and all(len(r) == 3 for r in result)
+    for ranked in result:
+        probs = [p for _, p in ranked]
+        assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1 + 1e-6
+    alone = fill_mask(trained_tiny, tokenizer, "the [MASK] sat on the mat.", top_k=3)[0]
+    assert [t for t, _ in alone][0] in {"cat", "dog"}
+
+
+def test_fill_mask_accepts_lower_case_and_glued_masks(trained_tiny, tokenizer):
+    upper = fill_mask(trained_tiny, tokenizer, "paris is the [MASK] of france.")
+    assert fill_mask(trained_tiny, tokenizer, "paris is the [mask] of france.") == upper
+    assert fill_mask(trained_tiny, tokenizer, "paris is the[MASK]of france.") == upper
+
+
+def test_fill_mask_leaves_the_model_in_its_training_mode(trained_tiny, tokenizer):
+    trained_tiny.train()
+    try:
+        fill_mask(trained_tiny, tokenizer, "the [MASK] sat on the mat.")
+        assert trained_tiny.training
+    finally:
+        trained_tiny.eval()
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "empty"),
+    ("   \n", "empty"),
+    ("the cat sat on the mat.", "no \\[MASK\\]"),
+    (" ".join(["[MASK]"] * (MAX_MASKS + 1)), f"at most {MAX_MASKS}"),
+    ("word " * 600 + "[MASK]", "takes at most 512"),
+    ("x" * 10_000 + "[MASK]", "characters"),
+    (None, "must be text"),
+])
+def test_fill_mask_bad_input_raises_clear_value_error(trained_tiny, tokenizer, text, message):
+    with pytest.raises(ValueError, match=message):
+        fill_mask(trained_tiny, tokenizer, text)
+
+
+@pytest.mark.parametrize("top_k", [0, -1, 51, 2.5, True])
+def test_fill_mask_rejects_bad_top_k(trained_tiny, tokenizer, top_k):
+    with pytest.raises(ValueError, match="top_k"):
+        fill_mask(trained_tiny, tokenizer, "the [MASK] sat.", top_k=top_k)
+
+
+def test_next_sentence_is_a_probability_matching_the_nsp_logits(trained_tiny, tokenizer):
+    p = next_sentence(trained_tiny, tokenizer, "the cat sat on the mat.", "the dog sat on the rug.")
+    batch = tokenizer("the cat sat on the mat.", "the dog sat on the rug.", return_tensors="pt")
+    with torch.no_grad():
+        expected = trained_tiny(**batch).nsp_logits.softmax(-1)[0, 0].item()
+    assert 0.0 <= p <= 1.0 and p == pytest.approx(expected, abs=1e-6)
+
+
+@pytest.mark.parametrize("a, b", [("", "text"), ("text", ""), ("text", "  ")])
+def test_next_sentence_with_an_empty_side_is_refused(trained_tiny, tokenizer, a, b):
+    with pytest.raises(ValueError, match="empty"):
+        next_sentence(trained_tiny, tokenizer, a, b)
+
+
+def test_attention_returns_tokens_and_row_stochastic_weights_per_layer_and_head(trained_tiny, tokenizer):
+    tokens, weights = attention(trained_tiny, tokenizer, "the cat sat.", "the dog sat.")
+    assert tokens[0] == "[CLS]" and tokens.count("[SEP]") == 2
+    config = trained_tiny.config
+    assert weights.shape == (config.num_hidden_layers, config.num_attention_heads, len(tokens), len(tokens))
+    assert torch.allclose(weights.sum(-1), torch.ones(()), atol=1e-5)
+
+
+def test_attention_of_a_single_sentence_and_too_long_input(trained_tiny, tokenizer):
+    tokens, _ = attention(trained_tiny, tokenizer, "paris is the capital of france.")
+    assert tokens[-1] == "[SEP]" and tokens.count("[SEP]") == 1
+    with pytest.raises(ValueError, match="shorten it"):
+        attention(trained_tiny, tokenizer, "word " * 600)
