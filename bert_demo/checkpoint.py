@@ -38,14 +38,22 @@ class MissingWeightsWarning(UserWarning):
 
 
 def save_pretrained(
-    model: BertForPreTraining, tokenizer: BertTokenizerFast, path: str | Path, metadata: dict | None = None
+    model: BertForPreTraining,
+    tokenizer: BertTokenizerFast,
+    path: str | Path,
+    metadata: dict | None = None,
+    extra_files: dict[str, dict[str, torch.Tensor]] | None = None,
 ) -> Path:
-    """Write the model, its tokenizer and optional JSON metadata to `path`, atomically; return the path."""
+    """Write the model, its tokenizer, optional JSON metadata and optional extra safetensors files (such as the
+    optimizer state) to `path`, atomically; return the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     try:
         _write_folder(model, tokenizer, tmp, metadata)
+        for name, tensors in (extra_files or {}).items():
+            save_file(tensors, str(tmp / name))
+        _fsync_files(tmp)
         _replace_folder(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -64,6 +72,10 @@ def _write_folder(model: BertForPreTraining, tokenizer: BertTokenizerFast, folde
     (folder / "vocab.txt").write_text("".join(token + "\n" for token, _ in vocab), encoding="utf-8")
     if metadata is not None:
         (folder / METADATA_NAME).write_text(json.dumps(metadata, indent=2, default=str) + "\n")
+
+
+def _fsync_files(folder: Path) -> None:
+    """Flush every file to disk before the folder is renamed into place."""
     for file in folder.iterdir():
         with open(file, "rb") as handle:
             os.fsync(handle.fileno())

@@ -1,0 +1,236 @@
+"""BERT's pre-training examples: sentence pairs for next-sentence prediction, masked fresh every time they are drawn.
+
+Follows google-research/bert `create_pretraining_data.py` (Devlin et al. 2019, §3.1 and Appendix A.1):
+- an example fills a target of max_seq_len - 3 tokens (sometimes shorter, with probability short_seq_prob), so the
+  model also sees short inputs; segment A is a run of consecutive sentences;
+- segment B is the true continuation half of the time, otherwise sentences from a different, random document
+  (the unused sentences of the current document are put back, so no text is wasted);
+- the pair is truncated to fit, one token at a time from the longer side, at its front or back at random;
+- masking happens in the collator, fresh each time an example is drawn (RoBERTa's "dynamic masking"): 15% of the
+  non-special tokens (at most max_predictions), of which 80% become [MASK], 10% a random token, 10% stay.
+
+Shapes: B batch, T tokens (the longest example in the batch).
+"""
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+from transformers import PreTrainedTokenizerBase
+
+from bert_demo.model import IGNORE_INDEX
+
+Document = list[list[int]]  # a document: sentences of token ids, without special tokens
+IS_NEXT, NOT_NEXT = 0, 1  # NSP labels, as in Hugging Face: 0 = "B follows A"
+
+
+@dataclass(frozen=True)
+class SpecialIds:
+    """The token ids the data pipeline needs to know about."""
+
+    cls: int
+    sep: int
+    mask: int
+    pad: int
+    vocab_size: int
+    special: tuple[int, ...]  # never masking targets, never drawn as random replacements
+
+    @classmethod
+    def from_tokenizer(cls, tokenizer: PreTrainedTokenizerBase) -> "SpecialIds":
+        return cls(cls=tokenizer.cls_token_id, sep=tokenizer.sep_token_id, mask=tokenizer.mask_token_id,
+                   pad=tokenizer.pad_token_id, vocab_size=len(tokenizer), special=tuple(tokenizer.all_special_ids))
+
+
+@dataclass(frozen=True)
+class Example:
+    """[CLS] A [SEP] B [SEP] before masking, with its segment ids and NSP label."""
+
+    input_ids: list[int]
+    token_type_ids: list[int]
+    nsp_label: int
+
+
+def split_documents(documents: Sequence[list[str]], val_fraction: float, seed: int
+                    ) -> tuple[list[list[str]], list[list[str]]]:
+    """Hold out whole documents (never sentences of a document seen in training) for validation.
+
+    Whether a document is held out depends only on its text and the seed, not on its neighbours, so a document held
+    out of a run on "news,wiki" is also held out when that run is evaluated on "news" alone.
+    """
+    if len(documents) < 2:
+        raise ValueError("the corpus needs at least two documents: one to train on and one to validate on")
+    held_out = [_unit_hash(document, seed) < val_fraction for document in documents]
+    if not any(held_out) or all(held_out):  # a tiny corpus: hold out the document with the smallest hash
+        smallest = min(range(len(documents)), key=lambda i: _unit_hash(documents[i], seed))
+        held_out = [i == smallest for i in range(len(documents))]
+    return ([d for d, out in zip(documents, held_out) if not out], [d for d, out in zip(documents, held_out) if out])
+
+
+def _unit_hash(document: list[str], seed: int) -> float:
+    """A stable number in [0, 1) for a document (Python's own hash() changes between processes)."""
+    digest = hashlib.blake2b(f"{seed}\x00{' '.join(document[:3])}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
+
+
+def tokenize_documents(documents: Sequence[list[str]], tokenizer: PreTrainedTokenizerBase) -> list[Document]:
+    """Word-piece every sentence (in one fast batched call) and drop sentences and documents left empty."""
+    sentences = [s for document in documents for s in document]
+    ids = tokenizer(sentences, add_special_tokens=False, return_attention_mask=False)["input_ids"] if sentences else []
+    out, start = [], 0
+    for document in documents:
+        tokenized = [s for s in ids[start:start + len(document)] if s]
+        start += len(document)
+        if tokenized:
+            out.append(tokenized)
+    return out
+
+
+def create_examples(documents: Sequence[Document], special: SpecialIds, max_seq_len: int, rng: random.Random,
+                    short_seq_prob: float = 0.1) -> list[Example]:
+    """One pass over the corpus: every document cut into sentence-pair examples (the reference's dupe_factor=1)."""
+    if len(documents) < 2:
+        raise ValueError("next-sentence prediction needs at least two documents")
+    examples, owed = [], [0]
+    for index in range(len(documents)):
+        examples.extend(_document_examples(documents, index, special, max_seq_len, rng, short_seq_prob, owed))
+    rng.shuffle(examples)
+    return examples
+
+
+def _document_examples(documents: Sequence[Document], index: int, special: SpecialIds, max_seq_len: int,
+                       rng: random.Random, short_seq_prob: float, owed: list[int]) -> list[Example]:
+    """Pack consecutive sentences of documents[index] into chunks, each split into A and B (true or random).
+
+    A one-sentence chunk can only take a random B; `owed` counts those, and the next chunks that could go either way
+    take the true continuation instead of a coin flip, so the NSP labels stay balanced (the reference code skews
+    towards "random" on documents with long sentences).
+    """
+    document, max_tokens = documents[index], max_seq_len - 3  # room for [CLS], [SEP], [SEP]
+    target = rng.randint(2, max_tokens) if rng.random() < short_seq_prob else max_tokens
+    examples, chunk, length, i = [], [], 0, 0
+    while i < len(document):
+        chunk.append(document[i])
+        length += len(document[i])
+        if i == len(document) - 1 or length >= target:
+            a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
+            tokens_a = [t for s in chunk[:a_end] for t in s]
+            forced = len(chunk) == 1
+            owed[0] += forced
+            if forced or (owed[0] == 0 and rng.random() < 0.5):
+                tokens_b, label = _random_segment(documents, index, target - len(tokens_a), rng), NOT_NEXT
+                i -= len(chunk) - a_end  # put the unused sentences back
+            else:
+                tokens_b, label = [t for s in chunk[a_end:] for t in s], IS_NEXT
+                owed[0] = max(0, owed[0] - 1)
+            _truncate_pair(tokens_a, tokens_b, max_tokens, rng)
+            if tokens_a and tokens_b:
+                examples.append(_pack(tokens_a, tokens_b, label, special))
+            chunk, length = [], 0
+            target = rng.randint(2, max_tokens) if rng.random() < short_seq_prob else max_tokens
+        i += 1
+    return examples
+
+
+def _random_segment(documents: Sequence[Document], index: int, target: int, rng: random.Random) -> list[int]:
+    """Consecutive sentences from a random other document, starting anywhere, about `target` tokens long."""
+    other = rng.randrange(len(documents) - 1)
+    other = other + 1 if other >= index else other  # any document but this one
+    sentences = documents[other]
+    tokens: list[int] = []
+    for sentence in sentences[rng.randrange(len(sentences)):]:
+        tokens.extend(sentence)
+        if len(tokens) >= max(target, 1):
+            break
+    return tokens
+
+
+def _truncate_pair(tokens_a: list[int], tokens_b: list[int], max_tokens: int, rng: random.Random) -> None:
+    """Trim the longer segment, one token at a time from its front or back at random, until the pair fits."""
+    while len(tokens_a) + len(tokens_b) > max_tokens:
+        longer = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
+        del longer[0 if rng.random() < 0.5 else -1]
+
+
+def _pack(tokens_a: list[int], tokens_b: list[int], label: int, special: SpecialIds) -> Example:
+    ids = [special.cls, *tokens_a, special.sep, *tokens_b, special.sep]
+    segments = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
+    return Example(ids, segments, label)
+
+
+class MaskingCollator:
+    """Pads a list of examples into a batch and draws the masked-LM targets afresh (BERT §3.1, "Task #1")."""
+
+    def __init__(self, special: SpecialIds, max_predictions: int, mask_prob: float = 0.15,
+                 replace_mask: float = 0.8, replace_random: float = 0.1):
+        self.special = special
+        self.max_predictions = max_predictions
+        self.mask_prob, self.replace_mask, self.replace_random = mask_prob, replace_mask, replace_random
+        self.special_tensor = torch.tensor(special.special)
+        ordinary = torch.ones(special.vocab_size, dtype=torch.bool)
+        ordinary[self.special_tensor] = False
+        self.ordinary_ids = ordinary.nonzero().squeeze(1)  # random replacements are never special tokens
+
+    def __call__(self, examples: Sequence[Example], generator: torch.Generator) -> dict[str, Tensor]:
+        T = max(len(e.input_ids) for e in examples)
+        input_ids = torch.full((len(examples), T), self.special.pad, dtype=torch.long)  # (B, T)
+        token_type_ids = torch.zeros_like(input_ids)
+        attention_mask = torch.zeros_like(input_ids)
+        for row, example in enumerate(examples):
+            input_ids[row, :len(example.input_ids)] = torch.tensor(example.input_ids)
+            token_type_ids[row, :len(example.token_type_ids)] = torch.tensor(example.token_type_ids)
+            attention_mask[row, :len(example.input_ids)] = 1
+        input_ids, mlm_labels = self.mask(input_ids, generator)
+        return {"input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": attention_mask,
+                "mlm_labels": mlm_labels, "nsp_labels": torch.tensor([e.nsp_label for e in examples])}
+
+    def mask(self, input_ids: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        """Choose round(15%) of each row's non-special tokens (capped), then apply the 80/10/10 replacement."""
+        candidates = ~torch.isin(input_ids, self.special_tensor)  # (B, T); [PAD] is special too
+        n_targets = (candidates.sum(1) * self.mask_prob).round().clamp(1, self.max_predictions)  # (B,)
+        scores = torch.rand(input_ids.shape, generator=generator).masked_fill(~candidates, 2.0)
+        ranks = scores.argsort(dim=1).argsort(dim=1)  # 0 = the row's smallest score
+        targets = (ranks < n_targets[:, None]) & candidates  # (B, T)
+        labels = torch.where(targets, input_ids, IGNORE_INDEX)
+        roll = torch.rand(input_ids.shape, generator=generator)
+        to_mask = targets & (roll < self.replace_mask)
+        to_random = targets & (roll >= self.replace_mask) & (roll < self.replace_mask + self.replace_random)
+        random_ids = self.ordinary_ids[torch.randint(len(self.ordinary_ids), input_ids.shape, generator=generator)]
+        masked = torch.where(to_mask, self.special.mask, input_ids)
+        return torch.where(to_random, random_ids, masked), labels
+
+
+class PretrainingData:
+    """An endless stream of masked batches: examples re-paired every epoch, masks redrawn every batch."""
+
+    def __init__(self, documents: Sequence[Document], special: SpecialIds, max_seq_len: int = 128,
+                 batch_size: int = 32, max_predictions: int = 20, seed: int = 0, short_seq_prob: float = 0.1,
+                 rank: int = 0, world_size: int = 1, **masking: float):
+        if len(documents) < 2:
+            raise ValueError("the corpus has fewer than two usable documents: next-sentence prediction needs more")
+        self.documents, self.max_seq_len, self.batch_size = documents, max_seq_len, batch_size
+        self.seed, self.short_seq_prob, self.rank, self.world_size = seed, short_seq_prob, rank, world_size
+        self.special = special
+        self.collate = MaskingCollator(special, max_predictions, **masking)
+
+    def batches(self) -> Iterator[dict[str, Tensor]]:
+        """Batches forever; with world_size > 1 each rank takes its own share of every epoch's examples."""
+        rng = random.Random(self.seed)
+        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + self.rank)
+        while True:
+            examples = create_examples(self.documents, self.special, self.max_seq_len, rng, self.short_seq_prob)[
+                self.rank::self.world_size]
+            if len(examples) < self.batch_size:
+                examples = examples * (self.batch_size // max(len(examples), 1) + 1)  # a tiny corpus: repeat it
+            for start in range(0, len(examples) - self.batch_size + 1, self.batch_size):
+                yield self.collate(examples[start:start + self.batch_size], generator)
+
+    def fixed_batches(self, n: int, seed: int = 0) -> list[dict[str, Tensor]]:
+        """The same n batches every time (for validation): examples and masks drawn from `seed`."""
+        rng, generator = random.Random(seed), torch.Generator().manual_seed(seed)
+        examples = create_examples(self.documents, self.special, self.max_seq_len, rng, self.short_seq_prob)
+        batches = [examples[i:i + self.batch_size] for i in range(0, len(examples), self.batch_size)][:n]
+        return [self.collate(chunk, generator) for chunk in batches]

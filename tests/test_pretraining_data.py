@@ -1,0 +1,158 @@
+"""Pre-training examples follow BERT's recipe: statistics over many examples, checked against the paper's numbers."""
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from bert_demo.model import IGNORE_INDEX
+from bert_demo.pretraining_data import (IS_NEXT, NOT_NEXT, PretrainingData, SpecialIds, create_examples,
+                                        split_documents, tokenize_documents)
+
+SPECIAL = SpecialIds(cls=2, sep=3, mask=4, pad=0, vocab_size=6000, special=(0, 1, 2, 3, 4))
+DOC_SPAN = 250  # document d owns token ids [5 + d * DOC_SPAN, 5 + (d + 1) * DOC_SPAN), in reading order
+
+
+def numbered_documents(n_docs: int = 20, seed: int = 0) -> list[list[list[int]]]:
+    """Documents whose token ids say where they came from: the document, and the order within it."""
+    rng = random.Random(seed)
+    documents = []
+    for d in range(n_docs):
+        next_id, sentences = 5 + d * DOC_SPAN, []
+        while next_id + 25 < 5 + (d + 1) * DOC_SPAN:
+            length = rng.randint(4, 24)
+            sentences.append(list(range(next_id, next_id + length)))
+            next_id += length
+        documents.append(sentences)
+    return documents
+
+
+def document_of(token: int) -> int:
+    return (token - 5) // DOC_SPAN
+
+
+def segments(example) -> tuple[list[int], list[int]]:
+    first_sep = example.input_ids.index(SPECIAL.sep)
+    return example.input_ids[1:first_sep], example.input_ids[first_sep + 1:-1]
+
+
+def many_batches(n: int = 60, **kwargs) -> list[dict[str, torch.Tensor]]:
+    data = PretrainingData(numbered_documents(), SPECIAL, max_seq_len=64, batch_size=32, max_predictions=20,
+                           **kwargs)
+    stream = data.batches()
+    return [next(stream) for _ in range(n)]
+
+
+def test_examples_are_cls_a_sep_b_sep_within_the_length_limit():
+    examples = create_examples(numbered_documents(), SPECIAL, 64, random.Random(0))
+    assert len(examples) > 50
+    for example in examples:
+        a, b = segments(example)
+        assert example.input_ids == [SPECIAL.cls, *a, SPECIAL.sep, *b, SPECIAL.sep]
+        assert a and b and len(example.input_ids) <= 64
+        assert example.token_type_ids == [0] * (len(a) + 2) + [1] * (len(b) + 1)
+
+
+def test_true_next_segments_continue_a_and_random_ones_come_from_another_document():
+    examples = create_examples(numbered_documents(), SPECIAL, 64, random.Random(1))
+    for example in examples:
+        a, b = segments(example)
+        docs_a, docs_b = {document_of(t) for t in a}, {document_of(t) for t in b}
+        assert len(docs_a) == 1 and len(docs_b) == 1
+        if example.nsp_label == IS_NEXT:
+            assert docs_a == docs_b and max(a) < min(b)
+        else:
+            assert docs_a != docs_b
+
+
+def test_next_sentence_labels_are_balanced():
+    labels = torch.cat([b["nsp_labels"] for b in many_batches()])
+    assert labels.float().mean().item() == pytest.approx(0.5, abs=0.04)
+    assert set(labels.tolist()) == {IS_NEXT, NOT_NEXT}
+
+
+def test_about_ten_percent_of_examples_are_shorter_targets():
+    examples = create_examples(numbered_documents(60), SPECIAL, 128, random.Random(2))
+    short = sum(len(e.input_ids) < 64 for e in examples) / len(examples)
+    assert 0.03 < short < 0.3  # short_seq_prob 0.1 plus documents' natural ends
+
+
+def test_masking_rate_and_80_10_10_split_match_the_paper_within_one_point():
+    batches = many_batches(n=150)
+    chosen = kept = masked = random_ = candidates = 0
+    for batch in batches:
+        labels, ids = batch["mlm_labels"], batch["input_ids"]
+        targets = labels != IGNORE_INDEX
+        candidates += batch["attention_mask"].sum().item() - 3 * len(ids)  # [CLS] and two [SEP] per row
+        chosen += targets.sum().item()
+        masked += (ids[targets] == SPECIAL.mask).sum().item()
+        kept += (ids[targets] == labels[targets]).sum().item()
+        random_ += ((ids[targets] != SPECIAL.mask) & (ids[targets] != labels[targets])).sum().item()
+    assert chosen / candidates == pytest.approx(0.15, abs=0.01)
+    assert masked / chosen == pytest.approx(0.8, abs=0.01)
+    assert random_ / chosen == pytest.approx(0.1, abs=0.01)
+    assert kept / chosen == pytest.approx(0.1, abs=0.01)
+
+
+def test_special_tokens_and_padding_are_never_targets_and_random_tokens_are_never_special():
+    for batch in many_batches():
+        labels, ids = batch["mlm_labels"], batch["input_ids"]
+        targets = labels != IGNORE_INDEX
+        assert not torch.isin(labels[targets], torch.tensor(SPECIAL.special)).any()
+        replaced = targets & (ids != SPECIAL.mask)
+        assert not torch.isin(ids[replaced], torch.tensor(SPECIAL.special)).any()
+        assert (targets.sum(1) <= 20).all() and (targets.sum(1) >= 1).all()
+
+
+def test_padding_has_no_attention_no_segment_and_no_label():
+    for batch in many_batches(n=10):
+        pad = batch["attention_mask"] == 0
+        assert pad.any()  # short examples make padded rows
+        assert (batch["input_ids"][pad] == SPECIAL.pad).all()
+        assert (batch["token_type_ids"][pad] == 0).all() and (batch["mlm_labels"][pad] == IGNORE_INDEX).all()
+        lengths = batch["attention_mask"].sum(1)
+        assert (batch["input_ids"].gather(1, (lengths - 1)[:, None]) == SPECIAL.sep).all()
+
+
+def test_masks_are_drawn_afresh_each_epoch_but_fixed_batches_repeat():
+    data = PretrainingData(numbered_documents(), SPECIAL, max_seq_len=64, batch_size=8)
+    a, b = data.fixed_batches(3, seed=5), data.fixed_batches(3, seed=5)
+    assert all(torch.equal(x["input_ids"], y["input_ids"]) for x, y in zip(a, b))
+    stream = data.batches()
+    first = [next(stream)["mlm_labels"] for _ in range(5)]
+    assert not all(torch.equal(first[0], other) for other in first[1:])
+
+
+def test_all_mask_evaluation_replaces_every_target_with_mask():
+    data = PretrainingData(numbered_documents(), SPECIAL, max_seq_len=64, batch_size=16, replace_mask=1.0,
+                           replace_random=0.0)
+    for batch in data.fixed_batches(4):
+        targets = batch["mlm_labels"] != IGNORE_INDEX
+        assert (batch["input_ids"][targets] == SPECIAL.mask).all()
+
+
+def test_ranks_take_disjoint_shares_of_each_epoch():
+    docs = numbered_documents()
+    streams = [PretrainingData(docs, SPECIAL, max_seq_len=64, batch_size=4, rank=r, world_size=2).batches()
+               for r in range(2)]
+    first = [next(s)["mlm_labels"].clone() for s in streams]
+    assert not torch.equal(first[0], first[1])
+
+
+def test_validation_split_holds_out_whole_documents():
+    documents = [[f"document {d} sentence {s}." for s in range(3)] for d in range(400)]
+    train, val = split_documents(documents, 0.1, seed=0)
+    assert 20 <= len(val) <= 60 and len(train) + len(val) == 400
+    assert not {s for d in train for s in d} & {s for d in val for s in d}
+    _, val_of_half = split_documents(documents[::2], 0.1, seed=0)
+    assert val_of_half == [d for d in val if d in documents[::2]]  # held out whatever it is combined with
+    assert len(split_documents(documents[:2], 0.1, seed=0)[1]) == 1
+    with pytest.raises(ValueError, match="two documents"):
+        split_documents(documents[:1], 0.1, seed=0)
+
+
+def test_tokenize_documents_keeps_document_boundaries_and_drops_empty_sentences(tokenizer):
+    docs = tokenize_documents([["the cat sat.", "   "], ["the dog sat.", "paris is big."], [""]], tokenizer)
+    assert len(docs) == 2 and [len(d) for d in docs] == [1, 2]
+    assert tokenizer.decode(docs[1][0]) == "the dog sat."
