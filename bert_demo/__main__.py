@@ -1,0 +1,149 @@
+"""Command line: `python -m bert_demo train|eval|fill-mask|nsp ...` (the same backend functions the app calls).
+
+    python -m bert_demo train --preset tiny --corpus wiki --steps 200 --out checkpoints/tiny-wiki
+    torchrun --nproc_per_node 2 -m bert_demo train ...        # DistributedDataParallel, one process per device
+    python -m bert_demo eval checkpoints/tiny-wiki --corpus wiki --reference
+    python -m bert_demo fill-mask checkpoints/tiny-wiki "the [MASK] of france is paris."
+    python -m bert_demo nsp checkpoints/tiny-wiki "The sun rose." "Birds began to sing."
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from collections.abc import Callable
+
+from tqdm import tqdm
+
+from bert_demo.config import PRESETS
+
+TRAIN_FLAGS = {  # flag -> TrainConfig field, type and help
+    "--preset": ("preset", str, f"model size: {', '.join(PRESETS)}"),
+    "--corpus": ("corpus", str, "wiki, news, wikitext-2 or a text file; combine with commas (news,wiki)"),
+    "--steps": ("steps", int, "optimizer steps in total"),
+    "--batch-size": ("batch_size", int, "sequences per step on each process"),
+    "--grad-accum": ("grad_accum", int, "micro-batches per step (gradient accumulation)"),
+    "--lr": ("lr", float, "peak learning rate"),
+    "--warmup-steps": ("warmup_steps", int, "linear warm-up steps (default 10%% of steps)"),
+    "--seq-len": ("seq_len", int, "tokens per example"),
+    "--vocab-size": ("vocab_size", int, "WordPiece vocabulary size to train"),
+    "--tokenizer": ("tokenizer", str, "reuse the tokenizer of this checkpoint folder"),
+    "--eval-every": ("eval_every", int, "validate every N steps"),
+    "--save-every": ("save_every", int, "write a checkpoint every N steps"),
+    "--log-every": ("log_every", int, "report training metrics every N steps"),
+    "--seed": ("seed", int, "random seed"),
+    "--device": ("device", str, "cpu, cuda or cuda:N (default: CUDA when present)"),
+    "--out": ("out", str, "checkpoint folder to write"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.command(args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bert_demo", description="Pre-train and query a BERT.")
+    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+    train = commands.add_parser("train", help="pre-train with masked-LM and next-sentence prediction")
+    for flag, (_, kind, text) in TRAIN_FLAGS.items():
+        train.add_argument(flag, type=kind, help=text)
+    train.add_argument("--resume", help="continue the run saved in this checkpoint folder")
+    train.add_argument("--compile", action="store_true", help="torch.compile the model")
+    train.set_defaults(command=train_command)
+    evaluate = commands.add_parser("eval", help="held-out masked-LM and NSP metrics of a checkpoint")
+    evaluate.add_argument("folder")
+    evaluate.add_argument("--corpus", default="wiki")
+    evaluate.add_argument("--batches", type=int, default=200, help="at most this many batches of 32")
+    evaluate.add_argument("--reference", action="store_true", help="also score with transformers")
+    evaluate.set_defaults(command=eval_command)
+    fill = commands.add_parser("fill-mask", help="top predictions for each [MASK]")
+    fill.add_argument("folder")
+    fill.add_argument("text")
+    fill.add_argument("--top-k", type=int, default=5)
+    fill.set_defaults(command=fill_mask_command)
+    nsp = commands.add_parser("nsp", help="probability that sentence B follows sentence A")
+    nsp.add_argument("folder")
+    nsp.add_argument("text_a")
+    nsp.add_argument("text_b")
+    nsp.set_defaults(command=nsp_command)
+    return parser
+
+
+def train_command(args: argparse.Namespace) -> int:
+    from bert_demo.checkpoint import read_metadata
+    from bert_demo.trainer import Trainer, TrainConfig
+
+    base = read_metadata(args.resume).get("train_config", {}) if args.resume else {}
+    overrides = {field: getattr(args, flag[2:].replace("-", "_")) for flag, (field, _, _) in TRAIN_FLAGS.items()}
+    config = TrainConfig.from_dict({**base, **{k: v for k, v in overrides.items() if v is not None}})
+    config.compile = args.compile
+    trainer = Trainer(config, resume=args.resume)
+    signal.signal(signal.SIGINT, lambda *_: trainer.stop())  # Ctrl-C: finish the step, save, exit
+    progress = tqdm(total=config.steps, initial=trainer.step, unit="step", disable=not trainer.dist.is_main)
+    done = {}
+    for record in trainer.run():
+        done = report(record, progress, tqdm.write if trainer.dist.is_main else lambda _: None)
+    progress.close()
+    return 0 if done.get("reason") in ("finished", "stopped") else 1
+
+
+def report(record: dict, progress: tqdm, write: Callable[[str], None]) -> dict:
+    """Show one trainer record on the terminal; return it."""
+    kind = record["kind"]
+    if kind == "status":
+        write(record["message"])
+    elif kind == "train":
+        progress.update(record["step"] - progress.n)
+        progress.set_postfix(mlm=f"{record['mlm_loss']:.3f}", nsp=f"{record['nsp_loss']:.3f}",
+                             acc=f"{record['mlm_acc']:.3f}", tok_s=f"{record['tokens_per_s']:.0f}")
+    elif kind == "val":
+        write(f"step {record['step']}: validation MLM loss {record['mlm_loss']:.3f} acc {record['mlm_acc']:.3f} "
+              f"ppl {record['mlm_ppl']:.1f} | NSP loss {record['nsp_loss']:.3f} acc {record['nsp_acc']:.3f}")
+    elif kind == "probe" and "predictions" in record:
+        write(f"  {record['text']} -> " + ", ".join(f"{t} {p:.2f}" for t, p in record["predictions"]))
+    elif kind == "done":
+        write(f"{record['reason']} at step {record['step']}; checkpoint: {record.get('checkpoint')}")
+        if record.get("message"):
+            write(record["message"])
+    return record
+
+
+def eval_command(args: argparse.Namespace) -> int:
+    from bert_demo.trainer import evaluate
+
+    results = evaluate(args.folder, args.corpus, max_batches=args.batches, reference=args.reference)
+    for name, metrics in results.items():
+        print(f"{name:>12}: MLM loss {metrics['mlm_loss']:.4f} acc {metrics['mlm_acc']:.4f} "
+              f"ppl {metrics['mlm_ppl']:.2f} ({metrics['targets']} targets) | NSP loss {metrics['nsp_loss']:.4f} "
+              f"acc {metrics['nsp_acc']:.4f} ({metrics['pairs']} pairs)")
+    print(json.dumps(results))
+    return 0
+
+
+def fill_mask_command(args: argparse.Namespace) -> int:
+    from bert_demo.checkpoint import load_pretrained
+    from bert_demo.inference import fill_mask
+
+    model, tokenizer = load_pretrained(args.folder)
+    for index, guesses in enumerate(fill_mask(model, tokenizer, args.text, top_k=args.top_k), start=1):
+        print(f"[MASK] {index}: " + ", ".join(f"{token} ({p:.3f})" for token, p in guesses))
+    return 0
+
+
+def nsp_command(args: argparse.Namespace) -> int:
+    from bert_demo.checkpoint import load_pretrained
+    from bert_demo.inference import next_sentence
+
+    model, tokenizer = load_pretrained(args.folder)
+    print(f"P(B follows A) = {next_sentence(model, tokenizer, args.text_a, args.text_b):.4f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,450 @@
+"""Pre-training: BERT's masked-LM + next-sentence objective (Devlin et al. 2019, §3.1 and Appendix A.2).
+
+`Trainer.run()` is a generator of plain-dict records (progress, validation, probe predictions, the end of the run)
+that the app and the CLI both consume. A run can be stopped from another thread at any step; stopping, finishing or
+diverging all leave a Hugging Face-format checkpoint with the training config and metrics history beside it, and the
+AdamW state (in safetensors, never pickle) so that `resume` continues where it left off.
+
+Under `torchrun --nproc_per_node N` the same code trains with DistributedDataParallel: every rank draws its own
+share of the examples, gradients are averaged, and rank 0 alone logs, validates and writes checkpoints.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import os
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from safetensors.torch import load_file
+from torch import Tensor
+from transformers import BertTokenizerFast
+
+from bert_demo.checkpoint import load_pretrained, read_metadata, save_pretrained
+from bert_demo.config import PRESETS
+from bert_demo.corpus import load_corpus
+from bert_demo.inference import fill_mask
+from bert_demo.model import IGNORE_INDEX, BertForPreTraining
+from bert_demo.pretraining_data import PretrainingData, SpecialIds, split_documents, tokenize_documents
+from bert_demo.tokenizer import load_tokenizer, train_tokenizer
+
+OPTIMIZER_NAME = "optimizer.safetensors"
+Record = dict[str, Any]
+Batch = dict[str, Tensor]
+
+
+@dataclass
+class TrainConfig:
+    """Everything that defines a run; stored beside its checkpoint so the run can be repeated or resumed."""
+
+    preset: str = "tiny"
+    corpus: str = "wiki"
+    steps: int = 200  # optimizer steps in total (a resumed run continues up to this number)
+    batch_size: int = 32  # sequences per optimizer step on each process, split into grad_accum micro-batches
+    lr: float = 1e-3
+    seq_len: int = 128
+    vocab_size: int = 8192
+    out: str = "checkpoints/run"
+    grad_accum: int = 1
+    warmup_steps: int | None = None  # default: 10% of steps
+    weight_decay: float = 0.01
+    beta2: float = 0.98
+    grad_clip: float = 1.0
+    max_predictions: int | None = None  # default: 15% of seq_len, plus one
+    val_fraction: float = 0.05
+    eval_every: int = 50
+    eval_batches: int = 8
+    save_every: int = 500
+    log_every: int = 5
+    seed: int = 0
+    tokenizer: str | None = None  # a checkpoint folder whose tokenizer to reuse instead of training one
+    probe: str = "the [MASK] of the united states is the head of state."
+    device: str | None = None  # default: CUDA when present, else CPU
+    compile: bool = False  # torch.compile the model (off by default: Spaces' ZeroGPU forbids it)
+
+    def validate(self) -> None:
+        """Raise ValueError for values no run can use (the app adds tighter caps for shared machines)."""
+        if self.preset not in PRESETS:
+            raise ValueError(f"unknown preset {self.preset!r}: choose one of {', '.join(PRESETS)}")
+        positive = ("steps", "batch_size", "seq_len", "vocab_size", "grad_accum", "eval_every", "eval_batches",
+                    "save_every", "log_every")
+        for name in positive:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive whole number, got {value!r}")
+        if not 16 <= self.seq_len <= 512:
+            raise ValueError(f"seq_len must be between 16 and 512 tokens, got {self.seq_len}")
+        if self.batch_size % self.grad_accum:
+            raise ValueError(f"batch_size {self.batch_size} must be a multiple of grad_accum {self.grad_accum}")
+        if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and 0 < self.lr <= 1):
+            raise ValueError(f"lr must be a number in (0, 1], got {self.lr!r}")
+        if not 0 < self.val_fraction < 0.5:
+            raise ValueError("val_fraction must be between 0 and 0.5")
+        if self.warmup_steps is not None and not 0 <= self.warmup_steps <= self.steps:
+            raise ValueError("warmup_steps must be between 0 and steps")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TrainConfig":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass(frozen=True)
+class Distributed:
+    """Where this process stands in a torchrun job (rank 0 of 1 when run on its own)."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+    @classmethod
+    def from_env(cls) -> "Distributed":
+        return cls(int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)),
+                   int(os.environ.get("LOCAL_RANK", 0)))
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+class Trainer:
+    """One pre-training run. Create it, iterate `run()`, and call `stop()` from anywhere to end it early."""
+
+    def __init__(self, config: TrainConfig, resume: str | Path | None = None):
+        config.validate()
+        self.config = config
+        self.resume = Path(resume) if resume else None
+        if self.resume and not (self.resume / "config.json").is_file():
+            raise ValueError(f"cannot resume from {self.resume}: it is not a checkpoint folder")
+        self.dist = Distributed.from_env()
+        self.device = pick_device(config.device, self.dist)
+        self.lock = threading.Lock()  # held while weights change; `snapshot` takes it to copy a consistent model
+        self._stop = threading.Event()
+        self.model: BertForPreTraining | None = None
+        self.tokenizer: BertTokenizerFast | None = None
+        self.metadata = read_metadata(self.resume) if self.resume else {}
+        self.history: list[Record] = list(self.metadata.get("history", []))
+        self.step = int(self.metadata.get("step", 0))
+
+    def stop(self) -> None:
+        """Ask the run to end after the current step; it then saves its checkpoint."""
+        self._stop.set()
+
+    def snapshot(self) -> BertForPreTraining | None:
+        """An eval-mode copy of the current weights, safe to use while training continues."""
+        if self.model is None:
+            return None
+        with self.lock:
+            return copy.deepcopy(self.model).eval()
+
+    def run(self) -> Iterator[Record]:
+        """Prepare data and model, train, and yield records; the last one has kind "done"."""
+        started, cfg = time.perf_counter(), self.config
+        set_cpu_threads()
+        torch.manual_seed(cfg.seed)
+        if self.dist.world_size > 1 and not dist.is_initialized():
+            dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo")
+        yield {"kind": "status", "message": f"loading corpus {cfg.corpus!r}"}
+        train_docs, val_docs = split_documents(load_corpus(cfg.corpus), cfg.val_fraction, cfg.seed)
+        yield {"kind": "status", "message": "preparing the tokenizer"}
+        self.tokenizer = self._tokenizer(train_docs)
+        yield {"kind": "status", "message": f"building pre-training examples from {len(train_docs):,} documents"}
+        special = SpecialIds.from_tokenizer(self.tokenizer)
+        seed = cfg.seed + self.step  # a resumed run draws new batches, not the ones it already saw
+        train_data = self._data(tokenize_documents(train_docs, self.tokenizer), special, seed, cfg.batch_size,
+                                self.dist.rank, self.dist.world_size)
+        val_batches = self._data(tokenize_documents(val_docs, self.tokenizer), special, 0, 32).fixed_batches(
+            cfg.eval_batches, seed=0)
+        optimizer, schedule = self._model_and_optimizer()
+        yield {"kind": "status", "message": f"training on {self.device.type} ({self.dist.world_size} process(es)) "
+                                            f"with {self.model.num_parameters():,} parameters"}
+        yield from self._train(train_data.batches(), val_batches, optimizer, schedule, started)
+
+    def _tokenizer(self, train_docs: list[list[str]]) -> BertTokenizerFast:
+        if self.resume:
+            return load_tokenizer(self.resume)
+        if self.config.tokenizer:
+            return load_tokenizer(self.config.tokenizer)
+        return train_tokenizer(train_docs, vocab_size=self.config.vocab_size)
+
+    def _data(self, documents, special: SpecialIds, seed: int, batch_size: int, rank: int = 0, world: int = 1
+              ) -> PretrainingData:
+        cfg = self.config
+        max_predictions = cfg.max_predictions or round(cfg.seq_len * 0.15) + 1
+        return PretrainingData(documents, special, max_seq_len=cfg.seq_len, batch_size=batch_size,
+                               max_predictions=max_predictions, seed=seed, rank=rank, world_size=world)
+
+    def _model_and_optimizer(self):
+        cfg = self.config
+        if self.resume:
+            self.model, _ = load_pretrained(self.resume, device=self.device)
+        else:
+            self.model = BertForPreTraining(PRESETS[cfg.preset].with_vocab(len(self.tokenizer))).to(self.device)
+        self.model.train()
+        optimizer = make_optimizer(self.model, cfg)
+        if self.resume and (self.resume / OPTIMIZER_NAME).is_file():
+            load_optimizer_tensors(optimizer, load_file(str(self.resume / OPTIMIZER_NAME), device=str(self.device)))
+        warmup = cfg.warmup_steps if cfg.warmup_steps is not None else cfg.steps // 10
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: linear_schedule(s, warmup, cfg.steps))
+        for _ in range(self.step):
+            schedule.step()
+        return optimizer, schedule
+
+    def _train(self, batches: Iterator[Batch], val_batches: list[Batch], optimizer, schedule, started: float
+               ) -> Iterator[Record]:
+        cfg, model, main = self.config, self.model, self.dist.is_main
+        forward = torch.compile(model) if cfg.compile else model
+        if self.dist.world_size > 1:
+            device_ids = [self.device.index] if self.device.type == "cuda" else None
+            forward = torch.nn.parallel.DistributedDataParallel(forward, device_ids=device_ids)
+        window = Window()
+        tokens_seen = int(self.history[-1]["tokens"]) if self.history else 0
+        while self.step < cfg.steps and not self._stop.is_set():
+            batch = next(batches)
+            optimizer.zero_grad(set_to_none=True)
+            for micro, part in enumerate(split_batch(batch, cfg.grad_accum)):
+                part = to_device(part, self.device)
+                last = micro == cfg.grad_accum - 1
+                sync = nullcontext() if last or self.dist.world_size == 1 else forward.no_sync()
+                with sync, autocast(self.device):
+                    out = forward(**part)
+                    (out.loss / cfg.grad_accum).backward()
+                window.add(out, part)
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            if not torch.isfinite(grad_norm):
+                yield self._finish("diverged", started, optimizer, f"the loss became {out.loss.item():.4g} at step "
+                                   f"{self.step + 1}: the run stopped and the weights from before that step were "
+                                   "saved. Try a lower learning rate.")
+                return
+            with self.lock:
+                optimizer.step()
+                schedule.step()
+            self.step += 1
+            tokens_seen += int(batch["attention_mask"].sum()) * self.dist.world_size
+            if main and (self.step % cfg.log_every == 0 or self.step == cfg.steps):
+                yield self._log(window.flush(self.dist.world_size), tokens_seen, started,
+                                lr=schedule.get_last_lr()[0])
+            if main and (self.step % cfg.eval_every == 0 or self.step == cfg.steps):
+                yield self._log(validate(model, val_batches, self.device), tokens_seen, started, kind="val")
+                yield self._probe()
+            if self.step % cfg.save_every == 0 and self.step < cfg.steps:
+                self._save(optimizer, started)
+        yield self._finish("finished" if self.step >= cfg.steps else "stopped", started, optimizer)
+
+    def _log(self, metrics: dict[str, float], tokens: int, started: float, kind: str = "train",
+             lr: float | None = None) -> Record:
+        record = {"kind": kind, "step": self.step, "tokens": tokens, **metrics,
+                  "elapsed": round(time.perf_counter() - started, 3)}
+        if lr is not None:
+            record["lr"] = lr
+        self.history.append(record)
+        return record
+
+    def _probe(self) -> Record:
+        """The current model's guesses for a fixed sentence, so one can watch it learn."""
+        try:
+            guesses = fill_mask(self.model, self.tokenizer, self.config.probe, top_k=5)[0]
+        except ValueError as exc:
+            return {"kind": "probe", "step": self.step, "text": self.config.probe, "error": str(exc)}
+        return {"kind": "probe", "step": self.step, "text": self.config.probe, "predictions": guesses}
+
+    def _save(self, optimizer, started: float) -> Path | None:
+        """Rank 0 writes the checkpoint (atomically); the other ranks wait for it."""
+        path = None
+        if self.dist.is_main:
+            elapsed = float(self.metadata.get("elapsed", 0.0)) + time.perf_counter() - started
+            metadata = {"train_config": asdict(self.config), "step": self.step, "history": self.history,
+                        "elapsed": round(elapsed, 3), "device": self.device.type,
+                        "world_size": self.dist.world_size, "parameters": self.model.num_parameters()}
+            with self.lock:
+                path = save_pretrained(self.model, self.tokenizer, self.config.out, metadata=metadata,
+                                       extra_files={OPTIMIZER_NAME: optimizer_tensors(optimizer)})
+        if self.dist.world_size > 1:
+            dist.barrier()
+        return path
+
+    def _finish(self, reason: str, started: float, optimizer, message: str | None = None) -> Record:
+        record: Record = {"kind": "done", "reason": reason, "step": self.step, "message": message}
+        try:
+            saved = self._save(optimizer, started)
+            record["checkpoint"] = str(saved) if saved else None
+        except OSError as exc:
+            record["checkpoint"] = None
+            record["message"] = f"{message or ''} The checkpoint could not be written to {self.config.out}: " \
+                                f"{exc.strerror or exc}".strip()
+        return record
+
+
+class Window:
+    """Running sums of the training metrics between two log records."""
+
+    def __init__(self):
+        self.sums: dict[str, float] = defaultdict(float)
+        self.started = time.perf_counter()
+
+    def add(self, out, batch: Batch) -> None:
+        targets = batch["mlm_labels"][batch["mlm_labels"] != IGNORE_INDEX]
+        self.sums["micro_steps"] += 1
+        self.sums["mlm_loss"] += out.mlm_loss.item()
+        self.sums["nsp_loss"] += out.nsp_loss.item()
+        self.sums["mlm_correct"] += (out.mlm_logits.argmax(-1) == targets).sum().item()
+        self.sums["mlm_targets"] += targets.numel()
+        self.sums["nsp_correct"] += (out.nsp_logits.argmax(-1) == batch["nsp_labels"]).sum().item()
+        self.sums["pairs"] += batch["nsp_labels"].numel()
+        self.sums["tokens"] += batch["attention_mask"].sum().item()
+
+    def flush(self, world_size: int = 1) -> dict[str, float]:
+        """Averages since the last flush; tokens/s counts every process (they all run at the same pace)."""
+        s, seconds = self.sums, time.perf_counter() - self.started
+        metrics = {"mlm_loss": s["mlm_loss"] / s["micro_steps"], "nsp_loss": s["nsp_loss"] / s["micro_steps"],
+                   "mlm_acc": s["mlm_correct"] / max(s["mlm_targets"], 1), "nsp_acc": s["nsp_correct"] / s["pairs"],
+                   "tokens_per_s": s["tokens"] * world_size / max(seconds, 1e-9)}
+        self.__init__()
+        return metrics
+
+
+Predict = Callable[[torch.nn.Module, Batch], tuple[Tensor, Tensor]]
+
+
+def predict_ours(model: BertForPreTraining, batch: Batch) -> tuple[Tensor, Tensor]:
+    """MLM logits at the labelled positions [N, V] and NSP logits [B, 2] from our model (sparse prediction)."""
+    out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], mlm_labels=batch["mlm_labels"])
+    return out.mlm_logits, out.nsp_logits
+
+
+def predict_transformers(model: torch.nn.Module, batch: Batch) -> tuple[Tensor, Tensor]:
+    """The same two outputs from a `transformers.BertForPreTraining` (which scores every position)."""
+    out = model(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"],
+                attention_mask=batch["attention_mask"])
+    return out.prediction_logits[batch["mlm_labels"] != IGNORE_INDEX], out.seq_relationship_logits
+
+
+@torch.no_grad()
+def validate(model: torch.nn.Module, batches: list[Batch], device: torch.device, predict: Predict = predict_ours
+             ) -> dict[str, float]:
+    """Masked-LM loss/accuracy/perplexity (per target token) and NSP loss/accuracy (per pair) on fixed batches."""
+    was_training = model.training
+    model.eval()
+    sums: dict[str, float] = defaultdict(float)
+    for batch in batches:
+        batch = to_device(batch, device)
+        with autocast(device):
+            mlm_logits, nsp_logits = predict(model, batch)
+        targets = batch["mlm_labels"][batch["mlm_labels"] != IGNORE_INDEX]
+        sums["mlm_loss"] += F.cross_entropy(mlm_logits.float(), targets, reduction="sum").item()
+        sums["mlm_correct"] += (mlm_logits.argmax(-1) == targets).sum().item()
+        sums["targets"] += targets.numel()
+        sums["nsp_loss"] += F.cross_entropy(nsp_logits.float(), batch["nsp_labels"], reduction="sum").item()
+        sums["nsp_correct"] += (nsp_logits.argmax(-1) == batch["nsp_labels"]).sum().item()
+        sums["pairs"] += batch["nsp_labels"].numel()
+    model.train(was_training)
+    mlm_loss = sums["mlm_loss"] / max(sums["targets"], 1)
+    return {"mlm_loss": mlm_loss, "mlm_acc": sums["mlm_correct"] / max(sums["targets"], 1),
+            "mlm_ppl": math.exp(min(mlm_loss, 50.0)), "nsp_loss": sums["nsp_loss"] / max(sums["pairs"], 1),
+            "nsp_acc": sums["nsp_correct"] / max(sums["pairs"], 1), "targets": int(sums["targets"]),
+            "pairs": int(sums["pairs"])}
+
+
+def evaluate(folder: str | Path, corpus: str, max_batches: int = 200, batch_size: int = 32, seed: int = 0,
+             reference: bool = False) -> dict[str, dict[str, float]]:
+    """Held-out metrics of a checkpoint: the documents its run held out of `corpus`, 15% of tokens all [MASK]ed.
+
+    NSP pairs are balanced, negatives from other held-out documents. With reference=True the same batches also go
+    through `transformers.BertForPreTraining.from_pretrained(folder)`, which must give the same numbers.
+    """
+    model, tokenizer = load_pretrained(folder)
+    train_config = TrainConfig.from_dict(read_metadata(folder).get("train_config", {}))
+    _, val_docs = split_documents(load_corpus(corpus), train_config.val_fraction, train_config.seed)
+    seq_len = min(train_config.seq_len, model.config.max_position_embeddings)
+    data = PretrainingData(tokenize_documents(val_docs, tokenizer), SpecialIds.from_tokenizer(tokenizer),
+                           max_seq_len=seq_len, batch_size=batch_size, max_predictions=round(seq_len * 0.15) + 1,
+                           replace_mask=1.0, replace_random=0.0)
+    batches = data.fixed_batches(max_batches, seed=seed)
+    results = {"ours": validate(model, batches, torch.device("cpu"))}
+    if reference:
+        import transformers
+
+        theirs = transformers.BertForPreTraining.from_pretrained(str(folder)).eval()
+        results["transformers"] = validate(theirs, batches, torch.device("cpu"), predict_transformers)
+    return results
+
+
+def split_batch(batch: Batch, parts: int) -> list[Batch]:
+    """Cut a batch into `parts` equal micro-batches along the batch dimension (gradient accumulation)."""
+    if parts == 1:
+        return [batch]
+    chunks = {k: v.chunk(parts) for k, v in batch.items()}
+    return [{k: chunks[k][i] for k in batch} for i in range(parts)]
+
+
+def to_device(batch: Batch, device: torch.device) -> Batch:
+    """Move a batch to the device; on CUDA through pinned memory so the copy overlaps compute."""
+    if device.type == "cuda":
+        return {k: v.pin_memory().to(device, non_blocking=True) for k, v in batch.items()}
+    return batch
+
+
+def make_optimizer(model: BertForPreTraining, cfg: TrainConfig) -> torch.optim.AdamW:
+    """AdamW with weight decay on matrices only: LayerNorm weights, biases (1-D tensors) are not decayed."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, cfg.beta2), eps=1e-6)
+
+
+def linear_schedule(step: int, warmup: int, total: int) -> float:
+    """Multiplier of the peak learning rate: linear warm-up to 1, then linear decay to 0 (BERT's schedule)."""
+    if step < warmup:
+        return (step + 1) / (warmup + 1)
+    return max(0.0, (total - step) / max(1, total - warmup))
+
+
+def optimizer_tensors(optimizer: torch.optim.Optimizer) -> dict[str, Tensor]:
+    """AdamW's per-parameter state as flat named tensors, storable in safetensors (no pickle)."""
+    return {f"{index}.{name}": torch.as_tensor(value).detach().cpu().contiguous()
+            for index, state in optimizer.state_dict()["state"].items() for name, value in state.items()}
+
+
+def load_optimizer_tensors(optimizer: torch.optim.Optimizer, tensors: dict[str, Tensor]) -> None:
+    """Inverse of `optimizer_tensors`; the hyper-parameters stay those of the current run."""
+    state: dict[int, dict[str, Tensor]] = defaultdict(dict)
+    for key, value in tensors.items():
+        index, name = key.split(".", 1)
+        state[int(index)][name] = value
+    saved = optimizer.state_dict()
+    optimizer.load_state_dict({"state": dict(state), "param_groups": saved["param_groups"]})
+
+
+def pick_device(requested: str | None, distributed: Distributed) -> torch.device:
+    """The requested device, else this process's GPU when there is one, else the CPU."""
+    if requested:
+        return torch.device(requested)
+    if torch.cuda.is_available():
+        torch.cuda.set_device(distributed.local_rank)
+        return torch.device("cuda", distributed.local_rank)
+    return torch.device("cpu")
+
+
+def autocast(device: torch.device):
+    """bf16 autocast on CUDA; full fp32 on CPU, where bf16 is slower on the machines we target."""
+    return torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
+
+
+def set_cpu_threads() -> None:
+    """One thread per core this process may use, shared among the processes of a torchrun job."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count() or 1
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+    torch.set_num_threads(max(1, cores // local))
