@@ -26,6 +26,7 @@ from bert_demo.model import IGNORE_INDEX
 
 Document = list[list[int]]  # a document: sentences of token ids, without special tokens
 IS_NEXT, NOT_NEXT = 0, 1  # NSP labels, as in Hugging Face: 0 = "B follows A"
+MIN_DOCUMENTS = 2  # in each split: a random "next sentence" must come from another document
 
 
 @dataclass(frozen=True)
@@ -61,12 +62,16 @@ def split_documents(documents: Sequence[list[str]], val_fraction: float, seed: i
     Whether a document is held out depends only on its text and the seed, not on its neighbours, so a document held
     out of a run on "news,wiki" is also held out when that run is evaluated on "news" alone.
     """
-    if len(documents) < 2:
-        raise ValueError("the corpus needs at least two documents: one to train on and one to validate on")
+    if len(documents) < 2 * MIN_DOCUMENTS:
+        raise ValueError(f"the corpus has {len(documents)} document(s); at least {2 * MIN_DOCUMENTS} are needed "
+                         "(separate documents with a blank line): next-sentence prediction draws its random "
+                         "sentences from other documents, in training and in validation")
     held_out = [_unit_hash(document, seed) < val_fraction for document in documents]
-    if not any(held_out) or all(held_out):  # a tiny corpus: hold out the document with the smallest hash
-        smallest = min(range(len(documents)), key=lambda i: _unit_hash(documents[i], seed))
-        held_out = [i == smallest for i in range(len(documents))]
+    if not MIN_DOCUMENTS <= sum(held_out) <= len(documents) - MIN_DOCUMENTS:  # a tiny corpus: the smallest hashes
+        order = sorted(range(len(documents)), key=lambda i: _unit_hash(documents[i], seed))
+        held_out = [False] * len(documents)
+        for i in order[:MIN_DOCUMENTS]:
+            held_out[i] = True
     return ([d for d, out in zip(documents, held_out) if not out], [d for d, out in zip(documents, held_out) if out])
 
 

@@ -174,7 +174,9 @@ class Trainer:
             return load_tokenizer(self.resume)
         if self.config.tokenizer:
             return load_tokenizer(self.config.tokenizer)
-        return train_tokenizer(train_docs, vocab_size=self.config.vocab_size)
+        # min_frequency=1: on a small corpus words seen once still get whole-word entries; on a large one the
+        # vocabulary size, not the frequency floor, decides what is kept
+        return train_tokenizer(train_docs, vocab_size=self.config.vocab_size, min_frequency=1)
 
     def _data(self, documents, special: SpecialIds, seed: int, batch_size: int, rank: int = 0, world: int = 1
               ) -> PretrainingData:
@@ -211,13 +213,15 @@ class Trainer:
         while self.step < cfg.steps and not self._stop.is_set():
             batch = next(batches)
             optimizer.zero_grad(set_to_none=True)
+            n_targets = (batch["mlm_labels"] != IGNORE_INDEX).sum()
             for micro, part in enumerate(split_batch(batch, cfg.grad_accum)):
                 part = to_device(part, self.device)
                 last = micro == cfg.grad_accum - 1
                 sync = nullcontext() if last or self.dist.world_size == 1 else forward.no_sync()
                 with sync, autocast(self.device):
                     out = forward(**part)
-                    (out.loss / cfg.grad_accum).backward()
+                    share = (part["mlm_labels"] != IGNORE_INDEX).sum() / n_targets  # weight by targets, so the
+                    (out.mlm_loss * share + out.nsp_loss / cfg.grad_accum).backward()  # sum equals the whole batch
                 window.add(out, part)
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             if not torch.isfinite(grad_norm):

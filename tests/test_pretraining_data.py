@@ -147,9 +147,9 @@ def test_validation_split_holds_out_whole_documents():
     assert not {s for d in train for s in d} & {s for d in val for s in d}
     _, val_of_half = split_documents(documents[::2], 0.1, seed=0)
     assert val_of_half == [d for d in val if d in documents[::2]]  # held out whatever it is combined with
-    assert len(split_documents(documents[:2], 0.1, seed=0)[1]) == 1
-    with pytest.raises(ValueError, match="two documents"):
-        split_documents(documents[:1], 0.1, seed=0)
+    assert [len(part) for part in split_documents(documents[:4], 0.1, seed=0)] == [2, 2]
+    with pytest.raises(ValueError, match="at least 4 are needed"):
+        split_documents(documents[:3], 0.1, seed=0)
 
 
 def test_tokenize_documents_keeps_document_boundaries_and_drops_empty_sentences(tokenizer):

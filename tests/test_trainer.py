@@ -1,0 +1,220 @@
+"""The trainer learns, streams its metrics, stops and resumes cleanly, survives divergence, and runs under torchrun."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+import transformers
+from safetensors.torch import load_file
+
+from bert_demo.checkpoint import load_pretrained, read_metadata
+from bert_demo.config import PRESETS
+from bert_demo.corpus import load_corpus
+from bert_demo.pretraining_data import PretrainingData, SpecialIds, split_documents, tokenize_documents
+from bert_demo.trainer import OPTIMIZER_NAME, TrainConfig, Trainer, evaluate, linear_schedule, validate
+
+ROOT = Path(__file__).resolve().parents[1]
+STORIES = [
+    "The fox lived in a small den under the old oak tree. Every morning it hunted mice in the tall grass. "
+    "In the evening it came back to sleep near its cubs.",
+    "Mary baked bread in the village bakery. She woke before dawn to light the big oven. "
+    "By seven o'clock the shop smelled of warm loaves.",
+    "The river ran quickly after the spring rains. Boats waited at the harbour until the water calmed. "
+    "Fishermen mended their nets on the stone quay.",
+    "Tom learned to play the violin at school. His teacher made him practise scales every day. "
+    "After a year he played in the town orchestra.",
+    "The comet appeared in the northern sky in March. Astronomers measured its tail with telescopes. "
+    "Newspapers printed pictures of it on the front page.",
+    "A storm closed the mountain pass for a week. The climbers stayed in the hut and played cards. "
+    "When the snow stopped they walked down to the valley.",
+]
+FACTS = ["The cat sat on the mat. It was warm.", "Paris is in France. It has a tower.",
+         "The sun rose early. Birds sang loudly.", "Tom plays the violin. He practises daily.",
+         "Snow fell all night. Roads were closed.", "Mary bakes bread. The shop smells nice."]
+
+
+@pytest.fixture(scope="module")
+def stories_file(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("corpus") / "stories.txt"
+    path.write_text("\n\n".join(STORIES) + "\n")
+    return str(path)
+
+
+def tiny_config(stories_file: str, out: Path, **changes) -> TrainConfig:
+    values = dict(preset="tiny", corpus=stories_file, steps=40, batch_size=8, lr=2e-3, seq_len=32, vocab_size=200,
+                  out=str(out), eval_every=20, log_every=5, eval_batches=2, val_fraction=0.2, warmup_steps=5,
+                  probe="the fox lived in a small [MASK] under the old oak tree.")
+    return TrainConfig(**{**values, **changes})
+
+
+def test_tiny_model_overfits_a_tiny_corpus(tmp_path, monkeypatch):
+    """The smoke test of every BERT implementation: a few hundred steps memorise a few sentences."""
+    monkeypatch.setitem(PRESETS, "tiny", replace(PRESETS["tiny"], hidden_dropout_prob=0.0,
+                                                 attention_probs_dropout_prob=0.0))
+    corpus = tmp_path / "facts.txt"
+    corpus.write_text("\n\n".join(FACTS))
+    config = tiny_config(str(corpus), tmp_path / "run", steps=800, batch_size=32, lr=5e-3, val_fraction=0.01,
+                         warmup_steps=30, log_every=100, eval_every=800)
+    trainer = Trainer(config)
+    list(trainer.run())
+    train_docs, _ = split_documents(load_corpus(str(corpus)), config.val_fraction, config.seed)
+    data = PretrainingData(tokenize_documents(train_docs, trainer.tokenizer),
+                           SpecialIds.from_tokenizer(trainer.tokenizer), max_seq_len=32, batch_size=32,
+                           max_predictions=6)
+    metrics = validate(trainer.model, data.fixed_batches(8, seed=1), torch.device("cpu"))
+    assert metrics["mlm_acc"] > 0.9 and metrics["nsp_acc"] == 1.0, metrics
+
+
+def test_run_streams_growing_metrics_then_a_checkpoint_that_transformers_loads(stories_file, tmp_path):
+    records = list(Trainer(tiny_config(stories_file, tmp_path / "run")).run())
+    kinds = [r["kind"] for r in records]
+    assert kinds[0] == "status" and kinds[-1] == "done" and "val" in kinds and "probe" in kinds
+    train = [r for r in records if r["kind"] == "train"]
+    assert [r["step"] for r in train] == list(range(5, 41, 5))
+    assert all(b["tokens"] > a["tokens"] for a, b in zip(train, train[1:]))
+    assert {"mlm_loss", "nsp_loss", "mlm_acc", "nsp_acc", "lr", "tokens_per_s", "elapsed"} <= set(train[0])
+    assert train[-1]["mlm_loss"] < train[0]["mlm_loss"]
+    val = [r for r in records if r["kind"] == "val"][0]
+    assert {"mlm_loss", "mlm_acc", "mlm_ppl", "nsp_loss", "nsp_acc"} <= set(val)
+    assert records[-1]["reason"] == "finished" and Path(records[-1]["checkpoint"]).is_dir()
+    metadata = read_metadata(tmp_path / "run")
+    assert metadata["step"] == 40 and metadata["train_config"]["seq_len"] == 32 and len(metadata["history"]) > 8
+    transformers.BertForPreTraining.from_pretrained(tmp_path / "run")
+
+
+def test_stop_from_another_thread_leaves_a_valid_checkpoint(stories_file, tmp_path):
+    trainer = Trainer(tiny_config(stories_file, tmp_path / "run", steps=10_000))
+    records = []
+    for record in trainer.run():
+        records.append(record)
+        if record["kind"] == "train" and record["step"] >= 10:
+            threading.Thread(target=trainer.stop).start()
+    done = records[-1]
+    assert done["reason"] == "stopped" and 10 <= done["step"] < 10_000
+    model, tokenizer = load_pretrained(done["checkpoint"])
+    assert read_metadata(done["checkpoint"])["step"] == done["step"]
+    assert len(tokenizer) == model.config.vocab_size
+
+
+def test_resume_continues_from_the_saved_step_with_optimizer_state(stories_file, tmp_path):
+    first = list(Trainer(tiny_config(stories_file, tmp_path / "run", steps=20)).run())[-1]
+    saved = load_file(str(tmp_path / "run" / OPTIMIZER_NAME))
+    assert saved and all(torch.isfinite(t).all() for t in saved.values())
+    resumed = Trainer(tiny_config(stories_file, tmp_path / "run", steps=30), resume=first["checkpoint"])
+    assert resumed.step == 20
+    records = list(resumed.run())
+    assert [r["step"] for r in records if r["kind"] == "train"] == [25, 30]
+    assert read_metadata(tmp_path / "run")["step"] == 30
+    assert [r["step"] for r in read_metadata(tmp_path / "run")["history"] if r["kind"] == "train"][:4] == [5, 10, 15,
+                                                                                                           20]
+
+
+def test_non_finite_loss_stops_the_run_with_a_message_and_keeps_finite_weights(stories_file, tmp_path, monkeypatch):
+    trainer = Trainer(tiny_config(stories_file, tmp_path / "run", steps=50))
+    original = torch.nn.utils.clip_grad_norm_
+    calls = {"n": 0}
+
+    def poisoned(parameters, max_norm):
+        calls["n"] += 1
+        norm = original(parameters, max_norm)
+        return norm * float("nan") if calls["n"] == 7 else norm
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", poisoned)
+    done = list(trainer.run())[-1]
+    assert done["reason"] == "diverged" and done["step"] == 6 and "lower learning rate" in done["message"]
+    model, _ = load_pretrained(done["checkpoint"])
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_bad_training_settings_raise_clear_errors(stories_file, tmp_path):
+    for change, message in [({"preset": "huge"}, "unknown preset"), ({"steps": 0}, "steps"),
+                            ({"lr": float("nan")}, "lr"), ({"seq_len": 4}, "seq_len"),
+                            ({"batch_size": "8"}, "batch_size"), ({"batch_size": 6, "grad_accum": 4}, "multiple")]:
+        with pytest.raises(ValueError, match=message):
+            Trainer(tiny_config(stories_file, tmp_path / "run", **change))
+    with pytest.raises(ValueError, match="not a checkpoint"):
+        Trainer(tiny_config(stories_file, tmp_path / "run"), resume=tmp_path)
+
+
+def test_gradient_accumulation_gives_the_same_step_as_one_big_batch(stories_file, tmp_path, monkeypatch):
+    no_dropout = replace(PRESETS["tiny"], hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    monkeypatch.setitem(PRESETS, "tiny", no_dropout)
+
+    def weights_after(**changes):
+        config = tiny_config(stories_file, tmp_path / "run", steps=1, eval_every=100, **changes)
+        trainer = Trainer(config)
+        list(trainer.run())
+        return torch.cat([p.detach().flatten() for p in trainer.model.parameters()])
+
+    whole = weights_after(grad_accum=1)
+    accumulated = weights_after(grad_accum=2)
+    assert torch.allclose(whole, accumulated, atol=1e-5)
+
+
+def test_schedule_warms_up_linearly_then_decays_to_zero():
+    assert [round(linear_schedule(s, 4, 10), 3) for s in range(11)] == [
+        0.2, 0.4, 0.6, 0.8, 1.0, 0.833, 0.667, 0.5, 0.333, 0.167, 0.0]
+
+
+def test_evaluate_gives_the_same_numbers_through_ours_and_transformers(stories_file, tmp_path):
+    list(Trainer(tiny_config(stories_file, tmp_path / "run", steps=30)).run())
+    results = evaluate(tmp_path / "run", stories_file, reference=True)
+    ours, theirs = results["ours"], results["transformers"]
+    assert ours["targets"] == theirs["targets"] > 0
+    for key in ("mlm_loss", "mlm_acc", "nsp_loss", "nsp_acc"):
+        assert ours[key] == pytest.approx(theirs[key], abs=1e-4)
+
+
+def run_cli(*args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bert_demo", *args], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, **env}, timeout=300)
+
+
+def test_cli_trains_then_answers_fill_mask_nsp_and_eval(stories_file, tmp_path):
+    out = tmp_path / "cli-run"
+    trained = run_cli("train", "--preset", "tiny", "--corpus", stories_file, "--steps", "10", "--batch-size", "8",
+                      "--seq-len", "32", "--vocab-size", "200", "--eval-every", "5", "--out", str(out))
+    assert trained.returncode == 0, trained.stderr
+    assert "finished at step 10" in trained.stderr + trained.stdout
+    filled = run_cli("fill-mask", str(out), "the fox lived in a small [MASK].")
+    assert filled.returncode == 0 and filled.stdout.startswith("[MASK] 1: ")
+    nsp = run_cli("nsp", str(out), "The fox lived in a den.", "It hunted mice.")
+    assert nsp.returncode == 0 and "P(B follows A) = 0." in nsp.stdout
+    evaluated = run_cli("eval", str(out), "--corpus", stories_file)
+    assert evaluated.returncode == 0 and "MLM loss" in evaluated.stdout
+    bad = run_cli("fill-mask", str(out), "no mask here")
+    assert bad.returncode == 2 and "error: the text has no [MASK]" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_torchrun_with_two_cpu_processes_keeps_ranks_identical(stories_file, tmp_path):
+    out = tmp_path / "ddp"
+    script = tmp_path / "ddp_check.py"
+    script.write_text(
+        "import sys, torch, torch.distributed as dist\n"
+        "from bert_demo.trainer import Trainer, TrainConfig\n"
+        f"config = TrainConfig(preset='tiny', corpus={stories_file!r}, steps=6, batch_size=8, seq_len=32,\n"
+        f"                     vocab_size=200, eval_every=3, log_every=3, out={str(out)!r})\n"
+        "trainer = Trainer(config)\n"
+        "records = list(trainer.run())\n"
+        "flat = torch.cat([p.detach().flatten() for p in trainer.model.parameters()])\n"
+        "gathered = [torch.zeros_like(flat) for _ in range(dist.get_world_size())]\n"
+        "dist.all_gather(gathered, flat)\n"
+        "assert all(torch.equal(gathered[0], g) for g in gathered), 'ranks differ'\n"
+        "reported = any(r['kind'] == 'train' for r in records)\n"
+        "assert reported == (dist.get_rank() == 0), 'only rank 0 reports'\n"
+        "print('rank', dist.get_rank(), 'identical', records[-1]['reason'])\n"
+        "dist.destroy_process_group()\n")
+    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                             str(script)],
+                            capture_output=True, text=True, cwd=ROOT, timeout=300,
+                            env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.count("identical finished") == 2
+    model, _ = load_pretrained(out)
+    assert read_metadata(out)["world_size"] == 2
