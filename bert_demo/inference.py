@@ -36,7 +36,7 @@ def fill_mask(
     if n_masks > MAX_MASKS:
         raise ValueError(f"the text has {n_masks} [MASK] tokens; at most {MAX_MASKS} are allowed")
     with _evaluating(model):
-        logits = model(**batch).mlm_logits[0, masked]  # (M, V)
+        logits = model(**batch, mlm_positions=masked[None]).mlm_logits  # (M, V): the vocabulary only at [MASK]s
     probs, ids = logits.float().softmax(dim=-1).topk(min(top_k, logits.shape[-1]), dim=-1)  # (M, k)
     return [
         list(zip(tokenizer.convert_ids_to_tokens(row_ids.tolist()), row_probs.tolist()))
@@ -59,8 +59,8 @@ def attention(
     text_a = _check_text(text_a, "the sentence" if text_b is None else "sentence A")
     text_b = None if text_b is None else _check_text(text_b, "sentence B")
     batch = _encode(model, tokenizer, text_a, text_b)
-    with _evaluating(model):
-        attentions = model(**batch, output_attentions=True).attentions  # L x (1, A, T, T)
+    with _evaluating(model):  # the encoder alone: the pre-training heads play no part in attention
+        _, attentions = model.bert(batch["input_ids"], batch["token_type_ids"], None, output_attentions=True)
     weights = torch.stack([a[0] for a in attentions]).float().cpu()  # (L, A, T, T)
     return tokenizer.convert_ids_to_tokens(batch["input_ids"][0].tolist()), weights
 
@@ -79,8 +79,11 @@ def _check_text(text: str, what: str) -> str:
 def _encode(
     model: BertForPreTraining, tokenizer: BertTokenizerFast, text_a: str, text_b: str | None = None
 ) -> dict[str, Tensor]:
-    """[CLS] A [SEP] (B [SEP]) as a batch of one on the model's device; refuse input longer than the model takes."""
-    encoded = tokenizer(text_a, text_b, return_tensors="pt", return_token_type_ids=True, return_attention_mask=True)
+    """[CLS] A [SEP] (B [SEP]) as a batch of one on the model's device; refuse input longer than the model takes.
+
+    A batch of one has no padding, so no attention mask is passed: attention then runs unmasked (and faster).
+    """
+    encoded = tokenizer(text_a, text_b, return_tensors="pt", return_token_type_ids=True)
     limit = min(model.config.max_position_embeddings, tokenizer.model_max_length)
     length = encoded["input_ids"].shape[1]
     if length > limit:
@@ -89,7 +92,6 @@ def _encode(
     return {
         "input_ids": encoded["input_ids"].to(device),
         "token_type_ids": encoded["token_type_ids"].to(device),
-        "attention_mask": encoded["attention_mask"].to(device),
     }
 
 
@@ -103,3 +105,64 @@ def _evaluating(model: BertForPreTraining) -> Iterator[None]:
             yield
     finally:
         model.train(was_training)
+
+
+# --- Looking inside: attention rollout and display helpers (used by the app's Attention and Fill-mask tabs) ---
+
+
+def attention_rollout(weights: Tensor) -> Tensor:
+    """Attention rollout (Abnar & Zuidema 2020, "Quantifying Attention Flow in Transformers", §3).
+
+    `weights[layer, head, query, key]` as returned by `attention`. Each layer's heads are averaged, the residual
+    connection is accounted for by adding the identity (0.5 W + 0.5 I, rows still sum to 1), and the layers are
+    multiplied through: rollout[l] = Â[l] @ Â[l-1] @ ... @ Â[0]. Returns rollout[layer, query, key] for every
+    depth (the last entry is the whole network); each row sums to 1.
+    """
+    if weights.dim() != 4 or weights.shape[-1] != weights.shape[-2]:
+        raise ValueError(f"expected attention weights shaped [layers, heads, T, T], got {tuple(weights.shape)}")
+    mixed = weights.float().mean(dim=1)  # (L, T, T): average over heads
+    eye = torch.eye(mixed.shape[-1], dtype=mixed.dtype, device=mixed.device)  # (T, T)
+    mixed = mixed + eye  # the residual stream carries each token's own state forward
+    mixed = mixed / mixed.sum(dim=-1, keepdim=True)  # renormalise rows
+    rollout = [mixed[0]]
+    for layer in mixed[1:]:
+        rollout.append(layer @ rollout[-1])  # (T, T)
+    return torch.stack(rollout)  # (L, T, T)
+
+
+def drop_tokens(tokens: list[str], weights: Tensor, hide: tuple[str, ...] = ("[CLS]", "[SEP]"),
+                renormalise: bool = True) -> tuple[list[str], Tensor]:
+    """Remove the `hide` tokens from both axes of attention maps `weights[..., query, key]`.
+
+    [CLS] and [SEP] often absorb most of the attention and wash out the rest of a heatmap. With `renormalise`, each
+    remaining row is rescaled to sum to 1: the share of attention among the tokens that are left. Raises
+    ValueError when nothing would be left.
+    """
+    keep = [i for i, token in enumerate(tokens) if token not in hide]
+    if not keep:
+        raise ValueError("the input has no tokens other than " + " and ".join(hide))
+    index = torch.tensor(keep, device=weights.device)
+    kept = weights.index_select(-1, index).index_select(-2, index)  # (..., T', T')
+    if renormalise:
+        kept = kept / kept.sum(dim=-1, keepdim=True).clamp_min(1e-12)
+    return [tokens[i] for i in keep], kept
+
+
+def fill_in_masks(text: str, predictions: list[list[tuple[str, float]]]) -> list[tuple[str, str | None]]:
+    """`text` cut into (piece, label) spans with each [MASK] replaced by its best guess, labelled with its
+    probability (e.g. ("capital", "61%")); plain text has label None. WordPiece continuations ("##s") are shown
+    as written. `predictions` is `fill_mask`'s output for the same text."""
+    pieces = _MASK_PATTERN.split(text)
+    if len(pieces) - 1 != len(predictions):
+        raise ValueError(f"the text has {len(pieces) - 1} [MASK] but {len(predictions)} predictions were given")
+    spans: list[tuple[str, str | None]] = []
+    for i, piece in enumerate(pieces):
+        if piece:
+            spans.append((piece, None))
+        if i < len(predictions):
+            if predictions[i]:
+                token, prob = predictions[i][0]
+                spans.append((token, f"{prob:.0%}"))
+            else:
+                spans.append(("[MASK]", None))
+    return spans

@@ -68,14 +68,15 @@ class BertSelfAttention(nn.Module):
         self.dropout_prob = config.attention_probs_dropout_prob
         self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
 
-    def forward(self, x: Tensor, key_mask: Tensor, output_attentions: bool) -> tuple[Tensor, Tensor | None]:
-        """x (B, T, H); key_mask (B, 1, 1, T) bool, True where a key may be attended to."""
+    def forward(self, x: Tensor, key_mask: Tensor | None, output_attentions: bool) -> tuple[Tensor, Tensor | None]:
+        """x (B, T, H); key_mask (B, 1, 1, T) bool, True where a key may be attended to; None: no padding."""
         q, k, v = (
             rearrange(proj(x), "b t (a d) -> b a t d", a=self.num_heads) for proj in (self.query, self.key, self.value)
         )  # (B, A, T, D) each
         if output_attentions:
             scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])  # (B, A, T, T)
-            scores = scores.masked_fill(~key_mask, torch.finfo(scores.dtype).min)
+            if key_mask is not None:
+                scores = scores.masked_fill(~key_mask, torch.finfo(scores.dtype).min)
             probs = scores.softmax(dim=-1)
             context = self.dropout(probs) @ v  # (B, A, T, D)
         else:
@@ -106,7 +107,7 @@ class BertAttention(nn.Module):
         self.self = BertSelfAttention(config)
         self.output = BertResidualOutput(config.hidden_size, config)
 
-    def forward(self, x: Tensor, key_mask: Tensor, output_attentions: bool) -> tuple[Tensor, Tensor | None]:
+    def forward(self, x: Tensor, key_mask: Tensor | None, output_attentions: bool) -> tuple[Tensor, Tensor | None]:
         context, probs = self.self(x, key_mask, output_attentions)
         return self.output(context, x), probs
 
@@ -131,7 +132,7 @@ class BertLayer(nn.Module):
         self.intermediate = BertIntermediate(config)
         self.output = BertResidualOutput(config.intermediate_size, config)
 
-    def forward(self, x: Tensor, key_mask: Tensor, output_attentions: bool) -> tuple[Tensor, Tensor | None]:
+    def forward(self, x: Tensor, key_mask: Tensor | None, output_attentions: bool) -> tuple[Tensor, Tensor | None]:
         x, probs = self.attention(x, key_mask, output_attentions)
         return self.output(self.intermediate(x), x), probs
 
@@ -165,10 +166,13 @@ class BertModel(nn.Module):
         self.pooler = BertPooler(config)
 
     def forward(
-        self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor, output_attentions: bool
+        self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor | None, output_attentions: bool
     ) -> tuple[list[Tensor], list[Tensor]]:
-        """Return the hidden states after the embeddings and after every layer, and each layer's attention."""
-        key_mask = rearrange(attention_mask.bool(), "b t -> b 1 1 t")
+        """Return the hidden states after the embeddings and after every layer, and each layer's attention.
+
+        attention_mask None means no padding: attention then runs unmasked, which lets SDPA pick its fastest kernel.
+        """
+        key_mask = None if attention_mask is None else rearrange(attention_mask.bool(), "b t -> b 1 1 t")
         hidden = [self.embeddings(input_ids, token_type_ids)]
         attentions = []
         for layer in self.encoder.layer:
@@ -201,7 +205,7 @@ class BertLMPredictionHead(nn.Module):
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.decoder(self.transform(x)) + self.bias  # (..., V)
+        return F.linear(self.transform(x), self.decoder.weight, self.bias)  # (..., V); bias added inside the matmul
 
 
 class BertPreTrainingHeads(nn.Module):
@@ -250,12 +254,14 @@ class BertForPreTraining(nn.Module):
         nsp_labels: Tensor | None = None,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
+        mlm_positions: Tensor | None = None,
     ) -> BertPreTrainingOutput:
-        """Score every token (or, given mlm_labels, only the labelled ones) and the sentence pair.
+        """Score every token (or only the labelled ones, or only `mlm_positions`) and the sentence pair.
 
         With mlm_labels the vocabulary projection runs only at positions whose label is not -100
         ("sparse prediction", as in cramming and MosaicBERT): the loss is unchanged and the largest matmul
-        of the model shrinks by about 1/0.15.
+        of the model shrinks by about 1/0.15. `mlm_positions` (bool [B, T]) does the same at inference,
+        e.g. at the [MASK] tokens only.
         """
         if input_ids.dim() != 2:
             raise ValueError(f"input_ids must be [batch, tokens], got shape {tuple(input_ids.shape)}")
@@ -264,7 +270,6 @@ class BertForPreTraining(nn.Module):
                 f"{input_ids.shape[1]} tokens is more than this model's {self.config.max_position_embeddings}"
             )
         token_type_ids = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids
-        attention_mask = torch.ones_like(input_ids) if attention_mask is None else attention_mask
         hidden, attentions = self.bert(input_ids, token_type_ids, attention_mask, output_attentions)
         sequence_output = hidden[-1]  # (B, T, H)
         out = BertPreTrainingOutput(
@@ -272,14 +277,16 @@ class BertForPreTraining(nn.Module):
             hidden_states=tuple(hidden) if output_hidden_states else None,
             attentions=tuple(attentions) if output_attentions else None,
         )
-        if mlm_labels is None:
+        if mlm_labels is not None:
+            mlm_positions = mlm_labels != IGNORE_INDEX  # (B, T)
+        if mlm_positions is None:
             out.mlm_logits = self.cls.predictions(sequence_output)  # (B, T, V)
         else:
-            targets = mlm_labels != IGNORE_INDEX  # (B, T)
-            out.mlm_logits = self.cls.predictions(sequence_output[targets])  # (N, V)
+            out.mlm_logits = self.cls.predictions(sequence_output[mlm_positions])  # (N, V)
+        if mlm_labels is not None:
             out.mlm_loss = (
-                F.cross_entropy(out.mlm_logits.float(), mlm_labels[targets])
-                if targets.any()
+                F.cross_entropy(out.mlm_logits.float(), mlm_labels[mlm_positions])
+                if mlm_positions.any()
                 else out.mlm_logits.sum() * 0.0  # no target in the batch: zero loss, not the NaN of an empty mean
             )
         if nsp_labels is not None:

@@ -196,9 +196,9 @@ class Trainer:
         if self.resume and (self.resume / OPTIMIZER_NAME).is_file():
             load_optimizer_tensors(optimizer, load_file(str(self.resume / OPTIMIZER_NAME), device=str(self.device)))
         warmup = cfg.warmup_steps if cfg.warmup_steps is not None else cfg.steps // 10
-        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: linear_schedule(s, warmup, cfg.steps))
-        for _ in range(self.step):
-            schedule.step()
+        done = self.step  # a resumed run picks the schedule up where it stopped
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer,
+                                                     lambda s: linear_schedule(s + done, warmup, cfg.steps))
         return optimizer, schedule
 
     def _train(self, batches: Iterator[Batch], val_batches: list[Batch], optimizer, schedule, started: float
@@ -403,7 +403,7 @@ def make_optimizer(model: BertForPreTraining, cfg: TrainConfig) -> torch.optim.A
     decay = [p for p in params if p.dim() >= 2]
     no_decay = [p for p in params if p.dim() < 2]
     groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, cfg.beta2), eps=1e-6)
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, cfg.beta2), eps=1e-6, fused=True)  # one kernel per step
 
 
 def linear_schedule(step: int, warmup: int, total: int) -> float:
