@@ -1,0 +1,172 @@
+"""The app in a real browser (Debian's chromium driven by Playwright): what a person sees and clicks.
+
+Needs `apt-get install -y chromium` and `pip install playwright pytest-playwright`; the tests skip, saying so, when
+either is missing. Screenshots of every tab go to screenshots/ (gitignored) for a human to look at.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from bert_demo.registry import Registry
+from bert_demo.ui import build_demo, launch_kwargs
+from tests.test_registry import make_checkpoint, write_corpus
+from tests.test_ui import free_port
+
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+ARGS = ["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+SCREENSHOTS = Path(__file__).resolve().parent.parent / "screenshots"
+TIMEOUT_MS = 60_000
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed: "
+                               "pip install playwright pytest-playwright")
+if not (Path(CHROMIUM).is_file() or shutil.which(CHROMIUM)):
+    pytest.skip(f"chromium not found at {CHROMIUM} (apt-get install -y chromium, or set $CHROMIUM)",
+                allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    base = tmp_path_factory.mktemp("browser")
+    make_checkpoint(base / "checkpoints" / "tiny-test")
+    registry = Registry(checkpoints_dir=base / "checkpoints", runs_dir=base / "runs", device="cpu", allow_hub=False)
+    demo = build_demo(registry)
+    port = free_port()
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+                **launch_kwargs(registry))
+    try:
+        yield {"url": f"http://127.0.0.1:{port}/", "registry": registry, "corpus": write_corpus(base / "corpus.txt")}
+    finally:
+        if registry.job is not None:
+            registry.job.stop()
+            registry.job.thread.join(timeout=60)
+        demo.close()
+
+
+@pytest.fixture(scope="module")
+def chrome():
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def web(app, chrome):
+    page = chrome.new_page(viewport={"width": 1400, "height": 1000})
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(app["url"])
+    page.wait_for_selector("#start")
+    page.wait_for_function("document.querySelector('#model-summary').innerText.includes('layers')")
+    yield page
+    page.close()
+
+
+def shoot(page, name: str) -> None:
+    SCREENSHOTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+def set_slider(page, elem_id: str, value: int) -> None:
+    box = page.locator(f"#{elem_id} input[type=number]")
+    box.fill(str(value))
+    box.press("Enter")
+
+
+def wait_text(page, selector: str, text: str) -> None:
+    """Wait until the element's visible text contains `text` (file names are split across elements)."""
+    page.wait_for_function("([s, t]) => { const e = document.querySelector(s);"
+                           " return e && e.innerText.replace(/\\s+/g, '').includes(t.replace(/\\s+/g, '')); }",
+                           arg=[selector, text])
+
+
+def trace_length(page, elem_id: str) -> int:
+    return page.evaluate(f"() => {{ const p = document.querySelector('#{elem_id} .js-plotly-plot');"
+                         " return p && p.data && p.data.length ? p.data[0].x.length : 0; }")
+
+
+def test_a_training_run_draws_a_growing_chart_and_stops_into_a_checkpoint(app, web):
+    web.locator("#corpus .remove-all").click()
+    web.locator("#upload input[type=file]").set_input_files(str(app["corpus"]))
+    wait_text(web, "#upload", "corpus.txt")
+    set_slider(web, "steps", 1000)
+    set_slider(web, "batch", 4)
+    set_slider(web, "vocab", 512)
+    shoot(web, "train-settings")
+    web.click("#start")
+    wait_text(web, "#status", "Step")
+    lengths = [trace_length(web, "loss-plot")]
+    deadline = time.monotonic() + 60
+    while len(set(lengths)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.5)
+        lengths.append(trace_length(web, "loss-plot"))
+    assert len(set(lengths)) >= 3 and lengths == sorted(lengths), lengths
+    assert web.locator("#loss-plot .js-plotly-plot").is_visible()  # no progress overlay hides the live chart
+    wait_text(web, "#probe", "Step")
+    shoot(web, "train-running")
+    web.click("#stop")
+    wait_text(web, "#status", "Stopped at step")
+    wait_text(web, "#checkpoint-file", ".zip")
+    assert "(trained here)" in web.locator("#model input").input_value()
+    shoot(web, "train-stopped")
+
+
+def test_fill_mask_shows_ranked_tokens_and_the_filled_sentence(web):
+    web.get_by_role("tab", name="Fill-mask").click()
+    web.fill("#fill-text textarea", "the cat [MASK] on the [MASK].")
+    web.click("#fill-button")
+    web.wait_for_selector("#fill-label-1 :text('%')")
+    ranked = web.locator("#fill-label-0").inner_text()
+    assert ranked.count("%") == 5  # top 5 by default
+    assert "%" in web.locator("#fill-sentence").inner_text()
+    assert not web.locator("#fill-label-2").is_visible()
+    shoot(web, "fill-mask")
+
+
+def test_next_sentence_shows_both_probabilities(web):
+    web.get_by_role("tab", name="Next sentence").click()
+    web.click("#nsp-button")
+    web.wait_for_selector("#nsp-result :text('B follows A')")
+    assert web.locator("#nsp-result").inner_text().count("%") == 2
+    shoot(web, "next-sentence")
+
+
+def test_attention_renders_a_heatmap_with_tokens_and_hover_text(web):
+    web.get_by_role("tab", name="Attention").click()  # opening the tab draws the default sentence
+    web.wait_for_function("(() => { const p = document.querySelector('#att-plot .js-plotly-plot');"
+                           " return p && p.data && p.data.length > 0 && p.data[0].type === 'heatmap'; })()")
+    data = web.evaluate("() => document.querySelector('#att-plot .js-plotly-plot').data[0]")
+    layout = web.evaluate("() => document.querySelector('#att-plot .js-plotly-plot').layout.xaxis.ticktext")
+    assert layout[0] == "[CLS]" and len(data["z"]) == len(layout)
+    assert " → " in data["text"][1][2]
+    assert web.evaluate("() => document.querySelector('#grid-plot .js-plotly-plot').data.length") == 2
+    shoot(web, "attention")
+    web.get_by_text("rollout up to this layer").click()
+    web.wait_for_function("document.querySelector('#att-plot .js-plotly-plot').layout.title.text"
+                           ".startsWith('Attention rollout')")
+    shoot(web, "attention-rollout")
+
+
+def test_model_tab_shows_the_configuration_and_model_card(web):
+    web.get_by_role("tab", name="Model").click()
+    web.wait_for_selector("#model-info :text('parameters')")
+    assert "Test model" in web.locator("#model-card").inner_text()
+    web.click("#download")
+    wait_text(web, "#download-file", "tiny-test.zip")
+    shoot(web, "model")
+
+
+def test_an_error_is_shown_as_a_message(web):
+    web.get_by_role("tab", name="Fill-mask").click()
+    web.fill("#fill-text textarea", "there is no mask in this sentence")
+    web.click("#fill-button")
+    toast = web.locator(".toast-body").first
+    toast.wait_for()
+    assert "has no [MASK]" in toast.inner_text() and "Traceback" not in toast.inner_text()
+    time.sleep(0.5)  # let the toast finish fading in
+    shoot(web, "error")

@@ -1,0 +1,84 @@
+"""Plotly figures from trainer records and attention tensors: the right traces, small JSON, readable hovers."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from bert_demo import plots
+
+
+def records(steps: int = 40, eval_every: int = 10) -> list[dict]:
+    out = [{"kind": "status", "message": "loading"}]
+    for step in range(1, steps + 1):
+        out.append({"kind": "train", "step": step, "tokens": 100 * step, "mlm_loss": 8 - step / 10,
+                    "nsp_loss": 0.7, "mlm_acc": step / 100, "nsp_acc": 0.5, "tokens_per_s": 1000.0,
+                    "lr": 1e-3 * min(1, step / 4), "elapsed": step * 0.1})
+        if step % eval_every == 0:
+            out.append({"kind": "val", "step": step, "tokens": 100 * step, "mlm_loss": 8.1 - step / 10,
+                        "mlm_acc": 0.05, "mlm_ppl": 3000.0, "nsp_loss": 0.69, "nsp_acc": 0.52, "elapsed": step / 10})
+            out.append({"kind": "probe", "step": step, "text": "a [MASK].", "predictions": [("the", 0.1)]})
+    return out
+
+
+def test_loss_figure_has_train_and_validation_for_both_tasks():
+    fig = plots.loss_figure(records())
+    names = [t.name for t in fig.data]
+    assert names == ["MLM train", "MLM validation", "NSP train", "NSP validation"]
+    assert list(fig.data[0].x) == list(range(1, 41)) and list(fig.data[1].x) == [10, 20, 30, 40]
+    assert fig.data[0].y[0] == pytest.approx(7.9) and fig.data[1].line.dash == "dash"
+    assert fig.layout.template.layout.to_plotly_json() == {}  # template "none"
+
+
+def test_accuracy_and_learning_rate_figures():
+    loss, accuracy, lr = plots.training_figures(records())
+    assert [t.name for t in accuracy.data][::2] == ["MLM train", "NSP train"]
+    assert [t.xaxis for t in accuracy.data] == ["x", "x", "x2", "x2"]  # MLM left, NSP right: scales differ
+    assert [a.text for a in accuracy.layout.annotations] == ["masked LM", "next sentence"]
+    assert list(lr.data[0].y[:4]) == pytest.approx([2.5e-4, 5e-4, 7.5e-4, 1e-3])
+
+
+def test_figures_grow_with_the_records_and_stay_small():
+    short, long = plots.loss_figure(records(10)), plots.loss_figure(records(500, 50))
+    assert len(short.data[0].x) == 10 and len(long.data[0].x) == 500
+    assert len(long.to_json()) < 40_000
+
+
+def test_no_records_and_non_finite_values_give_empty_traces():
+    fig = plots.loss_figure([{"kind": "train", "step": 1, "mlm_loss": float("nan"), "nsp_loss": float("inf")}])
+    assert all(len(t.x) == 0 for t in fig.data)
+    assert len(plots.loss_figure([]).data) == 4
+    assert plots.empty_figure("nothing yet").layout.annotations[0].text == "nothing yet"
+
+
+def test_attention_heatmap_has_tokens_on_both_axes_fixed_scale_and_hover_text():
+    tokens = ["[CLS]", "the", "cat", "the", "[SEP]"]  # a repeated token must stay two cells
+    weights = torch.softmax(torch.randn(5, 5), dim=-1)
+    fig = plots.attention_heatmap(tokens, weights, "Layer 1, head 1")
+    heatmap = fig.data[0]
+    assert (heatmap.zmin, heatmap.zmax) == (0, 1) and len(heatmap.z) == 5
+    assert list(fig.layout.xaxis.ticktext) == tokens and list(fig.layout.yaxis.ticktext) == tokens
+    assert fig.layout.yaxis.autorange == "reversed"
+    assert heatmap.text[1][2] == f"the → cat: {weights[1, 2]:.3f}"
+    assert "%{text}" in heatmap.hovertemplate
+    assert fig.layout.title.text == "Layer 1, head 1"
+    json.loads(fig.to_json())
+
+
+def test_attention_grid_has_one_heatmap_per_head_on_a_shared_scale():
+    tokens = ["[CLS]", "a", "b", "[SEP]"]
+    weights = torch.softmax(torch.randn(12, 4, 4), dim=-1)
+    fig = plots.attention_grid(tokens, weights, "All heads")
+    assert len(fig.data) == 12 and all(t.coloraxis == "coloraxis" for t in fig.data)
+    assert (fig.layout.coloraxis.cmin, fig.layout.coloraxis.cmax) == (0, 1)
+    assert [a.text for a in fig.layout.annotations][:2] == ["head 1", "head 2"]
+    assert fig.data[5].text[0][1] == f"[CLS] → a: {weights[5, 0, 1]:.3f}"
+    assert fig.layout.yaxis.autorange == "reversed" and fig.layout.yaxis12.autorange == "reversed"
+
+
+def test_attention_plots_refuse_mismatched_shapes():
+    with pytest.raises(ValueError, match="do not match"):
+        plots.attention_heatmap(["a", "b"], torch.rand(3, 3))
+    with pytest.raises(ValueError, match="do not match"):
+        plots.attention_grid(["a", "b"], torch.rand(2, 2))

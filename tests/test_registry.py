@@ -1,0 +1,288 @@
+"""The app's backend state, called directly: model names and paths, the model cache, caps, the training job."""
+from __future__ import annotations
+
+import json
+import os
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from bert_demo.checkpoint import save_pretrained
+from bert_demo.config import PRESETS
+from bert_demo.model import BertForPreTraining
+from bert_demo.registry import CPU_CAPS, LIVE, Caps, Registry
+from bert_demo.tokenizer import train_tokenizer
+
+SENTENCES = [
+    "the cat sat on the mat.", "the dog sat on the rug.", "paris is the capital of france.",
+    "berlin is the capital of germany.", "the sun rises in the east.", "the sun sets in the west.",
+    "water boils at one hundred degrees.", "the river flows into the sea.",
+]
+METADATA = {
+    "train_config": {"preset": "tiny", "corpus": "wiki", "steps": 10, "batch_size": 4, "seq_len": 32, "lr": 1e-3},
+    "step": 10, "elapsed": 3.5, "device": "cpu",
+    "history": [
+        {"kind": "train", "step": 10, "tokens": 400, "mlm_loss": 6.1, "nsp_loss": 0.7, "mlm_acc": 0.05,
+         "nsp_acc": 0.5, "tokens_per_s": 900.0, "lr": 1e-4, "elapsed": 3.0},
+        {"kind": "val", "step": 10, "tokens": 400, "mlm_loss": 6.3, "mlm_acc": 0.04, "mlm_ppl": 545.0,
+         "nsp_loss": 0.69, "nsp_acc": 0.55, "elapsed": 3.4},
+    ],
+}
+
+
+def make_checkpoint(folder: Path, card: str | None = "# Test model\nA tiny BERT for tests.") -> Path:
+    """A tiny untrained BERT with a real tokenizer, saved in Hugging Face format with our metadata."""
+    tokenizer = train_tokenizer([SENTENCES] * 5, vocab_size=200, min_frequency=1)
+    torch.manual_seed(0)
+    model = BertForPreTraining(PRESETS["tiny"].with_vocab(len(tokenizer)))
+    save_pretrained(model, tokenizer, folder, metadata=METADATA)
+    if card:
+        (folder / "README.md").write_text(card)
+    return folder
+
+
+def write_corpus(path: Path, documents: int = 60) -> Path:
+    """A small text file: documents of five sentences, blank lines between them."""
+    words = ["river", "mountain", "city", "forest", "island", "castle", "harbour", "valley", "bridge", "market"]
+    paragraphs = []
+    for d in range(documents):
+        w = words[d % len(words)]
+        paragraphs.append(" ".join([
+            f"The {w} number {d} was first described long ago.", f"Many people visited the {w} every summer.",
+            f"Later the {w} became famous across the whole country.", f"Old books describe the {w} in detail.",
+            f"Today the {w} is still visited by travellers from far away.",
+        ]))
+    path.write_text("\n\n".join(paragraphs) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def roots(tmp_path_factory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("models")
+    make_checkpoint(base / "checkpoints" / "tiny-test")
+    make_checkpoint(base / "checkpoints" / "another", card=None)
+    (base / "checkpoints" / "not-a-model").mkdir()
+    (base / "runs").mkdir()
+    return {"checkpoints": base / "checkpoints", "runs": base / "runs", "base": base}
+
+
+@pytest.fixture
+def registry(roots) -> Registry:
+    return Registry(checkpoints_dir=roots["checkpoints"], runs_dir=roots["runs"], device="cpu", allow_hub=False)
+
+
+def test_file_names_agree_with_the_checkpoint_module():
+    from bert_demo import checkpoint, registry
+
+    assert (registry.CONFIG_NAME, registry.WEIGHTS_NAME, registry.METADATA_NAME) == (
+        checkpoint.CONFIG_NAME, checkpoint.WEIGHTS_NAME, checkpoint.METADATA_NAME)
+
+
+def test_lists_shipped_checkpoints_and_runs_newest_first(roots, tmp_path):
+    runs = tmp_path / "runs"
+    make_checkpoint(runs / "older")
+    make_checkpoint(runs / "newer")
+    os.utime(runs / "older", (time.time() - 100, time.time() - 100))
+    registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=runs, device="cpu")
+    names = [e.name for e in registry.list_models()]
+    assert names == ["checkpoints/another", "checkpoints/tiny-test", "runs/newer", "runs/older"]
+    assert registry.default_model() == "checkpoints/another"
+    labels = dict((name, label) for label, name in registry.choices())
+    assert labels["runs/newer"] == "newer (trained here)" and labels["checkpoints/another"] == "another (shipped)"
+
+
+def test_falls_back_to_the_newest_run_then_to_a_message(tmp_path):
+    make_checkpoint(tmp_path / "runs" / "only-run")
+    registry = Registry(checkpoints_dir=tmp_path / "none", runs_dir=tmp_path / "runs", device="cpu")
+    assert registry.default_model() == "runs/only-run"
+    empty = Registry(checkpoints_dir=tmp_path / "none", runs_dir=tmp_path / "none2", device="cpu")
+    assert empty.list_models() == [] and empty.default_model() is None
+    with pytest.raises(ValueError, match="Train tab"):
+        empty.load(None)
+
+
+def test_names_and_paths_inside_the_roots_resolve(registry, roots):
+    assert registry.resolve("checkpoints/tiny-test").folder == roots["checkpoints"] / "tiny-test"
+    assert registry.resolve(str(roots["checkpoints"] / "tiny-test")).name == "checkpoints/tiny-test"
+    assert registry.resolve(str(roots["checkpoints"] / "x" / ".." / "tiny-test")).name == "checkpoints/tiny-test"
+    assert registry.resolve("tiny-test").name == "checkpoints/tiny-test"  # a bare local name
+
+
+@pytest.mark.parametrize("name", [
+    "../tiny-test", "checkpoints/../checkpoints/tiny-test", "checkpoints/not-a-model", "checkpoints/missing",
+    "checkpoints/.hidden", "/etc", "/etc/passwd", "~/x", "runs/a/b", "a/b/c", "..", "checkpoints/", "x y",
+    "C:\\models\\x", "name\x00", "ü/x",
+])
+def test_names_that_are_not_allowed_are_refused(registry, name):
+    with pytest.raises(ValueError):
+        registry.resolve(name)
+
+
+def test_a_symlink_out_of_the_root_is_refused(registry, roots, tmp_path):
+    outside = make_checkpoint(tmp_path / "outside")
+    link = roots["checkpoints"] / "link"
+    link.symlink_to(outside, target_is_directory=True)
+    try:
+        assert "checkpoints/link" not in [e.name for e in registry.list_models()]
+        with pytest.raises(ValueError, match="no model called"):
+            registry.resolve("checkpoints/link")
+    finally:
+        link.unlink()
+
+
+def test_hub_ids_are_passed_on_only_when_allowed(roots):
+    offline = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=roots["runs"], allow_hub=False)
+    with pytest.raises(ValueError, match="turned off"):
+        offline.resolve("google/bert_uncased_L-2_H-128_A-2")
+    online = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=roots["runs"], allow_hub=True)
+    entry = online.resolve("google/bert_uncased_L-2_H-128_A-2")
+    assert entry.folder is None and entry.name == "google/bert_uncased_L-2_H-128_A-2"
+
+
+def test_an_extra_models_folder_from_the_environment(roots, tmp_path, monkeypatch):
+    make_checkpoint(tmp_path / "extra" / "mine")
+    monkeypatch.setenv("BERT_DEMO_MODELS_DIR", str(tmp_path / "extra"))
+    registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=roots["runs"])
+    assert "models/mine" in [e.name for e in registry.list_models()]
+    assert registry.resolve(str(tmp_path / "extra" / "mine")).name == "models/mine"
+
+
+def test_models_are_loaded_once_and_evicted_least_recently_used(roots):
+    registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=roots["runs"], cache_size=1, device="cpu")
+    first = registry.load("checkpoints/tiny-test")
+    assert registry.load("checkpoints/tiny-test") is first
+    assert not first.model.training and first.folder == roots["checkpoints"] / "tiny-test"
+    registry.load("checkpoints/another")
+    assert registry.load("checkpoints/tiny-test") is not first
+
+
+def test_model_info_has_config_size_metrics_and_card(registry):
+    info = registry.model_info("checkpoints/tiny-test")
+    assert info["config"]["num_hidden_layers"] == 2 and info["parameters"] > 100_000
+    assert info["device"] == "cpu" and info["model_card"].startswith("# Test model")
+    assert info["train_config"]["preset"] == "tiny" and info["step"] == 10
+    assert info["last_train"]["mlm_loss"] == 6.1 and info["last_val"]["nsp_acc"] == 0.55
+    assert registry.model_info("checkpoints/another")["model_card"] is None
+    assert registry.layers_and_heads("checkpoints/tiny-test") == (2, 2)
+    assert "2 layers" in registry.model_summary("checkpoints/tiny-test")
+
+
+def test_zip_download_is_a_transformers_folder(registry, tmp_path):
+    from transformers import BertForPreTraining as HFBert
+
+    (registry.roots["checkpoints"] / "tiny-test" / "optimizer.safetensors").write_bytes(b"resume only")
+    archive = registry.zip_checkpoint("checkpoints/tiny-test")
+    assert archive.name == "tiny-test.zip"
+    with zipfile.ZipFile(archive) as z:
+        names = z.namelist()
+        z.extractall(tmp_path)
+    assert "tiny-test/config.json" in names and "tiny-test/model.safetensors" in names
+    assert not any(n.endswith("optimizer.safetensors") for n in names)
+    model = HFBert.from_pretrained(tmp_path / "tiny-test")
+    assert model.config.num_hidden_layers == 2
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"preset": "base"}, "not available on this machine"),
+    ({"steps": CPU_CAPS.max_steps + 1}, "steps must be between"),
+    ({"batch_size": 1000}, "batch size must be between"),
+    ({"seq_len": 512}, "sequence length must be between"),
+    ({"vocab_size": 100}, "vocabulary size must be between"),
+    ({"steps": 10.5}, "whole number"),
+    ({"steps": "many"}, "whole number"),
+    ({"lr": 5.0}, "learning rate must be between"),
+    ({"lr": "fast"}, "learning rate must be a number"),
+    ({"corpus": ["wiki", "/etc/passwd"]}, "unknown corpus"),
+    ({"corpus": []}, "choose a corpus"),
+])
+def test_training_settings_beyond_the_caps_are_refused(registry, settings, message):
+    with pytest.raises(ValueError, match=message):
+        registry.train_config(**settings)
+
+
+def test_training_defaults_are_within_the_caps(registry):
+    config = registry.train_config()
+    assert (config.preset, config.corpus, config.steps, config.batch_size, config.seq_len) == ("tiny", "wiki", 150,
+                                                                                                16, 64)
+    assert Path(config.out).parent == registry.roots["runs"]
+    assert config.log_every == 3 and config.eval_every == 25
+
+
+def test_uploads_are_checked_and_copied_to_a_safe_name(roots, tmp_path):
+    registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=roots["runs"],
+                        caps=Caps(max_steps=10, max_batch=8, max_seq_len=64, max_vocab=1024, presets=("tiny",),
+                                  max_upload_bytes=2000))
+    odd = write_corpus(tmp_path / "my, odd name.txt", documents=3)
+    config = registry.train_config(corpus=[], upload=str(odd), steps=10, batch_size=4, seq_len=32, vocab_size=512)
+    copied = Path(config.corpus)
+    assert copied.name == "upload.txt" and copied.read_text() == odd.read_text() and "," not in config.corpus
+    assert "upload" in Path(config.out).name
+    with pytest.raises(ValueError, match="at most 0 MB|MB are allowed"):
+        registry.train_config(upload=str(write_corpus(tmp_path / "big.txt", documents=60)), steps=10, batch_size=4,
+                              seq_len=32, vocab_size=512)
+    (tmp_path / "data.csv").write_text("a,b\n")
+    with pytest.raises(ValueError, match=r"\.txt"):
+        registry.train_config(upload=str(tmp_path / "data.csv"), steps=10, batch_size=4, seq_len=32, vocab_size=512)
+    (tmp_path / "empty.txt").write_text("")
+    with pytest.raises(ValueError, match="empty"):
+        registry.train_config(upload=str(tmp_path / "empty.txt"), steps=10, batch_size=4, seq_len=32,
+                              vocab_size=512)
+
+
+def test_a_training_job_streams_records_serves_live_snapshots_and_saves_a_run(roots, tmp_path):
+    registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=tmp_path / "runs", device="cpu")
+    corpus = write_corpus(tmp_path / "corpus.txt")
+    job = registry.start_training(corpus=[], upload=str(corpus), steps=300, batch_size=4, seq_len=32,
+                                  vocab_size=512, owner="me")
+    seen, records = 0, []
+    while job.trainer.step < 3 and job.done is None:
+        records += job.wait(seen, timeout=1.0)
+        seen = len(records)
+    assert any(r["kind"] == "train" for r in records), records
+    assert registry.list_models()[0].name == LIVE
+    live = registry.load(LIVE)
+    assert live.model is not job.trainer.model and not live.model.training
+    assert registry.model_info(LIVE)["train_config"]["steps"] == 300
+    assert "Step" in job.status() and "tokens/s" in job.status()
+    registry.finish_wait_s = 0.1
+    with pytest.raises(ValueError, match="another run"):  # one run at a time
+        registry.start_training(corpus=["wiki"], steps=10)
+    assert not registry.stop_training(owner="someone else")
+    assert registry.stop_training(owner="me")
+    job.thread.join(timeout=60)
+    assert not job.running and job.done["reason"] == "stopped"
+    assert job.status().startswith("Stopped at step") and f"runs/{job.name}" in job.status()
+    assert registry.list_models()[0].name != LIVE
+    assert f"runs/{job.name}" in [e.name for e in registry.list_models()]
+    saved = json.loads((tmp_path / "runs" / job.name / "bert_demo.json").read_text())
+    assert saved["step"] == job.done["step"]
+    assert not Path(job.trainer.config.corpus).exists()  # the copied upload is cleaned up
+
+
+def test_a_failing_run_ends_with_an_error_record(roots, tmp_path):
+    registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=tmp_path / "runs", device="cpu")
+    (tmp_path / "short.txt").write_text("Just one sentence here.\n")
+    job = registry.start_training(corpus=[], upload=str(tmp_path / "short.txt"), steps=10, batch_size=4,
+                                  seq_len=32, vocab_size=512)
+    job.thread.join(timeout=60)
+    assert job.done["reason"] == "error" and "two usable sentences" in job.done["message"]
+    assert job.status().startswith("Training failed")
+
+
+def test_old_runs_are_pruned_when_a_new_run_starts(roots, tmp_path):
+    runs = tmp_path / "runs"
+    for age, name in enumerate(["newest", "middle", "oldest"]):
+        make_checkpoint(runs / name)
+        os.utime(runs / name, (time.time() - 100 * age, time.time() - 100 * age))
+    make_checkpoint(runs / "not-ours")
+    (runs / "not-ours" / "bert_demo.json").unlink()  # a folder someone put there by hand is never deleted
+    registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=runs, device="cpu")
+    registry.max_runs = 3
+    job = registry.start_training(corpus=[], upload=str(write_corpus(tmp_path / "c.txt")), steps=2, batch_size=2,
+                                  seq_len=32, vocab_size=512)
+    job.thread.join(timeout=60)
+    assert sorted(p.name for p in runs.iterdir() if not p.name.startswith(".")) == sorted(
+        ["newest", "middle", "not-ours", job.name])

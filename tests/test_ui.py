@@ -1,0 +1,166 @@
+"""The app served in-process on 127.0.0.1 and driven with gradio_client, as any API user would."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from gradio_client import Client, handle_file
+from gradio_client.exceptions import AppError
+
+from bert_demo.registry import Registry
+from bert_demo.ui import VIEW_AVERAGE, VIEW_HEAD, VIEW_ROLLOUT, build_demo, launch_kwargs
+from tests.test_registry import make_checkpoint, write_corpus
+
+MODEL = "checkpoints/tiny-test"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    base = tmp_path_factory.mktemp("app")
+    make_checkpoint(base / "checkpoints" / "tiny-test")
+    registry = Registry(checkpoints_dir=base / "checkpoints", runs_dir=base / "runs", device="cpu", allow_hub=False)
+    demo = build_demo(registry)
+    port = free_port()
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+                **launch_kwargs(registry))
+    try:
+        yield {"url": f"http://127.0.0.1:{port}/", "registry": registry, "corpus": write_corpus(base / "corpus.txt")}
+    finally:
+        if registry.job is not None:
+            registry.job.stop()
+            registry.job.thread.join(timeout=60)
+        demo.close()
+
+
+@pytest.fixture(scope="module")
+def client(app) -> Client:
+    return Client(app["url"], verbose=False)
+
+
+def plot_data(output) -> list[dict]:
+    return json.loads(output["plot"])["data"]
+
+
+def test_the_api_has_exactly_the_four_named_endpoints(client):
+    api = client.view_api(print_info=False, return_format="dict")
+    assert set(api["named_endpoints"]) == {"/train", "/fill_mask", "/next_sentence", "/attention"}
+    assert not api["unnamed_endpoints"]
+
+
+def test_fill_mask_ranks_tokens_for_each_mask(client):
+    sentence, *labels = client.predict(MODEL, "the cat [MASK] on the [MASK].", 4, api_name="/fill_mask")
+    spans = sentence["value"]
+    assert [s["class_or_confidence"] is not None for s in spans] == [False, True, False, True, False]
+    assert [label["visible"] for label in labels] == [True, True] + [False] * (len(labels) - 2)
+    ranked = labels[0]["value"]["confidences"]
+    assert len(ranked) == 4 and ranked[0]["confidence"] >= ranked[-1]["confidence"] > 0
+    assert spans[1]["token"] == ranked[0]["label"]
+
+
+@pytest.mark.parametrize("model, text, message", [
+    (MODEL, "no mask in here", "has no [MASK]"),
+    (MODEL, "   ", "empty"),
+    ("../secrets", "a [MASK].", "only model folders"),
+    ("checkpoints/missing", "a [MASK].", "no model called"),
+    ("", "a [MASK].", "choose a model"),
+])
+def test_fill_mask_errors_are_messages_not_tracebacks(client, model, text, message):
+    with pytest.raises(AppError, match="(?i)" + re.escape(message)) as error:
+        client.predict(model, text, 5, api_name="/fill_mask")
+    assert "Traceback" not in str(error.value)
+
+
+def test_next_sentence_gives_a_probability(client):
+    result = client.predict(MODEL, "The sun rose.", "Birds began to sing.", api_name="/next_sentence")
+    confidences = {c["label"]: c["confidence"] for c in result["confidences"]}
+    assert set(confidences) == {"B follows A", "B is a random sentence"}
+    assert sum(confidences.values()) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("view", [VIEW_HEAD, VIEW_AVERAGE, VIEW_ROLLOUT])
+def test_attention_draws_a_head_and_the_grid_of_heads(client, view):
+    main, grid, caption = client.predict(MODEL, "the cat sat.", "it purred.", 2, 2, view, False,
+                                         api_name="/attention")
+    heatmap = plot_data(main)[0]
+    assert heatmap["type"] == "heatmap" and heatmap["zmax"] == 1
+    tokens = json.loads(main["plot"])["layout"]["xaxis"]["ticktext"]
+    assert tokens[0] == "[CLS]" and tokens.count("[SEP]") == 2
+    assert len(heatmap["z"]) == len(tokens) and "→" in heatmap["text"][0][1]
+    assert len(plot_data(grid)) == 2  # the tiny model has 2 heads
+    assert "2 layers × 2 heads" in caption
+
+
+def test_attention_can_hide_cls_and_sep_and_clamps_the_layer(client):
+    main, _, _ = client.predict(MODEL, "the cat sat.", "", 40, 1, VIEW_HEAD, True, api_name="/attention")
+    layout = json.loads(main["plot"])["layout"]
+    assert "[CLS]" not in layout["xaxis"]["ticktext"] and layout["title"]["text"].startswith("Layer 2, head 1")
+
+
+def test_training_settings_that_are_not_allowed_are_refused(client):
+    with pytest.raises(AppError, match="'base'.*not in the list of choices"):  # gradio checks the caps it shows
+        client.predict(["wiki"], None, "base", 100, 16, 1e-3, 64, 4096, api_name="/train")
+    with pytest.raises(AppError, match="Choose a corpus or upload"):  # the backend checks the rest
+        client.predict([], None, "tiny", 100, 16, 1e-3, 64, 4096, api_name="/train")
+
+
+def test_a_short_run_streams_growing_metrics_and_ends_with_a_checkpoint(app, client):
+    job = client.submit([], handle_file(str(app["corpus"])), "tiny", 20, 4, 1e-3, 32, 512, api_name="/train")
+    lengths, outputs = [], None
+    for outputs in job:
+        lengths.append(len(plot_data(outputs[1])[0]["x"]))
+    status, loss, accuracy, lr, probe, checkpoint, selector = outputs
+    assert lengths[-1] == 20 and lengths == sorted(lengths) and len(set(lengths)) >= 2
+    assert status.startswith("Finished 20 steps")
+    assert probe["label"].startswith("Step 20")
+    assert str(checkpoint["value"]).endswith(".zip"), checkpoint
+    assert selector["value"].startswith("runs/tiny-upload-")
+    assert selector["value"] in [name for _, name in selector["choices"]]
+    assert selector["value"] in [e.name for e in app["registry"].list_models()]
+    sentence, *_ = client.predict(selector["value"], "the [MASK] was visited.", 3, api_name="/fill_mask")
+    assert sentence["value"][1]["class_or_confidence"]
+
+
+def test_a_long_run_can_be_cancelled_while_inference_keeps_answering(app, client):
+    registry = app["registry"]
+    job = client.submit([], handle_file(str(app["corpus"])), "tiny", 1000, 4, 1e-3, 32, 512, api_name="/train")
+    lengths = []
+    for outputs in job:
+        lengths.append(len(plot_data(outputs[1])[0]["x"]))
+        if lengths[-1] >= 3 and len(set(lengths)) >= 3:
+            break
+    assert lengths == sorted(lengths) and lengths[-1] < 1000
+    started = time.perf_counter()
+    other = Client(app["url"], verbose=False)  # another user, while the run trains
+    result = other.predict(MODEL, "The sun rose.", "Birds sang.", api_name="/next_sentence")
+    assert result["confidences"] and time.perf_counter() - started < 20
+    live = other.predict("live", "the [MASK] was visited.", 2, api_name="/fill_mask")  # the run in progress
+    assert live[0]["value"][1]["class_or_confidence"]
+    run = registry.job
+    job.cancel()
+    run.thread.join(timeout=60)
+    assert not run.running and run.done["reason"] == "stopped" and run.done["step"] < 1000
+    assert f"runs/{run.name}" in [e.name for e in registry.list_models()]
+
+
+def test_app_py_builds_the_app_without_importing_torch(tmp_path):
+    """Cold start: torch and transformers load on first use, so the page is served within seconds."""
+    code = ("import sys, app; assert app.demo.config; "
+            "print(sorted(m for m in ('torch', 'transformers', 'bert_demo.inference') if m in sys.modules))")
+    env = {**os.environ, "BERT_DEMO_CHECKPOINTS": str(tmp_path), "BERT_DEMO_RUNS": str(tmp_path)}
+    result = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "[]"
