@@ -22,7 +22,7 @@ from transformers import BertTokenizerFast
 
 from bert_demo.config import BertConfig
 from bert_demo.model import BertForPreTraining
-from bert_demo.tokenizer import load_tokenizer
+from bert_demo.tokenizer import load_tokenizer, vocabulary
 
 WEIGHTS_NAME = "model.safetensors"
 CONFIG_NAME = "config.json"
@@ -68,8 +68,7 @@ def _write_folder(model: BertForPreTraining, tokenizer: BertTokenizerFast, folde
     config = {**model.config.to_hf_dict(), "tie_word_embeddings": True}
     (folder / CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n")
     tokenizer.save_pretrained(str(folder))
-    vocab = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
-    (folder / "vocab.txt").write_text("".join(token + "\n" for token, _ in vocab), encoding="utf-8")
+    (folder / "vocab.txt").write_text("".join(token + "\n" for token in vocabulary(tokenizer)), encoding="utf-8")
     if metadata is not None:
         (folder / METADATA_NAME).write_text(json.dumps(metadata, indent=2, default=str) + "\n")
 

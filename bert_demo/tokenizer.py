@@ -20,7 +20,11 @@ MAX_LENGTH = 512  # BERT's position embeddings stop here
 def train_tokenizer(
     documents: Iterable[list[str]], vocab_size: int = 8192, min_frequency: int = 2
 ) -> BertTokenizerFast:
-    """Learn a lower-cased WordPiece vocabulary of at most `vocab_size` entries from documents of sentences."""
+    """Learn a lower-cased WordPiece vocabulary of at most `vocab_size` entries from documents of sentences.
+
+    The `tokenizers` trainer breaks ties between equally frequent merges differently from call to call, so two
+    calls on the same text can differ by a few tokens: share one trained tokenizer rather than training twice.
+    """
     if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
         raise ValueError(f"vocabulary size must be an integer, got {vocab_size!r}")
     if not MIN_VOCAB_SIZE <= vocab_size <= MAX_VOCAB_SIZE:
@@ -52,6 +56,17 @@ def wrap(wordpiece: BertWordPieceTokenizer) -> BertTokenizerFast:
         mask_token="[MASK]",
         model_max_length=MAX_LENGTH,
     )
+
+
+def tokenizer_from_vocab(tokens: list[str]) -> BertTokenizerFast:
+    """A lower-cased BERT tokenizer whose vocabulary is `tokens`, ids in list order (as a vocab.txt reads)."""
+    return wrap(BertWordPieceTokenizer({token: i for i, token in enumerate(tokens)}, lowercase=True,
+                                       clean_text=True, handle_chinese_chars=True))
+
+
+def vocabulary(tokenizer: BertTokenizerFast) -> list[str]:
+    """The tokens in id order (the lines of vocab.txt)."""
+    return [token for token, _ in sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])]
 
 
 def load_tokenizer(folder: str | Path) -> BertTokenizerFast:

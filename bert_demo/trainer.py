@@ -35,7 +35,7 @@ from bert_demo.corpus import load_corpus
 from bert_demo.inference import fill_mask
 from bert_demo.model import IGNORE_INDEX, BertForPreTraining
 from bert_demo.pretraining_data import PretrainingData, SpecialIds, split_documents, tokenize_documents
-from bert_demo.tokenizer import load_tokenizer, train_tokenizer
+from bert_demo.tokenizer import load_tokenizer, tokenizer_from_vocab, train_tokenizer, vocabulary
 
 OPTIMIZER_NAME = "optimizer.safetensors"
 Record = dict[str, Any]
@@ -174,9 +174,23 @@ class Trainer:
             return load_tokenizer(self.resume)
         if self.config.tokenizer:
             return load_tokenizer(self.config.tokenizer)
+        if not self.dist.is_main:
+            return self._broadcast_vocabulary(None)
         # min_frequency=1: on a small corpus words seen once still get whole-word entries; on a large one the
         # vocabulary size, not the frequency floor, decides what is kept
-        return train_tokenizer(train_docs, vocab_size=self.config.vocab_size, min_frequency=1)
+        tokenizer = train_tokenizer(train_docs, vocab_size=self.config.vocab_size, min_frequency=1)
+        return self._broadcast_vocabulary(tokenizer) if self.dist.world_size > 1 else tokenizer
+
+    def _broadcast_vocabulary(self, tokenizer: BertTokenizerFast | None) -> BertTokenizerFast:
+        """Rank 0's trained vocabulary, sent to every rank as UTF-8 bytes (training it again could differ)."""
+        data = "\n".join(vocabulary(tokenizer)).encode() if tokenizer else b""
+        size = torch.tensor([len(data)], device=self.device)
+        dist.broadcast(size, src=0)
+        buffer = torch.zeros(int(size.item()), dtype=torch.uint8, device=self.device)
+        if tokenizer:
+            buffer.copy_(torch.frombuffer(bytearray(data), dtype=torch.uint8))
+        dist.broadcast(buffer, src=0)
+        return tokenizer or tokenizer_from_vocab(bytes(buffer.cpu().tolist()).decode().split("\n"))
 
     def _data(self, documents, special: SpecialIds, seed: int, batch_size: int, rank: int = 0, world: int = 1
               ) -> PretrainingData:

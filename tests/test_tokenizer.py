@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import transformers
 
-from bert_demo.tokenizer import SPECIAL_TOKENS, load_tokenizer, train_tokenizer
+from bert_demo.tokenizer import SPECIAL_TOKENS, load_tokenizer, tokenizer_from_vocab, train_tokenizer, vocabulary
 
 from tests.conftest import SENTENCES
 
@@ -44,3 +44,10 @@ def test_requested_vocabulary_size_is_reached_on_enough_text():
 def test_bad_vocabulary_size_is_refused(size):
     with pytest.raises(ValueError, match="vocabulary size"):
         train_tokenizer([SENTENCES], vocab_size=size)
+
+
+def test_a_tokenizer_rebuilt_from_its_vocabulary_encodes_identically(tokenizer):
+    rebuilt = tokenizer_from_vocab(vocabulary(tokenizer))
+    assert rebuilt.get_vocab() == tokenizer.get_vocab()
+    for text in ["The cat sat on the MAT.", "Albert Einstein's théory, 1905!", "[MASK] is [SEP] odd"]:
+        assert rebuilt(text, "second part")["input_ids"] == tokenizer(text, "second part")["input_ids"]

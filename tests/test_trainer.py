@@ -150,14 +150,14 @@ def test_gradient_accumulation_gives_the_same_step_as_one_big_batch(stories_file
     # sign-like and would magnify rounding noise in near-zero gradients)
     monkeypatch.setattr(trainer_module, "make_optimizer", lambda model, cfg: torch.optim.SGD(model.parameters(), 0.1))
 
-    def weights_after(**changes):
-        config = tiny_config(stories_file, tmp_path / "run", steps=1, warmup_steps=0, eval_every=100, **changes)
+    def weights_after(name, **changes):
+        config = tiny_config(stories_file, tmp_path / name, steps=1, warmup_steps=0, eval_every=100, **changes)
         trainer = Trainer(config)
         list(trainer.run())
         return torch.cat([p.detach().flatten() for p in trainer.model.parameters()])
 
-    whole = weights_after(grad_accum=1)
-    accumulated = weights_after(grad_accum=2)
+    whole = weights_after("whole", grad_accum=1)
+    accumulated = weights_after("accumulated", grad_accum=2, tokenizer=str(tmp_path / "whole"))  # same vocabulary
     assert torch.allclose(whole, accumulated, atol=1e-5)
 
 
