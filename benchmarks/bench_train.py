@@ -21,7 +21,7 @@ import subprocess
 import sys
 from contextlib import nullcontext
 
-from _common import cores, interleaved_times, matmul_peak_flops, print_table, sync
+from _common import cores, interleaved_times, matmul_peak_flops, print_table
 
 import torch
 import transformers

@@ -12,10 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bert_demo.registry import Registry
-from bert_demo.ui import build_demo, launch_kwargs
-from tests.test_registry import make_checkpoint, write_corpus
-from tests.test_ui import free_port
+from tests.test_ui import served_app
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--no-first-run",
@@ -32,20 +29,8 @@ if not (Path(CHROMIUM).is_file() or shutil.which(CHROMIUM)):
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
-    base = tmp_path_factory.mktemp("browser")
-    make_checkpoint(base / "checkpoints" / "tiny-test")
-    registry = Registry(checkpoints_dir=base / "checkpoints", runs_dir=base / "runs", device="cpu", allow_hub=False)
-    demo = build_demo(registry)
-    port = free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                **launch_kwargs(registry))
-    try:
-        yield {"url": f"http://127.0.0.1:{port}/", "registry": registry, "corpus": write_corpus(base / "corpus.txt")}
-    finally:
-        if registry.job is not None:
-            registry.job.stop()
-            registry.job.thread.join(timeout=60)
-        demo.close()
+    with served_app(tmp_path_factory.mktemp("browser")) as served:
+        yield served
 
 
 @pytest.fixture(scope="module")

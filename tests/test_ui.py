@@ -8,6 +8,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -27,9 +29,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def app(tmp_path_factory):
-    base = tmp_path_factory.mktemp("app")
+@contextmanager
+def served_app(base: Path) -> Iterator[dict]:
+    """The app on a free 127.0.0.1 port over a random tiny checkpoint in `base`; its run stopped at the end."""
     make_checkpoint(base / "checkpoints" / "tiny-test")
     registry = Registry(checkpoints_dir=base / "checkpoints", runs_dir=base / "runs", device="cpu", allow_hub=False)
     demo = build_demo(registry)
@@ -43,6 +45,12 @@ def app(tmp_path_factory):
             registry.job.stop()
             registry.job.thread.join(timeout=60)
         demo.close()
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    with served_app(tmp_path_factory.mktemp("app")) as served:
+        yield served
 
 
 @pytest.fixture(scope="module")
