@@ -53,7 +53,7 @@ def save_pretrained(
         _write_folder(model, tokenizer, tmp, metadata)
         for name, tensors in (extra_files or {}).items():
             save_file(tensors, str(tmp / name))
-        _fsync_files(tmp)
+        _seal_files(tmp)
         _replace_folder(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -73,9 +73,12 @@ def _write_folder(model: BertForPreTraining, tokenizer: BertTokenizerFast, folde
         (folder / METADATA_NAME).write_text(json.dumps(metadata, indent=2, default=str) + "\n")
 
 
-def _fsync_files(folder: Path) -> None:
-    """Flush every file to disk before the folder is renamed into place."""
+def _seal_files(folder: Path) -> None:
+    """Give the folder the usual permissions (mkdtemp makes it private) and flush every file to disk before the
+    folder is renamed into place."""
+    folder.chmod(0o755)
     for file in folder.iterdir():
+        file.chmod(0o644)
         with open(file, "rb") as handle:
             os.fsync(handle.fileno())
 

@@ -179,3 +179,9 @@ def test_model_is_returned_in_eval_mode_on_requested_device(trained_tiny, tokeni
     assert not model.training
     assert isinstance(model, BertForPreTraining)
     assert model.bert.embeddings.word_embeddings.weight.device.type == "cpu"
+
+
+def test_saved_folder_is_readable_by_others_like_any_model_folder(trained_tiny, tokenizer, tmp_path):
+    folder = save_pretrained(trained_tiny, tokenizer, tmp_path / "tiny")
+    assert folder.stat().st_mode & 0o777 == 0o755
+    assert all(file.stat().st_mode & 0o777 == 0o644 for file in folder.iterdir())
