@@ -1,6 +1,7 @@
 """The trainer learns, streams its metrics, stops and resumes cleanly, survives divergence, and runs under torchrun."""
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -55,21 +56,25 @@ def tiny_config(stories_file: str, out: Path, **changes) -> TrainConfig:
 
 
 def test_tiny_model_overfits_a_tiny_corpus(tmp_path, monkeypatch):
-    """The smoke test of every BERT implementation: a few hundred steps memorise a few sentences."""
+    """The smoke test of every BERT implementation: a few hundred steps memorise a few sentences.
+
+    Scored on 8 batches of freshly masked training examples (about 300 targets, 256 pairs), so one
+    unlucky token cannot decide the result; lr 2e-3 because 5e-3 sits at the edge of post-LN stability.
+    """
     monkeypatch.setitem(PRESETS, "tiny", replace(PRESETS["tiny"], hidden_dropout_prob=0.0,
                                                  attention_probs_dropout_prob=0.0))
     corpus = tmp_path / "facts.txt"
     corpus.write_text("\n\n".join(FACTS))
-    config = tiny_config(str(corpus), tmp_path / "run", steps=800, batch_size=32, lr=5e-3, val_fraction=0.01,
+    config = tiny_config(str(corpus), tmp_path / "run", steps=800, batch_size=32, lr=2e-3, val_fraction=0.01,
                          warmup_steps=30, log_every=100, eval_every=800)
     trainer = Trainer(config)
     list(trainer.run())
     train_docs, _ = split_documents(load_corpus(str(corpus)), config.val_fraction, config.seed)
     data = PretrainingData(tokenize_documents(train_docs, trainer.tokenizer),
                            SpecialIds.from_tokenizer(trainer.tokenizer), max_seq_len=32, batch_size=32,
-                           max_predictions=6)
-    metrics = validate(trainer.model, data.fixed_batches(8, seed=1), torch.device("cpu"))
-    assert metrics["mlm_acc"] > 0.9 and metrics["nsp_acc"] == 1.0, metrics
+                           max_predictions=6, seed=1)
+    metrics = validate(trainer.model, list(itertools.islice(data.batches(), 8)), torch.device("cpu"))
+    assert metrics["mlm_acc"] > 0.95 and metrics["nsp_acc"] > 0.98, metrics
 
 
 def test_run_streams_growing_metrics_then_a_checkpoint_that_transformers_loads(stories_file, tmp_path):
