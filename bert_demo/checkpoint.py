@@ -48,6 +48,7 @@ def save_pretrained(
     optimizer state) to `path`, atomically; return the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    recover_folder(path)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     try:
         _write_folder(model, tokenizer, tmp, metadata)
@@ -71,6 +72,19 @@ def _write_folder(model: BertForPreTraining, tokenizer: BertTokenizerFast, folde
     (folder / "vocab.txt").write_text("".join(token + "\n" for token in vocabulary(tokenizer)), encoding="utf-8")
     if metadata is not None:
         (folder / METADATA_NAME).write_text(json.dumps(metadata, indent=2, default=str) + "\n")
+
+
+def recover_folder(path: str | Path) -> None:
+    """Repair what a killed writer can leave behind: put a set-aside checkpoint back if the process died between
+    the two renames of `_replace_folder`, and delete half-written temporary folders."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        return
+    set_aside = sorted(path.parent.glob(f".{path.name}.*.old"), key=lambda p: p.stat().st_mtime)
+    if set_aside and not path.exists():
+        os.replace(set_aside.pop(), path)
+    for leftover in [*set_aside, *path.parent.glob(f".{path.name}.*.tmp")]:
+        shutil.rmtree(leftover, ignore_errors=True)
 
 
 def _seal_files(folder: Path) -> None:
@@ -119,6 +133,8 @@ def load_pretrained(path_or_hub_id: str | Path, device: str | torch.device | Non
 def resolve_folder(path_or_hub_id: str | Path) -> Path:
     """A local folder as is; anything else is taken as a hub id and downloaded (safetensors and JSON only)."""
     folder = Path(path_or_hub_id).expanduser()
+    if not folder.exists():
+        recover_folder(folder)
     if folder.is_dir():
         return folder
     name = str(path_or_hub_id)

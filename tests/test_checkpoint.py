@@ -4,6 +4,9 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -15,6 +18,8 @@ from bert_demo.inference import fill_mask
 from bert_demo.model import BertForPreTraining
 
 from tests.conftest import SENTENCES
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def sample_batch(tokenizer):
@@ -111,6 +116,50 @@ def test_failed_write_keeps_the_previous_checkpoint(trained_tiny, tokenizer, tmp
     assert read_metadata(tmp_path / "ckpt") == {"v": 1}
     assert os.listdir(tmp_path) == ["ckpt"]
     load_pretrained(tmp_path / "ckpt")
+
+
+KILLED_WRITER = """
+import sys, time
+import bert_demo.checkpoint as checkpoint
+model, tokenizer = checkpoint.load_pretrained(sys.argv[1])
+real_save_file = checkpoint.save_file
+
+def slow_save_file(*args, **kwargs):
+    real_save_file(*args, **kwargs)
+    print("writing", flush=True)
+    time.sleep(120)
+
+checkpoint.save_file = slow_save_file
+for parameter in model.parameters():
+    parameter.data.add_(1.0)
+checkpoint.save_pretrained(model, tokenizer, sys.argv[1], metadata={"v": 2})
+"""
+
+
+def test_a_process_killed_while_writing_leaves_the_previous_checkpoint_intact(trained_tiny, tokenizer, tmp_path):
+    path = tmp_path / "ckpt"
+    save_pretrained(trained_tiny, tokenizer, path, metadata={"v": 1})
+    writer = subprocess.Popen([sys.executable, "-c", KILLED_WRITER, str(path)], stdout=subprocess.PIPE, text=True,
+                              cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        assert writer.stdout.readline().strip() == "writing"  # the new weights are half-way to disk
+    finally:
+        writer.kill()
+        writer.wait(timeout=30)
+    assert any(name.endswith(".tmp") for name in os.listdir(tmp_path))  # the killed writer's leftovers
+    model, _ = load_pretrained(path)
+    assert read_metadata(path) == {"v": 1}
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), trained_tiny.state_dict().values()))
+    save_pretrained(trained_tiny, tokenizer, path, metadata={"v": 3})
+    assert os.listdir(tmp_path) == ["ckpt"]  # the next save clears them
+
+
+def test_a_checkpoint_set_aside_by_a_writer_killed_between_renames_is_put_back(trained_tiny, tokenizer, tmp_path):
+    path = tmp_path / "ckpt"
+    save_pretrained(trained_tiny, tokenizer, path, metadata={"v": 1})
+    os.replace(path, tmp_path / ".ckpt.4242.old")  # `_replace_folder`'s first rename, then the process died
+    load_pretrained(path)
+    assert read_metadata(path) == {"v": 1} and os.listdir(tmp_path) == ["ckpt"]
 
 
 def test_pickle_weights_are_refused_never_unpickled(tokenizer, tmp_path):
