@@ -74,6 +74,18 @@ def _write_folder(model: BertForPreTraining, tokenizer: BertTokenizerFast, folde
         (folder / METADATA_NAME).write_text(json.dumps(metadata, indent=2, default=str) + "\n")
 
 
+def check_writable(path: str | Path) -> None:
+    """Raise ValueError now, not after hours of training, if checkpoints cannot be written to `path`."""
+    path = Path(path)
+    try:
+        if path.exists() and not path.is_dir():
+            raise NotADirectoryError(20, "it is a file, not a folder")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    except OSError as exc:
+        raise ValueError(f"cannot write checkpoints to {path}: {exc.strerror or exc}") from None
+
+
 def recover_folder(path: str | Path) -> None:
     """Repair what a killed writer can leave behind: put a set-aside checkpoint back if the process died between
     the two renames of `_replace_folder`, and delete half-written temporary folders."""

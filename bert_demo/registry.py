@@ -516,7 +516,8 @@ class TrainingJob:
         if len(train) >= 2 and last["step"] > train[0]["step"]:
             per_step = (last["elapsed"] - train[0]["elapsed"]) / (last["step"] - train[0]["step"])
             line += f" · about {_clock(per_step * (total - last['step']))} left"
-        return line
+        warnings = [r["message"] for r in self.records if r.get("kind") == "status" and "step" in r]
+        return f"{line} · {warnings[-1]}" if warnings else line
 
 
 def _visible_device() -> str:

@@ -29,7 +29,7 @@ from safetensors.torch import load_file
 from torch import Tensor
 from transformers import BertTokenizerFast
 
-from bert_demo.checkpoint import load_pretrained, read_metadata, save_pretrained
+from bert_demo.checkpoint import check_writable, load_pretrained, read_metadata, save_pretrained
 from bert_demo.config import PRESETS
 from bert_demo.corpus import load_corpus
 from bert_demo.inference import fill_mask
@@ -126,6 +126,8 @@ class Trainer:
         if self.resume and not (self.resume / "config.json").is_file():
             raise ValueError(f"cannot resume from {self.resume}: it is not a checkpoint folder")
         self.dist = Distributed.from_env()
+        if self.dist.is_main:
+            check_writable(config.out)
         self.device = pick_device(config.device, self.dist)
         self.lock = threading.Lock()  # held while weights change; `snapshot` takes it to copy a consistent model
         self._stop = threading.Event()
@@ -255,7 +257,11 @@ class Trainer:
                 yield self._log(validate(model, val_batches, self.device), tokens_seen, started, kind="val")
                 yield self._probe()
             if self.step % cfg.save_every == 0 and self.step < cfg.steps:
-                self._save(optimizer, started)
+                try:
+                    self._save(optimizer, started)
+                except OSError as exc:  # disk full, say: keep training; the final save tries again
+                    yield {"kind": "status", "step": self.step, "message": f"could not save the checkpoint at step {self.step} to "
+                                                        f"{cfg.out}: {exc.strerror or exc}; training goes on"}
         yield self._finish("finished" if self.step >= cfg.steps else "stopped", started, optimizer)
 
     def _log(self, metrics: dict[str, float], tokens: int, started: float, kind: str = "train",

@@ -6,6 +6,7 @@ import os
 import time
 import zipfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -13,7 +14,7 @@ import torch
 from bert_demo.checkpoint import save_pretrained
 from bert_demo.config import PRESETS
 from bert_demo.model import BertForPreTraining
-from bert_demo.registry import CPU_CAPS, LIVE, Caps, Registry
+from bert_demo.registry import CPU_CAPS, LIVE, Caps, Registry, TrainingJob
 from bert_demo.tokenizer import train_tokenizer
 
 SENTENCES = [
@@ -260,6 +261,14 @@ def test_a_training_job_streams_records_serves_live_snapshots_and_saves_a_run(ro
     saved = json.loads((tmp_path / "runs" / job.name / "bert_demo.json").read_text())
     assert saved["step"] == job.done["step"]
     assert not Path(job.trainer.config.corpus).exists()  # the copied upload is cleaned up
+
+
+def test_the_status_line_shows_a_failed_periodic_save_while_the_run_goes_on():
+    job = TrainingJob(trainer=SimpleNamespace(config=SimpleNamespace(steps=100)), name="run")
+    job.records += [{"kind": "train", "step": 10, "tokens_per_s": 900.0, "elapsed": 5.0},
+                    {"kind": "status", "step": 10, "message": "could not save the checkpoint at step 10"},
+                    {"kind": "train", "step": 20, "tokens_per_s": 950.0, "elapsed": 10.0}]
+    assert job.status().startswith("Step 20/100") and job.status().endswith("could not save the checkpoint at step 10")
 
 
 def test_a_failing_run_ends_with_an_error_record(roots, tmp_path):

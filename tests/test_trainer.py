@@ -1,6 +1,7 @@
 """The trainer learns, streams its metrics, stops and resumes cleanly, survives divergence, and runs under torchrun."""
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 import subprocess
@@ -136,6 +137,38 @@ def test_non_finite_loss_stops_the_run_with_a_message_and_keeps_finite_weights(s
     assert done["reason"] == "diverged" and done["step"] == 6 and "lower learning rate" in done["message"]
     model, _ = load_pretrained(done["checkpoint"])
     assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_an_output_folder_that_cannot_be_written_is_refused_before_training(stories_file, tmp_path):
+    (tmp_path / "a-file").write_text("not a folder")
+    with pytest.raises(ValueError, match="cannot write checkpoints to"):
+        Trainer(tiny_config(stories_file, tmp_path / "a-file" / "run"))
+
+
+def test_a_full_disk_during_a_periodic_save_is_reported_and_training_goes_on(stories_file, tmp_path, monkeypatch):
+    real_save, calls = trainer_module.save_pretrained, {"n": 0}
+
+    def full_once(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_save(*args, **kwargs)
+
+    monkeypatch.setattr(trainer_module, "save_pretrained", full_once)
+    records = list(Trainer(tiny_config(stories_file, tmp_path / "run", steps=20, save_every=10)).run())
+    warnings = [r for r in records if r["kind"] == "status" and "No space left" in r["message"]]
+    assert len(warnings) == 1 and warnings[0]["step"] == 10
+    assert records[-1]["reason"] == "finished" and read_metadata(records[-1]["checkpoint"])["step"] == 20
+
+
+def test_a_final_save_that_fails_ends_the_run_with_a_message_not_a_traceback(stories_file, tmp_path, monkeypatch):
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(trainer_module, "save_pretrained", full)
+    done = list(Trainer(tiny_config(stories_file, tmp_path / "run", steps=10)).run())[-1]
+    assert done["reason"] == "finished" and done["checkpoint"] is None
+    assert "could not be written" in done["message"] and "No space left" in done["message"]
 
 
 def test_bad_training_settings_raise_clear_errors(stories_file, tmp_path):
