@@ -76,15 +76,7 @@ def trace_length(page, elem_id: str) -> int:
 
 
 def test_a_training_run_draws_a_growing_chart_and_stops_into_a_checkpoint(app, web):
-    web.locator("#corpus .remove-all").click()
-    web.locator("#upload input[type=file]").set_input_files(str(app["corpus"]))
-    wait_text(web, "#upload", "corpus.txt")
-    set_slider(web, "steps", 1000)
-    set_slider(web, "batch", 4)
-    set_slider(web, "vocab", 512)
-    shoot(web, "train-settings")
-    web.click("#start")
-    wait_text(web, "#status", "Step")
+    start_training(web, app["corpus"])
     lengths = [trace_length(web, "loss-plot")]
     deadline = time.monotonic() + 60
     while len(set(lengths)) < 3 and time.monotonic() < deadline:
@@ -99,6 +91,34 @@ def test_a_training_run_draws_a_growing_chart_and_stops_into_a_checkpoint(app, w
     wait_text(web, "#checkpoint-file", ".zip")
     assert "(trained here)" in web.locator("#model input").input_value()
     shoot(web, "train-stopped")
+
+
+def start_training(page, corpus) -> None:
+    page.locator("#corpus .remove-all").click()
+    page.locator("#upload input[type=file]").set_input_files(str(corpus))
+    wait_text(page, "#upload", "corpus.txt")
+    set_slider(page, "steps", 1000)
+    set_slider(page, "batch", 4)
+    set_slider(page, "vocab", 512)
+    page.click("#start")
+    wait_text(page, "#status", "Step")
+
+
+def test_closing_the_tab_during_training_stops_the_run_and_the_next_visitor_can_train(app, chrome, web):
+    start_training(web, app["corpus"])
+    job = app["registry"].job
+    assert job.running
+    web.close()
+    job.thread.join(timeout=60)
+    assert job.done["reason"] == "stopped" and job.done["checkpoint"], job.done
+    later = chrome.new_page(viewport={"width": 1400, "height": 1000})
+    later.set_default_timeout(TIMEOUT_MS)
+    later.goto(app["url"])
+    start_training(later, app["corpus"])
+    assert app["registry"].job is not job
+    later.click("#stop")
+    wait_text(later, "#status", "Stopped at step")
+    later.close()
 
 
 def test_fill_mask_shows_ranked_tokens_and_the_filled_sentence(web):
