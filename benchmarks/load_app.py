@@ -1,0 +1,219 @@
+"""Load: many simultaneous users of the app (fill-mask, next-sentence, attention) while a training run streams.
+
+Why: the app is shared (a Space, a lab server). One run trains at a time while everyone else keeps asking the
+model questions; every request must be answered, without errors, and nobody may receive another user's answer.
+
+The script starts `python app.py` on 127.0.0.1 (or uses --url), starts a training run through /train, then lets
+--users threads, each with its own gradio_client, send --requests requests each (fill-mask, next-sentence and
+attention in turn, every text unique to its user and request). Afterwards, with the server stopped, it checks each
+answer against the backend functions run here on the same inputs: the top guess of every [MASK], P(B follows A)
+and the attention token axis must be those of the request that asked. It prints latency p50/p95 per endpoint,
+throughput, errors and mismatches, and how far the training run got meanwhile. It exits 1 on any error or mismatch.
+
+    python benchmarks/load_app.py [--users 20] [--requests 6] [--model checkpoints/mini-news-wiki]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from _common import ROOT, percentile, print_table
+from bench_app import free_port, wait_for_page
+
+SUBJECTS = ["the river", "my sister", "the old train", "a small dog", "the city council", "our teacher",
+            "the new bridge", "a tired doctor", "the football club", "this museum"]
+TRAIN_ARGS = (["wiki"], None, "tiny", 1000, 16, 1e-3, 64, 4096)  # corpus, upload, preset, steps, batch, lr, seq, V
+
+
+@dataclass
+class Request:
+    """One request and what came back."""
+
+    user: int
+    endpoint: str
+    inputs: tuple
+    seconds: float = 0.0
+    output: object = None
+    error: str | None = None
+
+
+@dataclass
+class Run:
+    """What the streaming /train client saw while the users were busy."""
+
+    updates: list[tuple[float, str]] = field(default_factory=list)
+    error: str | None = None
+    saved: str | None = None
+
+
+def inputs_for(user: int, i: int, model: str) -> tuple[str, tuple]:
+    """The i-th request of `user`: the endpoint cycles; the text carries the user's and request's numbers."""
+    subject = SUBJECTS[(user + i) % len(SUBJECTS)]
+    tag = f"{user} {i}"
+    endpoint = ["/fill_mask", "/next_sentence", "/attention"][(user + i) % 3]
+    if endpoint == "/fill_mask":
+        return endpoint, (model, f"{subject} saw {tag} [MASK] in the [MASK] yesterday.", 5)
+    if endpoint == "/next_sentence":
+        return endpoint, (model, f"{subject} counted {tag} boats on the lake.", f"then {subject} went home.")
+    return endpoint, (model, f"{subject} read {tag} pages of the book.", "", 2, 1, "one head", False)
+
+
+def user(url: str, number: int, n: int, model: str, start: threading.Barrier, out: list[Request]) -> None:
+    from gradio_client import Client
+
+    client = Client(url, verbose=False, analytics_enabled=False)
+    start.wait()
+    for i in range(n):
+        endpoint, inputs = inputs_for(number, i, model)
+        request = Request(number, endpoint, inputs)
+        began = time.perf_counter()
+        try:
+            request.output = client.predict(*inputs, api_name=endpoint)
+        except Exception as exc:  # noqa: BLE001  any failure is a finding to report, not a crash of the script
+            request.error = f"{type(exc).__name__}: {exc}"
+        request.seconds = time.perf_counter() - began
+        out.append(request)
+
+
+def follow_training(url: str, run: Run, stop: threading.Event) -> None:
+    from gradio_client import Client
+
+    client = Client(url, verbose=False, analytics_enabled=False)
+    job = client.submit(*TRAIN_ARGS, api_name="/train")
+    began = time.perf_counter()
+    try:
+        for outputs in job:
+            run.updates.append((time.perf_counter() - began, str(outputs[0])))
+            if stop.is_set():
+                job.cancel()
+                break
+    except Exception as exc:  # noqa: BLE001
+        run.error = f"{type(exc).__name__}: {exc}"
+
+
+def mismatch(request: Request, model, tokenizer) -> str | None:
+    """Why this answer is not the answer to this request's own input (None when it is)."""
+    from bert_demo.inference import attention, fill_mask, next_sentence
+
+    if request.endpoint == "/fill_mask":
+        sentence = request.output[0]["value"]
+        expected = [ranked[0][0] for ranked in fill_mask(model, tokenizer, request.inputs[1], 5)]
+        got = [span["token"] for span in sentence if span["class_or_confidence"]]
+        original = "".join(span["token"] for span in sentence if not span["class_or_confidence"])
+        if got != expected or original != request.inputs[1].replace("[MASK]", ""):
+            return f"fill-mask answered {got} for {original!r}, expected {expected}"
+    elif request.endpoint == "/next_sentence":
+        got = {c["label"]: c["confidence"] for c in request.output["confidences"]}["B follows A"]
+        expected = next_sentence(model, tokenizer, request.inputs[1], request.inputs[2])
+        if abs(got - expected) > 1e-4:
+            return f"next-sentence answered {got:.5f}, expected {expected:.5f}"
+    else:
+        got = json.loads(request.output[0]["plot"])["layout"]["xaxis"]["ticktext"]
+        expected = attention(model, tokenizer, request.inputs[1])[0]
+        if got != expected:
+            return f"attention drew tokens {got}, expected {expected}"
+    return None
+
+
+def wait_for_checkpoint(runs: Path, timeout: float) -> str | None:
+    """The run folder the cancelled training run saved into `runs`, once it is complete (None if it never is)."""
+    deadline = time.perf_counter() + timeout
+    while time.perf_counter() < deadline:
+        done = [f.name for f in runs.iterdir() if (f / "bert_demo.json").is_file() and (f / "config.json").is_file()]
+        if done:
+            return done[0]
+        time.sleep(0.5)
+    return None
+
+
+def launch(model_dir: Path, runs: Path) -> tuple[str, subprocess.Popen, Path]:
+    port = free_port()
+    log = runs / "app.log"
+    env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port),
+           "GRADIO_ANALYTICS_ENABLED": "False", "BERT_DEMO_RUNS": str(runs), "BERT_DEMO_HUB": "0",
+           "BERT_DEMO_CHECKPOINTS": str(model_dir.parent)}
+    process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=open(log, "w"),
+                               stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/"
+    wait_for_page(url, process, timeout=120)
+    return url, process, log
+
+
+def report(requests: list[Request], run: Run, wall: float, users: int, problems: list[str]) -> None:
+    rows = []
+    for endpoint in ["/fill_mask", "/next_sentence", "/attention", "all"]:
+        times = [r.seconds for r in requests if endpoint in (r.endpoint, "all")]
+        rows.append([endpoint, len(times), f"{percentile(times, 50) * 1000:.0f}", f"{percentile(times, 95) * 1000:.0f}",
+                     f"{max(times) * 1000:.0f}"])
+    print(f"{users} users, {len(requests)} requests in {wall:.1f} s: {len(requests) / wall:.1f} requests/s, "
+          f"while one training run streamed")
+    print_table(["endpoint", "requests", "p50 ms", "p95 ms", "max ms"], rows)
+    steps = [status for _, status in run.updates if status.startswith("Step")]
+    print(f"training: {len(run.updates)} streamed updates; last status: {run.updates[-1][1] if run.updates else '-'}"
+          + (f"; error {run.error}" if run.error else ""))
+    print(f"after the users finished the run was cancelled: checkpoint {'runs/' + run.saved if run.saved else 'MISSING'}")
+    errors = [r for r in requests if r.error]
+    print(f"errors: {len(errors)}; answers that were not the asker's: {len(problems) - len(errors)}")
+    for line in problems[:10]:
+        print("  ", line)
+    if not steps:
+        problems.append("the training run never reported a step during the load")
+    if not run.saved:
+        problems.append("the cancelled training run left no checkpoint")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--users", type=int, default=20)
+    p.add_argument("--requests", type=int, default=6, help="requests per user")
+    p.add_argument("--model", type=Path, default=ROOT / "checkpoints" / "mini-news-wiki")
+    args = p.parse_args()
+    sys.path.insert(0, str(ROOT))
+    from bert_demo.checkpoint import load_pretrained
+
+    model_name = f"checkpoints/{args.model.name}"
+    with tempfile.TemporaryDirectory() as tmp:
+        url, process, log = launch(args.model.resolve(), Path(tmp))
+        requests: list[Request] = []
+        run, stop = Run(), threading.Event()
+        try:
+            trainer = threading.Thread(target=follow_training, args=(url, run, stop))
+            trainer.start()
+            while not any(s.startswith("Step") for _, s in run.updates) and trainer.is_alive():
+                time.sleep(0.5)
+            start = threading.Barrier(args.users + 1)
+            threads = [threading.Thread(target=user, args=(url, n, args.requests, model_name, start, requests))
+                       for n in range(args.users)]
+            for thread in threads:
+                thread.start()
+            start.wait()
+            began = time.perf_counter()
+            for thread in threads:
+                thread.join()
+            wall = time.perf_counter() - began
+            stop.set()
+            trainer.join(timeout=120)
+            run.saved = wait_for_checkpoint(Path(tmp), timeout=120)
+        finally:
+            process.terminate()
+            process.wait(30)
+        if run.error or not run.updates:
+            print(log.read_text(errors="replace")[-3000:])
+    model, tokenizer = load_pretrained(args.model)
+    problems = [f"user {r.user} {r.endpoint}: {r.error}" for r in requests if r.error]
+    problems += [f"user {r.user} {r.endpoint}: {why}" for r in requests if not r.error
+                 for why in [mismatch(r, model, tokenizer)] if why]
+    report(requests, run, wall, args.users, problems)
+    return 1 if problems or run.error else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
