@@ -46,6 +46,23 @@ def test_fill_mask_bad_input_raises_clear_value_error(trained_tiny, tokenizer, t
         fill_mask(trained_tiny, tokenizer, text)
 
 
+@pytest.mark.parametrize("text", [
+    "the 🐈 sat on the [MASK]. 🎉",
+    "שלום [MASK] مرحبا بالعالم",
+    "the\x00 cat\x07 sat\t on the [MASK]\r\n",
+    "[CLS] [SEP] [MASK] [PAD]",
+    "[MASK]",
+])
+def test_fill_mask_answers_emoji_right_to_left_control_characters_and_special_tokens(trained_tiny, tokenizer, text):
+    result = fill_mask(trained_tiny, tokenizer, text, top_k=3)
+    assert len(result) == 1 and len(result[0]) == 3 and 0 < sum(p for _, p in result[0]) <= 1 + 1e-6
+
+
+def test_fifty_masks_are_refused_with_the_limit(trained_tiny, tokenizer):
+    with pytest.raises(ValueError, match=f"50 \\[MASK\\] tokens; at most {MAX_MASKS}"):
+        fill_mask(trained_tiny, tokenizer, "word [MASK] " * 50)
+
+
 @pytest.mark.parametrize("top_k", [0, -1, 51, 2.5, True])
 def test_fill_mask_rejects_bad_top_k(trained_tiny, tokenizer, top_k):
     with pytest.raises(ValueError, match="top_k"):
