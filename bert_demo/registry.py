@@ -372,9 +372,18 @@ class Registry:
                              f"{self.caps.max_upload_bytes // 2**20} MB are allowed")
         if size == 0:
             raise ValueError("the uploaded file is empty")
+        from bert_demo.corpus import load_corpus
+        from bert_demo.pretraining_data import split_documents
+        from bert_demo.trainer import TrainConfig
+
         folder = Path(tempfile.mkdtemp(prefix="bert-demo-upload-"))
         target = folder / "upload.txt"
         shutil.copyfile(path, target)
+        try:  # read it now, so that a file we cannot train on is refused at once, not when the run starts
+            split_documents(load_corpus(str(target)), TrainConfig.val_fraction, TrainConfig.seed)
+        except ValueError as exc:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise ValueError(f"the uploaded file cannot be trained on: {exc}") from None
         return target
 
     def start_training(self, owner: str | None = None, **settings) -> "TrainingJob":

@@ -216,7 +216,7 @@ def test_uploads_are_checked_and_copied_to_a_safe_name(roots, tmp_path):
     registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=roots["runs"],
                         caps=Caps(max_steps=10, max_batch=8, max_seq_len=64, max_vocab=1024, presets=("tiny",),
                                   max_upload_bytes=2000))
-    odd = write_corpus(tmp_path / "my, odd name.txt", documents=3)
+    odd = write_corpus(tmp_path / "my, odd name.txt", documents=4)
     config = registry.train_config(corpus=[], upload=str(odd), steps=10, batch_size=4, seq_len=32, vocab_size=512)
     copied = Path(config.corpus)
     assert copied.name == "upload.txt" and copied.read_text() == odd.read_text() and "," not in config.corpus
@@ -231,6 +231,12 @@ def test_uploads_are_checked_and_copied_to_a_safe_name(roots, tmp_path):
     with pytest.raises(ValueError, match="empty"):
         registry.train_config(upload=str(tmp_path / "empty.txt"), steps=10, batch_size=4, seq_len=32,
                               vocab_size=512)
+    for name, content, message in [("binary.txt", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "looks binary"),
+                                   ("latin.txt", "Café au lait. Crème brûlée.".encode("latin-1"), "not UTF-8"),
+                                   ("line.txt", b"One sentence here. And a second one.", "document")]:
+        (tmp_path / name).write_bytes(content)
+        with pytest.raises(ValueError, match=f"cannot be trained on: .*{message}"):
+            registry.train_config(upload=str(tmp_path / name), steps=10, batch_size=4, seq_len=32, vocab_size=512)
 
 
 def test_a_training_job_streams_records_serves_live_snapshots_and_saves_a_run(roots, tmp_path):
@@ -271,13 +277,17 @@ def test_the_status_line_shows_a_failed_periodic_save_while_the_run_goes_on():
     assert job.status().startswith("Step 20/100") and job.status().endswith("could not save the checkpoint at step 10")
 
 
-def test_a_failing_run_ends_with_an_error_record(roots, tmp_path):
+def test_a_failing_run_ends_with_an_error_record(roots, tmp_path, monkeypatch):
     registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=tmp_path / "runs", device="cpu")
-    (tmp_path / "short.txt").write_text("Just one sentence here.\n")
-    job = registry.start_training(corpus=[], upload=str(tmp_path / "short.txt"), steps=10, batch_size=4,
-                                  seq_len=32, vocab_size=512)
+    corpus = write_corpus(tmp_path / "corpus.txt")
+
+    def vanished(source):
+        raise ValueError(f"{source} vanished")
+
+    monkeypatch.setattr("bert_demo.trainer.load_corpus", vanished)  # accepted at the start, gone when the run reads it
+    job = registry.start_training(corpus=[], upload=str(corpus), steps=10, batch_size=4, seq_len=32, vocab_size=512)
     job.thread.join(timeout=60)
-    assert job.done["reason"] == "error" and "two usable sentences" in job.done["message"]
+    assert job.done["reason"] == "error" and "vanished" in job.done["message"]
     assert job.status().startswith("Training failed")
 
 
