@@ -19,6 +19,7 @@ import resource
 import statistics
 import subprocess
 import sys
+from array import array
 from contextlib import nullcontext
 
 from _common import cores, interleaved_times, matmul_peak_flops, print_table
@@ -48,8 +49,8 @@ def make_batches(n: int, batch: int, seq: int, vocab: int, seed: int = 0) -> lis
             length = randint(seq // 4, seq) if row % 4 == 0 else seq
             a = randint(1, length - 3)  # segment A tokens; B gets the rest
             ids = torch.randint(5, vocab, (length - 3,), generator=g).tolist()
-            examples.append(Example([CLS, *ids[:a], SEP, *ids[a:], SEP], [0] * (a + 2) + [1] * (length - a - 2),
-                                    randint(0, 2)))
+            examples.append(Example(array("i", [CLS, *ids[:a], SEP, *ids[a:], SEP]),
+                                    array("b", [0] * (a + 2) + [1] * (length - a - 2)), randint(0, 2)))
         batches.append(collate(examples, g))
     return batches
 

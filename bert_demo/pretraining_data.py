@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -24,7 +25,7 @@ from transformers import PreTrainedTokenizerBase
 
 from bert_demo.model import IGNORE_INDEX
 
-Document = list[list[int]]  # a document: sentences of token ids, without special tokens
+Document = list[Sequence[int]]  # a document: sentences of token ids (int32 arrays), without special tokens
 IS_NEXT, NOT_NEXT = 0, 1  # NSP labels, as in Hugging Face: 0 = "B follows A"
 MIN_DOCUMENTS = 2  # in each split: a random "next sentence" must come from another document
 
@@ -50,8 +51,8 @@ class SpecialIds:
 class Example:
     """[CLS] A [SEP] B [SEP] before masking, with its segment ids and NSP label."""
 
-    input_ids: list[int]
-    token_type_ids: list[int]
+    input_ids: array  # int32
+    token_type_ids: array  # int8
     nsp_label: int
 
 
@@ -81,10 +82,19 @@ def _unit_hash(document: list[str], seed: int) -> float:
     return int.from_bytes(digest, "big") / 2**64
 
 
-def tokenize_documents(documents: Sequence[list[str]], tokenizer: PreTrainedTokenizerBase) -> list[Document]:
-    """Word-piece every sentence (in one fast batched call) and drop sentences and documents left empty."""
+def tokenize_documents(documents: Sequence[list[str]], tokenizer: PreTrainedTokenizerBase,
+                       chunk: int = 4096) -> list[Document]:
+    """Word-piece every sentence and drop sentences and documents left empty.
+
+    Sentences go to the fast tokenizer `chunk` at a time (a single call over a whole corpus holds every sentence's
+    offsets and token strings at once: hundreds of MB), and are kept as compact int32 arrays.
+    """
     sentences = [s for document in documents for s in document]
-    ids = tokenizer(sentences, add_special_tokens=False, return_attention_mask=False)["input_ids"] if sentences else []
+    ids: list[array] = []
+    for start in range(0, len(sentences), chunk):
+        encoded = tokenizer(sentences[start:start + chunk], add_special_tokens=False, return_attention_mask=False,
+                            return_token_type_ids=False)["input_ids"]
+        ids.extend(array("i", sentence) for sentence in encoded)
     out, start = [], 0
     for document in documents:
         tokenized = [s for s in ids[start:start + len(document)] if s]
@@ -161,8 +171,8 @@ def _truncate_pair(tokens_a: list[int], tokens_b: list[int], max_tokens: int, rn
 
 
 def _pack(tokens_a: list[int], tokens_b: list[int], label: int, special: SpecialIds) -> Example:
-    ids = [special.cls, *tokens_a, special.sep, *tokens_b, special.sep]
-    segments = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
+    ids = array("i", [special.cls, *tokens_a, special.sep, *tokens_b, special.sep])
+    segments = array("b", [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1))
     return Example(ids, segments, label)
 
 
@@ -185,8 +195,9 @@ class MaskingCollator:
         token_type_ids = torch.zeros_like(input_ids)
         attention_mask = torch.zeros_like(input_ids)
         for row, example in enumerate(examples):
-            input_ids[row, :len(example.input_ids)] = torch.tensor(example.input_ids)
-            token_type_ids[row, :len(example.token_type_ids)] = torch.tensor(example.token_type_ids)
+            input_ids[row, :len(example.input_ids)] = torch.frombuffer(example.input_ids, dtype=torch.int32)
+            token_type_ids[row, :len(example.token_type_ids)] = torch.frombuffer(example.token_type_ids,
+                                                                                 dtype=torch.int8)
             attention_mask[row, :len(example.input_ids)] = 1
         input_ids, mlm_labels = self.mask(input_ids, generator)
         return {"input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": attention_mask,

@@ -33,8 +33,9 @@ def document_of(token: int) -> int:
 
 
 def segments(example) -> tuple[list[int], list[int]]:
-    first_sep = example.input_ids.index(SPECIAL.sep)
-    return example.input_ids[1:first_sep], example.input_ids[first_sep + 1:-1]
+    ids = list(example.input_ids)
+    first_sep = ids.index(SPECIAL.sep)
+    return ids[1:first_sep], ids[first_sep + 1:-1]
 
 
 def many_batches(n: int = 60, **kwargs) -> list[dict[str, torch.Tensor]]:
@@ -49,9 +50,9 @@ def test_examples_are_cls_a_sep_b_sep_within_the_length_limit():
     assert len(examples) > 50
     for example in examples:
         a, b = segments(example)
-        assert example.input_ids == [SPECIAL.cls, *a, SPECIAL.sep, *b, SPECIAL.sep]
+        assert list(example.input_ids) == [SPECIAL.cls, *a, SPECIAL.sep, *b, SPECIAL.sep]
         assert a and b and len(example.input_ids) <= 64
-        assert example.token_type_ids == [0] * (len(a) + 2) + [1] * (len(b) + 1)
+        assert list(example.token_type_ids) == [0] * (len(a) + 2) + [1] * (len(b) + 1)
 
 
 def test_true_next_segments_continue_a_and_random_ones_come_from_another_document():
