@@ -49,15 +49,17 @@ def save_pretrained(
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     recover_folder(path)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    tmp = _temp_folder(path)
     try:
         _write_folder(model, tokenizer, tmp, metadata)
         for name, tensors in (extra_files or {}).items():
             save_file(tensors, str(tmp / name))
         _seal_files(tmp)
         _replace_folder(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, SafetensorError):  # safetensors reports a full disk this way, not as an OSError
+            raise OSError(f"could not write the weights to {path}: {exc}") from exc
         raise
     return path
 
@@ -77,26 +79,50 @@ def _write_folder(model: BertForPreTraining, tokenizer: BertTokenizerFast, folde
 def check_writable(path: str | Path) -> None:
     """Raise ValueError now, not after hours of training, if checkpoints cannot be written to `path`."""
     path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"cannot write checkpoints to {path}: it is a file, not a folder")
     try:
-        if path.exists() and not path.is_dir():
-            raise NotADirectoryError(20, "it is a file, not a folder")
         path.parent.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+        shutil.rmtree(_temp_folder(path))
     except OSError as exc:
         raise ValueError(f"cannot write checkpoints to {path}: {exc.strerror or exc}") from None
 
 
 def recover_folder(path: str | Path) -> None:
-    """Repair what a killed writer can leave behind: put a set-aside checkpoint back if the process died between
-    the two renames of `_replace_folder`, and delete half-written temporary folders."""
+    """Repair what a killed writer left beside `path`: if it died between the two renames of `_replace_folder`,
+    put its set-aside (complete) checkpoint back; delete its half-written temporary folders. Folders of writers
+    that are still running are left alone."""
     path = Path(path)
     if not path.parent.is_dir():
         return
-    set_aside = sorted(path.parent.glob(f".{path.name}.*.old"), key=lambda p: p.stat().st_mtime)
-    if set_aside and not path.exists():
-        os.replace(set_aside.pop(), path)
-    for leftover in [*set_aside, *path.parent.glob(f".{path.name}.*.tmp")]:
+    dead = [p for p in [*path.parent.glob(f".{path.name}.*.tmp"), *path.parent.glob(f".{path.name}.*.old")]
+            if not _writer_alive(p, path.name)]
+    complete = [p for p in dead if p.suffix == ".old" and (p / CONFIG_NAME).is_file() and (p / WEIGHTS_NAME).is_file()]
+    if complete and not path.exists():
+        newest = max(complete, key=lambda p: p.stat().st_mtime)
+        os.replace(newest, path)
+        dead.remove(newest)
+    for leftover in dead:
         shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _temp_folder(path: Path) -> Path:
+    """A new private folder beside `path`, named after it and this process (see `recover_folder`)."""
+    return Path(tempfile.mkdtemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent))
+
+
+def _writer_alive(leftover: Path, name: str) -> bool:
+    """Whether the process whose pid is in `leftover`'s name (".{name}.{pid}....") still runs."""
+    pid = leftover.name[len(name) + 2:].split(".", 1)[0]
+    if not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
 
 
 def _seal_files(folder: Path) -> None:

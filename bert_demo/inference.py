@@ -99,12 +99,14 @@ def _encode(
 def _evaluating(model: BertForPreTraining) -> Iterator[None]:
     """Run without dropout or autograd, then give the model back in the mode it came in."""
     was_training = model.training
-    model.eval()
+    if was_training:  # switching modes walks every module: skip it for a model already in eval mode (the app's)
+        model.eval()
     try:
         with torch.inference_mode():
             yield
     finally:
-        model.train(was_training)
+        if was_training:
+            model.train()
 
 
 # --- Looking inside: attention rollout and display helpers (used by the app's Attention and Fill-mask tabs) ---

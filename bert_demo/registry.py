@@ -330,9 +330,7 @@ class Registry:
         unknown = [s for s in sources if s not in CORPORA]
         if unknown:
             raise ValueError(f"unknown corpus {unknown[0]!r}: choose from {', '.join(CORPORA)} or upload a .txt file")
-        if upload:
-            sources.append(str(self._check_upload(Path(upload))))
-        if not sources:
+        if not sources and not upload:
             raise ValueError("choose a corpus or upload a .txt file to train on")
         steps, batch_size = _whole(steps, "steps"), _whole(batch_size, "batch size")
         seq_len, vocab_size = _whole(seq_len, "sequence length"), _whole(vocab_size, "vocabulary size")
@@ -348,20 +346,28 @@ class Registry:
             raise ValueError(f"learning rate must be a number, got {lr!r}") from None
         if not 1e-6 <= lr <= 1e-2:
             raise ValueError(f"learning rate must be between 1e-6 and 1e-2, got {lr:g}")
-        label = "+".join(s if s in CORPORA else "upload" for s in sources)
+        label = "-".join([*sources, *(["upload"] if upload else [])])
         name = name or f"{preset}-{label}-{time.strftime('%Y%m%d-%H%M%S')}"
         if not _FOLDER.fullmatch(name):
             raise ValueError(f"{name!r} is not a valid run name")
+        if upload:  # last: every refusal above leaves nothing behind
+            sources.append(str(self._check_upload(Path(upload), alone=not sources)))
         config = TrainConfig(preset=preset, corpus=",".join(sources), steps=steps, batch_size=batch_size, lr=lr,
                              seq_len=seq_len, vocab_size=vocab_size, out=str(self.roots["runs"] / name),
                              log_every=max(1, steps // 50), eval_every=max(10, steps // 6), save_every=10**9,
                              device=self.torch_device())
-        config.validate()
+        try:
+            config.validate()
+        except ValueError:
+            _remove_uploads(config.corpus)
+            raise
         return config
 
-    def _check_upload(self, path: Path) -> Path:
-        """Copy an uploaded text file to a name of our choosing (a user's file name never reaches the corpus
-        loader, where a comma would split it)."""
+    def _check_upload(self, path: Path, alone: bool) -> Path:
+        """Check an uploaded text file, read it, and return a private copy under a name of our choosing (a user's
+        file name never reaches the corpus loader, where a comma would split it). A file that is the only source
+        must hold enough documents for training and validation; beside a named corpus, any readable text will do.
+        """
         if not path.is_file():
             raise ValueError("the uploaded file is gone: upload it again")
         if path.suffix.lower() != ".txt":
@@ -380,7 +386,9 @@ class Registry:
         target = folder / "upload.txt"
         shutil.copyfile(path, target)
         try:  # read it now, so that a file we cannot train on is refused at once, not when the run starts
-            split_documents(load_corpus(str(target)), TrainConfig.val_fraction, TrainConfig.seed)
+            documents = load_corpus(str(target))
+            if alone:
+                split_documents(documents, TrainConfig.val_fraction, TrainConfig.seed)
         except ValueError as exc:
             shutil.rmtree(folder, ignore_errors=True)
             raise ValueError(f"the uploaded file cannot be trained on: {exc}") from None
@@ -394,12 +402,17 @@ class Registry:
         from bert_demo.trainer import Trainer
 
         with self._lock:
-            if self.job is not None and self.job.running:
-                self.job.thread.join(timeout=self.finish_wait_s)
-                if self.job.running:
-                    raise ValueError(f"another run ({self.job.name}) is training: wait for it to end")
+            try:
+                if self.job is not None and self.job.running:
+                    self.job.thread.join(timeout=self.finish_wait_s)
+                    if self.job.running:
+                        raise ValueError(f"another run ({self.job.name}) is training: wait for it to end")
+                trainer = Trainer(config)
+            except ValueError:
+                _remove_uploads(config.corpus)
+                raise
             self._prune_runs(keep=self.max_runs - 1)
-            self.job = TrainingJob(Trainer(config), Path(config.out).name, owner=owner)
+            self.job = TrainingJob(trainer, Path(config.out).name, owner=owner)
             self.job.start()
             atexit.register(self.job.shutdown)  # on exit (Ctrl-C included), stop the run and let it save
             return self.job
@@ -455,18 +468,12 @@ class TrainingJob:
             if not self.records or self.records[-1].get("kind") != "done":
                 self._append({"kind": "done", "reason": "error", "step": self.trainer.step,
                               "message": "the run ended without saving", "checkpoint": None})
-            self._cleanup_upload()
+            _remove_uploads(self.trainer.config.corpus)
 
     def _append(self, record: dict) -> None:
         with self._changed:
             self.records.append(record)
             self._changed.notify_all()
-
-    def _cleanup_upload(self) -> None:
-        for source in self.trainer.config.corpus.split(","):
-            path = Path(source)
-            if path.name == "upload.txt" and path.parent.name.startswith("bert-demo-upload-"):
-                shutil.rmtree(path.parent, ignore_errors=True)
 
     @property
     def running(self) -> bool:
@@ -525,8 +532,15 @@ class TrainingJob:
         if len(train) >= 2 and last["step"] > train[0]["step"]:
             per_step = (last["elapsed"] - train[0]["elapsed"]) / (last["step"] - train[0]["step"])
             line += f" · about {_clock(per_step * (total - last['step']))} left"
-        warnings = [r["message"] for r in self.records if r.get("kind") == "status" and "step" in r]
-        return f"{line} · {warnings[-1]}" if warnings else line
+        return line
+
+
+def _remove_uploads(corpus: str) -> None:
+    """Delete the private copies of uploaded files (see `Registry._check_upload`) named in a run's corpus list."""
+    for source in corpus.split(","):
+        path = Path(source)
+        if path.name == "upload.txt" and path.parent.name.startswith("bert-demo-upload-"):
+            shutil.rmtree(path.parent, ignore_errors=True)
 
 
 def _visible_device() -> str:

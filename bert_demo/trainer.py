@@ -260,8 +260,9 @@ class Trainer:
                 try:
                     self._save(optimizer, started)
                 except OSError as exc:  # disk full, say: keep training; the final save tries again
-                    yield {"kind": "status", "step": self.step, "message": f"could not save the checkpoint at step {self.step} to "
-                                                        f"{cfg.out}: {exc.strerror or exc}; training goes on"}
+                    yield {"kind": "status", "step": self.step,
+                           "message": f"could not save the checkpoint at step {self.step} to {cfg.out}: "
+                                      f"{exc.strerror or exc}; training goes on"}
         yield self._finish("finished" if self.step >= cfg.steps else "stopped", started, optimizer)
 
     def _log(self, metrics: dict[str, float], tokens: int, started: float, kind: str = "train",
@@ -283,18 +284,20 @@ class Trainer:
 
     def _save(self, optimizer, started: float) -> Path | None:
         """Rank 0 writes the checkpoint (atomically); the other ranks wait for it."""
-        path = None
-        if self.dist.is_main:
-            elapsed = float(self.metadata.get("elapsed", 0.0)) + time.perf_counter() - started
-            metadata = {"train_config": asdict(self.config), "step": self.step, "history": self.history,
-                        "elapsed": round(elapsed, 3), "device": self.device.type,
-                        "world_size": self.dist.world_size, "parameters": self.model.num_parameters()}
-            with self.lock:
-                path = save_pretrained(self.model, self.tokenizer, self.config.out, metadata=metadata,
-                                       extra_files={OPTIMIZER_NAME: optimizer_tensors(optimizer)})
-        if self.dist.world_size > 1:
+        if not self.dist.is_main:
             dist.barrier()
-        return path
+            return None
+        elapsed = float(self.metadata.get("elapsed", 0.0)) + time.perf_counter() - started
+        metadata = {"train_config": asdict(self.config), "step": self.step, "history": self.history,
+                    "elapsed": round(elapsed, 3), "device": self.device.type,
+                    "world_size": self.dist.world_size, "parameters": self.model.num_parameters()}
+        try:
+            with self.lock:
+                return save_pretrained(self.model, self.tokenizer, self.config.out, metadata=metadata,
+                                       extra_files={OPTIMIZER_NAME: optimizer_tensors(optimizer)})
+        finally:  # a failed save (disk full) must not leave the other ranks waiting at the barrier for ever
+            if self.dist.world_size > 1:
+                dist.barrier()
 
     def _finish(self, reason: str, started: float, optimizer, message: str | None = None) -> Record:
         record: Record = {"kind": "done", "reason": reason, "step": self.step, "message": message}

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 import transformers
+from safetensors import SafetensorError
 
 from bert_demo.checkpoint import MissingWeightsWarning, load_pretrained, read_metadata, save_pretrained
 from bert_demo.config import PRESETS
@@ -157,9 +158,26 @@ def test_a_process_killed_while_writing_leaves_the_previous_checkpoint_intact(tr
 def test_a_checkpoint_set_aside_by_a_writer_killed_between_renames_is_put_back(trained_tiny, tokenizer, tmp_path):
     path = tmp_path / "ckpt"
     save_pretrained(trained_tiny, tokenizer, path, metadata={"v": 1})
-    os.replace(path, tmp_path / ".ckpt.4242.old")  # `_replace_folder`'s first rename, then the process died
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    os.replace(path, tmp_path / f".ckpt.{dead.pid}.old")  # `_replace_folder`'s first rename, then the writer died
+    running = tmp_path / f".ckpt.{os.getpid()}.abc.tmp"  # a writer that is still at work (this process)
+    running.mkdir()
     load_pretrained(path)
-    assert read_metadata(path) == {"v": 1} and os.listdir(tmp_path) == ["ckpt"]
+    assert read_metadata(path) == {"v": 1} and sorted(os.listdir(tmp_path)) == sorted(["ckpt", running.name])
+
+
+def test_a_full_disk_reported_by_safetensors_is_an_os_error_and_keeps_the_old_checkpoint(trained_tiny, tokenizer,
+                                                                                          tmp_path, monkeypatch):
+    save_pretrained(trained_tiny, tokenizer, tmp_path / "ckpt", metadata={"v": 1})
+
+    def full(*args, **kwargs):
+        raise SafetensorError("Error while serializing: No space left on device (os error 28)")
+
+    monkeypatch.setattr("bert_demo.checkpoint.save_file", full)
+    with pytest.raises(OSError, match="No space left"):
+        save_pretrained(trained_tiny, tokenizer, tmp_path / "ckpt", metadata={"v": 2})
+    assert read_metadata(tmp_path / "ckpt") == {"v": 1} and os.listdir(tmp_path) == ["ckpt"]
 
 
 def test_pickle_weights_are_refused_never_unpickled(tokenizer, tmp_path):
