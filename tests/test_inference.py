@@ -36,6 +36,7 @@ def test_fill_mask_leaves_the_model_in_its_training_mode(trained_tiny, tokenizer
     ("", "empty"),
     ("   \n", "empty"),
     ("the cat sat on the mat.", "no \\[MASK\\]"),
+    ("[CLS] [SEP]", "no \\[MASK\\]"),
     (" ".join(["[MASK]"] * (MAX_MASKS + 1)), f"at most {MAX_MASKS}"),
     ("word " * 600 + "[MASK]", "takes at most 512"),
     ("x" * 10_000 + "[MASK]", "characters"),
