@@ -27,12 +27,12 @@ VIEW_HEAD, VIEW_AVERAGE, VIEW_ROLLOUT = "one head", "average of the heads", "rol
 PROBE = "the [MASK] of the united states is the head of state."  # TrainConfig.probe's default
 PROBE_LABEL = f"Probe: guesses for “{PROBE}”"
 
-FILL_EXAMPLES = [
+FILL_EXAMPLES = [  # chosen for the shipped model: the first four show context it learned, the last two its limits
+    ["donald [MASK] was sworn in as president."],
+    ["the white [MASK] said in a statement."],
+    ["the north [MASK] missile test was condemned."],
+    ["the united [MASK] and russia signed the deal."],
     ["paris is the capital of [MASK]."],
-    ["the [MASK] of the united states is the head of state."],
-    ["he was born in [MASK] and died in 1950."],
-    ["the war ended in [MASK]."],
-    ["she played the [MASK] in an orchestra."],
     ["the [MASK] sat on the [MASK]."],
 ]
 NSP_EXAMPLES = [  # (A, B): the first three are real continuations, the last three random pairs
