@@ -164,6 +164,8 @@ def main() -> None:
     p.add_argument("--peak-tflops", type=float, default=989.0, help="GPU peak for MFU (H100 SXM bf16 dense)")
     p.add_argument("--peak-n", type=int, default=0, help="matrix size for the matmul peak (default 2048; GPU 8192)")
     p.add_argument("--rss", action="store_true", help="peak memory of each model alone, in fresh processes")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile both models (the trainer's --compile); warm-up covers the recompiles")
     p.add_argument("--child", choices=["ours", "transformers"], help=argparse.SUPPRESS)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
@@ -186,6 +188,9 @@ def main() -> None:
         diff = max((a.mlm_logits - t.prediction_logits[b["mlm_labels"] != IGNORE_INDEX]).abs().max().item(),
                    (a.nsp_logits - t.seq_relationship_logits).abs().max().item())
     ours.train(), theirs.train()
+    if args.compile:  # each of the 4 batches has its own number of masked tokens: let every shape compile untimed
+        ours, theirs = torch.compile(ours), torch.compile(theirs)
+        args.warmup = max(args.warmup, 8)
     steps = {name: step_fn(name, model, batches, device) for name, model in (("ours", ours), ("transformers", theirs))}
     times = interleaved_times({name: s[0] for name, s in steps.items()}, args.steps, args.warmup, device)
 
@@ -205,7 +210,8 @@ def main() -> None:
         rows.append(row)
     print(f"training: {args.preset} (L{config.num_hidden_layers} H{config.hidden_size}) V={args.vocab}, "
           f"batch {args.batch}x{args.seq}, {args.steps} timed + {args.warmup} warm-up steps each, interleaved; "
-          f"{args.threads} threads; {device.type}{' bf16 autocast' if device.type == 'cuda' else ' fp32'}")
+          f"{args.threads} threads; {device.type}{' bf16 autocast' if device.type == 'cuda' else ' fp32'}"
+          f"{'; torch.compile' if args.compile else ''}")
     print(f"same weights: max |logit difference| in eval = {diff:.2e}; real tokens per batch {tokens:.0f}; "
           f"matmul FLOPs per step {flops / 1e9:.2f} G; measured matmul peak {peak / 1e12:.3f} TFLOP/s")
     header = ["model", "median step ms", "best ms", "tokens/s", "TFLOP/s", "% of measured peak", "last loss"]
