@@ -46,6 +46,13 @@ def test_bad_vocabulary_size_is_refused(size):
         train_tokenizer([SENTENCES], vocab_size=size)
 
 
+def test_trained_ids_do_not_depend_on_the_order_the_trainer_happened_to_use(tokenizer):
+    """tokenizers' trainer orders equal-count entries by per-process hash seeds; sorted entries keep ids repeatable."""
+    tokens = vocabulary(tokenizer)
+    assert tokens[:len(SPECIAL_TOKENS)] == SPECIAL_TOKENS
+    assert tokens[len(SPECIAL_TOKENS):] == sorted(tokens[len(SPECIAL_TOKENS):])
+
+
 def test_a_tokenizer_rebuilt_from_its_vocabulary_encodes_identically(tokenizer):
     rebuilt = tokenizer_from_vocab(vocabulary(tokenizer))
     assert rebuilt.get_vocab() == tokenizer.get_vocab()

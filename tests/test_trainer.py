@@ -95,6 +95,16 @@ def test_run_streams_growing_metrics_then_a_checkpoint_that_transformers_loads(s
     transformers.BertForPreTraining.from_pretrained(tmp_path / "run")
 
 
+def test_the_same_config_and_seed_train_to_identical_weights(stories_file, tmp_path):
+    """Reproducibility: batches, masks, dropout and initialisation all come from the seed (one shared tokenizer)."""
+    first = list(Trainer(tiny_config(stories_file, tmp_path / "a", steps=10)).run())[-1]
+    second = list(Trainer(tiny_config(stories_file, tmp_path / "b", steps=10, tokenizer=str(tmp_path / "a"))).run())[-1]
+    weights_a = load_file(str(tmp_path / "a" / "model.safetensors"))
+    weights_b = load_file(str(tmp_path / "b" / "model.safetensors"))
+    assert first["reason"] == second["reason"] == "finished"
+    assert weights_a.keys() == weights_b.keys() and all(torch.equal(weights_a[k], weights_b[k]) for k in weights_a)
+
+
 def test_stop_from_another_thread_leaves_a_valid_checkpoint(stories_file, tmp_path):
     trainer = Trainer(tiny_config(stories_file, tmp_path / "run", steps=10_000))
     records = []
