@@ -105,6 +105,20 @@ def test_the_same_config_and_seed_train_to_identical_weights(stories_file, tmp_p
     assert weights_a.keys() == weights_b.keys() and all(torch.equal(weights_a[k], weights_b[k]) for k in weights_a)
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="malloc_trim is glibc's")
+def test_release_free_memory_hands_freed_heap_pages_back_to_the_system():
+    def rss_mb() -> float:
+        return int(Path("/proc/self/status").read_text().split("VmRSS:")[1].split()[0]) / 1024
+
+    chunks = [bytearray(64 * 1024) for _ in range(3000)]  # 190 MB of heap chunks, below glibc's mmap threshold
+    keep = chunks[-1]  # the top chunk stays live, so free() alone cannot shrink the heap
+    del chunks
+    before = rss_mb()
+    trainer_module.release_free_memory()
+    assert before - rss_mb() > 100
+    del keep
+
+
 def test_stop_from_another_thread_leaves_a_valid_checkpoint(stories_file, tmp_path):
     trainer = Trainer(tiny_config(stories_file, tmp_path / "run", steps=10_000))
     records = []
