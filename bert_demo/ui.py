@@ -29,9 +29,9 @@ PROBE_LABEL = f"Probe: guesses for “{PROBE}”"
 
 FILL_EXAMPLES = [  # chosen for the shipped model: the first four show context it learned, the last two its limits
     ["donald [MASK] was sworn in as president."],
-    ["the white [MASK] said in a statement."],
-    ["the north [MASK] missile test was condemned."],
-    ["the united [MASK] and russia signed the deal."],
+    ["the white [MASK] press secretary said."],
+    ["the prime [MASK] said the talks would continue."],
+    ["president donald [MASK] said on twitter."],
     ["paris is the capital of [MASK]."],
     ["the [MASK] sat on the [MASK]."],
 ]
@@ -40,12 +40,12 @@ NSP_EXAMPLES = [  # (A, B): the first three are real continuations, the last thr
     ["She studied physics at the university.", "After graduating, she worked as a research assistant."],
     ["The city was founded by the Romans.", "It became an important trading centre in the Middle Ages."],
     ["The storm hit the coast on Monday night.", "Photosynthesis turns light into chemical energy."],
-    ["She studied physics at the university.", "The recipe calls for two cups of flour."],
+    ["She studied physics at the university.", "Shares rose by five percent after the announcement."],
     ["The city was founded by the Romans.", "The team scored twice in the second half."],
 ]
 NSP_LABELS = ["continuation: storm → power cut", "continuation: physics → graduate",
               "continuation: Romans → Middle Ages", "random: storm → photosynthesis",
-              "random: physics → flour", "random: Romans → football"]
+              "random: physics → shares", "random: Romans → football"]
 
 INTRO = """# BERT, from scratch
 Pre-train a small BERT on real text, then look inside it: what it guesses for a `[MASK]`, whether one sentence
