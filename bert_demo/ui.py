@@ -27,7 +27,9 @@ VIEW_HEAD, VIEW_AVERAGE, VIEW_ROLLOUT = "one head", "average of the heads", "rol
 PROBE = "the [MASK] of the united states is the head of state."  # TrainConfig.probe's default
 PROBE_LABEL = f"Probe: guesses for “{PROBE}”"
 
-FILL_EXAMPLES = [  # chosen for the shipped model: the first four show context it learned, the last two its limits
+# Chosen for the shipped model: the first four show context it learned (the right word first or second), the last
+# two its limits.
+FILL_EXAMPLES = [
     ["donald [MASK] was sworn in as president."],
     ["the white [MASK] press secretary said."],
     ["the prime [MASK] said the talks would continue."],
