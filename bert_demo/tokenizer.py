@@ -41,10 +41,10 @@ def train_tokenizer(
         limit_alphabet=1000,
         wordpieces_prefix="##",
     )
-    tokens = [token for token in vocabulary(wrap(wordpiece)) if token not in SPECIAL_TOKENS]
+    tokens = sorted(set(wordpiece.get_vocab()) - set(SPECIAL_TOKENS))
     if not tokens:
         raise ValueError("the corpus is too small to learn a vocabulary from")
-    return tokenizer_from_vocab(SPECIAL_TOKENS + sorted(tokens))
+    return tokenizer_from_vocab(SPECIAL_TOKENS + tokens)
 
 
 def wrap(wordpiece: BertWordPieceTokenizer) -> BertTokenizerFast:
