@@ -217,7 +217,10 @@ def test_a_run_on_two_corpora_gets_a_valid_folder_name(registry):
     assert config.corpus == "news,wiki" and Path(config.out).name.startswith("tiny-news-wiki-")
 
 
-def test_uploads_are_checked_and_copied_to_a_safe_name(roots, tmp_path):
+def test_uploads_are_checked_and_copied_to_a_safe_name(roots, tmp_path, monkeypatch):
+    private_temp = tmp_path / "temp"  # other processes' uploads must not show up in the before/after comparison
+    private_temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(private_temp))
     registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=roots["runs"],
                         caps=Caps(max_steps=10, max_batch=8, max_seq_len=64, max_vocab=1024, presets=("tiny",),
                                   max_upload_bytes=2000))
@@ -246,10 +249,11 @@ def test_uploads_are_checked_and_copied_to_a_safe_name(roots, tmp_path):
     beside_wiki = registry.train_config(corpus=["wiki"], upload=str(tmp_path / "line.txt"), steps=10, batch_size=4,
                                         seq_len=32, vocab_size=512)  # one document is fine next to a corpus
     assert beside_wiki.corpus.startswith("wiki,")
-    uploads = set(Path(tempfile.gettempdir()).glob("bert-demo-upload-*"))
+    uploads = set(private_temp.glob("bert-demo-upload-*"))
+    assert copied.parent in uploads
     with pytest.raises(ValueError, match="steps"):
         registry.train_config(upload=str(odd), steps=0)
-    assert set(Path(tempfile.gettempdir()).glob("bert-demo-upload-*")) == uploads  # a refusal leaves no copy
+    assert set(private_temp.glob("bert-demo-upload-*")) == uploads  # a refusal leaves no copy
 
 
 def test_a_training_job_streams_records_serves_live_snapshots_and_saves_a_run(roots, tmp_path):
