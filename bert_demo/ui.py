@@ -27,27 +27,44 @@ VIEW_HEAD, VIEW_AVERAGE, VIEW_ROLLOUT = "one head", "average of the heads", "rol
 PROBE = "the [MASK] of the united states is the head of state."  # TrainConfig.probe's default
 PROBE_LABEL = f"Probe: guesses for “{PROBE}”"
 
-# Chosen for the shipped model: the first four show context it learned (the right word first or second), the last
-# two its limits.
+# Chosen for the shipped model: the first five it gets right (names and set phrases of its news), the last two show
+# its limits (general knowledge, a sentence with no context). tests/test_shipped_model.py checks each claim.
 FILL_EXAMPLES = [
     ["donald [MASK] was sworn in as president."],
     ["the white [MASK] press secretary said."],
     ["the prime [MASK] said the talks would continue."],
-    ["president donald [MASK] said on twitter."],
+    ["prime minister theresa [MASK] said on tuesday."],
+    ["north korea fired a ballistic [MASK]."],
     ["paris is the capital of [MASK]."],
     ["the [MASK] sat on the [MASK]."],
 ]
-NSP_EXAMPLES = [  # (A, B): the first three are real continuations, the last three random pairs
-    ["The storm hit the coast on Monday night.", "By morning, thousands of homes had no power."],
+NSP_EXAMPLES = [  # (A, B): three real continuations, three random pairs, then a continuation the model misses
+    ["The president signed the executive order on Friday.", "The order bans travel from seven countries."],
     ["She studied physics at the university.", "After graduating, she worked as a research assistant."],
     ["The city was founded by the Romans.", "It became an important trading centre in the Middle Ages."],
-    ["The storm hit the coast on Monday night.", "Photosynthesis turns light into chemical energy."],
+    ["The president signed the executive order on Friday.", "The striker scored in the 90th minute."],
     ["She studied physics at the university.", "Shares rose by five percent after the announcement."],
-    ["The city was founded by the Romans.", "The team scored twice in the second half."],
+    ["The storm hit the coast on Monday night.", "Photosynthesis turns light into chemical energy."],
+    ["The storm hit the coast on Monday night.", "By morning, thousands of homes had no power."],
 ]
-NSP_LABELS = ["continuation: storm → power cut", "continuation: physics → graduate",
-              "continuation: Romans → Middle Ages", "random: storm → photosynthesis",
-              "random: physics → shares", "random: Romans → football"]
+NSP_LABELS = ["continuation: executive order → travel ban", "continuation: physics → graduate",
+              "continuation: Romans → Middle Ages", "random: executive order → football",
+              "random: physics → shares", "random: storm → photosynthesis",
+              "continuation it misses: storm → power cut"]
+
+MISSILE = ["north korea fired a ballistic missile on sunday.", "the united states and japan condemned the test."]
+ORDER = ["the president signed the executive order on friday.", "the order bans travel from seven countries."]
+ROMANS = ["the city was founded by the romans.", "it became an important trading centre in the middle ages."]
+ATTENTION_EXAMPLES = [  # (A, B, layer, head, view, hide [CLS]/[SEP]): heads of the shipped model with a clear job
+    [*MISSILE, 2, 4, VIEW_HEAD, False],
+    [*MISSILE, 2, 2, VIEW_HEAD, False],
+    [*MISSILE, 2, 1, VIEW_HEAD, True],
+    [*ORDER, 3, 3, VIEW_HEAD, True],
+    [*ROMANS, 4, 1, VIEW_ROLLOUT, True],
+]
+ATTENTION_LABELS = ["layer 2, head 4: the previous token", "layer 2, head 2: the next token",
+                    "layer 2, head 1: “test” looks at “missile”", "layer 3, head 3: most words look at “order”",
+                    "rollout: what flows where after 4 layers"]
 
 INTRO = """# BERT, from scratch
 Pre-train a small BERT on real text, then look inside it: what it guesses for a `[MASK]`, whether one sentence
@@ -251,8 +268,9 @@ def build_demo(registry: Registry | None = None) -> gr.Blocks:
             message = f"⚠️ {message[:1].upper() + message[1:]}"
             return message, message, "", gr.skip(), gr.skip()
         card = info.pop("model_card") or "*This checkpoint has no model card (README.md).*"
-        return (summary, _model_markdown(info), card, gr.Slider(maximum=layers, value=min(layers, 1)),
-                gr.Slider(maximum=heads, value=1))
+        layer, head = ATTENTION_EXAMPLES[0][2:4]  # the first example's head, where the model has one
+        return (summary, _model_markdown(info), card, gr.Slider(maximum=layers, value=min(layers, layer)),
+                gr.Slider(maximum=heads, value=min(heads, head)))
 
     def refresh(model_name: str | None):
         value = model_name or registry.default_model()
@@ -349,19 +367,23 @@ def build_demo(registry: Registry | None = None) -> gr.Blocks:
                 gr.Markdown("Which tokens does each token look at? Pick a layer and a head; hover a cell for the "
                             "exact weight. Give a second sentence to see attention across the pair.")
                 with gr.Row():
-                    att_a = gr.Textbox(value="the cat sat on the mat.", label="Sentence A", elem_id="att-a")
-                    att_b = gr.Textbox(value="it was happy.", label="Sentence B (optional)", elem_id="att-b")
+                    att_a = gr.Textbox(value=ATTENTION_EXAMPLES[0][0], label="Sentence A", elem_id="att-a")
+                    att_b = gr.Textbox(value=ATTENTION_EXAMPLES[0][1], label="Sentence B (optional)",
+                                       elem_id="att-b")
                 with gr.Row(equal_height=True):
                     # the API accepts any model's sizes (clamped in `look`); the page narrows them to the model's
-                    layer = gr.Slider(1, LIMITS["num_hidden_layers"], value=1, step=1, label="Layer",
-                                      elem_id="layer", scale=2)
-                    head = gr.Slider(1, LIMITS["num_attention_heads"], value=1, step=1, label="Head", elem_id="head",
-                                     scale=2)
+                    layer = gr.Slider(1, LIMITS["num_hidden_layers"], value=ATTENTION_EXAMPLES[0][2], step=1,
+                                      label="Layer", elem_id="layer", scale=2)
+                    head = gr.Slider(1, LIMITS["num_attention_heads"], value=ATTENTION_EXAMPLES[0][3], step=1,
+                                     label="Head", elem_id="head", scale=2)
                     view = gr.Radio([VIEW_HEAD, VIEW_AVERAGE, VIEW_ROLLOUT], value=VIEW_HEAD, label="Show",
                                     elem_id="view", scale=4)
-                    hide = gr.Checkbox(label="Hide [CLS] and [SEP]", value=False, elem_id="hide", scale=1,
-                                       min_width=120)
+                    hide = gr.Checkbox(label="Hide [CLS] and [SEP]", value=ATTENTION_EXAMPLES[0][5], elem_id="hide",
+                                       scale=1, min_width=120)
                 att_button = gr.Button("Show attention", variant="primary", elem_id="att-button")
+                gr.Examples(ATTENTION_EXAMPLES, inputs=[att_a, att_b, layer, head, view, hide],
+                            example_labels=ATTENTION_LABELS, label="Heads with a clear job (click one, then Show "
+                            "attention)")
                 att_caption = gr.Markdown(elem_id="att-caption")
                 att_plot = gr.Plot(plots.empty_figure("Press “Show attention”", height=360), show_label=False,
                                    elem_id="att-plot")
