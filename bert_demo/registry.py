@@ -53,6 +53,7 @@ NOT_ZIPPED = ("optimizer.safetensors",)  # needed to resume, not to use the mode
 MODEL_CARD = "README.md"
 MAX_CARD_CHARS = 20_000
 
+_IMPORTING = threading.Lock()
 _FOLDER = re.compile(r"[A-Za-z0-9][\w.-]{0,99}", re.ASCII)  # no "/", no leading "."
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}(/[A-Za-z0-9][\w.-]{0,95})?", re.ASCII)
 
@@ -78,6 +79,20 @@ class Caps:
 
 CPU_CAPS = Caps(max_steps=1000, max_batch=64, max_seq_len=128, max_vocab=16384, presets=("tiny", "mini"))
 GPU_CAPS = Caps(max_steps=20000, max_batch=256, max_seq_len=512, max_vocab=32768, presets=tuple(PRESETS))
+
+
+
+def import_backend() -> None:
+    """Import torch, transformers and the model code, one thread at a time.
+
+    The app starts without them (the page is served within seconds) and imports them on first use, in Gradio's
+    worker threads. Two threads importing transformers at once can see a half-initialised module ("cannot import
+    name 'BertTokenizerFast'"), so every handler calls this first; once imported, it returns at once.
+    """
+    with _IMPORTING:
+        import bert_demo.checkpoint  # noqa: F401
+        import bert_demo.inference  # noqa: F401
+        import bert_demo.trainer  # noqa: F401
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import gradio as gr
 
 from bert_demo import plots
 from bert_demo.config import LIMITS
-from bert_demo.registry import CORPORA, DEFAULTS, Registry, TrainingJob
+from bert_demo.registry import CORPORA, DEFAULTS, Registry, TrainingJob, import_backend
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,8 @@ def launch_kwargs(registry: Registry | None = None) -> dict[str, Any]:
 
 
 def _friendly(fn):
-    """Turn the backend's ValueError into a gr.Error toast with its message; never show a traceback."""
+    """Import the backend first (see `import_backend`), and turn its ValueError into a gr.Error toast with its
+    message; never show a traceback."""
 
     def translate(exc: Exception) -> gr.Error:
         if isinstance(exc, ValueError):
@@ -118,6 +119,7 @@ def _friendly(fn):
         @functools.wraps(fn)
         def generator(*args, **kwargs):
             try:
+                import_backend()
                 yield from fn(*args, **kwargs)
             except gr.Error:
                 raise
@@ -128,6 +130,7 @@ def _friendly(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
+            import_backend()
             return fn(*args, **kwargs)
         except gr.Error:
             raise
@@ -260,6 +263,7 @@ def build_demo(registry: Registry | None = None) -> gr.Blocks:
     def selected(model_name: str):
         """Everything that depends on the chosen model: header line, Model tab, attention sliders."""
         try:
+            import_backend()
             summary = registry.model_summary(model_name)
             layers, heads = registry.layers_and_heads(model_name)
             info = registry.model_info(model_name)

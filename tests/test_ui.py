@@ -172,3 +172,37 @@ def test_app_py_builds_the_app_without_importing_torch(tmp_path):
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+FIRST_USE = """
+import sys, threading
+from bert_demo.registry import Registry
+from bert_demo.ui import build_demo
+demo = build_demo(Registry(checkpoints_dir=sys.argv[1], runs_dir=sys.argv[2], device="cpu", allow_hub=False))
+handlers = {f.api_name: f.fn for f in demo.fns.values()}
+assert "transformers" not in sys.modules
+model = "checkpoints/tiny-test"
+calls = [lambda: handlers["selected"](model),
+         lambda: handlers["attention"](model, "the cat sat.", "", 1, 1, "one head", False),
+         lambda: handlers["fill_mask"](model, "the [MASK] sat.", 3),
+         lambda: handlers["next_sentence"](model, "a b.", "c d.")]
+errors = []
+def run(call):
+    try:
+        call()
+    except Exception as exc:
+        errors.append(repr(exc))
+threads = [threading.Thread(target=run, args=(call,)) for call in calls * 2]
+[t.start() for t in threads]; [t.join() for t in threads]
+print(errors)
+"""
+
+
+def test_handlers_used_for_the_first_time_at_once_all_find_the_backend(tmp_path):
+    """A fresh app, as when its page first loads: several handlers start in worker threads at once. Without
+    `import_backend`'s lock one of them saw transformers half-imported ("cannot import name 'BertTokenizerFast'")."""
+    make_checkpoint(tmp_path / "checkpoints" / "tiny-test")
+    result = subprocess.run([sys.executable, "-c", FIRST_USE, str(tmp_path / "checkpoints"), str(tmp_path / "runs")],
+                            cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "[]"
