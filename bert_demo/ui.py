@@ -276,6 +276,15 @@ def build_demo(registry: Registry | None = None) -> gr.Blocks:
         return (summary, _model_markdown(info), card, gr.Slider(maximum=layers, value=min(layers, layer)),
                 gr.Slider(maximum=heads, value=min(heads, head)))
 
+    def narrow(model_name: str):
+        """The sliders' range back to the model's layers and heads: loading an example resets it."""
+        try:
+            import_backend()
+            layers, heads = registry.layers_and_heads(model_name)
+        except ValueError:
+            return gr.skip(), gr.skip()
+        return gr.Slider(maximum=layers), gr.Slider(maximum=heads)
+
     def refresh(model_name: str | None):
         value = model_name or registry.default_model()
         return gr.Dropdown(choices=registry.choices(), value=value)
@@ -385,7 +394,7 @@ def build_demo(registry: Registry | None = None) -> gr.Blocks:
                     hide = gr.Checkbox(label="Hide [CLS] and [SEP]", value=ATTENTION_EXAMPLES[0][5], elem_id="hide",
                                        scale=1, min_width=120)
                 att_button = gr.Button("Show attention", variant="primary", elem_id="att-button")
-                gr.Examples(ATTENTION_EXAMPLES, inputs=[att_a, att_b, layer, head, view, hide],
+                att_examples = gr.Examples(ATTENTION_EXAMPLES, inputs=[att_a, att_b, layer, head, view, hide],
                             example_labels=ATTENTION_LABELS, label="Heads with a clear job (click one, then Show "
                             "attention)")
                 att_caption = gr.Markdown(elem_id="att-caption")
@@ -436,6 +445,7 @@ def build_demo(registry: Registry | None = None) -> gr.Blocks:
 
         chosen = [summary, model_info, model_card, layer, head]
         model.change(selected, model, chosen, api_visibility="private")
+        att_examples.load_input_event.then(narrow, model, [layer, head], api_visibility="private")
         refresh_button.click(refresh, model, model, api_visibility="private")
         download_button.click(download, model, download_file, api_visibility="private")
         for tab, button in links.items():
