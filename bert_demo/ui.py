@@ -45,12 +45,12 @@ NSP_EXAMPLES = [  # (A, B): three real continuations, three random pairs, then a
     ["The president signed the executive order on Friday.", "The striker scored in the 90th minute."],
     ["She studied physics at the university.", "Shares rose by five percent after the announcement."],
     ["The storm hit the coast on Monday night.", "Photosynthesis turns light into chemical energy."],
-    ["The storm hit the coast on Monday night.", "By morning, thousands of homes had no power."],
+    ["The bakery ran out of flour.", "No bread was sold on Saturday."],
 ]
 NSP_LABELS = ["continuation: executive order → travel ban", "continuation: physics → graduate",
               "continuation: Romans → Middle Ages", "random: executive order → football",
               "random: physics → shares", "random: storm → photosynthesis",
-              "continuation it misses: storm → power cut"]
+              "continuation it misses: no flour → no bread"]
 
 MISSILE = ["north korea fired a ballistic missile on sunday.", "the united states and japan condemned the test."]
 ORDER = ["the president signed the executive order on friday.", "the order bans travel from seven countries."]
@@ -63,7 +63,7 @@ ATTENTION_EXAMPLES = [  # (A, B, layer, head, view, hide [CLS]/[SEP]): heads of 
     [*ROMANS, 4, 1, VIEW_ROLLOUT, True],
 ]
 ATTENTION_LABELS = ["layer 2, head 4: the previous token", "layer 2, head 2: the next token",
-                    "layer 2, head 1: “test” looks at “missile”", "layer 3, head 3: most words look at “order”",
+                    "layer 2, head 1: “test” looks at “ballistic”", "layer 3, head 3: most words look at “order”",
                     "rollout: what flows where after 4 layers"]
 
 INTRO = """# BERT, from scratch
