@@ -260,7 +260,7 @@ def build_demo(registry: Registry | None = None) -> gr.Blocks:
         gr.Warning("This run was started by someone else; it ends by itself.")
         return gr.skip()
 
-    def selected(model_name: str):
+    def selected(model_name: str, layer: int, head: int):
         """Everything that depends on the chosen model: header line, Model tab, attention sliders."""
         try:
             import_backend()
@@ -272,18 +272,16 @@ def build_demo(registry: Registry | None = None) -> gr.Blocks:
             message = f"⚠️ {message[:1].upper() + message[1:]}"
             return message, message, "", gr.skip(), gr.skip()
         card = info.pop("model_card") or "*This checkpoint has no model card (README.md).*"
-        layer, head = ATTENTION_EXAMPLES[0][2:4]  # the first example's head, where the model has one
-        return (summary, _model_markdown(info), card, gr.Slider(maximum=layers, value=min(layers, layer)),
-                gr.Slider(maximum=heads, value=min(heads, head)))
+        return summary, _model_markdown(info), card, _within(layer, layers), _within(head, heads)
 
-    def narrow(model_name: str):
+    def narrow(model_name: str, layer: int, head: int):
         """The sliders' range back to the model's layers and heads: loading an example resets it."""
         try:
             import_backend()
             layers, heads = registry.layers_and_heads(model_name)
         except ValueError:
             return gr.skip(), gr.skip()
-        return gr.Slider(maximum=layers), gr.Slider(maximum=heads)
+        return _within(layer, layers), _within(head, heads)
 
     def refresh(model_name: str | None):
         value = model_name or registry.default_model()
@@ -444,17 +442,23 @@ def build_demo(registry: Registry | None = None) -> gr.Blocks:
                              show_progress_on=[att_plot])
 
         chosen = [summary, model_info, model_card, layer, head]
-        model.change(selected, model, chosen, api_visibility="private")
-        att_examples.load_input_event.then(narrow, model, [layer, head], api_visibility="private")
+        model.change(selected, [model, layer, head], chosen, api_visibility="private")
+        att_examples.load_input_event.then(narrow, [model, layer, head], [layer, head], api_visibility="private")
         refresh_button.click(refresh, model, model, api_visibility="private")
         download_button.click(download, model, download_file, api_visibility="private")
         for tab, button in links.items():
             button.click(lambda tab=tab: gr.Tabs(selected=tab), None, tabs, api_visibility="private", queue=False)
         demo.load(refresh, model, model, api_visibility="private").then(
-            selected, model, chosen, api_visibility="private")
+            selected, [model, layer, head], chosen, api_visibility="private")
 
     demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=2)
     return demo
+
+
+def _within(value: float, maximum: int) -> gr.Slider:
+    """A layer or head slider narrowed to the model's range. Its value changes only when out of range: a slider
+    answer that set it anyway would undo an example the user clicked while the page was still loading."""
+    return gr.Slider(maximum=maximum, value=maximum) if value > maximum else gr.Slider(maximum=maximum)
 
 
 def _no_model_text() -> str:

@@ -16,6 +16,7 @@ import pytest
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 
+from bert_demo.config import PRESETS
 from bert_demo.registry import Registry
 from bert_demo.ui import VIEW_AVERAGE, VIEW_HEAD, VIEW_ROLLOUT, build_demo, launch_kwargs
 from tests.test_registry import make_checkpoint, write_corpus
@@ -176,13 +177,14 @@ def test_app_py_builds_the_app_without_importing_torch(tmp_path):
 
 FIRST_USE = """
 import sys, threading
+from bert_demo.config import PRESETS
 from bert_demo.registry import Registry
 from bert_demo.ui import build_demo
 demo = build_demo(Registry(checkpoints_dir=sys.argv[1], runs_dir=sys.argv[2], device="cpu", allow_hub=False))
 handlers = {f.api_name: f.fn for f in demo.fns.values()}
 assert "transformers" not in sys.modules
 model = "checkpoints/tiny-test"
-calls = [lambda: handlers["selected"](model),
+calls = [lambda: handlers["selected"](model, 2, 4),
          lambda: handlers["attention"](model, "the cat sat.", "", 1, 1, "one head", False),
          lambda: handlers["fill_mask"](model, "the [MASK] sat.", 3),
          lambda: handlers["next_sentence"](model, "a b.", "c d.")]
@@ -206,3 +208,19 @@ def test_handlers_used_for_the_first_time_at_once_all_find_the_backend(tmp_path)
                             cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_sliders_follow_the_models_range_and_move_only_a_layer_or_head_outside_it(tmp_path):
+    """The answer to choosing a model (or loading an example) sets a slider's value only when it is out of range,
+    so an example clicked while the page is still loading keeps its layer and head."""
+    make_checkpoint(tmp_path / "checkpoints" / "tiny-test")
+    demo = build_demo(Registry(checkpoints_dir=tmp_path / "checkpoints", runs_dir=tmp_path / "runs", device="cpu",
+                               allow_hub=False))
+    handlers = {f.api_name: f.fn for f in demo.fns.values()}
+    layers, heads = PRESETS["tiny"].num_hidden_layers, PRESETS["tiny"].num_attention_heads
+    for name in ("selected", "narrow"):
+        *_, layer, head = handlers[name](MODEL, 1, 1)
+        assert (layer.constructor_args, head.constructor_args) == ({"maximum": layers}, {"maximum": heads})
+        *_, layer, head = handlers[name](MODEL, 9, 9)
+        assert layer.constructor_args == {"maximum": layers, "value": layers}
+        assert head.constructor_args == {"maximum": heads, "value": heads}
