@@ -81,7 +81,6 @@ CPU_CAPS = Caps(max_steps=1000, max_batch=64, max_seq_len=128, max_vocab=16384, 
 GPU_CAPS = Caps(max_steps=20000, max_batch=256, max_seq_len=512, max_vocab=32768, presets=tuple(PRESETS))
 
 
-
 def import_backend() -> None:
     """Import torch, transformers and the model code, one thread at a time.
 

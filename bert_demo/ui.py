@@ -265,17 +265,17 @@ def build_demo(registry: Registry | None = None) -> gr.Blocks:
         try:
             import_backend()
             summary = registry.model_summary(model_name)
-            layers, heads = registry.layers_and_heads(model_name)
             info = registry.model_info(model_name)
         except ValueError as exc:
             message = str(exc)
             message = f"⚠️ {message[:1].upper() + message[1:]}"
             return message, message, "", gr.skip(), gr.skip()
         card = info.pop("model_card") or "*This checkpoint has no model card (README.md).*"
-        return summary, _model_markdown(info), card, _within(layer, layers), _within(head, heads)
+        return summary, _model_markdown(info), card, *narrow(model_name, layer, head)
 
     def narrow(model_name: str, layer: int, head: int):
-        """The sliders' range back to the model's layers and heads: loading an example resets it."""
+        """The layer and head sliders narrowed to the model's range: on choosing it, and after an example (which
+        resets the range)."""
         try:
             import_backend()
             layers, heads = registry.layers_and_heads(model_name)
