@@ -53,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     train = commands.add_parser("train", help="pre-train with masked-LM and next-sentence prediction")
     for flag, (_, kind, text) in TRAIN_FLAGS.items():
         train.add_argument(flag, type=kind, help=text)
-    train.add_argument("--resume", help="continue the run saved in this checkpoint folder")
+    train.add_argument("--resume", help="continue the run saved in this checkpoint folder (written back there "
+                                        "unless --out is given)")
     train.add_argument("--compile", action="store_true", help="torch.compile the model")
     train.set_defaults(command=train_command)
     evaluate = commands.add_parser("eval", help="held-out masked-LM and NSP metrics of a checkpoint")
@@ -79,7 +80,9 @@ def train_command(args: argparse.Namespace) -> int:
     from bert_demo.checkpoint import read_metadata
     from bert_demo.trainer import Trainer, TrainConfig
 
-    base = read_metadata(args.resume).get("train_config", {}) if args.resume else {}
+    base = {}
+    if args.resume:  # continue in the resumed folder and on this machine's device, unless --out / --device say
+        base = {**read_metadata(args.resume).get("train_config", {}), "out": args.resume, "device": None}
     overrides = {field: getattr(args, flag[2:].replace("-", "_")) for flag, (field, _, _) in TRAIN_FLAGS.items()}
     config = TrainConfig.from_dict({**base, **{k: v for k, v in overrides.items() if v is not None}})
     config.compile = args.compile

@@ -121,8 +121,10 @@ class Distributed:
 class Trainer:
     """One pre-training run. Create it, iterate `run()`, and call `stop()` from anywhere to end it early."""
 
-    def __init__(self, config: TrainConfig, resume: str | Path | None = None):
+    def __init__(self, config: TrainConfig, resume: str | Path | None = None, origin: str = "cli"):
+        """`origin` is stored with the checkpoint: the app deletes its own old runs ("app"), never others."""
         config.validate()
+        self.origin = origin
         self.config = config
         self.resume = Path(resume) if resume else None
         if self.resume and not (self.resume / "config.json").is_file():
@@ -226,7 +228,7 @@ class Trainer:
         if self.dist.world_size > 1:
             device_ids = [self.device.index] if self.device.type == "cuda" else None
             forward = torch.nn.parallel.DistributedDataParallel(forward, device_ids=device_ids)
-        window = Window()
+        window, first_step = Window(), self.step
         tokens_seen = int(self.history[-1]["tokens"]) if self.history else 0
         while self.step < cfg.steps and not self._stop.is_set():
             batch = next(batches)
@@ -267,6 +269,10 @@ class Trainer:
                     yield {"kind": "status", "step": self.step,
                            "message": f"could not save the checkpoint at step {self.step} to {cfg.out}: "
                                       f"{exc.strerror or exc}; training goes on"}
+        if self.step == first_step < cfg.steps:  # stopped while preparing: keep what the output folder holds
+            yield {"kind": "done", "reason": "stopped", "step": self.step, "checkpoint": None,
+                   "message": f"stopped before the first step: nothing was written to {cfg.out}"}
+            return
         yield self._finish("finished" if self.step >= cfg.steps else "stopped", started, optimizer)
 
     def _log(self, metrics: dict[str, float], tokens: int, started: float, kind: str = "train",
@@ -294,7 +300,8 @@ class Trainer:
         elapsed = float(self.metadata.get("elapsed", 0.0)) + time.perf_counter() - started
         metadata = {"train_config": asdict(self.config), "step": self.step, "history": self.history,
                     "elapsed": round(elapsed, 3), "device": self.device.type,
-                    "world_size": self.dist.world_size, "parameters": self.model.num_parameters()}
+                    "world_size": self.dist.world_size, "parameters": self.model.num_parameters(),
+                    "origin": self.origin}
         try:
             with self.lock:
                 return save_pretrained(self.model, self.tokenizer, self.config.out, metadata=metadata,
@@ -459,7 +466,16 @@ def load_optimizer_tensors(optimizer: torch.optim.Optimizer, tensors: dict[str, 
 def pick_device(requested: str | None, distributed: Distributed) -> torch.device:
     """The requested device, else this process's GPU when there is one, else the CPU."""
     if requested:
-        return torch.device(requested)
+        try:
+            device = torch.device(requested)
+        except RuntimeError:
+            raise ValueError(f"unknown device {requested!r}: use cpu, cuda or cuda:N") from None
+        if device.type not in ("cpu", "cuda"):
+            raise ValueError(f"device {requested!r} is not supported: use cpu, cuda or cuda:N")
+        if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+            raise ValueError(f"device {requested!r} is not available on this machine "
+                             f"({torch.cuda.device_count()} CUDA GPU(s)): use --device cpu")
+        return device
     if torch.cuda.is_available():
         torch.cuda.set_device(distributed.local_rank)
         return torch.device("cuda", distributed.local_rank)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import errno
 import itertools
+import json
 import os
 import subprocess
 import sys
@@ -131,6 +132,41 @@ def test_stop_from_another_thread_leaves_a_valid_checkpoint(stories_file, tmp_pa
     model, tokenizer = load_pretrained(done["checkpoint"])
     assert read_metadata(done["checkpoint"])["step"] == done["step"]
     assert len(tokenizer) == model.config.vocab_size
+
+
+def test_a_stop_before_the_first_step_leaves_the_output_folder_as_it_was(stories_file, tmp_path):
+    earlier = list(Trainer(tiny_config(stories_file, tmp_path / "run", steps=5)).run())[-1]
+    weights = load_file(str(Path(earlier["checkpoint"]) / "model.safetensors"))
+    trainer = Trainer(tiny_config(stories_file, tmp_path / "run", seed=1))
+    trainer.stop()  # Ctrl-C or the app's Stop button while the corpus is still being prepared
+    done = list(trainer.run())[-1]
+    assert done["reason"] == "stopped" and done["step"] == 0 and done["checkpoint"] is None
+    assert "nothing was written" in done["message"]
+    assert read_metadata(tmp_path / "run")["step"] == 5
+    kept = load_file(str(tmp_path / "run" / "model.safetensors"))
+    assert all(torch.equal(kept[name], weights[name]) for name in weights)
+
+
+def test_unknown_or_missing_devices_are_refused_with_a_clear_message(stories_file, tmp_path):
+    with pytest.raises(ValueError, match="unknown device 'gpu0'"):
+        Trainer(tiny_config(stories_file, tmp_path / "run", device="gpu0"))
+    with pytest.raises(ValueError, match="not supported"):
+        Trainer(tiny_config(stories_file, tmp_path / "run", device="meta"))
+    absent = f"cuda:{torch.cuda.device_count()}"  # one past the last GPU: cuda:0 on a machine without one
+    with pytest.raises(ValueError, match="not available on this machine"):
+        Trainer(tiny_config(stories_file, tmp_path / "run", device=absent))
+
+
+def test_cli_resume_writes_back_to_the_resumed_folder_on_this_machines_device(stories_file, tmp_path):
+    from bert_demo.__main__ import main
+
+    folder = tmp_path / "run"
+    list(Trainer(tiny_config(stories_file, folder, steps=5, save_every=5)).run())
+    metadata = read_metadata(folder)  # as if trained elsewhere: another path, on a GPU
+    metadata["train_config"].update(out=str(tmp_path / "elsewhere" / "run"), device="cuda:7", steps=8)
+    (folder / "bert_demo.json").write_text(json.dumps(metadata))
+    assert main(["train", "--resume", str(folder)]) == 0
+    assert read_metadata(folder)["step"] == 8 and not (tmp_path / "elsewhere").exists()
 
 
 def test_resume_continues_from_the_saved_step_with_optimizer_state(stories_file, tmp_path):
