@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # File names of bert_demo.checkpoint, repeated here so listing models needs no torch (a test checks they agree).
-CONFIG_NAME, WEIGHTS_NAME, METADATA_NAME = "config.json", "model.safetensors", "bert_demo.json"
+CONFIG_NAME, WEIGHTS_NAME = "config.json", "model.safetensors"
 
 DEVICE_ENV = "BERT_DEMO_DEVICE"  # "cpu" or "cuda"; default: CUDA when an NVIDIA GPU is visible
 CHECKPOINTS_ENV = "BERT_DEMO_CHECKPOINTS"  # shipped models; default ./checkpoints
@@ -318,9 +318,10 @@ class Registry:
         out_dir = Path(tempfile.gettempdir()) / "bert-demo-downloads" / version
         out_dir.mkdir(parents=True, exist_ok=True)
         target = out_dir / f"{folder.name}.zip"
-        if not target.is_file():
-            tmp = target.with_suffix(".zip.tmp")
-            with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
+        if not target.is_file():  # each caller writes its own temporary file: two downloads may race here
+            handle, tmp = tempfile.mkstemp(prefix=f".{folder.name}.", suffix=".zip.tmp", dir=out_dir)
+            with os.fdopen(handle, "wb") as raw, \
+                    zipfile.ZipFile(raw, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
                 for file in sorted(folder.iterdir()):
                     if file.is_file() and not file.name.startswith(".") and file.name not in NOT_ZIPPED:
                         archive.write(file, f"{folder.name}/{file.name}")
@@ -421,7 +422,7 @@ class Registry:
                     self.job.thread.join(timeout=self.finish_wait_s)
                     if self.job.running:
                         raise ValueError(f"another run ({self.job.name}) is training: wait for it to end")
-                trainer = Trainer(config)
+                trainer = Trainer(config, origin="app")
             except ValueError:
                 _remove_uploads(config.corpus)
                 raise
@@ -432,8 +433,10 @@ class Registry:
             return self.job
 
     def _prune_runs(self, keep: int) -> None:
-        """Delete the oldest runs this app trained (folders with our metadata) beyond the newest `keep`."""
-        runs = [f for f in _model_folders(self.roots["runs"]) if (f / METADATA_NAME).is_file()]
+        """Delete the oldest runs this app trained beyond the newest `keep`; runs from the CLI are never deleted."""
+        from bert_demo.checkpoint import read_metadata
+
+        runs = [f for f in _model_folders(self.roots["runs"]) if read_metadata(f).get("origin") == "app"]
         runs.sort(key=lambda f: f.stat().st_mtime, reverse=True)
         for folder in runs[max(keep, 0):]:
             log.info("deleting old run %s", folder)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import threading
 import time
 import zipfile
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from bert_demo.checkpoint import save_pretrained
+from bert_demo.checkpoint import read_metadata, save_pretrained
 from bert_demo.config import PRESETS
 from bert_demo.model import BertForPreTraining
 from bert_demo.registry import CPU_CAPS, LIVE, Caps, Registry
@@ -34,12 +35,12 @@ METADATA = {
 }
 
 
-def make_checkpoint(folder: Path, card: str | None = "# Test model\nA tiny BERT for tests.") -> Path:
+def make_checkpoint(folder: Path, card: str | None = "# Test model\nA tiny BERT for tests.", **metadata) -> Path:
     """A tiny untrained BERT with a real tokenizer, saved in Hugging Face format with our metadata."""
     tokenizer = train_tokenizer([SENTENCES] * 5, vocab_size=200, min_frequency=1)
     torch.manual_seed(0)
     model = BertForPreTraining(PRESETS["tiny"].with_vocab(len(tokenizer)))
-    save_pretrained(model, tokenizer, folder, metadata=METADATA)
+    save_pretrained(model, tokenizer, folder, metadata={**METADATA, **metadata})
     if card:
         (folder / "README.md").write_text(card)
     return folder
@@ -78,8 +79,7 @@ def registry(roots) -> Registry:
 def test_file_names_agree_with_the_checkpoint_module():
     from bert_demo import checkpoint, registry
 
-    assert (registry.CONFIG_NAME, registry.WEIGHTS_NAME, registry.METADATA_NAME) == (
-        checkpoint.CONFIG_NAME, checkpoint.WEIGHTS_NAME, checkpoint.METADATA_NAME)
+    assert (registry.CONFIG_NAME, registry.WEIGHTS_NAME) == (checkpoint.CONFIG_NAME, checkpoint.WEIGHTS_NAME)
 
 
 def test_lists_shipped_checkpoints_and_runs_newest_first(roots, tmp_path):
@@ -184,6 +184,35 @@ def test_zip_download_is_a_transformers_folder(registry, tmp_path):
     assert not any(n.endswith("optimizer.safetensors") for n in names)
     model = HFBert.from_pretrained(tmp_path / "tiny-test")
     assert model.config.num_hidden_layers == 2
+
+
+def test_two_downloads_of_the_same_model_at_once_both_get_a_whole_zip(registry, monkeypatch):
+    registry.zip_checkpoint("checkpoints/tiny-test").unlink()  # as if nobody had downloaded it yet
+    in_step = threading.Barrier(2, timeout=30)
+    write = zipfile.ZipFile.write
+
+    def write_in_step(self, *args, **kwargs):  # both downloads are half-way through their zip at the same time
+        write(self, *args, **kwargs)
+        in_step.wait()
+
+    monkeypatch.setattr(zipfile.ZipFile, "write", write_in_step)
+    results = []
+
+    def download():
+        try:
+            results.append(registry.zip_checkpoint("checkpoints/tiny-test"))
+        except Exception as exc:  # noqa: BLE001 - the test reports whatever went wrong
+            results.append(exc)
+
+    threads = [threading.Thread(target=download) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert all(isinstance(r, Path) for r in results) and len(results) == 2, results
+    with zipfile.ZipFile(results[0]) as archive:
+        assert archive.testzip() is None and "tiny-test/model.safetensors" in archive.namelist()
+    assert not [p for p in results[0].parent.iterdir() if p.name.endswith(".tmp")]
 
 
 @pytest.mark.parametrize("settings, message", [
@@ -300,17 +329,20 @@ def test_a_failing_run_ends_with_an_error_record(roots, tmp_path, monkeypatch):
     assert job.status().startswith("Training failed")
 
 
-def test_old_runs_are_pruned_when_a_new_run_starts(roots, tmp_path):
+def test_old_app_runs_are_pruned_when_a_new_run_starts_and_other_folders_never(roots, tmp_path):
     runs = tmp_path / "runs"
     for age, name in enumerate(["newest", "middle", "oldest"]):
-        make_checkpoint(runs / name)
+        make_checkpoint(runs / name, origin="app")
         os.utime(runs / name, (time.time() - 100 * age, time.time() - 100 * age))
     make_checkpoint(runs / "not-ours")
     (runs / "not-ours" / "bert_demo.json").unlink()  # a folder someone put there by hand is never deleted
+    make_checkpoint(runs / "from-the-cli", origin="cli")  # nor is an older run trained with the CLI
+    os.utime(runs / "from-the-cli", (time.time() - 1000, time.time() - 1000))
     registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=runs, device="cpu")
     registry.max_runs = 3
     job = registry.start_training(corpus=[], upload=str(write_corpus(tmp_path / "c.txt")), steps=2, batch_size=2,
                                   seq_len=32, vocab_size=512)
     job.thread.join(timeout=60)
     assert sorted(p.name for p in runs.iterdir() if not p.name.startswith(".")) == sorted(
-        ["newest", "middle", "not-ours", job.name])
+        ["newest", "middle", "not-ours", "from-the-cli", job.name])
+    assert read_metadata(runs / job.name)["origin"] == "app"
