@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 import warnings
@@ -95,8 +96,8 @@ def recover_folder(path: str | Path) -> None:
     path = Path(path)
     if not path.parent.is_dir():
         return
-    dead = [p for p in [*path.parent.glob(f".{path.name}.*.tmp"), *path.parent.glob(f".{path.name}.*.old")]
-            if not _writer_alive(p, path.name)]
+    ours = re.compile(rf"\.{re.escape(path.name)}\.\d+(\.[^.]*)?\.(tmp|old)")  # ".{name}.{pid}.", not "{name}.v2"'s
+    dead = [p for p in path.parent.iterdir() if ours.fullmatch(p.name) and not _writer_alive(p, path.name)]
     complete = [p for p in dead if p.suffix == ".old" and (p / CONFIG_NAME).is_file() and (p / WEIGHTS_NAME).is_file()]
     if complete and not path.exists():
         newest = max(complete, key=lambda p: p.stat().st_mtime)

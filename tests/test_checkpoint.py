@@ -243,3 +243,11 @@ def test_saved_folder_is_readable_by_others_like_any_model_folder(trained_tiny, 
     folder = save_pretrained(trained_tiny, tokenizer, tmp_path / "tiny")
     assert folder.stat().st_mode & 0o777 == 0o755
     assert all(file.stat().st_mode & 0o777 == 0o644 for file in folder.iterdir())
+
+
+def test_cleanup_leaves_alone_the_live_temp_folder_of_a_checkpoint_with_a_longer_name(trained_tiny, tokenizer,
+                                                                                    tmp_path):
+    other = tmp_path / f".ckpt.v2.{os.getpid()}.abc.tmp"  # "ckpt.v2" being written by a live process
+    other.mkdir()
+    save_pretrained(trained_tiny, tokenizer, tmp_path / "ckpt", metadata={"v": 1})
+    assert sorted(os.listdir(tmp_path)) == sorted(["ckpt", other.name])
