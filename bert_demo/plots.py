@@ -21,6 +21,7 @@ COLORS = {"mlm": "#1f77b4", "nsp": "#d62728", "lr": "#2ca02c"}
 COLORSCALE = "Blues"
 FONT = dict(family="system-ui, sans-serif", size=12)
 MARGIN = dict(l=60, r=20, t=80, b=50)
+MAX_ATTENTION_TOKENS = 128  # the longest input the attention heatmaps draw (the shipped model trained on 128)
 
 
 def _layout(fig: go.Figure, title: str, height: int, **kwargs) -> go.Figure:
@@ -114,6 +115,9 @@ def _matrix(weights: Tensor) -> list[list[float]]:
 
 
 def _check(tokens: Sequence[str], weights: Tensor, dims: int) -> None:
+    if len(tokens) > MAX_ATTENTION_TOKENS:  # a 512-token grid is millions of cells: megabytes sent, nothing readable
+        raise ValueError(f"the attention view draws at most {MAX_ATTENTION_TOKENS} tokens and this input has "
+                         f"{len(tokens)}: shorten the sentences")
     if weights.dim() != dims or weights.shape[-1] != len(tokens) or weights.shape[-2] != len(tokens):
         raise ValueError(f"attention weights of shape {tuple(weights.shape)} do not match {len(tokens)} tokens")
 

@@ -82,3 +82,15 @@ def test_attention_plots_refuse_mismatched_shapes():
         plots.attention_heatmap(["a", "b"], torch.rand(3, 3))
     with pytest.raises(ValueError, match="do not match"):
         plots.attention_grid(["a", "b"], torch.rand(2, 2))
+
+
+def test_attention_plots_draw_up_to_the_token_cap_and_refuse_longer_input():
+    n = plots.MAX_ATTENTION_TOKENS
+    tokens = [f"w{i}" for i in range(n)]
+    weights = torch.softmax(torch.rand(n, n), dim=-1)
+    assert len(plots.attention_heatmap(tokens, weights).data[0].z) == n
+    longer = tokens + ["one-too-many"]
+    with pytest.raises(ValueError, match=f"at most {n} tokens and this input has {n + 1}"):
+        plots.attention_heatmap(longer, torch.rand(n + 1, n + 1))
+    with pytest.raises(ValueError, match=f"at most {n} tokens"):
+        plots.attention_grid(longer, torch.rand(4, n + 1, n + 1))
