@@ -19,6 +19,7 @@ LIMITS = {
     "max_position_embeddings": 4096,
     "type_vocab_size": 16,
 }
+MAX_PARAMETERS = 500_000_000  # all sizes at their limits would be ~11 B parameters (43 GB); BERT-large is 335 M
 
 
 @dataclass(frozen=True)
@@ -45,12 +46,25 @@ class BertConfig:
     def head_size(self) -> int:
         return self.hidden_size // self.num_attention_heads
 
+    @property
+    def num_parameters(self) -> int:
+        """Parameters of `BertForPreTraining` with this config (decoder tied to the word embeddings), known before
+        any memory is allocated."""
+        h, i, v = self.hidden_size, self.intermediate_size, self.vocab_size
+        embeddings = (v + self.max_position_embeddings + self.type_vocab_size) * h + 2 * h
+        layer = 4 * h * h + 2 * h * i + 9 * h + i  # Q, K, V, output; feed-forward; two LayerNorms
+        heads = (h * h + h) + (h * h + 3 * h + v) + (2 * h + 2)  # pooler; MLM transform, LayerNorm, bias; NSP
+        return embeddings + self.num_hidden_layers * layer + heads
+
     def validate(self) -> None:
         """Raise ValueError when a size is not a positive integer, exceeds LIMITS, or heads do not divide H."""
         for name, limit in LIMITS.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
                 raise ValueError(f"config {name}={value!r} must be an integer between 1 and {limit}")
+        if self.num_parameters > MAX_PARAMETERS:
+            raise ValueError(f"config describes a model of {self.num_parameters / 1e6:,.0f} M parameters; at most "
+                             f"{MAX_PARAMETERS / 1e6:,.0f} M are allowed")
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(
                 f"hidden_size {self.hidden_size} is not divisible by num_attention_heads {self.num_attention_heads}"

@@ -33,3 +33,16 @@ def test_foreign_architectures_are_refused():
         BertConfig.from_hf_dict({"model_type": "roberta"})
     with pytest.raises(ValueError, match="GELU"):
         BertConfig.from_hf_dict({"hidden_act": "relu"})
+
+
+def test_parameter_count_is_known_before_building_and_huge_configs_are_refused():
+    from bert_demo.model import BertForPreTraining
+
+    for name in ("tiny", "mini"):
+        config = PRESETS[name].with_vocab(1000)
+        assert config.num_parameters == BertForPreTraining(config).num_parameters()
+    large = BertConfig(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096)
+    assert 330e6 < large.num_parameters < 340e6  # BERT-large
+    with pytest.raises(ValueError, match="10,726 M parameters; at most 500 M are allowed"):
+        BertConfig(vocab_size=250_000, hidden_size=4096, num_hidden_layers=48, num_attention_heads=64,
+                   intermediate_size=16384)
