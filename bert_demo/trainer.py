@@ -399,6 +399,8 @@ def evaluate(folder: str | Path, corpus: str, max_batches: int = 200, batch_size
     NSP pairs are balanced, negatives from other held-out documents. With reference=True the same batches also go
     through `transformers.BertForPreTraining.from_pretrained(folder)`, which must give the same numbers.
     """
+    if isinstance(max_batches, bool) or not isinstance(max_batches, int) or max_batches < 1:
+        raise ValueError(f"the number of batches must be a positive whole number, got {max_batches!r}")
     model, tokenizer = load_pretrained(folder)
     train_config = TrainConfig.from_dict(read_metadata(folder).get("train_config", {}))
     _, val_docs = split_documents(load_corpus(corpus), train_config.val_fraction, train_config.seed)

@@ -278,6 +278,12 @@ def run_cli(*args: str, **env: str) -> subprocess.CompletedProcess:
                           env={**os.environ, **env}, timeout=300)
 
 
+@pytest.mark.parametrize("batches", [0, -5, 2.5])
+def test_evaluate_refuses_a_batch_count_that_is_not_positive(batches, tmp_path):
+    with pytest.raises(ValueError, match="batches must be a positive whole number"):
+        evaluate(tmp_path, "wiki", max_batches=batches)
+
+
 def test_cli_trains_then_answers_fill_mask_nsp_and_eval(stories_file, tmp_path):
     out = tmp_path / "cli-run"
     trained = run_cli("train", "--preset", "tiny", "--corpus", stories_file, "--steps", "10", "--batch-size", "8",
