@@ -36,6 +36,7 @@ FILL_EXAMPLES = [
     ["prime minister theresa [MASK] said on tuesday."],
     ["north korea fired a ballistic [MASK]."],
     ["paris is the capital of [MASK]."],
+    ["he scored two [MASK] in the second half."],
     ["the [MASK] sat on the [MASK]."],
 ]
 NSP_EXAMPLES = [  # (A, B): three real continuations, three random pairs, then a continuation the model misses
@@ -63,8 +64,8 @@ ATTENTION_EXAMPLES = [  # (A, B, layer, head, view, hide [CLS]/[SEP]): heads of 
     [*ROMANS, 4, 1, VIEW_ROLLOUT, True],
 ]
 ATTENTION_LABELS = ["layer 2, head 4: the previous token", "layer 2, head 2: the next token",
-                    "layer 2, head 1: “test” looks at “ballistic”", "layer 3, head 3: most words look at “order”",
-                    "rollout: what flows where after 4 layers"]
+                    "layer 2, head 1: “test” looks at “ballistic”",
+                    "layer 3, head 3: most words look at “order” or “ban”", "rollout: what flows where after 4 layers"]
 
 INTRO = """# BERT, from scratch
 Pre-train a small BERT on real text, then look inside it: what it guesses for a `[MASK]`, whether one sentence

@@ -24,7 +24,8 @@ FILL_ANSWERS = {
     "the prime [MASK] said the talks would continue.": ("minister", True),
     "prime minister theresa [MASK] said on tuesday.": ("may", True),
     "north korea fired a ballistic [MASK].": ("missile", True),
-    "paris is the capital of [MASK].": ("france", False),
+    "paris is the capital of [MASK].": ("france", True),
+    "he scored two [MASK] in the second half.": ("goals", False),
 }
 
 
@@ -69,8 +70,9 @@ def test_attention_examples_show_the_pattern_their_labels_name(shipped):
             assert share > 0.6, (label, share)
         elif match := re.search(r"“(.+)” looks at “(.+)”$", label):
             assert matrix[tokens.index(match[1])].argmax() == tokens.index(match[2]), label
-        elif match := re.search(r"most words look at “(.+)”$", label):
-            looking = sum(tokens[matrix[i].argmax()] == match[1] for i in words)
+        elif match := re.search(r"most words look at (.+)$", label):
+            targets = re.findall(r"“(.+?)”", match[1])
+            looking = sum(tokens[matrix[i].argmax()] in targets for i in words)
             assert looking > len(words) / 2, (label, looking, len(words))
         else:
             assert view != VIEW_HEAD and label.startswith("rollout"), label
