@@ -230,7 +230,7 @@ class Trainer:
             forward = torch.nn.parallel.DistributedDataParallel(forward, device_ids=device_ids)
         window, first_step = Window(), self.step
         tokens_seen = int(self.history[-1]["tokens"]) if self.history else 0
-        while self.step < cfg.steps and not self._stop.is_set():
+        while self.step < cfg.steps and not self._stopping():
             batch = next(batches)
             optimizer.zero_grad(set_to_none=True)
             n_targets = (batch["mlm_labels"] != IGNORE_INDEX).sum()
@@ -274,6 +274,15 @@ class Trainer:
                    "message": f"stopped before the first step: nothing was written to {cfg.out}"}
             return
         yield self._finish("finished" if self.step >= cfg.steps else "stopped", started, optimizer)
+
+    def _stopping(self) -> bool:
+        """Whether to stop before the next step. Under torchrun the ranks agree (any rank asked, all stop): a rank
+        that stopped alone would leave the others waiting for ever in the next gradient all-reduce."""
+        if self.dist.world_size == 1:
+            return self._stop.is_set()
+        flag = torch.tensor([float(self._stop.is_set())], device=self.device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return bool(flag.item())
 
     def _log(self, metrics: dict[str, float], tokens: int, started: float, kind: str = "train",
              lr: float | None = None) -> Record:

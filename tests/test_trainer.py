@@ -330,3 +330,28 @@ def test_torchrun_with_two_cpu_processes_keeps_ranks_identical(stories_file, tmp
     assert result.stdout.count("identical finished") == 2
     model, _ = load_pretrained(out)
     assert read_metadata(out)["world_size"] == 2
+
+
+def test_under_torchrun_a_stop_on_one_rank_stops_every_rank(stories_file, tmp_path):
+    out = tmp_path / "ddp"
+    script = tmp_path / "ddp_stop.py"
+    script.write_text(
+        "import os, sys, torch.distributed as dist\n"
+        "from bert_demo.trainer import Trainer, TrainConfig\n"
+        f"config = TrainConfig(preset='tiny', corpus={stories_file!r}, steps=6, batch_size=8, seq_len=32,\n"
+        f"                     vocab_size=200, eval_every=3, log_every=3, out={str(out)!r})\n"
+        "trainer = Trainer(config)\n"
+        "if os.environ['RANK'] == '1':\n"
+        "    trainer.stop()  # only rank 1 is asked to stop (rank 0 would train on and wait for it for ever)\n"
+        "done = list(trainer.run())[-1]\n"
+        "print('rank', dist.get_rank(), done['reason'], 'at', done['step'])\n"
+        "dist.destroy_process_group()\n"
+        "sys.stdout.flush()\n"
+        "os._exit(0)\n")
+    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                             str(script)],
+                            capture_output=True, text=True, cwd=ROOT, timeout=180,
+                            env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.count("stopped at 0") == 2, result.stdout
+    assert not out.exists()
