@@ -300,15 +300,30 @@ def test_cli_trains_then_answers_fill_mask_nsp_and_eval(stories_file, tmp_path):
     assert bad.returncode == 2 and "error: the text has no [MASK]" in bad.stderr and "Traceback" not in bad.stderr
 
 
-def test_torchrun_with_two_cpu_processes_keeps_ranks_identical(stories_file, tmp_path):
-    out = tmp_path / "ddp"
-    script = tmp_path / "ddp_check.py"
+def run_under_torchrun(tmp_path: Path, stories_file: str, out: Path, body: str) -> subprocess.CompletedProcess:
+    """Two CPU processes under torchrun, each building a `trainer` for a tiny 6-step run into `out`, then `body`."""
+    script = tmp_path / "ddp_script.py"
     script.write_text(
-        "import sys, torch, torch.distributed as dist\n"
+        "import os, sys, torch, torch.distributed as dist\n"
         "from bert_demo.trainer import Trainer, TrainConfig\n"
         f"config = TrainConfig(preset='tiny', corpus={stories_file!r}, steps=6, batch_size=8, seq_len=32,\n"
         f"                     vocab_size=200, eval_every=3, log_every=3, out={str(out)!r})\n"
         "trainer = Trainer(config)\n"
+        + body +
+        "dist.destroy_process_group()\n"
+        # leave without interpreter teardown, where Gloo's worker threads can abort a process (pytorch/pytorch
+        # PR 179291): a rank died once in ~20 runs with 'terminate called without an active exception'
+        "sys.stdout.flush()\n"
+        "os._exit(0)\n")
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                           str(script)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
+
+
+def test_torchrun_with_two_cpu_processes_keeps_ranks_identical(stories_file, tmp_path):
+    out = tmp_path / "ddp"
+    result = run_under_torchrun(tmp_path, stories_file, out, (
         "records = list(trainer.run())\n"
         "flat = torch.cat([p.detach().flatten() for p in trainer.model.parameters()])\n"
         "gathered = [torch.zeros_like(flat) for _ in range(dist.get_world_size())]\n"
@@ -316,16 +331,7 @@ def test_torchrun_with_two_cpu_processes_keeps_ranks_identical(stories_file, tmp
         "assert all(torch.equal(gathered[0], g) for g in gathered), 'ranks differ'\n"
         "reported = any(r['kind'] == 'train' for r in records)\n"
         "assert reported == (dist.get_rank() == 0), 'only rank 0 reports'\n"
-        "print('rank', dist.get_rank(), 'identical', records[-1]['reason'])\n"
-        "dist.destroy_process_group()\n"
-        # leave without interpreter teardown, where Gloo's worker threads can abort a process (pytorch/pytorch
-        # PR 179291): a rank died once in ~20 runs with 'terminate called without an active exception'
-        "sys.stdout.flush()\n"
-        "import os; os._exit(0)\n")
-    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                             str(script)],
-                            capture_output=True, text=True, cwd=ROOT, timeout=300,
-                            env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
+        "print('rank', dist.get_rank(), 'identical', records[-1]['reason'])\n"))
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count("identical finished") == 2
     model, _ = load_pretrained(out)
@@ -334,24 +340,11 @@ def test_torchrun_with_two_cpu_processes_keeps_ranks_identical(stories_file, tmp
 
 def test_under_torchrun_a_stop_on_one_rank_stops_every_rank(stories_file, tmp_path):
     out = tmp_path / "ddp"
-    script = tmp_path / "ddp_stop.py"
-    script.write_text(
-        "import os, sys, torch.distributed as dist\n"
-        "from bert_demo.trainer import Trainer, TrainConfig\n"
-        f"config = TrainConfig(preset='tiny', corpus={stories_file!r}, steps=6, batch_size=8, seq_len=32,\n"
-        f"                     vocab_size=200, eval_every=3, log_every=3, out={str(out)!r})\n"
-        "trainer = Trainer(config)\n"
+    result = run_under_torchrun(tmp_path, stories_file, out, (
         "if os.environ['RANK'] == '1':\n"
         "    trainer.stop()  # only rank 1 is asked to stop (rank 0 would train on and wait for it for ever)\n"
         "done = list(trainer.run())[-1]\n"
-        "print('rank', dist.get_rank(), done['reason'], 'at', done['step'])\n"
-        "dist.destroy_process_group()\n"
-        "sys.stdout.flush()\n"
-        "os._exit(0)\n")
-    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                             str(script)],
-                            capture_output=True, text=True, cwd=ROOT, timeout=180,
-                            env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
+        "print('rank', dist.get_rank(), done['reason'], 'at', done['step'])\n"))
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count("stopped at 0") == 2, result.stdout
     assert not out.exists()
