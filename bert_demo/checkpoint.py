@@ -77,6 +77,12 @@ def _write_folder(model: BertForPreTraining, tokenizer: BertTokenizerFast, folde
         (folder / METADATA_NAME).write_text(json.dumps(metadata, indent=2, default=str) + "\n")
 
 
+# what follows ".{name}" in the names of `_replace_folder`'s set-aside folder (".{name}.{pid}.old") and of
+# `_temp_folder` (".{name}.{pid}.{random}.tmp", random without dots): read from the right, so the name and the
+# pid are never ambiguous (".run.5.123.old" is run.5's, written by process 123, never run's by process 5)
+_LEFTOVER = r"\.(\d+)(?:\.old|\.[a-z0-9_]+\.tmp)"
+
+
 def check_writable(path: str | Path) -> None:
     """Raise ValueError now, not after hours of training, if checkpoints cannot be written to `path`."""
     path = Path(path)
@@ -96,8 +102,8 @@ def recover_folder(path: str | Path) -> None:
     path = Path(path)
     if not path.parent.is_dir():
         return
-    ours = re.compile(rf"\.{re.escape(path.name)}\.\d+(\.[^.]*)?\.(tmp|old)")  # ".{name}.{pid}.", not "{name}.v2"'s
-    dead = [p for p in path.parent.iterdir() if ours.fullmatch(p.name) and not _writer_alive(p, path.name)]
+    ours = re.compile(rf"\.{re.escape(path.name)}{_LEFTOVER}")
+    dead = [p for p in path.parent.iterdir() if (match := ours.fullmatch(p.name)) and not _alive(int(match[1]))]
     complete = [p for p in dead if p.suffix == ".old" and (p / CONFIG_NAME).is_file() and (p / WEIGHTS_NAME).is_file()]
     if complete and not path.exists():
         newest = max(complete, key=lambda p: p.stat().st_mtime)
@@ -107,18 +113,26 @@ def recover_folder(path: str | Path) -> None:
         shutil.rmtree(leftover, ignore_errors=True)
 
 
+def recover_leftovers(root: str | Path) -> None:
+    """`recover_folder` for every checkpoint in `root` that has leftovers: those of a writer killed mid-save
+    (the app stopped by a crash or `kill`) would otherwise stay until the next save to the same name."""
+    root = Path(root)
+    if not root.is_dir():
+        return
+    names = {match[1] for p in root.iterdir() if (match := re.fullmatch(rf"\.(.+){_LEFTOVER}", p.name))}
+    for name in sorted(names):
+        recover_folder(root / name)
+
+
 def _temp_folder(path: Path) -> Path:
     """A new private folder beside `path`, named after it and this process (see `recover_folder`)."""
     return Path(tempfile.mkdtemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent))
 
 
-def _writer_alive(leftover: Path, name: str) -> bool:
-    """Whether the process whose pid is in `leftover`'s name (".{name}.{pid}....") still runs."""
-    pid = leftover.name[len(name) + 2:].split(".", 1)[0]
-    if not pid.isdigit():
-        return False
+def _alive(pid: int) -> bool:
+    """Whether the process `pid` (a writer, from a leftover's name) still runs."""
     try:
-        os.kill(int(pid), 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # someone else's process

@@ -433,9 +433,11 @@ class Registry:
             return self.job
 
     def _prune_runs(self, keep: int) -> None:
-        """Delete the oldest runs this app trained beyond the newest `keep`; runs from the CLI are never deleted."""
-        from bert_demo.checkpoint import read_metadata
+        """Delete the oldest runs this app trained beyond the newest `keep` (runs from the CLI are never deleted),
+        and what writers killed mid-save left in runs/ (an app stopped by a crash or `kill`)."""
+        from bert_demo.checkpoint import read_metadata, recover_leftovers
 
+        recover_leftovers(self.roots["runs"])
         runs = [f for f in _model_folders(self.roots["runs"]) if read_metadata(f).get("origin") == "app"]
         runs.sort(key=lambda f: f.stat().st_mtime, reverse=True)
         for folder in runs[max(keep, 0):]:

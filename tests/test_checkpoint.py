@@ -251,3 +251,16 @@ def test_cleanup_leaves_alone_the_live_temp_folder_of_a_checkpoint_with_a_longer
     other.mkdir()
     save_pretrained(trained_tiny, tokenizer, tmp_path / "ckpt", metadata={"v": 1})
     assert sorted(os.listdir(tmp_path)) == sorted(["ckpt", other.name])
+
+
+def test_cleanup_for_a_name_never_takes_the_set_aside_folder_of_a_longer_name_ending_in_digits(trained_tiny,
+                                                                                             tokenizer, tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    name = f"run.{dead.pid}"  # a checkpoint whose writer (this process) is between its two renames
+    save_pretrained(trained_tiny, tokenizer, tmp_path / name)
+    aside = tmp_path / f".{name}.{os.getpid()}.old"
+    os.replace(tmp_path / name, aside)
+    with pytest.raises(ValueError, match="not a checkpoint folder"):
+        load_pretrained(tmp_path / "run")  # "run" has no leftovers: ".run.<dead pid>.<pid>.old" is not one of them
+    assert os.listdir(tmp_path) == [aside.name]

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -346,3 +348,20 @@ def test_old_app_runs_are_pruned_when_a_new_run_starts_and_other_folders_never(r
     assert sorted(p.name for p in runs.iterdir() if not p.name.startswith(".")) == sorted(
         ["newest", "middle", "not-ours", "from-the-cli", job.name])
     assert read_metadata(runs / job.name)["origin"] == "app"
+
+
+def test_starting_a_run_clears_what_a_killed_app_left_in_runs_and_keeps_live_writers_folders(roots, tmp_path):
+    runs = tmp_path / "runs"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    half_written = runs / f".mini-news-20260101-120000.{dead.pid}.k2x9_q1a.tmp"  # killed while saving
+    half_written.mkdir(parents=True)
+    set_aside = make_checkpoint(runs / f".kept.{dead.pid}.old")  # killed between the two renames
+    live = runs / f".elsewhere.{os.getpid()}.abcd1234.tmp"  # a save still going on (this process)
+    live.mkdir()
+    registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=runs, device="cpu")
+    job = registry.start_training(corpus=[], upload=str(write_corpus(tmp_path / "c.txt")), steps=2, batch_size=2,
+                                  seq_len=32, vocab_size=512)
+    job.thread.join(timeout=60)
+    assert not half_written.exists() and not set_aside.exists() and live.is_dir()
+    assert {"runs/kept", f"runs/{job.name}"} <= {entry.name for entry in registry.list_models()}
