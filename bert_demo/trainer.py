@@ -17,7 +17,7 @@ import os
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -154,16 +154,32 @@ class Trainer:
 
     def run(self) -> Iterator[Record]:
         """Prepare data and model, train, and yield records; the last one has kind "done"."""
-        started, cfg = time.perf_counter(), self.config
+        started = time.perf_counter()
         set_cpu_threads()
-        torch.manual_seed(cfg.seed)
+        torch.manual_seed(self.config.seed)
         if self.dist.world_size > 1 and not dist.is_initialized():
             dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo")
+        prepared = yield from self._prepare()
+        if prepared is None:
+            yield self._nothing_written()
+            return
+        yield from self._train(*prepared, started)
+
+    def _prepare(self) -> Generator[Record, None, tuple | None]:
+        """Batches, validation batches, optimizer and schedule, one status record per phase; None if a stop was
+        asked for: it takes effect at the next phase, not after the whole preparation."""
+        cfg = self.config
         yield {"kind": "status", "message": f"loading corpus {cfg.corpus!r}"}
+        if self._stopping():
+            return None
         train_docs, val_docs = split_documents(load_corpus(cfg.corpus), cfg.val_fraction, cfg.seed)
         yield {"kind": "status", "message": "preparing the tokenizer"}
+        if self._stopping():
+            return None
         self.tokenizer = self._tokenizer(train_docs)
         yield {"kind": "status", "message": f"building pre-training examples from {len(train_docs):,} documents"}
+        if self._stopping():
+            return None
         special = SpecialIds.from_tokenizer(self.tokenizer)
         seed = cfg.seed + self.step  # a resumed run draws new batches, not the ones it already saw
         train_data = self._data(tokenize_documents(train_docs, self.tokenizer), special, seed, cfg.batch_size,
@@ -173,7 +189,12 @@ class Trainer:
         optimizer, schedule = self._model_and_optimizer()
         yield {"kind": "status", "message": f"training on {self.device.type} ({self.dist.world_size} process(es)) "
                                             f"with {self.model.num_parameters():,} parameters"}
-        yield from self._train(train_data.batches(), val_batches, optimizer, schedule, started)
+        return train_data.batches(), val_batches, optimizer, schedule
+
+    def _nothing_written(self) -> Record:
+        """The last record of a run stopped before its first step: the output folder keeps what it held."""
+        return {"kind": "done", "reason": "stopped", "step": self.step, "checkpoint": None,
+                "message": f"stopped before the first step: nothing was written to {self.config.out}"}
 
     def _tokenizer(self, train_docs: list[list[str]]) -> BertTokenizerFast:
         if self.resume:
@@ -269,9 +290,8 @@ class Trainer:
                     yield {"kind": "status", "step": self.step,
                            "message": f"could not save the checkpoint at step {self.step} to {cfg.out}: "
                                       f"{exc.strerror or exc}; training goes on"}
-        if self.step == first_step < cfg.steps:  # stopped while preparing: keep what the output folder holds
-            yield {"kind": "done", "reason": "stopped", "step": self.step, "checkpoint": None,
-                   "message": f"stopped before the first step: nothing was written to {cfg.out}"}
+        if self.step == first_step < cfg.steps:
+            yield self._nothing_written()
             return
         yield self._finish("finished" if self.step >= cfg.steps else "stopped", started, optimizer)
 

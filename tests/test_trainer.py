@@ -147,6 +147,19 @@ def test_a_stop_before_the_first_step_leaves_the_output_folder_as_it_was(stories
     assert all(torch.equal(kept[name], weights[name]) for name in weights)
 
 
+def test_a_stop_while_preparing_ends_the_run_at_the_next_phase_not_after_the_whole_preparation(stories_file,
+                                                                                                   tmp_path):
+    trainer = Trainer(tiny_config(stories_file, tmp_path / "run"))
+    records = []
+    for record in trainer.run():
+        records.append(record)
+        if len(records) == 1:
+            trainer.stop()  # asked while the corpus is being loaded
+    assert [r["kind"] for r in records] == ["status", "done"] and records[0]["message"].startswith("loading corpus")
+    assert trainer.tokenizer is None and trainer.model is None  # neither the vocabulary nor the model was made
+    assert records[-1]["checkpoint"] is None and not (tmp_path / "run").exists()
+
+
 def test_unknown_or_missing_devices_are_refused_with_a_clear_message(stories_file, tmp_path):
     with pytest.raises(ValueError, match="unknown device 'gpu0'"):
         Trainer(tiny_config(stories_file, tmp_path / "run", device="gpu0"))
