@@ -64,7 +64,7 @@ ATTENTION_EXAMPLES = [  # (A, B, layer, head, view, hide [CLS]/[SEP]): heads of 
     [*ROMANS, 4, 1, VIEW_ROLLOUT, True],
 ]
 ATTENTION_LABELS = ["layer 2, head 4: the previous token", "layer 2, head 2: the next token",
-                    "layer 2, head 1: “test” looks at “ballistic”",
+                    "layer 2, head 1: “test” looks at “missile”",
                     "layer 3, head 3: most words look at “order” or “ban”", "rollout: what flows where after 4 layers"]
 
 INTRO = """# BERT, from scratch
