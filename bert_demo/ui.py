@@ -46,12 +46,12 @@ NSP_EXAMPLES = [  # (A, B): three real continuations, three random pairs, then a
     ["The president signed the executive order on Friday.", "The striker scored in the 90th minute."],
     ["She studied physics at the university.", "Shares rose by five percent after the announcement."],
     ["The storm hit the coast on Monday night.", "Photosynthesis turns light into chemical energy."],
-    ["The bakery ran out of flour.", "No bread was sold on Saturday."],
+    ["The storm hit the coast on Monday night.", "By morning, thousands of homes had no power."],
 ]
 NSP_LABELS = ["continuation: executive order → travel ban", "continuation: physics → graduate",
               "continuation: Romans → Middle Ages", "random: executive order → football",
               "random: physics → shares", "random: storm → photosynthesis",
-              "continuation it misses: no flour → no bread"]
+              "continuation it misses: storm → no power"]
 
 MISSILE = ["north korea fired a ballistic missile on sunday.", "the united states and japan condemned the test."]
 ORDER = ["the president signed the executive order on friday.", "the order bans travel from seven countries."]
