@@ -322,6 +322,9 @@ def run_under_torchrun(tmp_path: Path, stories_file: str, out: Path, body: str) 
         f"config = TrainConfig(preset='tiny', corpus={stories_file!r}, steps=6, batch_size=8, seq_len=32,\n"
         f"                     vocab_size=200, eval_every=3, log_every=3, out={str(out)!r})\n"
         "trainer = Trainer(config)\n"
+        # one write per line: the ranks share stdout, and print() writes its pieces one by one, so two ranks'
+        # lines could interleave ('rankrank 01 stoppedstopped ...')
+        "say = lambda line: os.write(1, (line + '\\n').encode())\n"
         + body +
         "dist.destroy_process_group()\n"
         # leave without interpreter teardown, where Gloo's worker threads can abort a process (pytorch/pytorch
@@ -344,7 +347,7 @@ def test_torchrun_with_two_cpu_processes_keeps_ranks_identical(stories_file, tmp
         "assert all(torch.equal(gathered[0], g) for g in gathered), 'ranks differ'\n"
         "reported = any(r['kind'] == 'train' for r in records)\n"
         "assert reported == (dist.get_rank() == 0), 'only rank 0 reports'\n"
-        "print('rank', dist.get_rank(), 'identical', records[-1]['reason'])\n"))
+        "say(f\"rank {dist.get_rank()} identical {records[-1]['reason']}\")\n"))
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count("identical finished") == 2
     model, _ = load_pretrained(out)
@@ -357,7 +360,7 @@ def test_under_torchrun_a_stop_on_one_rank_stops_every_rank(stories_file, tmp_pa
         "if os.environ['RANK'] == '1':\n"
         "    trainer.stop()  # only rank 1 is asked to stop (rank 0 would train on and wait for it for ever)\n"
         "done = list(trainer.run())[-1]\n"
-        "print('rank', dist.get_rank(), done['reason'], 'at', done['step'])\n"))
+        "say(f\"rank {dist.get_rank()} {done['reason']} at {done['step']}\")\n"))
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count("stopped at 0") == 2, result.stdout
     assert not out.exists()
