@@ -317,7 +317,7 @@ def run_under_torchrun(tmp_path: Path, stories_file: str, out: Path, body: str) 
     """Two CPU processes under torchrun, each building a `trainer` for a tiny 6-step run into `out`, then `body`."""
     script = tmp_path / "ddp_script.py"
     script.write_text(
-        "import os, sys, torch, torch.distributed as dist\n"
+        "import os, torch, torch.distributed as dist\n"
         "from bert_demo.trainer import Trainer, TrainConfig\n"
         f"config = TrainConfig(preset='tiny', corpus={stories_file!r}, steps=6, batch_size=8, seq_len=32,\n"
         f"                     vocab_size=200, eval_every=3, log_every=3, out={str(out)!r})\n"
@@ -329,7 +329,6 @@ def run_under_torchrun(tmp_path: Path, stories_file: str, out: Path, body: str) 
         "dist.destroy_process_group()\n"
         # leave without interpreter teardown, where Gloo's worker threads can abort a process (pytorch/pytorch
         # PR 179291): a rank died once in ~20 runs with 'terminate called without an active exception'
-        "sys.stdout.flush()\n"
         "os._exit(0)\n")
     return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                            str(script)],
