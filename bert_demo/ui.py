@@ -27,8 +27,8 @@ VIEW_HEAD, VIEW_AVERAGE, VIEW_ROLLOUT = "one head", "average of the heads", "rol
 PROBE = "the [MASK] of the united states is the head of state."  # TrainConfig.probe's default
 PROBE_LABEL = f"Probe: guesses for “{PROBE}”"
 
-# Chosen for the shipped model: the first five it gets right (names and set phrases of its news), the last two show
-# its limits (general knowledge, a sentence with no context). tests/test_shipped_model.py checks each claim.
+# Chosen for the shipped model: the first five it gets right (names and set phrases of its news), the last three show
+# its limits (general knowledge twice, then a sentence with no context). tests/test_shipped_model.py checks each claim.
 FILL_EXAMPLES = [
     ["donald [MASK] was sworn in as president."],
     ["the white [MASK] press secretary said."],

@@ -24,7 +24,7 @@ FILL_ANSWERS = {
     "the prime [MASK] said the talks would continue.": ("minister", True),
     "prime minister theresa [MASK] said on tuesday.": ("may", True),
     "north korea fired a ballistic [MASK].": ("missile", True),
-    "paris is the capital of [MASK].": ("france", True),
+    "paris is the capital of [MASK].": ("france", False),
     "he scored two [MASK] in the second half.": ("goals", False),
 }
 
