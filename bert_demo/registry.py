@@ -51,10 +51,11 @@ LIVE = "live"  # the name of the run in progress in the model selector
 CORPORA = ("wiki", "news", "wikitext-2")
 NOT_ZIPPED = ("optimizer.safetensors",)  # needed to resume, not to use the model
 MODEL_CARD = "README.md"
-MAX_CARD_CHARS = 20_000
+MAX_CARD_CHARS = 50_000  # longer cards are cut in the Model tab, and say so
 
 _IMPORTING = threading.Lock()
 _FOLDER = re.compile(r"[A-Za-z0-9][\w.-]{0,99}", re.ASCII)  # no "/", no leading "."
+_FRONT_MATTER = re.compile(r"\A---\r?\n.*?\r?\n---\r?\n", re.DOTALL)  # a Hugging Face card's YAML metadata
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}(/[A-Za-z0-9][\w.-]{0,95})?", re.ASCII)
 
 
@@ -282,7 +283,7 @@ class Registry:
             metadata = read_metadata(folder) if folder else {}
             card = folder / MODEL_CARD if folder else None
             if card is not None and card.is_file():
-                info["model_card"] = card.read_text(encoding="utf-8", errors="replace")[:MAX_CARD_CHARS]
+                info["model_card"] = _card_text(card)
         history = metadata.get("history") or []
         info["train_config"] = metadata.get("train_config")
         info["step"] = metadata.get("step")
@@ -599,6 +600,16 @@ def _whole(value: Any, what: str) -> int:
 def _within(what: str, value: int, low: int, high: int) -> None:
     if not low <= value <= high:
         raise ValueError(f"{what} must be between {low:,} and {high:,} on this machine, got {value:,}")
+
+
+def _card_text(path: Path) -> str:
+    """A model card as people read it: without the YAML metadata block a Hugging Face card opens with (Markdown
+    would show it as a heading), and at most MAX_CARD_CHARS long."""
+    with path.open(encoding="utf-8", errors="replace") as file:
+        text = _FRONT_MATTER.sub("", file.read(2 * MAX_CARD_CHARS), count=1)
+    if len(text) > MAX_CARD_CHARS:
+        text = text[:MAX_CARD_CHARS] + f"\n\n*(The card is cut here: it is longer than {MAX_CARD_CHARS:,} characters.)*"
+    return text
 
 
 def _clock(seconds: float) -> str:

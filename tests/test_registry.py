@@ -17,7 +17,7 @@ import torch
 from bert_demo.checkpoint import read_metadata, save_pretrained
 from bert_demo.config import PRESETS
 from bert_demo.model import BertForPreTraining
-from bert_demo.registry import CPU_CAPS, LIVE, Caps, Registry
+from bert_demo.registry import CPU_CAPS, LIVE, MAX_CARD_CHARS, Caps, Registry
 from bert_demo.tokenizer import train_tokenizer
 
 SENTENCES = [
@@ -171,6 +171,17 @@ def test_model_info_has_config_size_metrics_and_card(registry):
     assert registry.model_info("checkpoints/another")["model_card"] is None
     assert registry.layers_and_heads("checkpoints/tiny-test") == (2, 2)
     assert "2 layers" in registry.model_summary("checkpoints/tiny-test")
+
+
+def test_model_card_is_shown_without_its_yaml_metadata_and_cut_when_too_long(tmp_path):
+    registry = Registry(checkpoints_dir=tmp_path, runs_dir=tmp_path / "runs", device="cpu", allow_hub=False)
+    make_checkpoint(tmp_path / "carded", card="---\nlanguage: en\ntags: [bert]\n---\n\n# Carded\nText.\n")
+    assert registry.model_info("checkpoints/carded")["model_card"] == "\n# Carded\nText.\n"
+    long_card = "---\nlicense: mit\n---\n# Long\n" + "word " * MAX_CARD_CHARS
+    make_checkpoint(tmp_path / "long-card", card=long_card)
+    shown = registry.model_info("checkpoints/long-card")["model_card"]
+    assert shown.startswith("# Long\nword ") and "license" not in shown
+    assert len(shown) < MAX_CARD_CHARS + 100 and shown.endswith(f"longer than {MAX_CARD_CHARS:,} characters.)*")
 
 
 def test_zip_download_is_a_transformers_folder(registry, tmp_path):

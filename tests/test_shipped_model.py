@@ -41,6 +41,8 @@ def test_the_shipped_model_is_the_default_fits_in_25_mb_and_has_a_card(tmp_path)
     assert not (SHIPPED / "optimizer.safetensors").exists()
     card = (SHIPPED / "README.md").read_text()
     assert "## Held-out evaluation" in card and "python -m bert_demo train" in card
+    shown = registry.model_info("checkpoints/mini-news-wiki")["model_card"]  # what the Model tab shows: all of it
+    assert shown.startswith("\n# mini-news-wiki") and shown.rstrip().endswith(card.rstrip()[-200:])
 
 
 def test_fill_mask_examples_are_right_or_wrong_as_the_card_says(shipped):
