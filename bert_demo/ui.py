@@ -487,7 +487,8 @@ def _model_markdown(info: dict[str, Any]) -> str:
                   f"Corpus **{_corpus_name(train.get('corpus', '?'))}**, preset **{train.get('preset')}**, "
                   f"{info.get('step') or 0:,} of {train.get('steps'):,} steps, batch {train.get('batch_size')}, "
                   f"sequence length {train.get('seq_len')}, peak learning rate {train.get('lr'):g}"
-                  + (f", {info['elapsed']:.0f} s on {info.get('trained_on') or '?'}" if info.get("elapsed") else "")
+                  + (f", {_duration(info['elapsed'])} of training on {info.get('trained_on') or '?'}"
+                     if info.get("elapsed") else "")
                   + "."]
     else:
         lines += ["", "No training record (`bert_demo.json`) beside this checkpoint: it was not trained here."]
@@ -499,6 +500,14 @@ def _model_markdown(info: dict[str, Any]) -> str:
                   f"{r.get('mlm_acc', float('nan')):.1%} | {r.get('nsp_loss', float('nan')):.3f} | "
                   f"{r.get('nsp_acc', float('nan')):.1%} |" for name, r in rows]
     return "\n".join(lines)
+
+
+def _duration(seconds: float) -> str:
+    """A training time as people say it: 42 s, 12 min, 16 h 43 min."""
+    minutes = round(seconds / 60)
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
 
 
 def _corpus_name(corpus: str) -> str:

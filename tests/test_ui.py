@@ -224,3 +224,14 @@ def test_sliders_follow_the_models_range_and_move_only_a_layer_or_head_outside_i
         *_, layer, head = handlers[name](MODEL, 9, 9)
         assert layer.constructor_args == {"maximum": layers, "value": layers}
         assert head.constructor_args == {"maximum": heads, "value": heads}
+
+
+def test_model_tab_says_how_long_a_model_trained_in_hours_minutes_or_seconds(tmp_path):
+    for name, elapsed in [("long", 60152.4), ("short", 42.3), ("medium", 754.0)]:
+        make_checkpoint(tmp_path / "checkpoints" / name, elapsed=elapsed, device="cpu")
+    demo = build_demo(Registry(checkpoints_dir=tmp_path / "checkpoints", runs_dir=tmp_path / "runs", device="cpu",
+                               allow_hub=False))
+    selected = next(f.fn for f in demo.fns.values() if f.api_name == "selected")
+    shown = {name: selected(f"checkpoints/{name}", 1, 1)[1] for name in ("long", "short", "medium")}
+    assert ", 16 h 43 min of training on cpu." in shown["long"]
+    assert ", 42 s of training on cpu." in shown["short"] and ", 13 min of training on cpu." in shown["medium"]
