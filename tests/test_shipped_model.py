@@ -34,7 +34,7 @@ def shipped():
     return load_pretrained(SHIPPED, device="cpu")
 
 
-def test_the_shipped_model_is_the_default_fits_in_25_mb_and_has_a_card(tmp_path):
+def test_the_shipped_model_is_the_default_fits_in_25_mb_and_its_card_is_shown_whole(tmp_path):
     registry = Registry(checkpoints_dir=ROOT / "checkpoints", runs_dir=tmp_path / "runs", allow_hub=False)
     assert registry.default_model() == "checkpoints/mini-news-wiki"
     assert sum(f.stat().st_size for f in SHIPPED.iterdir()) <= 25 * 2**20
