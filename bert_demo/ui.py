@@ -60,12 +60,13 @@ ATTENTION_EXAMPLES = [  # (A, B, layer, head, view, hide [CLS]/[SEP]): heads of 
     [*MISSILE, 2, 4, VIEW_HEAD, False],
     [*MISSILE, 2, 2, VIEW_HEAD, False],
     [*MISSILE, 2, 1, VIEW_HEAD, True],
-    [*ORDER, 3, 3, VIEW_HEAD, True],
+    [*ORDER, 3, 1, VIEW_HEAD, True],
     [*ROMANS, 4, 1, VIEW_ROLLOUT, True],
 ]
 ATTENTION_LABELS = ["layer 2, head 4: the previous token", "layer 2, head 2: the next token",
                     "layer 2, head 1: “test” looks at “missile”",
-                    "layer 3, head 3: most words look at “order” or “ban”", "rollout: what flows where after 4 layers"]
+                    "layer 3, head 1: most words look at “order” or “travel”",
+                    "rollout: what flows where after 4 layers"]
 
 INTRO = """# BERT, from scratch
 Pre-train a small BERT on real text, then look inside it: what it guesses for a `[MASK]`, whether one sentence
