@@ -505,9 +505,9 @@ def _model_markdown(info: dict[str, Any]) -> str:
 
 def _duration(seconds: float) -> str:
     """A training time as people say it: 42 s, 12 min, 16 h 43 min."""
-    minutes = round(seconds / 60)
     if seconds < 60:
         return f"{seconds:.0f} s"
+    minutes = round(seconds / 60)
     return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
 
 
