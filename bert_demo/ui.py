@@ -39,19 +39,19 @@ FILL_EXAMPLES = [
     ["he scored two [MASK] in the second half."],
     ["the [MASK] sat on the [MASK]."],
 ]
-NSP_EXAMPLES = [  # (A, B): three real continuations, three random pairs, then a continuation the model misses
+NSP_EXAMPLES = [  # (A, B): two real continuations, three random pairs, then two continuations the model misses
     ["The president signed the executive order on Friday.", "The order bans travel from seven countries."],
     ["She studied physics at the university.", "After graduating, she worked as a research assistant."],
-    ["The city was founded by the Romans.", "It became an important trading centre in the Middle Ages."],
     ["The president signed the executive order on Friday.", "The striker scored in the 90th minute."],
     ["She studied physics at the university.", "Shares rose by five percent after the announcement."],
     ["The storm hit the coast on Monday night.", "Photosynthesis turns light into chemical energy."],
     ["The storm hit the coast on Monday night.", "By morning, thousands of homes had no power."],
+    ["The city was founded by the Romans.", "It became an important trading centre in the Middle Ages."],
 ]
 NSP_LABELS = ["continuation: executive order → travel ban", "continuation: physics → graduate",
-              "continuation: Romans → Middle Ages", "random: executive order → football",
-              "random: physics → shares", "random: storm → photosynthesis",
-              "continuation it misses: storm → no power"]
+              "random: executive order → football", "random: physics → shares",
+              "random: storm → photosynthesis", "continuation it misses: storm → no power",
+              "continuation it misses: Romans → Middle Ages"]
 
 MISSILE = ["north korea fired a ballistic missile on sunday.", "the united states and japan condemned the test."]
 ORDER = ["the president signed the executive order on friday.", "the order bans travel from seven countries."]
@@ -60,12 +60,12 @@ ATTENTION_EXAMPLES = [  # (A, B, layer, head, view, hide [CLS]/[SEP]): heads of 
     [*MISSILE, 2, 4, VIEW_HEAD, False],
     [*MISSILE, 2, 2, VIEW_HEAD, False],
     [*MISSILE, 2, 1, VIEW_HEAD, True],
-    [*ORDER, 3, 1, VIEW_HEAD, True],
+    [*ORDER, 3, 3, VIEW_HEAD, True],
     [*ROMANS, 4, 1, VIEW_ROLLOUT, True],
 ]
 ATTENTION_LABELS = ["layer 2, head 4: the previous token", "layer 2, head 2: the next token",
-                    "layer 2, head 1: “test” looks at “missile”",
-                    "layer 3, head 1: most words look at “order” or “travel”",
+                    "layer 2, head 1: “fired” looks at “test”",
+                    "layer 3, head 3: most words look at “order” or “travel”",
                     "rollout: what flows where after 4 layers"]
 
 INTRO = """# BERT, from scratch
