@@ -154,7 +154,7 @@ def fill_in_masks(text: str, predictions: list[list[tuple[str, float]]]) -> list
     """`text` cut into (piece, label) spans with each [MASK] replaced by its best guess, labelled with its
     probability (e.g. ("capital", "61%")); plain text has label None. WordPiece continuations ("##s") are shown
     as written. `predictions` is `fill_mask`'s output for the same text."""
-    pieces = _MASK_PATTERN.split(text)
+    pieces = _MASK_PATTERN.split(text.replace("\x00", " "))  # as fill_mask reads it: NUL is a space there
     if len(pieces) - 1 != len(predictions):
         raise ValueError(f"the text has {len(pieces) - 1} [MASK] but {len(predictions)} predictions were given")
     spans: list[tuple[str, str | None]] = []
