@@ -27,6 +27,7 @@ import zipfile
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from bert_demo.config import PRESETS
@@ -51,6 +52,8 @@ LIVE = "live"  # the name of the run in progress in the model selector
 CORPORA = ("wiki", "news", "wikitext-2")
 NOT_ZIPPED = ("optimizer.safetensors",)  # needed to resume, not to use the model
 MODEL_CARD = "README.md"
+MAX_WAITING = 4  # visitors who may wait in line for the training slot; more are refused at once
+WAIT_POLL_S = 1.0  # how often a waiting visitor's place in line is re-checked and shown
 MAX_CARD_CHARS = 50_000  # longer cards are cut in the Model tab, and say so
 
 _IMPORTING = threading.Lock()
@@ -149,6 +152,8 @@ class Registry:
         self._cache: OrderedDict[tuple, Loaded] = OrderedDict()
         self._lock = threading.RLock()
         self.job: TrainingJob | None = None
+        self.line: list[Ticket] = []  # visitors waiting for the training slot, first in line first
+        self.max_waiting = MAX_WAITING
         self.finish_wait_s = 30.0  # how long a new run waits for the previous one to save its checkpoint
         self.max_runs = int(os.environ.get(MAX_RUNS_ENV) or 20)
 
@@ -180,6 +185,8 @@ class Registry:
 
     def resolve(self, name: str | None) -> ModelEntry:
         """Check a user-supplied model name and say what it refers to; ValueError when it is not allowed."""
+        if name is not None and not isinstance(name, str):
+            raise ValueError(f"a model name must be text, not {type(name).__name__}")
         name = (name or "").strip()
         if not name:
             if self.default_model() is None:
@@ -407,14 +414,19 @@ class Registry:
                 split_documents(documents, TrainConfig.val_fraction, TrainConfig.seed)
         except ValueError as exc:
             shutil.rmtree(folder, ignore_errors=True)
-            raise ValueError(f"the uploaded file cannot be trained on: {exc}") from None
+            reason = str(exc)
+            for shown in {str(target.resolve()), str(target)}:  # never show a visitor the server's temporary paths
+                reason = reason.replace(shown, "it")
+            raise ValueError(f"the uploaded file cannot be trained on: {reason}") from None
         return target
 
     def start_training(self, owner: str | None = None, **settings) -> "TrainingJob":
         """Check the settings (see `train_config`) and start the run in a background thread; ValueError if they
         are not allowed. If another run is still finishing (saving its checkpoint), wait for it a little first.
         `owner` (a browser session) is the only one allowed to stop the run, when given."""
-        config = self.train_config(**settings)
+        return self._start(self.train_config(**settings), owner)
+
+    def _start(self, config, owner: str | None) -> "TrainingJob":
         from bert_demo.trainer import Trainer
 
         with self._lock:
@@ -445,13 +457,88 @@ class Registry:
             log.info("deleting old run %s", folder)
             shutil.rmtree(folder, ignore_errors=True)
 
-    def stop_training(self, owner: str | None = None) -> bool:
-        """Stop the current run, if `owner` started it (or either is None); True if a run was asked to stop."""
+    def train_in_line(self, owner: str | None = None, **settings) -> Iterator[str | TrainingJob]:
+        """Check the settings at once, wait in line for the training slot, then start the run.
+
+        Yields a status line every WAIT_POLL_S while others go first, and the started job last. A visitor has at
+        most one run waiting or training, and at most `max_waiting` visitors wait: more are refused at once, so that
+        queued runs never fill the app's queue and lock other visitors out of inference. Closing the generator
+        (the visitor left) or `stop_training` by the same owner gives the place up.
+        """
+        config = self.train_config(**settings)
+        try:
+            ticket = self._join_line(owner)
+        except ValueError:
+            _remove_uploads(config.corpus)
+            raise
+        started = False
+        try:
+            while (ahead := self._ahead_of(ticket)) > 0:
+                if ticket.cancelled:
+                    return
+                yield (f"Waiting for the training slot: {ahead} run{'s' if ahead > 1 else ''} before yours "
+                       f"(you are number {ahead} in line). Runs last at most a few minutes here.")
+                time.sleep(WAIT_POLL_S)
+            if ticket.cancelled:
+                return
+            job = self._start(config, owner)
+            started = True
+            yield job
+        finally:
+            with self._lock:
+                if ticket in self.line:
+                    self.line.remove(ticket)
+            if not started:
+                _remove_uploads(config.corpus)
+
+    def _join_line(self, owner: str | None) -> "Ticket":
+        with self._lock:
+            job = self.job
+            mine = owner is not None and (any(t.owner == owner for t in self.line)
+                                          or (job is not None and job.running and job.owner == owner))
+            if mine:
+                raise ValueError("you already have a run training or waiting: stop it, or wait for it to end, "
+                                 "before you start another")
+            if len(self.line) >= self.max_waiting:
+                raise ValueError(f"{len(self.line)} visitors are already waiting to train, the most this app lets "
+                                 "wait: try again in a few minutes. Fill-mask, Next sentence and Attention work "
+                                 "meanwhile")
+            ticket = Ticket(owner)
+            self.line.append(ticket)
+            return ticket
+
+    def _ahead_of(self, ticket: "Ticket") -> int:
+        """How many runs go before this ticket's: the one training, and the tickets ahead of it in line."""
+        with self._lock:
+            running = self.job is not None and self.job.running
+            return self.line.index(ticket) + int(running)
+
+    def stop_training(self, owner: str | None) -> bool:
+        """Stop the run `owner` started, or give up its place in line; True if there was one.
+
+        Only the visitor (browser session) who started a run may stop it; a request without a session stops
+        nothing. The backend can always call `job.stop()` itself.
+        """
+        if owner is None:
+            return False
+        with self._lock:
+            for ticket in self.line:
+                if ticket.owner == owner:
+                    ticket.cancelled = True
+                    return True
         job = self.job
-        if job is None or not job.running or (owner is not None and job.owner not in (None, owner)):
+        if job is None or not job.running or job.owner != owner:
             return False
         job.stop()
         return True
+
+
+@dataclass(eq=False)
+class Ticket:
+    """A visitor's place in the line for the training slot."""
+
+    owner: str | None
+    cancelled: bool = False
 
 
 @dataclass

@@ -111,9 +111,10 @@ def _friendly(fn):
     message; never show a traceback."""
 
     def translate(exc: Exception) -> gr.Error:
-        if isinstance(exc, ValueError):
+        if isinstance(exc, ValueError):  # a refused input: one log line, not a traceback (visitors could flood it)
             message = str(exc)
-            return gr.Error(message[:1].upper() + message[1:])
+            log.warning("%s refused: %s", fn.__name__, message[:200])
+            return gr.Error(message[:1].upper() + message[1:], print_exception=False)
         log.exception("unexpected error in %s", fn.__name__)
         return gr.Error(f"Something went wrong ({type(exc).__name__}). Try again, or choose another model.")
 
@@ -230,9 +231,17 @@ def build_demo(registry: Registry | None = None) -> gr.Blocks:
     @_friendly
     def train(corpus: list[str], upload: str | None, preset: str, steps: float, batch_size: float, lr: float,
               seq_len: float, vocab_size: float, request: gr.Request):
-        job = registry.start_training(corpus=corpus, upload=upload, preset=preset, steps=steps,
-                                      batch_size=batch_size, lr=lr, seq_len=seq_len, vocab_size=vocab_size,
-                                      owner=getattr(request, "session_hash", None))
+        job = None
+        for update in registry.train_in_line(corpus=corpus, upload=upload, preset=preset, steps=steps,
+                                             batch_size=batch_size, lr=lr, seq_len=seq_len, vocab_size=vocab_size,
+                                             owner=getattr(request, "session_hash", None)):
+            if isinstance(update, str):
+                yield [update, *[gr.skip()] * 6]
+            else:
+                job = update
+        if job is None:
+            yield ["You left the line: no run was started.", *[gr.skip()] * 6]
+            return
         seen, last, announced = 0, 0.0, False
         try:
             yield [job.status(), *plots.training_figures([]), gr.Label(value=None, label=PROBE_LABEL), None,
@@ -251,15 +260,15 @@ def build_demo(registry: Registry | None = None) -> gr.Blocks:
         job.thread.join(timeout=10)
         yield train_outputs(job, final=True)
         if job.done.get("reason") == "error":
-            raise gr.Error(f"Training failed: {job.done.get('message')}")
+            raise gr.Error(f"Training failed: {job.done.get('message')}", print_exception=False)
 
     def stop(request: gr.Request):
-        job = registry.job
-        if job is None or not job.running:
-            return gr.skip()
-        if registry.stop_training(owner=getattr(request, "session_hash", None)):
-            return "Stopping after the current step, then saving the checkpoint…"
-        gr.Warning("This run was started by someone else; it ends by itself.")
+        owner = getattr(request, "session_hash", None)
+        waiting = any(ticket.owner == owner for ticket in registry.line)
+        if registry.stop_training(owner=owner):
+            return "Leaving the line…" if waiting else "Stopping after the current step, then saving the checkpoint…"
+        if registry.job is not None and registry.job.running:
+            gr.Warning("This run was started by someone else; only they can stop it, and it ends by itself.")
         return gr.skip()
 
     def selected(model_name: str, layer: int, head: int):
@@ -426,8 +435,10 @@ def build_demo(registry: Registry | None = None) -> gr.Blocks:
 
         train_inputs = [corpus, upload, preset, steps, batch_size, lr, seq_len, vocab_size]
         train_outputs_ = [status, loss_plot, accuracy_plot, lr_plot, probe, checkpoint_file, model]
-        start_button.click(train, train_inputs, train_outputs_, api_name="train", concurrency_limit=1,
-                           concurrency_id="train", trigger_mode="once", show_progress="minimal",
+        # no concurrency limit: the registry keeps its own short line (one run per visitor), so that queued runs
+        # never wait in, and fill, the queue that inference shares
+        start_button.click(train, train_inputs, train_outputs_, api_name="train", concurrency_limit=None,
+                           trigger_mode="once", show_progress="minimal",
                            show_progress_on=[status])
         stop_button.click(stop, None, status, api_visibility="private", queue=False)
 

@@ -1,0 +1,111 @@
+"""A public Space's visitors attack the app as issue 27 found: each finding reproduced over HTTP on 127.0.0.1."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from gradio_client import Client, handle_file
+from gradio_client.exceptions import AppError
+
+from tests.test_ui import MODEL, served_app
+
+RUN = {"corpus": [], "preset": "tiny", "steps": 1000, "batch_size": 4, "lr": 1e-3, "seq_len": 32,
+       "vocab_size": 512}
+
+
+@pytest.fixture()
+def app(tmp_path):
+    with served_app(tmp_path) as served:
+        yield served
+
+
+def train(client: Client, corpus: Path):
+    """Submit a long run on `corpus` (it trains until stopped)."""
+    return client.submit(RUN["corpus"], handle_file(str(corpus)), RUN["preset"], RUN["steps"], RUN["batch_size"],
+                         RUN["lr"], RUN["seq_len"], RUN["vocab_size"], api_name="/train")
+
+
+def wait_for(condition, timeout: float = 60.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def statuses(job) -> list[str]:
+    return [output[0] for output in job.outputs() if isinstance(output[0], str)]
+
+
+def stop_index(url: str) -> int:
+    """The fn_index of the Stop button's event, as an attacker reads it from /config."""
+    config = httpx.get(f"{url}config").json()
+    stop_id = next(c["id"] for c in config["components"] if c.get("props", {}).get("elem_id") == "stop")
+    return next(i for i, d in enumerate(config["dependencies"]) if [stop_id, "click"] in d["targets"])
+
+
+def test_an_upload_of_one_60_kb_word_is_refused_in_seconds_not_42(app, tmp_path):
+    upload = tmp_path / "one-word.txt"
+    upload.write_text("a" * 60_000)
+    client = Client(app["url"], verbose=False)
+    started = time.perf_counter()
+    with pytest.raises(AppError, match="it has fewer than two usable sentences") as refused:
+        client.predict(RUN["corpus"], handle_file(str(upload)), RUN["preset"], 10, 4, 1e-3, 32, 512,
+                       api_name="/train")
+    assert time.perf_counter() - started < 10  # 42 s with the quadratic sentence splitter
+    assert "/tmp" not in str(refused.value) and "bert-demo-upload" not in str(refused.value)  # no server paths
+
+
+def test_a_stop_request_without_a_session_or_from_another_session_stops_nothing(app):
+    job = train(Client(app["url"], verbose=False), app["corpus"])
+    registry = app["registry"]
+    wait_for(lambda: registry.job is not None and registry.job.trainer.step > 0, what="the run to start")
+    index = stop_index(app["url"])
+    for body in ({"data": [], "fn_index": index}, {"data": [], "fn_index": index, "session_hash": "intruder"}):
+        response = httpx.post(f"{app['url']}gradio_api/run/predict", json=body, timeout=30)
+        assert response.status_code == 200, response.text
+    time.sleep(1.0)
+    assert registry.job.running and not registry.job.trainer._stop.is_set()
+    job.cancel()  # the visitor who started it leaves: that still stops it
+    registry.job.thread.join(timeout=60)
+    assert registry.job.done["reason"] == "stopped"
+
+
+def test_odd_model_names_and_nul_inside_a_mask_get_answers_not_internal_errors(app):
+    client = Client(app["url"], verbose=False)
+    with pytest.raises(AppError, match="model name must be text"):
+        client.predict(["not", "a", "name"], "the [MASK] sat.", 3, api_name="/fill_mask")
+    sentence, *_ = client.predict(MODEL, "the [\x00MASK] sat.", 3, api_name="/fill_mask")
+    assert [span["class_or_confidence"] is not None for span in sentence["value"]] == [False, True, False]
+
+
+def test_a_refused_input_logs_one_line_not_a_traceback(app, capfd, caplog):
+    client = Client(app["url"], verbose=False)
+    for text in ["no mask here", "x" * 6000]:
+        with pytest.raises(AppError):
+            client.predict(MODEL, text, 3, api_name="/fill_mask")
+    assert "Traceback" not in capfd.readouterr().err
+    refusals = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    assert len(refusals) == 2 and "has no [MASK]" in refusals[0] and "\n" not in "".join(refusals)
+
+
+def test_a_visitor_gets_one_run_a_short_line_and_inference_is_never_refused(app, tmp_path):
+    registry = app["registry"]
+    registry.max_waiting = 1
+    first, waiting, late = (Client(app["url"], verbose=False) for _ in range(3))
+    running = train(first, app["corpus"])
+    wait_for(lambda: registry.job is not None and registry.job.running, what="the first run")
+    with pytest.raises(AppError, match="already have a run"):
+        train(first, app["corpus"]).result()
+    queued = train(waiting, app["corpus"])
+    wait_for(lambda: any("number 1 in line" in s for s in statuses(queued)), what="the place in line")
+    with pytest.raises(AppError, match="already waiting to train"):
+        train(late, app["corpus"]).result()
+    started = time.perf_counter()
+    sentence, *_ = late.predict(MODEL, "the cat [MASK] on the mat.", 3, api_name="/fill_mask")
+    assert sentence["value"] and time.perf_counter() - started < 30
+    queued.cancel()  # leaving the line frees the place
+    wait_for(lambda: not registry.line, what="the line to empty")
+    running.cancel()
+    registry.job.thread.join(timeout=60)
