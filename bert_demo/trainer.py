@@ -11,6 +11,7 @@ share of the examples, gradients are averaged, and rank 0 alone logs, validates 
 from __future__ import annotations
 
 import copy
+import itertools
 import ctypes
 import math
 import os
@@ -19,7 +20,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Generator, Iterator
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from bert_demo.config import PRESETS
 from bert_demo.corpus import load_corpus
 from bert_demo.inference import fill_mask
 from bert_demo.model import IGNORE_INDEX, BertForPreTraining
+from bert_demo.recipe import SCHEDULES, initialise, lr_multiplier
 from bert_demo.pretraining_data import PretrainingData, SpecialIds, split_documents, tokenize_documents
 from bert_demo.tokenizer import load_tokenizer, tokenizer_from_vocab, train_tokenizer, vocabulary
 
@@ -69,6 +71,16 @@ class TrainConfig:
     log_every: int = 5
     seed: int = 0
     tokenizer: str | None = None  # a checkpoint folder whose tokenizer to reuse instead of training one
+    mask_prob: float = 0.15  # share of tokens masked in training (validation always masks 15%)
+    dropout: float | None = None  # hidden and attention dropout; default: the preset's 0.1
+    adam_eps: float = 1e-6
+    schedule: str = "linear"  # learning-rate shape: linear (BERT) or triangle (one-cycle)
+    qk_scale: float = 1.0  # std of query/key weights, in multiples of the 0.02 init
+    mimetic: bool = False  # start each layer's key weights equal to its query weights
+    sinusoid_positions: bool = False  # start the position table at Vaswani et al.'s sinusoids
+    nsp_weight: float = 1.0  # weight of the next-sentence loss beside the masked-LM loss
+    short_seq_len: int = 32  # sequence length of the first short_seq_steps steps (a length curriculum)
+    short_seq_steps: int = 0
     probe: str = "the [MASK] of the united states is the head of state."
     device: str | None = None  # default: CUDA when present, else CPU
     compile: bool = False  # torch.compile the model (off by default: Spaces' ZeroGPU forbids it)
@@ -93,6 +105,14 @@ class TrainConfig:
             raise ValueError("val_fraction must be between 0 and 0.5")
         if self.warmup_steps is not None and not 0 <= self.warmup_steps <= self.steps:
             raise ValueError("warmup_steps must be between 0 and steps")
+        if not 0.0 < self.mask_prob < 1.0:
+            raise ValueError(f"mask_prob must be between 0 and 1, got {self.mask_prob!r}")
+        if self.dropout is not None and not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"unknown schedule {self.schedule!r}: choose one of {', '.join(SCHEDULES)}")
+        if not 16 <= self.short_seq_len <= self.seq_len or self.short_seq_steps < 0:
+            raise ValueError("short_seq_len must be between 16 and seq_len, short_seq_steps at least 0")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "TrainConfig":
@@ -182,14 +202,20 @@ class Trainer:
             return None
         special = SpecialIds.from_tokenizer(self.tokenizer)
         seed = cfg.seed + self.step  # a resumed run draws new batches, not the ones it already saw
-        train_data = self._data(tokenize_documents(train_docs, self.tokenizer), special, seed, cfg.batch_size,
-                                self.dist.rank, self.dist.world_size)
+        train_ids = tokenize_documents(train_docs, self.tokenizer)
+        train_data = self._data(train_ids, special, seed, cfg.batch_size, self.dist.rank, self.dist.world_size,
+                                mask_prob=cfg.mask_prob)
+        batches = train_data.batches()
+        if self.step < cfg.short_seq_steps:  # a length curriculum: short examples first, then full-length ones
+            short = self._data(train_ids, special, seed, cfg.batch_size, self.dist.rank, self.dist.world_size,
+                               mask_prob=cfg.mask_prob, seq_len=cfg.short_seq_len)
+            batches = itertools.chain(itertools.islice(short.batches(), cfg.short_seq_steps - self.step), batches)
         val_batches = self._data(tokenize_documents(val_docs, self.tokenizer), special, 0, 32).fixed_batches(
             cfg.eval_batches, seed=0)
         optimizer, schedule = self._model_and_optimizer()
         yield {"kind": "status", "message": f"training on {self.device.type} ({self.dist.world_size} process(es)) "
                                             f"with {self.model.num_parameters():,} parameters"}
-        return train_data.batches(), val_batches, optimizer, schedule
+        return batches, val_batches, optimizer, schedule
 
     def _nothing_written(self) -> Record:
         """The last record of a run stopped before its first step: the output folder keeps what it held."""
@@ -219,19 +245,27 @@ class Trainer:
         dist.broadcast(buffer, src=0)
         return tokenizer or tokenizer_from_vocab(bytes(buffer.cpu().tolist()).decode().split("\n"))
 
-    def _data(self, documents, special: SpecialIds, seed: int, batch_size: int, rank: int = 0, world: int = 1
-              ) -> PretrainingData:
+    def _data(self, documents, special: SpecialIds, seed: int, batch_size: int, rank: int = 0, world: int = 1,
+              mask_prob: float = 0.15, seq_len: int | None = None) -> PretrainingData:
         cfg = self.config
-        max_predictions = cfg.max_predictions or round(cfg.seq_len * 0.15) + 1
-        return PretrainingData(documents, special, max_seq_len=cfg.seq_len, batch_size=batch_size,
-                               max_predictions=max_predictions, seed=seed, rank=rank, world_size=world)
+        seq_len = seq_len or cfg.seq_len
+        max_predictions = cfg.max_predictions or round(seq_len * mask_prob) + 1
+        return PretrainingData(documents, special, max_seq_len=seq_len, batch_size=batch_size,
+                               max_predictions=max_predictions, seed=seed, rank=rank, world_size=world,
+                               mask_prob=mask_prob)
 
     def _model_and_optimizer(self):
         cfg = self.config
         if self.resume:
             self.model, _ = load_pretrained(self.resume, device=self.device)
         else:
-            self.model = BertForPreTraining(PRESETS[cfg.preset].with_vocab(len(self.tokenizer))).to(self.device)
+            model_config = PRESETS[cfg.preset].with_vocab(len(self.tokenizer))
+            if cfg.dropout is not None:
+                model_config = replace(model_config, hidden_dropout_prob=cfg.dropout,
+                                       attention_probs_dropout_prob=cfg.dropout)
+            self.model = BertForPreTraining(model_config)
+            initialise(self.model, cfg.qk_scale, cfg.mimetic, cfg.sinusoid_positions)
+            self.model.to(self.device)
         self.model.train()
         optimizer = make_optimizer(self.model, cfg)
         if self.resume and (self.resume / OPTIMIZER_NAME).is_file():
@@ -239,7 +273,7 @@ class Trainer:
         warmup = cfg.warmup_steps if cfg.warmup_steps is not None else cfg.steps // 10
         done = self.step  # a resumed run picks the schedule up where it stopped
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer,
-                                                     lambda s: linear_schedule(s + done, warmup, cfg.steps))
+                                                     lambda s: lr_multiplier(s + done, warmup, cfg.steps, cfg.schedule))
         return optimizer, schedule
 
     def _train(self, batches: Iterator[Batch], val_batches: list[Batch], optimizer, schedule, started: float
@@ -262,7 +296,7 @@ class Trainer:
                 with sync, autocast(self.device):
                     out = forward(**part)
                     share = (part["mlm_labels"] != IGNORE_INDEX).sum() / n_targets  # weight by targets, so the
-                    (out.mlm_loss * share + out.nsp_loss / cfg.grad_accum).backward()  # sum equals the whole batch
+                    (out.mlm_loss * share + cfg.nsp_weight * out.nsp_loss / cfg.grad_accum).backward()  # sum equals the whole batch
                 window.add(out, part)
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             if not torch.isfinite(grad_norm):
@@ -468,14 +502,8 @@ def make_optimizer(model: BertForPreTraining, cfg: TrainConfig) -> torch.optim.A
     decay = [p for p in params if p.dim() >= 2]
     no_decay = [p for p in params if p.dim() < 2]
     groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, cfg.beta2), eps=1e-6, fused=True)  # one kernel per step
-
-
-def linear_schedule(step: int, warmup: int, total: int) -> float:
-    """Multiplier of the peak learning rate: linear warm-up to 1, then linear decay to 0 (BERT's schedule)."""
-    if step < warmup:
-        return (step + 1) / (warmup + 1)
-    return max(0.0, (total - step) / max(1, total - warmup))
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, cfg.beta2), eps=cfg.adam_eps,
+                             fused=True)  # one kernel per step
 
 
 def optimizer_tensors(optimizer: torch.optim.Optimizer) -> dict[str, Tensor]:

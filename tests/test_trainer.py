@@ -21,7 +21,7 @@ from bert_demo.config import PRESETS
 import bert_demo.trainer as trainer_module
 from bert_demo.corpus import load_corpus
 from bert_demo.pretraining_data import PretrainingData, SpecialIds, split_documents, tokenize_documents
-from bert_demo.trainer import OPTIMIZER_NAME, TrainConfig, Trainer, evaluate, linear_schedule, validate
+from bert_demo.trainer import OPTIMIZER_NAME, TrainConfig, Trainer, evaluate, validate
 
 ROOT = Path(__file__).resolve().parents[1]
 STORIES = [
@@ -272,11 +272,6 @@ def test_gradient_accumulation_gives_the_same_step_as_one_big_batch(stories_file
     assert torch.allclose(whole, accumulated, atol=1e-5)
 
 
-def test_schedule_warms_up_linearly_then_decays_to_zero():
-    assert [round(linear_schedule(s, 4, 10), 3) for s in range(11)] == [
-        0.2, 0.4, 0.6, 0.8, 1.0, 0.833, 0.667, 0.5, 0.333, 0.167, 0.0]
-
-
 def test_evaluate_gives_the_same_numbers_through_ours_and_transformers(stories_file, tmp_path):
     list(Trainer(tiny_config(stories_file, tmp_path / "run", steps=30)).run())
     results = evaluate(tmp_path / "run", stories_file, reference=True)
@@ -363,3 +358,18 @@ def test_under_torchrun_a_stop_on_one_rank_stops_every_rank(stories_file, tmp_pa
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count("stopped at 0") == 2, result.stdout
     assert not out.exists()
+
+
+def test_a_length_curriculum_trains_on_short_examples_first_then_full_length(stories_file, tmp_path):
+    config = tiny_config(stories_file, tmp_path / "run", steps=8, batch_size=8, seq_len=64, short_seq_len=16,
+                         short_seq_steps=4, log_every=1, eval_every=100)
+    tokens = [r["tokens"] for r in Trainer(config).run() if r["kind"] == "train"]
+    per_step = [b - a for a, b in zip([0, *tokens], tokens)]
+    assert max(per_step[:4]) <= 8 * 16  # batch x short length
+    assert min(per_step[4:]) > 8 * 16
+
+
+def test_levers_out_of_range_are_refused_with_their_names(tmp_path):
+    for field, value in [("mask_prob", 0.0), ("dropout", 1.0), ("schedule", "cosine"), ("short_seq_len", 8)]:
+        with pytest.raises(ValueError, match=field.split("_")[0]):
+            TrainConfig(out=str(tmp_path), **{field: value}).validate()

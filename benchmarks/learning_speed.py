@@ -1,0 +1,109 @@
+"""How fast does a recipe leave BERT's frequent-token plateau? One row per variant, same data, seed and budget.
+
+    python benchmarks/learning_speed.py                       # every variant in VARIANTS, the issue's mini budget
+    python benchmarks/learning_speed.py --only baseline,structured+fast  # some of them
+    python benchmarks/learning_speed.py --steps 300 --preset tiny --corpus wiki   # a quicker screen
+
+Each variant is a set of `TrainConfig` overrides: a recipe is a config, not a code edit. Every row gives the tokens
+trained on, wall time and tokens/s, the last validation MLM loss and accuracy (its held-out documents, 15% masked),
+NSP accuracy, the step at which validation MLM accuracy first reached 0.20, and MLM accuracy on held-out news
+documents with every target replaced by [MASK] (`python -m bert_demo eval`'s numbers). Rows are also appended as
+JSON lines to --log, so a long sweep can be read while it runs. Run nothing else meanwhile: wall times are shared.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import _common  # noqa: F401  (puts the repository root on sys.path)
+from _common import print_table
+
+from bert_demo.trainer import TrainConfig, Trainer, evaluate
+
+TARGET = 0.20
+OLD = {"warmup": 0.1}  # the recipe before this benchmark: BERT's linear schedule, 10% warm-up
+STRUCTURED = {  # attention that starts out local: mimetic query/key, sinusoid positions
+    "qk_scale": 2.0, "mimetic": True, "sinusoid_positions": True}
+FAST = {  # more targets per step, nothing dropped, Adam's eps below the plateau's gradients
+    "dropout": 0.0, "adam_eps": 1e-12, "mask_prob": 0.4}
+VARIANTS: dict[str, dict] = {
+    "baseline": {},
+    "structured": STRUCTURED,
+    "fast": FAST,
+    "structured+fast": {**STRUCTURED, **FAST},
+    "sf+triangle-2e-3": {**STRUCTURED, **FAST, "lr": 2e-3, "schedule": "triangle", "warmup": 0.3},
+    "sf+short-seq": {**STRUCTURED, **FAST, "short_seq": 0.3},
+    "qk3+eps": {"qk_scale": 3.0, "adam_eps": 1e-12},
+    "mask40": {"mask_prob": 0.4},
+    "sf+nsp0.1": {**STRUCTURED, **FAST, "nsp_weight": 0.1},
+}
+
+
+def scaled(overrides: dict, steps: int) -> dict:
+    """Overrides with "warmup" and "short_seq" (shares of the run) turned into TrainConfig step counts."""
+    out = {k: v for k, v in overrides.items() if k not in ("warmup", "short_seq")}
+    if "warmup" in overrides:
+        out["warmup_steps"] = round(overrides["warmup"] * steps)
+    if "short_seq" in overrides:
+        out["short_seq_steps"] = round(overrides["short_seq"] * steps)
+    return out
+
+
+def run_variant(name: str, overrides: dict, args: argparse.Namespace, folder: Path) -> dict:
+    config = TrainConfig(preset=args.preset, corpus=args.corpus, steps=args.steps, batch_size=args.batch_size,
+                         seq_len=args.seq_len, vocab_size=args.vocab_size, eval_every=args.eval_every,
+                         eval_batches=args.eval_batches, save_every=10**9, log_every=args.eval_every,
+                         seed=args.seed, out=str(folder), **scaled({**OLD, **overrides}, args.steps))
+    reached, last, started = None, {}, time.perf_counter()
+    for record in Trainer(config).run():
+        if record["kind"] == "val":
+            last = record
+            if reached is None and record["mlm_acc"] >= TARGET:
+                reached = record["step"]
+    seconds = time.perf_counter() - started
+    news = evaluate(folder, "news", max_batches=args.news_batches)["ours"]
+    return {"variant": name, "overrides": overrides, "tokens": last.get("tokens", 0), "seconds": round(seconds, 1),
+            "tokens_per_s": round(last.get("tokens", 0) / seconds), "val_mlm_loss": round(last["mlm_loss"], 3),
+            "val_mlm_acc": round(last["mlm_acc"], 4), "val_nsp_acc": round(last["nsp_acc"], 3),
+            "step_to_0.20": reached, "news_mlm_acc": round(news["mlm_acc"], 4)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", help="comma-separated variant names (default: all)")
+    parser.add_argument("--preset", default="mini")
+    parser.add_argument("--corpus", default="news,wiki")
+    parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--seq-len", type=int, default=128)
+    parser.add_argument("--vocab-size", type=int, default=8192)
+    parser.add_argument("--eval-every", type=int, default=50)
+    parser.add_argument("--eval-batches", type=int, default=8)
+    parser.add_argument("--news-batches", type=int, default=40)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--log", default="learning_speed.jsonl", help="append one JSON line per variant here")
+    args = parser.parse_args()
+    names = args.only.split(",") if args.only else list(VARIANTS)
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown:
+        parser.error(f"unknown variant(s) {unknown}; known: {list(VARIANTS)}")
+    rows = []
+    for name in names:
+        with tempfile.TemporaryDirectory() as folder:
+            row = run_variant(name, VARIANTS[name], args, Path(folder) / "run")
+        rows.append(row)
+        with open(args.log, "a") as log:
+            log.write(json.dumps({**row, "preset": args.preset, "corpus": args.corpus, "steps": args.steps,
+                                  "batch_size": args.batch_size, "seq_len": args.seq_len}) + "\n")
+        print(json.dumps(row), flush=True)
+    print_table(["variant", "tokens", "seconds", "tok/s", "val MLM loss", "val MLM acc", "val NSP acc",
+                 f"step to {TARGET}", "news MLM acc"],
+                [[r["variant"], f"{r['tokens']:,}", r["seconds"], f"{r['tokens_per_s']:,}", r["val_mlm_loss"],
+                  r["val_mlm_acc"], r["val_nsp_acc"], r["step_to_0.20"] or "-", r["news_mlm_acc"]] for r in rows])
+
+
+if __name__ == "__main__":
+    main()

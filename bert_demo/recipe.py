@@ -1,0 +1,70 @@
+"""How a model is started and driven, as opposed to what it is: initial values and the learning-rate schedule.
+
+None of this changes the architecture, so checkpoints stay `BertForPreTraining`. These are the levers measured by
+`benchmarks/learning_speed.py` against BERT's early plateau, where a model predicts the frequent tokens
+(`the , of and .`) for every [MASK] until its attention learns to use context (Chen et al. 2024, "Sudden Drops in
+the Loss"; Gopalani & Hu 2025: the plateau is slow learning of the attention map).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from bert_demo.model import BertForPreTraining
+
+SCHEDULES = ("linear", "triangle")
+
+
+@torch.no_grad()
+def initialise(model: BertForPreTraining, qk_scale: float = 1.0, mimetic: bool = False,
+               sinusoid_positions: bool = False) -> None:
+    """Re-initialise a freshly built model's attention and positions (after BERT's normal(0, 0.02) init).
+
+    - qk_scale multiplies the std of every query and key weight: larger scores make the softmax less uniform, so the
+      query/key gradients do not vanish (Hoffmann et al. 2023, "Eureka-Moments").
+    - mimetic sets each layer's key weights equal to its query weights, so Q·Kᵀ starts as a positive semi-definite
+      form: a token attends to tokens whose hidden states resemble its own (Trockman & Kolter 2023).
+    - sinusoid_positions writes Vaswani et al.'s sinusoids (at BERT's embedding scale) into the learned position
+      table, so neighbouring positions start similar; with mimetic attention, heads then start out local.
+    """
+    std = model.config.initializer_range
+    for layer in model.bert.encoder.layer:
+        attention = layer.attention.self
+        nn.init.normal_(attention.query.weight, std=std * qk_scale)
+        if mimetic:
+            attention.key.weight.copy_(attention.query.weight)
+        else:
+            nn.init.normal_(attention.key.weight, std=std * qk_scale)
+    if sinusoid_positions:
+        table = model.bert.embeddings.position_embeddings.weight
+        table.copy_(sinusoids(*table.shape) * std * math.sqrt(2))  # sin/cos have RMS 1/sqrt(2)
+
+
+def sinusoids(positions: int, width: int) -> torch.Tensor:
+    """Vaswani et al. 2017 §3.5: PE(p, 2i) = sin(p / 10000^(2i/d)), PE(p, 2i+1) = cos(...). Shape (positions, width)."""
+    position = torch.arange(positions, dtype=torch.float32)[:, None]  # (P, 1)
+    rate = torch.exp(torch.arange(0, width, 2, dtype=torch.float32) * (-math.log(10000.0) / width))  # (W/2,)
+    table = torch.zeros(positions, width)
+    table[:, 0::2] = torch.sin(position * rate)
+    table[:, 1::2] = torch.cos(position * rate[: width // 2])
+    return table
+
+
+def lr_multiplier(step: int, warmup: int, total: int, shape: str = "linear") -> float:
+    """Multiplier of the peak learning rate at `step` (0-based) of a `total`-step run.
+
+    - linear: BERT's schedule, a linear warm-up to 1 over `warmup` steps, then a linear decay to 0.
+    - triangle: a one-cycle schedule (Smith 2018; cramming's "budget-triangle"): from 0.25 up to 1 at `warmup`,
+      then down to 0 at the end. It spends more of a short budget near the peak than a short warm-up would.
+    """
+    if shape == "linear":
+        if step < warmup:
+            return (step + 1) / (warmup + 1)
+        return max(0.0, (total - step) / max(1, total - warmup))
+    if shape == "triangle":
+        if step < warmup:
+            return 0.25 + 0.75 * step / max(1, warmup)
+        return max(0.0, (total - step) / max(1, total - warmup))
+    raise ValueError(f"unknown learning-rate schedule {shape!r}: choose one of {', '.join(SCHEDULES)}")

@@ -1,0 +1,70 @@
+"""The training recipe's parts, checked by their properties: initial statistics and the schedule's shape."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bert_demo.config import PRESETS
+from bert_demo.model import BertForPreTraining
+from bert_demo.recipe import initialise, lr_multiplier, sinusoids
+
+
+def fresh(seed: int = 0) -> BertForPreTraining:
+    torch.manual_seed(seed)
+    return BertForPreTraining(PRESETS["mini"].with_vocab(1000))
+
+
+def test_qk_scale_multiplies_the_std_of_query_and_key_weights_only():
+    model = fresh()
+    initialise(model, qk_scale=3.0)
+    layer = model.bert.encoder.layer[0].attention.self
+    assert layer.query.weight.std().item() == pytest.approx(0.06, rel=0.03)
+    assert layer.key.weight.std().item() == pytest.approx(0.06, rel=0.03)
+    assert layer.value.weight.std().item() == pytest.approx(0.02, rel=0.03)
+    assert not torch.equal(layer.query.weight, layer.key.weight)
+
+
+def test_mimetic_init_makes_every_query_key_product_positive_semi_definite():
+    model = fresh()
+    initialise(model, qk_scale=2.0, mimetic=True)
+    for layer in model.bert.encoder.layer:
+        attention = layer.attention.self
+        assert torch.equal(attention.query.weight, attention.key.weight)
+        product = attention.query.weight.T @ attention.key.weight  # (H, H): q·k = x Wqᵀ Wk x'
+        assert torch.linalg.eigvalsh(product).min() > -1e-5
+
+
+def test_sinusoid_positions_make_neighbouring_positions_more_alike_than_distant_ones():
+    model = fresh()
+    initialise(model, sinusoid_positions=True)
+    table = model.bert.embeddings.position_embeddings.weight
+    assert table.pow(2).mean().sqrt().item() == pytest.approx(0.02, rel=0.01)  # BERT's embedding scale
+    similarity = torch.nn.functional.cosine_similarity(table[10:11], table[:40], dim=-1)
+    assert similarity[11] > similarity[14] > similarity[30]
+    assert torch.allclose(sinusoids(4, 6)[0], torch.tensor([0.0, 1.0, 0.0, 1.0, 0.0, 1.0]))
+
+
+def test_default_initialise_changes_nothing_but_the_random_query_key_draws():
+    model = fresh()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    initialise(model)
+    changed = {k for k, v in model.state_dict().items() if not torch.equal(v, before[k])}
+    assert changed and all(k.endswith(("query.weight", "key.weight")) for k in changed)
+
+
+def test_linear_schedule_warms_up_then_decays_to_zero():
+    assert [round(lr_multiplier(s, 4, 10), 3) for s in range(11)] == [
+        0.2, 0.4, 0.6, 0.8, 1.0, 0.833, 0.667, 0.5, 0.333, 0.167, 0.0]
+
+
+def test_triangle_schedule_starts_at_a_quarter_peaks_at_warmup_and_ends_at_zero():
+    values = [lr_multiplier(s, 30, 100, "triangle") for s in range(101)]
+    assert values[0] == 0.25 and values[30] == 1.0 and values[100] == 0.0
+    assert values.index(max(values)) == 30
+    assert all(a < b for a, b in zip(values[:30], values[1:31]))
+    assert all(a > b for a, b in zip(values[30:100], values[31:101]))
+
+
+def test_an_unknown_schedule_is_refused_with_the_known_names():
+    with pytest.raises(ValueError, match="linear, triangle"):
+        lr_multiplier(0, 1, 10, "cosine")
