@@ -27,8 +27,7 @@ def fill_mask(
     """For each [MASK] in `text`, left to right, the `top_k` most likely tokens with their probabilities."""
     if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
         raise ValueError(f"top_k must be a whole number from 1 to {MAX_TOP_K}, got {top_k!r}")
-    text = _MASK_PATTERN.sub(tokenizer.mask_token, _check_text(text, "the text"))
-    batch = _encode(model, tokenizer, text)
+    batch = _encode(model, tokenizer, _read(text, "the text", tokenizer))
     masked = batch["input_ids"][0] == tokenizer.mask_token_id  # (T,)
     n_masks = int(masked.sum())
     if n_masks == 0:
@@ -46,7 +45,7 @@ def fill_mask(
 
 def next_sentence(model: BertForPreTraining, tokenizer: BertTokenizerFast, text_a: str, text_b: str) -> float:
     """The model's probability that sentence B follows sentence A (BERT's NSP task, §3.1)."""
-    batch = _encode(model, tokenizer, _check_text(text_a, "sentence A"), _check_text(text_b, "sentence B"))
+    batch = _encode(model, tokenizer, _read(text_a, "sentence A", tokenizer), _read(text_b, "sentence B", tokenizer))
     with _evaluating(model):
         logits = model(**batch).nsp_logits[0]  # (2,); index 0 = "is next"
     return float(logits.float().softmax(dim=-1)[0])
@@ -56,13 +55,18 @@ def attention(
     model: BertForPreTraining, tokenizer: BertTokenizerFast, text_a: str, text_b: str | None = None
 ) -> tuple[list[str], Tensor]:
     """Tokens and every head's attention probabilities, weights[layer, head, query, key]; rows sum to 1."""
-    text_a = _check_text(text_a, "the sentence" if text_b is None else "sentence A")
-    text_b = None if text_b is None else _check_text(text_b, "sentence B")
+    text_a = _read(text_a, "the sentence" if text_b is None else "sentence A", tokenizer)
+    text_b = None if text_b is None else _read(text_b, "sentence B", tokenizer)
     batch = _encode(model, tokenizer, text_a, text_b)
     with _evaluating(model):  # the encoder alone: the pre-training heads play no part in attention
         _, attentions = model.bert(batch["input_ids"], batch["token_type_ids"], None, output_attentions=True)
     weights = torch.stack([a[0] for a in attentions]).float().cpu()  # (L, A, T, T)
     return tokenizer.convert_ids_to_tokens(batch["input_ids"][0].tolist()), weights
+
+
+def _read(text: str, what: str, tokenizer: BertTokenizerFast) -> str:
+    """A visitor's text, checked, with every way of writing [MASK] ("[mask]", "[ MASK ]") made the real token."""
+    return _MASK_PATTERN.sub(tokenizer.mask_token, _check_text(text, what))
 
 
 def _check_text(text: str, what: str) -> str:

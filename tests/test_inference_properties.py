@@ -60,3 +60,16 @@ def test_attention_rows_sum_to_one_or_a_value_error(model, tokenizer, text_a, te
     layers, heads = model.config.num_hidden_layers, model.config.num_attention_heads
     assert weights.shape == (layers, heads, len(tokens), len(tokens))
     assert torch.allclose(weights.sum(-1), torch.ones(layers, heads, len(tokens)), atol=1e-5)
+
+
+ANSWERED = ["the [MASK] sat.", "[mask] 🙂", "مرحبا [MASK] مرحبا", "a\x00[MASK]", "[CLS] [MASK] [SEP]",
+            "x" * 300 + " [MASK]"]
+
+
+@pytest.mark.parametrize("text", ANSWERED)
+def test_inputs_with_a_mask_within_the_limits_are_answered_not_refused(model, tokenizer, text):
+    """The properties above accept a ValueError for any input; these must get an answer from all three."""
+    assert len(fill_mask(model, tokenizer, text, top_k=3)) == 1
+    assert 0.0 <= next_sentence(model, tokenizer, text, text) <= 1.0
+    tokens, _ = attention(model, tokenizer, text)
+    assert "[MASK]" in tokens
