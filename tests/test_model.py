@@ -128,16 +128,16 @@ def test_init_follows_bert_normal_0_02_and_decoder_is_tied():
 
 
 @pytest.mark.parametrize("name", ["tiny", "mini", "small", "base"])
-def test_preset_parameter_count_matches_transformers(name):
+def test_preset_sizes_and_parameter_counts_match_transformers(name):
+    """Built on the meta device (no memory taken), so BERT-base is checked too: 110,106,428 parameters."""
     config = PRESETS[name].with_vocab(30522)
-    ours = BertForPreTraining(config) if name != "base" else None
     expected = {"tiny": (2, 128, 2, 512), "mini": (4, 256, 4, 1024), "small": (4, 512, 8, 2048),
                 "base": (12, 768, 12, 3072)}[name]
     assert (config.num_hidden_layers, config.hidden_size, config.num_attention_heads,
             config.intermediate_size) == expected
-    if ours is not None:
-        theirs = hf_model(config, "sdpa")
-        assert ours.num_parameters() == theirs.num_parameters()
+    with torch.device("meta"):
+        ours, theirs = BertForPreTraining(config), hf_model(config, "sdpa")
+    assert ours.num_parameters() == theirs.num_parameters() == config.num_parameters
 
 
 def test_too_long_input_is_refused_with_clear_message():
