@@ -3,8 +3,8 @@
 Host and port come from GRADIO_SERVER_NAME / GRADIO_SERVER_PORT (Spaces sets them); models from ./checkpoints,
 ./runs, or the folders named by BERT_DEMO_CHECKPOINTS, BERT_DEMO_RUNS, BERT_DEMO_MODELS_DIR.
 """
-from bert_demo.registry import Registry
-from bert_demo.ui import build_demo, launch_kwargs
+from bert_demo.app.registry import Registry
+from bert_demo.app.ui import build_demo, launch_kwargs
 
 registry = Registry()
 demo = build_demo(registry)

@@ -62,7 +62,8 @@ def launch(script: Path, model_name: str, env: dict[str, str], timeout: float, l
     from gradio_client import Client
 
     port = free_port()
-    env = {**env, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port), "GRADIO_ANALYTICS_ENABLED": "False"}
+    env = {**env, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port),
+           "GRADIO_ANALYTICS_ENABLED": "False"}
     url = f"http://127.0.0.1:{port}/"
     with open(log, "w") as out:
         start = time.perf_counter()

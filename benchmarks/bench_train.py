@@ -30,7 +30,8 @@ import transformers
 from bert_demo.config import PRESETS, BertConfig
 from bert_demo.model import IGNORE_INDEX, BertForPreTraining
 from bert_demo.pretraining_data import Example, MaskingCollator, SpecialIds
-from bert_demo.trainer import TrainConfig, make_optimizer
+from bert_demo.recipe import make_optimizer
+from bert_demo.train_config import TrainConfig
 
 PAD, CLS, SEP, MASK = 0, 2, 3, 4  # our tokenizer's special ids ([UNK] = 1)
 TARGETS = {8192: 1.5, 30522: 2.5}  # tokens/s ratio ours / transformers wanted on mini, batch 32 x 128

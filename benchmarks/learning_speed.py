@@ -21,14 +21,21 @@ from pathlib import Path
 import _common  # noqa: F401  (puts the repository root on sys.path)
 from _common import print_table
 
-from bert_demo.trainer import TrainConfig, Trainer, evaluate
+from bert_demo.evaluate import evaluate
+from bert_demo.train_config import TrainConfig
+from bert_demo.trainer import Trainer
 
 TARGET = 0.20
-OLD = {"warmup": 0.1}  # the recipe before this benchmark: BERT's linear schedule, 10% warm-up
+OLD = {  # the recipe before this benchmark (BERT's): every lever at its old value; variants change some of them
+    "lr": 1e-3, "warmup": 0.1, "schedule": "linear", "mask_prob": 0.15, "dropout": 0.1, "adam_eps": 1e-6,
+    "qk_scale": 1.0, "mimetic": False, "sinusoid_positions": False, "position_scale": 1.0, "unigram_bias": False,
+    "nsp_weight": 1.0, "short_seq_steps": 0}
 STRUCTURED = {  # attention that starts out local: mimetic query/key, sinusoid positions
     "qk_scale": 2.0, "mimetic": True, "sinusoid_positions": True}
 FAST = {  # more targets per step, nothing dropped, Adam's eps below the plateau's gradients
     "dropout": 0.0, "adam_eps": 1e-12, "mask_prob": 0.4}
+LOCAL = {  # positions that outweigh the words, mimetic query/key: first-layer heads start out local
+    "qk_scale": 4.0, "mimetic": True, "sinusoid_positions": True, "position_scale": 8.0}
 VARIANTS: dict[str, dict] = {
     "baseline": {},
     "structured": STRUCTURED,
@@ -39,6 +46,13 @@ VARIANTS: dict[str, dict] = {
     "qk3+eps": {"qk_scale": 3.0, "adam_eps": 1e-12},
     "mask40": {"mask_prob": 0.4},
     "sf+nsp0.1": {**STRUCTURED, **FAST, "nsp_weight": 0.1},
+    "local+fast": {**LOCAL, **FAST},
+    "local+fast-mask15": {**LOCAL, **FAST, "mask_prob": 0.15},
+    "local": LOCAL,
+    "local+fast-mask25-lr2e-3": {**LOCAL, **FAST, "mask_prob": 0.25, "lr": 2e-3},
+    "local+fast-mask15+unigram": {**LOCAL, **FAST, "mask_prob": 0.15, "unigram_bias": True},
+    "local+fast-mask15+unigram+vocab4096": {**LOCAL, **FAST, "mask_prob": 0.15, "unigram_bias": True,
+                                            "vocab_size": 4096},
 }
 
 
@@ -53,14 +67,17 @@ def scaled(overrides: dict, steps: int) -> dict:
 
 
 def run_variant(name: str, overrides: dict, args: argparse.Namespace, folder: Path) -> dict:
-    config = TrainConfig(preset=args.preset, corpus=args.corpus, steps=args.steps, batch_size=args.batch_size,
-                         seq_len=args.seq_len, vocab_size=args.vocab_size, eval_every=args.eval_every,
-                         eval_batches=args.eval_batches, save_every=10**9, log_every=args.eval_every,
-                         seed=args.seed, out=str(folder), **scaled({**OLD, **overrides}, args.steps))
+    settings = dict(preset=args.preset, corpus=args.corpus, steps=args.steps, batch_size=args.batch_size,
+                    seq_len=args.seq_len, vocab_size=args.vocab_size, eval_every=args.eval_every,
+                    eval_batches=args.eval_batches, save_every=10**9, log_every=args.eval_every, seed=args.seed,
+                    out=str(folder))
+    config = TrainConfig(**{**settings, **scaled({**OLD, **overrides}, args.steps)})
     reached, last, started = None, {}, time.perf_counter()
     for record in Trainer(config).run():
         if record["kind"] == "val":
             last = record
+            print(f"  {name} step {record['step']}: validation MLM loss {record['mlm_loss']:.3f} "
+                  f"acc {record['mlm_acc']:.3f}, NSP acc {record['nsp_acc']:.3f}", flush=True)
             if reached is None and record["mlm_acc"] >= TARGET:
                 reached = record["step"]
     seconds = time.perf_counter() - started

@@ -16,27 +16,7 @@ from collections.abc import Callable
 
 from tqdm import tqdm
 
-from bert_demo.config import PRESETS
-
-TRAIN_FLAGS = {  # flag -> TrainConfig field, type and help
-    "--preset": ("preset", str, f"model size: {', '.join(PRESETS)}"),
-    "--corpus": ("corpus", str, "wiki, news, wikitext-2 or a text file; combine with commas (news,wiki)"),
-    "--steps": ("steps", int, "optimizer steps in total"),
-    "--batch-size": ("batch_size", int, "sequences per step on each process"),
-    "--grad-accum": ("grad_accum", int, "micro-batches per step (gradient accumulation)"),
-    "--lr": ("lr", float, "peak learning rate"),
-    "--warmup-steps": ("warmup_steps", int, "linear warm-up steps (default 10%% of steps)"),
-    "--seq-len": ("seq_len", int, "tokens per example"),
-    "--vocab-size": ("vocab_size", int, "WordPiece vocabulary size to train"),
-    "--tokenizer": ("tokenizer", str, "reuse the tokenizer of this checkpoint folder"),
-    "--eval-every": ("eval_every", int, "validate every N steps"),
-    "--save-every": ("save_every", int, "write a checkpoint every N steps"),
-    "--log-every": ("log_every", int, "report training metrics every N steps"),
-    "--seed": ("seed", int, "random seed"),
-    "--device": ("device", str, "cpu, cuda or cuda:N (default: CUDA when present)"),
-    "--out": ("out", str, "checkpoint folder to write"),
-}
-
+from bert_demo.train_config import TrainConfig, add_flags, given_flags
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
@@ -51,11 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bert_demo", description="Pre-train and query a BERT.")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
     train = commands.add_parser("train", help="pre-train with masked-LM and next-sentence prediction")
-    for flag, (_, kind, text) in TRAIN_FLAGS.items():
-        train.add_argument(flag, type=kind, help=text)
+    add_flags(train)  # one flag per TrainConfig setting
     train.add_argument("--resume", help="continue the run saved in this checkpoint folder (written back there "
                                         "unless --out is given)")
-    train.add_argument("--compile", action="store_true", help="torch.compile the model")
     train.set_defaults(command=train_command)
     evaluate = commands.add_parser("eval", help="held-out masked-LM and NSP metrics of a checkpoint")
     evaluate.add_argument("folder")
@@ -78,14 +56,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def train_command(args: argparse.Namespace) -> int:
     from bert_demo.checkpoint import read_metadata
-    from bert_demo.trainer import Trainer, TrainConfig
+    from bert_demo.trainer import Trainer
 
     base = {}
     if args.resume:  # continue in the resumed folder and on this machine's device, unless --out / --device say
         base = {**read_metadata(args.resume).get("train_config", {}), "out": args.resume, "device": None}
-    overrides = {field: getattr(args, flag[2:].replace("-", "_")) for flag, (field, _, _) in TRAIN_FLAGS.items()}
-    config = TrainConfig.from_dict({**base, **{k: v for k, v in overrides.items() if v is not None}})
-    config.compile = args.compile
+    config = TrainConfig.from_dict({**base, **given_flags(args)})
     trainer = Trainer(config, resume=args.resume)
     signal.signal(signal.SIGINT, lambda *_: trainer.stop())  # Ctrl-C: finish the step, save, exit
     progress = tqdm(total=config.steps, initial=trainer.step, unit="step", disable=not trainer.dist.is_main)
@@ -118,7 +94,7 @@ def report(record: dict, progress: tqdm, write: Callable[[str], None]) -> dict:
 
 
 def eval_command(args: argparse.Namespace) -> int:
-    from bert_demo.trainer import evaluate
+    from bert_demo.evaluate import evaluate
 
     results = evaluate(args.folder, args.corpus, max_batches=args.batches, reference=args.reference)
     for name, metrics in results.items():

@@ -13,25 +13,26 @@ import re
 import shutil
 import tempfile
 import warnings
+from collections import defaultdict
 from pathlib import Path
-from typing import Any
 
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
+from torch import Tensor
 from transformers import BertTokenizerFast
 
-from bert_demo.config import BertConfig
+from bert_demo.config import (CONFIG_NAME, METADATA_NAME, WEIGHTS_NAME, BertConfig, read_config,  # noqa: F401
+                              read_metadata)
 from bert_demo.model import BertForPreTraining
 from bert_demo.tokenizer import load_tokenizer, vocabulary
 
-WEIGHTS_NAME = "model.safetensors"
-CONFIG_NAME = "config.json"
-METADATA_NAME = "bert_demo.json"  # our training config and metrics, beside the Hugging Face files
 TIED_KEYS = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias")  # stored once, under their owners
+HUB_CACHE_ENV = "BERT_DEMO_HUB_CACHE"  # where hub models are downloaded (default: the hub's own cache)
+MAX_HUB_BYTES = 1_000_000_000  # the files of one hub model; BERT-large's safetensors are 1.3 GB, BERT-base 440 MB
+MAX_HUB_MODELS = 5  # hub models kept in $BERT_DEMO_HUB_CACHE
 HUB_FILES = ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
              "special_tokens_map.json"]
-MAX_CONFIG_BYTES = 1_000_000
 
 
 class MissingWeightsWarning(UserWarning):
@@ -184,50 +185,59 @@ def load_pretrained(path_or_hub_id: str | Path, device: str | torch.device | Non
 
 
 def resolve_folder(path_or_hub_id: str | Path) -> Path:
-    """A local folder as is; anything else is taken as a hub id and downloaded (safetensors and JSON only)."""
+    """A local folder as is; anything else is taken as a hub id and downloaded (see `download`).
+
+    Reading never repairs: what a writer killed mid-save left behind is put right by the next save to that folder
+    (`save_pretrained`), or by `recover_folder` / `recover_leftovers`, which the app runs when a run starts.
+    """
     folder = Path(path_or_hub_id).expanduser()
-    if not folder.exists():
-        recover_folder(folder)
     if folder.is_dir():
         return folder
     name = str(path_or_hub_id)
     if folder.exists() or name.startswith((".", "/", "~")) or name.count("/") > 1 or not name.strip():
         raise ValueError(f"{name!r} is not a checkpoint folder")
-    try:
-        from huggingface_hub import snapshot_download
+    return download(name)
 
-        return Path(snapshot_download(name, allow_patterns=HUB_FILES))
+
+def download(hub_id: str, max_bytes: int = MAX_HUB_BYTES, cache_dir: str | Path | None = None) -> Path:
+    """A hub model's files (safetensors and JSON only), after checking its size and config before the weights.
+
+    The repository's listing gives the weights' size, refused past `max_bytes`; config.json comes first and must
+    describe a BERT within our limits (`read_config`). Only then are the weights fetched. `cache_dir` (default: the
+    hub's own cache, or $BERT_DEMO_HUB_CACHE) keeps at most MAX_HUB_MODELS models, the oldest removed first.
+    """
+    try:
+        from huggingface_hub import HfApi, hf_hub_download, snapshot_download
+
+        cache = str(cache_dir or os.environ.get(HUB_CACHE_ENV) or "") or None
+        info = HfApi().model_info(hub_id, files_metadata=True)
+        sizes = {f.rfilename: f.size or 0 for f in info.siblings or []}
+        config_dir = Path(hf_hub_download(hub_id, CONFIG_NAME, cache_dir=cache)).parent
     except Exception as exc:  # the hub client raises many types: offline, unknown repo, gated, ...
         raise ValueError(
-            f"could not download {name!r} from the Hugging Face Hub ({type(exc).__name__}). "
+            f"could not download {hub_id!r} from the Hugging Face Hub ({type(exc).__name__}). "
             "The hub may be unreachable from this machine: use a local checkpoint folder instead."
         ) from None
-
-
-def read_config(folder: Path) -> BertConfig:
-    """Parse and validate config.json (JSON only, size-capped)."""
-    file = folder / CONFIG_NAME
-    if not file.is_file():
-        raise ValueError(f"{folder} has no {CONFIG_NAME}: not a Hugging Face checkpoint folder")
-    if file.stat().st_size > MAX_CONFIG_BYTES:
-        raise ValueError(f"{file} is too large to be a model config")
+    if WEIGHTS_NAME not in sizes:
+        raise ValueError(f"{hub_id!r} has no {WEIGHTS_NAME} on the hub (only safetensors weights are loaded)")
+    total = sum(size for name, size in sizes.items() if name in HUB_FILES)
+    if total > max_bytes:
+        raise ValueError(f"{hub_id!r} is {total / 2**20:,.0f} MB; at most {max_bytes / 2**20:,.0f} MB are downloaded")
+    read_config(config_dir)  # a hostile or foreign config is refused before the weights are fetched
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{file} is not valid JSON: {exc}") from None
-    return BertConfig.from_hf_dict(data)
+        folder = Path(snapshot_download(hub_id, allow_patterns=HUB_FILES, cache_dir=cache))
+    except Exception as exc:  # noqa: BLE001
+        raise ValueError(f"could not download {hub_id!r} from the Hugging Face Hub ({type(exc).__name__})") from None
+    if cache:
+        _prune_hub_cache(Path(cache), keep=MAX_HUB_MODELS)
+    return folder
 
 
-def read_metadata(folder: str | Path) -> dict[str, Any]:
-    """Our training metadata beside a checkpoint, or {} when there is none (e.g. an official BERT)."""
-    file = Path(folder) / METADATA_NAME
-    if not file.is_file():
-        return {}
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return {}
-    return data if isinstance(data, dict) else {}
+def _prune_hub_cache(cache: Path, keep: int) -> None:
+    """Delete the least recently downloaded models beyond the newest `keep` from a hub cache folder."""
+    models = sorted(cache.glob("models--*"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in models[keep:]:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def _read_weights(folder: Path) -> dict[str, torch.Tensor]:
@@ -273,3 +283,19 @@ def load_weights(model: BertForPreTraining, state: dict[str, torch.Tensor]) -> l
 def _summarise(keys: list[str], limit: int = 6) -> str:
     more = f" and {len(keys) - limit} more" if len(keys) > limit else ""
     return ", ".join(keys[:limit]) + more
+
+
+def optimizer_tensors(optimizer: torch.optim.Optimizer) -> dict[str, Tensor]:
+    """AdamW's per-parameter state as flat named tensors, storable in safetensors (no pickle)."""
+    return {f"{index}.{name}": torch.as_tensor(value).detach().cpu().contiguous()
+            for index, state in optimizer.state_dict()["state"].items() for name, value in state.items()}
+
+
+def load_optimizer_tensors(optimizer: torch.optim.Optimizer, tensors: dict[str, Tensor]) -> None:
+    """Inverse of `optimizer_tensors`; the hyper-parameters stay those of the current run."""
+    state: dict[int, dict[str, Tensor]] = defaultdict(dict)
+    for key, value in tensors.items():
+        index, name = key.split(".", 1)
+        state[int(index)][name] = value
+    saved = optimizer.state_dict()
+    optimizer.load_state_dict({"state": dict(state), "param_groups": saved["param_groups"]})

@@ -5,7 +5,9 @@ The field names are Hugging Face's `BertConfig` names, so `config.json` reads an
 """
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
 from typing import Any
 
 # Upper bounds for any config we build or load: generous enough for BERT-large, small enough that a
@@ -19,6 +21,10 @@ LIMITS = {
     "max_position_embeddings": 4096,
     "type_vocab_size": 16,
 }
+# The files of a checkpoint folder (Hugging Face's names, plus our training record), and the largest config.json read.
+CONFIG_NAME, WEIGHTS_NAME = "config.json", "model.safetensors"
+METADATA_NAME = "bert_demo.json"  # our training config and metrics, beside the Hugging Face files
+MAX_CONFIG_BYTES = 1_000_000
 MAX_PARAMETERS = 500_000_000  # all sizes at their limits would be ~11 B parameters (43 GB); BERT-large is 335 M
 
 
@@ -41,10 +47,6 @@ class BertConfig:
 
     def __post_init__(self) -> None:
         self.validate()
-
-    @property
-    def head_size(self) -> int:
-        return self.hidden_size // self.num_attention_heads
 
     @property
     def num_parameters(self) -> int:
@@ -118,3 +120,29 @@ PRESETS: dict[str, BertConfig] = {
     "small": BertConfig(hidden_size=512, num_hidden_layers=4, num_attention_heads=8, intermediate_size=2048),
     "base": BertConfig(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
 }
+
+
+def read_config(folder: Path) -> BertConfig:
+    """Parse and validate config.json (JSON only, size-capped)."""
+    file = folder / CONFIG_NAME
+    if not file.is_file():
+        raise ValueError(f"{folder} has no {CONFIG_NAME}: not a Hugging Face checkpoint folder")
+    if file.stat().st_size > MAX_CONFIG_BYTES:
+        raise ValueError(f"{file} is too large to be a model config")
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{file} is not valid JSON: {exc}") from None
+    return BertConfig.from_hf_dict(data)
+
+
+def read_metadata(folder: str | Path) -> dict[str, Any]:
+    """Our training metadata beside a checkpoint, or {} when there is none (e.g. an official BERT)."""
+    file = Path(folder) / METADATA_NAME
+    if not file.is_file():
+        return {}
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}

@@ -141,15 +141,6 @@ def load_corpus(source: str | Path = "wiki", cache_dir: str | Path | None = None
     return documents
 
 
-def describe(documents: list[list[str]]) -> dict[str, int]:
-    """Counts the app shows next to a corpus: documents, sentences and whitespace-separated words."""
-    return {
-        "documents": len(documents),
-        "sentences": sum(len(document) for document in documents),
-        "words": sum(len(sentence.split()) for document in documents for sentence in document),
-    }
-
-
 def _load_part(part: str, cache: str) -> tuple[tuple[str, ...], ...]:
     """One source: a name from SOURCES, else anything that looks like a path is read as a user's text file."""
     if part in SOURCES:

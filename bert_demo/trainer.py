@@ -12,139 +12,71 @@ from __future__ import annotations
 
 import copy
 import itertools
-import ctypes
-import math
-import os
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Generator, Iterator
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from safetensors.torch import load_file
-from torch import Tensor
 from transformers import BertTokenizerFast
 
-from bert_demo.checkpoint import check_writable, load_pretrained, read_metadata, save_pretrained
+from bert_demo.checkpoint import (
+    check_writable,
+    load_optimizer_tensors,
+    load_pretrained,
+    optimizer_tensors,
+    read_metadata,
+    save_pretrained,
+)
 from bert_demo.config import PRESETS
 from bert_demo.corpus import load_corpus
+from bert_demo.evaluate import validate
 from bert_demo.inference import fill_mask
 from bert_demo.model import IGNORE_INDEX, BertForPreTraining
-from bert_demo.recipe import SCHEDULES, initialise, lr_multiplier
-from bert_demo.pretraining_data import PretrainingData, SpecialIds, split_documents, tokenize_documents
-from bert_demo.tokenizer import load_tokenizer, tokenizer_from_vocab, train_tokenizer, vocabulary
+from bert_demo.pretraining_data import (
+    PretrainingData,
+    SpecialIds,
+    split_documents,
+    tokenize_documents,
+)
+from bert_demo.recipe import initialise, lr_multiplier, make_optimizer, unigram_log_probs
+from bert_demo.runtime import (
+    Batch,
+    Distributed,
+    autocast,
+    pick_device,
+    release_free_memory,
+    set_cpu_threads,
+    to_device,
+)
+from bert_demo.tokenizer import (
+    load_tokenizer,
+    tokenizer_from_vocab,
+    train_tokenizer,
+    vocabulary,
+)
+from bert_demo.train_config import TrainConfig
 
 OPTIMIZER_NAME = "optimizer.safetensors"
 TRIM_EVERY = 50  # steps between handing freed heap memory back to the operating system (see release_free_memory)
 Record = dict[str, Any]
-Batch = dict[str, Tensor]
-
-
-@dataclass
-class TrainConfig:
-    """Everything that defines a run; stored beside its checkpoint so the run can be repeated or resumed."""
-
-    preset: str = "tiny"
-    corpus: str = "wiki"
-    steps: int = 200  # optimizer steps in total (a resumed run continues up to this number)
-    batch_size: int = 32  # sequences per optimizer step on each process, split into grad_accum micro-batches
-    lr: float = 1e-3
-    seq_len: int = 128
-    vocab_size: int = 8192
-    out: str = "checkpoints/run"
-    grad_accum: int = 1
-    warmup_steps: int | None = None  # default: 10% of steps
-    weight_decay: float = 0.01
-    beta2: float = 0.98
-    grad_clip: float = 1.0
-    max_predictions: int | None = None  # default: 15% of seq_len, plus one
-    val_fraction: float = 0.05
-    eval_every: int = 50
-    eval_batches: int = 8
-    save_every: int = 500
-    log_every: int = 5
-    seed: int = 0
-    tokenizer: str | None = None  # a checkpoint folder whose tokenizer to reuse instead of training one
-    mask_prob: float = 0.15  # share of tokens masked in training (validation always masks 15%)
-    dropout: float | None = None  # hidden and attention dropout; default: the preset's 0.1
-    adam_eps: float = 1e-6
-    schedule: str = "linear"  # learning-rate shape: linear (BERT) or triangle (one-cycle)
-    qk_scale: float = 1.0  # std of query/key weights, in multiples of the 0.02 init
-    mimetic: bool = False  # start each layer's key weights equal to its query weights
-    sinusoid_positions: bool = False  # start the position table at Vaswani et al.'s sinusoids
-    nsp_weight: float = 1.0  # weight of the next-sentence loss beside the masked-LM loss
-    short_seq_len: int = 32  # sequence length of the first short_seq_steps steps (a length curriculum)
-    short_seq_steps: int = 0
-    probe: str = "the [MASK] of the united states is the head of state."
-    device: str | None = None  # default: CUDA when present, else CPU
-    compile: bool = False  # torch.compile the model (off by default: Spaces' ZeroGPU forbids it)
-
-    def validate(self) -> None:
-        """Raise ValueError for values no run can use (the app adds tighter caps for shared machines)."""
-        if self.preset not in PRESETS:
-            raise ValueError(f"unknown preset {self.preset!r}: choose one of {', '.join(PRESETS)}")
-        positive = ("steps", "batch_size", "seq_len", "vocab_size", "grad_accum", "eval_every", "eval_batches",
-                    "save_every", "log_every")
-        for name in positive:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive whole number, got {value!r}")
-        if not 16 <= self.seq_len <= 512:
-            raise ValueError(f"seq_len must be between 16 and 512 tokens, got {self.seq_len}")
-        if self.batch_size % self.grad_accum:
-            raise ValueError(f"batch_size {self.batch_size} must be a multiple of grad_accum {self.grad_accum}")
-        if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and 0 < self.lr <= 1):
-            raise ValueError(f"lr must be a number in (0, 1], got {self.lr!r}")
-        if not 0 < self.val_fraction < 0.5:
-            raise ValueError("val_fraction must be between 0 and 0.5")
-        if self.warmup_steps is not None and not 0 <= self.warmup_steps <= self.steps:
-            raise ValueError("warmup_steps must be between 0 and steps")
-        if not 0.0 < self.mask_prob < 1.0:
-            raise ValueError(f"mask_prob must be between 0 and 1, got {self.mask_prob!r}")
-        if self.dropout is not None and not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
-        if self.schedule not in SCHEDULES:
-            raise ValueError(f"unknown schedule {self.schedule!r}: choose one of {', '.join(SCHEDULES)}")
-        if not 16 <= self.short_seq_len <= self.seq_len or self.short_seq_steps < 0:
-            raise ValueError("short_seq_len must be between 16 and seq_len, short_seq_steps at least 0")
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "TrainConfig":
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
-
-
-@dataclass(frozen=True)
-class Distributed:
-    """Where this process stands in a torchrun job (rank 0 of 1 when run on its own)."""
-
-    rank: int = 0
-    world_size: int = 1
-    local_rank: int = 0
-
-    @classmethod
-    def from_env(cls) -> "Distributed":
-        return cls(int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)),
-                   int(os.environ.get("LOCAL_RANK", 0)))
-
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
 
 
 class Trainer:
     """One pre-training run. Create it, iterate `run()`, and call `stop()` from anywhere to end it early."""
 
-    def __init__(self, config: TrainConfig, resume: str | Path | None = None, origin: str = "cli"):
-        """`origin` is stored with the checkpoint: the app deletes its own old runs ("app"), never others."""
+    def __init__(self, config: TrainConfig, resume: str | Path | None = None, origin: str = "cli",
+                 visible_to: str | None = None):
+        """`origin` is stored with the checkpoint: the app deletes its own old runs ("app"), never others.
+        `visible_to`, also stored, makes an app run private to one browser session (one trained on an upload)."""
         config.validate()
-        self.origin = origin
+        self.origin, self.visible_to = origin, visible_to
         self.config = config
         self.resume = Path(resume) if resume else None
         if self.resume and not (self.resume / "config.json").is_file():
@@ -212,7 +144,7 @@ class Trainer:
             batches = itertools.chain(itertools.islice(short.batches(), cfg.short_seq_steps - self.step), batches)
         val_batches = self._data(tokenize_documents(val_docs, self.tokenizer), special, 0, 32).fixed_batches(
             cfg.eval_batches, seed=0)
-        optimizer, schedule = self._model_and_optimizer()
+        optimizer, schedule = self._model_and_optimizer(train_ids)
         yield {"kind": "status", "message": f"training on {self.device.type} ({self.dist.world_size} process(es)) "
                                             f"with {self.model.num_parameters():,} parameters"}
         return batches, val_batches, optimizer, schedule
@@ -254,7 +186,8 @@ class Trainer:
                                max_predictions=max_predictions, seed=seed, rank=rank, world_size=world,
                                mask_prob=mask_prob)
 
-    def _model_and_optimizer(self):
+    def _model_and_optimizer(self, train_ids: list):
+        """The model (resumed, or new with the recipe's initial values), AdamW and the schedule."""
         cfg = self.config
         if self.resume:
             self.model, _ = load_pretrained(self.resume, device=self.device)
@@ -264,7 +197,8 @@ class Trainer:
                 model_config = replace(model_config, hidden_dropout_prob=cfg.dropout,
                                        attention_probs_dropout_prob=cfg.dropout)
             self.model = BertForPreTraining(model_config)
-            initialise(self.model, cfg.qk_scale, cfg.mimetic, cfg.sinusoid_positions)
+            initialise(self.model, cfg.qk_scale, cfg.mimetic, cfg.sinusoid_positions, cfg.position_scale,
+                       output_bias=unigram_log_probs(train_ids, len(self.tokenizer)) if cfg.unigram_bias else None)
             self.model.to(self.device)
         self.model.train()
         optimizer = make_optimizer(self.model, cfg)
@@ -295,8 +229,9 @@ class Trainer:
                 sync = nullcontext() if last or self.dist.world_size == 1 else forward.no_sync()
                 with sync, autocast(self.device):
                     out = forward(**part)
-                    share = (part["mlm_labels"] != IGNORE_INDEX).sum() / n_targets  # weight by targets, so the
-                    (out.mlm_loss * share + cfg.nsp_weight * out.nsp_loss / cfg.grad_accum).backward()  # sum equals the whole batch
+                    # weight by targets, so that the sum over micro-batches equals the whole batch's loss
+                    share = (part["mlm_labels"] != IGNORE_INDEX).sum() / n_targets
+                    (out.mlm_loss * share + cfg.nsp_weight * out.nsp_loss / cfg.grad_accum).backward()
                 window.add(out, part)
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             if not torch.isfinite(grad_norm):
@@ -364,7 +299,7 @@ class Trainer:
         metadata = {"train_config": asdict(self.config), "step": self.step, "history": self.history,
                     "elapsed": round(elapsed, 3), "device": self.device.type,
                     "world_size": self.dist.world_size, "parameters": self.model.num_parameters(),
-                    "origin": self.origin}
+                    "origin": self.origin, "visible_to": self.visible_to}
         try:
             with self.lock:
                 return save_pretrained(self.model, self.tokenizer, self.config.out, metadata=metadata,
@@ -413,74 +348,6 @@ class Window:
         return metrics
 
 
-Predict = Callable[[torch.nn.Module, Batch], tuple[Tensor, Tensor]]
-
-
-def predict_ours(model: BertForPreTraining, batch: Batch) -> tuple[Tensor, Tensor]:
-    """MLM logits at the labelled positions [N, V] and NSP logits [B, 2] from our model (sparse prediction)."""
-    out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], mlm_labels=batch["mlm_labels"])
-    return out.mlm_logits, out.nsp_logits
-
-
-def predict_transformers(model: torch.nn.Module, batch: Batch) -> tuple[Tensor, Tensor]:
-    """The same two outputs from a `transformers.BertForPreTraining` (which scores every position)."""
-    out = model(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"],
-                attention_mask=batch["attention_mask"])
-    return out.prediction_logits[batch["mlm_labels"] != IGNORE_INDEX], out.seq_relationship_logits
-
-
-@torch.no_grad()
-def validate(model: torch.nn.Module, batches: list[Batch], device: torch.device, predict: Predict = predict_ours
-             ) -> dict[str, float]:
-    """Masked-LM loss/accuracy/perplexity (per target token) and NSP loss/accuracy (per pair) on fixed batches."""
-    was_training = model.training
-    model.eval()
-    sums: dict[str, float] = defaultdict(float)
-    for batch in batches:
-        batch = to_device(batch, device)
-        with autocast(device):
-            mlm_logits, nsp_logits = predict(model, batch)
-        targets = batch["mlm_labels"][batch["mlm_labels"] != IGNORE_INDEX]
-        sums["mlm_loss"] += F.cross_entropy(mlm_logits.float(), targets, reduction="sum").item()
-        sums["mlm_correct"] += (mlm_logits.argmax(-1) == targets).sum().item()
-        sums["targets"] += targets.numel()
-        sums["nsp_loss"] += F.cross_entropy(nsp_logits.float(), batch["nsp_labels"], reduction="sum").item()
-        sums["nsp_correct"] += (nsp_logits.argmax(-1) == batch["nsp_labels"]).sum().item()
-        sums["pairs"] += batch["nsp_labels"].numel()
-    model.train(was_training)
-    mlm_loss = sums["mlm_loss"] / max(sums["targets"], 1)
-    return {"mlm_loss": mlm_loss, "mlm_acc": sums["mlm_correct"] / max(sums["targets"], 1),
-            "mlm_ppl": math.exp(min(mlm_loss, 50.0)), "nsp_loss": sums["nsp_loss"] / max(sums["pairs"], 1),
-            "nsp_acc": sums["nsp_correct"] / max(sums["pairs"], 1), "targets": int(sums["targets"]),
-            "pairs": int(sums["pairs"])}
-
-
-def evaluate(folder: str | Path, corpus: str, max_batches: int = 200, batch_size: int = 32, seed: int = 0,
-             reference: bool = False) -> dict[str, dict[str, float]]:
-    """Held-out metrics of a checkpoint: the documents its run held out of `corpus`, 15% of tokens all [MASK]ed.
-
-    NSP pairs are balanced, negatives from other held-out documents. With reference=True the same batches also go
-    through `transformers.BertForPreTraining.from_pretrained(folder)`, which must give the same numbers.
-    """
-    if isinstance(max_batches, bool) or not isinstance(max_batches, int) or max_batches < 1:
-        raise ValueError(f"the number of batches must be a positive whole number, got {max_batches!r}")
-    model, tokenizer = load_pretrained(folder)
-    train_config = TrainConfig.from_dict(read_metadata(folder).get("train_config", {}))
-    _, val_docs = split_documents(load_corpus(corpus), train_config.val_fraction, train_config.seed)
-    seq_len = min(train_config.seq_len, model.config.max_position_embeddings)
-    data = PretrainingData(tokenize_documents(val_docs, tokenizer), SpecialIds.from_tokenizer(tokenizer),
-                           max_seq_len=seq_len, batch_size=batch_size, max_predictions=round(seq_len * 0.15) + 1,
-                           replace_mask=1.0, replace_random=0.0)
-    batches = data.fixed_batches(max_batches, seed=seed)
-    results = {"ours": validate(model, batches, torch.device("cpu"))}
-    if reference:
-        import transformers
-
-        theirs = transformers.BertForPreTraining.from_pretrained(str(folder)).eval()
-        results["transformers"] = validate(theirs, batches, torch.device("cpu"), predict_transformers)
-    return results
-
-
 def split_batch(batch: Batch, parts: int) -> list[Batch]:
     """Cut a batch into `parts` equal micro-batches along the batch dimension (gradient accumulation)."""
     if parts == 1:
@@ -489,81 +356,3 @@ def split_batch(batch: Batch, parts: int) -> list[Batch]:
     return [{k: chunks[k][i] for k in batch} for i in range(parts)]
 
 
-def to_device(batch: Batch, device: torch.device) -> Batch:
-    """Move a batch to the device; on CUDA through pinned memory so the copy overlaps compute."""
-    if device.type == "cuda":
-        return {k: v.pin_memory().to(device, non_blocking=True) for k, v in batch.items()}
-    return batch
-
-
-def make_optimizer(model: BertForPreTraining, cfg: TrainConfig) -> torch.optim.AdamW:
-    """AdamW with weight decay on matrices only: LayerNorm weights, biases (1-D tensors) are not decayed."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    decay = [p for p in params if p.dim() >= 2]
-    no_decay = [p for p in params if p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, cfg.beta2), eps=cfg.adam_eps,
-                             fused=True)  # one kernel per step
-
-
-def optimizer_tensors(optimizer: torch.optim.Optimizer) -> dict[str, Tensor]:
-    """AdamW's per-parameter state as flat named tensors, storable in safetensors (no pickle)."""
-    return {f"{index}.{name}": torch.as_tensor(value).detach().cpu().contiguous()
-            for index, state in optimizer.state_dict()["state"].items() for name, value in state.items()}
-
-
-def load_optimizer_tensors(optimizer: torch.optim.Optimizer, tensors: dict[str, Tensor]) -> None:
-    """Inverse of `optimizer_tensors`; the hyper-parameters stay those of the current run."""
-    state: dict[int, dict[str, Tensor]] = defaultdict(dict)
-    for key, value in tensors.items():
-        index, name = key.split(".", 1)
-        state[int(index)][name] = value
-    saved = optimizer.state_dict()
-    optimizer.load_state_dict({"state": dict(state), "param_groups": saved["param_groups"]})
-
-
-def pick_device(requested: str | None, distributed: Distributed) -> torch.device:
-    """The requested device, else this process's GPU when there is one, else the CPU."""
-    if requested:
-        try:
-            device = torch.device(requested)
-        except RuntimeError:
-            raise ValueError(f"unknown device {requested!r}: use cpu, cuda or cuda:N") from None
-        if device.type not in ("cpu", "cuda"):
-            raise ValueError(f"device {requested!r} is not supported: use cpu, cuda or cuda:N")
-        if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
-            raise ValueError(f"device {requested!r} is not available on this machine "
-                             f"({torch.cuda.device_count()} CUDA GPU(s)): use --device cpu")
-        return device
-    if torch.cuda.is_available():
-        torch.cuda.set_device(distributed.local_rank)
-        return torch.device("cuda", distributed.local_rank)
-    return torch.device("cpu")
-
-
-def autocast(device: torch.device):
-    """bf16 autocast on CUDA; full fp32 on CPU, where bf16 is slower on the machines we target."""
-    return torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
-
-
-def release_free_memory() -> None:
-    """Return the free pages of the C heap to the operating system (glibc's malloc_trim; elsewhere nothing).
-
-    A training step frees and reallocates about a gigabyte of tensors of slightly different sizes; glibc keeps the
-    freed pages, so a process's memory grows with the run although its live data does not. Measured on a run of the
-    shipped model (mini, news,wiki): 2.1 GB RSS, and 0.65 GB just after a malloc_trim called from a debugger.
-    """
-    try:
-        ctypes.CDLL(None).malloc_trim(0)
-    except (AttributeError, OSError, TypeError):  # not glibc (macOS, musl, Windows): nothing to hand back
-        pass
-
-
-def set_cpu_threads() -> None:
-    """One thread per core this process may use, shared among the processes of a torchrun job."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cores = os.cpu_count() or 1
-    local = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
-    torch.set_num_threads(max(1, cores // local))

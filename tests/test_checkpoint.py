@@ -6,14 +6,17 @@ import os
 import pickle
 import subprocess
 import sys
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 import transformers
 from safetensors import SafetensorError
 
-from bert_demo.checkpoint import MissingWeightsWarning, load_pretrained, read_metadata, save_pretrained
+from bert_demo.checkpoint import (MissingWeightsWarning, download, load_pretrained, read_metadata, recover_folder,
+                                  save_pretrained)
 from bert_demo.config import PRESETS
 from bert_demo.inference import fill_mask
 from bert_demo.model import BertForPreTraining
@@ -167,7 +170,9 @@ def test_a_checkpoint_set_aside_by_a_writer_killed_between_renames_is_put_back(t
     os.replace(path, tmp_path / f".ckpt.{dead.pid}.old")  # `_replace_folder`'s first rename, then the writer died
     running = tmp_path / f".ckpt.{os.getpid()}.abc.tmp"  # a writer that is still at work (this process)
     running.mkdir()
-    load_pretrained(path)
+    with pytest.raises(ValueError):
+        load_pretrained(path)  # reading never repairs
+    recover_folder(path)
     assert read_metadata(path) == {"v": 1} and sorted(os.listdir(tmp_path)) == sorted(["ckpt", running.name])
 
 
@@ -229,6 +234,58 @@ def test_hub_id_offline_fails_with_clear_message(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ValueError, match="Hugging Face Hub"):
         load_pretrained("bert-base-uncased")
+
+
+@pytest.fixture
+def fake_hub(monkeypatch, tmp_path):
+    """The Hugging Face Hub as its client answers: a listing with file sizes, config.json, then the snapshot."""
+    import huggingface_hub
+
+    hub = {"sizes": {"config.json": 600, "model.safetensors": 20_000_000}, "config": PRESETS["tiny"].to_hf_dict(),
+           "snapshots": []}
+
+    def model_info(self, repo, files_metadata=False):
+        return SimpleNamespace(siblings=[SimpleNamespace(rfilename=n, size=b) for n, b in hub["sizes"].items()])
+
+    def hf_hub_download(repo, filename, cache_dir=None):
+        folder = tmp_path / "hub-config" / repo.replace("/", "--")
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / filename).write_text(json.dumps(hub["config"]))
+        return str(folder / filename)
+
+    def snapshot_download(repo, allow_patterns=None, cache_dir=None):
+        hub["snapshots"].append(repo)
+        folder = Path(cache_dir) / f"models--{repo.replace('/', '--')}"
+        folder.mkdir(parents=True)
+        return str(folder)
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "model_info", model_info)
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", hf_hub_download)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    return hub
+
+
+def test_a_hub_model_is_checked_for_size_and_config_before_its_weights_are_downloaded(fake_hub, tmp_path):
+    fake_hub["sizes"]["model.safetensors"] = 3_000_000_000
+    with pytest.raises(ValueError, match="is 2,861 MB; at most 954 MB are downloaded"):
+        download("someone/huge", cache_dir=tmp_path / "cache")
+    fake_hub["sizes"]["model.safetensors"] = 20_000_000
+    fake_hub["config"]["hidden_size"] = 10**7
+    with pytest.raises(ValueError, match="hidden_size=10000000 must be an integer"):
+        download("someone/foreign", cache_dir=tmp_path / "cache")
+    del fake_hub["sizes"]["model.safetensors"]
+    with pytest.raises(ValueError, match="has no model.safetensors"):
+        download("someone/pickled", cache_dir=tmp_path / "cache")
+    assert fake_hub["snapshots"] == []  # nothing was downloaded beyond config.json
+
+
+def test_the_hub_cache_keeps_only_the_newest_models(fake_hub, tmp_path):
+    cache = tmp_path / "cache"
+    for i in range(7):
+        folder = download(f"someone/model-{i}", cache_dir=cache, max_bytes=10**9)
+        os.utime(folder, (time.time() - 100 + i, time.time() - 100 + i))  # older ones first
+    kept = sorted(p.name for p in cache.iterdir())
+    assert len(kept) == 5 and "models--someone--model-6" in kept and "models--someone--model-0" not in kept
 
 
 def test_model_is_returned_in_eval_mode_on_requested_device(trained_tiny, tokenizer, tmp_path):

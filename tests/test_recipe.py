@@ -6,7 +6,7 @@ import torch
 
 from bert_demo.config import PRESETS
 from bert_demo.model import BertForPreTraining
-from bert_demo.recipe import initialise, lr_multiplier, sinusoids
+from bert_demo.recipe import initialise, lr_multiplier, sinusoids, unigram_log_probs
 
 
 def fresh(seed: int = 0) -> BertForPreTraining:
@@ -68,3 +68,13 @@ def test_triangle_schedule_starts_at_a_quarter_peaks_at_warmup_and_ends_at_zero(
 def test_an_unknown_schedule_is_refused_with_the_known_names():
     with pytest.raises(ValueError, match="linear, triangle"):
         lr_multiplier(0, 1, 10, "cosine")
+
+
+def test_unigram_bias_starts_the_model_at_the_word_frequencies():
+    documents = [[[5, 5, 6], [5]], [[7]]]  # token 5 three times, 6 and 7 once
+    bias = unigram_log_probs(documents, vocab_size=8)
+    assert torch.allclose(bias.exp().sum(), torch.tensor(1.0))
+    assert bias[5] > bias[6] == bias[7] > bias[0]  # add-one smoothing: unseen tokens are rare, not impossible
+    model = fresh()
+    initialise(model, output_bias=unigram_log_probs(documents, 1000))
+    assert model.cls.predictions.bias.argmax() == 5

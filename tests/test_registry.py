@@ -17,7 +17,10 @@ import torch
 from bert_demo.checkpoint import read_metadata, save_pretrained
 from bert_demo.config import PRESETS
 from bert_demo.model import BertForPreTraining
-from bert_demo.registry import CPU_CAPS, LIVE, MAX_CARD_CHARS, Caps, Registry
+from bert_demo.app.models import LIVE, MAX_CARD_CHARS
+from bert_demo.app.registry import Registry
+from bert_demo.app.runs import Caps
+from bert_demo.app.text import job_status
 from bert_demo.tokenizer import train_tokenizer
 
 SENTENCES = [
@@ -76,12 +79,6 @@ def roots(tmp_path_factory) -> dict[str, Path]:
 @pytest.fixture
 def registry(roots) -> Registry:
     return Registry(checkpoints_dir=roots["checkpoints"], runs_dir=roots["runs"], device="cpu", allow_hub=False)
-
-
-def test_file_names_agree_with_the_checkpoint_module():
-    from bert_demo import checkpoint, registry
-
-    assert (registry.CONFIG_NAME, registry.WEIGHTS_NAME) == (checkpoint.CONFIG_NAME, checkpoint.WEIGHTS_NAME)
 
 
 def test_lists_shipped_checkpoints_and_runs_newest_first(roots, tmp_path):
@@ -169,7 +166,8 @@ def test_model_info_has_config_size_metrics_and_card(registry):
     assert info["train_config"]["preset"] == "tiny" and info["step"] == 10
     assert info["last_train"]["mlm_loss"] == 6.1 and info["last_val"]["nsp_acc"] == 0.55
     assert registry.model_info("checkpoints/another")["model_card"] is None
-    assert registry.layers_and_heads("checkpoints/tiny-test") == (2, 2)
+    entry, config = registry.config_of("checkpoints/tiny-test")  # from config.json, read once with the name
+    assert entry.config is config and (config.num_hidden_layers, config.num_attention_heads) == (2, 2)
     assert "2 layers" in registry.model_summary("checkpoints/tiny-test")
 
 
@@ -230,7 +228,7 @@ def test_two_downloads_of_the_same_model_at_once_both_get_a_whole_zip(registry, 
 
 @pytest.mark.parametrize("settings, message", [
     ({"preset": "base"}, "not available on this machine"),
-    ({"steps": CPU_CAPS.max_steps + 1}, "steps must be between"),
+    ({"steps": Caps("cpu").bounds("steps")[1] + 1}, "steps must be between"),
     ({"batch_size": 1000}, "batch size must be between"),
     ({"seq_len": 512}, "sequence length must be between"),
     ({"vocab_size": 100}, "vocabulary size must be between"),
@@ -264,8 +262,8 @@ def test_uploads_are_checked_and_copied_to_a_safe_name(roots, tmp_path, monkeypa
     private_temp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(private_temp))
     registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=roots["runs"],
-                        caps=Caps(max_steps=10, max_batch=8, max_seq_len=64, max_vocab=1024, presets=("tiny",),
-                                  max_upload_bytes=2000))
+                        caps=Caps("cpu", {"steps": 10, "batch_size": 8, "seq_len": 64, "vocab_size": 1024,
+                                          "preset": ("tiny",)}, max_upload_bytes=2000))
     odd = write_corpus(tmp_path / "my, odd name.txt", documents=4)
     config = registry.train_config(corpus=[], upload=str(odd), steps=10, batch_size=4, seq_len=32, vocab_size=512)
     copied = Path(config.corpus)
@@ -308,11 +306,14 @@ def test_a_training_job_streams_records_serves_live_snapshots_and_saves_a_run(ro
         records += job.wait(seen, timeout=1.0)
         seen = len(records)
     assert any(r["kind"] == "train" for r in records), records
-    assert registry.list_models()[0].name == LIVE
-    live = registry.load(LIVE)
+    assert registry.list_models("me")[0].name == LIVE
+    live = registry.load(LIVE, "me")
     assert live.model is not job.trainer.model and not live.model.training
-    assert registry.model_info(LIVE)["train_config"]["steps"] == 300
-    assert "Step" in job.status() and "tokens/s" in job.status()
+    assert registry.model_info(LIVE, "me")["train_config"]["steps"] == 300
+    assert registry.list_models("someone else")[0].name != LIVE  # trained on an upload: private to its owner
+    with pytest.raises(ValueError, match="no run is training"):
+        registry.load(LIVE, "someone else")
+    assert "Step" in job_status(job) and "tokens/s" in job_status(job)
     registry.finish_wait_s = 0.1
     with pytest.raises(ValueError, match="another run"):  # one run at a time
         registry.start_training(corpus=["wiki"], steps=10)
@@ -320,9 +321,12 @@ def test_a_training_job_streams_records_serves_live_snapshots_and_saves_a_run(ro
     assert registry.stop_training(owner="me")
     job.thread.join(timeout=60)
     assert not job.running and job.done["reason"] == "stopped"
-    assert job.status().startswith("Stopped at step") and f"runs/{job.name}" in job.status()
-    assert registry.list_models()[0].name != LIVE
-    assert f"runs/{job.name}" in [e.name for e in registry.list_models()]
+    assert job_status(job).startswith("Stopped at step") and f"runs/{job.name}" in job_status(job)
+    assert registry.list_models("me")[0].name != LIVE
+    assert f"runs/{job.name}" in [e.name for e in registry.list_models("me")]
+    assert f"runs/{job.name}" not in [e.name for e in registry.list_models("someone else")]
+    with pytest.raises(ValueError, match="there is no model called"):
+        registry.load(f"runs/{job.name}", "someone else")
     saved = json.loads((tmp_path / "runs" / job.name / "bert_demo.json").read_text())
     assert saved["step"] == job.done["step"]
     assert not Path(job.trainer.config.corpus).exists()  # the copied upload is cleaned up
@@ -339,7 +343,7 @@ def test_a_failing_run_ends_with_an_error_record(roots, tmp_path, monkeypatch):
     job = registry.start_training(corpus=[], upload=str(corpus), steps=10, batch_size=4, seq_len=32, vocab_size=512)
     job.thread.join(timeout=60)
     assert job.done["reason"] == "error" and "vanished" in job.done["message"]
-    assert job.status().startswith("Training failed")
+    assert job_status(job).startswith("Training failed")
 
 
 def test_old_app_runs_are_pruned_when_a_new_run_starts_and_other_folders_never(roots, tmp_path):
@@ -352,13 +356,27 @@ def test_old_app_runs_are_pruned_when_a_new_run_starts_and_other_folders_never(r
     make_checkpoint(runs / "from-the-cli", origin="cli")  # nor is an older run trained with the CLI
     os.utime(runs / "from-the-cli", (time.time() - 1000, time.time() - 1000))
     registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=runs, device="cpu")
-    registry.max_runs = 3
+    registry.max_runs, registry.min_run_age_s = 3, 150  # "oldest" is 200 s old, "middle" 100 s
+    downloads = registry.zip_checkpoint("runs/oldest").parent
     job = registry.start_training(corpus=[], upload=str(write_corpus(tmp_path / "c.txt")), steps=2, batch_size=2,
                                   seq_len=32, vocab_size=512)
     job.thread.join(timeout=60)
     assert sorted(p.name for p in runs.iterdir() if not p.name.startswith(".")) == sorted(
         ["newest", "middle", "not-ours", "from-the-cli", job.name])
     assert read_metadata(runs / job.name)["origin"] == "app"
+    assert not downloads.exists()  # the deleted run's zip went with it
+
+
+def test_a_run_trained_moments_ago_is_never_pruned_by_someone_elses_runs(roots, tmp_path):
+    runs = tmp_path / "runs"
+    make_checkpoint(runs / "someone-elses", origin="app")
+    registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=runs, device="cpu")
+    registry.max_runs = 1  # keep 0 old runs: only the minimum age protects it
+    for _ in range(2):
+        job = registry.start_training(corpus=[], upload=str(write_corpus(tmp_path / "c.txt")), steps=2,
+                                      batch_size=2, seq_len=32, vocab_size=512, name=f"run-{time.time_ns()}")
+        job.thread.join(timeout=60)
+    assert (runs / "someone-elses").is_dir()
 
 
 def test_starting_a_run_clears_what_a_killed_app_left_in_runs_and_keeps_live_writers_folders(roots, tmp_path):
@@ -376,3 +394,37 @@ def test_starting_a_run_clears_what_a_killed_app_left_in_runs_and_keeps_live_wri
     job.thread.join(timeout=60)
     assert not half_written.exists() and not set_aside.exists() and live.is_dir()
     assert {"runs/kept", f"runs/{job.name}"} <= {entry.name for entry in registry.list_models()}
+
+
+def test_a_hub_shaped_name_is_never_looked_up_as_a_local_path(roots, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    make_checkpoint(tmp_path / "tests")  # a folder in the working directory, outside checkpoints/ and runs/
+    asked = []
+
+    def offline(name, **kwargs):
+        asked.append(name)
+        raise ValueError(f"could not download {name!r} from the Hugging Face Hub")
+
+    monkeypatch.setattr("bert_demo.checkpoint.download", offline)
+    registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=roots["runs"], device="cpu", allow_hub=True)
+    with pytest.raises(ValueError, match="Hugging Face Hub"):
+        registry.load("tests")
+    assert asked == ["tests"]
+
+
+def test_a_run_on_an_upload_is_shared_only_when_its_owner_says_so(roots, tmp_path):
+    registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=tmp_path / "runs", device="cpu")
+    names = {}
+    for share in (False, True):
+        job = registry.start_training(corpus=[], upload=str(write_corpus(tmp_path / "c.txt")), steps=2,
+                                      batch_size=2, seq_len=32, vocab_size=512, owner="me", share=share,
+                                      name=f"shared-{share}")
+        job.thread.join(timeout=60)
+        names[share] = f"runs/{job.name}"
+    seen_by_others = [e.name for e in registry.list_models("someone else")]
+    assert names[True] in seen_by_others and names[False] not in seen_by_others
+    assert {names[True], names[False]} <= {e.name for e in registry.list_models("me")}
+    wiki_run = registry.start_training(corpus=["wiki"], steps=1, batch_size=2, seq_len=32, vocab_size=512,
+                                       owner="me", name="on-wiki")
+    wiki_run.thread.join(timeout=120)
+    assert "runs/on-wiki" in [e.name for e in registry.list_models("someone else")]  # no upload: nothing to hide

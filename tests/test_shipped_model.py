@@ -1,6 +1,7 @@
 """The model in checkpoints/: it is the app's default, fits the size budget, and does what its examples claim."""
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -8,25 +9,13 @@ import pytest
 import torch
 
 from bert_demo.checkpoint import load_pretrained
-from bert_demo.inference import attention, fill_mask, next_sentence
-from bert_demo.registry import Registry
-from bert_demo.ui import (ATTENTION_EXAMPLES, ATTENTION_LABELS, FILL_EXAMPLES, NSP_EXAMPLES, NSP_LABELS,
-                          VIEW_HEAD)
+from bert_demo.inference import attention, attention_rollout, drop_tokens, fill_mask, next_sentence
+from bert_demo.app.models import read_examples
+from bert_demo.app.registry import Registry
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "checkpoints" / "mini-news-wiki"
-
-# The word each fill-mask example is about, and whether the model ranks it first (see the model card's examples);
-# "the [MASK] sat on the [MASK]." has no single answer and is left out.
-FILL_ANSWERS = {
-    "donald [MASK] was sworn in as president.": ("trump", True),
-    "the white [MASK] press secretary said.": ("house", True),
-    "the prime [MASK] said the talks would continue.": ("minister", True),
-    "prime minister theresa [MASK] said on tuesday.": ("may", True),
-    "north korea fired a ballistic [MASK].": ("missile", True),
-    "paris is the capital of [MASK].": ("france", False),
-    "he scored two [MASK] in the second half.": ("goals", False),
-}
+CLAIMS = json.loads((SHIPPED / "examples.json").read_text())  # each example the app shows, with what it claims
 
 
 @pytest.fixture(scope="module")
@@ -45,24 +34,36 @@ def test_the_shipped_model_is_the_default_fits_in_25_mb_and_its_card_is_shown_wh
     assert shown.startswith("\n# mini-news-wiki") and shown.rstrip().endswith(card.rstrip()[-200:])
 
 
-def test_fill_mask_examples_are_right_or_wrong_as_the_card_says(shipped):
+def test_the_app_shows_every_example_of_the_shipped_model():
+    examples = read_examples(SHIPPED)
+    assert examples.fill_mask == [e["text"] for e in CLAIMS["fill_mask"]]
+    assert [label for *_, label in examples.next_sentence] == [e["label"] for e in CLAIMS["next_sentence"]]
+    assert [label for *_, label in examples.attention] == [e["label"] for e in CLAIMS["attention"]]
+
+
+def test_fill_mask_examples_are_right_or_wrong_as_claimed(shipped):
+    """The word each example is about, and whether the model ranks it first; an example without an "answer"
+    ("the [MASK] sat on the [MASK].") has no single answer."""
     model, tokenizer = shipped
-    assert set(FILL_ANSWERS) < {row[0] for row in FILL_EXAMPLES}
-    for text, (answer, first) in FILL_ANSWERS.items():
-        best = fill_mask(model, tokenizer, text, top_k=1)[0][0][0]
-        assert (best == answer) == first, (text, best)
+    claims = [e for e in CLAIMS["fill_mask"] if "answer" in e]
+    assert len(claims) >= 5
+    for claim in claims:
+        best = fill_mask(model, tokenizer, claim["text"], top_k=1)[0][0][0]
+        assert (best == claim["answer"]) == claim["first"], (claim, best)
 
 
 def test_next_sentence_examples_are_judged_as_their_labels_say(shipped):
     model, tokenizer = shipped
-    for (a, b), label in zip(NSP_EXAMPLES, NSP_LABELS, strict=True):
-        p = next_sentence(model, tokenizer, a, b)
-        assert (p > 0.5) == (label.startswith("continuation") and "misses" not in label), (label, p)
+    for claim in CLAIMS["next_sentence"]:
+        p = next_sentence(model, tokenizer, claim["a"], claim["b"])
+        assert (p > 0.5) == claim["follows"], (claim["label"], p)
+        assert claim["follows"] == (claim["label"].startswith("continuation") and "misses" not in claim["label"])
 
 
 def test_attention_examples_show_the_pattern_their_labels_name(shipped):
     model, tokenizer = shipped
-    for (a, b, layer, head, view, _), label in zip(ATTENTION_EXAMPLES, ATTENTION_LABELS, strict=True):
+    for claim in CLAIMS["attention"]:
+        a, b, layer, head, view, label = (claim[k] for k in ("a", "b", "layer", "head", "view", "label"))
         tokens, weights = attention(model, tokenizer, a, b)
         matrix = weights[layer - 1, head - 1]
         words = [i for i, t in enumerate(tokens) if t not in ("[CLS]", "[SEP]")]
@@ -76,5 +77,11 @@ def test_attention_examples_show_the_pattern_their_labels_name(shipped):
             targets = re.findall(r"“(.+?)”", match[1])
             looking = sum(tokens[matrix[i].argmax()] in targets for i in words)
             assert looking > len(words) / 2, (label, looking, len(words))
+        elif re.search(r"^rollout: .* every word draws most on its own sentence$", label):
+            assert view == "rollout" and claim["hide_special"]
+            shown, flow = drop_tokens(tokens, attention_rollout(weights)[layer - 1])  # (T', T'), rows sum to 1
+            first = tokens.index("[SEP]") - 1  # words of sentence A, once [CLS] is dropped
+            own = [flow[i, :first].sum() if i < first else flow[i, first:].sum() for i in range(len(shown))]
+            assert min(own) > 0.5, (label, own)
         else:
-            assert view != VIEW_HEAD and label.startswith("rollout"), label
+            raise AssertionError(f"no check for the claim {label!r}: write one")

@@ -16,12 +16,14 @@ import torch
 import transformers
 from safetensors.torch import load_file
 
+import bert_demo.trainer as trainer_module
 from bert_demo.checkpoint import load_pretrained, read_metadata
 from bert_demo.config import PRESETS
-import bert_demo.trainer as trainer_module
 from bert_demo.corpus import load_corpus
+from bert_demo.evaluate import evaluate, validate
 from bert_demo.pretraining_data import PretrainingData, SpecialIds, split_documents, tokenize_documents
-from bert_demo.trainer import OPTIMIZER_NAME, TrainConfig, Trainer, evaluate, validate
+from bert_demo.train_config import TrainConfig
+from bert_demo.trainer import OPTIMIZER_NAME, Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 STORIES = [
@@ -245,9 +247,11 @@ def test_a_final_save_that_fails_ends_the_run_with_a_message_not_a_traceback(sto
 
 
 def test_bad_training_settings_raise_clear_errors(stories_file, tmp_path):
-    for change, message in [({"preset": "huge"}, "unknown preset"), ({"steps": 0}, "steps"),
-                            ({"lr": float("nan")}, "lr"), ({"seq_len": 4}, "seq_len"),
-                            ({"batch_size": "8"}, "batch_size"), ({"batch_size": 6, "grad_accum": 4}, "multiple")]:
+    for change, message in [({"preset": "huge"}, "unknown preset"), ({"steps": 0}, "steps must be"),
+                            ({"lr": float("nan")}, "learning rate must be a number"),
+                            ({"seq_len": 4}, "sequence length must be between 16 and 512"),
+                            ({"batch_size": "8"}, "batch size must be a whole number"),
+                            ({"batch_size": 6, "grad_accum": 4}, "multiple")]:
         with pytest.raises(ValueError, match=message):
             Trainer(tiny_config(stories_file, tmp_path / "run", **change))
     with pytest.raises(ValueError, match="not a checkpoint"):
@@ -370,6 +374,8 @@ def test_a_length_curriculum_trains_on_short_examples_first_then_full_length(sto
 
 
 def test_levers_out_of_range_are_refused_with_their_names(tmp_path):
-    for field, value in [("mask_prob", 0.0), ("dropout", 1.0), ("schedule", "cosine"), ("short_seq_len", 8)]:
-        with pytest.raises(ValueError, match=field.split("_")[0]):
+    for field, value, message in [("mask_prob", 0.0, "masking rate"), ("dropout", 1.0, "dropout"),
+                                  ("schedule", "cosine", "unknown schedule"),
+                                  ("short_seq_len", 8, "short sequence length")]:
+        with pytest.raises(ValueError, match=message):
             TrainConfig(out=str(tmp_path), **{field: value}).validate()

@@ -17,8 +17,10 @@ from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 
 from bert_demo.config import PRESETS
-from bert_demo.registry import Registry
-from bert_demo.ui import VIEW_AVERAGE, VIEW_HEAD, VIEW_ROLLOUT, build_demo, launch_kwargs
+from bert_demo.app.registry import Registry
+from bert_demo.app import handlers
+from bert_demo.app.handlers import VIEW_AVERAGE, VIEW_HEAD, VIEW_ROLLOUT
+from bert_demo.app.ui import build_demo, launch_kwargs
 from tests.test_registry import make_checkpoint, write_corpus
 
 MODEL = "checkpoints/tiny-test"
@@ -137,14 +139,18 @@ def test_a_short_run_streams_growing_metrics_and_ends_with_a_checkpoint(app, cli
     assert str(checkpoint["value"]).endswith(".zip"), checkpoint
     assert selector["value"].startswith("runs/tiny-upload-")
     assert selector["value"] in [name for _, name in selector["choices"]]
-    assert selector["value"] in [e.name for e in app["registry"].list_models()]
+    assert selector["value"] in [e.name for e in app["registry"].list_models(client.session_hash)]
+    assert selector["value"] not in [e.name for e in app["registry"].list_models()]  # trained on an upload: private
     sentence, *_ = client.predict(selector["value"], "the [MASK] was visited.", 3, api_name="/fill_mask")
     assert sentence["value"][1]["class_or_confidence"]
+    with pytest.raises(AppError, match="There is no model called"):
+        Client(app["url"], verbose=False).predict(selector["value"], "the [MASK] sat.", 3, api_name="/fill_mask")
 
 
 def test_a_long_run_can_be_cancelled_while_inference_keeps_answering(app, client):
     registry = app["registry"]
-    job = client.submit([], handle_file(str(app["corpus"])), "tiny", 1000, 4, 1e-3, 32, 512, api_name="/train")
+    job = client.submit([], handle_file(str(app["corpus"])), "tiny", 1000, 4, 1e-3, 32, 512, True,  # shared
+                        api_name="/train")
     lengths = []
     for outputs in job:
         lengths.append(len(plot_data(outputs[1])[0]["x"]))
@@ -177,17 +183,17 @@ def test_app_py_builds_the_app_without_importing_torch(tmp_path):
 
 FIRST_USE = """
 import sys, threading
-from bert_demo.config import PRESETS
-from bert_demo.registry import Registry
-from bert_demo.ui import build_demo
-demo = build_demo(Registry(checkpoints_dir=sys.argv[1], runs_dir=sys.argv[2], device="cpu", allow_hub=False))
-handlers = {f.api_name: f.fn for f in demo.fns.values()}
+from bert_demo.app import handlers
+from bert_demo.app.registry import Registry
+from bert_demo.app.ui import build_demo
+registry = Registry(checkpoints_dir=sys.argv[1], runs_dir=sys.argv[2], device="cpu", allow_hub=False)
+demo = build_demo(registry)
 assert "transformers" not in sys.modules
 model = "checkpoints/tiny-test"
-calls = [lambda: handlers["selected"](model, 2, 4),
-         lambda: handlers["attention"](model, "the cat sat.", "", 1, 1, "one head", False),
-         lambda: handlers["fill_mask"](model, "the [MASK] sat.", 3),
-         lambda: handlers["next_sentence"](model, "a b.", "c d.")]
+calls = [lambda: handlers.selected(registry, model, 2, 4),
+         lambda: handlers.attention(registry, model, "the cat sat.", "", 1, 1, "one head", False),
+         lambda: handlers.fill_mask(registry, model, "the [MASK] sat.", 3),
+         lambda: handlers.next_sentence(registry, model, "a b.", "c d.")]
 errors = []
 def run(call):
     try:
@@ -202,7 +208,7 @@ print(errors)
 
 def test_handlers_used_for_the_first_time_at_once_all_find_the_backend(tmp_path):
     """A fresh app, as when its page first loads: several handlers start in worker threads at once. Without
-    `import_backend`'s lock one of them saw transformers half-imported ("cannot import name 'BertTokenizerFast'")."""
+    `backend()`'s lock one of them saw transformers half-imported ("cannot import name 'BertTokenizerFast'")."""
     make_checkpoint(tmp_path / "checkpoints" / "tiny-test")
     result = subprocess.run([sys.executable, "-c", FIRST_USE, str(tmp_path / "checkpoints"), str(tmp_path / "runs")],
                             cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True, timeout=120)
@@ -214,24 +220,24 @@ def test_sliders_follow_the_models_range_and_move_only_a_layer_or_head_outside_i
     """The answer to choosing a model (or loading an example) sets a slider's value only when it is out of range,
     so an example clicked while the page is still loading keeps its layer and head."""
     make_checkpoint(tmp_path / "checkpoints" / "tiny-test")
-    demo = build_demo(Registry(checkpoints_dir=tmp_path / "checkpoints", runs_dir=tmp_path / "runs", device="cpu",
-                               allow_hub=False))
-    handlers = {f.api_name: f.fn for f in demo.fns.values()}
+    registry = Registry(checkpoints_dir=tmp_path / "checkpoints", runs_dir=tmp_path / "runs", device="cpu",
+                        allow_hub=False)
     layers, heads = PRESETS["tiny"].num_hidden_layers, PRESETS["tiny"].num_attention_heads
-    for name in ("selected", "narrow"):
-        *_, layer, head = handlers[name](MODEL, 1, 1)
-        assert (layer.constructor_args, head.constructor_args) == ({"maximum": layers}, {"maximum": heads})
-        *_, layer, head = handlers[name](MODEL, 9, 9)
-        assert layer.constructor_args == {"maximum": layers, "value": layers}
-        assert head.constructor_args == {"maximum": heads, "value": heads}
+    for handler in (handlers.selected, handlers.narrow):
+        inside = handler(registry, MODEL, 1, 1)
+        assert (inside["layer"].constructor_args, inside["head"].constructor_args) == ({"maximum": layers},
+                                                                                      {"maximum": heads})
+        outside = handler(registry, MODEL, 9, 9)
+        assert outside["layer"].constructor_args == {"maximum": layers, "value": layers}
+        assert outside["head"].constructor_args == {"maximum": heads, "value": heads}
 
 
 def test_model_tab_says_how_long_a_model_trained_in_hours_minutes_or_seconds(tmp_path):
     for name, elapsed in [("long", 60152.4), ("short", 42.3), ("medium", 754.0)]:
         make_checkpoint(tmp_path / "checkpoints" / name, elapsed=elapsed, device="cpu")
-    demo = build_demo(Registry(checkpoints_dir=tmp_path / "checkpoints", runs_dir=tmp_path / "runs", device="cpu",
-                               allow_hub=False))
-    selected = next(f.fn for f in demo.fns.values() if f.api_name == "selected")
-    shown = {name: selected(f"checkpoints/{name}", 1, 1)[1] for name in ("long", "short", "medium")}
+    registry = Registry(checkpoints_dir=tmp_path / "checkpoints", runs_dir=tmp_path / "runs", device="cpu",
+                        allow_hub=False)
+    shown = {name: handlers.selected(registry, f"checkpoints/{name}", 1, 1)["model_info"]
+             for name in ("long", "short", "medium")}
     assert ", 16 h 43 min of training on cpu." in shown["long"]
     assert ", 42 s of training on cpu." in shown["short"] and ", 13 min of training on cpu." in shown["medium"]

@@ -1,0 +1,26 @@
+"""torch, transformers and the model code, imported on first use, in one place.
+
+The app serves its first page before torch has loaded (a few seconds instead of about ten). Every handler that needs
+a model calls `backend()`, which imports the heavy modules once. Two threads importing transformers at the same time
+can see a half-initialised module ("cannot import name 'BertTokenizerFast'"), so the first import holds a lock.
+"""
+from __future__ import annotations
+
+import threading
+from types import SimpleNamespace
+
+_IMPORTING = threading.Lock()
+_LOADED: SimpleNamespace | None = None
+
+
+def backend() -> SimpleNamespace:
+    """The modules the app calls: checkpoint, evaluate, inference, trainer."""
+    global _LOADED
+    if _LOADED is None:
+        with _IMPORTING:
+            if _LOADED is None:
+                from bert_demo import checkpoint, evaluate, inference, trainer
+
+                _LOADED = SimpleNamespace(checkpoint=checkpoint, evaluate=evaluate, inference=inference,
+                                          trainer=trainer)
+    return _LOADED

@@ -1,0 +1,238 @@
+"""What each event of the app does: one backend call, shaped for the components that show it.
+
+Every handler takes the `Registry` first and returns (or, for training, yields) a dict from output names to values;
+`bert_demo.app.ui` maps the names to its components. Tests call these functions directly. A refused input becomes a
+toast with its message and one line in the server log, never a traceback.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import gradio as gr
+
+from bert_demo import plots
+from bert_demo.app import text
+from bert_demo.app.backend import backend
+from bert_demo.app.registry import Registry
+from bert_demo.app.runs import TrainingJob
+from bert_demo.train_config import default
+
+log = logging.getLogger(__name__)
+
+MAX_LABELS = 6  # ranked lists shown for the first masks of a sentence
+UPDATE_EVERY_S = 1.0  # how often the training stream sends new charts
+VIEWS = {"head": "one head", "average": "average of the heads", "rollout": "rollout up to this layer"}
+VIEW_HEAD, VIEW_AVERAGE, VIEW_ROLLOUT = VIEWS.values()
+PROBE_LABEL = f"Probe: guesses for “{default('probe')}”"
+Outputs = dict[str, Any]
+
+
+def friendly(fn: Callable) -> Callable:
+    """Turn a handler's ValueError into a toast with its message (and one log line); anything else into a toast
+    that says something went wrong, with the traceback in the log."""
+
+    def translate(exc: Exception) -> gr.Error:
+        if isinstance(exc, ValueError):
+            message = str(exc)
+            log.warning("%s refused: %s", fn.__name__, message[:200])
+            return gr.Error(message[:1].upper() + message[1:], print_exception=False)
+        log.exception("unexpected error in %s", fn.__name__)
+        return gr.Error(f"Something went wrong ({type(exc).__name__}). Try again, or choose another model.",
+                        print_exception=False)
+
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def generator(*args, **kwargs):
+            try:
+                yield from fn(*args, **kwargs)
+            except gr.Error:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                raise translate(exc) from None
+        return generator
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except gr.Error:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise translate(exc) from None
+    return wrapper
+
+
+@friendly
+def fill_mask(registry: Registry, model_name: str, sentence: str, top_k: float, owner: str | None = None
+              ) -> Outputs:
+    inference = backend().inference
+    loaded = registry.load(model_name, owner)
+    predictions = inference.fill_mask(loaded.model, loaded.tokenizer, sentence, int(top_k))
+    spans = inference.fill_in_masks(sentence.strip(), predictions)
+    caption = "Best guesses filled in (the label is the model's probability)"
+    if len(predictions) > MAX_LABELS:
+        caption += f"; ranked lists below for the first {MAX_LABELS} of {len(predictions)} masks"
+    outputs: Outputs = {"filled": gr.HighlightedText(value=spans, label=caption,
+                                                     color_map={label: "#bfdbfe" for _, label in spans if label})}
+    for i in range(MAX_LABELS):
+        outputs[f"mask_label_{i}"] = (
+            gr.Label(value=dict(predictions[i]), label=f"[MASK] {i + 1}: top {len(predictions[i])}",
+                     num_top_classes=len(predictions[i]), visible=True) if i < len(predictions)
+            else gr.Label(value=None, visible=False))
+    return outputs
+
+
+@friendly
+def next_sentence(registry: Registry, model_name: str, text_a: str, text_b: str, owner: str | None = None
+                  ) -> Outputs:
+    loaded = registry.load(model_name, owner)
+    p = backend().inference.next_sentence(loaded.model, loaded.tokenizer, text_a, text_b)
+    return {"nsp_result": {"B follows A": p, "B is a random sentence": 1 - p}}
+
+
+@friendly
+def attention(registry: Registry, model_name: str, text_a: str, text_b: str, layer: float, head: float,
+              view: str, hide: bool, owner: str | None = None) -> Outputs:
+    inference = backend().inference
+    loaded = registry.load(model_name, owner)
+    tokens, weights = inference.attention(loaded.model, loaded.tokenizer, text_a, (text_b or "").strip() or None)
+    n_layers, n_heads = weights.shape[:2]
+    layer, head = min(max(int(layer), 1), n_layers), min(max(int(head), 1), n_heads)
+    if view == VIEW_ROLLOUT:
+        matrix = inference.attention_rollout(weights)[layer - 1]  # (T, T)
+        title = f"Attention rollout through layer{f's 1–{layer}' if layer > 1 else ' 1'}"
+    elif view == VIEW_AVERAGE:
+        matrix = weights[layer - 1].mean(dim=0)  # (T, T)
+        title = f"Layer {layer}, average of its {n_heads} heads"
+    else:
+        matrix, title = weights[layer - 1, head - 1], f"Layer {layer}, head {head}"
+    heads, shown = weights[layer - 1], tokens  # (A, T, T)
+    if hide:
+        shown, matrix = inference.drop_tokens(tokens, matrix)
+        heads = inference.drop_tokens(tokens, heads)[1]
+        title += " ([CLS]/[SEP] hidden, rows renormalised)"
+    caption = (f"{len(shown)} tokens shown; the model has {n_layers} layers × {n_heads} heads. Each row is one "
+               "token (the query) and shows how it spreads its attention over the tokens (keys); rows sum to 1."
+               + (" Rollout multiplies the head-averaged maps of layers 1 to this one, adding the residual "
+                  "connection (Abnar & Zuidema 2020): how much each input token flows into each position."
+                  if view == VIEW_ROLLOUT else ""))
+    return {"att_plot": plots.attention_heatmap(shown, matrix, title),
+            "grid_plot": plots.attention_grid(shown, heads, f"All {n_heads} heads of layer {layer}"),
+            "att_caption": caption}
+
+
+@friendly
+def train(registry: Registry, corpus: list[str], upload: str | None, preset: str, steps: float,
+          batch_size: float, lr: float, seq_len: float, vocab_size: float, share: bool = False,
+          owner: str | None = None) -> Iterator[Outputs]:
+    """Wait in line for the training slot, start the run, and stream its charts until it ends."""
+    job = None
+    for update in registry.train_in_line(corpus=corpus, upload=upload, preset=preset, steps=steps,
+                                         batch_size=batch_size, lr=lr, seq_len=seq_len, vocab_size=vocab_size,
+                                         share=bool(share), owner=owner):
+        if isinstance(update, str):
+            yield {"status": update}
+        else:
+            job = update
+    if job is None:
+        yield {"status": "You left the line: no run was started."}
+        return
+    try:
+        yield {"status": text.job_status(job), **_figures([]), "probe": gr.Label(value=None, label=PROBE_LABEL),
+               "checkpoint_file": None}
+        yield from _follow(registry, job, owner)
+    finally:
+        if job.done is None:  # the visitor went away (tab closed, job cancelled): end the run, keep its weights
+            job.stop()
+    job.thread.join(timeout=10)
+    yield training_outputs(registry, job, owner, final=True)
+    if job.done.get("reason") == "error":
+        raise gr.Error(f"Training failed: {job.done.get('message')}", print_exception=False)
+
+
+def _follow(registry: Registry, job: TrainingJob, owner: str | None) -> Iterator[Outputs]:
+    """Charts and status about once a second while the run trains; the live run joins the selector once built."""
+    seen, last, announced = 0, 0.0, False
+    while job.done is None:
+        seen += len(job.wait(seen, timeout=UPDATE_EVERY_S / 2))
+        if job.done is None and time.monotonic() - last >= UPDATE_EVERY_S:
+            last = time.monotonic()
+            outputs = training_outputs(registry, job, owner)
+            if not announced and job.trainer.model is not None:
+                outputs["model"], announced = gr.Dropdown(choices=registry.choices(owner)), True
+            yield outputs
+
+
+def _figures(records: list[dict]) -> Outputs:
+    loss, accuracy, lr = plots.training_figures(records)
+    return {"loss_plot": loss, "accuracy_plot": accuracy, "lr_plot": lr}
+
+
+def training_outputs(registry: Registry, job: TrainingJob, owner: str | None, final: bool = False) -> Outputs:
+    """Status, charts and probe of a run; when it has ended, its zip and the selector pointing at it."""
+    outputs = {"status": text.job_status(job), **_figures(job.records)}
+    probe = next((r for r in reversed(job.records) if r.get("kind") == "probe"), None)
+    if probe is not None and probe.get("error"):
+        outputs["probe"] = gr.Label(value=None, label=f"Probe at step {probe['step']}: {probe['error']}")
+    elif probe is not None:
+        outputs["probe"] = gr.Label(value=dict(probe["predictions"]),
+                                    label=f"Step {probe['step']}: guesses for “{probe['text']}”")
+    if final:
+        saved = job.done is not None and job.done.get("checkpoint")
+        name = f"runs/{job.name}"
+        outputs["checkpoint_file"] = gr.File(value=str(registry.zip_checkpoint(name, owner)), visible=True) \
+            if saved else None
+        outputs["model"] = gr.Dropdown(choices=registry.choices(owner),
+                                       value=name if saved else registry.default_model(owner))
+    return outputs
+
+
+def stop(registry: Registry, owner: str | None) -> Outputs:
+    """Stop the visitor's own run, or take them out of the line; another visitor's run is left alone."""
+    waiting = any(ticket.owner == owner for ticket in registry.line)
+    if registry.stop_training(owner=owner):
+        return {"status": "Leaving the line…" if waiting else
+                "Stopping after the current step, then saving the checkpoint…"}
+    if registry.job is not None and registry.job.running:
+        gr.Warning("This run was started by someone else; only they can stop it, and it ends by itself.")
+    return {"status": gr.skip()}
+
+
+def selected(registry: Registry, model_name: str, layer: float, head: float, owner: str | None = None) -> Outputs:
+    """Everything that depends on the chosen model: header line, Model tab, attention sliders."""
+    try:
+        summary, info = registry.model_summary(model_name, owner), registry.model_info(model_name, owner)
+    except ValueError as exc:
+        message = f"⚠️ {str(exc)[:1].upper()}{str(exc)[1:]}"
+        return {"summary": message, "model_info": message, "model_card": ""}
+    card = info.pop("model_card") or "*This checkpoint has no model card (README.md).*"
+    return {"summary": summary, "model_info": text.model_markdown(info), "model_card": card,
+            **narrow(registry, model_name, layer, head, owner)}
+
+
+def narrow(registry: Registry, model_name: str, layer: float, head: float, owner: str | None = None) -> Outputs:
+    """The layer and head sliders narrowed to the model's range. A value changes only when out of range: setting
+    it anyway would undo an example the visitor clicked while the page was still loading."""
+    try:
+        _, config = registry.config_of(model_name, owner)
+    except ValueError:
+        return {"layer": gr.skip(), "head": gr.skip()}
+    return {"layer": _slider(layer, config.num_hidden_layers), "head": _slider(head, config.num_attention_heads)}
+
+
+def _slider(value: float, maximum: int) -> gr.Slider:
+    return gr.Slider(maximum=maximum, value=maximum) if value > maximum else gr.Slider(maximum=maximum)
+
+
+def refresh(registry: Registry, model_name: str | None, owner: str | None = None) -> Outputs:
+    return {"model": gr.Dropdown(choices=registry.choices(owner), value=model_name or registry.default_model(owner))}
+
+
+@friendly
+def download(registry: Registry, model_name: str, owner: str | None = None) -> Outputs:
+    return {"download_file": gr.File(value=str(registry.zip_checkpoint(model_name, owner)), visible=True)}

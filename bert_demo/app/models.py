@@ -1,0 +1,326 @@
+"""The catalogue of models the app can show: shipped checkpoints, runs trained here, an extra folder, hub ids.
+
+A name from a visitor is never used as a path unchecked: it must be `<root>/<folder>` (or a path) naming a direct
+sub-folder of one of the roots, or a Hugging Face hub id. `resolve` checks a name once and returns an entry that
+carries the model's config; `load` keeps the last few loaded models in a small LRU cache.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+import threading
+import time
+import zipfile
+from collections import OrderedDict
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bert_demo.app.backend import backend
+from bert_demo.config import CONFIG_NAME, WEIGHTS_NAME, BertConfig, read_config, read_metadata
+
+if TYPE_CHECKING:
+    from transformers import BertTokenizerFast
+
+    from bert_demo.model import BertForPreTraining
+
+log = logging.getLogger(__name__)
+
+LIVE = "live"  # the name of the run in progress in the model selector
+NOT_ZIPPED = ("optimizer.safetensors",)  # needed to resume, not to use the model
+MODEL_CARD = "README.md"
+EXAMPLES_NAME = "examples.json"  # the examples the app shows for a model, with the claims their labels make
+MAX_EXAMPLES_BYTES = 100_000
+MAX_CARD_CHARS = 50_000  # longer cards are cut in the Model tab, and say so
+MAX_ZIPS = 10  # checkpoint zips kept in the temp folder for download; older ones are deleted
+FOLDER = re.compile(r"[A-Za-z0-9][\w.-]{0,99}", re.ASCII)  # no "/", no leading "."
+_FRONT_MATTER = re.compile(r"\A---\r?\n.*?\r?\n---\r?\n", re.DOTALL)  # a Hugging Face card's YAML metadata
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}(/[A-Za-z0-9][\w.-]{0,95})?", re.ASCII)
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One model the selector can offer: `name` is what the UI and the API pass around."""
+
+    name: str
+    label: str
+    folder: Path | None = None  # None for a hub id (downloaded on load) and for the live run
+    config: BertConfig | None = None  # read once when the name is resolved; None until a hub model is loaded
+
+
+@dataclass
+class Loaded:
+    model: BertForPreTraining
+    tokenizer: BertTokenizerFast
+    entry: ModelEntry
+    folder: Path | None
+
+
+class Catalog:
+    """Models by name. Part of `Registry`, which gives it `roots`, `device`, `allow_hub` and the training `job`."""
+
+    roots: dict[str, Path]
+    device: str
+    allow_hub: bool
+    cache_size: int
+    hub_cache: Path  # where hub models are downloaded; it keeps the newest few
+    job: Any
+
+    def _init_catalog(self) -> None:
+        self._cache: OrderedDict[tuple, Loaded] = OrderedDict()
+        self._cache_lock = threading.Lock()
+
+    def list_models(self, viewer: str | None = None) -> list[ModelEntry]:
+        """The live run (if any), shipped checkpoints by name, runs newest first, then the extra folder; without the
+        runs private to another visitor (`viewer` is the asking browser session)."""
+        entries = []
+        job = self.job
+        if job is not None and job.running and job.trainer.model is not None and _sees(viewer, job.trainer.visible_to):
+            entries.append(ModelEntry(LIVE, f"⏺ run in progress ({job.name}, step {job.trainer.step})"))
+        labels = {"checkpoints": "shipped", "runs": "trained here", "models": "extra folder"}
+        for key, root in self.roots.items():
+            folders = model_folders(root)
+            if key == "runs":
+                folders.sort(key=lambda f: f.stat().st_mtime, reverse=True)
+            entries += [ModelEntry(f"{key}/{f.name}", f"{f.name} ({labels[key]})", f) for f in folders
+                        if key != "runs" or _sees(viewer, read_metadata(f).get("visible_to"))]
+        return entries
+
+    def choices(self, viewer: str | None = None) -> list[tuple[str, str]]:
+        """(label, name) pairs for a dropdown."""
+        return [(e.label, e.name) for e in self.list_models(viewer)]
+
+    def default_model(self, viewer: str | None = None) -> str | None:
+        """The first shipped checkpoint, else the newest run, else None (nothing to show until one is trained)."""
+        entries = [e for e in self.list_models(viewer) if e.name != LIVE]
+        return entries[0].name if entries else None
+
+    def resolve(self, name: str | None, viewer: str | None = None) -> ModelEntry:
+        """Check a visitor's model name and say what it refers to; ValueError when it is not allowed, or when it
+        names a run private to another visitor (as if it did not exist)."""
+        if name is not None and not isinstance(name, str):
+            raise ValueError(f"a model name must be text, not {type(name).__name__}")
+        name = (name or "").strip()
+        if not name:
+            if self.default_model(viewer) is None:
+                raise ValueError("there is no model yet: train one in the Train tab, then it appears in the model "
+                                 "selector")
+            raise ValueError("choose a model in the model selector")
+        if name == LIVE:
+            if self.job is None or self.job.trainer.model is None or not _sees(viewer, self.job.trainer.visible_to):
+                raise ValueError("no run is training right now: choose a saved model")
+            return ModelEntry(LIVE, "run in progress", None, self.job.trainer.model.config)
+        head, _, tail = name.partition("/")
+        if head in self.roots and tail and "/" not in tail:
+            return self._local(head, tail, viewer)
+        if name.startswith(("/", ".", "~")) or "\\" in name or name.count("/") > 1:
+            return self._local_path(name, viewer)
+        for key in self.roots:  # a bare folder name inside one of the roots wins over the hub
+            if FOLDER.fullmatch(name) and (self.roots[key] / name / CONFIG_NAME).is_file():
+                return self._local(key, name, viewer)
+        if _HUB_ID.fullmatch(name) and ".." not in name:
+            if not self.allow_hub:
+                raise ValueError(f"{name!r} is not a local model, and loading from the Hugging Face Hub is turned "
+                                 "off here")
+            return ModelEntry(name, f"{name} (Hugging Face Hub)")
+        raise ValueError(f"{name!r} is not a model name: choose one from the list, or give a folder inside "
+                         f"{self._roots_text()}, or a Hugging Face hub id such as google/bert_uncased_L-2_H-128_A-2")
+
+    def _local(self, key: str, folder_name: str, viewer: str | None) -> ModelEntry:
+        root = self.roots[key]
+        if not FOLDER.fullmatch(folder_name):
+            raise ValueError(f"{folder_name!r} is not a valid model folder name")
+        folder = root / folder_name
+        if (not (folder / CONFIG_NAME).is_file() or folder.resolve().parent != root.resolve()
+                or (key == "runs" and not _sees(viewer, read_metadata(folder).get("visible_to")))):
+            raise ValueError(f"there is no model called {key}/{folder_name}")
+        return ModelEntry(f"{key}/{folder_name}", folder_name, folder, read_config(folder))
+
+    def _local_path(self, text: str, viewer: str | None) -> ModelEntry:
+        path = Path(text).expanduser().resolve()
+        for key, root in self.roots.items():
+            if root.exists() and path.parent == root.resolve():
+                return self._local(key, path.name, viewer)
+        raise ValueError(f"only model folders directly inside {self._roots_text()} can be loaded, not {text!r}")
+
+    def _roots_text(self) -> str:
+        return ", ".join(f"{key}/" for key in self.roots)
+
+    def load(self, name: str | ModelEntry | None, viewer: str | None = None) -> Loaded:
+        """The model in eval mode on this registry's device, from the cache when possible."""
+        entry = name if isinstance(name, ModelEntry) else self.resolve(name, viewer)
+        if entry.name == LIVE:
+            return self.job.live_model()
+        key = (entry.name, _mtime(entry.folder))
+        with self._cache_lock:
+            if key in self._cache:
+                self._cache.move_to_end(key)
+                return self._cache[key]
+        checkpoint = backend().checkpoint
+        started = time.perf_counter()  # load outside the lock: a slow download must not block cached models
+        # a hub id is downloaded, never looked up as a path: "tests" must not load ./tests
+        folder = entry.folder or checkpoint.download(entry.name, cache_dir=self.hub_cache)
+        model, tokenizer = checkpoint.load_pretrained(folder, device=self.torch_device())
+        loaded = Loaded(model, tokenizer, entry, folder)
+        log.info("loaded %s in %.1f s", entry.name, time.perf_counter() - started)
+        with self._cache_lock:
+            self._cache[key] = loaded
+            while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+        return loaded
+
+    def config_of(self, name: str | None, viewer: str | None = None) -> tuple[ModelEntry, BertConfig]:
+        """The entry and its config: read from config.json when the name was resolved, else from the loaded model."""
+        entry = self.resolve(name, viewer)
+        return entry, entry.config or self.load(entry).model.config
+
+    def model_summary(self, name: str | None, viewer: str | None = None) -> str:
+        """One line for the header: which model, how big, where it runs."""
+        entry, config = self.config_of(name, viewer)
+        return (f"{entry.name}: {config.num_hidden_layers} layers, hidden size {config.hidden_size}, "
+                f"{config.num_attention_heads} heads, vocabulary {config.vocab_size:,}; runs on {self.device}")
+
+    def model_info(self, name: str | None, viewer: str | None = None) -> dict[str, Any]:
+        """What the Model tab shows: config, size, device, training settings and metrics, the model card."""
+        loaded = self.load(name, viewer)
+        model, folder = loaded.model, loaded.folder
+        info: dict[str, Any] = {
+            "name": loaded.entry.name, "config": asdict(model.config), "parameters": model.num_parameters(),
+            "device": str(next(model.parameters()).device), "vocab_size": len(loaded.tokenizer),
+            "missing_weights": list(getattr(model, "missing_keys", []) or []),
+            "folder": str(folder) if folder else None, "model_card": None,
+        }
+        if loaded.entry.name == LIVE:
+            trainer = self.job.trainer
+            metadata = {"train_config": trainer.config.to_dict(), "step": trainer.step,
+                        "history": list(trainer.history)}
+        else:
+            metadata = read_metadata(folder) if folder else {}
+            card = folder / MODEL_CARD if folder else None
+            if card is not None and card.is_file():
+                info["model_card"] = card_text(card)
+        history = metadata.get("history") or []
+        info.update(train_config=metadata.get("train_config"), step=metadata.get("step"),
+                    elapsed=metadata.get("elapsed"), trained_on=metadata.get("device"),
+                    last_train=next((r for r in reversed(history) if r.get("kind") == "train"), None),
+                    last_val=next((r for r in reversed(history) if r.get("kind") == "val"), None))
+        return info
+
+    def zip_checkpoint(self, name: str | None, viewer: str | None = None) -> Path:
+        """A zip of a saved model folder in Hugging Face format (unzip, then `from_pretrained` the folder)."""
+        entry = self.resolve(name, viewer)
+        if entry.folder is None:
+            raise ValueError("only a saved model can be downloaded: wait for the run to end, or choose a folder")
+        folder = entry.folder
+        version = f"{entry.name.replace('/', '--')}-{_mtime(folder):.0f}"  # a new zip when the weights change
+        out_dir = downloads_dir() / version
+        out_dir.mkdir(parents=True, exist_ok=True)
+        target = out_dir / f"{folder.name}.zip"
+        if not target.is_file():  # each caller writes its own temporary file: two downloads may race here
+            handle, tmp = tempfile.mkstemp(prefix=f".{folder.name}.", suffix=".zip.tmp", dir=out_dir)
+            with os.fdopen(handle, "wb") as raw, \
+                    zipfile.ZipFile(raw, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
+                for file in sorted(folder.iterdir()):
+                    if file.is_file() and not file.name.startswith(".") and file.name not in NOT_ZIPPED:
+                        archive.write(file, f"{folder.name}/{file.name}")
+            os.replace(tmp, target)
+            prune_downloads(keep=MAX_ZIPS)
+        return target
+
+    def torch_device(self) -> str:
+        """The device to use, confirmed by torch: a CPU-only torch on a GPU machine falls back to the CPU."""
+        if self.device.startswith("cuda"):
+            import torch
+
+            if not torch.cuda.is_available():
+                log.warning("an NVIDIA GPU is visible but torch cannot use it: running on the CPU")
+                self.device = "cpu"
+        return self.device
+
+
+def _sees(viewer: str | None, visible_to: str | None) -> bool:
+    """Whether a visitor may see a run: runs are public unless private to one browser session."""
+    return visible_to is None or visible_to == viewer
+
+
+def downloads_dir() -> Path:
+    """Where checkpoint zips are written for visitors to download."""
+    return Path(tempfile.gettempdir()) / "bert-demo-downloads"
+
+
+def prune_downloads(keep: int = MAX_ZIPS, name: str | None = None) -> None:
+    """Delete old checkpoint zips: all those of model `name` (a run that was deleted), else all but the newest
+    `keep` (a zip is made again when asked for)."""
+    folders = sorted((p for p in downloads_dir().glob("*") if p.is_dir()), key=lambda p: p.stat().st_mtime,
+                     reverse=True)
+    if name is not None:
+        prefix = f"{name.replace('/', '--')}-"
+        doomed = [p for p in folders if p.name.startswith(prefix) and p.name[len(prefix):].isdigit()]
+    else:
+        doomed = folders[keep:]
+    for folder in doomed:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def model_folders(root: Path) -> list[Path]:
+    """The checkpoint folders directly inside `root` (names we accept, no links out of it)."""
+    if not root.is_dir():
+        return []
+    inside = root.resolve()
+    return sorted(f for f in root.iterdir() if f.is_dir() and FOLDER.fullmatch(f.name)
+                  and (f / CONFIG_NAME).is_file() and f.resolve().parent == inside)
+
+
+def visible_device() -> str:
+    """CUDA when the NVIDIA driver is loaded and a GPU is not hidden, else the CPU; decided without importing
+    torch (slow), and confirmed by `Catalog.torch_device` when torch is first needed."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+        return "cpu"
+    return "cuda" if Path("/proc/driver/nvidia/version").exists() else "cpu"
+
+
+def card_text(path: Path) -> str:
+    """A model card as people read it: without the YAML metadata block a Hugging Face card opens with (Markdown
+    would show it as a heading), and at most MAX_CARD_CHARS long."""
+    with path.open(encoding="utf-8", errors="replace") as file:
+        text = _FRONT_MATTER.sub("", file.read(2 * MAX_CARD_CHARS), count=1)
+    if len(text) > MAX_CARD_CHARS:
+        text = text[:MAX_CARD_CHARS] + f"\n\n*(The card is cut here: it is longer than {MAX_CARD_CHARS:,} characters.)*"
+    return text
+
+
+def _mtime(folder: Path | None) -> float:
+    if folder is None:
+        return 0.0
+    weights = folder / WEIGHTS_NAME
+    return (weights if weights.exists() else folder).stat().st_mtime
+
+
+@dataclass(frozen=True)
+class Examples:
+    """The examples the app shows for one model, from `examples.json` beside its weights, each with its label."""
+
+    fill_mask: list[str]
+    next_sentence: list[tuple[str, str, str]]  # (A, B, label)
+    attention: list[tuple[str, str, int, int, str, bool, str]]  # (A, B, layer, head, view, hide [CLS]/[SEP], label)
+
+
+def read_examples(folder: Path | None) -> Examples | None:
+    """A model's examples, or None when it has none (a run trained here) or its file is not what we write."""
+    file = folder / EXAMPLES_NAME if folder else None
+    if file is None or not file.is_file() or file.stat().st_size > MAX_EXAMPLES_BYTES:
+        return None
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+        return Examples(
+            fill_mask=[str(e["text"]) for e in data["fill_mask"]],
+            next_sentence=[(str(e["a"]), str(e["b"]), str(e["label"])) for e in data["next_sentence"]],
+            attention=[(str(e["a"]), str(e["b"]), int(e["layer"]), int(e["head"]), str(e["view"]),
+                        bool(e["hide_special"]), str(e["label"])) for e in data["attention"]])
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        log.warning("ignoring %s: %s", file, exc)
+        return None

@@ -1,0 +1,366 @@
+"""The app's one training slot: the form's settings checked against the machine's caps, uploads, a short line of
+waiting visitors, the job thread that runs `Trainer.run()`, and the pruning of old runs.
+
+One run trains at a time for everyone. A visitor has at most one run waiting or training, only that visitor can stop
+it, and at most `max_waiting` visitors wait: more are refused at once, so that queued runs never fill the queue that
+inference shares. Inference on the run in progress uses `Trainer.snapshot()`, a copy taken between optimizer steps.
+"""
+from __future__ import annotations
+
+import atexit
+import logging
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bert_demo.app.backend import backend
+from bert_demo.app.models import FOLDER, LIVE, Loaded, ModelEntry, model_folders, prune_downloads
+from bert_demo.config import read_metadata
+from bert_demo.corpus import SOURCES
+from bert_demo.train_config import APP_RUN, TrainConfig, bounds, choices, label, shared_limits
+
+log = logging.getLogger(__name__)
+
+MIN_RUN_AGE_S = 3600.0  # a run trained here is kept at least this long, however many runs follow it
+MAX_WAITING = 4  # visitors who may wait in line for the training slot; more are refused at once
+WAIT_POLL_S = 1.0  # how often a waiting visitor's place in line is re-checked and shown
+UPLOAD_PREFIX = "bert-demo-upload-"
+FORM = ("preset", "steps", "batch_size", "lr", "seq_len", "vocab_size")  # the settings a visitor chooses
+
+
+@dataclass(frozen=True)
+class Caps:
+    """What one visitor's run may ask for on this machine: TrainConfig's caps for its kind (`limits` narrows them
+    further, as tests do), and the largest upload."""
+
+    machine: str = "cpu"
+    limits: dict[str, Any] = field(default_factory=dict)
+    max_upload_bytes: int = 10 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "limits", {**shared_limits(self.machine), **self.limits})
+
+    def bounds(self, name: str) -> tuple[Any, Any]:
+        low, high = bounds(name)
+        return low, self.limits.get(name, high)
+
+    def choices(self, name: str) -> tuple:
+        return tuple(self.limits.get(name, choices(name)))
+
+
+@dataclass(eq=False)
+class Ticket:
+    """A visitor's place in the line for the training slot."""
+
+    owner: str | None
+    cancelled: bool = False
+
+
+class Runs:
+    """The training slot. Part of `Registry`, which gives it `roots`, `device` and the catalogue of models."""
+
+    roots: dict[str, Path]
+    device: str
+    _fixed_caps: Caps | None
+
+    def _init_runs(self, max_runs: int) -> None:
+        self.job: TrainingJob | None = None
+        self.line: list[Ticket] = []  # visitors waiting for the training slot, first in line first
+        self.max_waiting = MAX_WAITING
+        self.max_runs = max_runs
+        self.min_run_age_s = MIN_RUN_AGE_S
+        self.finish_wait_s = 30.0  # how long a new run waits for the previous one to save its checkpoint
+        self._runs_lock = threading.RLock()
+
+    @property
+    def caps(self) -> Caps:
+        return self._fixed_caps or Caps("gpu" if self.device.startswith("cuda") else "cpu")
+
+    def train_config(self, corpus: str | list[str] | tuple[str, ...] | None = APP_RUN["corpus"],
+                     upload: str | Path | None = None, name: str | None = None, **form: Any) -> TrainConfig:
+        """A checked TrainConfig for a run in `runs/` from the form's values (APP_RUN where one is left out);
+        ValueError names the first setting that is not allowed."""
+        unknown = set(form) - set(FORM)
+        if unknown:
+            raise ValueError(f"unknown setting(s) {', '.join(sorted(unknown))}: the form has {', '.join(FORM)}")
+        values = {key: _coerce(key, form.get(key, APP_RUN[key])) for key in FORM}
+        sources = [corpus] if isinstance(corpus, str) else list(corpus or [])
+        sources = [s.strip() for part in sources for s in str(part).split(",") if s.strip()]
+        if any(s not in SOURCES for s in sources):
+            bad = next(s for s in sources if s not in SOURCES)
+            raise ValueError(f"unknown corpus {bad!r}: choose from {', '.join(SOURCES)} or upload a .txt file")
+        if not sources and not upload:
+            raise ValueError("choose a corpus or upload a .txt file to train on")
+        steps = values["steps"]
+        config = TrainConfig(**values, corpus=",".join(sources) or "upload", log_every=max(1, steps // 50),
+                             eval_every=max(10, steps // 6), save_every=10**9, device=self.torch_device())
+        config.validate(self.caps.limits)
+        run_name = name or f"{config.preset}-{'-'.join([*sources, *(['upload'] if upload else [])])}-" \
+                           f"{time.strftime('%Y%m%d-%H%M%S')}"
+        if not FOLDER.fullmatch(run_name):
+            raise ValueError(f"{run_name!r} is not a valid run name")
+        config.out = str(self.roots["runs"] / run_name)
+        if upload:  # last: every refusal above leaves nothing behind
+            config.corpus = ",".join([*sources, str(self._check_upload(Path(upload), alone=not sources))])
+        return config
+
+    def _check_upload(self, path: Path, alone: bool) -> Path:
+        """Check an uploaded text file, read it, and return a private copy under a name of our choosing (a visitor's
+        file name never reaches the corpus loader, where a comma would split it). A file that is the only source
+        must hold enough documents for training and validation; beside a named corpus, any readable text will do.
+        """
+        if not path.is_file():
+            raise ValueError("the uploaded file is gone: upload it again")
+        if path.suffix.lower() != ".txt":
+            raise ValueError(f"upload a plain .txt file, not {path.suffix or 'a file without extension'}")
+        size = path.stat().st_size
+        if size > self.caps.max_upload_bytes:
+            raise ValueError(f"the uploaded file is {size / 2**20:.1f} MB; at most "
+                             f"{self.caps.max_upload_bytes // 2**20} MB are allowed")
+        if size == 0:
+            raise ValueError("the uploaded file is empty")
+        from bert_demo.corpus import load_corpus
+        from bert_demo.pretraining_data import split_documents
+
+        folder = Path(tempfile.mkdtemp(prefix=UPLOAD_PREFIX))
+        target = folder / "upload.txt"
+        shutil.copyfile(path, target)
+        try:  # read it now, so that a file we cannot train on is refused at once, not when the run starts
+            documents = load_corpus(str(target))
+            if alone:
+                split_documents(documents, TrainConfig.val_fraction, TrainConfig.seed)
+        except ValueError as exc:
+            shutil.rmtree(folder, ignore_errors=True)
+            reason = str(exc)
+            for shown in {str(target.resolve()), str(target)}:  # never show a visitor the server's temporary paths
+                reason = reason.replace(shown, "it")
+            raise ValueError(f"the uploaded file cannot be trained on: {reason}") from None
+        return target
+
+    def train_in_line(self, owner: str | None = None, share: bool = False, **settings: Any
+                      ) -> Iterator[str | TrainingJob]:
+        """Check the settings at once, wait in line for the training slot, then start the run.
+
+        Yields a status line every WAIT_POLL_S while others go first, and the started job last. Closing the
+        generator (the visitor left) or `stop_training` by the same owner gives the place up. A run trained on an
+        upload is private to its owner unless `share` is set: its vocabulary and guesses would show the text.
+        """
+        config = self.train_config(**settings)
+        try:
+            ticket = self._join_line(owner)
+        except ValueError:
+            remove_uploads(config.corpus)
+            raise
+        started = False
+        try:
+            while (ahead := self._ahead_of(ticket)) > 0 and not ticket.cancelled:
+                yield (f"Waiting for the training slot: {ahead} run{'s' if ahead > 1 else ''} before yours "
+                       f"(you are number {ahead} in line). Runs last at most a few minutes here.")
+                time.sleep(WAIT_POLL_S)
+            if not ticket.cancelled:
+                job = self._start(config, owner, share)
+                started = True
+                yield job
+        finally:
+            with self._runs_lock:
+                if ticket in self.line:
+                    self.line.remove(ticket)
+            if not started:
+                remove_uploads(config.corpus)
+
+    def _join_line(self, owner: str | None) -> Ticket:
+        with self._runs_lock:
+            job = self.job
+            mine = owner is not None and (any(t.owner == owner for t in self.line)
+                                          or (job is not None and job.running and job.owner == owner))
+            if mine:
+                raise ValueError("you already have a run training or waiting: stop it, or wait for it to end, "
+                                 "before you start another")
+            if len(self.line) >= self.max_waiting:
+                raise ValueError(f"{len(self.line)} visitors are already waiting to train, the most this app lets "
+                                 "wait: try again in a few minutes. Fill-mask, Next sentence and Attention work "
+                                 "meanwhile")
+            ticket = Ticket(owner)
+            self.line.append(ticket)
+            return ticket
+
+    def _ahead_of(self, ticket: Ticket) -> int:
+        """How many runs go before this ticket's: the one training, and the tickets ahead of it in line."""
+        with self._runs_lock:
+            return self.line.index(ticket) + int(self.job is not None and self.job.running)
+
+    def start_training(self, owner: str | None = None, share: bool = False, **settings: Any) -> TrainingJob:
+        """Check the settings (see `train_config`) and start the run now in a background thread; ValueError if
+        they are not allowed or another run is training (the backend's way in; visitors use `train_in_line`)."""
+        return self._start(self.train_config(**settings), owner, share)
+
+    def _start(self, config: TrainConfig, owner: str | None, share: bool) -> TrainingJob:
+        """Start the run, after waiting a little for a previous one that is still saving its checkpoint."""
+        with self._runs_lock:
+            try:
+                if self.job is not None and self.job.running:
+                    self.job.thread.join(timeout=self.finish_wait_s)
+                    if self.job.running:
+                        raise ValueError(f"another run ({self.job.name}) is training: wait for it to end")
+                private = owner is not None and not share and has_upload(config.corpus)
+                trainer = backend().trainer.Trainer(config, origin="app", visible_to=owner if private else None)
+            except ValueError:
+                remove_uploads(config.corpus)
+                raise
+            self._prune_runs(keep=self.max_runs - 1)
+            self.job = TrainingJob(trainer, Path(config.out).name, owner=owner)
+            self.job.start()
+            atexit.register(self.job.shutdown)  # on exit (Ctrl-C included), stop the run and let it save
+            return self.job
+
+    def stop_training(self, owner: str | None) -> bool:
+        """Stop the run `owner` started, or give up its place in line; True if there was one.
+
+        Only the visitor (browser session) who started a run may stop it; a request without a session stops
+        nothing. The backend can always call `job.stop()` itself.
+        """
+        if owner is None:
+            return False
+        with self._runs_lock:
+            for ticket in self.line:
+                if ticket.owner == owner:
+                    ticket.cancelled = True
+                    return True
+        job = self.job
+        if job is None or not job.running or job.owner != owner:
+            return False
+        job.stop()
+        return True
+
+    def _prune_runs(self, keep: int) -> None:
+        """Delete the oldest runs this app trained beyond the newest `keep`, with their zips, and what writers
+        killed mid-save left in runs/ (an app stopped by a crash or `kill`).
+
+        Runs from the CLI are never deleted, and neither is a run younger than `min_run_age_s`: one visitor starting
+        run after run cannot erase what another trained a moment ago (runs/ may then hold more than `keep` runs for
+        a while; one run trains at a time, so they are few).
+        """
+        backend().checkpoint.recover_leftovers(self.roots["runs"])
+        runs = [f for f in model_folders(self.roots["runs"]) if read_metadata(f).get("origin") == "app"]
+        runs.sort(key=lambda f: f.stat().st_mtime, reverse=True)
+        now = time.time()
+        for folder in runs[max(keep, 0):]:
+            if now - folder.stat().st_mtime >= self.min_run_age_s:
+                log.info("deleting old run %s", folder)
+                shutil.rmtree(folder, ignore_errors=True)
+                prune_downloads(name=f"runs/{folder.name}")
+
+
+@dataclass
+class TrainingJob:
+    """A Trainer running in a daemon thread; its records are appended to `records` for readers to follow."""
+
+    trainer: Any
+    name: str
+    owner: str | None = None
+    records: list[dict] = field(default_factory=list)
+    started: float = field(default_factory=time.perf_counter)
+
+    def __post_init__(self):
+        self._changed = threading.Condition()
+        self.thread = threading.Thread(target=self._run, name=f"train-{self.name}", daemon=True)
+        self._live: tuple[int, Loaded] | None = None
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            for record in self.trainer.run():
+                self._append(record)
+        except ValueError as exc:  # bad data or settings: a message for the visitor
+            self._append(self._failed(str(exc)))
+        except Exception as exc:  # noqa: BLE001 - a run must always end with a record, never hang its readers
+            log.exception("training run %s failed", self.name)
+            self._append(self._failed(f"the run failed ({type(exc).__name__}: {exc})"))
+        finally:
+            if not self.records or self.records[-1].get("kind") != "done":
+                self._append(self._failed("the run ended without saving"))
+            remove_uploads(self.trainer.config.corpus)
+
+    def _failed(self, message: str) -> dict:
+        return {"kind": "done", "reason": "error", "step": self.trainer.step, "message": message, "checkpoint": None}
+
+    def _append(self, record: dict) -> None:
+        with self._changed:
+            self.records.append(record)
+            self._changed.notify_all()
+
+    @property
+    def running(self) -> bool:
+        return self.thread.is_alive()
+
+    @property
+    def done(self) -> dict | None:
+        """The final record once the run has ended."""
+        return self.records[-1] if self.records and self.records[-1].get("kind") == "done" else None
+
+    def stop(self) -> None:
+        self.trainer.stop()
+
+    def shutdown(self, timeout: float = 30.0) -> None:
+        """Stop the run and wait for it to save, so the process never exits under a running thread."""
+        if self.running:
+            self.stop()
+            self.thread.join(timeout=timeout)
+
+    def wait(self, seen: int, timeout: float) -> list[dict]:
+        """Records after the first `seen`, waiting up to `timeout` seconds for at least one."""
+        with self._changed:
+            self._changed.wait_for(lambda: len(self.records) > seen or not self.running, timeout=timeout)
+            return self.records[seen:]
+
+    def live_model(self, max_age_steps: int = 0) -> Loaded:
+        """An eval copy of the weights as they are now (taken between optimizer steps), reused until the next step."""
+        step = self.trainer.step
+        if self._live is not None and step - self._live[0] <= max_age_steps:
+            return self._live[1]
+        model = self.trainer.snapshot()
+        if model is None:
+            raise ValueError("the run has not built its model yet: try again in a few seconds")
+        loaded = Loaded(model, self.trainer.tokenizer, ModelEntry(LIVE, "run in progress", None, model.config), None)
+        self._live = (step, loaded)
+        return loaded
+
+
+def has_upload(corpus: str) -> bool:
+    """Whether a run's corpus list includes a visitor's upload (our private copy of it)."""
+    return any(_is_upload(Path(source)) for source in corpus.split(","))
+
+
+def _is_upload(path: Path) -> bool:
+    return path.name == "upload.txt" and path.parent.name.startswith(UPLOAD_PREFIX)
+
+
+def remove_uploads(corpus: str) -> None:
+    """Delete the private copies of uploaded files (see `Runs._check_upload`) named in a run's corpus list."""
+    for source in corpus.split(","):
+        if _is_upload(Path(source)):
+            shutil.rmtree(Path(source).parent, ignore_errors=True)
+
+
+def _coerce(name: str, value: Any) -> Any:
+    """A form value as its setting's type: sliders send 150.0 for 150; text is refused with the setting's name."""
+    kind = type(APP_RUN[name])
+    if kind is str:
+        return value
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        kind_text = "whole number" if kind is int else "number"
+        raise ValueError(f"{label(name)} must be a {kind_text}, got {value!r}") from None
+    if kind is int:
+        if not number.is_integer():
+            raise ValueError(f"{label(name)} must be a whole number, got {value!r}")
+        return int(number)
+    return number

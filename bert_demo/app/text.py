@@ -1,0 +1,119 @@
+"""What the app's pages say: the introduction, the explainer, the Model tab's facts and the training status line."""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from bert_demo.app.runs import Caps, TrainingJob
+
+INTRO = """# BERT, from scratch
+Pre-train a small BERT on real text, then look inside it: what it guesses for a `[MASK]`, whether one sentence
+follows another, and where each attention head looks. Everything runs on this machine's CPU (or GPU when present).
+"""
+
+EXPLAINER = """### How BERT is built (Devlin et al. 2019)
+1. **Embeddings.** Text is split into WordPiece tokens; `[CLS]` starts the input and `[SEP]` ends each sentence.
+   Each token's vector is the sum of a *token* embedding, a *position* embedding and a *segment* (sentence A or B)
+   embedding.
+2. **Encoder.** A stack of identical layers. In each, **multi-head self-attention** lets every token mix in
+   information from every other token (each head with its own pattern), then a **feed-forward** network transforms
+   each token on its own; both parts have a residual connection and LayerNorm.
+3. **Masked-LM head.** 15% of the tokens are hidden during pre-training and the model must guess them from both
+   sides of the context.
+4. **Next-sentence head.** The final `[CLS]` vector (through the *pooler*) predicts whether sentence B really
+   followed sentence A, or is a random sentence.
+
+Pre-training teaches both tasks at once: watch the two losses fall in the Train tab.
+"""
+
+NO_MODEL = ("⚠️ There is no model yet: train one in the **Train** tab (a few minutes with the defaults). "
+            "It then appears in the model selector.")
+
+
+def caps_text(caps: Caps, device: str) -> str:
+    """The limits one visitor's run has on this machine, in a sentence."""
+    steps, batch = caps.bounds("steps")[1], caps.bounds("batch_size")[1]
+    seq_len, vocab = caps.bounds("seq_len")[1], caps.bounds("vocab_size")[1]
+    return (f"Limits on this machine ({device}): at most {steps:,} steps, batch {batch}, sequence length "
+            f"{seq_len}, vocabulary {vocab:,}, presets {', '.join(caps.choices('preset'))}, uploads up to "
+            f"{caps.max_upload_bytes // 2**20} MB. One run trains at a time for everyone.")
+
+
+def job_status(job: TrainingJob) -> str:
+    """One line: step, speed, time spent and left; or how the run ended."""
+    total, done = job.trainer.config.steps, job.done
+    elapsed = time.perf_counter() - job.started
+    if done is not None:
+        where = f" Saved as runs/{job.name}." if done.get("checkpoint") else ""
+        message = f" {done['message']}" if done.get("message") else ""
+        words = {"finished": f"Finished {done['step']} steps", "stopped": f"Stopped at step {done['step']}",
+                 "diverged": f"Diverged at step {done['step']}", "error": "Training failed"}
+        return f"{words.get(done['reason'], done['reason'])} in {clock(elapsed)}.{where}{message}"
+    train = [r for r in job.records if r.get("kind") == "train"]
+    if not train:
+        statuses = [r["message"] for r in job.records if r.get("kind") == "status"]
+        return f"Preparing ({clock(elapsed)}): {statuses[-1] if statuses else 'starting'}…"
+    last = train[-1]
+    line = f"Step {last['step']}/{total} · {last['tokens_per_s']:,.0f} tokens/s · {clock(elapsed)} elapsed"
+    if len(train) >= 2 and last["step"] > train[0]["step"]:
+        per_step = (last["elapsed"] - train[0]["elapsed"]) / (last["step"] - train[0]["step"])
+        line += f" · about {clock(per_step * (total - last['step']))} left"
+    return line
+
+
+def model_markdown(info: dict[str, Any]) -> str:
+    """The Model tab's facts: configuration, size, device, training data and last metrics."""
+    c = info["config"]
+    lines = [f"### {info['name']}",
+             f"**{info['parameters']:,} parameters** · runs on **{info['device']}** · "
+             f"vocabulary {info['vocab_size']:,} WordPiece tokens",
+             "",
+             "| layers (L) | hidden size (H) | heads (A) | feed-forward | max positions | dropout |",
+             "|---|---|---|---|---|---|",
+             f"| {c['num_hidden_layers']} | {c['hidden_size']} | {c['num_attention_heads']} | "
+             f"{c['intermediate_size']} | {c['max_position_embeddings']} | {c['hidden_dropout_prob']} |"]
+    if info.get("missing_weights"):
+        lines += ["", f"⚠️ The checkpoint had no weights for {len(info['missing_weights'])} tensors (e.g. "
+                      f"`{info['missing_weights'][0]}`): those parts are random."]
+    lines += ["", *_training_lines(info), *_metric_lines(info)]
+    return "\n".join(lines)
+
+
+def _training_lines(info: dict[str, Any]) -> list[str]:
+    train = info.get("train_config")
+    if not train:
+        return ["No training record (`bert_demo.json`) beside this checkpoint: it was not trained here."]
+    spent = (f", {duration(info['elapsed'])} of training on {info.get('trained_on') or '?'}"
+             if info.get("elapsed") else "")
+    return ["#### Training",
+            f"Corpus **{corpus_name(train.get('corpus', '?'))}**, preset **{train.get('preset')}**, "
+            f"{info.get('step') or 0:,} of {train.get('steps'):,} steps, batch {train.get('batch_size')}, "
+            f"sequence length {train.get('seq_len')}, peak learning rate {train.get('lr'):g}{spent}."]
+
+
+def _metric_lines(info: dict[str, Any]) -> list[str]:
+    rows = [(name, r) for name, r in [("train (last log)", info.get("last_train")),
+                                      ("validation (last)", info.get("last_val"))] if r]
+    if not rows:
+        return []
+    nan = float("nan")
+    return ["", "| | step | MLM loss | MLM accuracy | NSP loss | NSP accuracy |", "|---|---|---|---|---|---|",
+            *[f"| {name} | {r.get('step')} | {r.get('mlm_loss', nan):.3f} | {r.get('mlm_acc', nan):.1%} | "
+              f"{r.get('nsp_loss', nan):.3f} | {r.get('nsp_acc', nan):.1%} |" for name, r in rows]]
+
+
+def duration(seconds: float) -> str:
+    """A training time as people say it: 42 s, 12 min, 16 h 43 min."""
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
+
+
+def corpus_name(corpus: str) -> str:
+    return " + ".join("your upload" if "/" in part or "\\" in part else part for part in str(corpus).split(","))
+
+
+def clock(seconds: float) -> str:
+    seconds = max(0, round(seconds))
+    return f"{seconds // 60}:{seconds % 60:02d}"

@@ -1,0 +1,290 @@
+"""The app's layout and wiring: five tabs whose events call `bert_demo.app.handlers`.
+
+Each tab is laid out by its own short function, which returns its components by name. `wire` binds a handler to
+the registry and turns its {name: value} answer into {component: value}. Each backend action is a named API
+endpoint (/train, /fill_mask, /next_sentence, /attention); helper events are private.
+"""
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import gradio as gr
+
+from bert_demo import plots
+from bert_demo.app import handlers, text
+from bert_demo.app.handlers import MAX_LABELS, PROBE_LABEL, VIEWS
+from bert_demo.app.models import Examples, read_examples
+from bert_demo.app.registry import Registry
+from bert_demo.config import LIMITS
+from bert_demo.corpus import SOURCES
+from bert_demo.train_config import APP_RUN, label
+
+QUEUE_SIZE = 32
+CSS = """
+#status { min-height: 2.2em; }
+#status p { font-size: 1.05em; margin: 0.2em 0; }
+#model-summary p { margin: 0.45em 0 0 0; color: var(--body-text-color-subdued); }
+.tab-links button { max-width: 16em; }
+#fill-sentence .empty, #probe .empty, #fill-label-0 .empty, #nsp-result .empty {
+  min-height: 5rem !important; height: 5rem !important; }
+"""
+Components = dict[str, Any]
+
+
+def launch_kwargs(registry: Registry | None = None) -> dict[str, Any]:
+    """What `demo.launch()` needs besides host and port (gradio 6 takes css and theme here)."""
+    caps = (registry or Registry()).caps
+    theme = gr.themes.Default(font=["system-ui", "Segoe UI", "Roboto", "Helvetica", "Arial", "sans-serif"],
+                              font_mono=["ui-monospace", "SFMono-Regular", "Menlo", "Consolas", "monospace"])
+    return {"css": CSS, "theme": theme, "max_file_size": caps.max_upload_bytes}
+
+
+def wire(handler: Callable, registry: Registry, components: Components) -> Callable:
+    """`handler` bound to the registry, answering {component: value}. A handler whose last parameter is `owner`
+    gets the visitor's browser session there: gradio passes the request to a parameter annotated gr.Request."""
+    parameters = [p.replace(default=inspect.Parameter.empty)  # gradio passes every input: no defaults needed
+                  for p in list(inspect.signature(handler).parameters.values())[1:]]  # without the registry
+    owner = parameters[-1].name == "owner"
+    if owner:
+        parameters[-1] = inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=gr.Request)
+
+    def call(args: tuple) -> Any:
+        if owner:
+            *args, request = args
+            args = (*args, getattr(request, "session_hash", None))
+        return handler(registry, *args)
+
+    if inspect.isgeneratorfunction(inspect.unwrap(handler)):
+        def fn(*args):
+            for result in call(args):
+                yield {components[name]: value for name, value in result.items()}
+    else:
+        def fn(*args):
+            return {components[name]: value for name, value in call(args).items()}
+    fn.__name__, fn.__signature__ = handler.__name__, inspect.Signature(parameters)
+    fn.__annotations__ = {"request": gr.Request} if owner else {}  # where gradio looks for the request parameter
+    return fn
+
+
+def build_demo(registry: Registry | None = None) -> gr.Blocks:
+    """The whole app. `registry` decides where models come from (tests pass one pointing at a temp folder)."""
+    registry = registry or Registry()
+    default = registry.default_model()
+    examples = read_examples(registry.resolve(default).folder) if default else None
+    # gradio keeps uploads in its cache: every 10 minutes, delete those older than an hour
+    with gr.Blocks(title="BERT from scratch", delete_cache=(600, 3600)) as demo:
+        c: Components = _header(registry)
+        with gr.Tabs(elem_id="tabs") as tabs:
+            c.update(_train_tab(registry))
+            c.update(_fill_tab(examples))
+            c.update(_nsp_tab(examples))
+            c.update(_attention_tab(examples))
+            c.update(_model_tab())
+        c["tabs"] = tabs
+        _events(demo, registry, c)
+    demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=2)
+    return demo
+
+
+def _header(registry: Registry) -> Components:
+    gr.Markdown(text.INTRO)
+    with gr.Row(equal_height=False):
+        model = gr.Dropdown(choices=registry.choices(), value=registry.default_model(), allow_custom_value=True,
+                            label="Model", elem_id="model", scale=4,
+                            info="Shipped checkpoints, runs trained here, or a Hugging Face hub id / folder path "
+                                 "under checkpoints/ or runs/")
+        refresh = gr.Button("↻ Refresh list", elem_id="refresh", scale=0, min_width=130, size="sm")
+    summary = gr.Markdown(text.NO_MODEL if registry.default_model() is None else "", elem_id="model-summary")
+    return {"model": model, "refresh": refresh, "summary": summary}
+
+
+def _train_tab(registry: Registry) -> Components:
+    caps = registry.caps
+    with gr.Tab("Train", id="train", elem_id="tab-train"), gr.Row():
+        with gr.Column(scale=1, min_width=300):
+            c = _train_form(caps)
+            with gr.Row():
+                c["start"] = gr.Button("Start training", variant="primary", elem_id="start")
+                c["stop"] = gr.Button("Stop", variant="stop", elem_id="stop")
+            gr.Markdown(f"<small>{text.caps_text(caps, registry.device)}</small>")
+        with gr.Column(scale=2):
+            c["status"] = gr.Markdown("Press **Start training** to pre-train a small BERT from scratch.",
+                                      elem_id="status")
+            c["loss_plot"] = gr.Plot(plots.empty_figure("Loss appears here once training starts"),
+                                     elem_id="loss-plot", show_label=False)
+            c["accuracy_plot"] = gr.Plot(plots.empty_figure("Accuracy"), elem_id="accuracy-plot", show_label=False)
+            with gr.Row(equal_height=True):
+                c["lr_plot"] = gr.Plot(plots.empty_figure("Learning rate"), elem_id="lr-plot", show_label=False)
+                c["probe"] = gr.Label(label=PROBE_LABEL, num_top_classes=5, elem_id="probe", show_heading=False)
+            c["checkpoint_file"] = gr.File(label="Checkpoint (Hugging Face format, zip)", visible=False,
+                                           elem_id="checkpoint-file", interactive=False)
+    return c
+
+
+def _train_form(caps) -> Components:
+    """The run's settings, bounded by the machine's caps and starting at the app's default run."""
+    def slider(name: str, elem_id: str, step: int, low: int | None = None) -> gr.Slider:
+        lowest, highest = caps.bounds(name)
+        return gr.Slider(low or lowest, highest, value=APP_RUN[name], step=step, elem_id=elem_id,
+                         label=label(name).capitalize())
+
+    lr_low, lr_high = caps.bounds("lr")
+    return {
+        "corpus": gr.Dropdown(choices=list(SOURCES), value=[APP_RUN["corpus"]], multiselect=True, label="Corpus",
+                              elem_id="corpus", info="wiki: 106 Wikipedia articles (offline); news: 3,824 news "
+                                                     "articles (fetched once); wikitext-2: needs the Hugging Face Hub"),
+        "upload": gr.File(label="…and/or your own .txt (blank line between documents)", file_types=[".txt"],
+                          type="filepath", elem_id="upload", height=110),
+        "share": gr.Checkbox(False, label="Let other visitors use the model trained on my upload", elem_id="share",
+                             info="Off: only you see it (its vocabulary and guesses would show your text)"),
+        "preset": gr.Radio(list(caps.choices("preset")), value=APP_RUN["preset"], label="Model size (preset)",
+                           elem_id="preset", info="tiny: 2 layers × 128; mini: 4 layers × 256"),
+        "steps": slider("steps", "steps", 10, low=10),
+        "batch_size": slider("batch_size", "batch", 2, low=2),
+        "lr": gr.Number(value=APP_RUN["lr"], label="Peak learning rate", elem_id="lr", minimum=lr_low,
+                        maximum=lr_high, step=1e-4, info="warm-up, then linear decay"),
+        "seq_len": gr.Dropdown([n for n in (32, 64, 128, 256, 512) if n <= caps.bounds("seq_len")[1]],
+                               value=APP_RUN["seq_len"], label="Sequence length (tokens)", elem_id="seq-len"),
+        "vocab_size": slider("vocab_size", "vocab", 512, low=512),
+    }
+
+
+def _fill_tab(examples: Examples | None) -> Components:
+    with gr.Tab("Fill-mask", id="fill", elem_id="tab-fill"):
+        gr.Markdown("Write a sentence with one or more `[MASK]`: the masked-LM head ranks the vocabulary for each "
+                    "one.")
+        first = examples.fill_mask[0] if examples else "the [MASK] sat on the mat."
+        with gr.Row(equal_height=True):
+            c = {"fill_text": gr.Textbox(value=first, label="Text", elem_id="fill-text", scale=4, lines=1,
+                                         max_lines=4),
+                 "top_k": gr.Slider(1, 20, value=5, step=1, label="Top k", elem_id="top-k", scale=1)}
+        c["fill_button"] = gr.Button("Predict", variant="primary", elem_id="fill-button")
+        c["filled"] = gr.HighlightedText(label="Best guesses filled in", elem_id="fill-sentence", show_legend=False,
+                                         show_inline_category=True, interactive=False)
+        with gr.Row():
+            for i in range(MAX_LABELS):
+                c[f"mask_label_{i}"] = gr.Label(visible=i == 0, elem_id=f"fill-label-{i}", label=f"[MASK] {i + 1}",
+                                                min_width=180, show_heading=False)
+        if examples:
+            gr.Examples([[t] for t in examples.fill_mask], inputs=[c["fill_text"]],
+                        label="Examples (click one, then Predict)")
+    return c
+
+
+def _nsp_tab(examples: Examples | None) -> Components:
+    with gr.Tab("Next sentence", id="nsp", elem_id="tab-nsp"):
+        gr.Markdown("Does sentence B follow sentence A? BERT's next-sentence head answers from the `[CLS]` vector. "
+                    "Small models trained for a minute are close to a coin flip: train longer to see it learn.")
+        a, b, _ = examples.next_sentence[0] if examples else ("The sun rose.", "Birds began to sing.", "")
+        with gr.Row():
+            c = {"text_a": gr.Textbox(value=a, label="Sentence A", elem_id="nsp-a"),
+                 "text_b": gr.Textbox(value=b, label="Sentence B", elem_id="nsp-b")}
+        c["nsp_button"] = gr.Button("Judge", variant="primary", elem_id="nsp-button")
+        c["nsp_result"] = gr.Label(label="The model's probability", elem_id="nsp-result", show_heading=False)
+        if examples:
+            gr.Examples([[a, b] for a, b, _ in examples.next_sentence], inputs=[c["text_a"], c["text_b"]],
+                        example_labels=[label_ for _, _, label_ in examples.next_sentence],
+                        label="Examples: true continuations and random pairs")
+    return c
+
+
+def _attention_tab(examples: Examples | None) -> Components:
+    first = examples.attention[0] if examples else ("the cat sat on the mat.", "", 1, 1, "head", False, "")
+    with gr.Tab("Attention", id="attention", elem_id="tab-attention") as tab:
+        gr.Markdown("Which tokens does each token look at? Pick a layer and a head; hover a cell for the exact "
+                    "weight. Give a second sentence to see attention across the pair.")
+        with gr.Row():
+            c = {"att_a": gr.Textbox(value=first[0], label="Sentence A", elem_id="att-a"),
+                 "att_b": gr.Textbox(value=first[1], label="Sentence B (optional)", elem_id="att-b")}
+        with gr.Row(equal_height=True):
+            # the API accepts any model's sizes (clamped by the handler); the page narrows them to the model's
+            c["layer"] = gr.Slider(1, LIMITS["num_hidden_layers"], value=first[2], step=1, label="Layer",
+                                   elem_id="layer", scale=2)
+            c["head"] = gr.Slider(1, LIMITS["num_attention_heads"], value=first[3], step=1, label="Head",
+                                  elem_id="head", scale=2)
+            c["view"] = gr.Radio(list(VIEWS.values()), value=VIEWS[first[4]], label="Show", elem_id="view", scale=4)
+            c["hide"] = gr.Checkbox(label="Hide [CLS] and [SEP]", value=first[5], elem_id="hide", scale=1,
+                                    min_width=120)
+        c["att_button"] = gr.Button("Show attention", variant="primary", elem_id="att-button")
+        if examples:
+            c["att_examples"] = gr.Examples(
+                [[a, b, layer, head, VIEWS[view], hide] for a, b, layer, head, view, hide, _ in examples.attention],
+                inputs=[c["att_a"], c["att_b"], c["layer"], c["head"], c["view"], c["hide"]],
+                example_labels=[e[-1] for e in examples.attention],
+                label="Heads with a clear job (click one, then Show attention)")
+        c["att_caption"] = gr.Markdown(elem_id="att-caption")
+        c["att_plot"] = gr.Plot(plots.empty_figure("Press “Show attention”", height=360), show_label=False,
+                                elem_id="att-plot")
+        c["grid_plot"] = gr.Plot(plots.empty_figure("All heads of the layer, side by side", height=240),
+                                 show_label=False, elem_id="grid-plot")
+    c["attention_tab"] = tab
+    return c
+
+
+def _model_tab() -> Components:
+    with gr.Tab("Model", id="model", elem_id="tab-model"), gr.Row():
+        with gr.Column(scale=3):
+            c = {"model_info": gr.Markdown(elem_id="model-info")}
+            with gr.Row():
+                c["download"] = gr.Button("Download this checkpoint (.zip)", elem_id="download", scale=0,
+                                          min_width=260, size="sm")
+            c["download_file"] = gr.File(label="Checkpoint", visible=False, elem_id="download-file",
+                                         interactive=False)
+            with gr.Accordion("Model card (README.md in the checkpoint folder)", open=True):
+                c["model_card"] = gr.Markdown(elem_id="model-card")
+        with gr.Column(scale=2):
+            gr.Markdown(text.EXPLAINER)
+            with gr.Row(elem_classes="tab-links"):
+                c["links"] = {tab: gr.Button(words, size="sm") for tab, words in
+                              [("train", "→ Train"), ("fill", "→ Fill-mask"), ("nsp", "→ Next sentence"),
+                               ("attention", "→ Attention")]}
+    return c
+
+
+def _events(demo: gr.Blocks, registry: Registry, c: Components) -> None:
+    """Wire every event: the four named endpoints, then the private helpers."""
+    def bound(handler: Callable) -> Callable:
+        return wire(handler, registry, c)
+
+    def pick(*names: str) -> list:
+        return [c[name] for name in names]
+
+    train_outputs = pick("status", "loss_plot", "accuracy_plot", "lr_plot", "probe", "checkpoint_file", "model")
+    # no concurrency limit: the registry keeps its own short line (one run per visitor), so that queued runs never
+    # wait in, and fill, the queue that inference shares
+    c["start"].click(bound(handlers.train),
+                     pick("corpus", "upload", "preset", "steps", "batch_size", "lr", "seq_len", "vocab_size", "share"),
+                     train_outputs, api_name="train", concurrency_limit=None, trigger_mode="once",
+                     show_progress="minimal", show_progress_on=[c["status"]])
+    c["stop"].click(bound(handlers.stop), None, c["status"], api_visibility="private", queue=False)
+    gr.on([c["fill_button"].click, c["fill_text"].submit], bound(handlers.fill_mask),
+          pick("model", "fill_text", "top_k"), pick("filled", *[f"mask_label_{i}" for i in range(MAX_LABELS)]),
+          api_name="fill_mask", show_progress="hidden")  # fast; an error is a toast, the last answer stays
+    gr.on([c["nsp_button"].click, c["text_a"].submit, c["text_b"].submit], bound(handlers.next_sentence),
+          pick("model", "text_a", "text_b"), c["nsp_result"], api_name="next_sentence", show_progress="hidden")
+    attention_inputs = pick("model", "att_a", "att_b", "layer", "head", "view", "hide")
+    attention_outputs = pick("att_plot", "grid_plot", "att_caption")
+    gr.on([c["att_button"].click, c["att_a"].submit, c["att_b"].submit, c["layer"].release, c["head"].release,
+           c["view"].input, c["hide"].input], bound(handlers.attention), attention_inputs, attention_outputs,
+          api_name="attention", trigger_mode="always_last", show_progress_on=[c["att_plot"]])
+    c["attention_tab"].select(bound(handlers.attention), attention_inputs, attention_outputs,
+                              api_visibility="private", show_progress_on=[c["att_plot"]])
+    chosen = pick("summary", "model_info", "model_card", "layer", "head")
+    c["model"].change(bound(handlers.selected), pick("model", "layer", "head"), chosen, api_visibility="private")
+    if "att_examples" in c:
+        c["att_examples"].load_input_event.then(bound(handlers.narrow), pick("model", "layer", "head"),
+                                                pick("layer", "head"), api_visibility="private")
+    c["refresh"].click(bound(handlers.refresh), c["model"], c["model"], api_visibility="private")
+    c["download"].click(bound(handlers.download), c["model"], c["download_file"], api_visibility="private")
+    for tab, button in c["links"].items():
+        button.click(_go_to(tab), None, c["tabs"], api_visibility="private", queue=False)
+    demo.load(bound(handlers.refresh), c["model"], c["model"], api_visibility="private").then(
+        bound(handlers.selected), pick("model", "layer", "head"), chosen, api_visibility="private")
+
+
+def _go_to(tab: str) -> Callable[[], gr.Tabs]:
+    def go() -> gr.Tabs:
+        return gr.Tabs(selected=tab)
+    return go

@@ -1,0 +1,95 @@
+"""Held-out metrics: masked-LM loss, accuracy and perplexity, and NSP accuracy, through our model or `transformers`.
+
+`validate` scores fixed batches during training; `evaluate` scores a saved checkpoint on the documents its run held
+out, with every target replaced by [MASK], and can score the same batches through
+`transformers.BertForPreTraining.from_pretrained`, which must give the same numbers.
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from bert_demo.checkpoint import load_pretrained, read_metadata
+from bert_demo.corpus import load_corpus
+from bert_demo.model import IGNORE_INDEX, BertForPreTraining
+from bert_demo.pretraining_data import (
+    PretrainingData,
+    SpecialIds,
+    split_documents,
+    tokenize_documents,
+)
+from bert_demo.runtime import Batch, autocast, to_device
+from bert_demo.train_config import TrainConfig
+
+Predict = Callable[[torch.nn.Module, Batch], tuple[Tensor, Tensor]]
+
+
+def predict_ours(model: BertForPreTraining, batch: Batch) -> tuple[Tensor, Tensor]:
+    """MLM logits at the labelled positions [N, V] and NSP logits [B, 2] from our model (sparse prediction)."""
+    out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], mlm_labels=batch["mlm_labels"])
+    return out.mlm_logits, out.nsp_logits
+
+
+def predict_transformers(model: torch.nn.Module, batch: Batch) -> tuple[Tensor, Tensor]:
+    """The same two outputs from a `transformers.BertForPreTraining` (which scores every position)."""
+    out = model(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"],
+                attention_mask=batch["attention_mask"])
+    return out.prediction_logits[batch["mlm_labels"] != IGNORE_INDEX], out.seq_relationship_logits
+
+
+@torch.no_grad()
+def validate(model: torch.nn.Module, batches: list[Batch], device: torch.device, predict: Predict = predict_ours
+             ) -> dict[str, float]:
+    """Masked-LM loss/accuracy/perplexity (per target token) and NSP loss/accuracy (per pair) on fixed batches."""
+    was_training = model.training
+    model.eval()
+    sums: dict[str, float] = defaultdict(float)
+    for batch in batches:
+        batch = to_device(batch, device)
+        with autocast(device):
+            mlm_logits, nsp_logits = predict(model, batch)
+        targets = batch["mlm_labels"][batch["mlm_labels"] != IGNORE_INDEX]
+        sums["mlm_loss"] += F.cross_entropy(mlm_logits.float(), targets, reduction="sum").item()
+        sums["mlm_correct"] += (mlm_logits.argmax(-1) == targets).sum().item()
+        sums["targets"] += targets.numel()
+        sums["nsp_loss"] += F.cross_entropy(nsp_logits.float(), batch["nsp_labels"], reduction="sum").item()
+        sums["nsp_correct"] += (nsp_logits.argmax(-1) == batch["nsp_labels"]).sum().item()
+        sums["pairs"] += batch["nsp_labels"].numel()
+    model.train(was_training)
+    mlm_loss = sums["mlm_loss"] / max(sums["targets"], 1)
+    return {"mlm_loss": mlm_loss, "mlm_acc": sums["mlm_correct"] / max(sums["targets"], 1),
+            "mlm_ppl": math.exp(min(mlm_loss, 50.0)), "nsp_loss": sums["nsp_loss"] / max(sums["pairs"], 1),
+            "nsp_acc": sums["nsp_correct"] / max(sums["pairs"], 1), "targets": int(sums["targets"]),
+            "pairs": int(sums["pairs"])}
+
+
+def evaluate(folder: str | Path, corpus: str, max_batches: int = 200, batch_size: int = 32, seed: int = 0,
+             reference: bool = False) -> dict[str, dict[str, float]]:
+    """Held-out metrics of a checkpoint: the documents its run held out of `corpus`, 15% of tokens all [MASK]ed.
+
+    NSP pairs are balanced, negatives from other held-out documents. With reference=True the same batches also go
+    through `transformers.BertForPreTraining.from_pretrained(folder)`, which must give the same numbers.
+    """
+    if isinstance(max_batches, bool) or not isinstance(max_batches, int) or max_batches < 1:
+        raise ValueError(f"the number of batches must be a positive whole number, got {max_batches!r}")
+    model, tokenizer = load_pretrained(folder)
+    train_config = TrainConfig.from_dict(read_metadata(folder).get("train_config", {}))
+    _, val_docs = split_documents(load_corpus(corpus), train_config.val_fraction, train_config.seed)
+    seq_len = min(train_config.seq_len, model.config.max_position_embeddings)
+    data = PretrainingData(tokenize_documents(val_docs, tokenizer), SpecialIds.from_tokenizer(tokenizer),
+                           max_seq_len=seq_len, batch_size=batch_size, max_predictions=round(seq_len * 0.15) + 1,
+                           replace_mask=1.0, replace_random=0.0)
+    batches = data.fixed_batches(max_batches, seed=seed)
+    results = {"ours": validate(model, batches, torch.device("cpu"))}
+    if reference:
+        import transformers
+
+        theirs = transformers.BertForPreTraining.from_pretrained(str(folder)).eval()
+        results["transformers"] = validate(theirs, batches, torch.device("cpu"), predict_transformers)
+    return results

@@ -1,0 +1,197 @@
+"""Every setting of a pre-training run, defined once: default, help text, bounds, and the app's tighter limits.
+
+`TrainConfig` is read by the trainer, the command line (whose flags are generated from it: `add_flags`), the app's
+form (its sliders take their bounds and defaults from `bounds`) and the tests. Like cramming's configs, a recipe is
+a set of values, not a code edit. This module imports neither torch nor the data pipeline, so the app's first page
+can read it at once.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from bert_demo.config import PRESETS
+
+SCHEDULES = ("linear", "triangle")
+MACHINES = ("cpu", "gpu")
+
+
+def setting(default: Any, help: str, *, label: str | None = None, low: float | None = None,
+            high: float | None = None, choices: tuple | None = None, cpu: Any = None, gpu: Any = None) -> Any:
+    """A TrainConfig field. `low`/`high` bound it everywhere; `choices` lists its allowed values. `cpu` and `gpu`
+    are what the app allows one visitor on a shared machine of that kind: a tighter upper bound, or fewer choices."""
+    return field(default=default, metadata={"help": help, "label": label, "low": low, "high": high,
+                                            "choices": choices, "cpu": cpu, "gpu": gpu})
+
+
+@dataclass
+class TrainConfig:
+    """Everything that defines a run; stored beside its checkpoint so the run can be repeated or resumed."""
+
+    preset: str = setting("tiny", "model size", choices=tuple(PRESETS), cpu=("tiny", "mini"))
+    corpus: str = setting("wiki", "wiki, news, wikitext-2 or a text file; combine with commas (news,wiki)")
+    steps: int = setting(200, "optimizer steps in total (a resumed run continues up to this number)", low=1,
+                         high=10_000_000, cpu=1000, gpu=20_000)
+    batch_size: int = setting(32, "sequences per optimizer step on each process", label="batch size", low=1,
+                              high=65_536, cpu=64, gpu=256)
+    lr: float = setting(1e-3, "peak learning rate", label="learning rate", low=1e-6, high=1e-2)
+    seq_len: int = setting(128, "tokens per example", label="sequence length", low=16, high=512, cpu=128, gpu=512)
+    vocab_size: int = setting(8192, "WordPiece vocabulary size to train", label="vocabulary size", low=128,
+                              high=65_536, cpu=16_384, gpu=32_768)
+    out: str = setting("checkpoints/run", "checkpoint folder to write")
+    grad_accum: int = setting(1, "micro-batches per step (gradient accumulation)", low=1, high=1024)
+    warmup_steps: int | None = setting(None, "warm-up steps (default: 10% of steps)", label="warm-up steps", low=0)
+    schedule: str = setting("linear", "learning-rate shape: linear (BERT: warm-up, then linear decay) or triangle "
+                                      "(one-cycle: from 25% of the peak up to it at warm-up's end, then down to 0)",
+                            choices=SCHEDULES)
+    weight_decay: float = setting(0.01, "AdamW weight decay on matrices", label="weight decay", low=0.0, high=1.0)
+    beta2: float = setting(0.98, "AdamW's second-moment decay", low=0.5, high=0.99999)
+    adam_eps: float = setting(1e-6, "AdamW's epsilon", label="Adam epsilon", low=1e-20, high=1e-3)
+    grad_clip: float = setting(1.0, "clip the gradient norm to this", label="gradient clipping", low=1e-3,
+                               high=1000.0)
+    mask_prob: float = setting(0.15, "share of tokens masked in training (validation always masks 15%)",
+                               label="masking rate", low=0.01, high=0.9)
+    max_predictions: int | None = setting(None, "at most this many masked tokens per example (default: "
+                                                "masking rate x length, plus one)", low=1, high=512)
+    dropout: float | None = setting(None, "hidden and attention dropout (default: the preset's 0.1)", low=0.0,
+                                    high=0.9)
+    qk_scale: float = setting(1.0, "std of the query and key weights at the start, in multiples of 0.02",
+                              label="query/key init scale", low=0.1, high=20.0)
+    mimetic: bool = setting(False, "start each layer's key weights equal to its query weights (mimetic init)")
+    sinusoid_positions: bool = setting(False, "start the position table at Vaswani et al.'s sinusoids")
+    position_scale: float = setting(1.0, "size of the sinusoid positions at the start, in multiples of 0.02",
+                                    label="position scale", low=0.1, high=50.0)
+    unigram_bias: bool = setting(False, "start the masked-LM bias at the log frequencies of the training tokens")
+    nsp_weight: float = setting(1.0, "weight of the next-sentence loss beside the masked-LM loss",
+                                label="NSP loss weight", low=0.0, high=10.0)
+    short_seq_len: int = setting(32, "sequence length of the first --short-seq-steps steps",
+                                 label="short sequence length", low=16, high=512)
+    short_seq_steps: int = setting(0, "train this many steps on short examples first (a length curriculum)",
+                                   label="short-sequence steps", low=0)
+    val_fraction: float = setting(0.05, "share of documents held out for validation", label="validation share",
+                                  low=0.01, high=0.49)
+    eval_every: int = setting(50, "validate every N steps", low=1)
+    eval_batches: int = setting(8, "validation batches of 32", low=1, high=10_000)
+    save_every: int = setting(500, "write a checkpoint every N steps", low=1)
+    log_every: int = setting(5, "report training metrics every N steps", low=1)
+    seed: int = setting(0, "random seed", low=0, high=2**31 - 1)
+    tokenizer: str | None = setting(None, "reuse the tokenizer of this checkpoint folder")
+    probe: str = setting("the [MASK] of the united states is the head of state.",
+                         "a sentence with [MASK] whose guesses are shown at every validation")
+    device: str | None = setting(None, "cpu, cuda or cuda:N (default: CUDA when present)")
+    compile: bool = setting(False, "torch.compile the model (off by default: Spaces' ZeroGPU forbids it)")
+
+    def validate(self, limits: Mapping[str, Any] | None = None) -> None:
+        """Raise ValueError naming the first setting no run can use; `limits` (see `shared_limits`) are the
+        app's tighter caps, said to be "on this machine"."""
+        for f in fields(self):
+            _check(f, getattr(self, f.name), (limits or {}).get(f.name), on_machine=limits is not None)
+        if self.batch_size % self.grad_accum:
+            raise ValueError(f"batch size {self.batch_size} must be a multiple of grad_accum {self.grad_accum}")
+        if self.warmup_steps is not None and self.warmup_steps > self.steps:
+            raise ValueError("warm-up steps must be between 0 and steps")
+        if self.short_seq_len > self.seq_len:
+            raise ValueError(f"short sequence length {self.short_seq_len} must not exceed the sequence length "
+                             f"{self.seq_len}")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "TrainConfig":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# The app's default run: a from-scratch run a visitor starts with one click. The recipe is TrainConfig's own
+# defaults; only the size and length of the run differ, chosen to finish in minutes on 2 CPU cores.
+APP_RUN: dict[str, Any] = {"corpus": "wiki", "preset": "tiny", "steps": 150, "batch_size": 16, "lr": 1e-3,
+                           "seq_len": 64, "vocab_size": 4096}
+
+
+def label(name: str) -> str:
+    """How a setting is named to people: its label, else its field name."""
+    return _field(name).metadata["label"] or name
+
+
+def bounds(name: str, machine: str | None = None) -> tuple[Any, Any]:
+    """(low, high) of a numeric setting, high tightened to `machine`'s app cap ("cpu" or "gpu") when it has one."""
+    meta = _field(name).metadata
+    return meta["low"], (meta[machine] if machine and meta[machine] is not None else meta["high"])
+
+
+def choices(name: str, machine: str | None = None) -> tuple:
+    """The allowed values of a setting with choices, narrowed to `machine`'s app when it narrows them."""
+    meta = _field(name).metadata
+    return tuple(meta[machine] if machine and meta[machine] is not None else meta["choices"])
+
+
+def default(name: str) -> Any:
+    return _field(name).default
+
+
+def shared_limits(machine: str) -> dict[str, Any]:
+    """The app's caps on a shared machine of this kind, keyed by setting: an upper bound or the allowed choices."""
+    if machine not in MACHINES:
+        raise ValueError(f"unknown machine kind {machine!r}: use {', '.join(MACHINES)}")
+    return {f.name: f.metadata[machine] for f in fields(TrainConfig) if f.metadata[machine] is not None}
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    """One --flag per TrainConfig field, with its help text and type; absent flags parse as None ("not given")."""
+    for f in fields(TrainConfig):
+        flag, kind = "--" + f.name.replace("_", "-"), _kind(f)
+        text = f.metadata["help"].replace("%", "%%")  # argparse formats help with %
+        if kind is bool:
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=text)
+        else:
+            parser.add_argument(flag, type=kind, default=None, help=text, choices=f.metadata["choices"],
+                                metavar=f.name.upper() if not f.metadata["choices"] else None)
+
+
+def given_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The TrainConfig values given on the command line (flags left out are not overrides)."""
+    return {f.name: getattr(args, f.name) for f in fields(TrainConfig) if getattr(args, f.name, None) is not None}
+
+
+def _field(name: str):
+    try:
+        return next(f for f in fields(TrainConfig) if f.name == name)
+    except StopIteration:
+        raise KeyError(f"TrainConfig has no setting {name!r}") from None
+
+
+def _kind(f) -> type:
+    """The Python type of a field, from its annotation ("int | None" -> int)."""
+    return {"int": int, "float": float, "bool": bool, "str": str}[str(f.type).split("|")[0].strip()]
+
+
+def _check(f, value: Any, tighter: Any, on_machine: bool) -> None:
+    meta, kind, name = f.metadata, _kind(f), f.metadata["label"] or f.name
+    if value is None and f.default is None:
+        return
+    where = " on this machine" if on_machine and tighter is not None else ""
+    if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise ValueError(f"{name} must be a whole number, got {value!r}")
+    if kind is float and (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    if kind in (bool, str) and not isinstance(value, kind):
+        raise ValueError(f"{name} must be {'true or false' if kind is bool else 'text'}, got {value!r}")
+    if meta["choices"] is not None:
+        allowed = tuple(tighter) if tighter is not None else meta["choices"]
+        if value not in meta["choices"]:
+            raise ValueError(f"unknown {name} {value!r}: choose one of {', '.join(meta['choices'])}")
+        if value not in allowed:
+            raise ValueError(f"{name} {value!r} is not available{where}: choose {', '.join(allowed)}")
+    if kind in (int, float):
+        low, high = meta["low"], tighter if tighter is not None else meta["high"]
+        if (low is not None and value < low) or (high is not None and value > high):
+            shown = f"between {_number(low)} and {_number(high)}" if high is not None else f"at least {_number(low)}"
+            raise ValueError(f"{name} must be {shown}{where}, got {_number(value)}")
+
+
+def _number(value: float) -> str:
+    return f"{value:,}" if isinstance(value, int) else f"{value:g}"
