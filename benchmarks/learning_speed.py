@@ -29,13 +29,14 @@ TARGET = 0.20
 OLD = {  # the recipe before this benchmark (BERT's): every lever at its old value; variants change some of them
     "lr": 1e-3, "warmup": 0.1, "schedule": "linear", "mask_prob": 0.15, "dropout": 0.1, "adam_eps": 1e-6,
     "qk_scale": 1.0, "mimetic": False, "sinusoid_positions": False, "position_scale": 1.0, "unigram_bias": False,
-    "nsp_weight": 1.0, "short_seq_steps": 0}
+    "nsp_weight": 1.0, "short_seq_steps": 0, "local_heads": 0}
 STRUCTURED = {  # attention that starts out local: mimetic query/key, sinusoid positions
     "qk_scale": 2.0, "mimetic": True, "sinusoid_positions": True}
 FAST = {  # more targets per step, nothing dropped, Adam's eps below the plateau's gradients
     "dropout": 0.0, "adam_eps": 1e-12, "mask_prob": 0.4}
 LOCAL = {  # positions that outweigh the words, mimetic query/key: first-layer heads start out local
     "qk_scale": 4.0, "mimetic": True, "sinusoid_positions": True, "position_scale": 8.0}
+NEIGHBOURS = {"local_heads": 2, "position_scale": 4.0}  # two heads per layer start on the previous / next token
 VARIANTS: dict[str, dict] = {
     "baseline": {},
     "structured": STRUCTURED,
@@ -50,6 +51,11 @@ VARIANTS: dict[str, dict] = {
     "local+fast-mask15": {**LOCAL, **FAST, "mask_prob": 0.15},
     "local": LOCAL,
     "local+fast-mask25-lr2e-3": {**LOCAL, **FAST, "mask_prob": 0.25, "lr": 2e-3},
+    "neighbours": NEIGHBOURS,
+    "neighbours+fast15": {**NEIGHBOURS, **FAST, "mask_prob": 0.15},
+    "neighbours+fast15+unigram": {**NEIGHBOURS, **FAST, "mask_prob": 0.15, "unigram_bias": True},
+    "neighbours+fast25+unigram": {**NEIGHBOURS, **FAST, "mask_prob": 0.25, "unigram_bias": True},
+    "neighbours+fast15+unigram+lr2e-3": {**NEIGHBOURS, **FAST, "mask_prob": 0.15, "unigram_bias": True, "lr": 2e-3},
     "local+fast-mask15+unigram": {**LOCAL, **FAST, "mask_prob": 0.15, "unigram_bias": True},
     "local+fast-mask15+unigram+vocab4096": {**LOCAL, **FAST, "mask_prob": 0.15, "unigram_bias": True,
                                             "vocab_size": 4096},

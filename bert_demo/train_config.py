@@ -64,6 +64,8 @@ class TrainConfig:
     sinusoid_positions: bool = setting(False, "start the position table at Vaswani et al.'s sinusoids")
     position_scale: float = setting(1.0, "size of the sinusoid positions at the start, in multiples of 0.02",
                                     label="position scale", low=0.1, high=50.0)
+    local_heads: int = setting(0, "start this many heads of every layer as previous- and next-token heads",
+                               label="local heads", low=0, high=64)
     unigram_bias: bool = setting(False, "start the masked-LM bias at the log frequencies of the training tokens")
     nsp_weight: float = setting(1.0, "weight of the next-sentence loss beside the masked-LM loss",
                                 label="NSP loss weight", low=0.0, high=10.0)

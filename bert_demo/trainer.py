@@ -198,7 +198,7 @@ class Trainer:
                                        attention_probs_dropout_prob=cfg.dropout)
             self.model = BertForPreTraining(model_config)
             initialise(self.model, cfg.qk_scale, cfg.mimetic, cfg.sinusoid_positions, cfg.position_scale,
-                       output_bias=unigram_log_probs(train_ids, len(self.tokenizer)) if cfg.unigram_bias else None)
+                       cfg.local_heads, output_bias=unigram_log_probs(train_ids, len(self.tokenizer)) if cfg.unigram_bias else None)
             self.model.to(self.device)
         self.model.train()
         optimizer = make_optimizer(self.model, cfg)

@@ -78,3 +78,23 @@ def test_unigram_bias_starts_the_model_at_the_word_frequencies():
     model = fresh()
     initialise(model, output_bias=unigram_log_probs(documents, 1000))
     assert model.cls.predictions.bias.argmax() == 5
+
+
+def test_local_heads_start_on_the_previous_and_the_next_token_in_every_layer():
+    model = fresh().eval()
+    initialise(model, position_scale=4.0, local_heads=2)
+    ids = torch.randint(5, 1000, (4, 64), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        attentions = model(ids, output_attentions=True).attentions  # L x (B, A, T, T)
+    inner = torch.arange(1, 63)
+    for layer in attentions:
+        assert layer[:, 0][:, inner, inner - 1].mean() > 0.7  # head 1: the previous token
+        assert layer[:, 1][:, inner, inner + 1].mean() > 0.7  # head 2: the next token
+        assert layer[:, 2][:, inner, inner - 1].mean() < 0.1  # the other heads keep BERT's init
+    head = model.config.hidden_size // model.config.num_attention_heads
+    assert model.bert.embeddings.word_embeddings.weight[:, :head].abs().sum() == 0  # words stay out of the code
+
+
+def test_more_local_heads_than_a_layer_has_are_refused():
+    with pytest.raises(ValueError, match="between 1 and 4"):
+        initialise(fresh(), local_heads=5)
