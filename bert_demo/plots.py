@@ -50,9 +50,10 @@ def _series(records: Sequence[dict], kind: str, key: str) -> tuple[list[int], li
     return [r["step"] for r in rows], [round(float(r[key]), 5) for r in rows]
 
 
-def _curves(records: Sequence[dict], key: str, title: str, y_title: str, height: int) -> go.Figure:
+def _curves(records: Sequence[dict], key: str, title: str, y_title: str, height: int, from_zero: bool
+            ) -> go.Figure:
     """Masked LM (left) and next sentence (right) side by side, as their scales differ ~10x; train solid,
-    validation dashed with markers."""
+    validation dashed with markers. A loss axis fits the curve (from zero, a fall from 7 to 5 looks flat)."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=("masked LM", "next sentence"), horizontal_spacing=0.1)
     for col, group in enumerate(("mlm", "nsp"), start=1):
         for kind in ("train", "val"):
@@ -65,8 +66,9 @@ def _curves(records: Sequence[dict], key: str, title: str, y_title: str, height:
                                      hovertemplate=f"{name}<br>step %{{x}}: %{{y:.4g}}<extra></extra>"),
                           row=1, col=col)
     fig.update_xaxes(title_text="step", rangemode="tozero", automargin=True)
-    fig.update_yaxes(title_text=y_title, rangemode="tozero", automargin=True, col=1)
-    fig.update_yaxes(rangemode="tozero", automargin=True, col=2)
+    rangemode = "tozero" if from_zero else "normal"
+    fig.update_yaxes(title_text=y_title, rangemode=rangemode, automargin=True, col=1)
+    fig.update_yaxes(rangemode=rangemode, automargin=True, col=2)
     fig.update_annotations(font=dict(size=12, color="#555"))  # the subplot titles
     return _layout(fig, title, height, hovermode="x unified",
                    legend=dict(orientation="h", y=1.14, yanchor="bottom", x=1, xanchor="right", font=dict(size=11)))
@@ -74,12 +76,12 @@ def _curves(records: Sequence[dict], key: str, title: str, y_title: str, height:
 
 def loss_figure(records: Sequence[dict], height: int = 300) -> go.Figure:
     """Masked-LM and next-sentence loss, training (averaged between logs) and validation."""
-    return _curves(records, "loss", "Loss", "cross-entropy", height)
+    return _curves(records, "loss", "Loss", "cross-entropy", height, from_zero=False)
 
 
 def accuracy_figure(records: Sequence[dict], height: int = 300) -> go.Figure:
     """Share of masked tokens guessed right, and of sentence pairs judged right (chance: 0.5)."""
-    return _curves(records, "acc", "Accuracy", "accuracy", height)
+    return _curves(records, "acc", "Accuracy", "accuracy", height, from_zero=True)
 
 
 def lr_figure(records: Sequence[dict], height: int = 300) -> go.Figure:
@@ -93,7 +95,11 @@ def lr_figure(records: Sequence[dict], height: int = 300) -> go.Figure:
 
 
 def training_figures(records: Sequence[dict]) -> tuple[go.Figure, go.Figure, go.Figure]:
-    """(loss, accuracy, learning rate) for the Train tab."""
+    """(loss, accuracy, learning rate) for the Train tab; blank charts with a note until the first step is logged
+    (empty axes would show made-up ranges while the corpus is prepared)."""
+    if not any(r.get("kind") == "train" for r in records):
+        return (empty_figure("Loss appears here after the first steps"), empty_figure("Accuracy"),
+                empty_figure("Learning rate"))
     return loss_figure(records), accuracy_figure(records), lr_figure(records)
 
 
@@ -106,8 +112,10 @@ def _labels(tokens: Sequence[str]) -> list[str]:
     return [str(t) for t in tokens]
 
 
-def _hover(tokens: Sequence[str], weights: list[list[float]]) -> list[list[str]]:
-    return [[f"{q} → {k}: {w:.3f}" for k, w in zip(tokens, row)] for q, row in zip(tokens, weights)]
+def _hover(tokens: Sequence[str], weights: Tensor) -> list[list[str]]:
+    """Hover text from the weights themselves (formatting the 4-decimal cell values again could round twice)."""
+    rows = weights.detach().float().cpu().tolist()
+    return [[f"{q} → {k}: {w:.3f}" for k, w in zip(tokens, row)] for q, row in zip(tokens, rows)]
 
 
 def _matrix(weights: Tensor) -> list[list[float]]:
@@ -133,7 +141,7 @@ def attention_heatmap(tokens: Sequence[str], weights: Tensor, title: str = "") -
     n = len(labels)
     positions = list(range(n))
     fig = go.Figure(go.Heatmap(
-        z=z, x=positions, y=positions, zmin=0, zmax=1, colorscale=COLORSCALE, text=_hover(labels, z),
+        z=z, x=positions, y=positions, zmin=0, zmax=1, colorscale=COLORSCALE, text=_hover(labels, weights),
         hovertemplate="%{text}<extra></extra>", colorbar=dict(title=dict(text="weight"), thickness=12),
         xgap=1, ygap=1,
     ))
@@ -158,7 +166,7 @@ def attention_grid(tokens: Sequence[str], weights: Tensor, title: str = "", colu
     show_ticks = n <= 24
     for h in range(heads):
         z = _matrix(weights[h])
-        fig.add_trace(go.Heatmap(z=z, x=positions, y=positions, coloraxis="coloraxis", text=_hover(labels, z),
+        fig.add_trace(go.Heatmap(z=z, x=positions, y=positions, coloraxis="coloraxis", text=_hover(labels, weights[h]),
                                  hovertemplate=f"head {h + 1}<br>%{{text}}<extra></extra>"),
                       row=h // cols + 1, col=h % cols + 1)
     axis = dict(tickmode="array", tickvals=positions, ticktext=labels, showticklabels=show_ticks,

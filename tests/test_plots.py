@@ -94,3 +94,13 @@ def test_attention_plots_draw_up_to_the_token_cap_and_refuse_longer_input():
         plots.attention_heatmap(longer, torch.rand(n + 1, n + 1))
     with pytest.raises(ValueError, match=f"at most {n} tokens"):
         plots.attention_grid(longer, torch.rand(4, n + 1, n + 1))
+
+
+def test_the_loss_axis_fits_the_curve_and_accuracy_starts_at_zero():
+    loss, accuracy, _ = plots.training_figures(records())
+    assert loss.layout.yaxis.rangemode == "normal" and accuracy.layout.yaxis.rangemode == "tozero"
+
+
+def test_before_the_first_step_the_training_charts_are_blank_with_a_note():
+    for fig in plots.training_figures([{"kind": "status", "message": "loading corpus"}]):
+        assert not fig.data and fig.layout.annotations and fig.layout.xaxis.visible is False

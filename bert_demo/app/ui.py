@@ -232,7 +232,7 @@ def _model_tab() -> Components:
                                           min_width=260, size="sm")
             c["download_file"] = gr.File(label="Checkpoint", visible=False, elem_id="download-file",
                                          interactive=False)
-            with gr.Accordion("Model card (README.md in the checkpoint folder)", open=True):
+            with gr.Accordion("Model card (README.md in the checkpoint folder)", open=False):
                 c["model_card"] = gr.Markdown(elem_id="model-card")
         with gr.Column(scale=2):
             gr.Markdown(text.EXPLAINER)
