@@ -23,7 +23,7 @@ import _common  # noqa: F401  (puts the repository root on sys.path)
 from _common import print_table
 
 from bert_demo.evaluate import evaluate
-from bert_demo.train_config import TrainConfig
+from bert_demo.train_config import TrainConfig, default
 from bert_demo.trainer import Trainer
 
 TARGET = 0.20
@@ -38,8 +38,10 @@ FAST = {  # more targets per step, nothing dropped, Adam's eps below the plateau
 LOCAL = {  # positions that outweigh the words, mimetic query/key: first-layer heads start out local
     "qk_scale": 4.0, "mimetic": True, "sinusoid_positions": True, "position_scale": 8.0}
 NEIGHBOURS = {"local_heads": 2, "position_scale": 4.0}  # two heads per layer start on the previous / next token
+DEFAULT = {key: default(key) for key in OLD if key not in ("warmup", "short_seq_steps")}  # TrainConfig's own
 VARIANTS: dict[str, dict] = {
     "baseline": {},
+    "default": DEFAULT,  # the recipe `python -m bert_demo train` uses
     "structured": STRUCTURED,
     "fast": FAST,
     "structured+fast": {**STRUCTURED, **FAST},
@@ -53,6 +55,8 @@ VARIANTS: dict[str, dict] = {
     "local": LOCAL,
     "local+fast-mask25-lr2e-3": {**LOCAL, **FAST, "mask_prob": 0.25, "lr": 2e-3},
     "neighbours": NEIGHBOURS,
+    "fast25+unigram": {**FAST, "mask_prob": 0.25, "unigram_bias": True},
+    "neighbours+fast25": {**NEIGHBOURS, **FAST, "mask_prob": 0.25},
     "neighbours+fast15": {**NEIGHBOURS, **FAST, "mask_prob": 0.15},
     "neighbours+fast15+unigram": {**NEIGHBOURS, **FAST, "mask_prob": 0.15, "unigram_bias": True},
     "neighbours+fast25+unigram": {**NEIGHBOURS, **FAST, "mask_prob": 0.25, "unigram_bias": True},

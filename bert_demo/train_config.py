@@ -49,24 +49,25 @@ class TrainConfig:
                             choices=SCHEDULES)
     weight_decay: float = setting(0.01, "AdamW weight decay on matrices", label="weight decay", low=0.0, high=1.0)
     beta2: float = setting(0.98, "AdamW's second-moment decay", low=0.5, high=0.99999)
-    adam_eps: float = setting(1e-6, "AdamW's epsilon", label="Adam epsilon", low=1e-20, high=1e-3)
+    adam_eps: float = setting(1e-12, "AdamW's epsilon (BERT: 1e-6, which damps the tiny early query/key updates)",
+                              label="Adam epsilon", low=1e-20, high=1e-3)
     grad_clip: float = setting(1.0, "clip the gradient norm to this", label="gradient clipping", low=1e-3,
                                high=1000.0)
-    mask_prob: float = setting(0.15, "share of tokens masked in training (validation always masks 15%)",
+    mask_prob: float = setting(0.25, "share of tokens masked in training (BERT: 15%; validation always masks 15%)",
                                label="masking rate", low=0.01, high=0.9)
     max_predictions: int | None = setting(None, "at most this many masked tokens per example (default: "
                                                 "masking rate x length, plus one)", low=1, high=512)
-    dropout: float | None = setting(None, "hidden and attention dropout (default: the preset's 0.1)", low=0.0,
+    dropout: float | None = setting(0.0, "hidden and attention dropout (BERT: 0.1; None: the preset's)", low=0.0,
                                     high=0.9)
     qk_scale: float = setting(1.0, "std of the query and key weights at the start, in multiples of 0.02",
                               label="query/key init scale", low=0.1, high=20.0)
     mimetic: bool = setting(False, "start each layer's key weights equal to its query weights (mimetic init)")
     sinusoid_positions: bool = setting(False, "start the position table at Vaswani et al.'s sinusoids")
-    position_scale: float = setting(1.0, "size of the sinusoid positions at the start, in multiples of 0.02",
-                                    label="position scale", low=0.1, high=50.0)
-    local_heads: int = setting(0, "start this many heads of every layer as previous- and next-token heads",
-                               label="local heads", low=0, high=64)
-    unigram_bias: bool = setting(False, "start the masked-LM bias at the log frequencies of the training tokens")
+    position_scale: float = setting(4.0, "size of the starting position code (sinusoids, local heads), in "
+                                         "multiples of 0.02", label="position scale", low=0.1, high=50.0)
+    local_heads: int = setting(2, "start this many heads of every layer as previous- and next-token heads "
+                                  "(0: BERT's random init)", label="local heads", low=0, high=64)
+    unigram_bias: bool = setting(True, "start the masked-LM bias at the log frequencies of the training tokens")
     nsp_weight: float = setting(1.0, "weight of the next-sentence loss beside the masked-LM loss",
                                 label="NSP loss weight", low=0.0, high=10.0)
     short_seq_len: int = setting(32, "sequence length of the first --short-seq-steps steps",
@@ -95,6 +96,11 @@ class TrainConfig:
             raise ValueError(f"batch size {self.batch_size} must be a multiple of grad_accum {self.grad_accum}")
         if self.warmup_steps is not None and self.warmup_steps > self.steps:
             raise ValueError("warm-up steps must be between 0 and steps")
+        heads = PRESETS[self.preset].num_attention_heads
+        if self.local_heads > heads:
+            raise ValueError(f"local heads must be at most the {heads} heads of a {self.preset} layer")
+        if self.local_heads and self.sinusoid_positions:
+            raise ValueError("local heads bring their own position code: turn sinusoid_positions off")
         if self.short_seq_len > self.seq_len:
             raise ValueError(f"short sequence length {self.short_seq_len} must not exceed the sequence length "
                              f"{self.seq_len}")
@@ -109,9 +115,10 @@ class TrainConfig:
 
 
 # The app's default run: a from-scratch run a visitor starts with one click. The recipe is TrainConfig's own
-# defaults; only the size and length of the run differ, chosen to finish in minutes on 2 CPU cores.
-APP_RUN: dict[str, Any] = {"corpus": "wiki", "preset": "tiny", "steps": 150, "batch_size": 16, "lr": 1e-3,
-                           "seq_len": 64, "vocab_size": 4096}
+# defaults; only the size and length of the run differ, chosen to finish within 5 minutes on 2 CPU cores, corpus
+# preparation included, past the frequent-token plateau (benchmarks/README.md, "Learning speed").
+APP_RUN: dict[str, Any] = {"corpus": "news,wiki", "preset": "tiny", "steps": 1000, "batch_size": 32, "lr": 1e-3,
+                           "seq_len": 128, "vocab_size": 8192}
 
 
 def label(name: str) -> str:

@@ -197,8 +197,9 @@ class Trainer:
                 model_config = replace(model_config, hidden_dropout_prob=cfg.dropout,
                                        attention_probs_dropout_prob=cfg.dropout)
             self.model = BertForPreTraining(model_config)
+            bias = unigram_log_probs(train_ids, len(self.tokenizer)) if cfg.unigram_bias else None
             initialise(self.model, cfg.qk_scale, cfg.mimetic, cfg.sinusoid_positions, cfg.position_scale,
-                       cfg.local_heads, output_bias=unigram_log_probs(train_ids, len(self.tokenizer)) if cfg.unigram_bias else None)
+                       cfg.local_heads, output_bias=bias)
             self.model.to(self.device)
         self.model.train()
         optimizer = make_optimizer(self.model, cfg)

@@ -160,7 +160,7 @@ def test_attention_renders_a_heatmap_with_tokens_and_hover_text(web):
 def test_model_tab_shows_the_configuration_and_model_card(web):
     web.get_by_role("tab", name="Model").click()
     web.wait_for_selector("#model-info :text('parameters')")
-    assert "Test model" not in web.locator("#model-card").inner_text()  # the card waits behind a closed accordion
+    assert not web.locator("#model-card").is_visible()  # the card waits behind a closed accordion
     web.get_by_text("Model card (README.md in the checkpoint folder)").click()
     wait_text(web, "#model-card", "Test model")
     web.click("#download")

@@ -21,6 +21,7 @@ from bert_demo.app.models import LIVE, MAX_CARD_CHARS
 from bert_demo.app.registry import Registry
 from bert_demo.app.runs import Caps
 from bert_demo.app.text import job_status
+from bert_demo.train_config import APP_RUN, default
 from bert_demo.tokenizer import train_tokenizer
 
 SENTENCES = [
@@ -244,12 +245,14 @@ def test_training_settings_beyond_the_caps_are_refused(registry, settings, messa
         registry.train_config(**settings)
 
 
-def test_training_defaults_are_within_the_caps(registry):
-    config = registry.train_config()
-    assert (config.preset, config.corpus, config.steps, config.batch_size, config.seq_len) == ("tiny", "wiki", 150,
-                                                                                                16, 64)
+def test_the_apps_default_run_is_within_the_cpu_caps_and_uses_the_default_recipe(registry):
+    config = registry.train_config()  # what one click on Start training asks for
+    assert {key: getattr(config, key) for key in APP_RUN} == APP_RUN
+    assert registry.caps.machine == "cpu"  # validated against the CPU caps by train_config
+    assert (config.local_heads, config.mask_prob, config.dropout) == (default("local_heads"), default("mask_prob"),
+                                                                      default("dropout"))
     assert Path(config.out).parent == registry.roots["runs"]
-    assert config.log_every == 3 and config.eval_every == 25
+    assert config.log_every == APP_RUN["steps"] // 50 and config.eval_every == APP_RUN["steps"] // 6
 
 
 def test_a_run_on_two_corpora_gets_a_valid_folder_name(registry):

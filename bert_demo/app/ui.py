@@ -132,9 +132,10 @@ def _train_form(caps) -> Components:
 
     lr_low, lr_high = caps.bounds("lr")
     return {
-        "corpus": gr.Dropdown(choices=list(SOURCES), value=[APP_RUN["corpus"]], multiselect=True, label="Corpus",
-                              elem_id="corpus", info="wiki: 106 Wikipedia articles (offline); news: 3,824 news "
-                                                     "articles (fetched once); wikitext-2: needs the Hugging Face Hub"),
+        "corpus": gr.Dropdown(choices=list(SOURCES), value=APP_RUN["corpus"].split(","), multiselect=True,
+                              label="Corpus", elem_id="corpus",
+                              info="wiki: 106 Wikipedia articles (offline); news: 3,824 news articles (fetched once "
+                                   "from the package registry); wikitext-2: needs the Hugging Face Hub"),
         "upload": gr.File(label="…and/or your own .txt (blank line between documents)", file_types=[".txt"],
                           type="filepath", elem_id="upload", height=110),
         "share": gr.Checkbox(False, label="Let other visitors use the model trained on my upload", elem_id="share",
