@@ -58,10 +58,12 @@ def train_command(args: argparse.Namespace) -> int:
     from bert_demo.checkpoint import read_metadata
     from bert_demo.trainer import Trainer
 
-    base = {}
+    overrides = given_flags(args)
     if args.resume:  # continue in the resumed folder and on this machine's device, unless --out / --device say
-        base = {**read_metadata(args.resume).get("train_config", {}), "out": args.resume, "device": None}
-    config = TrainConfig.from_dict({**base, **given_flags(args)})
+        stored = {**read_metadata(args.resume).get("train_config", {}), "out": args.resume, "device": None}
+        config = TrainConfig.from_stored({**stored, **overrides})
+    else:
+        config = TrainConfig.from_dict(overrides)
     trainer = Trainer(config, resume=args.resume)
     signal.signal(signal.SIGINT, lambda *_: trainer.stop())  # Ctrl-C: finish the step, save, exit
     progress = tqdm(total=config.steps, initial=trainer.step, unit="step", disable=not trainer.dist.is_main)

@@ -110,9 +110,21 @@ class TrainConfig:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
+    @classmethod
+    def from_stored(cls, data: Mapping[str, Any]) -> "TrainConfig":
+        """The config stored beside a checkpoint; settings it lacks were BERT's (it predates them), not today's
+        defaults: a resumed run goes on with the recipe it was trained with."""
+        return cls.from_dict({**BERT_RECIPE, **data})
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+
+# BERT's recipe, which every run used before the plateau levers existed: a stored config without these settings
+# was trained with these values, so a resumed old run keeps them (`from_stored`).
+BERT_RECIPE: dict[str, Any] = {"schedule": "linear", "mask_prob": 0.15, "dropout": None, "adam_eps": 1e-6,
+                               "qk_scale": 1.0, "mimetic": False, "sinusoid_positions": False, "position_scale": 1.0,
+                               "local_heads": 0, "unigram_bias": False, "nsp_weight": 1.0, "short_seq_steps": 0}
 
 # The app's default run: a from-scratch run a visitor starts with one click. The recipe is TrainConfig's own
 # defaults; only the size and length of the run differ, chosen to finish within 5 minutes on 2 CPU cores, corpus

@@ -1,0 +1,58 @@
+"""The one schema of a run: every setting has a flag, bounds are checked once, old stored configs keep BERT's recipe."""
+from __future__ import annotations
+
+import argparse
+from dataclasses import fields
+
+import pytest
+
+from bert_demo.train_config import (APP_RUN, BERT_RECIPE, TrainConfig, add_flags, bounds, given_flags,
+                                    shared_limits)
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_flags(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_every_setting_has_a_command_line_flag_with_its_help():
+    parser = argparse.ArgumentParser()
+    add_flags(parser)
+    flags = {action.dest: action for action in parser._actions}
+    for f in fields(TrainConfig):
+        assert f.name in flags and flags[f.name].help == f.metadata["help"].replace("%", "%%"), f.name
+
+
+def test_only_the_flags_given_override_and_they_arrive_typed():
+    given = given_flags(parse("--steps", "30", "--lr", "3e-4", "--no-unigram-bias", "--schedule", "triangle"))
+    assert given == {"steps": 30, "lr": 3e-4, "unigram_bias": False, "schedule": "triangle"}
+    with pytest.raises(SystemExit):
+        parse("--schedule", "cosine")  # argparse lists the choices
+
+
+def test_a_config_stored_before_the_recipe_levers_resumes_with_berts_recipe():
+    stored = {"preset": "mini", "steps": 86000, "mask_prob": 0.15}  # an old checkpoint's train_config
+    config = TrainConfig.from_stored(stored)
+    assert {key: getattr(config, key) for key in BERT_RECIPE} == BERT_RECIPE
+    assert TrainConfig.from_stored({"local_heads": 2}).local_heads == 2  # what was stored wins
+
+
+def test_the_shared_machine_caps_are_tighter_and_said_to_be_this_machines():
+    assert shared_limits("cpu")["steps"] == 1000 and bounds("steps", "gpu") == (1, 20_000)
+    TrainConfig(steps=5000).validate()
+    with pytest.raises(ValueError, match="steps must be between 1 and 1,000 on this machine, got 5,000"):
+        TrainConfig(steps=5000).validate(shared_limits("cpu"))
+    with pytest.raises(ValueError, match="preset 'base' is not available on this machine: choose tiny, mini"):
+        TrainConfig(preset="base").validate(shared_limits("cpu"))
+
+
+def test_the_apps_default_run_is_valid_on_a_shared_cpu():
+    TrainConfig(**APP_RUN).validate(shared_limits("cpu"))
+
+
+def test_levers_that_cannot_go_together_are_refused():
+    with pytest.raises(ValueError, match="at most the 2 heads of a tiny layer"):
+        TrainConfig(preset="tiny", local_heads=3).validate()
+    with pytest.raises(ValueError, match="own position code"):
+        TrainConfig(sinusoid_positions=True).validate()
