@@ -15,6 +15,7 @@ import tempfile
 import warnings
 from collections import defaultdict
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 from safetensors import SafetensorError
@@ -166,9 +167,17 @@ def _replace_folder(new: Path, target: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def load_pretrained(path_or_hub_id: str | Path, device: str | torch.device | None = None
-                    ) -> tuple[BertForPreTraining, BertTokenizerFast]:
-    """Load a Hugging Face-format BERT folder (or hub id, where the hub is reachable) in eval mode."""
+class Pretrained(NamedTuple):
+    """A loaded checkpoint: the model in eval mode, its tokenizer, and the weights the folder did not have."""
+
+    model: BertForPreTraining
+    tokenizer: BertTokenizerFast
+    missing_keys: list[str]
+
+
+def load_checkpoint(path_or_hub_id: str | Path, device: str | torch.device | None = None) -> Pretrained:
+    """Load a Hugging Face-format BERT folder (or hub id, where the hub is reachable) in eval mode, and say which
+    of our weights it lacked (a BertModel has no pre-training heads: those stay random, with a warning)."""
     folder = resolve_folder(path_or_hub_id)
     config = read_config(folder)
     tokenizer = load_tokenizer(folder)
@@ -180,8 +189,14 @@ def load_pretrained(path_or_hub_id: str | Path, device: str | torch.device | Non
     if missing:
         warnings.warn(f"{folder} has no weights for {_summarise(missing)}: they are randomly initialised",
                       MissingWeightsWarning, stacklevel=2)
-    model.missing_keys = missing
-    return model.to(device or "cpu").eval(), tokenizer
+    return Pretrained(model.to(device or "cpu").eval(), tokenizer, missing)
+
+
+def load_pretrained(path_or_hub_id: str | Path, device: str | torch.device | None = None
+                    ) -> tuple[BertForPreTraining, BertTokenizerFast]:
+    """The model and tokenizer of `load_checkpoint`, for callers that need nothing else."""
+    model, tokenizer, _ = load_checkpoint(path_or_hub_id, device)
+    return model, tokenizer
 
 
 def resolve_folder(path_or_hub_id: str | Path) -> Path:

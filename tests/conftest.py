@@ -1,11 +1,19 @@
-"""Shared fixtures: a small tokenizer and a tiny BERT trained for a few seconds on a handful of sentences."""
+"""Shared fixtures: a small tokenizer, a tiny BERT trained for a few seconds on a handful of sentences, and makers of
+checkpoints, corpora and a served app (fixtures that return the helper, so test modules never import each other)."""
 from __future__ import annotations
 
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
 
+from bert_demo.app.registry import Registry
+from bert_demo.app.ui import build_demo, launch_kwargs
+from bert_demo.checkpoint import save_pretrained
 from bert_demo.config import PRESETS
 from bert_demo.model import BertForPreTraining
 from bert_demo.tokenizer import train_tokenizer
@@ -48,3 +56,85 @@ def trained_tiny(tokenizer):
         loss.backward()
         optimizer.step()
     return model.eval()
+
+
+CHECKPOINT_SENTENCES = [
+    "the cat sat on the mat.", "the dog sat on the rug.", "paris is the capital of france.",
+    "berlin is the capital of germany.", "the sun rises in the east.", "the sun sets in the west.",
+    "water boils at one hundred degrees.", "the river flows into the sea.",
+]
+METADATA = {
+    "train_config": {"preset": "tiny", "corpus": "wiki", "steps": 10, "batch_size": 4, "seq_len": 32, "lr": 1e-3},
+    "step": 10, "elapsed": 3.5, "device": "cpu",
+    "history": [
+        {"kind": "train", "step": 10, "tokens": 400, "mlm_loss": 6.1, "nsp_loss": 0.7, "mlm_acc": 0.05,
+         "nsp_acc": 0.5, "tokens_per_s": 900.0, "lr": 1e-4, "elapsed": 3.0},
+        {"kind": "val", "step": 10, "tokens": 400, "mlm_loss": 6.3, "mlm_acc": 0.04, "mlm_ppl": 545.0,
+         "nsp_loss": 0.69, "nsp_acc": 0.55, "elapsed": 3.4},
+    ],
+}
+
+
+def _make_checkpoint(folder: Path, card: str | None = "# Test model\nA tiny BERT for tests.", **metadata) -> Path:
+    """A tiny untrained BERT with a real tokenizer, saved in Hugging Face format with our metadata."""
+    tokenizer = train_tokenizer([CHECKPOINT_SENTENCES] * 5, vocab_size=200, min_frequency=1)
+    torch.manual_seed(0)
+    model = BertForPreTraining(PRESETS["tiny"].with_vocab(len(tokenizer)))
+    save_pretrained(model, tokenizer, folder, metadata={**METADATA, **metadata})
+    if card:
+        (folder / "README.md").write_text(card)
+    return folder
+
+
+def _write_corpus(path: Path, documents: int = 60) -> Path:
+    """A small text file: documents of five sentences, blank lines between them."""
+    words = ["river", "mountain", "city", "forest", "island", "castle", "harbour", "valley", "bridge", "market"]
+    paragraphs = []
+    for d in range(documents):
+        w = words[d % len(words)]
+        paragraphs.append(" ".join([
+            f"The {w} number {d} was first described long ago.", f"Many people visited the {w} every summer.",
+            f"Later the {w} became famous across the whole country.", f"Old books describe the {w} in detail.",
+            f"Today the {w} is still visited by travellers from far away.",
+        ]))
+    path.write_text("\n\n".join(paragraphs) + "\n")
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def _served_app(base: Path) -> Iterator[dict]:
+    """The app on a free 127.0.0.1 port over a random tiny checkpoint in `base`; its run stopped at the end."""
+    _make_checkpoint(base / "checkpoints" / "tiny-test")
+    registry = Registry(checkpoints_dir=base / "checkpoints", runs_dir=base / "runs", device="cpu", allow_hub=False)
+    demo = build_demo(registry)
+    port = free_port()
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+                **launch_kwargs(registry))
+    try:
+        yield {"url": f"http://127.0.0.1:{port}/", "registry": registry, "corpus": _write_corpus(base / "corpus.txt")}
+    finally:
+        if registry.job is not None:
+            registry.job.stop()
+            registry.job.thread.join(timeout=60)
+        demo.close()
+
+
+@pytest.fixture(scope="session")
+def make_checkpoint():
+    return _make_checkpoint
+
+
+@pytest.fixture(scope="session")
+def write_corpus():
+    return _write_corpus
+
+
+@pytest.fixture(scope="session")
+def served_app():
+    return _served_app

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_ui import served_app
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--no-first-run",
@@ -28,7 +27,7 @@ if not (Path(CHROMIUM).is_file() or shutil.which(CHROMIUM)):
 
 
 @pytest.fixture(scope="module")
-def app(tmp_path_factory):
+def app(served_app, tmp_path_factory):
     with served_app(tmp_path_factory.mktemp("browser")) as served:
         yield served
 

@@ -15,8 +15,8 @@ import torch
 import transformers
 from safetensors import SafetensorError
 
-from bert_demo.checkpoint import (MissingWeightsWarning, download, load_pretrained, read_metadata, recover_folder,
-                                  save_pretrained)
+from bert_demo.checkpoint import (MissingWeightsWarning, download, load_checkpoint, load_pretrained, read_metadata,
+                                  recover_folder, save_pretrained)
 from bert_demo.config import PRESETS
 from bert_demo.inference import fill_mask
 from bert_demo.model import BertForPreTraining
@@ -73,12 +73,12 @@ def test_folders_written_by_transformers_load_with_same_numbers(hf_class, tokeni
     theirs.save_pretrained(tmp_path / "hf")
     tokenizer.save_pretrained(tmp_path / "hf")
     if hf_class is transformers.BertForPreTraining:
-        ours, _ = load_pretrained(tmp_path / "hf")
-        assert ours.missing_keys == []
+        ours, _, missing = load_checkpoint(tmp_path / "hf")
+        assert missing == []
     else:
         with pytest.warns(MissingWeightsWarning, match="randomly initialised"):
-            ours, _ = load_pretrained(tmp_path / "hf")
-        assert any(k.startswith("cls.") for k in ours.missing_keys)
+            ours, _, missing = load_checkpoint(tmp_path / "hf")
+        assert any(k.startswith("cls.") for k in missing)
     batch = sample_batch(tokenizer)
     with torch.no_grad():
         out = ours(**batch, output_hidden_states=True)
@@ -96,8 +96,8 @@ def test_old_gamma_beta_layernorm_names_are_understood(trained_tiny, tokenizer, 
     renamed = {k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta"): v
                for k, v in state.items()}
     save_file(renamed, folder / "model.safetensors")
-    model, _ = load_pretrained(folder)
-    assert model.missing_keys == []
+    model, _, missing = load_checkpoint(folder)
+    assert missing == []
     assert torch.equal(model.bert.embeddings.LayerNorm.weight, trained_tiny.bert.embeddings.LayerNorm.weight)
 
 

@@ -9,14 +9,14 @@ import pytest
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 
-from tests.test_ui import MODEL, served_app
+MODEL = "checkpoints/tiny-test"  # the checkpoint the served app is given (conftest.py)
 
 RUN = {"corpus": [], "preset": "tiny", "steps": 1000, "batch_size": 4, "lr": 1e-3, "seq_len": 32,
        "vocab_size": 512}
 
 
 @pytest.fixture()
-def app(tmp_path):
+def app(served_app, tmp_path):
     with served_app(tmp_path) as served:
         yield served
 

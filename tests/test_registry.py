@@ -12,63 +12,16 @@ import zipfile
 from pathlib import Path
 
 import pytest
-import torch
 
-from bert_demo.checkpoint import read_metadata, save_pretrained
-from bert_demo.config import PRESETS
-from bert_demo.model import BertForPreTraining
+from bert_demo.checkpoint import read_metadata
 from bert_demo.app.models import LIVE, MAX_CARD_CHARS
 from bert_demo.app.registry import Registry
 from bert_demo.app.runs import Caps
 from bert_demo.app.text import job_status
 from bert_demo.train_config import APP_RUN, default
-from bert_demo.tokenizer import train_tokenizer
-
-SENTENCES = [
-    "the cat sat on the mat.", "the dog sat on the rug.", "paris is the capital of france.",
-    "berlin is the capital of germany.", "the sun rises in the east.", "the sun sets in the west.",
-    "water boils at one hundred degrees.", "the river flows into the sea.",
-]
-METADATA = {
-    "train_config": {"preset": "tiny", "corpus": "wiki", "steps": 10, "batch_size": 4, "seq_len": 32, "lr": 1e-3},
-    "step": 10, "elapsed": 3.5, "device": "cpu",
-    "history": [
-        {"kind": "train", "step": 10, "tokens": 400, "mlm_loss": 6.1, "nsp_loss": 0.7, "mlm_acc": 0.05,
-         "nsp_acc": 0.5, "tokens_per_s": 900.0, "lr": 1e-4, "elapsed": 3.0},
-        {"kind": "val", "step": 10, "tokens": 400, "mlm_loss": 6.3, "mlm_acc": 0.04, "mlm_ppl": 545.0,
-         "nsp_loss": 0.69, "nsp_acc": 0.55, "elapsed": 3.4},
-    ],
-}
-
-
-def make_checkpoint(folder: Path, card: str | None = "# Test model\nA tiny BERT for tests.", **metadata) -> Path:
-    """A tiny untrained BERT with a real tokenizer, saved in Hugging Face format with our metadata."""
-    tokenizer = train_tokenizer([SENTENCES] * 5, vocab_size=200, min_frequency=1)
-    torch.manual_seed(0)
-    model = BertForPreTraining(PRESETS["tiny"].with_vocab(len(tokenizer)))
-    save_pretrained(model, tokenizer, folder, metadata={**METADATA, **metadata})
-    if card:
-        (folder / "README.md").write_text(card)
-    return folder
-
-
-def write_corpus(path: Path, documents: int = 60) -> Path:
-    """A small text file: documents of five sentences, blank lines between them."""
-    words = ["river", "mountain", "city", "forest", "island", "castle", "harbour", "valley", "bridge", "market"]
-    paragraphs = []
-    for d in range(documents):
-        w = words[d % len(words)]
-        paragraphs.append(" ".join([
-            f"The {w} number {d} was first described long ago.", f"Many people visited the {w} every summer.",
-            f"Later the {w} became famous across the whole country.", f"Old books describe the {w} in detail.",
-            f"Today the {w} is still visited by travellers from far away.",
-        ]))
-    path.write_text("\n\n".join(paragraphs) + "\n")
-    return path
-
 
 @pytest.fixture(scope="module")
-def roots(tmp_path_factory) -> dict[str, Path]:
+def roots(make_checkpoint, tmp_path_factory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("models")
     make_checkpoint(base / "checkpoints" / "tiny-test")
     make_checkpoint(base / "checkpoints" / "another", card=None)
@@ -82,7 +35,7 @@ def registry(roots) -> Registry:
     return Registry(checkpoints_dir=roots["checkpoints"], runs_dir=roots["runs"], device="cpu", allow_hub=False)
 
 
-def test_lists_shipped_checkpoints_and_runs_newest_first(roots, tmp_path):
+def test_lists_shipped_checkpoints_and_runs_newest_first(make_checkpoint, roots, tmp_path):
     runs = tmp_path / "runs"
     make_checkpoint(runs / "older")
     make_checkpoint(runs / "newer")
@@ -95,7 +48,7 @@ def test_lists_shipped_checkpoints_and_runs_newest_first(roots, tmp_path):
     assert labels["runs/newer"] == "newer (trained here)" and labels["checkpoints/another"] == "another (shipped)"
 
 
-def test_falls_back_to_the_newest_run_then_to_a_message(tmp_path):
+def test_falls_back_to_the_newest_run_then_to_a_message(make_checkpoint, tmp_path):
     make_checkpoint(tmp_path / "runs" / "only-run")
     registry = Registry(checkpoints_dir=tmp_path / "none", runs_dir=tmp_path / "runs", device="cpu")
     assert registry.default_model() == "runs/only-run"
@@ -122,7 +75,7 @@ def test_names_that_are_not_allowed_are_refused(registry, name):
         registry.resolve(name)
 
 
-def test_a_symlink_out_of_the_root_is_refused(registry, roots, tmp_path):
+def test_a_symlink_out_of_the_root_is_refused(make_checkpoint, registry, roots, tmp_path):
     outside = make_checkpoint(tmp_path / "outside")
     link = roots["checkpoints"] / "link"
     link.symlink_to(outside, target_is_directory=True)
@@ -143,7 +96,7 @@ def test_hub_ids_are_passed_on_only_when_allowed(roots):
     assert entry.folder is None and entry.name == "google/bert_uncased_L-2_H-128_A-2"
 
 
-def test_an_extra_models_folder_from_the_environment(roots, tmp_path, monkeypatch):
+def test_an_extra_models_folder_from_the_environment(make_checkpoint, roots, tmp_path, monkeypatch):
     make_checkpoint(tmp_path / "extra" / "mine")
     monkeypatch.setenv("BERT_DEMO_MODELS_DIR", str(tmp_path / "extra"))
     registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=roots["runs"])
@@ -172,7 +125,7 @@ def test_model_info_has_config_size_metrics_and_card(registry):
     assert "2 layers" in registry.model_summary("checkpoints/tiny-test")
 
 
-def test_model_card_is_shown_without_its_yaml_metadata_and_cut_when_too_long(tmp_path):
+def test_model_card_is_shown_without_its_yaml_metadata_and_cut_when_too_long(make_checkpoint, tmp_path):
     registry = Registry(checkpoints_dir=tmp_path, runs_dir=tmp_path / "runs", device="cpu", allow_hub=False)
     make_checkpoint(tmp_path / "carded", card="---\nlanguage: en\ntags: [bert]\n---\n\n# Carded\nText.\n")
     assert registry.model_info("checkpoints/carded")["model_card"] == "\n# Carded\nText.\n"
@@ -260,7 +213,7 @@ def test_a_run_on_two_corpora_gets_a_valid_folder_name(registry):
     assert config.corpus == "news,wiki" and Path(config.out).name.startswith("tiny-news-wiki-")
 
 
-def test_uploads_are_checked_and_copied_to_a_safe_name(roots, tmp_path, monkeypatch):
+def test_uploads_are_checked_and_copied_to_a_safe_name(write_corpus, roots, tmp_path, monkeypatch):
     private_temp = tmp_path / "temp"  # other processes' uploads must not show up in the before/after comparison
     private_temp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(private_temp))
@@ -299,7 +252,7 @@ def test_uploads_are_checked_and_copied_to_a_safe_name(roots, tmp_path, monkeypa
     assert set(private_temp.glob("bert-demo-upload-*")) == uploads  # a refusal leaves no copy
 
 
-def test_a_training_job_streams_records_serves_live_snapshots_and_saves_a_run(roots, tmp_path):
+def test_a_training_job_streams_records_serves_live_snapshots_and_saves_a_run(write_corpus, roots, tmp_path):
     registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=tmp_path / "runs", device="cpu")
     corpus = write_corpus(tmp_path / "corpus.txt")
     job = registry.start_training(corpus=[], upload=str(corpus), steps=300, batch_size=4, seq_len=32,
@@ -335,7 +288,7 @@ def test_a_training_job_streams_records_serves_live_snapshots_and_saves_a_run(ro
     assert not Path(job.trainer.config.corpus).exists()  # the copied upload is cleaned up
 
 
-def test_a_failing_run_ends_with_an_error_record(roots, tmp_path, monkeypatch):
+def test_a_failing_run_ends_with_an_error_record(write_corpus, roots, tmp_path, monkeypatch):
     registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=tmp_path / "runs", device="cpu")
     corpus = write_corpus(tmp_path / "corpus.txt")
 
@@ -349,7 +302,8 @@ def test_a_failing_run_ends_with_an_error_record(roots, tmp_path, monkeypatch):
     assert job_status(job).startswith("Training failed")
 
 
-def test_old_app_runs_are_pruned_when_a_new_run_starts_and_other_folders_never(roots, tmp_path):
+def test_old_app_runs_are_pruned_when_a_new_run_starts_and_other_folders_never(make_checkpoint, write_corpus, roots,
+                                                                               tmp_path):
     runs = tmp_path / "runs"
     for age, name in enumerate(["newest", "middle", "oldest"]):
         make_checkpoint(runs / name, origin="app")
@@ -370,7 +324,8 @@ def test_old_app_runs_are_pruned_when_a_new_run_starts_and_other_folders_never(r
     assert not downloads.exists()  # the deleted run's zip went with it
 
 
-def test_a_run_trained_moments_ago_is_never_pruned_by_someone_elses_runs(roots, tmp_path):
+def test_a_run_trained_moments_ago_is_never_pruned_by_someone_elses_runs(make_checkpoint, write_corpus, roots,
+                                                                         tmp_path):
     runs = tmp_path / "runs"
     make_checkpoint(runs / "someone-elses", origin="app")
     registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=runs, device="cpu")
@@ -382,7 +337,8 @@ def test_a_run_trained_moments_ago_is_never_pruned_by_someone_elses_runs(roots, 
     assert (runs / "someone-elses").is_dir()
 
 
-def test_starting_a_run_clears_what_a_killed_app_left_in_runs_and_keeps_live_writers_folders(roots, tmp_path):
+def test_starting_a_run_clears_what_a_killed_app_left_in_runs_and_keeps_live_writers_folders(
+        make_checkpoint, write_corpus, roots, tmp_path):
     runs = tmp_path / "runs"
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
@@ -399,7 +355,7 @@ def test_starting_a_run_clears_what_a_killed_app_left_in_runs_and_keeps_live_wri
     assert {"runs/kept", f"runs/{job.name}"} <= {entry.name for entry in registry.list_models()}
 
 
-def test_a_hub_shaped_name_is_never_looked_up_as_a_local_path(roots, tmp_path, monkeypatch):
+def test_a_hub_shaped_name_is_never_looked_up_as_a_local_path(make_checkpoint, roots, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     make_checkpoint(tmp_path / "tests")  # a folder in the working directory, outside checkpoints/ and runs/
     asked = []
@@ -415,7 +371,7 @@ def test_a_hub_shaped_name_is_never_looked_up_as_a_local_path(roots, tmp_path, m
     assert asked == ["tests"]
 
 
-def test_a_run_on_an_upload_is_shared_only_when_its_owner_says_so(roots, tmp_path):
+def test_a_run_on_an_upload_is_shared_only_when_its_owner_says_so(write_corpus, roots, tmp_path):
     registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=tmp_path / "runs", device="cpu")
     names = {}
     for share in (False, True):

@@ -4,12 +4,9 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -20,38 +17,12 @@ from bert_demo.config import PRESETS
 from bert_demo.app.registry import Registry
 from bert_demo.app import handlers
 from bert_demo.app.handlers import VIEW_AVERAGE, VIEW_HEAD, VIEW_ROLLOUT
-from bert_demo.app.ui import build_demo, launch_kwargs
-from tests.test_registry import make_checkpoint, write_corpus
 
 MODEL = "checkpoints/tiny-test"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextmanager
-def served_app(base: Path) -> Iterator[dict]:
-    """The app on a free 127.0.0.1 port over a random tiny checkpoint in `base`; its run stopped at the end."""
-    make_checkpoint(base / "checkpoints" / "tiny-test")
-    registry = Registry(checkpoints_dir=base / "checkpoints", runs_dir=base / "runs", device="cpu", allow_hub=False)
-    demo = build_demo(registry)
-    port = free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                **launch_kwargs(registry))
-    try:
-        yield {"url": f"http://127.0.0.1:{port}/", "registry": registry, "corpus": write_corpus(base / "corpus.txt")}
-    finally:
-        if registry.job is not None:
-            registry.job.stop()
-            registry.job.thread.join(timeout=60)
-        demo.close()
-
-
 @pytest.fixture(scope="module")
-def app(tmp_path_factory):
+def app(served_app, tmp_path_factory):
     with served_app(tmp_path_factory.mktemp("app")) as served:
         yield served
 
@@ -212,7 +183,7 @@ print(errors)
 """
 
 
-def test_handlers_used_for_the_first_time_at_once_all_find_the_backend(tmp_path):
+def test_handlers_used_for_the_first_time_at_once_all_find_the_backend(make_checkpoint, tmp_path):
     """A fresh app, as when its page first loads: several handlers start in worker threads at once. Without
     `backend()`'s lock one of them saw transformers half-imported ("cannot import name 'BertTokenizerFast'")."""
     make_checkpoint(tmp_path / "checkpoints" / "tiny-test")
@@ -222,7 +193,7 @@ def test_handlers_used_for_the_first_time_at_once_all_find_the_backend(tmp_path)
     assert result.stdout.strip().splitlines()[-1] == "[]"
 
 
-def test_sliders_follow_the_models_range_and_move_only_a_layer_or_head_outside_it(tmp_path):
+def test_sliders_follow_the_models_range_and_move_only_a_layer_or_head_outside_it(make_checkpoint, tmp_path):
     """The answer to choosing a model (or loading an example) sets a slider's value only when it is out of range,
     so an example clicked while the page is still loading keeps its layer and head."""
     make_checkpoint(tmp_path / "checkpoints" / "tiny-test")
@@ -238,7 +209,7 @@ def test_sliders_follow_the_models_range_and_move_only_a_layer_or_head_outside_i
         assert outside["head"].constructor_args == {"maximum": heads, "value": heads}
 
 
-def test_model_tab_says_how_long_a_model_trained_in_hours_minutes_or_seconds(tmp_path):
+def test_model_tab_says_how_long_a_model_trained_in_hours_minutes_or_seconds(make_checkpoint, tmp_path):
     for name, elapsed in [("long", 60152.4), ("short", 42.3), ("medium", 754.0)]:
         make_checkpoint(tmp_path / "checkpoints" / name, elapsed=elapsed, device="cpu")
     registry = Registry(checkpoints_dir=tmp_path / "checkpoints", runs_dir=tmp_path / "runs", device="cpu",

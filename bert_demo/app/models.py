@@ -16,7 +16,7 @@ import threading
 import time
 import zipfile
 from collections import OrderedDict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +58,7 @@ class Loaded:
     tokenizer: BertTokenizerFast
     entry: ModelEntry
     folder: Path | None
+    missing_keys: list[str] = field(default_factory=list)  # weights the checkpoint lacked (random in the model)
 
 
 class Catalog:
@@ -164,8 +165,8 @@ class Catalog:
         started = time.perf_counter()  # load outside the lock: a slow download must not block cached models
         # a hub id is downloaded, never looked up as a path: "tests" must not load ./tests
         folder = entry.folder or checkpoint.download(entry.name, cache_dir=self.hub_cache)
-        model, tokenizer = checkpoint.load_pretrained(folder, device=self.torch_device())
-        loaded = Loaded(model, tokenizer, entry, folder)
+        model, tokenizer, missing = checkpoint.load_checkpoint(folder, device=self.torch_device())
+        loaded = Loaded(model, tokenizer, entry, folder, missing)
         log.info("loaded %s in %.1f s", entry.name, time.perf_counter() - started)
         with self._cache_lock:
             self._cache[key] = loaded
@@ -191,7 +192,7 @@ class Catalog:
         info: dict[str, Any] = {
             "name": loaded.entry.name, "config": asdict(model.config), "parameters": model.num_parameters(),
             "device": str(next(model.parameters()).device), "vocab_size": len(loaded.tokenizer),
-            "missing_weights": list(getattr(model, "missing_keys", []) or []),
+            "missing_weights": loaded.missing_keys,
             "folder": str(folder) if folder else None, "model_card": None,
         }
         if loaded.entry.name == LIVE:
