@@ -16,7 +16,9 @@ from collections.abc import Callable
 
 from tqdm import tqdm
 
+from bert_demo.records import Record
 from bert_demo.train_config import TrainConfig, add_flags, given_flags
+
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
@@ -74,7 +76,7 @@ def train_command(args: argparse.Namespace) -> int:
     return 0 if done.get("reason") in ("finished", "stopped") else 1
 
 
-def report(record: dict, progress: tqdm, write: Callable[[str], None]) -> dict:
+def report(record: Record, progress: tqdm, write: Callable[[str], None]) -> Record:
     """Show one trainer record on the terminal; return it."""
     kind = record["kind"]
     if kind == "status":

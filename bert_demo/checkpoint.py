@@ -23,8 +23,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor
 from transformers import BertTokenizerFast
 
-from bert_demo.config import (CONFIG_NAME, METADATA_NAME, WEIGHTS_NAME, BertConfig, read_config,  # noqa: F401
-                              read_metadata)
+from bert_demo.config import CONFIG_NAME, METADATA_NAME, WEIGHTS_NAME, BertConfig, read_config, read_metadata  # noqa: F401
 from bert_demo.model import BertForPreTraining
 from bert_demo.tokenizer import load_tokenizer, vocabulary
 

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from bert_demo.records import Record
+
 if TYPE_CHECKING:  # torch is not imported at start-up: the app's page appears before torch has loaded
     from torch import Tensor
 
@@ -44,13 +46,13 @@ def empty_figure(message: str, height: int = 280) -> go.Figure:
 # training curves
 
 
-def _series(records: Sequence[dict], kind: str, key: str) -> tuple[list[int], list[float]]:
+def _series(records: Sequence[Record], kind: str, key: str) -> tuple[list[int], list[float]]:
     rows = [r for r in records if r.get("kind") == kind and isinstance(r.get(key), (int, float))
             and math.isfinite(r[key])]
     return [r["step"] for r in rows], [round(float(r[key]), 5) for r in rows]
 
 
-def _curves(records: Sequence[dict], key: str, title: str, y_title: str, height: int, from_zero: bool
+def _curves(records: Sequence[Record], key: str, title: str, y_title: str, height: int, from_zero: bool
             ) -> go.Figure:
     """Masked LM (left) and next sentence (right) side by side, as their scales differ ~10x; train solid,
     validation dashed with markers. A loss axis fits the curve (from zero, a fall from 7 to 5 looks flat)."""
@@ -74,17 +76,17 @@ def _curves(records: Sequence[dict], key: str, title: str, y_title: str, height:
                    legend=dict(orientation="h", y=1.14, yanchor="bottom", x=1, xanchor="right", font=dict(size=11)))
 
 
-def loss_figure(records: Sequence[dict], height: int = 300) -> go.Figure:
+def loss_figure(records: Sequence[Record], height: int = 300) -> go.Figure:
     """Masked-LM and next-sentence loss, training (averaged between logs) and validation."""
     return _curves(records, "loss", "Loss", "cross-entropy", height, from_zero=False)
 
 
-def accuracy_figure(records: Sequence[dict], height: int = 300) -> go.Figure:
+def accuracy_figure(records: Sequence[Record], height: int = 300) -> go.Figure:
     """Share of masked tokens guessed right, and of sentence pairs judged right (chance: 0.5)."""
     return _curves(records, "acc", "Accuracy", "accuracy", height, from_zero=True)
 
 
-def lr_figure(records: Sequence[dict], height: int = 300) -> go.Figure:
+def lr_figure(records: Sequence[Record], height: int = 300) -> go.Figure:
     """The learning-rate schedule: linear warm-up, then linear decay."""
     x, y = _series(records, "train", "lr")
     fig = go.Figure(go.Scatter(x=x, y=y, mode="lines", name="learning rate", line=dict(color=COLORS["lr"]),
@@ -94,7 +96,7 @@ def lr_figure(records: Sequence[dict], height: int = 300) -> go.Figure:
     return _layout(fig, "Learning rate", height, showlegend=False)
 
 
-def training_figures(records: Sequence[dict]) -> tuple[go.Figure, go.Figure, go.Figure]:
+def training_figures(records: Sequence[Record]) -> tuple[go.Figure, go.Figure, go.Figure]:
     """(loss, accuracy, learning rate) for the Train tab; blank charts with a note until the first step is logged
     (empty axes would show made-up ranges while the corpus is prepared)."""
     if not any(r.get("kind") == "train" for r in records):

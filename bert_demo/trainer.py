@@ -19,7 +19,6 @@ from collections.abc import Generator, Iterator
 from contextlib import nullcontext
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -46,6 +45,7 @@ from bert_demo.pretraining_data import (
     tokenize_documents,
 )
 from bert_demo.recipe import initialise, lr_multiplier, make_optimizer, unigram_log_probs
+from bert_demo.records import DoneRecord, ProbeRecord, Record
 from bert_demo.runtime import (
     Batch,
     Distributed,
@@ -65,7 +65,6 @@ from bert_demo.train_config import TrainConfig
 
 OPTIMIZER_NAME = "optimizer.safetensors"
 TRIM_EVERY = 50  # steps between handing freed heap memory back to the operating system (see release_free_memory)
-Record = dict[str, Any]
 
 
 class Trainer:
@@ -149,7 +148,7 @@ class Trainer:
                                             f"with {self.model.num_parameters():,} parameters"}
         return batches, val_batches, optimizer, schedule
 
-    def _nothing_written(self) -> Record:
+    def _nothing_written(self) -> DoneRecord:
         """The last record of a run stopped before its first step: the output folder keeps what it held."""
         return {"kind": "done", "reason": "stopped", "step": self.step, "checkpoint": None,
                 "message": f"stopped before the first step: nothing was written to {self.config.out}"}
@@ -283,7 +282,7 @@ class Trainer:
         self.history.append(record)
         return record
 
-    def _probe(self) -> Record:
+    def _probe(self) -> ProbeRecord:
         """The current model's guesses for a fixed sentence, so one can watch it learn."""
         try:
             guesses = fill_mask(self.model, self.tokenizer, self.config.probe, top_k=5)[0]
@@ -309,8 +308,8 @@ class Trainer:
             if self.dist.world_size > 1:
                 dist.barrier()
 
-    def _finish(self, reason: str, started: float, optimizer, message: str | None = None) -> Record:
-        record: Record = {"kind": "done", "reason": reason, "step": self.step, "message": message}
+    def _finish(self, reason: str, started: float, optimizer, message: str | None = None) -> DoneRecord:
+        record: DoneRecord = {"kind": "done", "reason": reason, "step": self.step, "message": message}
         try:
             saved = self._save(optimizer, started)
             record["checkpoint"] = str(saved) if saved else None

@@ -22,6 +22,7 @@ from bert_demo.app.backend import backend
 from bert_demo.app.models import FOLDER, LIVE, Loaded, ModelEntry, model_folders, prune_downloads
 from bert_demo.config import read_metadata
 from bert_demo.corpus import SOURCES
+from bert_demo.records import DoneRecord, Record
 from bert_demo.train_config import APP_RUN, TrainConfig, bounds, choices, label, shared_limits
 
 log = logging.getLogger(__name__)
@@ -263,7 +264,7 @@ class TrainingJob:
     trainer: Any
     name: str
     owner: str | None = None
-    records: list[dict] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
     started: float = field(default_factory=time.perf_counter)
 
     def __post_init__(self):
@@ -288,10 +289,10 @@ class TrainingJob:
                 self._append(self._failed("the run ended without saving"))
             remove_uploads(self.trainer.config.corpus)
 
-    def _failed(self, message: str) -> dict:
+    def _failed(self, message: str) -> DoneRecord:
         return {"kind": "done", "reason": "error", "step": self.trainer.step, "message": message, "checkpoint": None}
 
-    def _append(self, record: dict) -> None:
+    def _append(self, record: Record) -> None:
         with self._changed:
             self.records.append(record)
             self._changed.notify_all()
@@ -301,7 +302,7 @@ class TrainingJob:
         return self.thread.is_alive()
 
     @property
-    def done(self) -> dict | None:
+    def done(self) -> DoneRecord | None:
         """The final record once the run has ended."""
         return self.records[-1] if self.records and self.records[-1].get("kind") == "done" else None
 
@@ -314,7 +315,7 @@ class TrainingJob:
             self.stop()
             self.thread.join(timeout=timeout)
 
-    def wait(self, seen: int, timeout: float) -> list[dict]:
+    def wait(self, seen: int, timeout: float) -> list[Record]:
         """Records after the first `seen`, waiting up to `timeout` seconds for at least one."""
         with self._changed:
             self._changed.wait_for(lambda: len(self.records) > seen or not self.running, timeout=timeout)

@@ -1,0 +1,68 @@
+"""What a training run reports, record by record: the shapes `Trainer.run()` yields and stores in a checkpoint's
+history, and that the command line, the app and the plots read. Plain dicts (they are stored as JSON), typed here.
+"""
+from __future__ import annotations
+
+from typing import Literal, NotRequired, TypedDict
+
+
+class StatusRecord(TypedDict):
+    """A phase of the preparation ("loading corpus 'wiki'"), or a problem the run survived (a failed save)."""
+
+    kind: Literal["status"]
+    message: str
+    step: NotRequired[int]
+
+
+class TrainRecord(TypedDict):
+    """Training metrics averaged over the steps since the last one."""
+
+    kind: Literal["train"]
+    step: int
+    tokens: int  # seen since the run began (every process)
+    mlm_loss: float
+    nsp_loss: float
+    mlm_acc: float
+    nsp_acc: float
+    tokens_per_s: float
+    lr: float
+    elapsed: float  # seconds since this process started the run
+
+
+class ValRecord(TypedDict):
+    """Metrics on the held-out documents (`evaluate.validate`)."""
+
+    kind: Literal["val"]
+    step: int
+    tokens: int
+    mlm_loss: float
+    mlm_acc: float
+    mlm_ppl: float
+    nsp_loss: float
+    nsp_acc: float
+    targets: int
+    pairs: int
+    elapsed: float
+
+
+class ProbeRecord(TypedDict):
+    """The model's guesses for the probe sentence's [MASK] at this step, or why there are none."""
+
+    kind: Literal["probe"]
+    step: int
+    text: str
+    predictions: NotRequired[list[tuple[str, float]]]
+    error: NotRequired[str]
+
+
+class DoneRecord(TypedDict):
+    """The last record of every run: how it ended and where its checkpoint is (None when nothing was written)."""
+
+    kind: Literal["done"]
+    reason: Literal["finished", "stopped", "diverged", "error"]
+    step: int
+    checkpoint: NotRequired[str | None]
+    message: str | None
+
+
+Record = StatusRecord | TrainRecord | ValRecord | ProbeRecord | DoneRecord
