@@ -21,6 +21,7 @@ import subprocess
 import sys
 from array import array
 from contextlib import nullcontext
+from dataclasses import replace
 
 from _common import cores, interleaved_times, matmul_peak_flops, print_table
 
@@ -31,17 +32,19 @@ from bert_demo.config import PRESETS, BertConfig
 from bert_demo.model import IGNORE_INDEX, BertForPreTraining
 from bert_demo.pretraining_data import Example, MaskingCollator, SpecialIds
 from bert_demo.recipe import make_optimizer
-from bert_demo.train_config import TrainConfig
+from bert_demo.train_config import TrainConfig, default
 
 PAD, CLS, SEP, MASK = 0, 2, 3, 4  # our tokenizer's special ids ([UNK] = 1)
 TARGETS = {8192: 1.5, 30522: 2.5}  # tokens/s ratio ours / transformers wanted on mini, batch 32 x 128
 
 
-def make_batches(n: int, batch: int, seq: int, vocab: int, seed: int = 0) -> list[dict[str, torch.Tensor]]:
+def make_batches(n: int, batch: int, seq: int, vocab: int, mask_prob: float = 0.15, seed: int = 0
+                 ) -> list[dict[str, torch.Tensor]]:
     """n masked batches of [CLS] A [SEP] B [SEP] with random ids; every fourth row is shorter (padding)."""
     g = torch.Generator().manual_seed(seed)
     special = SpecialIds(cls=CLS, sep=SEP, mask=MASK, pad=PAD, vocab_size=vocab, special=(0, 1, 2, 3, 4))
-    collate = MaskingCollator(special, max_predictions=round(seq * 0.15) + 1)  # TrainConfig's default cap
+    collate = MaskingCollator(special, max_predictions=round(seq * mask_prob) + 1,  # the trainer's cap
+                              mask_prob=mask_prob)
     randint = lambda low, high: int(torch.randint(low, high, (), generator=g))  # noqa: E731  [low, high)
     batches = []
     for _ in range(n):
@@ -73,7 +76,7 @@ def build(side: str, config: BertConfig, source: BertForPreTraining | None = Non
 
 def step_fn(side: str, model: torch.nn.Module, batches: list, device: torch.device):
     """One optimizer step per call, cycling through `batches`: forward, backward, clip, AdamW, zero_grad."""
-    optimizer = make_optimizer(model, TrainConfig())  # lr 1e-3, betas (0.9, 0.98), eps 1e-6, decay on matrices
+    optimizer = make_optimizer(model, TrainConfig())  # the default recipe: AdamW, lr 1e-3, decay on matrices
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
     state = {"i": 0, "loss": float("nan")}
 
@@ -120,10 +123,10 @@ def peak_rss_mb() -> float:
 
 def run_child(args: argparse.Namespace, device: torch.device) -> None:
     """--child SIDE: train that model alone and print one JSON line of memory numbers (for --rss)."""
-    batches = make_batches(min(args.steps + args.warmup, 4), args.batch, args.seq, args.vocab)
+    batches = make_batches(min(args.steps + args.warmup, 4), args.batch, args.seq, args.vocab, args.mask_prob)
     baseline = peak_rss_mb()
     torch.manual_seed(0)
-    model = build(args.child, PRESETS[args.preset].with_vocab(args.vocab)).to(device).train()
+    model = build(args.child, model_config(args)).to(device).train()
     batches = [{k: v.to(device) for k, v in b.items()} for b in batches]
     step, _ = step_fn(args.child, model, batches, device)
     times = interleaved_times({args.child: step}, args.steps, args.warmup, device)[args.child]
@@ -138,7 +141,8 @@ def run_rss(args: argparse.Namespace) -> None:
     for side in ("ours", "transformers"):
         argv = [sys.executable, __file__, "--child", side, "--preset", args.preset, "--vocab", str(args.vocab),
                 "--batch", str(args.batch), "--seq", str(args.seq), "--steps", str(args.steps),
-                "--warmup", str(args.warmup), "--threads", str(args.threads), "--device", args.device]
+                "--warmup", str(args.warmup), "--threads", str(args.threads), "--device", args.device,
+                "--dropout", str(args.dropout), "--mask-prob", str(args.mask_prob)]
         done = subprocess.run(argv, capture_output=True, text=True, check=False)
         if done.returncode:
             sys.exit(f"{side} child failed:\n{done.stderr}")
@@ -152,12 +156,22 @@ def run_rss(args: argparse.Namespace) -> None:
     print(f"ratio peak RSS ours/transformers: {float(rows[0][2]) / float(rows[1][2]):.2f}")
 
 
+def model_config(args: argparse.Namespace) -> BertConfig:
+    """The preset at this vocabulary, with the recipe's dropout (the default recipe trains without; BERT's is 0.1)."""
+    config = PRESETS[args.preset].with_vocab(args.vocab)
+    return replace(config, hidden_dropout_prob=args.dropout, attention_probs_dropout_prob=args.dropout)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--preset", default="mini", choices=sorted(PRESETS))
     p.add_argument("--vocab", type=int, default=8192)
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--seq", type=int, default=128)
+    p.add_argument("--dropout", type=float, default=default("dropout"),
+                   help="dropout of both models (default: the default recipe's; BERT's recipe: 0.1)")
+    p.add_argument("--mask-prob", type=float, default=default("mask_prob"),
+                   help="masking rate of the batches (default: the default recipe's; BERT's recipe: 0.15)")
     p.add_argument("--steps", type=int, default=10, help="timed steps per model")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps per model first")
     p.add_argument("--threads", type=int, default=cores())
@@ -176,8 +190,9 @@ def main() -> None:
     if args.rss:
         return run_rss(args)
 
-    config = PRESETS[args.preset].with_vocab(args.vocab)
-    batches = [{k: v.to(device) for k, v in b.items()} for b in make_batches(4, args.batch, args.seq, args.vocab)]
+    config = model_config(args)
+    batches = [{k: v.to(device) for k, v in b.items()}
+               for b in make_batches(4, args.batch, args.seq, args.vocab, args.mask_prob)]
     torch.manual_seed(0)
     ours = build("ours", config).to(device)
     theirs = build("transformers", config, source=ours).to(device)

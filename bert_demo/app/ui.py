@@ -92,7 +92,7 @@ def _header(registry: Registry) -> Components:
     gr.Markdown(text.INTRO)
     with gr.Row(equal_height=False):
         model = gr.Dropdown(choices=registry.choices(), value=registry.default_model(), allow_custom_value=True,
-                            label="Model", elem_id="model", scale=4,
+                            label="Model", elem_id="model", scale=4, min_width=280,  # a row of its own on a phone
                             info="Shipped checkpoints, runs trained here, or a Hugging Face hub id / folder path "
                                  "under checkpoints/ or runs/")
         refresh = gr.Button("↻ Refresh list", elem_id="refresh", scale=0, min_width=130, size="sm")
