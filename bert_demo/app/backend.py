@@ -14,13 +14,15 @@ _LOADED: SimpleNamespace | None = None
 
 
 def backend() -> SimpleNamespace:
-    """The modules the app calls: checkpoint, evaluate, inference, trainer."""
+    """The modules the app calls: torch, checkpoint, evaluate, inference, pretraining_data, trainer."""
     global _LOADED
     if _LOADED is None:
         with _IMPORTING:
             if _LOADED is None:
-                from bert_demo import checkpoint, evaluate, inference, trainer
+                import torch
 
-                _LOADED = SimpleNamespace(checkpoint=checkpoint, evaluate=evaluate, inference=inference,
-                                          trainer=trainer)
+                from bert_demo import checkpoint, evaluate, inference, pretraining_data, trainer
+
+                _LOADED = SimpleNamespace(torch=torch, checkpoint=checkpoint, evaluate=evaluate, inference=inference,
+                                          pretraining_data=pretraining_data, trainer=trainer)
     return _LOADED

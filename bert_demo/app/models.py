@@ -235,9 +235,7 @@ class Catalog:
     def torch_device(self) -> str:
         """The device to use, confirmed by torch: a CPU-only torch on a GPU machine falls back to the CPU."""
         if self.device.startswith("cuda"):
-            import torch
-
-            if not torch.cuda.is_available():
+            if not backend().torch.cuda.is_available():
                 log.warning("an NVIDIA GPU is visible but torch cannot use it: running on the CPU")
                 self.device = "cpu"
         return self.device

@@ -21,7 +21,7 @@ from typing import Any
 from bert_demo.app.backend import backend
 from bert_demo.app.models import FOLDER, LIVE, Loaded, ModelEntry, model_folders, prune_downloads
 from bert_demo.config import read_metadata
-from bert_demo.corpus import SOURCES
+from bert_demo.corpus import SOURCES, load_corpus
 from bert_demo.records import DoneRecord, Record
 from bert_demo.train_config import APP_RUN, TrainConfig, bounds, choices, label, shared_limits
 
@@ -125,16 +125,13 @@ class Runs:
                              f"{self.caps.max_upload_bytes // 2**20} MB are allowed")
         if size == 0:
             raise ValueError("the uploaded file is empty")
-        from bert_demo.corpus import load_corpus
-        from bert_demo.pretraining_data import split_documents
-
         folder = Path(tempfile.mkdtemp(prefix=UPLOAD_PREFIX))
         target = folder / "upload.txt"
         shutil.copyfile(path, target)
         try:  # read it now, so that a file we cannot train on is refused at once, not when the run starts
             documents = load_corpus(str(target))
             if alone:
-                split_documents(documents, TrainConfig.val_fraction, TrainConfig.seed)
+                backend().pretraining_data.split_documents(documents, TrainConfig.val_fraction, TrainConfig.seed)
         except ValueError as exc:
             shutil.rmtree(folder, ignore_errors=True)
             reason = str(exc)
