@@ -29,6 +29,8 @@ CSS = """
 .tab-links button { max-width: 16em; }
 #fill-sentence .empty, #probe .empty, #fill-label-0 .empty, #nsp-result .empty {
   min-height: 5rem !important; height: 5rem !important; }
+#fill-sentence .token .label { color: #1e3a8a !important; font-weight: 600; }
+#upload .upload-container { padding-top: 1.8em; }
 """
 Components = dict[str, Any]
 
@@ -137,7 +139,7 @@ def _train_form(caps) -> Components:
                               info="wiki: 106 Wikipedia articles (offline); news: 3,824 news articles (fetched once "
                                    "from the package registry); wikitext-2: needs the Hugging Face Hub"),
         "upload": gr.File(label="…and/or your own .txt (blank line between documents)", file_types=[".txt"],
-                          type="filepath", elem_id="upload", height=110),
+                          type="filepath", elem_id="upload", height=150),
         "share": gr.Checkbox(False, label="Let other visitors use the model trained on my upload", elem_id="share",
                              info="Off: only you see it (its vocabulary and guesses would show your text)"),
         "preset": gr.Radio(list(caps.choices("preset")), value=APP_RUN["preset"], label="Model size (preset)",
