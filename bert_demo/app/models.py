@@ -6,6 +6,7 @@ carries the model's config; `load` keeps the last few loaded models in a small L
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bert_demo.app.backend import backend
-from bert_demo.config import CONFIG_NAME, WEIGHTS_NAME, BertConfig, read_config, read_metadata
+from bert_demo.config import CONFIG_NAME, METADATA_NAME, WEIGHTS_NAME, BertConfig, read_config, read_metadata
 
 if TYPE_CHECKING:
     from transformers import BertTokenizerFast
@@ -88,7 +89,7 @@ class Catalog:
             if key == "runs":
                 folders.sort(key=lambda f: f.stat().st_mtime, reverse=True)
             entries += [ModelEntry(f"{key}/{f.name}", f"{f.name} ({labels[key]})", f) for f in folders
-                        if key != "runs" or _sees(viewer, read_metadata(f).get("visible_to"))]
+                        if key != "runs" or _sees(viewer, visible_to(f))]
         return entries
 
     def choices(self, viewer: str | None = None) -> list[tuple[str, str]]:
@@ -137,7 +138,7 @@ class Catalog:
             raise ValueError(f"{folder_name!r} is not a valid model folder name")
         folder = root / folder_name
         if (not (folder / CONFIG_NAME).is_file() or folder.resolve().parent != root.resolve()
-                or (key == "runs" and not _sees(viewer, read_metadata(folder).get("visible_to")))):
+                or (key == "runs" and not _sees(viewer, visible_to(folder)))):
             raise ValueError(f"there is no model called {key}/{folder_name}")
         return ModelEntry(f"{key}/{folder_name}", folder_name, folder, read_config(folder))
 
@@ -241,9 +242,21 @@ class Catalog:
         return self.device
 
 
-def _sees(viewer: str | None, visible_to: str | None) -> bool:
+def visible_to(folder: Path) -> str | None:
+    """The browser session a run trained here is private to (None: everyone). Asked on every request that names a
+    run, so the answer is kept while the run's training record is unchanged: it holds the whole metrics history."""
+    record = folder / METADATA_NAME
+    return _visible_to(str(record), record.stat().st_mtime_ns if record.is_file() else 0)
+
+
+@functools.lru_cache(maxsize=256)
+def _visible_to(record: str, mtime_ns: int) -> str | None:
+    return read_metadata(Path(record).parent).get("visible_to") if mtime_ns else None
+
+
+def _sees(viewer: str | None, private_to: str | None) -> bool:
     """Whether a visitor may see a run: runs are public unless private to one browser session."""
-    return visible_to is None or visible_to == viewer
+    return private_to is None or private_to == viewer
 
 
 def downloads_dir() -> Path:
