@@ -150,6 +150,11 @@ def choices(name: str, machine: str | None = None) -> tuple:
     return tuple(meta[machine] if machine and meta[machine] is not None else meta["choices"])
 
 
+def kind(name: str) -> type:
+    """A setting's type: int, float, bool or str."""
+    return _kind(_field(name))
+
+
 def default(name: str) -> Any:
     return _field(name).default
 

@@ -23,7 +23,7 @@ from bert_demo.app.models import FOLDER, LIVE, Loaded, ModelEntry, model_folders
 from bert_demo.config import read_metadata
 from bert_demo.corpus import SOURCES, load_corpus
 from bert_demo.records import DoneRecord, Record
-from bert_demo.train_config import APP_RUN, TrainConfig, bounds, choices, label, shared_limits
+from bert_demo.train_config import APP_RUN, TrainConfig, bounds, choices, kind, label, shared_limits
 
 log = logging.getLogger(__name__)
 
@@ -349,15 +349,15 @@ def remove_uploads(corpus: str) -> None:
 
 def _coerce(name: str, value: Any) -> Any:
     """A form value as its setting's type: sliders send 150.0 for 150; text is refused with the setting's name."""
-    kind = type(APP_RUN[name])
-    if kind is str:
+    setting_kind = kind(name)
+    if setting_kind is str:
         return value
     try:
         number = float(value)
     except (TypeError, ValueError):
-        kind_text = "whole number" if kind is int else "number"
+        kind_text = "whole number" if setting_kind is int else "number"
         raise ValueError(f"{label(name)} must be a {kind_text}, got {value!r}") from None
-    if kind is int:
+    if setting_kind is int:
         if not number.is_integer():
             raise ValueError(f"{label(name)} must be a whole number, got {value!r}")
         return int(number)
