@@ -31,6 +31,8 @@ CSS = """
   min-height: 5rem !important; height: 5rem !important; }
 #fill-sentence .token .label { color: #1e3a8a !important; font-weight: 600; }
 #upload .upload-container { padding-top: 1.8em; }
+#model-info table { display: block; overflow-x: auto; }  /* a phone scrolls the table instead of breaking words */
+#model-info th, #model-info td { white-space: nowrap; }
 """
 Components = dict[str, Any]
 
