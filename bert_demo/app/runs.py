@@ -19,11 +19,27 @@ from pathlib import Path
 from typing import Any
 
 from bert_demo.app.backend import backend
-from bert_demo.app.models import FOLDER, LIVE, Loaded, ModelEntry, model_folders, prune_downloads
+from bert_demo.app.models import (
+    FOLDER,
+    LIVE,
+    Loaded,
+    ModelEntry,
+    model_folders,
+    prune_downloads,
+)
 from bert_demo.config import read_metadata
-from bert_demo.corpus import SOURCES, load_corpus
+from bert_demo.corpus import load_corpus
 from bert_demo.records import DoneRecord, Record
-from bert_demo.train_config import APP_RUN, TrainConfig, bounds, choices, kind, label, shared_limits
+from bert_demo.sources import TRAINING_SOURCES
+from bert_demo.train_config import (
+    APP_RUN,
+    TrainConfig,
+    bounds,
+    choices,
+    kind,
+    label,
+    shared_limits,
+)
 
 log = logging.getLogger(__name__)
 
@@ -92,9 +108,9 @@ class Runs:
         values = {key: _coerce(key, form.get(key, APP_RUN[key])) for key in FORM}
         sources = [corpus] if isinstance(corpus, str) else list(corpus or [])
         sources = [s.strip() for part in sources for s in str(part).split(",") if s.strip()]
-        if any(s not in SOURCES for s in sources):
-            bad = next(s for s in sources if s not in SOURCES)
-            raise ValueError(f"unknown corpus {bad!r}: choose from {', '.join(SOURCES)} or upload a .txt file")
+        bad = next((s for s in sources if s not in TRAINING_SOURCES), None)
+        if bad is not None:
+            raise ValueError(f"unknown corpus {bad!r}: choose from {', '.join(TRAINING_SOURCES)} or upload a .txt file")
         if not sources and not upload:
             raise ValueError("choose a corpus or upload a .txt file to train on")
         steps = values["steps"]

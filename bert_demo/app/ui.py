@@ -18,7 +18,7 @@ from bert_demo.app.handlers import MAX_LABELS, PROBE_LABEL, VIEWS
 from bert_demo.app.models import Examples, read_examples
 from bert_demo.app.registry import Registry
 from bert_demo.config import LIMITS
-from bert_demo.corpus import SOURCES
+from bert_demo.sources import TRAINING_SOURCES
 from bert_demo.train_config import APP_RUN, label
 
 QUEUE_SIZE = 32
@@ -136,7 +136,7 @@ def _train_form(caps) -> Components:
 
     lr_low, lr_high = caps.bounds("lr")
     return {
-        "corpus": gr.Dropdown(choices=list(SOURCES), value=APP_RUN["corpus"].split(","), multiselect=True,
+        "corpus": gr.Dropdown(choices=list(TRAINING_SOURCES), value=APP_RUN["corpus"].split(","), multiselect=True,
                               label="Corpus", elem_id="corpus",
                               info="wiki: 106 Wikipedia articles (offline); news: 3,824 news articles (fetched once "
                                    "from the package registry); wikitext-2: needs the Hugging Face Hub"),

