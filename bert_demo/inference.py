@@ -1,4 +1,5 @@
-"""What a trained BERT can be asked: fill in [MASK]s, judge a sentence pair, show its attention.
+"""What a trained BERT can be asked: fill in [MASK]s, judge a sentence pair, show its attention, and look inside:
+guesses at every layer, heads switched off and their importance, and neighbours in the embedding space.
 
 These are the backend functions that the app, the CLI and the tests all call. Bad input raises ValueError with a
 message meant for a person; nothing is silently truncated.
@@ -10,58 +11,207 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 from transformers import BertTokenizerFast
 
 from bert_demo.model import BertForPreTraining
 
+HeadMask = Tensor | list[list[float]] | None
+
 MAX_MASKS = 20
 MAX_TOP_K = 50
 MAX_TEXT_CHARS = 5000
+MAX_PROJECTED = 60  # words in one embedding projection: more is unreadable as a scatter plot
+IMPORTANCE_CHUNK = 48  # heads switched off per forward pass in head_importance: bounds its memory on `base`
 _MASK_PATTERN = re.compile(r"\[\s*mask\s*\]", re.IGNORECASE)
 
 
 def fill_mask(
-    model: BertForPreTraining, tokenizer: BertTokenizerFast, text: str, top_k: int = 5
+    model: BertForPreTraining, tokenizer: BertTokenizerFast, text: str, top_k: int = 5, head_mask: HeadMask = None
 ) -> list[list[tuple[str, float]]]:
-    """For each [MASK] in `text`, left to right, the `top_k` most likely tokens with their probabilities."""
+    """For each [MASK] in `text`, left to right, the `top_k` most likely tokens with their probabilities.
+
+    `head_mask` [layers, heads] of 1 (keep) and 0 (switch off) runs the model with those heads silenced.
+    """
+    _check_top_k(top_k)
+    batch, masked = _masked_batch(model, tokenizer, text)
+    with _evaluating(model):
+        logits = model(**batch, mlm_positions=masked, head_mask=_head_mask(model, head_mask)).mlm_logits  # (M, V)
+    return _ranked(logits, tokenizer, top_k)
+
+
+def layer_predictions(
+    model: BertForPreTraining, tokenizer: BertTokenizerFast, text: str, top_k: int = 5, head_mask: HeadMask = None
+) -> list[list[list[tuple[str, float]]]]:
+    """The logit lens: for each [MASK], left to right, a list over layers 1..L of the `top_k` guesses that the
+    model's own MLM head makes from that layer's hidden state. The last layer's entry is `fill_mask`'s answer."""
+    _check_top_k(top_k)
+    batch, masked = _masked_batch(model, tokenizer, text)
+    with _evaluating(model):
+        hidden, _ = model.bert(batch["input_ids"], batch["token_type_ids"], None, False, _head_mask(model, head_mask))
+        per_layer = [_ranked(model.cls.predictions(h[masked]), tokenizer, top_k) for h in hidden[1:]]  # L x M x k
+    return [list(layers) for layers in zip(*per_layer)]
+
+
+def head_importance(
+    model: BertForPreTraining, tokenizer: BertTokenizerFast, text_a: str, text_b: str | None = None
+) -> tuple[list[str], Tensor]:
+    """How much switching off each head, one at a time, lowers what the model believes (Michel et al. 2019).
+
+    Without `text_b`: for each [MASK], the drop in probability of the model's top guess; with `text_b`: the drop
+    in the probability that B follows A. Returns (what was measured, drops[target, layer, head]); a negative drop
+    means the head was working against that answer.
+    """
+    layers, heads = model.config.num_hidden_layers, model.config.num_attention_heads
+    one_off = 1 - torch.eye(layers * heads).view(layers * heads, layers, heads)  # (L*A, L, A): each head off once
+    if text_b is None:
+        batch, masked = _masked_batch(model, tokenizer, text_a)
+        with _evaluating(model):
+            probs = model(**batch, mlm_positions=masked).mlm_logits.float().softmax(-1)  # (M, V)
+        before, best = probs.max(dim=-1)  # (M,): the top guess and its probability
+        labels = [f"[MASK] {i + 1}: {token}" for i, token in enumerate(tokenizer.convert_ids_to_tokens(best.tolist()))]
+    else:
+        batch, masked = _encode(model, tokenizer, _read(text_a, "sentence A", tokenizer),
+                                _read(text_b, "sentence B", tokenizer)), None
+        before, labels = torch.tensor([next_sentence(model, tokenizer, text_a, text_b)]), ["B follows A"]
+    after = []
+    with _evaluating(model):
+        for masks in one_off.to(batch["input_ids"].device).split(IMPORTANCE_CHUNK):
+            repeated = {name: ids.expand(len(masks), -1) for name, ids in batch.items()}
+            if masked is None:
+                after.append(model(**repeated, head_mask=masks).nsp_logits.float().softmax(-1)[:, :1].cpu())
+            else:
+                out = model(**repeated, mlm_positions=masked.expand(len(masks), -1), head_mask=masks)
+                chosen = out.mlm_logits.float().softmax(-1).view(len(masks), -1, out.mlm_logits.shape[-1])
+                after.append(chosen.gather(-1, best.view(1, -1, 1).expand(len(masks), -1, 1))[..., 0].cpu())
+    drops = before.cpu().float() - torch.cat(after)  # (L*A, targets)
+    return labels, drops.T.reshape(len(labels), layers, heads)
+
+
+def next_sentence(model: BertForPreTraining, tokenizer: BertTokenizerFast, text_a: str, text_b: str,
+                  head_mask: HeadMask = None) -> float:
+    """The model's probability that sentence B follows sentence A (BERT's NSP task, §3.1)."""
+    batch = _encode(model, tokenizer, _read(text_a, "sentence A", tokenizer), _read(text_b, "sentence B", tokenizer))
+    with _evaluating(model):
+        logits = model(**batch, head_mask=_head_mask(model, head_mask)).nsp_logits[0]  # (2,); index 0 = "is next"
+    return float(logits.float().softmax(dim=-1)[0])
+
+
+def attention(
+    model: BertForPreTraining, tokenizer: BertTokenizerFast, text_a: str, text_b: str | None = None,
+    head_mask: HeadMask = None,
+) -> tuple[list[str], Tensor]:
+    """Tokens and every head's attention probabilities, weights[layer, head, query, key]; rows sum to 1, except
+    for a head switched off by `head_mask`, whose rows are 0."""
+    text_a = _read(text_a, "the sentence" if text_b is None else "sentence A", tokenizer)
+    text_b = None if text_b is None else _read(text_b, "sentence B", tokenizer)
+    batch, heads = _encode(model, tokenizer, text_a, text_b), _head_mask(model, head_mask)
+    with _evaluating(model):  # the encoder alone: the pre-training heads play no part in attention
+        _, attentions = model.bert(batch["input_ids"], batch["token_type_ids"], None, True, heads)
+    weights = torch.stack([a[0] for a in attentions]).float().cpu()  # (L, A, T, T)
+    return tokenizer.convert_ids_to_tokens(batch["input_ids"][0].tolist()), weights
+
+
+def neighbours(model: BertForPreTraining, tokenizer: BertTokenizerFast, word: str, k: int = 10,
+               text: str | None = None, layer: int = 0) -> list[tuple[str, float]]:
+    """The `k` vocabulary tokens whose input embeddings are closest (cosine) to a vector for `word`.
+
+    Without `text` the vector is the word's own input embedding, and the word itself is left out. With `text` it is
+    the word's hidden state at `layer` (0: after the embedding layer, L: the last) where it first occurs in the
+    text: how far context has moved it from the word it started as.
+    """
+    _check_top_k(k)
+    token_id = _single_token(tokenizer, word)
+    table = model.bert.embeddings.word_embeddings.weight  # (V, H)
+    if text is None:
+        vector = table[token_id]
+    else:
+        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer <= model.config.num_hidden_layers:
+            raise ValueError(f"layer must be a whole number from 0 to {model.config.num_hidden_layers}, got {layer!r}")
+        batch = _encode(model, tokenizer, _read(text, "the sentence", tokenizer))
+        where = (batch["input_ids"][0] == token_id).nonzero()
+        if not len(where):
+            raise ValueError(f"{word!r} does not occur in the sentence: pick one of its words")
+        with _evaluating(model):
+            hidden, _ = model.bert(batch["input_ids"], batch["token_type_ids"], None, False)
+        vector = hidden[layer][0, int(where[0])]
+    with torch.inference_mode():
+        similarity = F.cosine_similarity(table.float(), vector.float()[None], dim=-1)  # (V,)
+        similarity[tokenizer.all_special_ids] = -2  # never a neighbour
+        if text is None:
+            similarity[token_id] = -2
+        best, ids = similarity.topk(k)
+    return list(zip(tokenizer.convert_ids_to_tokens(ids.tolist()), best.tolist()))
+
+
+def embedding_projection(model: BertForPreTraining, tokenizer: BertTokenizerFast, words: list[str]
+                         ) -> list[tuple[str, float, float]]:
+    """Each word with its input embedding projected onto the words' first two principal components (PCA)."""
+    if not isinstance(words, list) or not 3 <= len(words) <= MAX_PROJECTED:
+        count = len(words) if isinstance(words, list) else words
+        raise ValueError(f"give from 3 to {MAX_PROJECTED} words to project, got {count!r}")
+    ids = [_single_token(tokenizer, word) for word in words]
+    with torch.inference_mode():
+        vectors = model.bert.embeddings.word_embeddings.weight[ids].float().cpu()  # (W, H)
+        centred = vectors - vectors.mean(dim=0)
+        _, _, components = torch.linalg.svd(centred, full_matrices=False)  # rows: principal directions
+        axes = components[:2]
+        axes = axes * axes.gather(1, axes.abs().argmax(1, keepdim=True)).sign()  # fixed signs: the same plot each time
+        xy = centred @ axes.T  # (W, 2)
+    return [(word, float(x), float(y)) for word, (x, y) in zip(words, xy.tolist())]
+
+
+def _single_token(tokenizer: BertTokenizerFast, word: str) -> int:
+    """The vocabulary id of a word that is one WordPiece token; otherwise a message that shows how it splits."""
+    word = _check_text(word, "the word")
+    pieces = tokenizer.tokenize(word)
+    if len(pieces) != 1 or pieces[0] == tokenizer.unk_token:
+        shown = ", ".join(pieces) or "nothing"
+        raise ValueError(f"{word!r} is not one token in this model's vocabulary (it becomes {shown}): "
+                         "pick a word the vocabulary holds whole")
+    return tokenizer.convert_tokens_to_ids(pieces[0])
+
+
+def _check_top_k(top_k: int) -> None:
     if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
         raise ValueError(f"top_k must be a whole number from 1 to {MAX_TOP_K}, got {top_k!r}")
+
+
+def _masked_batch(model: BertForPreTraining, tokenizer: BertTokenizerFast, text: str
+                  ) -> tuple[dict[str, Tensor], Tensor]:
+    """The encoded text and where its [MASK]s are, bool [1, T]; refuses text without one or with too many."""
     batch = _encode(model, tokenizer, _read(text, "the text", tokenizer))
-    masked = batch["input_ids"][0] == tokenizer.mask_token_id  # (T,)
+    masked = batch["input_ids"] == tokenizer.mask_token_id  # (1, T)
     n_masks = int(masked.sum())
     if n_masks == 0:
         raise ValueError("the text has no [MASK]: write [MASK] where the model should guess a word")
     if n_masks > MAX_MASKS:
         raise ValueError(f"the text has {n_masks} [MASK] tokens; at most {MAX_MASKS} are allowed")
-    with _evaluating(model):
-        logits = model(**batch, mlm_positions=masked[None]).mlm_logits  # (M, V): the vocabulary only at [MASK]s
+    return batch, masked
+
+
+def _ranked(logits: Tensor, tokenizer: BertTokenizerFast, top_k: int) -> list[list[tuple[str, float]]]:
+    """Each row of logits [M, V] as its top_k (token, probability) pairs, most likely first."""
     probs, ids = logits.float().softmax(dim=-1).topk(min(top_k, logits.shape[-1]), dim=-1)  # (M, k)
-    return [
-        list(zip(tokenizer.convert_ids_to_tokens(row_ids.tolist()), row_probs.tolist()))
-        for row_ids, row_probs in zip(ids, probs)
-    ]
+    return [list(zip(tokenizer.convert_ids_to_tokens(row_ids.tolist()), row_probs.tolist()))
+            for row_ids, row_probs in zip(ids, probs)]
 
 
-def next_sentence(model: BertForPreTraining, tokenizer: BertTokenizerFast, text_a: str, text_b: str) -> float:
-    """The model's probability that sentence B follows sentence A (BERT's NSP task, §3.1)."""
-    batch = _encode(model, tokenizer, _read(text_a, "sentence A", tokenizer), _read(text_b, "sentence B", tokenizer))
-    with _evaluating(model):
-        logits = model(**batch).nsp_logits[0]  # (2,); index 0 = "is next"
-    return float(logits.float().softmax(dim=-1)[0])
-
-
-def attention(
-    model: BertForPreTraining, tokenizer: BertTokenizerFast, text_a: str, text_b: str | None = None
-) -> tuple[list[str], Tensor]:
-    """Tokens and every head's attention probabilities, weights[layer, head, query, key]; rows sum to 1."""
-    text_a = _read(text_a, "the sentence" if text_b is None else "sentence A", tokenizer)
-    text_b = None if text_b is None else _read(text_b, "sentence B", tokenizer)
-    batch = _encode(model, tokenizer, text_a, text_b)
-    with _evaluating(model):  # the encoder alone: the pre-training heads play no part in attention
-        _, attentions = model.bert(batch["input_ids"], batch["token_type_ids"], None, output_attentions=True)
-    weights = torch.stack([a[0] for a in attentions]).float().cpu()  # (L, A, T, T)
-    return tokenizer.convert_ids_to_tokens(batch["input_ids"][0].tolist()), weights
+def _head_mask(model: BertForPreTraining, head_mask: HeadMask) -> Tensor | None:
+    """A visitor's head mask, checked: [layers, heads] of 0 and 1, as a float tensor on the model's device."""
+    if head_mask is None:
+        return None
+    shape = (model.config.num_hidden_layers, model.config.num_attention_heads)
+    try:
+        mask = torch.as_tensor(head_mask, dtype=torch.float32)
+    except (TypeError, ValueError, RuntimeError):
+        raise ValueError(f"head_mask must be a {shape[0]} x {shape[1]} grid of 0 and 1") from None
+    if tuple(mask.shape) != shape:
+        raise ValueError(f"head_mask must be [layers, heads] = {list(shape)}, got {list(mask.shape)}")
+    if not bool(((mask == 0) | (mask == 1)).all()):
+        raise ValueError("head_mask may hold only 1 (keep a head) and 0 (switch it off)")
+    return mask.to(next(model.parameters()).device)
 
 
 def _read(text: str, what: str, tokenizer: BertTokenizerFast) -> str:

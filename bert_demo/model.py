@@ -68,8 +68,13 @@ class BertSelfAttention(nn.Module):
         self.dropout_prob = config.attention_probs_dropout_prob
         self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
 
-    def forward(self, x: Tensor, key_mask: Tensor | None, output_attentions: bool) -> tuple[Tensor, Tensor | None]:
-        """x (B, T, H); key_mask (B, 1, 1, T) bool, True where a key may be attended to; None: no padding."""
+    def forward(self, x: Tensor, key_mask: Tensor | None, output_attentions: bool, head_mask: Tensor | None = None
+                ) -> tuple[Tensor, Tensor | None]:
+        """x (B, T, H); key_mask (B, 1, 1, T) bool, True where a key may be attended to; None: no padding.
+
+        head_mask (A,) or (B, A), 1 keeps a head and 0 switches it off: its context vector is zeroed before the
+        output projection (Michel et al. 2019, "Are Sixteen Heads Really Better than One?"), and so are its probs.
+        """
         q, k, v = (
             rearrange(proj(x), "b t (a d) -> b a t d", a=self.num_heads) for proj in (self.query, self.key, self.value)
         )  # (B, A, T, D) each
@@ -83,6 +88,10 @@ class BertSelfAttention(nn.Module):
             probs = None
             dropout_p = self.dropout_prob if self.training else 0.0
             context = F.scaled_dot_product_attention(q, k, v, attn_mask=key_mask, dropout_p=dropout_p)
+        if head_mask is not None:
+            keep = rearrange(head_mask.to(context.dtype), "... a -> ... a 1 1")  # (A, 1, 1) or (B, A, 1, 1)
+            context = context * keep
+            probs = None if probs is None else probs * keep
         return rearrange(context, "b a t d -> b t (a d)"), probs
 
 
@@ -107,8 +116,9 @@ class BertAttention(nn.Module):
         self.self = BertSelfAttention(config)
         self.output = BertResidualOutput(config.hidden_size, config)
 
-    def forward(self, x: Tensor, key_mask: Tensor | None, output_attentions: bool) -> tuple[Tensor, Tensor | None]:
-        context, probs = self.self(x, key_mask, output_attentions)
+    def forward(self, x: Tensor, key_mask: Tensor | None, output_attentions: bool, head_mask: Tensor | None = None
+                ) -> tuple[Tensor, Tensor | None]:
+        context, probs = self.self(x, key_mask, output_attentions, head_mask)
         return self.output(context, x), probs
 
 
@@ -132,8 +142,9 @@ class BertLayer(nn.Module):
         self.intermediate = BertIntermediate(config)
         self.output = BertResidualOutput(config.intermediate_size, config)
 
-    def forward(self, x: Tensor, key_mask: Tensor | None, output_attentions: bool) -> tuple[Tensor, Tensor | None]:
-        x, probs = self.attention(x, key_mask, output_attentions)
+    def forward(self, x: Tensor, key_mask: Tensor | None, output_attentions: bool, head_mask: Tensor | None = None
+                ) -> tuple[Tensor, Tensor | None]:
+        x, probs = self.attention(x, key_mask, output_attentions, head_mask)
         return self.output(self.intermediate(x), x), probs
 
 
@@ -166,17 +177,20 @@ class BertModel(nn.Module):
         self.pooler = BertPooler(config)
 
     def forward(
-        self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor | None, output_attentions: bool
+        self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor | None, output_attentions: bool,
+        head_mask: Tensor | None = None,
     ) -> tuple[list[Tensor], list[Tensor]]:
         """Return the hidden states after the embeddings and after every layer, and each layer's attention.
 
         attention_mask None means no padding: attention then runs unmasked, which lets SDPA pick its fastest kernel.
+        head_mask (L, A) or (B, L, A): 1 keeps a head, 0 switches it off (see BertSelfAttention).
         """
         key_mask = None if attention_mask is None else rearrange(attention_mask.bool(), "b t -> b 1 1 t")
         hidden = [self.embeddings(input_ids, token_type_ids)]
         attentions = []
-        for layer in self.encoder.layer:
-            x, probs = layer(hidden[-1], key_mask, output_attentions)
+        for i, layer in enumerate(self.encoder.layer):
+            layer_mask = None if head_mask is None else head_mask[..., i, :]  # (A,) or (B, A)
+            x, probs = layer(hidden[-1], key_mask, output_attentions, layer_mask)
             hidden.append(x)
             attentions.append(probs)
         return hidden, attentions
@@ -255,13 +269,14 @@ class BertForPreTraining(nn.Module):
         output_attentions: bool = False,
         output_hidden_states: bool = False,
         mlm_positions: Tensor | None = None,
+        head_mask: Tensor | None = None,
     ) -> BertPreTrainingOutput:
         """Score every token (or only the labelled ones, or only `mlm_positions`) and the sentence pair.
 
         With mlm_labels the vocabulary projection runs only at positions whose label is not -100
         ("sparse prediction", as in cramming and MosaicBERT): the loss is unchanged and the largest matmul
         of the model shrinks by about 1/0.15. `mlm_positions` (bool [B, T]) does the same at inference,
-        e.g. at the [MASK] tokens only.
+        e.g. at the [MASK] tokens only. `head_mask` (L, A) or (B, L, A) switches heads off (1 keeps, 0 drops).
         """
         if input_ids.dim() != 2:
             raise ValueError(f"input_ids must be [batch, tokens], got shape {tuple(input_ids.shape)}")
@@ -270,7 +285,7 @@ class BertForPreTraining(nn.Module):
                 f"{input_ids.shape[1]} tokens is more than this model's {self.config.max_position_embeddings}"
             )
         token_type_ids = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids
-        hidden, attentions = self.bert(input_ids, token_type_ids, attention_mask, output_attentions)
+        hidden, attentions = self.bert(input_ids, token_type_ids, attention_mask, output_attentions, head_mask)
         sequence_output = hidden[-1]  # (B, T, H)
         out = BertPreTrainingOutput(
             nsp_logits=self.cls.seq_relationship(self.bert.pooler(sequence_output)),  # (B, 2)

@@ -145,3 +145,45 @@ def test_too_long_input_is_refused_with_clear_message():
                                           intermediate_size=32, max_position_embeddings=8))
     with pytest.raises(ValueError, match="more than this model's 8"):
         model(torch.ones(1, 9, dtype=torch.long))
+
+
+def silence_heads_by_hook(theirs: transformers.BertForPreTraining, head_mask: torch.Tensor) -> None:
+    """Zero the switched-off heads' slices of the context vector where it enters `attention.output.dense`: the
+    reference for head_mask, since transformers 5.x has no head_mask argument."""
+    head_size = CONFIG.hidden_size // CONFIG.num_attention_heads
+
+    def hook(keep):
+        def zero_heads(module, args):
+            return (args[0] * keep.repeat_interleave(head_size),)
+        return zero_heads
+
+    for layer, keep in zip(theirs.bert.encoder.layer, head_mask):
+        layer.attention.output.dense.register_forward_pre_hook(hook(keep))
+
+
+@pytest.mark.parametrize("output_attentions", [False, True], ids=["sdpa_path", "explicit_path"])
+def test_switched_off_heads_match_transformers_with_those_heads_zeroed_by_a_hook(output_attentions):
+    ours, theirs = pair("ours_to_hf", "eager")
+    head_mask = torch.ones(CONFIG.num_hidden_layers, CONFIG.num_attention_heads)
+    head_mask[0, 1] = head_mask[1, 0] = head_mask[1, 3] = head_mask[2, 2] = 0
+    batch = batch_with_padding_and_two_segments()
+    out = ours(**batch, head_mask=head_mask, output_attentions=output_attentions)
+    silence_heads_by_hook(theirs, head_mask)
+    with torch.no_grad():
+        ref = theirs(**batch)
+    torch.testing.assert_close(out.mlm_logits, ref.prediction_logits, atol=TOL, rtol=0)
+    torch.testing.assert_close(out.nsp_logits, ref.seq_relationship_logits, atol=TOL, rtol=0)
+    assert (out.mlm_logits - ours(**batch).mlm_logits).abs().max() > 1e-3  # the heads did matter
+    if output_attentions:
+        assert out.attentions[0][:, 1].abs().max() == 0 and out.attentions[0][:, 0].sum(-1).allclose(torch.ones(1))
+
+
+def test_a_head_mask_per_example_equals_each_example_run_alone():
+    ours, _ = pair("ours_to_hf", "eager")
+    batch = batch_with_padding_and_two_segments()
+    masks = torch.ones(4, CONFIG.num_hidden_layers, CONFIG.num_attention_heads)
+    masks[0, 0, 0] = masks[1, 2, 3] = masks[3] = 0
+    together = ours(**batch, head_mask=masks).mlm_logits
+    for i in range(4):
+        alone = ours(**{k: v[i:i + 1] for k, v in batch.items()}, head_mask=masks[i]).mlm_logits
+        torch.testing.assert_close(together[i:i + 1], alone, atol=TOL, rtol=0)
