@@ -1,8 +1,8 @@
 """Plotly figures for the app: training curves from trainer records, attention maps from weight tensors.
 
 Pure functions: records or tensors in, `go.Figure` out. `template="none"` keeps each figure's JSON small (it is
-sent to the browser on every live update). Attention maps use one colour scale, 0 to 1, everywhere, so two maps
-can be compared by eye; hovering a cell shows "query → key: weight".
+sent to the browser on every live update). Each attention map's colour scale runs from 0 to its largest weight, so
+flat maps stay readable (the colour bar says where the top is); hovering a cell shows "query → key: weight".
 """
 from __future__ import annotations
 
@@ -114,68 +114,118 @@ def _labels(tokens: Sequence[str]) -> list[str]:
     return [str(t) for t in tokens]
 
 
-def _hover(tokens: Sequence[str], weights: Tensor) -> list[list[str]]:
+def _hover(queries: Sequence[str], keys: Sequence[str], weights: Tensor) -> list[list[str]]:
     """Hover text from the weights themselves (formatting the 4-decimal cell values again could round twice)."""
     rows = weights.detach().float().cpu().tolist()
-    return [[f"{q} → {k}: {w:.3f}" for k, w in zip(tokens, row)] for q, row in zip(tokens, rows)]
+    return [[f"{q} → {k}: {w:.3f}" for k, w in zip(keys, row)] for q, row in zip(queries, rows)]
 
 
 def _matrix(weights: Tensor) -> list[list[float]]:
     return [[round(float(w), 4) for w in row] for row in weights.detach().float().cpu().tolist()]
 
 
-def _check(tokens: Sequence[str], weights: Tensor, dims: int) -> None:
-    if len(tokens) > MAX_ATTENTION_TOKENS:  # a 512-token grid is millions of cells: megabytes sent, nothing readable
+def _check(queries: Sequence[str], keys: Sequence[str], weights: Tensor, dims: int) -> None:
+    if max(len(queries), len(keys)) > MAX_ATTENTION_TOKENS:  # a 512-token grid is megabytes sent, nothing readable
         raise ValueError(f"the attention view draws at most {MAX_ATTENTION_TOKENS} tokens and this input has "
-                         f"{len(tokens)}: shorten the sentences")
-    if weights.dim() != dims or weights.shape[-1] != len(tokens) or weights.shape[-2] != len(tokens):
-        raise ValueError(f"attention weights of shape {tuple(weights.shape)} do not match {len(tokens)} tokens")
+                         f"{max(len(queries), len(keys))}: shorten the sentences")
+    if weights.dim() != dims or weights.shape[-1] != len(keys) or weights.shape[-2] != len(queries):
+        raise ValueError(f"attention weights of shape {tuple(weights.shape)} do not match {len(queries)} query and "
+                         f"{len(keys)} key tokens")
 
 
 def _tick_font(n: int) -> int:
     return 12 if n <= 24 else 10 if n <= 48 else 8
 
 
-def attention_heatmap(tokens: Sequence[str], weights: Tensor, title: str = "") -> go.Figure:
-    """One attention map, weights[query, key]: each row is where one token looks, and sums to 1."""
-    _check(tokens, weights, 2)
-    labels, z = _labels(tokens), _matrix(weights)
-    n = len(labels)
-    positions = list(range(n))
+def colour_top(weights: Tensor) -> float:
+    """The top of a map's colour scale: its largest weight, so that a flat map (an average, a rollout) still
+    shows its structure instead of washing out against a fixed 0-1 scale."""
+    return max(float(weights.max()), 0.01)
+
+
+def attention_heatmap(tokens: Sequence[str], weights: Tensor, title: str = "", keys: Sequence[str] | None = None
+                      ) -> go.Figure:
+    """One attention map, weights[query, key]: each row is where one token looks. `keys` names the columns when
+    they are not the same tokens as the rows (sentence A's attention to sentence B, say)."""
+    keys = tokens if keys is None else keys
+    _check(tokens, keys, weights, 2)
+    rows, cols = _labels(tokens), _labels(keys)
     fig = go.Figure(go.Heatmap(
-        z=z, x=positions, y=positions, zmin=0, zmax=1, colorscale=COLORSCALE, text=_hover(labels, weights),
-        hovertemplate="%{text}<extra></extra>", colorbar=dict(title=dict(text="weight"), thickness=12),
-        xgap=1, ygap=1,
+        z=_matrix(weights), x=list(range(len(cols))), y=list(range(len(rows))), zmin=0, zmax=colour_top(weights),
+        colorscale=COLORSCALE, text=_hover(rows, cols, weights), hovertemplate="%{text}<extra></extra>",
+        colorbar=dict(title=dict(text="weight"), thickness=12), xgap=1, ygap=1,
     ))
-    axis = dict(tickmode="array", tickvals=positions, ticktext=labels, tickfont=dict(size=_tick_font(n)),
-                showgrid=False, zeroline=False, automargin=True)
-    fig.update_xaxes(**axis, title=dict(text="key: the token attended to", standoff=12), tickangle=-60)
-    fig.update_yaxes(**axis, title=dict(text="query: the token attending", standoff=8), autorange="reversed")
+    n = max(len(rows), len(cols))
+    axis = dict(tickmode="array", tickfont=dict(size=_tick_font(n)), showgrid=False, zeroline=False, automargin=True)
+    fig.update_xaxes(**axis, tickvals=list(range(len(cols))), ticktext=cols, tickangle=-60,
+                     title=dict(text="key: the token attended to", standoff=12))
+    fig.update_yaxes(**axis, tickvals=list(range(len(rows))), ticktext=rows, autorange="reversed",
+                     title=dict(text="query: the token attending", standoff=8))
     side = min(900, max(360, 26 * n + 170))
     return _layout(fig, title, side, yaxis_scaleanchor="x", plot_bgcolor="white")
 
 
-def attention_grid(tokens: Sequence[str], weights: Tensor, title: str = "", columns: int = 4) -> go.Figure:
-    """All heads of one layer side by side, weights[head, query, key], on one shared colour scale."""
-    _check(tokens, weights, 3)
-    labels = _labels(tokens)
-    heads, n = weights.shape[0], len(labels)
-    cols = min(columns, heads)
+GRID_COLUMNS = 2  # two heads a row: each map is wide enough for its token labels at 1400 px
+GRID_LABELS_UP_TO = 48  # tokens; past this the labels overlap and only hovering names a cell
+
+
+def attention_grid(tokens: Sequence[str], weights: Tensor, title: str = "", keys: Sequence[str] | None = None
+                   ) -> go.Figure:
+    """All heads of one layer, two a row, weights[head, query, key], on one colour scale shared by the heads."""
+    keys = tokens if keys is None else keys
+    _check(tokens, keys, weights, 3)
+    rows_, cols_ = _labels(tokens), _labels(keys)
+    heads, n = weights.shape[0], max(len(rows_), len(cols_))
+    cols = min(GRID_COLUMNS, heads)
     rows = math.ceil(heads / cols)
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=[f"head {h + 1}" for h in range(heads)],
-                        horizontal_spacing=0.04, vertical_spacing=0.12 / rows)
-    positions = list(range(n))
-    show_ticks = n <= 24
+                        horizontal_spacing=0.12, vertical_spacing=0.25 / rows)
     for h in range(heads):
-        z = _matrix(weights[h])
-        fig.add_trace(go.Heatmap(z=z, x=positions, y=positions, coloraxis="coloraxis", text=_hover(labels, weights[h]),
+        fig.add_trace(go.Heatmap(z=_matrix(weights[h]), x=list(range(len(cols_))), y=list(range(len(rows_))),
+                                 coloraxis="coloraxis", text=_hover(rows_, cols_, weights[h]),
                                  hovertemplate=f"head {h + 1}<br>%{{text}}<extra></extra>"),
                       row=h // cols + 1, col=h % cols + 1)
-    axis = dict(tickmode="array", tickvals=positions, ticktext=labels, showticklabels=show_ticks,
-                tickfont=dict(size=8), showgrid=False, zeroline=False)
-    fig.update_xaxes(**axis, tickangle=-90)
-    fig.update_yaxes(**axis, autorange="reversed")
-    fig.update_layout(coloraxis=dict(colorscale=COLORSCALE, cmin=0, cmax=1,
+    labelled = n <= GRID_LABELS_UP_TO
+    axis = dict(tickmode="array", showticklabels=labelled, tickfont=dict(size=_tick_font(n)), showgrid=False,
+                zeroline=False)
+    fig.update_xaxes(**axis, tickvals=list(range(len(cols_))), ticktext=cols_, tickangle=-90)
+    fig.update_yaxes(**axis, tickvals=list(range(len(rows_))), ticktext=rows_, autorange="reversed")
+    fig.update_layout(coloraxis=dict(colorscale=COLORSCALE, cmin=0, cmax=colour_top(weights),
                                      colorbar=dict(title=dict(text="weight"), thickness=12)))
-    height = rows * (300 if show_ticks else 240) + 80
+    label_room = 9 * max(len(t) for t in rows_ + cols_) if labelled else 0
+    height = rows * (max(220, 13 * n) + label_room + 40) + 80
     return _layout(fig, title, height, plot_bgcolor="white")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# looking inside: head importance and the embedding space
+
+
+def head_importance_figure(labels: Sequence[str], drops: Tensor) -> go.Figure:
+    """drops[target, layer, head] as one heatmap per target, one under another (readable on a phone too): red
+    where switching a head off costs the answer probability, blue where the head was working against it."""
+    targets, layers, heads = drops.shape
+    fig = make_subplots(rows=targets, cols=1, subplot_titles=list(labels), vertical_spacing=0.3 / targets)
+    top = max(float(drops.abs().max()), 0.01)
+    for t in range(targets):
+        z = [[round(float(v), 4) for v in row] for row in drops[t].tolist()]
+        fig.add_trace(go.Heatmap(z=z, x=[f"H{h + 1}" for h in range(heads)], y=[f"L{i + 1}" for i in range(layers)],
+                                 coloraxis="coloraxis", xgap=2, ygap=2,
+                                 hovertemplate="layer %{y}, head %{x}: %{z:+.3f}<extra></extra>"),
+                      row=t + 1, col=1)
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(coloraxis=dict(colorscale="RdBu", reversescale=True, cmin=-top, cmax=top,
+                                     colorbar=dict(title=dict(text="drop"), thickness=12)))
+    return _layout(fig, "Drop in probability when one head is switched off", targets * (26 * layers + 70) + 90,
+                   plot_bgcolor="white")
+
+
+def projection_figure(points: Sequence[tuple[str, float, float]]) -> go.Figure:
+    """Words at their embeddings' first two principal components, each labelled."""
+    fig = go.Figure(go.Scatter(x=[x for _, x, _ in points], y=[y for _, _, y in points], mode="markers+text",
+                               text=[w for w, _, _ in points], textposition="top center",
+                               marker=dict(size=9, color=COLORS["mlm"]),
+                               hovertemplate="%{text}: (%{x:.2f}, %{y:.2f})<extra></extra>"))
+    fig.update_xaxes(title=dict(text="principal component 1"), zeroline=False)
+    fig.update_yaxes(title=dict(text="principal component 2"), zeroline=False)
+    return _layout(fig, "Input embeddings, projected to 2-D (PCA)", 460)

@@ -132,6 +132,38 @@ def test_fill_mask_shows_ranked_tokens_and_the_filled_sentence(web):
     shoot(web, "fill-mask")
 
 
+def test_fill_mask_look_inside_layers_clicked_words_heads_off_and_importance(web):
+    web.get_by_role("tab", name="Fill-mask").click()
+    web.fill("#fill-text textarea", "the cat [MASK] on the mat.")
+    web.click("#fill-button")
+    wait_text(web, "#layer-table", "2 (last)")  # one row per layer of the tiny model
+    before = web.locator("#fill-label-0").inner_text()
+    web.locator("#fill-words .token", has_text="mat.").first.click()  # click-to-mask
+    web.wait_for_function("document.querySelector('#fill-text textarea').value === 'the cat [MASK] on the [MASK].'")
+    web.wait_for_selector("#fill-label-1 :text('%')")  # and the new sentence was predicted
+    web.locator("#heads-off input").fill("L1 H1")
+    web.locator("#heads-off input").press("Enter")
+    web.click("#fill-button")
+    wait_text(web, "#fill-sentence", "1 head switched off")
+    assert web.locator("#fill-label-0").inner_text() != before
+    web.click("#importance-button")
+    web.wait_for_function("(() => { const p = document.querySelector('#importance-plot .js-plotly-plot');"
+                          " return p && p.data && p.data.length === 2; })()")  # one map per [MASK]
+    shoot(web, "fill-mask-inside")
+
+
+def test_embeddings_tab_lists_neighbours_and_draws_the_projection(web):
+    web.get_by_role("tab", name="Embeddings").click()
+    web.fill("#emb-word textarea", "cat")
+    web.click("#emb-button")
+    wait_text(web, "#neighbours-caption", "Nearest tokens to “cat”")
+    web.fill("#emb-words textarea", "cat dog sun mat")
+    web.click("#projection-button")
+    web.wait_for_function("(() => { const p = document.querySelector('#projection-plot .js-plotly-plot');"
+                          " return p && p.data && p.data.length && p.data[0].text.length === 4; })()")
+    shoot(web, "embeddings")
+
+
 def test_next_sentence_shows_both_probabilities(web):
     web.get_by_role("tab", name="Next sentence").click()
     web.click("#nsp-button")
@@ -153,7 +185,22 @@ def test_attention_renders_a_heatmap_with_tokens_and_hover_text(web):
     web.get_by_text("rollout up to this layer").click()
     web.wait_for_function("document.querySelector('#att-plot .js-plotly-plot').layout.title.text"
                            ".startsWith('Attention rollout')")
+    assert web.locator("#head input[type=range]").is_disabled()  # the Head control does nothing in rollout
     shoot(web, "attention-rollout")
+
+
+def test_attention_pair_filter_shows_sentence_a_against_sentence_b(web):
+    web.get_by_role("tab", name="Attention").click()
+    web.fill("#att-a textarea", "the cat sat.")
+    web.fill("#att-b textarea", "it purred.")
+    web.get_by_text("sentence A → B").click()
+    web.wait_for_function("(() => { const p = document.querySelector('#att-plot .js-plotly-plot');"
+                          " return p && p.layout.title.text.includes('sentence A → sentence B'); })()")
+    rows = web.evaluate("() => document.querySelector('#att-plot .js-plotly-plot').layout.yaxis.ticktext")
+    cols = web.evaluate("() => document.querySelector('#att-plot .js-plotly-plot').layout.xaxis.ticktext")
+    assert rows[0] == "[CLS]" and cols[-1] == "[SEP]" and "cat" in rows and "cat" not in cols
+    wait_text(web, "#att-caption", "tokens shown")
+    shoot(web, "attention-pair")
 
 
 def test_model_tab_shows_the_configuration_and_model_card(web):

@@ -42,14 +42,15 @@ def points(output) -> int:
     return len(data[0]["x"]) if data else 0
 
 
-def test_the_api_has_exactly_the_four_named_endpoints(client):
+def test_the_api_has_exactly_the_seven_named_endpoints(client):
     api = client.view_api(print_info=False, return_format="dict")
-    assert set(api["named_endpoints"]) == {"/train", "/fill_mask", "/next_sentence", "/attention"}
+    assert set(api["named_endpoints"]) == {"/train", "/fill_mask", "/head_importance", "/next_sentence", "/attention",
+                                           "/neighbours", "/projection"}
     assert not api["unnamed_endpoints"]
 
 
 def test_fill_mask_ranks_tokens_for_each_mask(client):
-    sentence, *labels = client.predict(MODEL, "the cat [MASK] on the [MASK].", 4, api_name="/fill_mask")
+    sentence, _, _, *labels = client.predict(MODEL, "the cat [MASK] on the [MASK].", 4, api_name="/fill_mask")
     spans = sentence["value"]
     assert [s["class_or_confidence"] is not None for s in spans] == [False, True, False, True, False]
     assert [label["visible"] for label in labels] == [True, True] + [False] * (len(labels) - 2)
@@ -83,7 +84,7 @@ def test_attention_draws_a_head_and_the_grid_of_heads(client, view):
     main, grid, caption = client.predict(MODEL, "the cat sat.", "it purred.", 2, 2, view, False,
                                          api_name="/attention")
     heatmap = plot_data(main)[0]
-    assert heatmap["type"] == "heatmap" and heatmap["zmax"] == 1
+    assert heatmap["type"] == "heatmap" and heatmap["zmax"] == pytest.approx(max(map(max, heatmap["z"])), abs=1e-4)
     tokens = json.loads(main["plot"])["layout"]["xaxis"]["ticktext"]
     assert tokens[0] == "[CLS]" and tokens.count("[SEP]") == 2
     assert len(heatmap["z"]) == len(tokens) and "→" in heatmap["text"][0][1]
@@ -95,6 +96,68 @@ def test_attention_can_hide_cls_and_sep_and_clamps_the_layer(client):
     main, _, _ = client.predict(MODEL, "the cat sat.", "", 40, 1, VIEW_HEAD, True, api_name="/attention")
     layout = json.loads(main["plot"])["layout"]
     assert "[CLS]" not in layout["xaxis"]["ticktext"] and layout["title"]["text"].startswith("Layer 2, head 1")
+
+
+def test_fill_mask_shows_the_guesses_at_every_layer_and_the_words_to_click(client):
+    _, table, words, *_ = client.predict(MODEL, "the cat [MASK] on the mat.", 3, [], api_name="/fill_mask")
+    assert table["value"]["headers"] == ["layer", "[MASK] 1"]
+    assert [row[0] for row in table["value"]["data"]] == ["1", "2 (last)"]  # the tiny model has 2 layers
+    assert [w["token"] for w in words if w["class_or_confidence"]] == "the cat [MASK] on the mat.".split()
+
+
+def test_switching_heads_off_through_the_api_changes_the_guesses_and_unknown_heads_are_refused(client):
+    sentence = "the cat [MASK] on the mat."
+    every, _, _, ranked, *_ = client.predict(MODEL, sentence, 5, [], api_name="/fill_mask")
+    silenced, _, _, ranked_off, *_ = client.predict(MODEL, sentence, 5, ["L1 H1", "L1 H2", "L2 H1", "L2 H2"],
+                                                    api_name="/fill_mask")
+    assert "4 heads switched off" in silenced["label"] and ranked_off["value"] != ranked["value"]
+    with pytest.raises(AppError, match="(?i)no head 'L9 H1' in this model: it has layers 1-2"):
+        client.predict(MODEL, sentence, 5, ["L9 H1"], api_name="/fill_mask")
+
+
+def test_head_importance_draws_one_map_per_mask(client):
+    figure = json.loads(client.predict(MODEL, "the [MASK] sat on the [MASK].", api_name="/head_importance")["plot"])
+    assert len(figure["data"]) == 2 and figure["data"][0]["y"] == ["L1", "L2"]
+    assert [a["text"].split(":")[0] for a in figure["layout"]["annotations"]] == ["[MASK] 1", "[MASK] 2"]
+
+
+def test_neighbours_and_projection_answer_and_explain_a_word_that_is_not_one_token(client):
+    table, caption = client.predict(MODEL, "cat", "", 0, api_name="/neighbours")
+    assert len(table["data"]) == handlers.NEIGHBOURS and "cat" not in [row[0] for row in table["data"]]
+    assert "input embedding" in caption
+    _, in_context = client.predict(MODEL, "cat", "the cat sat on the mat.", 2, api_name="/neighbours")
+    assert "after layer 2" in in_context
+    with pytest.raises(AppError, match="not one token"):
+        client.predict(MODEL, "xylophonists", "", 0, api_name="/neighbours")
+    figure = json.loads(client.predict(MODEL, "cat dog sun mat", api_name="/projection")["plot"])
+    assert figure["data"][0]["text"] == ["cat", "dog", "sun", "mat"]
+
+
+def test_attention_pair_filter_keeps_sentence_a_looking_at_b_and_needs_a_sentence_b(client):
+    main, grid, caption = client.predict(MODEL, "the cat sat.", "it purred.", 1, 1, VIEW_HEAD, True,
+                                         handlers.PAIR_A_TO_B, api_name="/attention")
+    layout = json.loads(main["plot"])["layout"]
+    assert layout["yaxis"]["ticktext"] == ["the", "cat", "sat", "."]
+    assert "[SEP]" not in layout["xaxis"]["ticktext"] and "cat" not in layout["xaxis"]["ticktext"]
+    assert caption.startswith("4 × ") and "sentence A" in caption
+    with pytest.raises(AppError, match="needs a sentence B"):
+        client.predict(MODEL, "the cat sat.", "", 1, 1, VIEW_HEAD, False, handlers.PAIR_B_TO_A,
+                       api_name="/attention")
+
+
+def test_the_head_control_is_greyed_out_in_views_where_it_does_nothing():
+    assert handlers.view_changed(VIEW_HEAD)["head"].interactive is True
+    assert handlers.view_changed(VIEW_AVERAGE)["head"].interactive is False
+    assert handlers.view_changed(VIEW_ROLLOUT)["head"].interactive is False
+
+
+@pytest.mark.parametrize("index, expected", [
+    (0, "[MASK] cat sat on the mat."), (10, "the cat sat on the [MASK]."), (1, "the cat sat on the mat."),
+    (99, "the cat sat on the mat."),
+])
+def test_a_clicked_word_becomes_a_mask_and_keeps_its_punctuation(index, expected):
+    assert handlers.mask_word("the cat sat on the mat.", index) == {"fill_text": expected}
+    assert handlers.mask_word("a [MASK] b", 2) == {"fill_text": "a [MASK] b"}  # already masked
 
 
 def test_training_settings_that_are_not_allowed_are_refused(client):

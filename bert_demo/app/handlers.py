@@ -25,9 +25,14 @@ from bert_demo.train_config import default
 log = logging.getLogger(__name__)
 
 MAX_LABELS = 6  # ranked lists shown for the first masks of a sentence
+MAX_IMPORTANCE = 4  # head-importance maps drawn, for the first masks of a sentence
+LENS_TOP_K = 3  # guesses per layer in the per-layer table
+NEIGHBOURS = 12  # nearest tokens listed in the Embeddings tab
 UPDATE_EVERY_S = 1.0  # how often the training stream sends new charts
 VIEWS = {"head": "one head", "average": "average of the heads", "rollout": "rollout up to this layer"}
 VIEW_HEAD, VIEW_AVERAGE, VIEW_ROLLOUT = VIEWS.values()
+PAIR_FILTERS = ("every token", "sentence A → B", "sentence B → A")
+PAIR_ALL, PAIR_A_TO_B, PAIR_B_TO_A = PAIR_FILTERS
 PROBE_LABEL = f"Probe: guesses for “{default('probe')}”"
 Outputs = dict[str, Any]
 
@@ -68,23 +73,89 @@ def friendly(fn: Callable) -> Callable:
 
 
 @friendly
-def fill_mask(registry: Registry, model_name: str, sentence: str, top_k: float, owner: str | None = None
-              ) -> Outputs:
+def fill_mask(registry: Registry, model_name: str, sentence: str, top_k: float, heads_off: list[str] | None = None,
+              owner: str | None = None) -> Outputs:
+    """The best guesses filled in, a ranked list per [MASK], the guesses at every layer, and the sentence's words
+    to click; `heads_off` ("L1 H2", ...) are switched off for all of it."""
     inference = backend().inference
     loaded = registry.load(model_name, owner)
-    predictions = inference.fill_mask(loaded.model, loaded.tokenizer, sentence, int(top_k))
+    head_mask = _head_mask(heads_off, loaded.model.config)
+    predictions = inference.fill_mask(loaded.model, loaded.tokenizer, sentence, int(top_k), head_mask=head_mask)
+    lens = inference.layer_predictions(loaded.model, loaded.tokenizer, sentence, LENS_TOP_K, head_mask=head_mask)
     spans = inference.fill_in_masks(sentence.strip(), predictions)
     caption = "Best guesses filled in (the label is the model's probability)"
+    if heads_off:
+        caption += f", with {len(heads_off)} head{'s' if len(heads_off) > 1 else ''} switched off"
     if len(predictions) > MAX_LABELS:
         caption += f"; ranked lists below for the first {MAX_LABELS} of {len(predictions)} masks"
     outputs: Outputs = {"filled": gr.HighlightedText(value=spans, label=caption,
-                                                     color_map={label: "#bfdbfe" for _, label in spans if label})}
+                                                     color_map={label: "#bfdbfe" for _, label in spans if label}),
+                        "layer_table": gr.Dataframe(value=text.layer_table(lens),
+                                                    column_widths=text.layer_column_widths(len(lens))),
+                        "words": text.word_spans(sentence)}
     for i in range(MAX_LABELS):
         outputs[f"mask_label_{i}"] = (
             gr.Label(value=dict(predictions[i]), label=f"[MASK] {i + 1}: top {len(predictions[i])}",
                      num_top_classes=len(predictions[i]), visible=True) if i < len(predictions)
             else gr.Label(value=None, visible=False))
     return outputs
+
+
+@friendly
+def importance(registry: Registry, model_name: str, sentence: str, owner: str | None = None) -> Outputs:
+    """For each [MASK] (the first few), how much its top guess loses when each head alone is switched off."""
+    loaded = registry.load(model_name, owner)
+    labels, drops = backend().inference.head_importance(loaded.model, loaded.tokenizer, sentence)
+    return {"importance_plot": plots.head_importance_figure(labels[:MAX_IMPORTANCE], drops[:MAX_IMPORTANCE])}
+
+
+def mask_word(sentence: str, index: int) -> Outputs:
+    """The sentence with the clicked word (its `index` among `text.word_spans`) replaced by [MASK]."""
+    return {"fill_text": text.mask_word(sentence, index)}
+
+
+def _head_mask(heads_off: list[str] | None, config: Any) -> list[list[float]] | None:
+    """"L2 H3"-style names of heads to switch off, as a [layers, heads] mask of 1 (keep) and 0 (off)."""
+    if not heads_off:
+        return None
+    mask = [[1.0] * config.num_attention_heads for _ in range(config.num_hidden_layers)]
+    names = head_names(config)
+    for name in heads_off:
+        if name not in names:
+            raise ValueError(f"no head {name!r} in this model: it has layers 1-{config.num_hidden_layers} and "
+                             f"heads 1-{config.num_attention_heads} (write them like 'L1 H2')")
+        layer, head = names[name]
+        mask[layer][head] = 0.0
+    return mask
+
+
+def head_names(config: Any) -> dict[str, tuple[int, int]]:
+    """"L1 H1" ... for every head of a model, to its (layer, head) index from 0."""
+    return {f"L{layer + 1} H{head + 1}": (layer, head) for layer in range(config.num_hidden_layers)
+            for head in range(config.num_attention_heads)}
+
+
+@friendly
+def neighbours(registry: Registry, model_name: str, word: str, sentence: str, layer: float,
+               owner: str | None = None) -> Outputs:
+    """The word's nearest tokens in the embedding table, or of its hidden state at `layer` in `sentence`."""
+    loaded = registry.load(model_name, owner)
+    in_context = (sentence or "").strip() or None
+    found = backend().inference.neighbours(loaded.model, loaded.tokenizer, (word or "").strip(), NEIGHBOURS,
+                                           text=in_context, layer=int(layer))
+    where = f"its hidden state after layer {int(layer)} in the sentence" if in_context else "its input embedding"
+    if in_context and int(layer) == 0:
+        where = "its embedding in the sentence (word + position + segment)"
+    return {"neighbours_table": [[token, round(similarity, 3)] for token, similarity in found],
+            "neighbours_caption": f"Nearest tokens to “{word.strip()}” by cosine similarity to {where}."}
+
+
+@friendly
+def projection(registry: Registry, model_name: str, words: str, owner: str | None = None) -> Outputs:
+    loaded = registry.load(model_name, owner)
+    listed = [w for w in (words or "").replace(",", " ").split() if w]
+    points = backend().inference.embedding_projection(loaded.model, loaded.tokenizer, listed)
+    return {"projection_plot": plots.projection_figure(points)}
 
 
 @friendly
@@ -97,10 +168,15 @@ def next_sentence(registry: Registry, model_name: str, text_a: str, text_b: str,
 
 @friendly
 def attention(registry: Registry, model_name: str, text_a: str, text_b: str, layer: float, head: float,
-              view: str, hide: bool, owner: str | None = None) -> Outputs:
+              view: str, hide: bool, pair: str = PAIR_ALL, owner: str | None = None) -> Outputs:
+    """The chosen map (one head, the layer's average or the rollout), all heads of the layer, and a caption;
+    `pair` keeps only sentence A's attention to B (or B's to A)."""
     inference = backend().inference
     loaded = registry.load(model_name, owner)
-    tokens, weights = inference.attention(loaded.model, loaded.tokenizer, text_a, (text_b or "").strip() or None)
+    text_b = (text_b or "").strip() or None
+    if pair != PAIR_ALL and text_b is None:
+        raise ValueError(f"the “{pair}” filter needs a sentence B: write one, or choose “{PAIR_ALL}”")
+    tokens, weights = inference.attention(loaded.model, loaded.tokenizer, text_a, text_b)
     n_layers, n_heads = weights.shape[:2]
     layer, head = min(max(int(layer), 1), n_layers), min(max(int(head), 1), n_heads)
     if view == VIEW_ROLLOUT:
@@ -112,18 +188,35 @@ def attention(registry: Registry, model_name: str, text_a: str, text_b: str, lay
     else:
         matrix, title = weights[layer - 1, head - 1], f"Layer {layer}, head {head}"
     heads, shown = weights[layer - 1], tokens  # (A, T, T)
+    segment = _segments(tokens)
     if hide:
+        segment = [s for s, t in zip(segment, tokens) if t not in ("[CLS]", "[SEP]")]
         shown, matrix = inference.drop_tokens(tokens, matrix)
         heads = inference.drop_tokens(tokens, heads)[1]
         title += " ([CLS]/[SEP] hidden, rows renormalised)"
-    caption = (f"{len(shown)} tokens shown; the model has {n_layers} layers × {n_heads} heads. Each row is one "
-               "token (the query) and shows how it spreads its attention over the tokens (keys); rows sum to 1."
-               + (" Rollout multiplies the head-averaged maps of layers 1 to this one, adding the residual "
-                  "connection (Abnar & Zuidema 2020): how much each input token flows into each position."
-                  if view == VIEW_ROLLOUT else ""))
-    return {"att_plot": plots.attention_heatmap(shown, matrix, title),
-            "grid_plot": plots.attention_grid(shown, heads, f"All {n_heads} heads of layer {layer}"),
-            "att_caption": caption}
+    keys, source = shown, None
+    if pair != PAIR_ALL:
+        source, target = ("A", "B") if pair == PAIR_A_TO_B else ("B", "A")
+        rows = [i for i, s in enumerate(segment) if s == source]
+        cols = [i for i, s in enumerate(segment) if s == target]
+        matrix, heads = matrix[rows][:, cols], heads[:, rows][:, :, cols]
+        shown, keys = [shown[i] for i in rows], [shown[i] for i in cols]
+        title += f", sentence {source} → sentence {target}"
+    return {"att_plot": plots.attention_heatmap(shown, matrix, title, keys=keys),
+            "grid_plot": plots.attention_grid(shown, heads, f"All {n_heads} heads of layer {layer}", keys=keys),
+            "att_caption": text.attention_caption(len(shown), len(keys), n_layers, n_heads, view == VIEW_ROLLOUT,
+                                                  source)}
+
+
+def _segments(tokens: list[str]) -> list[str]:
+    """Which sentence each token belongs to, as BERT's segment ids say: "A" for [CLS] A [SEP], "B" after it."""
+    first_sep = tokens.index("[SEP]") if "[SEP]" in tokens else len(tokens) - 1
+    return ["A" if i <= first_sep else "B" for i in range(len(tokens))]
+
+
+def view_changed(view: str) -> Outputs:
+    """The Head slider only matters for the one-head view: grey it out in the others."""
+    return {"head": gr.Slider(interactive=view == VIEW_HEAD)}
 
 
 @friendly
@@ -204,14 +297,17 @@ def stop(registry: Registry, owner: str | None) -> Outputs:
 
 
 def selected(registry: Registry, model_name: str, layer: float, head: float, owner: str | None = None) -> Outputs:
-    """Everything that depends on the chosen model: header line, Model tab, attention sliders."""
+    """Everything that depends on the chosen model: header line, Model tab, head switches, layer sliders."""
     try:
         summary, info = registry.model_summary(model_name, owner), registry.model_info(model_name, owner)
     except ValueError as exc:
         message = f"⚠️ {str(exc)[:1].upper()}{str(exc)[1:]}"
         return {"summary": message, "model_info": message, "model_card": ""}
     card = info.pop("model_card") or "*This checkpoint has no model card (README.md).*"
+    _, config = registry.config_of(model_name, owner)
     return {"summary": summary, "model_info": text.model_markdown(info), "model_card": card,
+            "heads_off": gr.Dropdown(choices=list(head_names(config)), value=[]),
+            "emb_layer": gr.Slider(maximum=config.num_hidden_layers),
             **narrow(registry, model_name, layer, head, owner)}
 
 

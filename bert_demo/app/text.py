@@ -1,6 +1,8 @@
-"""What the app's pages say: the introduction, the explainer, the Model tab's facts and the training status line."""
+"""What the app's pages say: the introduction, the explainer, the Model tab's facts, the training status line,
+and the words around the look-inside views (captions, the per-layer table, clickable words)."""
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -117,3 +119,65 @@ def corpus_name(corpus: str) -> str:
 def clock(seconds: float) -> str:
     seconds = max(0, round(seconds))
     return f"{seconds // 60}:{seconds % 60:02d}"
+
+
+def attention_caption(rows: int, cols: int, layers: int, heads: int, rollout: bool, source: str | None) -> str:
+    """What the attention map shows: how many tokens, and how to read a row (`source`: "A" or "B" when the map
+    keeps only one sentence's attention to the other)."""
+    shown = f"{rows} tokens shown" if source is None else f"{rows} × {cols} tokens shown"
+    reading = (f"Each row is one token of sentence {source} and shows how much of its attention goes to each token "
+               "of the other sentence; rows no longer sum to 1: the rest went to its own sentence."
+               if source else
+               "Each row is one token (the query) and shows how it spreads its attention over the tokens (keys); "
+               "rows sum to 1.")
+    text = f"{shown}; the model has {layers} layers × {heads} heads. {reading}"
+    if rollout:
+        text += (" Rollout multiplies the head-averaged maps of layers 1 to this one, adding the residual "
+                 "connection (Abnar & Zuidema 2020): how much each input token flows into each position.")
+    return text + " The colour scale runs from 0 to the map's largest weight."
+
+
+def layer_table(lens: list[list[list[tuple[str, float]]]]) -> dict[str, Any]:
+    """The logit lens as a table: a row per layer, a column per [MASK] with its top guesses and probabilities."""
+    headers = ["layer"] + [f"[MASK] {i + 1}" for i in range(len(lens))]
+    layers = len(lens[0]) if lens else 0
+    rows = [[f"{layer + 1}" + (" (last)" if layer == layers - 1 else "")]
+            + ["  ·  ".join(f"{token} {p:.0%}" for token, p in mask[layer]) for mask in lens]
+            for layer in range(layers)]
+    return {"headers": headers, "data": rows}
+
+
+def layer_column_widths(masks: int) -> list[str]:
+    """A narrow layer column; the guesses share the rest."""
+    return ["9%"] + [f"{91 / max(masks, 1):.0f}%"] * masks
+
+
+_WORD = re.compile(r"\S+")
+_EDGES = re.compile(r"^(\W*)(.*?)(\W*)$", re.DOTALL)  # a word's leading and trailing punctuation
+
+
+def word_spans(sentence: str) -> list[tuple[str, str | None]]:
+    """The sentence as clickable words with the spaces between them (HighlightedText draws no spaces itself)."""
+    spans: list[tuple[str, str | None]] = []
+    for match in _WORD.finditer(sentence or ""):
+        if spans:
+            spans.append((" ", None))
+        spans.append((match.group(), "word"))
+    return spans
+
+
+def mask_word(sentence: str, index: int) -> str:
+    """`sentence` with the word at `index` of `word_spans` replaced by [MASK], its punctuation kept ("mat." ->
+    "[MASK]."). A space or an index out of range leaves the sentence as it was."""
+    if isinstance(index, bool) or not isinstance(index, int) or index < 0 or index % 2:
+        return sentence
+    matches = list(_WORD.finditer(sentence or ""))
+    if index // 2 >= len(matches):
+        return sentence
+    match = matches[index // 2]
+    if "[mask]" in match.group().lower():  # already masked
+        return sentence
+    lead, core, trail = _EDGES.match(match.group()).groups()
+    if not core:  # punctuation alone ("—"): mask all of it
+        lead, trail = "", ""
+    return sentence[:match.start()] + lead + "[MASK]" + trail + sentence[match.end():]

@@ -1,8 +1,9 @@
-"""The app's layout and wiring: five tabs whose events call `bert_demo.app.handlers`.
+"""The app's layout and wiring: six tabs whose events call `bert_demo.app.handlers`.
 
 Each tab is laid out by its own short function, which returns its components by name. `wire` binds a handler to
 the registry and turns its {name: value} answer into {component: value}. Each backend action is a named API
-endpoint (/train, /fill_mask, /next_sentence, /attention); helper events are private.
+endpoint (/train, /fill_mask, /head_importance, /next_sentence, /attention, /neighbours, /projection);
+helper events are private.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import gradio as gr
 
 from bert_demo import plots
 from bert_demo.app import handlers, text
-from bert_demo.app.handlers import MAX_LABELS, PROBE_LABEL, VIEWS
+from bert_demo.app.handlers import MAX_LABELS, PAIR_ALL, PAIR_FILTERS, PROBE_LABEL, VIEWS, head_names
 from bert_demo.app.models import Examples, read_examples
 from bert_demo.app.registry import Registry
 from bert_demo.config import LIMITS
@@ -22,6 +23,8 @@ from bert_demo.sources import TRAINING_SOURCES
 from bert_demo.train_config import APP_RUN, label
 
 QUEUE_SIZE = 32
+PROJECTED_WORDS = "monday friday january march paris london berlin france england germany king queen man woman"
+SCROLL_TO_MAP = "() => document.querySelector('#att-plot')?.scrollIntoView({behavior: 'smooth', block: 'start'})"
 CSS = """
 #status { min-height: 2.2em; }
 #status p { font-size: 1.05em; margin: 0.2em 0; }
@@ -77,14 +80,16 @@ def build_demo(registry: Registry | None = None) -> gr.Blocks:
     registry = registry or Registry()
     default = registry.default_model()
     examples = read_examples(registry.resolve(default).folder) if default else None
+    heads = list(head_names(registry.config_of(default)[1])) if default else []
     # gradio keeps uploads in its cache: every 10 minutes, delete those older than an hour
     with gr.Blocks(title="BERT from scratch", delete_cache=(600, 3600)) as demo:
         c: Components = _header(registry)
         with gr.Tabs(elem_id="tabs") as tabs:
             c.update(_train_tab(registry))
-            c.update(_fill_tab(examples))
+            c.update(_fill_tab(examples, heads))
             c.update(_nsp_tab(examples))
             c.update(_attention_tab(examples))
+            c.update(_embeddings_tab())
             c.update(_model_tab())
         c["tabs"] = tabs
         _events(demo, registry, c)
@@ -156,10 +161,10 @@ def _train_form(caps) -> Components:
     }
 
 
-def _fill_tab(examples: Examples | None) -> Components:
+def _fill_tab(examples: Examples | None, heads: list[str]) -> Components:
     with gr.Tab("Fill-mask", id="fill", elem_id="tab-fill"):
         gr.Markdown("Write a sentence with one or more `[MASK]`: the masked-LM head ranks the vocabulary for each "
-                    "one.")
+                    "one. Or click any word of the sentence below to mask it.")
         first = examples.fill_mask[0] if examples else "the [MASK] sat on the mat."
         with gr.Row(equal_height=True):
             c = {"fill_text": gr.Textbox(value=first, label="Text", elem_id="fill-text", scale=4, lines=1,
@@ -172,9 +177,26 @@ def _fill_tab(examples: Examples | None) -> Components:
             for i in range(MAX_LABELS):
                 c[f"mask_label_{i}"] = gr.Label(visible=i == 0, elem_id=f"fill-label-{i}", label=f"[MASK] {i + 1}",
                                                 min_width=180, show_heading=False)
+        c["words"] = gr.HighlightedText(label="Click a word to mask it", elem_id="fill-words", show_legend=False,
+                                        show_inline_category=False, interactive=False,
+                                        color_map={"word": "#e0e7ff"})
         if examples:
             gr.Examples([[t] for t in examples.fill_mask], inputs=[c["fill_text"]],
                         label="Examples (click one, then Predict)")
+        with gr.Accordion("Look inside: the guesses at every layer, and switching heads off", open=True):
+            c["layer_table"] = gr.Dataframe(
+                label="Guesses at every layer: the MLM head applied to each layer's output (the “logit lens”). "
+                      "Watch the right word rise through the layers.", elem_id="layer-table", interactive=False,
+                wrap=True)
+            # a dropdown, not checkboxes: `base` has 144 heads; custom values let the API name any model's heads
+            c["heads_off"] = gr.Dropdown(heads, value=[], multiselect=True, allow_custom_value=True,
+                                         label="Switch heads off, then Predict", elem_id="heads-off",
+                                         info="“L2 H3” is layer 2, head 3; pick as many as you like")
+            c["importance_button"] = gr.Button("Which heads matter for these guesses?", elem_id="importance-button",
+                                               size="sm")
+            c["importance_plot"] = gr.Plot(plots.empty_figure("Press “Which heads matter…” to switch each head "
+                                                              "off in turn", height=220),
+                                           show_label=False, elem_id="importance-plot")
     return c
 
 
@@ -210,8 +232,11 @@ def _attention_tab(examples: Examples | None) -> Components:
             c["head"] = gr.Slider(1, LIMITS["num_attention_heads"], value=first[3], step=1, label="Head",
                                   elem_id="head", scale=2)
             c["view"] = gr.Radio(list(VIEWS.values()), value=VIEWS[first[4]], label="Show", elem_id="view", scale=4)
+        with gr.Row(equal_height=True):
+            c["pair"] = gr.Radio(list(PAIR_FILTERS), value=PAIR_ALL, label="Pair", elem_id="pair", scale=3,
+                                 info="with a sentence B: only A's attention to B, or B's to A")
             c["hide"] = gr.Checkbox(label="Hide [CLS] and [SEP]", value=first[5], elem_id="hide", scale=1,
-                                    min_width=120)
+                                    min_width=200)
         c["att_button"] = gr.Button("Show attention", variant="primary", elem_id="att-button")
         if examples:
             c["att_examples"] = gr.Examples(
@@ -225,6 +250,30 @@ def _attention_tab(examples: Examples | None) -> Components:
         c["grid_plot"] = gr.Plot(plots.empty_figure("All heads of the layer, side by side", height=240),
                                  show_label=False, elem_id="grid-plot")
     c["attention_tab"] = tab
+    return c
+
+
+def _embeddings_tab() -> Components:
+    with gr.Tab("Embeddings", id="embeddings", elem_id="tab-embeddings"):
+        gr.Markdown("Each token starts as a row of the embedding table; training moves tokens used alike close "
+                    "together. Find a word's nearest tokens, at the input or after any layer in a sentence, and see "
+                    "a list of words projected onto a plane.")
+        with gr.Row(equal_height=True):
+            c = {"emb_word": gr.Textbox(value="paris", label="Word", elem_id="emb-word", scale=1, min_width=140),
+                 "emb_sentence": gr.Textbox(label="In a sentence (optional)", elem_id="emb-sentence", scale=3,
+                                            placeholder="he sat on the bank of the river."),
+                 "emb_layer": gr.Slider(0, LIMITS["num_hidden_layers"], value=0, step=1, elem_id="emb-layer",
+                                        label="After layer (with a sentence)", scale=2)}
+        c["emb_button"] = gr.Button("Find neighbours", variant="primary", elem_id="emb-button")
+        c["neighbours_caption"] = gr.Markdown(elem_id="neighbours-caption")
+        c["neighbours_table"] = gr.Dataframe(headers=["token", "cosine similarity"], elem_id="neighbours-table",
+                                             interactive=False, show_label=False)
+        with gr.Row(equal_height=True):
+            c["emb_words"] = gr.Textbox(value=PROJECTED_WORDS, label="Words to project (3 to 60)",
+                                        elem_id="emb-words", scale=4, min_width=240)
+            c["projection_button"] = gr.Button("Project", elem_id="projection-button", scale=0, min_width=120)
+        c["projection_plot"] = gr.Plot(plots.empty_figure("Press “Project”", height=300), show_label=False,
+                                       elem_id="projection-plot")
     return c
 
 
@@ -264,19 +313,32 @@ def _events(demo: gr.Blocks, registry: Registry, c: Components) -> None:
                      train_outputs, api_name="train", concurrency_limit=None, trigger_mode="once",
                      show_progress="minimal", show_progress_on=[c["status"]])
     c["stop"].click(bound(handlers.stop), None, c["status"], api_visibility="private", queue=False)
-    gr.on([c["fill_button"].click, c["fill_text"].submit], bound(handlers.fill_mask),
-          pick("model", "fill_text", "top_k"), pick("filled", *[f"mask_label_{i}" for i in range(MAX_LABELS)]),
+    fill_inputs = pick("model", "fill_text", "top_k", "heads_off")
+    fill_outputs = pick("filled", "layer_table", "words", *[f"mask_label_{i}" for i in range(MAX_LABELS)])
+    gr.on([c["fill_button"].click, c["fill_text"].submit], bound(handlers.fill_mask), fill_inputs, fill_outputs,
           api_name="fill_mask", show_progress="hidden")  # fast; an error is a toast, the last answer stays
+    c["words"].select(_mask_clicked, c["fill_text"], c["fill_text"], api_visibility="private", queue=False).then(
+        bound(handlers.fill_mask), fill_inputs, fill_outputs, api_visibility="private", show_progress="hidden")
+    c["importance_button"].click(bound(handlers.importance), pick("model", "fill_text"), c["importance_plot"],
+                                 api_name="head_importance", show_progress_on=[c["importance_plot"]])
+    gr.on([c["emb_button"].click, c["emb_word"].submit, c["emb_sentence"].submit], bound(handlers.neighbours),
+          pick("model", "emb_word", "emb_sentence", "emb_layer"), pick("neighbours_table", "neighbours_caption"),
+          api_name="neighbours", show_progress="hidden")
+    gr.on([c["projection_button"].click, c["emb_words"].submit], bound(handlers.projection),
+          pick("model", "emb_words"), c["projection_plot"], api_name="projection",
+          show_progress_on=[c["projection_plot"]])
     gr.on([c["nsp_button"].click, c["text_a"].submit, c["text_b"].submit], bound(handlers.next_sentence),
           pick("model", "text_a", "text_b"), c["nsp_result"], api_name="next_sentence", show_progress="hidden")
-    attention_inputs = pick("model", "att_a", "att_b", "layer", "head", "view", "hide")
+    attention_inputs = pick("model", "att_a", "att_b", "layer", "head", "view", "hide", "pair")
     attention_outputs = pick("att_plot", "grid_plot", "att_caption")
     gr.on([c["att_button"].click, c["att_a"].submit, c["att_b"].submit, c["layer"].release, c["head"].release,
-           c["view"].input, c["hide"].input], bound(handlers.attention), attention_inputs, attention_outputs,
-          api_name="attention", trigger_mode="always_last", show_progress_on=[c["att_plot"]])
+           c["view"].input, c["hide"].input, c["pair"].input], bound(handlers.attention), attention_inputs,
+          attention_outputs, api_name="attention", trigger_mode="always_last", show_progress_on=[c["att_plot"]])
+    c["att_button"].click(None, js=SCROLL_TO_MAP, queue=False)  # at 1400 x 1000 the map starts below the fold
+    c["view"].change(_head_control, c["view"], c["head"], api_visibility="private", queue=False)
     c["attention_tab"].select(bound(handlers.attention), attention_inputs, attention_outputs,
                               api_visibility="private", show_progress_on=[c["att_plot"]])
-    chosen = pick("summary", "model_info", "model_card", "layer", "head")
+    chosen = pick("summary", "model_info", "model_card", "layer", "head", "heads_off", "emb_layer")
     c["model"].change(bound(handlers.selected), pick("model", "layer", "head"), chosen, api_visibility="private")
     if "att_examples" in c:
         c["att_examples"].load_input_event.then(bound(handlers.narrow), pick("model", "layer", "head"),
@@ -287,6 +349,15 @@ def _events(demo: gr.Blocks, registry: Registry, c: Components) -> None:
         button.click(_go_to(tab), None, c["tabs"], api_visibility="private", queue=False)
     demo.load(bound(handlers.refresh), c["model"], c["model"], api_visibility="private").then(
         bound(handlers.selected), pick("model", "layer", "head"), chosen, api_visibility="private")
+
+
+def _mask_clicked(sentence: str, event: gr.SelectData) -> str:
+    """A click on a word of the sentence: gradio names the clicked span in `event.index`."""
+    return handlers.mask_word(sentence, event.index)["fill_text"]
+
+
+def _head_control(view: str) -> gr.Slider:
+    return handlers.view_changed(view)["head"]
 
 
 def _go_to(tab: str) -> Callable[[], gr.Tabs]:
