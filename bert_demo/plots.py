@@ -216,7 +216,7 @@ def head_importance_figure(labels: Sequence[str], drops: Tensor) -> go.Figure:
     fig.update_yaxes(autorange="reversed")
     fig.update_layout(coloraxis=dict(colorscale="RdBu", reversescale=True, cmin=-top, cmax=top,
                                      colorbar=dict(title=dict(text="drop"), thickness=12)))
-    return _layout(fig, "Drop in probability when one head is switched off", targets * (26 * layers + 70) + 90,
+    return _layout(fig, "What each head adds", targets * (26 * layers + 70) + 90,
                    plot_bgcolor="white")
 
 

@@ -90,8 +90,7 @@ def fill_mask(registry: Registry, model_name: str, sentence: str, top_k: float, 
         caption += f"; ranked lists below for the first {MAX_LABELS} of {len(predictions)} masks"
     outputs: Outputs = {"filled": gr.HighlightedText(value=spans, label=caption,
                                                      color_map={label: "#bfdbfe" for _, label in spans if label}),
-                        "layer_table": gr.Dataframe(value=text.layer_table(lens),
-                                                    column_widths=text.layer_column_widths(len(lens))),
+                        "layer_table": text.layer_table(lens),
                         "words": text.word_spans(sentence)}
     for i in range(MAX_LABELS):
         outputs[f"mask_label_{i}"] = (

@@ -137,19 +137,21 @@ def attention_caption(rows: int, cols: int, layers: int, heads: int, rollout: bo
     return text + " The colour scale runs from 0 to the map's largest weight."
 
 
-def layer_table(lens: list[list[list[tuple[str, float]]]]) -> dict[str, Any]:
-    """The logit lens as a table: a row per layer, a column per [MASK] with its top guesses and probabilities."""
-    headers = ["layer"] + [f"[MASK] {i + 1}" for i in range(len(lens))]
+def layer_table(lens: list[list[list[tuple[str, float]]]]) -> str:
+    """The logit lens as a Markdown table: a row per layer, a column per [MASK] with its top guesses."""
     layers = len(lens[0]) if lens else 0
-    rows = [[f"{layer + 1}" + (" (last)" if layer == layers - 1 else "")]
-            + ["  ·  ".join(f"{token} {p:.0%}" for token, p in mask[layer]) for mask in lens]
-            for layer in range(layers)]
-    return {"headers": headers, "data": rows}
+    lines = ["| layer | " + " | ".join(f"[MASK] {i + 1}" for i in range(len(lens))) + " |",
+             "|---|" + "---|" * len(lens)]
+    for layer in range(layers):
+        name = f"{layer + 1}" + (" (last)" if layer == layers - 1 else "")
+        cells = [" · ".join(f"{_escape(token)} {p:.0%}" for token, p in mask[layer]) for mask in lens]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
-def layer_column_widths(masks: int) -> list[str]:
-    """A narrow layer column; the guesses share the rest."""
-    return ["9%"] + [f"{91 / max(masks, 1):.0f}%"] * masks
+def _escape(token: str) -> str:
+    """A token as literal Markdown text (a WordPiece "##s", "|" or "*" must not format the table)."""
+    return re.sub(r"([\\`*_{}\[\]()#+\-.!|<>])", r"\\\1", token)
 
 
 _WORD = re.compile(r"\S+")

@@ -34,8 +34,8 @@ CSS = """
   min-height: 5rem !important; height: 5rem !important; }
 #fill-sentence .token .label { color: #1e3a8a !important; font-weight: 600; }
 #upload .upload-container { padding-top: 1.8em; }
-#model-info table { display: block; overflow-x: auto; }  /* a phone scrolls the table instead of breaking words */
-#model-info th, #model-info td { white-space: nowrap; }
+#model-info table, #layer-table table { display: block; overflow-x: auto; }  /* a phone scrolls, words stay whole */
+#model-info th, #model-info td, #layer-table th, #layer-table td { white-space: nowrap; }
 """
 Components = dict[str, Any]
 
@@ -184,16 +184,17 @@ def _fill_tab(examples: Examples | None, heads: list[str]) -> Components:
             gr.Examples([[t] for t in examples.fill_mask], inputs=[c["fill_text"]],
                         label="Examples (click one, then Predict)")
         with gr.Accordion("Look inside: the guesses at every layer, and switching heads off", open=True):
-            c["layer_table"] = gr.Dataframe(
-                label="Guesses at every layer: the MLM head applied to each layer's output (the “logit lens”). "
-                      "Watch the right word rise through the layers.", elem_id="layer-table", interactive=False,
-                wrap=True)
+            gr.Markdown("**Guesses at every layer**: the MLM head applied to each layer's output (the “logit "
+                        "lens”). Watch the right word rise through the layers.")
+            c["layer_table"] = gr.Markdown(elem_id="layer-table")
             # a dropdown, not checkboxes: `base` has 144 heads; custom values let the API name any model's heads
             c["heads_off"] = gr.Dropdown(heads, value=[], multiselect=True, allow_custom_value=True,
                                          label="Switch heads off, then Predict", elem_id="heads-off",
                                          info="“L2 H3” is layer 2, head 3; pick as many as you like")
             c["importance_button"] = gr.Button("Which heads matter for these guesses?", elem_id="importance-button",
                                                size="sm")
+            gr.Markdown("Each cell of the map below is one head: how much the top guess's probability drops when "
+                        "that head alone is switched off. Red: the head helped the guess; blue: it worked against it.")
             c["importance_plot"] = gr.Plot(plots.empty_figure("Press “Which heads matter…” to switch each head "
                                                               "off in turn", height=220),
                                            show_label=False, elem_id="importance-plot")
