@@ -262,6 +262,8 @@ class Trainer:
         if self.step == first_step < cfg.steps:
             yield self._nothing_written()
             return
+        if main and self.step % cfg.eval_every:  # stopped between probes: show the guesses of the weights it keeps
+            yield self._probe()
         yield self._finish("finished" if self.step >= cfg.steps else "stopped", started, optimizer)
 
     def _stopping(self) -> bool:

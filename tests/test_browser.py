@@ -75,7 +75,9 @@ def trace_length(page, elem_id: str) -> int:
 
 
 def test_a_training_run_draws_a_growing_chart_and_stops_into_a_checkpoint(app, web):
+    assert web.locator("#stop").is_disabled()  # nothing to stop yet
     start_training(web, app["corpus"])
+    assert web.locator("#stop").is_enabled()
     lengths = [trace_length(web, "loss-plot")]
     deadline = time.monotonic() + 60
     while len(set(lengths)) < 3 and time.monotonic() < deadline:
@@ -88,7 +90,8 @@ def test_a_training_run_draws_a_growing_chart_and_stops_into_a_checkpoint(app, w
     web.click("#stop")
     wait_text(web, "#status", "Stopped at step")
     wait_text(web, "#checkpoint-file", ".zip")
-    assert "(trained here)" in web.locator("#model input").input_value()
+    assert "(trained here)" not in web.locator("#model input").input_value()  # the visitor's choice stays
+    assert web.locator("#stop").is_disabled()
     shoot(web, "train-stopped")
 
 

@@ -134,6 +134,9 @@ def test_stop_from_another_thread_leaves_a_valid_checkpoint(stories_file, tmp_pa
     model, tokenizer = load_pretrained(done["checkpoint"])
     assert read_metadata(done["checkpoint"])["step"] == done["step"]
     assert len(tokenizer) == model.config.vocab_size
+    probes = [r for r in records if r["kind"] == "probe"]
+    if done["step"] % 20:  # stopped between two probes (eval_every=20): one more shows the weights it kept
+        assert probes and probes[-1]["step"] == done["step"]
 
 
 def test_a_stop_before_the_first_step_leaves_the_output_folder_as_it_was(stories_file, tmp_path):

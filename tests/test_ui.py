@@ -172,19 +172,19 @@ def test_a_short_run_streams_growing_metrics_and_ends_with_a_checkpoint(app, cli
     lengths, outputs = [], None
     for outputs in job:
         lengths.append(points(outputs[1]))
-    status, loss, accuracy, lr, probe, checkpoint, selector = outputs
+    status, loss, accuracy, lr, probe, checkpoint, selector = outputs  # (a button is not an API output)
     assert lengths[-1] == 20 and lengths == sorted(lengths) and len(set(lengths)) >= 2
-    assert status.startswith("Finished 20 steps")
+    assert status.startswith("Finished 20 steps") and "choose" in status
     assert probe["label"].startswith("Step 20")
     assert str(checkpoint["value"]).endswith(".zip"), checkpoint
-    assert selector["value"].startswith("runs/tiny-upload-")
-    assert selector["value"] in [name for _, name in selector["choices"]]
-    assert selector["value"] in [e.name for e in app["registry"].list_models(client.session_hash)]
-    assert selector["value"] not in [e.name for e in app["registry"].list_models()]  # trained on an upload: private
-    sentence, *_ = client.predict(selector["value"], "the [MASK] was visited.", 3, api_name="/fill_mask")
+    assert "value" not in selector  # the selector lists the run but keeps showing the visitor's choice
+    run = next(name for _, name in selector["choices"] if name.startswith("runs/tiny-upload-"))
+    assert run in [e.name for e in app["registry"].list_models(client.session_hash)]
+    assert run not in [e.name for e in app["registry"].list_models()]  # trained on an upload: private
+    sentence, *_ = client.predict(run, "the [MASK] was visited.", 3, api_name="/fill_mask")
     assert sentence["value"][1]["class_or_confidence"]
     with pytest.raises(AppError, match="There is no model called"):
-        Client(app["url"], verbose=False).predict(selector["value"], "the [MASK] sat.", 3, api_name="/fill_mask")
+        Client(app["url"], verbose=False).predict(run, "the [MASK] sat.", 3, api_name="/fill_mask")
 
 
 def test_a_long_run_can_be_cancelled_while_inference_keeps_answering(app, client):
@@ -270,6 +270,18 @@ def test_sliders_follow_the_models_range_and_move_only_a_layer_or_head_outside_i
         outside = handler(registry, MODEL, 9, 9)
         assert outside["layer"].constructor_args == {"maximum": layers, "value": layers}
         assert outside["head"].constructor_args == {"maximum": heads, "value": heads}
+
+
+def test_examples_are_shown_only_with_the_checkpoint_they_were_written_for(make_checkpoint, tmp_path):
+    make_checkpoint(tmp_path / "checkpoints" / "tiny-test")
+    make_checkpoint(tmp_path / "runs" / "a-run")
+    registry = Registry(checkpoints_dir=tmp_path / "checkpoints", runs_dir=tmp_path / "runs", device="cpu",
+                        allow_hub=False)
+    boxes = ("fill_examples", "nsp_examples", "att_examples_box")
+    own = handlers.selected(registry, MODEL, 1, 1)
+    other = handlers.selected(registry, "runs/a-run", 1, 1)
+    assert all(own[box].constructor_args == {"visible": True} for box in boxes)
+    assert all(other[box].constructor_args == {"visible": False} for box in boxes)
 
 
 def test_model_tab_says_how_long_a_model_trained_in_hours_minutes_or_seconds(make_checkpoint, tmp_path):

@@ -11,6 +11,7 @@ import inspect
 import logging
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -35,6 +36,8 @@ PAIR_FILTERS = ("every token", "sentence A → B", "sentence B → A")
 PAIR_ALL, PAIR_A_TO_B, PAIR_B_TO_A = PAIR_FILTERS
 PROBE_LABEL = f"Probe: guesses for “{default('probe')}”"
 Outputs = dict[str, Any]
+STOP_ACTIVE = gr.Button(interactive=True, variant="stop")  # red only while there is a run to stop
+STOP_IDLE = gr.Button(interactive=False, variant="secondary")
 
 
 def friendly(fn: Callable) -> Callable:
@@ -228,15 +231,15 @@ def train(registry: Registry, corpus: list[str], upload: str | None, preset: str
                                          batch_size=batch_size, lr=lr, seq_len=seq_len, vocab_size=vocab_size,
                                          share=bool(share), owner=owner):
         if isinstance(update, str):
-            yield {"status": update}
+            yield {"status": update, "stop": STOP_ACTIVE}  # Stop also takes a visitor out of the line
         else:
             job = update
     if job is None:
-        yield {"status": "You left the line: no run was started."}
+        yield {"status": "You left the line: no run was started.", "stop": STOP_IDLE}
         return
     try:
         yield {"status": text.job_status(job), **_figures([]), "probe": gr.Label(value=None, label=PROBE_LABEL),
-               "checkpoint_file": None}
+               "checkpoint_file": None, "stop": STOP_ACTIVE}
         yield from _follow(registry, job, owner)
     finally:
         if job.done is None:  # the visitor went away (tab closed, job cancelled): end the run, keep its weights
@@ -266,7 +269,9 @@ def _figures(records: list[dict]) -> Outputs:
 
 
 def training_outputs(registry: Registry, job: TrainingJob, owner: str | None, final: bool = False) -> Outputs:
-    """Status, charts and probe of a run; when it has ended, its zip and the selector pointing at it."""
+    """Status, charts and probe of a run; when it has ended, its zip, the new run in the selector's list (the
+    selector keeps showing what the visitor chose: switching every tab to a barely trained model confuses), and
+    Stop greyed out again."""
     outputs = {"status": text.job_status(job), **_figures(job.records)}
     probe = next((r for r in reversed(job.records) if r.get("kind") == "probe"), None)
     if probe is not None and probe.get("error"):
@@ -279,8 +284,8 @@ def training_outputs(registry: Registry, job: TrainingJob, owner: str | None, fi
         name = f"runs/{job.name}"
         outputs["checkpoint_file"] = gr.File(value=str(registry.zip_checkpoint(name, owner)), visible=True) \
             if saved else None
-        outputs["model"] = gr.Dropdown(choices=registry.choices(owner),
-                                       value=name if saved else registry.default_model(owner))
+        outputs["model"] = gr.Dropdown(choices=registry.choices(owner))
+        outputs["stop"] = STOP_IDLE
     return outputs
 
 
@@ -303,11 +308,21 @@ def selected(registry: Registry, model_name: str, layer: float, head: float, own
         message = f"⚠️ {str(exc)[:1].upper()}{str(exc)[1:]}"
         return {"summary": message, "model_info": message, "model_card": ""}
     card = info.pop("model_card") or "*This checkpoint has no model card (README.md).*"
-    _, config = registry.config_of(model_name, owner)
+    entry, config = registry.config_of(model_name, owner)
+    own = _shows_its_examples(registry, entry.folder, owner)
     return {"summary": summary, "model_info": text.model_markdown(info), "model_card": card,
+            "fill_examples": gr.Column(visible=own), "nsp_examples": gr.Column(visible=own),
+            "att_examples_box": gr.Column(visible=own),
             "heads_off": gr.Dropdown(choices=list(head_names(config)), value=[]),
             "emb_layer": gr.Slider(maximum=config.num_hidden_layers),
             **narrow(registry, model_name, layer, head, owner)}
+
+
+def _shows_its_examples(registry: Registry, folder: Path | None, owner: str | None) -> bool:
+    """Whether the page's examples belong to this model: they were read from the default model's folder, and
+    their labels ("layer 2, head 4: the previous token") would be false of any other."""
+    default = registry.default_model(owner)
+    return folder is not None and default is not None and registry.resolve(default, owner).folder == folder
 
 
 def narrow(registry: Registry, model_name: str, layer: float, head: float, owner: str | None = None) -> Outputs:

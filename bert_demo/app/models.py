@@ -319,6 +319,7 @@ class Examples:
     fill_mask: list[str]
     next_sentence: list[tuple[str, str, str]]  # (A, B, label)
     attention: list[tuple[str, str, int, int, str, bool, str]]  # (A, B, layer, head, view, hide [CLS]/[SEP], label)
+    model: str = ""  # the checkpoint folder's name: the examples were chosen for it and are shown only with it
 
 
 def read_examples(folder: Path | None) -> Examples | None:
@@ -332,7 +333,8 @@ def read_examples(folder: Path | None) -> Examples | None:
             fill_mask=[str(e["text"]) for e in data["fill_mask"]],
             next_sentence=[(str(e["a"]), str(e["b"]), str(e["label"])) for e in data["next_sentence"]],
             attention=[(str(e["a"]), str(e["b"]), int(e["layer"]), int(e["head"]), str(e["view"]),
-                        bool(e["hide_special"]), str(e["label"])) for e in data["attention"]])
+                        bool(e["hide_special"]), str(e["label"])) for e in data["attention"]],
+            model=folder.name)
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
         log.warning("ignoring %s: %s", file, exc)
         return None

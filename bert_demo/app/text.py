@@ -46,7 +46,8 @@ def job_status(job: TrainingJob) -> str:
     total, done = job.trainer.config.steps, job.done
     elapsed = time.perf_counter() - job.started
     if done is not None:
-        where = f" Saved as runs/{job.name}." if done.get("checkpoint") else ""
+        where = (f" Saved as runs/{job.name}: choose “{job.name} (trained here)” in the Model list to look inside it."
+                 if done.get("checkpoint") else "")
         message = f" {done['message']}" if done.get("message") else ""
         words = {"finished": f"Finished {done['step']} steps", "stopped": f"Stopped at step {done['step']}",
                  "diverged": f"Diverged at step {done['step']}", "error": "Training failed"}
@@ -56,7 +57,8 @@ def job_status(job: TrainingJob) -> str:
         statuses = [r["message"] for r in job.records if r.get("kind") == "status"]
         return f"Preparing ({clock(elapsed)}): {statuses[-1] if statuses else 'starting'}…"
     last = train[-1]
-    line = f"Step {last['step']}/{total} · {last['tokens_per_s']:,.0f} tokens/s · {clock(elapsed)} elapsed"
+    step = max(last["step"], max((r.get("step", 0) for r in job.records), default=0))  # as far as the probe
+    line = f"Step {step}/{total} · {last['tokens_per_s']:,.0f} tokens/s · {clock(elapsed)} elapsed"
     if len(train) >= 2 and last["step"] > train[0]["step"]:
         per_step = (last["elapsed"] - train[0]["elapsed"]) / (last["step"] - train[0]["step"])
         line += f" · about {clock(per_step * (total - last['step']))} left"

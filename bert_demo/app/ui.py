@@ -116,7 +116,7 @@ def _train_tab(registry: Registry) -> Components:
             c = _train_form(caps)
             with gr.Row():
                 c["start"] = gr.Button("Start training", variant="primary", elem_id="start")
-                c["stop"] = gr.Button("Stop", variant="stop", elem_id="stop")
+                c["stop"] = gr.Button("Stop", variant="secondary", elem_id="stop", interactive=False)
             gr.Markdown(f"<small>{text.caps_text(caps, registry.device)}</small>")
         with gr.Column(scale=2):
             c["status"] = gr.Markdown("Press **Start training** to pre-train a small BERT from scratch.",
@@ -180,9 +180,10 @@ def _fill_tab(examples: Examples | None, heads: list[str]) -> Components:
         c["words"] = gr.HighlightedText(label="Click a word to mask it", elem_id="fill-words", show_legend=False,
                                         show_inline_category=False, interactive=False,
                                         color_map={"word": "#e0e7ff"})
-        if examples:
-            gr.Examples([[t] for t in examples.fill_mask], inputs=[c["fill_text"]],
-                        label="Examples (click one, then Predict)")
+        with gr.Column(visible=examples is not None, elem_id="fill-examples") as c["fill_examples"]:
+            if examples:
+                gr.Examples([[t] for t in examples.fill_mask], inputs=[c["fill_text"]],
+                            label=f"Examples for {examples.model} (click one, then Predict)")
         with gr.Accordion("Look inside: the guesses at every layer, and switching heads off", open=True):
             gr.Markdown("**Guesses at every layer**: the MLM head applied to each layer's output (the “logit "
                         "lens”). Watch the right word rise through the layers.")
@@ -211,10 +212,11 @@ def _nsp_tab(examples: Examples | None) -> Components:
                  "text_b": gr.Textbox(value=b, label="Sentence B", elem_id="nsp-b")}
         c["nsp_button"] = gr.Button("Judge", variant="primary", elem_id="nsp-button")
         c["nsp_result"] = gr.Label(label="The model's probability", elem_id="nsp-result", show_heading=False)
-        if examples:
-            gr.Examples([[a, b] for a, b, _ in examples.next_sentence], inputs=[c["text_a"], c["text_b"]],
-                        example_labels=[label_ for _, _, label_ in examples.next_sentence],
-                        label="Examples: true continuations and random pairs")
+        with gr.Column(visible=examples is not None, elem_id="nsp-examples") as c["nsp_examples"]:
+            if examples:
+                gr.Examples([[a, b] for a, b, _ in examples.next_sentence], inputs=[c["text_a"], c["text_b"]],
+                            example_labels=[label_ for _, _, label_ in examples.next_sentence],
+                            label=f"Examples for {examples.model}: true continuations and random pairs")
     return c
 
 
@@ -239,12 +241,13 @@ def _attention_tab(examples: Examples | None) -> Components:
             c["hide"] = gr.Checkbox(label="Hide [CLS] and [SEP]", value=first[5], elem_id="hide", scale=1,
                                     min_width=200)
         c["att_button"] = gr.Button("Show attention", variant="primary", elem_id="att-button")
-        if examples:
-            c["att_examples"] = gr.Examples(
-                [[a, b, layer, head, VIEWS[view], hide] for a, b, layer, head, view, hide, _ in examples.attention],
-                inputs=[c["att_a"], c["att_b"], c["layer"], c["head"], c["view"], c["hide"]],
-                example_labels=[e[-1] for e in examples.attention],
-                label="Heads with a clear job (click one, then Show attention)")
+        with gr.Column(visible=examples is not None, elem_id="att-examples") as c["att_examples_box"]:
+            if examples:
+                c["att_examples"] = gr.Examples(
+                    [[a, b, layer, head, VIEWS[view], hide] for a, b, layer, head, view, hide, _ in examples.attention],
+                    inputs=[c["att_a"], c["att_b"], c["layer"], c["head"], c["view"], c["hide"]],
+                    example_labels=[e[-1] for e in examples.attention],
+                    label=f"Heads with a clear job in {examples.model} (click one, then Show attention)")
         c["att_caption"] = gr.Markdown(elem_id="att-caption")
         c["att_plot"] = gr.Plot(plots.empty_figure("Press “Show attention”", height=360), show_label=False,
                                 elem_id="att-plot")
@@ -306,7 +309,8 @@ def _events(demo: gr.Blocks, registry: Registry, c: Components) -> None:
     def pick(*names: str) -> list:
         return [c[name] for name in names]
 
-    train_outputs = pick("status", "loss_plot", "accuracy_plot", "lr_plot", "probe", "checkpoint_file", "model")
+    train_outputs = pick("status", "loss_plot", "accuracy_plot", "lr_plot", "probe", "checkpoint_file", "model",
+                         "stop")
     # no concurrency limit: the registry keeps its own short line (one run per visitor), so that queued runs never
     # wait in, and fill, the queue that inference shares
     c["start"].click(bound(handlers.train),
@@ -339,7 +343,8 @@ def _events(demo: gr.Blocks, registry: Registry, c: Components) -> None:
     c["view"].change(_head_control, c["view"], c["head"], api_visibility="private", queue=False)
     c["attention_tab"].select(bound(handlers.attention), attention_inputs, attention_outputs,
                               api_visibility="private", show_progress_on=[c["att_plot"]])
-    chosen = pick("summary", "model_info", "model_card", "layer", "head", "heads_off", "emb_layer")
+    chosen = pick("summary", "model_info", "model_card", "layer", "head", "heads_off", "emb_layer", "fill_examples",
+                  "nsp_examples", "att_examples_box")
     c["model"].change(bound(handlers.selected), pick("model", "layer", "head"), chosen, api_visibility="private")
     if "att_examples" in c:
         c["att_examples"].load_input_event.then(bound(handlers.narrow), pick("model", "layer", "head"),
