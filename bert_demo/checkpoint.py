@@ -45,16 +45,21 @@ def save_pretrained(
     path: str | Path,
     metadata: dict | None = None,
     extra_files: dict[str, dict[str, torch.Tensor]] | None = None,
+    keep: tuple[str, ...] = (),
 ) -> Path:
     """Write the model, its tokenizer, optional JSON metadata and optional extra safetensors files (such as the
-    optimizer state) to `path`, atomically; return the path."""
+    optimizer state; a name may hold a subfolder) to `path`, atomically; return the path. The subfolders named in
+    `keep` (a run's timeline) are carried over from the folder being replaced, as hard links where possible."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     recover_folder(path)
     tmp = _temp_folder(path)
     try:
         _write_folder(model, tokenizer, tmp, metadata)
+        for folder in keep:
+            _carry_over(path / folder, tmp / folder)
         for name, tensors in (extra_files or {}).items():
+            (tmp / name).parent.mkdir(parents=True, exist_ok=True)
             save_file(tensors, str(tmp / name))
         _seal_files(tmp)
         _replace_folder(tmp, path)
@@ -64,6 +69,20 @@ def save_pretrained(
             raise OSError(f"could not write the weights to {path}: {exc}") from exc
         raise
     return path
+
+
+def _carry_over(source: Path, target: Path) -> None:
+    """Hard-link (else copy) the files of `source` into `target`: no data is copied, and the old folder stays
+    whole until the new one replaces it."""
+    if not source.is_dir():
+        return
+    target.mkdir(parents=True, exist_ok=True)
+    for file in source.iterdir():
+        if file.is_file() and not file.is_symlink():
+            try:
+                os.link(file, target / file.name)
+            except OSError:  # a file system without hard links
+                shutil.copy2(file, target / file.name)
 
 
 def _write_folder(model: BertForPreTraining, tokenizer: BertTokenizerFast, folder: Path, metadata: dict | None) -> None:
@@ -146,6 +165,9 @@ def _seal_files(folder: Path) -> None:
     folder is renamed into place."""
     folder.chmod(0o755)
     for file in folder.iterdir():
+        if file.is_dir():  # a subfolder such as the timeline
+            _seal_files(file)
+            continue
         file.chmod(0o644)
         with open(file, "rb") as handle:
             os.fsync(handle.fileno())

@@ -25,7 +25,9 @@ import torch.distributed as dist
 from safetensors.torch import load_file
 from transformers import BertTokenizerFast
 
+from bert_demo import timeline
 from bert_demo.checkpoint import (
+    TIED_KEYS,
     check_writable,
     load_optimizer_tensors,
     load_pretrained,
@@ -91,6 +93,7 @@ class Trainer:
         self.metadata = read_metadata(self.resume) if self.resume else {}
         self.history: list[Record] = list(self.metadata.get("history", []))
         self.step = int(self.metadata.get("step", 0))
+        self.snapshots: dict[int, timeline.State] = {}  # taken since the last save, written with the next one
 
     def stop(self) -> None:
         """Ask the run to end after the current step; it then saves its checkpoint."""
@@ -219,6 +222,9 @@ class Trainer:
             forward = torch.nn.parallel.DistributedDataParallel(forward, device_ids=device_ids)
         window, first_step = Window(), self.step
         tokens_seen = int(self.history[-1]["tokens"]) if self.history else 0
+        due = set(timeline.snapshot_steps(cfg.steps))
+        if main and self.step in due:
+            yield from self._take_snapshot()
         while self.step < cfg.steps and not self._stopping():
             batch = next(batches)
             optimizer.zero_grad(set_to_none=True)
@@ -243,6 +249,8 @@ class Trainer:
                 optimizer.step()
                 schedule.step()
             self.step += 1
+            if main and self.step in due:
+                yield from self._take_snapshot()
             if self.step % TRIM_EVERY == 0:
                 release_free_memory()
             tokens_seen += int(batch["attention_mask"].sum()) * self.dist.world_size
@@ -292,6 +300,17 @@ class Trainer:
             return {"kind": "probe", "step": self.step, "text": self.config.probe, "error": str(exc)}
         return {"kind": "probe", "step": self.step, "text": self.config.probe, "predictions": guesses}
 
+    def _take_snapshot(self) -> Iterator[Record]:
+        """Keep this step's weights for the timeline, unless the run's snapshots would pass their disk budget."""
+        state = timeline.snapshot(self.model, skip=frozenset(TIED_KEYS))
+        written = timeline.used_bytes(self.config.out) if Path(self.config.out).is_dir() else 0
+        if written + sum(map(timeline.size, self.snapshots.values())) + timeline.size(state) > timeline.BUDGET_BYTES:
+            yield {"kind": "status", "step": self.step,
+                   "message": f"no timeline snapshot at step {self.step}: this model's snapshots would pass their "
+                              f"{timeline.BUDGET_BYTES // 2**20} MB budget"}
+            return
+        self.snapshots[self.step] = state
+
     def _save(self, optimizer, started: float) -> Path | None:
         """Rank 0 writes the checkpoint (atomically); the other ranks wait for it."""
         if not self.dist.is_main:
@@ -303,9 +322,13 @@ class Trainer:
                     "world_size": self.dist.world_size, "parameters": self.model.num_parameters(),
                     "origin": self.origin, "visible_to": self.visible_to}
         try:
+            snapshots = {timeline.file_name(step): state for step, state in self.snapshots.items()}
             with self.lock:
-                return save_pretrained(self.model, self.tokenizer, self.config.out, metadata=metadata,
-                                       extra_files={OPTIMIZER_NAME: optimizer_tensors(optimizer)})
+                saved = save_pretrained(self.model, self.tokenizer, self.config.out, metadata=metadata,
+                                        extra_files={OPTIMIZER_NAME: optimizer_tensors(optimizer), **snapshots},
+                                        keep=(timeline.FOLDER,))
+            self.snapshots.clear()
+            return saved
         finally:  # a failed save (disk full) must not leave the other ranks waiting at the barrier for ever
             if self.dist.world_size > 1:
                 dist.barrier()

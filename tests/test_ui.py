@@ -81,7 +81,7 @@ def test_next_sentence_gives_a_probability(client):
 
 @pytest.mark.parametrize("view", [VIEW_HEAD, VIEW_AVERAGE, VIEW_ROLLOUT])
 def test_attention_draws_a_head_and_the_grid_of_heads(client, view):
-    main, grid, caption = client.predict(MODEL, "the cat sat.", "it purred.", 2, 2, view, False,
+    main, grid, caption, _ = client.predict(MODEL, "the cat sat.", "it purred.", 2, 2, view, False,
                                          api_name="/attention")
     heatmap = plot_data(main)[0]
     assert heatmap["type"] == "heatmap" and heatmap["zmax"] == pytest.approx(max(map(max, heatmap["z"])), abs=1e-4)
@@ -93,7 +93,7 @@ def test_attention_draws_a_head_and_the_grid_of_heads(client, view):
 
 
 def test_attention_can_hide_cls_and_sep_and_clamps_the_layer(client):
-    main, _, _ = client.predict(MODEL, "the cat sat.", "", 40, 1, VIEW_HEAD, True, api_name="/attention")
+    main, *_ = client.predict(MODEL, "the cat sat.", "", 40, 1, VIEW_HEAD, True, api_name="/attention")
     layout = json.loads(main["plot"])["layout"]
     assert "[CLS]" not in layout["xaxis"]["ticktext"] and layout["title"]["text"].startswith("Layer 2, head 1")
 
@@ -134,7 +134,7 @@ def test_neighbours_and_projection_answer_and_explain_a_word_that_is_not_one_tok
 
 
 def test_attention_pair_filter_keeps_sentence_a_looking_at_b_and_needs_a_sentence_b(client):
-    main, grid, caption = client.predict(MODEL, "the cat sat.", "it purred.", 1, 1, VIEW_HEAD, True,
+    main, grid, caption, _ = client.predict(MODEL, "the cat sat.", "it purred.", 1, 1, VIEW_HEAD, True,
                                          handlers.PAIR_A_TO_B, api_name="/attention")
     layout = json.loads(main["plot"])["layout"]
     assert layout["yaxis"]["ticktext"] == ["the", "cat", "sat", "."]

@@ -14,15 +14,15 @@ _LOADED: SimpleNamespace | None = None
 
 
 def backend() -> SimpleNamespace:
-    """The modules the app calls: torch, checkpoint, evaluate, inference, pretraining_data, trainer."""
+    """The modules the app calls: torch, checkpoint, evaluate, inference, pretraining_data, timeline, trainer."""
     global _LOADED
     if _LOADED is None:
         with _IMPORTING:
             if _LOADED is None:
                 import torch
 
-                from bert_demo import checkpoint, evaluate, inference, pretraining_data, trainer
+                from bert_demo import checkpoint, evaluate, inference, pretraining_data, timeline, trainer
 
                 _LOADED = SimpleNamespace(torch=torch, checkpoint=checkpoint, evaluate=evaluate, inference=inference,
-                                          pretraining_data=pretraining_data, trainer=trainer)
+                                          pretraining_data=pretraining_data, timeline=timeline, trainer=trainer)
     return _LOADED

@@ -11,6 +11,7 @@ import inspect
 import logging
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ VIEWS = {"head": "one head", "average": "average of the heads", "rollout": "roll
 VIEW_HEAD, VIEW_AVERAGE, VIEW_ROLLOUT = VIEWS.values()
 PAIR_FILTERS = ("every token", "sentence A → B", "sentence B → A")
 PAIR_ALL, PAIR_A_TO_B, PAIR_B_TO_A = PAIR_FILTERS
+FINAL, NO_COMPARE = "final", "none"  # the timeline choices that mean "the weights as they are now" and "no comparison"
 PROBE_LABEL = f"Probe: guesses for “{default('probe')}”"
 Outputs = dict[str, Any]
 STOP_ACTIVE = gr.Button(interactive=True, variant="stop")  # red only while there is a run to stop
@@ -77,11 +79,11 @@ def friendly(fn: Callable) -> Callable:
 
 @friendly
 def fill_mask(registry: Registry, model_name: str, sentence: str, top_k: float, heads_off: list[str] | None = None,
-              owner: str | None = None) -> Outputs:
+              step: str = FINAL, owner: str | None = None) -> Outputs:
     """The best guesses filled in, a ranked list per [MASK], the guesses at every layer, and the sentence's words
     to click; `heads_off` ("L1 H2", ...) are switched off for all of it."""
     inference = backend().inference
-    loaded = registry.load(model_name, owner)
+    loaded = registry.load_at(model_name, _step(step), owner)
     head_mask = _head_mask(heads_off, loaded.model.config)
     predictions = inference.fill_mask(loaded.model, loaded.tokenizer, sentence, int(top_k), head_mask=head_mask)
     lens = inference.layer_predictions(loaded.model, loaded.tokenizer, sentence, LENS_TOP_K, head_mask=head_mask)
@@ -104,9 +106,10 @@ def fill_mask(registry: Registry, model_name: str, sentence: str, top_k: float, 
 
 
 @friendly
-def importance(registry: Registry, model_name: str, sentence: str, owner: str | None = None) -> Outputs:
+def importance(registry: Registry, model_name: str, sentence: str, step: str = FINAL, owner: str | None = None
+               ) -> Outputs:
     """For each [MASK] (the first few), how much its top guess loses when each head alone is switched off."""
-    loaded = registry.load(model_name, owner)
+    loaded = registry.load_at(model_name, _step(step), owner)
     labels, drops = backend().inference.head_importance(loaded.model, loaded.tokenizer, sentence)
     return {"importance_plot": plots.head_importance_figure(labels[:MAX_IMPORTANCE], drops[:MAX_IMPORTANCE])}
 
@@ -138,10 +141,10 @@ def head_names(config: Any) -> dict[str, tuple[int, int]]:
 
 
 @friendly
-def neighbours(registry: Registry, model_name: str, word: str, sentence: str, layer: float,
+def neighbours(registry: Registry, model_name: str, word: str, sentence: str, layer: float, step: str = FINAL,
                owner: str | None = None) -> Outputs:
     """The word's nearest tokens in the embedding table, or of its hidden state at `layer` in `sentence`."""
-    loaded = registry.load(model_name, owner)
+    loaded = registry.load_at(model_name, _step(step), owner)
     in_context = (sentence or "").strip() or None
     found = backend().inference.neighbours(loaded.model, loaded.tokenizer, (word or "").strip(), NEIGHBOURS,
                                            text=in_context, layer=int(layer))
@@ -153,31 +156,68 @@ def neighbours(registry: Registry, model_name: str, word: str, sentence: str, la
 
 
 @friendly
-def projection(registry: Registry, model_name: str, words: str, owner: str | None = None) -> Outputs:
-    loaded = registry.load(model_name, owner)
+def projection(registry: Registry, model_name: str, words: str, step: str = FINAL, owner: str | None = None
+               ) -> Outputs:
+    loaded = registry.load_at(model_name, _step(step), owner)
     listed = [w for w in (words or "").replace(",", " ").split() if w]
     points = backend().inference.embedding_projection(loaded.model, loaded.tokenizer, listed)
     return {"projection_plot": plots.projection_figure(points)}
 
 
 @friendly
-def next_sentence(registry: Registry, model_name: str, text_a: str, text_b: str, owner: str | None = None
+def next_sentence(registry: Registry, model_name: str, text_a: str, text_b: str, step: str = FINAL,
+                  owner: str | None = None
                   ) -> Outputs:
-    loaded = registry.load(model_name, owner)
+    loaded = registry.load_at(model_name, _step(step), owner)
     p = backend().inference.next_sentence(loaded.model, loaded.tokenizer, text_a, text_b)
     return {"nsp_result": {"B follows A": p, "B is a random sentence": 1 - p}}
 
 
 @friendly
 def attention(registry: Registry, model_name: str, text_a: str, text_b: str, layer: float, head: float,
-              view: str, hide: bool, pair: str = PAIR_ALL, owner: str | None = None) -> Outputs:
+              view: str, hide: bool, pair: str = PAIR_ALL, step: str = FINAL, compare: str = NO_COMPARE,
+              owner: str | None = None) -> Outputs:
     """The chosen map (one head, the layer's average or the rollout), all heads of the layer, and a caption;
-    `pair` keeps only sentence A's attention to B (or B's to A)."""
-    inference = backend().inference
-    loaded = registry.load(model_name, owner)
+    `pair` keeps only sentence A's attention to B (or B's to A); `compare` draws the same map at another step."""
     text_b = (text_b or "").strip() or None
     if pair != PAIR_ALL and text_b is None:
         raise ValueError(f"the “{pair}” filter needs a sentence B: write one, or choose “{PAIR_ALL}”")
+    shown = _attention_map(registry.load_at(model_name, _step(step), owner), text_a, text_b, layer, head, view,
+                           hide, pair)
+    outputs = {"att_plot": plots.attention_heatmap(shown.rows, shown.matrix, shown.title, keys=shown.cols),
+               "grid_plot": plots.attention_grid(shown.rows, shown.heads, f"All {len(shown.heads)} heads of layer "
+                                                 f"{shown.layer}", keys=shown.cols),
+               "att_caption": text.attention_caption(len(shown.rows), len(shown.cols), shown.layers,
+                                                     len(shown.heads), view == VIEW_ROLLOUT, shown.source),
+               "compare_plot": gr.Plot(visible=False)}
+    if compare != NO_COMPARE:
+        other = _attention_map(registry.load_at(model_name, _step(compare), owner), text_a, text_b, layer, head,
+                               view, hide, pair)
+        outputs["att_plot"] = plots.attention_heatmap(shown.rows, shown.matrix, f"{_step_name(step)}",
+                                                      keys=shown.cols)
+        outputs["compare_plot"] = gr.Plot(plots.attention_heatmap(other.rows, other.matrix, _step_name(compare),
+                                                                  keys=other.cols), visible=True)
+        outputs["att_caption"] = f"**{shown.title}**, at two steps of training. " + outputs["att_caption"]
+    return outputs
+
+
+@dataclass
+class _Map:
+    """One attention view, ready to draw: row and column tokens, the map, the layer's heads and a title."""
+
+    rows: list[str]
+    cols: list[str]
+    matrix: Any
+    heads: Any
+    title: str
+    layer: int
+    layers: int
+    source: str | None  # "A" or "B" when only one sentence's attention to the other is kept
+
+
+def _attention_map(loaded: Any, text_a: str, text_b: str | None, layer: float, head: float, view: str,
+                   hide: bool, pair: str) -> _Map:
+    inference = backend().inference
     tokens, weights = inference.attention(loaded.model, loaded.tokenizer, text_a, text_b)
     n_layers, n_heads = weights.shape[:2]
     layer, head = min(max(int(layer), 1), n_layers), min(max(int(head), 1), n_heads)
@@ -204,10 +244,28 @@ def attention(registry: Registry, model_name: str, text_a: str, text_b: str, lay
         matrix, heads = matrix[rows][:, cols], heads[:, rows][:, :, cols]
         shown, keys = [shown[i] for i in rows], [shown[i] for i in cols]
         title += f", sentence {source} → sentence {target}"
-    return {"att_plot": plots.attention_heatmap(shown, matrix, title, keys=keys),
-            "grid_plot": plots.attention_grid(shown, heads, f"All {n_heads} heads of layer {layer}", keys=keys),
-            "att_caption": text.attention_caption(len(shown), len(keys), n_layers, n_heads, view == VIEW_ROLLOUT,
-                                                  source)}
+    return _Map(shown, keys, matrix, heads, title, layer, n_layers, source)
+
+
+def _step(choice: str | None) -> int | None:
+    """A timeline choice ("final", or a step number as text) as the step to load, None for the final weights."""
+    if choice in (None, "", FINAL):
+        return None
+    try:
+        return int(choice)
+    except (TypeError, ValueError):
+        raise ValueError(f"unknown training step {choice!r}: choose “{FINAL}” or one of the run's snapshot steps") \
+            from None
+
+
+def _step_name(choice: str) -> str:
+    step = _step(choice)
+    return "Final weights" if step is None else f"Step {step:,}" + (" (the random start)" if step == 0 else "")
+
+
+def timeline_choices(steps: list[int]) -> list[tuple[str, str]]:
+    """The timeline dropdown's (label, value) pairs: the final weights first, then every snapshot."""
+    return [("final weights", FINAL)] + [(_step_name(str(step)).lower(), str(step)) for step in steps]
 
 
 def _segments(tokens: list[str]) -> list[str]:
@@ -310,10 +368,15 @@ def selected(registry: Registry, model_name: str, layer: float, head: float, own
     card = info.pop("model_card") or "*This checkpoint has no model card (README.md).*"
     entry, config = registry.config_of(model_name, owner)
     own = _shows_its_examples(registry, entry.folder, owner)
+    steps = registry.timeline_steps(model_name, owner)
+    snapshots = timeline_choices(steps)
     return {"summary": summary, "model_info": text.model_markdown(info), "model_card": card,
             "fill_examples": gr.Column(visible=own), "nsp_examples": gr.Column(visible=own),
             "att_examples_box": gr.Column(visible=own),
-            "heads_off": gr.Dropdown(choices=list(head_names(config)), value=[]),
+            "step": gr.Dropdown(choices=snapshots, value=FINAL, visible=bool(steps)),
+            "compare": gr.Dropdown(choices=[("no comparison", NO_COMPARE)] + snapshots, value=NO_COMPARE,
+                                   visible=bool(steps)),
+            "heads_off": gr.Dropdown(choices=list(head_names(config)), value=[], multiselect=True),
             "emb_layer": gr.Slider(maximum=config.num_hidden_layers),
             **narrow(registry, model_name, layer, head, owner)}
 

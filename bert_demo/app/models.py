@@ -6,6 +6,7 @@ carries the model's config; `load` keeps the last few loaded models in a small L
 """
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import logging
@@ -174,6 +175,33 @@ class Catalog:
             while len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
         return loaded
+
+    def load_at(self, name: str | None, step: int | None, viewer: str | None = None) -> Loaded:
+        """The model as it was at `step` of its training (a timeline snapshot), or as it is now (step None)."""
+        entry = self.resolve(name, viewer)
+        if step is None:
+            return self.load(entry)
+        if entry.folder is None:
+            raise ValueError(f"{entry.label} has no timeline: choose “final weights”")
+        key = (entry.name, _mtime(entry.folder), step)
+        with self._cache_lock:
+            if key in self._cache:
+                self._cache.move_to_end(key)
+                return self._cache[key]
+        final = self.load(entry)
+        model = copy.deepcopy(final.model)
+        model.load_state_dict(backend().timeline.load(entry.folder, step), strict=False)  # the tie survives
+        loaded = Loaded(model.eval(), final.tokenizer, entry, final.folder)
+        with self._cache_lock:
+            self._cache[key] = loaded
+            while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+        return loaded
+
+    def timeline_steps(self, name: str | None, viewer: str | None = None) -> list[int]:
+        """The steps a model has snapshots of (none for a shipped or hub model without a timeline)."""
+        entry = self.resolve(name, viewer)
+        return backend().timeline.steps(entry.folder) if entry.folder is not None else []
 
     def config_of(self, name: str | None, viewer: str | None = None) -> tuple[ModelEntry, BertConfig]:
         """The entry and its config: read from config.json when the name was resolved, else from the loaded model."""

@@ -15,7 +15,16 @@ import gradio as gr
 
 from bert_demo import plots
 from bert_demo.app import handlers, text
-from bert_demo.app.handlers import MAX_LABELS, PAIR_ALL, PAIR_FILTERS, PROBE_LABEL, VIEWS, head_names
+from bert_demo.app.handlers import (
+    FINAL,
+    MAX_LABELS,
+    NO_COMPARE,
+    PAIR_ALL,
+    PAIR_FILTERS,
+    PROBE_LABEL,
+    VIEWS,
+    head_names,
+)
 from bert_demo.app.models import Examples, read_examples
 from bert_demo.app.registry import Registry
 from bert_demo.config import LIMITS
@@ -104,9 +113,12 @@ def _header(registry: Registry) -> Components:
                             label="Model", elem_id="model", scale=4, min_width=280,  # a row of its own on a phone
                             info="Shipped checkpoints, runs trained here, or a Hugging Face hub id / folder path "
                                  "under checkpoints/ or runs/")
+        step = gr.Dropdown(choices=[("final weights", FINAL)], value=FINAL, label="Training step", elem_id="step",
+                           scale=2, min_width=200, visible=False,
+                           info="This run kept snapshots: see the model as it was at any of them")
         refresh = gr.Button("↻ Refresh list", elem_id="refresh", scale=0, min_width=130, size="sm")
     summary = gr.Markdown(text.NO_MODEL if registry.default_model() is None else "", elem_id="model-summary")
-    return {"model": model, "refresh": refresh, "summary": summary}
+    return {"model": model, "step": step, "refresh": refresh, "summary": summary}
 
 
 def _train_tab(registry: Registry) -> Components:
@@ -240,6 +252,8 @@ def _attention_tab(examples: Examples | None) -> Components:
                                  info="with a sentence B: only A's attention to B, or B's to A")
             c["hide"] = gr.Checkbox(label="Hide [CLS] and [SEP]", value=first[5], elem_id="hide", scale=1,
                                     min_width=200)
+        c["compare"] = gr.Dropdown(choices=[("no comparison", NO_COMPARE)], value=NO_COMPARE, visible=False,
+                                   label="Compare with the same map at step", elem_id="compare")
         c["att_button"] = gr.Button("Show attention", variant="primary", elem_id="att-button")
         with gr.Column(visible=examples is not None, elem_id="att-examples") as c["att_examples_box"]:
             if examples:
@@ -249,8 +263,10 @@ def _attention_tab(examples: Examples | None) -> Components:
                     example_labels=[e[-1] for e in examples.attention],
                     label=f"Heads with a clear job in {examples.model} (click one, then Show attention)")
         c["att_caption"] = gr.Markdown(elem_id="att-caption")
-        c["att_plot"] = gr.Plot(plots.empty_figure("Press “Show attention”", height=360), show_label=False,
-                                elem_id="att-plot")
+        with gr.Row():
+            c["att_plot"] = gr.Plot(plots.empty_figure("Press “Show attention”", height=360), show_label=False,
+                                    elem_id="att-plot", min_width=300)
+            c["compare_plot"] = gr.Plot(visible=False, show_label=False, elem_id="compare-plot", min_width=300)
         c["grid_plot"] = gr.Plot(plots.empty_figure("All heads of the layer, side by side", height=240),
                                  show_label=False, elem_id="grid-plot")
     c["attention_tab"] = tab
@@ -318,33 +334,36 @@ def _events(demo: gr.Blocks, registry: Registry, c: Components) -> None:
                      train_outputs, api_name="train", concurrency_limit=None, trigger_mode="once",
                      show_progress="minimal", show_progress_on=[c["status"]])
     c["stop"].click(bound(handlers.stop), None, c["status"], api_visibility="private", queue=False)
-    fill_inputs = pick("model", "fill_text", "top_k", "heads_off")
+    fill_inputs = pick("model", "fill_text", "top_k", "heads_off", "step")
     fill_outputs = pick("filled", "layer_table", "words", *[f"mask_label_{i}" for i in range(MAX_LABELS)])
     gr.on([c["fill_button"].click, c["fill_text"].submit], bound(handlers.fill_mask), fill_inputs, fill_outputs,
           api_name="fill_mask", show_progress="hidden")  # fast; an error is a toast, the last answer stays
     c["words"].select(_mask_clicked, c["fill_text"], c["fill_text"], api_visibility="private", queue=False).then(
         bound(handlers.fill_mask), fill_inputs, fill_outputs, api_visibility="private", show_progress="hidden")
-    c["importance_button"].click(bound(handlers.importance), pick("model", "fill_text"), c["importance_plot"],
+    c["importance_button"].click(bound(handlers.importance), pick("model", "fill_text", "step"), c["importance_plot"],
                                  api_name="head_importance", show_progress_on=[c["importance_plot"]])
     gr.on([c["emb_button"].click, c["emb_word"].submit, c["emb_sentence"].submit], bound(handlers.neighbours),
-          pick("model", "emb_word", "emb_sentence", "emb_layer"), pick("neighbours_table", "neighbours_caption"),
+          pick("model", "emb_word", "emb_sentence", "emb_layer", "step"),
+          pick("neighbours_table", "neighbours_caption"),
           api_name="neighbours", show_progress="hidden")
     gr.on([c["projection_button"].click, c["emb_words"].submit], bound(handlers.projection),
-          pick("model", "emb_words"), c["projection_plot"], api_name="projection",
+          pick("model", "emb_words", "step"), c["projection_plot"], api_name="projection",
           show_progress_on=[c["projection_plot"]])
     gr.on([c["nsp_button"].click, c["text_a"].submit, c["text_b"].submit], bound(handlers.next_sentence),
-          pick("model", "text_a", "text_b"), c["nsp_result"], api_name="next_sentence", show_progress="hidden")
-    attention_inputs = pick("model", "att_a", "att_b", "layer", "head", "view", "hide", "pair")
-    attention_outputs = pick("att_plot", "grid_plot", "att_caption")
+          pick("model", "text_a", "text_b", "step"), c["nsp_result"], api_name="next_sentence",
+          show_progress="hidden")
+    attention_inputs = pick("model", "att_a", "att_b", "layer", "head", "view", "hide", "pair", "step", "compare")
+    attention_outputs = pick("att_plot", "grid_plot", "att_caption", "compare_plot")
     gr.on([c["att_button"].click, c["att_a"].submit, c["att_b"].submit, c["layer"].release, c["head"].release,
-           c["view"].input, c["hide"].input, c["pair"].input], bound(handlers.attention), attention_inputs,
+           c["view"].input, c["hide"].input, c["pair"].input, c["compare"].input], bound(handlers.attention),
+          attention_inputs,
           attention_outputs, api_name="attention", trigger_mode="always_last", show_progress_on=[c["att_plot"]])
     c["att_button"].click(None, js=SCROLL_TO_MAP, queue=False)  # at 1400 x 1000 the map starts below the fold
     c["view"].change(_head_control, c["view"], c["head"], api_visibility="private", queue=False)
     c["attention_tab"].select(bound(handlers.attention), attention_inputs, attention_outputs,
                               api_visibility="private", show_progress_on=[c["att_plot"]])
     chosen = pick("summary", "model_info", "model_card", "layer", "head", "heads_off", "emb_layer", "fill_examples",
-                  "nsp_examples", "att_examples_box")
+                  "nsp_examples", "att_examples_box", "step", "compare")
     c["model"].change(bound(handlers.selected), pick("model", "layer", "head"), chosen, api_visibility="private")
     if "att_examples" in c:
         c["att_examples"].load_input_event.then(bound(handlers.narrow), pick("model", "layer", "head"),

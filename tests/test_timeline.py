@@ -1,0 +1,90 @@
+"""A run's timeline: snapshots at growing intervals, written atomically with each save, kept across saves and
+resumes, within a disk budget; and the app showing a model as it was at one of them."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from bert_demo import timeline
+from bert_demo.app import handlers
+from bert_demo.app.registry import Registry
+from bert_demo.config import PRESETS
+from bert_demo.model import BertForPreTraining
+from bert_demo.train_config import TrainConfig
+from bert_demo.trainer import Trainer
+
+
+@pytest.fixture(scope="module")
+def corpus(write_corpus, tmp_path_factory):
+    return write_corpus(tmp_path_factory.mktemp("timeline") / "corpus.txt")
+
+
+def config(corpus, out, **changes) -> TrainConfig:
+    values = dict(preset="tiny", corpus=str(corpus), steps=120, batch_size=4, seq_len=32, vocab_size=300,
+                  out=str(out), save_every=50, eval_every=60, log_every=20, eval_batches=1)
+    return TrainConfig(**{**values, **changes})
+
+
+def test_snapshots_are_taken_at_growing_intervals_below_the_last_step():
+    assert timeline.snapshot_steps(1000) == [0, 10, 30, 100, 300]
+    assert timeline.snapshot_steps(40_000) == [0, 10, 30, 100, 300, 1000, 3000, 10_000, 30_000]
+    assert timeline.snapshot_steps(1) == [0]
+
+
+def test_a_run_keeps_its_snapshots_across_saves_and_each_holds_the_weights_of_its_step(corpus, tmp_path):
+    trainer, at_30 = Trainer(config(corpus, tmp_path / "run", log_every=10)), None
+    for record in trainer.run():
+        if record["kind"] == "train" and record["step"] == 30:
+            at_30 = {name: t.detach().clone() for name, t in trainer.model.state_dict().items()}
+    assert record["reason"] == "finished"
+    assert timeline.steps(tmp_path / "run") == [0, 10, 30, 100]  # 0-30 written at step 50, 100 at step 100
+    snapshot = timeline.load(tmp_path / "run", 30)
+    assert snapshot and set(snapshot) <= set(at_30)
+    for name, tensor in snapshot.items():
+        torch.testing.assert_close(tensor, at_30[name], atol=1e-3, rtol=1e-3)  # half precision
+
+
+def test_a_resumed_run_adds_to_the_timeline_it_had(corpus, tmp_path):
+    first = list(Trainer(config(corpus, tmp_path / "run", steps=60)).run())[-1]
+    assert timeline.steps(first["checkpoint"]) == [0, 10, 30]
+    list(Trainer(config(corpus, tmp_path / "run", steps=400), resume=first["checkpoint"]).run())
+    assert timeline.steps(tmp_path / "run") == [0, 10, 30, 100, 300]
+
+
+def test_snapshots_past_the_disk_budget_are_skipped_with_a_message(corpus, tmp_path, monkeypatch):
+    one = timeline.size(timeline.snapshot(BertForPreTraining(PRESETS["tiny"].with_vocab(300))))  # at most this
+    monkeypatch.setattr(timeline, "BUDGET_BYTES", int(2.5 * one))
+    records = list(Trainer(config(corpus, tmp_path / "run")).run())
+    assert timeline.steps(tmp_path / "run") == [0, 10]
+    assert any("no timeline snapshot at step 30" in r.get("message", "") for r in records if r["kind"] == "status")
+
+
+def test_an_unknown_snapshot_step_is_refused_with_the_steps_there_are(corpus, tmp_path):
+    list(Trainer(config(corpus, tmp_path / "run", steps=40)).run())
+    with pytest.raises(ValueError, match="no snapshot at step 20: it has 0, 10, 30"):
+        timeline.load(tmp_path / "run", 20)
+
+
+def test_the_app_shows_a_run_at_any_snapshot_and_compares_two_steps(corpus, tmp_path):
+    list(Trainer(config(corpus, tmp_path / "runs" / "a-run")).run())
+    registry = Registry(checkpoints_dir=tmp_path / "checkpoints", runs_dir=tmp_path / "runs", device="cpu",
+                        allow_hub=False)
+    chosen = handlers.selected(registry, "runs/a-run", 1, 1)
+    assert chosen["step"].constructor_args["visible"] is True
+    assert [value for _, value in chosen["step"].constructor_args["choices"]] == ["final", "0", "10", "30", "100"]
+    at_start = registry.load_at("runs/a-run", 0).model
+    final = registry.load_at("runs/a-run", None).model
+    start_table = at_start.bert.embeddings.word_embeddings.weight
+    assert not torch.equal(start_table, final.bert.embeddings.word_embeddings.weight)
+    assert at_start.cls.predictions.decoder.weight is start_table  # still tied
+    early = handlers.fill_mask(registry, "runs/a-run", "the [MASK] sat on the mat.", 3, [], "0")
+    late = handlers.fill_mask(registry, "runs/a-run", "the [MASK] sat on the mat.", 3, [], "final")
+    assert early["mask_label_0"].value != late["mask_label_0"].value
+    both = handlers.attention(registry, "runs/a-run", "the cat sat.", "", 1, 1, handlers.VIEW_HEAD, False,
+                              handlers.PAIR_ALL, "final", "0")
+    assert both["compare_plot"].visible and "Step 0" in json.loads(both["compare_plot"].value["plot"])["layout"][
+        "title"]["text"]
+    with pytest.raises(Exception, match="(?i)unknown training step 'soon'"):
+        handlers.fill_mask(registry, "runs/a-run", "the [MASK] sat.", 3, [], "soon")
