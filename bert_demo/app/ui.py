@@ -249,7 +249,7 @@ def _attention_tab(examples: Examples | None) -> Components:
             c["view"] = gr.Radio(list(VIEWS.values()), value=VIEWS[first[4]], label="Show", elem_id="view", scale=4)
         with gr.Row(equal_height=True):
             c["pair"] = gr.Radio(list(PAIR_FILTERS), value=PAIR_ALL, label="Pair", elem_id="pair", scale=3,
-                                 info="with a sentence B: only A's attention to B, or B's to A")
+                                 min_width=260, info="with a sentence B: only A's attention to B, or B's to A")
             c["hide"] = gr.Checkbox(label="Hide [CLS] and [SEP]", value=first[5], elem_id="hide", scale=1,
                                     min_width=200)
         c["compare"] = gr.Dropdown(choices=[("no comparison", NO_COMPARE)], value=NO_COMPARE, visible=False,
