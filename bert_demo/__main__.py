@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.set_defaults(command=train_command)
     evaluate = commands.add_parser("eval", help="held-out masked-LM and NSP metrics of a checkpoint")
     evaluate.add_argument("folder")
-    evaluate.add_argument("--corpus", default="wiki")
+    evaluate.add_argument("--corpus", default="wiki", help="its held-out documents; lee (never trained on): all of it")
     evaluate.add_argument("--batches", type=int, default=200, help="at most this many batches of 32")
     evaluate.add_argument("--reference", action="store_true", help="also score with transformers")
     evaluate.set_defaults(command=eval_command)

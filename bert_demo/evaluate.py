@@ -17,6 +17,7 @@ from torch import Tensor
 
 from bert_demo.checkpoint import load_pretrained, read_metadata
 from bert_demo.corpus import load_corpus
+from bert_demo.sources import SOURCES
 from bert_demo.model import IGNORE_INDEX, BertForPreTraining
 from bert_demo.pretraining_data import (
     PretrainingData,
@@ -73,14 +74,19 @@ def evaluate(folder: str | Path, corpus: str, max_batches: int = 200, batch_size
              reference: bool = False) -> dict[str, dict[str, float]]:
     """Held-out metrics of a checkpoint: the documents its run held out of `corpus`, 15% of tokens all [MASK]ed.
 
-    NSP pairs are balanced, negatives from other held-out documents. With reference=True the same batches also go
-    through `transformers.BertForPreTraining.from_pretrained(folder)`, which must give the same numbers.
+    A corpus reserved for outside evaluation ("lee") was never trained on, so all of it is scored: the
+    out-of-domain test. NSP pairs are balanced, negatives from other held-out documents. With reference=True the
+    same batches also go through `transformers.BertForPreTraining.from_pretrained(folder)`, which must give the
+    same numbers.
     """
     if isinstance(max_batches, bool) or not isinstance(max_batches, int) or max_batches < 1:
         raise ValueError(f"the number of batches must be a positive whole number, got {max_batches!r}")
     model, tokenizer = load_pretrained(folder)
     train_config = TrainConfig.from_dict(read_metadata(folder).get("train_config", {}))
-    _, val_docs = split_documents(load_corpus(corpus), train_config.val_fraction, train_config.seed)
+    if corpus in SOURCES and not SOURCES[corpus].training:
+        val_docs = load_corpus(corpus, reserved_ok=True)
+    else:
+        _, val_docs = split_documents(load_corpus(corpus), train_config.val_fraction, train_config.seed)
     seq_len = min(train_config.seq_len, model.config.max_position_embeddings)
     data = PretrainingData(tokenize_documents(val_docs, tokenizer), SpecialIds.from_tokenizer(tokenizer),
                            max_seq_len=seq_len, batch_size=batch_size, max_predictions=round(seq_len * 0.15) + 1,

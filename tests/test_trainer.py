@@ -16,6 +16,7 @@ import torch
 import transformers
 from safetensors.torch import load_file
 
+import bert_demo.evaluate as evaluate_module
 import bert_demo.trainer as trainer_module
 from bert_demo.checkpoint import load_pretrained, read_metadata
 from bert_demo.config import PRESETS
@@ -286,6 +287,17 @@ def test_evaluate_gives_the_same_numbers_through_ours_and_transformers(stories_f
     assert ours["targets"] == theirs["targets"] > 0
     for key in ("mlm_loss", "mlm_acc", "nsp_loss", "nsp_acc"):
         assert ours[key] == pytest.approx(theirs[key], abs=1e-4)
+
+
+def test_the_out_of_domain_corpus_is_scored_whole_since_no_run_trained_on_it(make_checkpoint, tmp_path, monkeypatch):
+    folder = make_checkpoint(tmp_path / "model")
+    whole = evaluate(folder, "lee", max_batches=2)["ours"]
+
+    def never(*args, **kwargs):
+        raise AssertionError("a corpus nobody trained on has no held-out split")
+
+    monkeypatch.setattr(evaluate_module, "split_documents", never)
+    assert evaluate(folder, "lee", max_batches=2)["ours"] == whole and whole["targets"] > 0
 
 
 def run_cli(*args: str, **env: str) -> subprocess.CompletedProcess:
