@@ -105,6 +105,41 @@ def training_figures(records: Sequence[Record]) -> tuple[go.Figure, go.Figure, g
     return loss_figure(records), accuracy_figure(records), lr_figure(records)
 
 
+def _running_elapsed(records: Sequence[Record]) -> list[float]:
+    """Each record's time since the run began, in minutes: a resumed run's clock restarts, so carry it over."""
+    total, offset, last = [], 0.0, 0.0
+    for record in records:
+        elapsed = float(record.get("elapsed", 0.0))
+        if elapsed < last:  # a new session of the same run
+            offset += last
+        last = elapsed
+        total.append(round((offset + elapsed) / 60, 3))
+    return total
+
+
+PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
+
+
+def compare_figure(runs: dict[str, Sequence[Record]], x: str = "tokens") -> go.Figure:
+    """Validation masked-LM accuracy (left) and training MLM loss (right) of several runs, against tokens seen or
+    minutes of training, so runs of different batch sizes or speeds are compared fairly."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("validation MLM accuracy", "training MLM loss"),
+                        horizontal_spacing=0.1)
+    for i, (name, records) in enumerate(runs.items()):
+        colour = PALETTE[i % len(PALETTE)]
+        minutes = dict(zip(map(id, records), _running_elapsed(records)))
+        for col, (kind, key) in enumerate((("val", "mlm_acc"), ("train", "mlm_loss")), start=1):
+            rows = [r for r in records if r.get("kind") == kind and isinstance(r.get(key), (int, float))]
+            xs = [r.get("tokens", 0) if x == "tokens" else minutes[id(r)] for r in rows]
+            fig.add_trace(go.Scatter(x=xs, y=[r[key] for r in rows], name=name, legendgroup=name,
+                                     showlegend=col == 1, mode="lines+markers" if kind == "val" else "lines",
+                                     line=dict(color=colour, width=1.8), marker=dict(size=5)), row=1, col=col)
+    fig.update_xaxes(title_text="tokens seen" if x == "tokens" else "minutes of training", rangemode="tozero")
+    fig.update_yaxes(rangemode="tozero", col=1)
+    fig.update_annotations(font=dict(size=12, color="#555"))
+    return _layout(fig, "Runs compared", 360, legend=dict(orientation="h", y=-0.3, x=0, font=dict(size=11)))
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # attention
 

@@ -110,6 +110,13 @@ def test_projection_figure_labels_every_word():
     assert list(fig.data[0].text) == ["cat", "dog", "sun"] and list(fig.data[0].x) == [0.1, -0.1, 0.0]
 
 
+def test_a_resumed_runs_clock_carries_on_where_its_last_session_stopped():
+    records = [{"kind": "val", "step": s, "tokens": s, "mlm_acc": 0.1, "elapsed": e}
+               for s, e in [(1, 60.0), (2, 120.0), (3, 30.0), (4, 90.0)]]  # resumed after step 2
+    fig = plots.compare_figure({"run": records}, x="time")
+    assert list(fig.data[0].x) == [1.0, 2.0, 2.5, 3.5]
+
+
 def test_attention_plots_refuse_mismatched_shapes():
     with pytest.raises(ValueError, match="do not match"):
         plots.attention_heatmap(["a", "b"], torch.rand(3, 3))

@@ -42,10 +42,10 @@ def points(output) -> int:
     return len(data[0]["x"]) if data else 0
 
 
-def test_the_api_has_exactly_the_seven_named_endpoints(client):
+def test_the_api_has_exactly_the_eight_named_endpoints(client):
     api = client.view_api(print_info=False, return_format="dict")
-    assert set(api["named_endpoints"]) == {"/train", "/fill_mask", "/head_importance", "/next_sentence", "/attention",
-                                           "/neighbours", "/projection"}
+    assert set(api["named_endpoints"]) == {"/train", "/compare_runs", "/fill_mask", "/head_importance",
+                                           "/next_sentence", "/attention", "/neighbours", "/projection"}
     assert not api["unnamed_endpoints"]
 
 
@@ -172,7 +172,7 @@ def test_a_short_run_streams_growing_metrics_and_ends_with_a_checkpoint(app, cli
     lengths, outputs = [], None
     for outputs in job:
         lengths.append(points(outputs[1]))
-    status, loss, accuracy, lr, probe, checkpoint, selector = outputs  # (a button is not an API output)
+    status, loss, accuracy, lr, probe, checkpoint, selector, _ = outputs  # (a button is not an API output)
     assert lengths[-1] == 20 and lengths == sorted(lengths) and len(set(lengths)) >= 2
     assert status.startswith("Finished 20 steps") and "choose" in status
     assert probe["label"].startswith("Step 20")
@@ -282,6 +282,23 @@ def test_examples_are_shown_only_with_the_checkpoint_they_were_written_for(make_
     other = handlers.selected(registry, "runs/a-run", 1, 1)
     assert all(own[box].constructor_args == {"visible": True} for box in boxes)
     assert all(other[box].constructor_args == {"visible": False} for box in boxes)
+
+
+def test_earlier_runs_are_compared_on_one_chart_against_tokens_or_time(make_checkpoint, tmp_path):
+    make_checkpoint(tmp_path / "runs" / "lr-1e-3")
+    make_checkpoint(tmp_path / "runs" / "lr-3e-3", history=[
+        {"kind": "val", "step": 10, "tokens": 800, "mlm_acc": 0.2, "mlm_loss": 5.0, "elapsed": 30.0},
+        {"kind": "train", "step": 10, "tokens": 800, "mlm_loss": 5.5, "elapsed": 29.0}])
+    registry = Registry(checkpoints_dir=tmp_path / "checkpoints", runs_dir=tmp_path / "runs", device="cpu",
+                        allow_hub=False)
+    figure = handlers.compare_runs(registry, ["runs/lr-1e-3", "runs/lr-3e-3"], "tokens")["compare_runs_plot"]
+    accuracy = [trace for trace in figure.data if trace.xaxis == "x"]
+    assert [trace.name for trace in accuracy] == ["lr-1e-3", "lr-3e-3"]
+    assert list(accuracy[0].x) == [400] and list(accuracy[1].x) == [800] and list(accuracy[1].y) == [0.2]
+    by_time = handlers.compare_runs(registry, ["runs/lr-3e-3"], "time")["compare_runs_plot"]
+    assert list(by_time.data[0].x) == [0.5] and by_time.layout.xaxis.title.text == "minutes of training"
+    with pytest.raises(Exception, match="(?i)choose one or more runs"):
+        handlers.compare_runs(registry, [], "tokens")
 
 
 def test_model_tab_says_how_long_a_model_trained_in_hours_minutes_or_seconds(make_checkpoint, tmp_path):

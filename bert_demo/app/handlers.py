@@ -30,6 +30,7 @@ MAX_LABELS = 6  # ranked lists shown for the first masks of a sentence
 MAX_IMPORTANCE = 4  # head-importance maps drawn, for the first masks of a sentence
 LENS_TOP_K = 3  # guesses per layer in the per-layer table
 NEIGHBOURS = 12  # nearest tokens listed in the Embeddings tab
+MAX_COMPARED = 8  # runs on one comparison chart
 UPDATE_EVERY_S = 1.0  # how often the training stream sends new charts
 VIEWS = {"head": "one head", "average": "average of the heads", "rollout": "rollout up to this layer"}
 VIEW_HEAD, VIEW_AVERAGE, VIEW_ROLLOUT = VIEWS.values()
@@ -342,9 +343,24 @@ def training_outputs(registry: Registry, job: TrainingJob, owner: str | None, fi
         name = f"runs/{job.name}"
         outputs["checkpoint_file"] = gr.File(value=str(registry.zip_checkpoint(name, owner)), visible=True) \
             if saved else None
-        outputs["model"] = gr.Dropdown(choices=registry.choices(owner))
+        outputs["model"] = outputs["compare_runs"] = gr.Dropdown(choices=registry.choices(owner))
         outputs["stop"] = STOP_IDLE
     return outputs
+
+
+@friendly
+def compare_runs(registry: Registry, names: list[str] | None, x_axis: str = "tokens", owner: str | None = None
+                 ) -> Outputs:
+    """Earlier runs' curves on one chart (from the app or the CLI: each folder keeps its history)."""
+    names = list(names or [])
+    if not names:
+        raise ValueError("choose one or more runs to compare")
+    if len(names) > MAX_COMPARED:
+        raise ValueError(f"compare at most {MAX_COMPARED} runs at a time")
+    if x_axis not in ("tokens", "time"):
+        raise ValueError(f"the x axis is 'tokens' or 'time', not {x_axis!r}")
+    runs = dict(registry.history(name, owner) for name in names)
+    return {"compare_runs_plot": plots.compare_figure(runs, x_axis)}
 
 
 def stop(registry: Registry, owner: str | None) -> Outputs:
@@ -403,7 +419,9 @@ def _slider(value: float, maximum: int) -> gr.Slider:
 
 
 def refresh(registry: Registry, model_name: str | None, owner: str | None = None) -> Outputs:
-    return {"model": gr.Dropdown(choices=registry.choices(owner), value=model_name or registry.default_model(owner))}
+    choices = registry.choices(owner)
+    return {"model": gr.Dropdown(choices=choices, value=model_name or registry.default_model(owner)),
+            "compare_runs": gr.Dropdown(choices=choices)}
 
 
 @friendly

@@ -240,6 +240,13 @@ class Catalog:
                     last_val=next((r for r in reversed(history) if r.get("kind") == "val"), None))
         return info
 
+    def history(self, name: str | None, viewer: str | None = None) -> tuple[str, list[dict[str, Any]]]:
+        """A model's label and training records (metrics over steps): the live run's, or its folder's metadata."""
+        entry = self.resolve(name, viewer)
+        if entry.name == LIVE:
+            return entry.label, list(self.job.trainer.history)
+        return entry.label, list(read_metadata(entry.folder).get("history") or []) if entry.folder else []
+
     def zip_checkpoint(self, name: str | None, viewer: str | None = None) -> Path:
         """A zip of a saved model folder in Hugging Face format (unzip, then `from_pretrained` the folder)."""
         entry = self.resolve(name, viewer)

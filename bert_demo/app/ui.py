@@ -2,7 +2,8 @@
 
 Each tab is laid out by its own short function, which returns its components by name. `wire` binds a handler to
 the registry and turns its {name: value} answer into {component: value}. Each backend action is a named API
-endpoint (/train, /fill_mask, /head_importance, /next_sentence, /attention, /neighbours, /projection);
+endpoint (/train, /compare_runs, /fill_mask, /head_importance, /next_sentence, /attention, /neighbours,
+/projection);
 helper events are private.
 """
 from __future__ import annotations
@@ -141,6 +142,15 @@ def _train_tab(registry: Registry) -> Components:
                 c["probe"] = gr.Label(label=PROBE_LABEL, num_top_classes=5, elem_id="probe", show_heading=False)
             c["checkpoint_file"] = gr.File(label="Checkpoint (Hugging Face format, zip)", visible=False,
                                            elem_id="checkpoint-file", interactive=False)
+            with gr.Accordion("Compare runs: which settings learned faster?", open=False):
+                with gr.Row(equal_height=True):
+                    c["compare_runs"] = gr.Dropdown(registry.choices(), multiselect=True, label="Runs",
+                                                    elem_id="compare-runs", scale=3)
+                    c["compare_x"] = gr.Radio(["tokens", "time"], value="tokens", label="Against",
+                                              elem_id="compare-x", scale=1, min_width=160)
+                c["compare_button"] = gr.Button("Compare", elem_id="compare-button", size="sm")
+                c["compare_runs_plot"] = gr.Plot(plots.empty_figure("Choose runs, then Compare", height=200),
+                                                 show_label=False, elem_id="compare-runs-plot")
     return c
 
 
@@ -326,7 +336,7 @@ def _events(demo: gr.Blocks, registry: Registry, c: Components) -> None:
         return [c[name] for name in names]
 
     train_outputs = pick("status", "loss_plot", "accuracy_plot", "lr_plot", "probe", "checkpoint_file", "model",
-                         "stop")
+                         "stop", "compare_runs")
     # no concurrency limit: the registry keeps its own short line (one run per visitor), so that queued runs never
     # wait in, and fill, the queue that inference shares
     c["start"].click(bound(handlers.train),
@@ -334,6 +344,8 @@ def _events(demo: gr.Blocks, registry: Registry, c: Components) -> None:
                      train_outputs, api_name="train", concurrency_limit=None, trigger_mode="once",
                      show_progress="minimal", show_progress_on=[c["status"]])
     c["stop"].click(bound(handlers.stop), None, c["status"], api_visibility="private", queue=False)
+    c["compare_button"].click(bound(handlers.compare_runs), pick("compare_runs", "compare_x"),
+                              c["compare_runs_plot"], api_name="compare_runs")
     fill_inputs = pick("model", "fill_text", "top_k", "heads_off", "step")
     fill_outputs = pick("filled", "layer_table", "words", *[f"mask_label_{i}" for i in range(MAX_LABELS)])
     gr.on([c["fill_button"].click, c["fill_text"].submit], bound(handlers.fill_mask), fill_inputs, fill_outputs,
@@ -368,11 +380,11 @@ def _events(demo: gr.Blocks, registry: Registry, c: Components) -> None:
     if "att_examples" in c:
         c["att_examples"].load_input_event.then(bound(handlers.narrow), pick("model", "layer", "head"),
                                                 pick("layer", "head"), api_visibility="private")
-    c["refresh"].click(bound(handlers.refresh), c["model"], c["model"], api_visibility="private")
+    c["refresh"].click(bound(handlers.refresh), c["model"], pick("model", "compare_runs"), api_visibility="private")
     c["download"].click(bound(handlers.download), c["model"], c["download_file"], api_visibility="private")
     for tab, button in c["links"].items():
         button.click(_go_to(tab), None, c["tabs"], api_visibility="private", queue=False)
-    demo.load(bound(handlers.refresh), c["model"], c["model"], api_visibility="private").then(
+    demo.load(bound(handlers.refresh), c["model"], pick("model", "compare_runs"), api_visibility="private").then(
         bound(handlers.selected), pick("model", "layer", "head"), chosen, api_visibility="private")
 
 
