@@ -1,4 +1,5 @@
-"""Held-out metrics: masked-LM loss, accuracy and perplexity, and NSP accuracy, through our model or `transformers`.
+"""Held-out metrics: masked-LM loss, accuracy and perplexity, and NSP accuracy, through our model or `transformers`;
+and the readout a run shows while it trains (held-out sentences' guesses, the frequency baseline).
 
 `validate` scores fixed batches during training; `evaluate` scores a saved checkpoint on the documents its run held
 out, with every target replaced by [MASK], and can score the same batches through
@@ -17,7 +18,7 @@ from torch import Tensor
 
 from bert_demo.checkpoint import load_pretrained, read_metadata
 from bert_demo.corpus import load_corpus
-from bert_demo.sources import SOURCES
+from bert_demo.inference import fill_mask
 from bert_demo.model import IGNORE_INDEX, BertForPreTraining
 from bert_demo.pretraining_data import (
     PretrainingData,
@@ -26,6 +27,7 @@ from bert_demo.pretraining_data import (
     tokenize_documents,
 )
 from bert_demo.runtime import Batch, autocast, to_device
+from bert_demo.sources import SOURCES
 from bert_demo.train_config import TrainConfig
 
 Predict = Callable[[torch.nn.Module, Batch], tuple[Tensor, Tensor]]
@@ -98,4 +100,53 @@ def evaluate(folder: str | Path, corpus: str, max_batches: int = 200, batch_size
 
         theirs = transformers.BertForPreTraining.from_pretrained(str(folder)).eval()
         results["transformers"] = validate(theirs, batches, torch.device("cpu"), predict_transformers)
+    return results
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the readout a visitor watches while a run trains: a few held-out sentences, and the frequency baseline
+
+READOUT_SENTENCES = 3
+_READOUT_WORDS = (6, 18)  # short enough to read at a glance, long enough to give context
+
+
+def frequency_baseline(train_ids: list, val_batches: list[Batch], special_ids: list[int]) -> tuple[int, float]:
+    """The most frequent token of the training text (special tokens aside), and the validation accuracy of always
+    guessing it: what a model on BERT's early plateau scores, and what real learning must beat."""
+    counts: dict[int, int] = defaultdict(int)
+    for document in train_ids:
+        for sentence in document:
+            for token in sentence:
+                counts[token] += 1
+    for special in special_ids:
+        counts.pop(special, None)
+    top = max(counts, key=counts.__getitem__) if counts else 0
+    labels = torch.cat([batch["mlm_labels"][batch["mlm_labels"] != IGNORE_INDEX] for batch in val_batches])
+    return top, float((labels == top).float().mean()) if len(labels) else 0.0
+
+
+def readout_items(val_docs: list[list[str]], tokenizer, n: int = READOUT_SENTENCES) -> list[tuple[str, str]]:
+    """(sentence with one [MASK], the hidden word) for the first held-out sentence of a readable length in each of
+    the first `n` held-out documents: its longest word that the vocabulary holds whole is hidden (a content word,
+    not "the")."""
+    items = []
+    for document in val_docs:  # one sentence per document: different topics
+        for sentence in document:
+            words = sentence.split()
+            whole = [w for w in words if w.isalpha() and len(w) >= 4 and len(tokenizer.tokenize(w)) == 1]
+            if _READOUT_WORDS[0] <= len(words) <= _READOUT_WORDS[1] and whole:
+                answer = max(whole, key=len)
+                items.append((sentence.replace(answer, tokenizer.mask_token, 1), answer.lower()))
+                break
+        if len(items) == n:
+            break
+    return items
+
+
+def readout(model: torch.nn.Module, tokenizer, items: list[tuple[str, str]], top_k: int = 3) -> list[dict]:
+    """The model's top guesses for each readout sentence, and whether the first one is the hidden word."""
+    results = []
+    for text, answer in items:
+        guesses = fill_mask(model, tokenizer, text, top_k=top_k)[0]
+        results.append({"text": text, "answer": answer, "guesses": guesses, "right": guesses[0][0] == answer})
     return results

@@ -82,8 +82,16 @@ def loss_figure(records: Sequence[Record], height: int = 300) -> go.Figure:
 
 
 def accuracy_figure(records: Sequence[Record], height: int = 300) -> go.Figure:
-    """Share of masked tokens guessed right, and of sentence pairs judged right (chance: 0.5)."""
-    return _curves(records, "acc", "Accuracy", "accuracy", height, from_zero=True)
+    """Share of masked tokens guessed right, and of sentence pairs judged right (chance: 0.5); with the masked-LM
+    accuracy of always guessing the most frequent token, the line that real learning must rise above."""
+    fig = _curves(records, "acc", "Accuracy", "accuracy", height, from_zero=True)
+    x, y = _series(records, "val", "mlm_baseline_acc")
+    if x:
+        fig.add_trace(go.Scatter(x=x, y=y, name="always the most frequent token", mode="lines",
+                                 line=dict(color="#888", dash="dot", width=1.5),
+                                 hovertemplate="always the most frequent token: %{y:.3f}<extra></extra>"),
+                      row=1, col=1)
+    return fig
 
 
 def lr_figure(records: Sequence[Record], height: int = 300) -> go.Figure:

@@ -43,6 +43,23 @@ class ValRecord(TypedDict):
     targets: int
     pairs: int
     elapsed: float
+    mlm_baseline_acc: NotRequired[float]  # always guessing the training text's most frequent token
+
+
+class ReadoutItem(TypedDict):
+    text: str  # a held-out sentence with one [MASK]
+    answer: str
+    guesses: list[tuple[str, float]]
+    right: bool
+
+
+class ReadoutRecord(TypedDict):
+    """What the model gets right on a few fixed held-out sentences at this step (`evaluate.readout`)."""
+
+    kind: Literal["readout"]
+    step: int
+    items: list[ReadoutItem]
+    baseline_token: str
 
 
 class ProbeRecord(TypedDict):
@@ -65,4 +82,4 @@ class DoneRecord(TypedDict):
     message: str | None
 
 
-Record = StatusRecord | TrainRecord | ValRecord | ProbeRecord | DoneRecord
+Record = StatusRecord | TrainRecord | ValRecord | ProbeRecord | ReadoutRecord | DoneRecord

@@ -37,7 +37,7 @@ from bert_demo.checkpoint import (
 )
 from bert_demo.config import PRESETS
 from bert_demo.corpus import load_corpus
-from bert_demo.evaluate import validate
+from bert_demo.evaluate import frequency_baseline, readout, readout_items, validate
 from bert_demo.inference import fill_mask
 from bert_demo.model import IGNORE_INDEX, BertForPreTraining
 from bert_demo.pretraining_data import (
@@ -47,7 +47,7 @@ from bert_demo.pretraining_data import (
     tokenize_documents,
 )
 from bert_demo.recipe import initialise, lr_multiplier, make_optimizer, unigram_log_probs
-from bert_demo.records import DoneRecord, ProbeRecord, Record
+from bert_demo.records import DoneRecord, ProbeRecord, ReadoutRecord, Record
 from bert_demo.runtime import (
     Batch,
     Distributed,
@@ -146,6 +146,8 @@ class Trainer:
             batches = itertools.chain(itertools.islice(short.batches(), cfg.short_seq_steps - self.step), batches)
         val_batches = self._data(tokenize_documents(val_docs, self.tokenizer), special, 0, 32).fixed_batches(
             cfg.eval_batches, seed=0)
+        self._baseline = frequency_baseline(train_ids, val_batches, self.tokenizer.all_special_ids)
+        self._readout_items = readout_items(val_docs, self.tokenizer)
         optimizer, schedule = self._model_and_optimizer(train_ids)
         yield {"kind": "status", "message": f"training on {self.device.type} ({self.dist.world_size} process(es)) "
                                             f"with {self.model.num_parameters():,} parameters"}
@@ -258,8 +260,10 @@ class Trainer:
                 yield self._log(window.flush(self.dist.world_size), tokens_seen, started,
                                 lr=schedule.get_last_lr()[0])
             if main and (self.step % cfg.eval_every == 0 or self.step == cfg.steps):
-                yield self._log(validate(model, val_batches, self.device), tokens_seen, started, kind="val")
+                metrics = {**validate(model, val_batches, self.device), "mlm_baseline_acc": self._baseline[1]}
+                yield self._log(metrics, tokens_seen, started, kind="val")
                 yield self._probe()
+                yield self._readout()
             if self.step % cfg.save_every == 0 and self.step < cfg.steps:
                 try:
                     self._save(optimizer, started)
@@ -272,6 +276,7 @@ class Trainer:
             return
         if main and self.step % cfg.eval_every:  # stopped between probes: show the guesses of the weights it keeps
             yield self._probe()
+            yield self._readout()
         yield self._finish("finished" if self.step >= cfg.steps else "stopped", started, optimizer)
 
     def _stopping(self) -> bool:
@@ -310,6 +315,11 @@ class Trainer:
                               f"{timeline.BUDGET_BYTES // 2**20} MB budget"}
             return
         self.snapshots[self.step] = state
+
+    def _readout(self) -> ReadoutRecord:
+        """The guesses for a few fixed held-out sentences (kept out of the history: the app shows the latest)."""
+        return {"kind": "readout", "step": self.step, "items": readout(self.model, self.tokenizer, self._readout_items),
+                "baseline_token": self.tokenizer.convert_ids_to_tokens(self._baseline[0])}
 
     def _save(self, optimizer, started: float) -> Path | None:
         """Rank 0 writes the checkpoint (atomically); the other ranks wait for it."""

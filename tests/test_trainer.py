@@ -92,7 +92,10 @@ def test_run_streams_growing_metrics_then_a_checkpoint_that_transformers_loads(s
     assert {"mlm_loss", "nsp_loss", "mlm_acc", "nsp_acc", "lr", "tokens_per_s", "elapsed"} <= set(train[0])
     assert train[-1]["mlm_loss"] < train[0]["mlm_loss"]
     val = [r for r in records if r["kind"] == "val"][0]
-    assert {"mlm_loss", "mlm_acc", "mlm_ppl", "nsp_loss", "nsp_acc"} <= set(val)
+    assert {"mlm_loss", "mlm_acc", "mlm_ppl", "nsp_loss", "nsp_acc", "mlm_baseline_acc"} <= set(val)
+    readouts = [r for r in records if r["kind"] == "readout"]
+    assert [r["step"] for r in readouts] == [20, 40]  # after every validation
+    assert readouts[0]["items"] and all("[MASK]" in item["text"] for item in readouts[0]["items"])
     assert records[-1]["reason"] == "finished" and Path(records[-1]["checkpoint"]).is_dir()
     metadata = read_metadata(tmp_path / "run")
     assert metadata["step"] == 40 and metadata["train_config"]["seq_len"] == 32 and len(metadata["history"]) > 8

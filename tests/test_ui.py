@@ -172,10 +172,13 @@ def test_a_short_run_streams_growing_metrics_and_ends_with_a_checkpoint(app, cli
     lengths, outputs = [], None
     for outputs in job:
         lengths.append(points(outputs[1]))
-    status, loss, accuracy, lr, probe, checkpoint, selector, _ = outputs  # (a button is not an API output)
+    status, loss, accuracy, lr, probe, checkpoint, selector, _, readout = outputs  # (Stop is no API output)
     assert lengths[-1] == 20 and lengths == sorted(lengths) and len(set(lengths)) >= 2
     assert status.startswith("Finished 20 steps") and "choose" in status
     assert probe["label"].startswith("Step 20")
+    assert readout.startswith("**Held-out sentences at step 20**") and "[MASK]" in readout
+    baseline = [t for t in plot_data(accuracy) if t["name"] == "always the most frequent token"]
+    assert baseline and 0 < baseline[0]["y"][-1] < 1
     assert str(checkpoint["value"]).endswith(".zip"), checkpoint
     assert "value" not in selector  # the selector lists the run but keeps showing the visitor's choice
     run = next(name for _, name in selector["choices"] if name.startswith("runs/tiny-upload-"))

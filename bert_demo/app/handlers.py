@@ -298,7 +298,7 @@ def train(registry: Registry, corpus: list[str], upload: str | None, preset: str
         return
     try:
         yield {"status": text.job_status(job), **_figures([]), "probe": gr.Label(value=None, label=PROBE_LABEL),
-               "checkpoint_file": None, "stop": STOP_ACTIVE}
+               "checkpoint_file": None, "stop": STOP_ACTIVE, "readout": ""}
         yield from _follow(registry, job, owner)
     finally:
         if job.done is None:  # the visitor went away (tab closed, job cancelled): end the run, keep its weights
@@ -338,6 +338,10 @@ def training_outputs(registry: Registry, job: TrainingJob, owner: str | None, fi
     elif probe is not None:
         outputs["probe"] = gr.Label(value=dict(probe["predictions"]),
                                     label=f"Step {probe['step']}: guesses for “{probe['text']}”")
+    readout = next((r for r in reversed(job.records) if r.get("kind") == "readout"), None)
+    baseline = next((r.get("mlm_baseline_acc") for r in reversed(job.records) if r.get("kind") == "val"), None)
+    if readout is not None:
+        outputs["readout"] = text.readout_markdown(readout, baseline)
     if final:
         saved = job.done is not None and job.done.get("checkpoint")
         name = f"runs/{job.name}"

@@ -152,8 +152,9 @@ def layer_table(lens: list[list[list[tuple[str, float]]]]) -> str:
 
 
 def _escape(token: str) -> str:
-    """A token as literal Markdown text (a WordPiece "##s", "|" or "*" must not format the table)."""
-    return re.sub(r"([\\`*_{}\[\]()#+\-.!|<>])", r"\\\1", token)
+    """Text as literal Markdown inside a table cell: "|" must not end the cell, nor "*" or "_" start emphasis, nor
+    "<" a tag. ("[MASK]" is no link without a "(" after it, and "##s" is no heading inside a cell.)"""
+    return re.sub(r"([\\`*_{}|<>])", r"\\\1", token)
 
 
 _WORD = re.compile(r"\S+")
@@ -185,3 +186,18 @@ def mask_word(sentence: str, index: int) -> str:
     if not core:  # punctuation alone ("—"): mask all of it
         lead, trail = "", ""
     return sentence[:match.start()] + lead + "[MASK]" + trail + sentence[match.end():]
+
+
+def readout_markdown(record: dict[str, Any] | None, baseline: float | None) -> str:
+    """The held-out readout: a few sentences the run never trained on, the hidden word, and the model's guesses."""
+    if not record or not record.get("items"):
+        return ""
+    lines = [f"**Held-out sentences at step {record['step']:,}** (never trained on). "
+             + (f"Always guessing “{record['baseline_token']}” would score {baseline:.0%} of held-out words."
+                if baseline is not None else ""),
+             "", "| sentence | hidden word | the model's guesses |", "|---|---|---|"]
+    for item in record["items"]:
+        mark = "✅" if item["right"] else "❌"
+        guesses = " · ".join(f"{_escape(token)} {p:.0%}" for token, p in item["guesses"])
+        lines.append(f"| {_escape(item['text'])} | {_escape(item['answer'])} | {mark} {guesses} |")
+    return "\n".join(lines)

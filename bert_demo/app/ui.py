@@ -44,7 +44,7 @@ CSS = """
   min-height: 5rem !important; height: 5rem !important; }
 #fill-sentence .token .label { color: #1e3a8a !important; font-weight: 600; }
 #upload .upload-container { padding-top: 1.8em; }
-#model-info table, #layer-table table { display: block; overflow-x: auto; }  /* a phone scrolls, words stay whole */
+#model-info table, #layer-table table, #readout table { display: block; overflow-x: auto; }  /* a phone scrolls */
 #model-info th, #model-info td, #layer-table th, #layer-table td { white-space: nowrap; }
 """
 Components = dict[str, Any]
@@ -140,6 +140,7 @@ def _train_tab(registry: Registry) -> Components:
             with gr.Row(equal_height=True):
                 c["lr_plot"] = gr.Plot(plots.empty_figure("Learning rate"), elem_id="lr-plot", show_label=False)
                 c["probe"] = gr.Label(label=PROBE_LABEL, num_top_classes=5, elem_id="probe", show_heading=False)
+            c["readout"] = gr.Markdown(elem_id="readout")
             c["checkpoint_file"] = gr.File(label="Checkpoint (Hugging Face format, zip)", visible=False,
                                            elem_id="checkpoint-file", interactive=False)
             with gr.Accordion("Compare runs: which settings learned faster?", open=False):
@@ -336,7 +337,7 @@ def _events(demo: gr.Blocks, registry: Registry, c: Components) -> None:
         return [c[name] for name in names]
 
     train_outputs = pick("status", "loss_plot", "accuracy_plot", "lr_plot", "probe", "checkpoint_file", "model",
-                         "stop", "compare_runs")
+                         "stop", "compare_runs", "readout")
     # no concurrency limit: the registry keeps its own short line (one run per visitor), so that queued runs never
     # wait in, and fill, the queue that inference shares
     c["start"].click(bound(handlers.train),
