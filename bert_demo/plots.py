@@ -130,8 +130,8 @@ PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e
 
 def compare_figure(runs: dict[str, Sequence[Record]], x: str = "tokens") -> go.Figure:
     """Validation masked-LM accuracy (left) and training MLM loss (right) of several runs, against tokens seen or
-    minutes of training, so runs of different batch sizes or speeds are compared fairly."""
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("validation MLM accuracy", "training MLM loss"),
+    minutes of training (log scale), so runs of different batch sizes, speeds and lengths are compared fairly."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("held-out accuracy", "training loss"),
                         horizontal_spacing=0.1)
     for i, (name, records) in enumerate(runs.items()):
         colour = PALETTE[i % len(PALETTE)]
@@ -142,7 +142,8 @@ def compare_figure(runs: dict[str, Sequence[Record]], x: str = "tokens") -> go.F
             fig.add_trace(go.Scatter(x=xs, y=[r[key] for r in rows], name=name, legendgroup=name,
                                      showlegend=col == 1, mode="lines+markers" if kind == "val" else "lines",
                                      line=dict(color=colour, width=1.8), marker=dict(size=5)), row=1, col=col)
-    fig.update_xaxes(title_text="tokens seen" if x == "tokens" else "minutes of training", rangemode="tozero")
+    # a log axis: a 3-minute run and a 26-hour one are both readable on it, and early learning is spread out
+    fig.update_xaxes(title_text="tokens seen" if x == "tokens" else "minutes of training", type="log")
     fig.update_yaxes(rangemode="tozero", col=1)
     fig.update_annotations(font=dict(size=12, color="#555"))
     return _layout(fig, "Runs compared", 360, legend=dict(orientation="h", y=-0.3, x=0, font=dict(size=11)))

@@ -197,7 +197,7 @@ def readout_markdown(record: dict[str, Any] | None, baseline: float | None) -> s
                 if baseline is not None else ""),
              "", "| sentence | hidden word | the model's guesses |", "|---|---|---|"]
     for item in record["items"]:
-        mark = "✅" if item["right"] else "❌"
+        mark = "✓" if item["right"] else "✗"
         guesses = " · ".join(f"{_escape(token)} {p:.0%}" for token, p in item["guesses"])
         lines.append(f"| {_escape(item['text'])} | {_escape(item['answer'])} | {mark} {guesses} |")
     return "\n".join(lines)
