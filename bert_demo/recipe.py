@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 import torch
 from torch import nn
@@ -98,6 +99,16 @@ def _rotation(angles: torch.Tensor) -> torch.Tensor:
     c, s = torch.cos(angles), torch.sin(angles)
     blocks = [torch.tensor([[ck, sk], [-sk, ck]]) for ck, sk in zip(c.tolist(), s.tolist())]
     return torch.block_diag(*blocks)
+
+
+def set_dropout(model: BertForPreTraining, p: float) -> None:
+    """Change a built model's hidden and attention dropout (a run continuing a checkpoint with its own recipe)."""
+    model.config = replace(model.config, hidden_dropout_prob=p, attention_probs_dropout_prob=p)
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = p
+        if hasattr(module, "dropout_prob"):  # the fused attention path reads its rate from here
+            module.dropout_prob = p
 
 
 def unigram_log_probs(documents: Iterable[Iterable[Sequence[int]]], vocab_size: int) -> torch.Tensor:

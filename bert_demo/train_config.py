@@ -83,6 +83,9 @@ class TrainConfig:
     log_every: int = setting(5, "report training metrics every N steps", low=1)
     seed: int = setting(0, "random seed", low=0, high=2**31 - 1)
     tokenizer: str | None = setting(None, "reuse the tokenizer of this checkpoint folder")
+    init_from: str | None = setting(None, "start from this checkpoint folder's weights and tokenizer instead of "
+                                          "random ones: continued pre-training on a new corpus (domain adaptation); "
+                                          "its size replaces --preset and --vocab-size", label="start from")
     probe: str = setting("the [MASK] of the united states is the head of state.",
                          "a sentence with [MASK] whose guesses are shown at every validation")
     device: str | None = setting(None, "cpu, cuda or cuda:N (default: CUDA when present)")
@@ -97,8 +100,11 @@ class TrainConfig:
             raise ValueError(f"batch size {self.batch_size} must be a multiple of grad_accum {self.grad_accum}")
         if self.warmup_steps is not None and self.warmup_steps > self.steps:
             raise ValueError("warm-up steps must be between 0 and steps")
+        if self.init_from and self.tokenizer:
+            raise ValueError("a run that starts from a checkpoint uses that checkpoint's tokenizer: leave tokenizer "
+                             "out")
         heads = PRESETS[self.preset].num_attention_heads
-        if self.local_heads > heads:
+        if self.local_heads > heads and not self.init_from:
             raise ValueError(f"local heads must be at most the {heads} heads of a {self.preset} layer")
         if self.local_heads and self.sinusoid_positions:
             raise ValueError("local heads bring their own position code: turn sinusoid_positions off")

@@ -46,7 +46,7 @@ from bert_demo.pretraining_data import (
     split_documents,
     tokenize_documents,
 )
-from bert_demo.recipe import initialise, lr_multiplier, make_optimizer, unigram_log_probs
+from bert_demo.recipe import initialise, lr_multiplier, make_optimizer, set_dropout, unigram_log_probs
 from bert_demo.records import DoneRecord, ProbeRecord, ReadoutRecord, Record
 from bert_demo.runtime import (
     Batch,
@@ -161,8 +161,8 @@ class Trainer:
     def _tokenizer(self, train_docs: list[list[str]]) -> BertTokenizerFast:
         if self.resume:
             return load_tokenizer(self.resume)
-        if self.config.tokenizer:
-            return load_tokenizer(self.config.tokenizer)
+        if self.config.tokenizer or self.config.init_from:
+            return load_tokenizer(self.config.tokenizer or self.config.init_from)
         if not self.dist.is_main:
             return self._broadcast_vocabulary(None)
         # min_frequency=1: on a small corpus words seen once still get whole-word entries; on a large one the
@@ -195,6 +195,10 @@ class Trainer:
         cfg = self.config
         if self.resume:
             self.model, _ = load_pretrained(self.resume, device=self.device)
+        elif cfg.init_from:  # continued pre-training: the checkpoint's weights, a fresh optimizer and schedule
+            self.model, _ = load_pretrained(cfg.init_from, device=self.device)
+            if cfg.dropout is not None:
+                set_dropout(self.model, cfg.dropout)
         else:
             model_config = PRESETS[cfg.preset].with_vocab(len(self.tokenizer))
             if cfg.dropout is not None:

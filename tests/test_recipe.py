@@ -6,7 +6,7 @@ import torch
 
 from bert_demo.config import PRESETS
 from bert_demo.model import BertForPreTraining
-from bert_demo.recipe import initialise, lr_multiplier, sinusoids, unigram_log_probs
+from bert_demo.recipe import initialise, lr_multiplier, set_dropout, sinusoids, unigram_log_probs
 
 
 def fresh(seed: int = 0) -> BertForPreTraining:
@@ -98,3 +98,11 @@ def test_local_heads_start_on_the_previous_and_the_next_token_in_every_layer():
 def test_more_local_heads_than_a_layer_has_are_refused():
     with pytest.raises(ValueError, match="between 1 and 4"):
         initialise(fresh(), local_heads=5)
+
+
+def test_set_dropout_changes_every_dropout_of_a_built_model_and_its_config():
+    model = BertForPreTraining(PRESETS["tiny"].with_vocab(100))
+    set_dropout(model, 0.3)
+    rates = {m.p for m in model.modules() if isinstance(m, torch.nn.Dropout)}
+    assert rates == {0.3} and model.config.hidden_dropout_prob == model.config.attention_probs_dropout_prob == 0.3
+    assert all(layer.attention.self.dropout_prob == 0.3 for layer in model.bert.encoder.layer)

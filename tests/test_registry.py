@@ -9,6 +9,7 @@ import tempfile
 import threading
 import time
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ import pytest
 from bert_demo.checkpoint import read_metadata
 from bert_demo.app.models import LIVE, MAX_CARD_CHARS
 from bert_demo.app.registry import Registry
+from bert_demo.config import PRESETS
 from bert_demo.app.runs import Caps
 from bert_demo.app.text import job_status
 from bert_demo.train_config import APP_RUN, default
@@ -211,6 +213,20 @@ def test_the_apps_default_run_is_within_the_cpu_caps_and_uses_the_default_recipe
 def test_a_run_on_two_corpora_gets_a_valid_folder_name(registry):
     config = registry.train_config(corpus=["news", "wiki"])
     assert config.corpus == "news,wiki" and Path(config.out).name.startswith("tiny-news-wiki-")
+
+
+def test_continuing_a_saved_model_names_its_folder_and_refuses_what_cannot_be_continued(registry, roots,
+                                                                                         monkeypatch):
+    config = registry.train_config(corpus=["wiki"], init_from="checkpoints/tiny-test")
+    assert config.init_from == str(roots["checkpoints"] / "tiny-test")
+    assert Path(config.out).name.startswith("tiny-test-continued-wiki-")
+    with pytest.raises(ValueError, match="no model called"):
+        registry.train_config(corpus=["wiki"], init_from="checkpoints/missing")
+    tiny_only = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=roots["runs"], device="cpu",
+                         allow_hub=False, caps=Caps("cpu", {"preset": ("tiny",)}))
+    monkeypatch.setitem(PRESETS, "tiny", replace(PRESETS["tiny"], hidden_size=64))  # the checkpoint is wider
+    with pytest.raises(ValueError, match="bigger than the models this machine trains \\(tiny\\)"):
+        tiny_only.train_config(corpus=["wiki"], init_from="checkpoints/tiny-test")
 
 
 def test_uploads_are_checked_and_copied_to_a_safe_name(write_corpus, roots, tmp_path, monkeypatch):

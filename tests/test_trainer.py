@@ -18,6 +18,7 @@ from safetensors.torch import load_file
 
 import bert_demo.evaluate as evaluate_module
 import bert_demo.trainer as trainer_module
+from bert_demo import timeline
 from bert_demo.checkpoint import load_pretrained, read_metadata
 from bert_demo.config import PRESETS
 from bert_demo.corpus import load_corpus
@@ -141,6 +142,26 @@ def test_stop_from_another_thread_leaves_a_valid_checkpoint(stories_file, tmp_pa
     probes = [r for r in records if r["kind"] == "probe"]
     if done["step"] % 20:  # stopped between two probes (eval_every=20): one more shows the weights it kept
         assert probes and probes[-1]["step"] == done["step"]
+
+
+def test_a_continued_run_starts_from_the_checkpoints_weights_and_vocabulary_with_a_new_schedule(stories_file,
+                                                                                                   tmp_path):
+    first_records = list(Trainer(tiny_config(stories_file, tmp_path / "first", steps=20)).run())
+    first = first_records[-1]["checkpoint"]
+    source, source_tokenizer = load_pretrained(first)
+    continued = Trainer(tiny_config(stories_file, tmp_path / "continued", steps=20, init_from=first,
+                                    dropout=0.0))
+    records = list(continued.run())
+    assert records[-1]["reason"] == "finished" and read_metadata(tmp_path / "continued")["step"] == 20
+    start = timeline.load(tmp_path / "continued", 0)  # its step 0 is the checkpoint it continued
+    for name, tensor in source.state_dict().items():
+        if name in start:
+            torch.testing.assert_close(start[name], tensor, atol=1e-3, rtol=1e-3)
+    assert continued.tokenizer.get_vocab() == source_tokenizer.get_vocab()
+    lrs = [[r["lr"] for r in run if r["kind"] == "train"] for run in (first_records, records)]
+    assert lrs[0] == pytest.approx(lrs[1])  # the same schedule from step 0, not the first run's, carried on
+    with pytest.raises(ValueError, match="uses that checkpoint's tokenizer"):
+        tiny_config(stories_file, tmp_path / "x", init_from=first, tokenizer=first).validate()
 
 
 def test_a_stop_before_the_first_step_leaves_the_output_folder_as_it_was(stories_file, tmp_path):

@@ -13,7 +13,7 @@ import pytest
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 
-from bert_demo.config import PRESETS
+from bert_demo.config import PRESETS, read_metadata
 from bert_demo.app.registry import Registry
 from bert_demo.app import handlers
 from bert_demo.app.handlers import VIEW_AVERAGE, VIEW_HEAD, VIEW_ROLLOUT
@@ -313,3 +313,17 @@ def test_model_tab_says_how_long_a_model_trained_in_hours_minutes_or_seconds(mak
              for name in ("long", "short", "medium")}
     assert ", 16 h 43 min of training on cpu." in shown["long"]
     assert ", 42 s of training on cpu." in shown["short"] and ", 13 min of training on cpu." in shown["medium"]
+
+
+def test_the_train_tab_continues_the_selected_model_through_the_api(app, client):
+    job = client.submit(["wiki"], None, "tiny", 10, 4, 1e-3, 32, 512, False, handlers.START_CONTINUE, MODEL,
+                        api_name="/train")
+    outputs = None
+    for outputs in job:
+        pass
+    status = outputs[0]
+    assert status.startswith("Finished 10 steps") and "tiny-test-continued-wiki" in status
+    run = next(e for e in app["registry"].list_models() if "tiny-test-continued-wiki" in e.name)
+    assert read_metadata(run.folder)["train_config"]["init_from"].endswith("tiny-test")
+    with pytest.raises(AppError, match="(?i)somewhere.*not in the list of choices"):  # gradio checks the radio
+        client.predict(["wiki"], None, "tiny", 10, 4, 1e-3, 32, 512, False, "somewhere", MODEL, api_name="/train")

@@ -36,6 +36,8 @@ VIEWS = {"head": "one head", "average": "average of the heads", "rollout": "roll
 VIEW_HEAD, VIEW_AVERAGE, VIEW_ROLLOUT = VIEWS.values()
 PAIR_FILTERS = ("every token", "sentence A → B", "sentence B → A")
 PAIR_ALL, PAIR_A_TO_B, PAIR_B_TO_A = PAIR_FILTERS
+STARTS = ("random weights (pre-train from scratch)", "the model selected above (continue training it)")
+START_RANDOM, START_CONTINUE = STARTS
 FINAL, NO_COMPARE = "final", "none"  # the timeline choices that mean "the weights as they are now" and "no comparison"
 PROBE_LABEL = f"Probe: guesses for “{default('probe')}”"
 Outputs = dict[str, Any]
@@ -283,11 +285,15 @@ def view_changed(view: str) -> Outputs:
 @friendly
 def train(registry: Registry, corpus: list[str], upload: str | None, preset: str, steps: float,
           batch_size: float, lr: float, seq_len: float, vocab_size: float, share: bool = False,
-          owner: str | None = None) -> Iterator[Outputs]:
-    """Wait in line for the training slot, start the run, and stream its charts until it ends."""
+          start: str = START_RANDOM, model_name: str | None = None, owner: str | None = None) -> Iterator[Outputs]:
+    """Wait in line for the training slot, start the run (from random weights, or continuing `model_name`), and
+    stream its charts until it ends."""
+    if start not in STARTS:
+        raise ValueError(f"start from {' or '.join(STARTS)}, not {start!r}")
     job = None
     for update in registry.train_in_line(corpus=corpus, upload=upload, preset=preset, steps=steps,
                                          batch_size=batch_size, lr=lr, seq_len=seq_len, vocab_size=vocab_size,
+                                         init_from=model_name if start == START_CONTINUE else None,
                                          share=bool(share), owner=owner):
         if isinstance(update, str):
             yield {"status": update, "stop": STOP_ACTIVE}  # Stop also takes a visitor out of the line

@@ -27,7 +27,7 @@ from bert_demo.app.models import (
     model_folders,
     prune_downloads,
 )
-from bert_demo.config import read_metadata
+from bert_demo.config import PRESETS, read_metadata
 from bert_demo.corpus import load_corpus
 from bert_demo.records import DoneRecord, Record
 from bert_demo.sources import TRAINING_SOURCES
@@ -99,8 +99,10 @@ class Runs:
         return self._fixed_caps or Caps("gpu" if self.device.startswith("cuda") else "cpu")
 
     def train_config(self, corpus: str | list[str] | tuple[str, ...] | None = APP_RUN["corpus"],
-                     upload: str | Path | None = None, name: str | None = None, **form: Any) -> TrainConfig:
+                     upload: str | Path | None = None, name: str | None = None, init_from: str | None = None,
+                     viewer: str | None = None, **form: Any) -> TrainConfig:
         """A checked TrainConfig for a run in `runs/` from the form's values (APP_RUN where one is left out);
+        `init_from` names a saved model to continue training instead of starting from random weights.
         ValueError names the first setting that is not allowed."""
         unknown = set(form) - set(FORM)
         if unknown:
@@ -117,7 +119,11 @@ class Runs:
         config = TrainConfig(**values, corpus=",".join(sources) or "upload", log_every=max(1, steps // 50),
                              eval_every=max(10, steps // 6), save_every=10**9, device=self.torch_device())
         config.validate(self.caps.limits)
-        run_name = name or f"{config.preset}-{'-'.join([*sources, *(['upload'] if upload else [])])}-" \
+        start = config.preset
+        if init_from:
+            folder = self._continuable(init_from, viewer)
+            config.init_from, start = str(folder), f"{folder.name}-continued"
+        run_name = name or f"{start}-{'-'.join([*sources, *(['upload'] if upload else [])])}-" \
                            f"{time.strftime('%Y%m%d-%H%M%S')}"
         if not FOLDER.fullmatch(run_name):
             raise ValueError(f"{run_name!r} is not a valid run name")
@@ -125,6 +131,19 @@ class Runs:
         if upload:  # last: every refusal above leaves nothing behind
             config.corpus = ",".join([*sources, str(self._check_upload(Path(upload), alone=not sources))])
         return config
+
+    def _continuable(self, name: str, viewer: str | None) -> Path:
+        """The folder of a saved model this machine may go on training: not the live run, not a hub id, and no
+        bigger than the largest model size the machine trains from scratch."""
+        entry = self.resolve(name, viewer)
+        if entry.folder is None or entry.config is None:
+            raise ValueError(f"only a saved model can be continued, not {entry.label}: choose a checkpoint or a "
+                             "finished run")
+        allowed = {preset: PRESETS[preset] for preset in self.caps.choices("preset")}
+        if all(entry.config.hidden_size > c.hidden_size or entry.config.num_hidden_layers > c.num_hidden_layers
+               for c in allowed.values()):
+            raise ValueError(f"{entry.label} is bigger than the models this machine trains ({', '.join(allowed)})")
+        return entry.folder
 
     def _check_upload(self, path: Path, alone: bool) -> Path:
         """Check an uploaded text file, read it, and return a private copy under a name of our choosing (a visitor's
@@ -164,7 +183,7 @@ class Runs:
         generator (the visitor left) or `stop_training` by the same owner gives the place up. A run trained on an
         upload is private to its owner unless `share` is set: its vocabulary and guesses would show the text.
         """
-        config = self.train_config(**settings)
+        config = self.train_config(**settings, viewer=owner)
         try:
             ticket = self._join_line(owner)
         except ValueError:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 from typing import Any
 
 from bert_demo.app.runs import Caps, TrainingJob
@@ -57,8 +58,10 @@ def job_status(job: TrainingJob) -> str:
         statuses = [r["message"] for r in job.records if r.get("kind") == "status"]
         return f"Preparing ({clock(elapsed)}): {statuses[-1] if statuses else 'starting'}…"
     last = train[-1]
+    source = job.trainer.config.init_from
+    prefix = f"Continuing {Path(source).name} · " if source else ""  # domain adaptation, said on every line
     step = max(last["step"], max((r.get("step", 0) for r in job.records), default=0))  # as far as the probe
-    line = f"Step {step}/{total} · {last['tokens_per_s']:,.0f} tokens/s · {clock(elapsed)} elapsed"
+    line = f"{prefix}Step {step}/{total} · {last['tokens_per_s']:,.0f} tokens/s · {clock(elapsed)} elapsed"
     if len(train) >= 2 and last["step"] > train[0]["step"]:
         per_step = (last["elapsed"] - train[0]["elapsed"]) / (last["step"] - train[0]["step"])
         line += f" · about {clock(per_step * (total - last['step']))} left"

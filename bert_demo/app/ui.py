@@ -23,6 +23,8 @@ from bert_demo.app.handlers import (
     PAIR_ALL,
     PAIR_FILTERS,
     PROBE_LABEL,
+    START_RANDOM,
+    STARTS,
     VIEWS,
     head_names,
 )
@@ -127,6 +129,10 @@ def _train_tab(registry: Registry) -> Components:
     with gr.Tab("Train", id="train", elem_id="tab-train"), gr.Row():
         with gr.Column(scale=1, min_width=300):
             c = _train_form(caps)
+            c["start_from"] = gr.Radio(list(STARTS), value=START_RANDOM, label="Start from", elem_id="start-from",
+                                       info="Continuing a model teaches it a new corpus (domain adaptation): its "
+                                            "size and vocabulary stay, the model size and vocabulary above are "
+                                            "ignored")
             with gr.Row():
                 c["start"] = gr.Button("Start training", variant="primary", elem_id="start")
                 c["stop"] = gr.Button("Stop", variant="secondary", elem_id="stop", interactive=False)
@@ -341,7 +347,8 @@ def _events(demo: gr.Blocks, registry: Registry, c: Components) -> None:
     # no concurrency limit: the registry keeps its own short line (one run per visitor), so that queued runs never
     # wait in, and fill, the queue that inference shares
     c["start"].click(bound(handlers.train),
-                     pick("corpus", "upload", "preset", "steps", "batch_size", "lr", "seq_len", "vocab_size", "share"),
+                     pick("corpus", "upload", "preset", "steps", "batch_size", "lr", "seq_len", "vocab_size", "share",
+                          "start_from", "model"),
                      train_outputs, api_name="train", concurrency_limit=None, trigger_mode="once",
                      show_progress="minimal", show_progress_on=[c["status"]])
     c["stop"].click(bound(handlers.stop), None, c["status"], api_visibility="private", queue=False)
