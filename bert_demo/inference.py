@@ -34,7 +34,7 @@ def fill_mask(
 
     `head_mask` [layers, heads] of 1 (keep) and 0 (switch off) runs the model with those heads silenced.
     """
-    _check_top_k(top_k)
+    check_top_k(top_k)
     batch, masked = _masked_batch(model, tokenizer, text)
     with _evaluating(model):
         logits = model(**batch, mlm_positions=masked, head_mask=_head_mask(model, head_mask)).mlm_logits  # (M, V)
@@ -46,7 +46,7 @@ def layer_predictions(
 ) -> list[list[list[tuple[str, float]]]]:
     """The logit lens: for each [MASK], left to right, a list over layers 1..L of the `top_k` guesses that the
     model's own MLM head makes from that layer's hidden state. The last layer's entry is `fill_mask`'s answer."""
-    _check_top_k(top_k)
+    check_top_k(top_k)
     batch, masked = _masked_batch(model, tokenizer, text)
     with _evaluating(model):
         hidden, _ = model.bert(batch["input_ids"], batch["token_type_ids"], None, False, _head_mask(model, head_mask))
@@ -121,7 +121,7 @@ def neighbours(model: BertForPreTraining, tokenizer: BertTokenizerFast, word: st
     the word's hidden state at `layer` (0: after the embedding layer, L: the last) where it first occurs in the
     text: how far context has moved it from the word it started as.
     """
-    _check_top_k(k)
+    check_top_k(k)
     token_id = _single_token(tokenizer, word)
     table = model.bert.embeddings.word_embeddings.weight  # (V, H)
     if text is None:
@@ -173,7 +173,7 @@ def _single_token(tokenizer: BertTokenizerFast, word: str) -> int:
     return tokenizer.convert_tokens_to_ids(pieces[0])
 
 
-def _check_top_k(top_k: int) -> None:
+def check_top_k(top_k: int) -> None:
     if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
         raise ValueError(f"top_k must be a whole number from 1 to {MAX_TOP_K}, got {top_k!r}")
 

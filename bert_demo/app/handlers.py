@@ -88,8 +88,12 @@ def fill_mask(registry: Registry, model_name: str, sentence: str, top_k: float, 
     inference = backend().inference
     loaded = registry.load_at(model_name, _step(step), owner)
     head_mask = _head_mask(heads_off, loaded.model.config)
-    predictions = inference.fill_mask(loaded.model, loaded.tokenizer, sentence, int(top_k), head_mask=head_mask)
-    lens = inference.layer_predictions(loaded.model, loaded.tokenizer, sentence, LENS_TOP_K, head_mask=head_mask)
+    inference.check_top_k(int(top_k))
+    # one forward pass: the lens's last layer is exactly fill_mask's answer (tested), so it gives both
+    lens = inference.layer_predictions(loaded.model, loaded.tokenizer, sentence, max(int(top_k), LENS_TOP_K),
+                                       head_mask=head_mask)
+    predictions = [layers[-1][:int(top_k)] for layers in lens]
+    lens = [[guesses[:LENS_TOP_K] for guesses in layers] for layers in lens]
     spans = inference.fill_in_masks(sentence.strip(), predictions)
     caption = "Best guesses filled in (the label is the model's probability)"
     if heads_off:

@@ -60,7 +60,7 @@ def job_status(job: TrainingJob) -> str:
     last = train[-1]
     source = job.trainer.config.init_from
     prefix = f"Continuing {Path(source).name} · " if source else ""  # domain adaptation, said on every line
-    step = max(last["step"], max((r.get("step", 0) for r in job.records), default=0))  # as far as the probe
+    step = max(job.trainer.step, last["step"])  # the step it is on now, not the last one it logged
     line = f"{prefix}Step {step}/{total} · {last['tokens_per_s']:,.0f} tokens/s · {clock(elapsed)} elapsed"
     if len(train) >= 2 and last["step"] > train[0]["step"]:
         per_step = (last["elapsed"] - train[0]["elapsed"]) / (last["step"] - train[0]["step"])
