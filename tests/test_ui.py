@@ -327,3 +327,29 @@ def test_the_train_tab_continues_the_selected_model_through_the_api(app, client)
     assert read_metadata(run.folder)["train_config"]["init_from"].endswith("tiny-test")
     with pytest.raises(AppError, match="(?i)somewhere.*not in the list of choices"):  # gradio checks the radio
         client.predict(["wiki"], None, "tiny", 10, 4, 1e-3, 32, 512, False, "somewhere", MODEL, api_name="/train")
+
+
+TYPED = "\n\n".join(f"Paragraph {i} is about a small village by the lake. The baker there sells bread number {i}."
+                    for i in range(8))
+
+
+def test_typed_text_trains_like_an_upload_and_stays_private(app, client):
+    job = client.submit([], None, "tiny", 10, 4, 1e-3, 32, 512, False, handlers.START_RANDOM, MODEL, TYPED,
+                        api_name="/train")
+    outputs = None
+    for outputs in job:
+        pass
+    assert outputs[0].startswith("Finished 10 steps") and "upload" in outputs[0]
+    run = next(name for _, name in outputs[6]["choices"] if "tiny-upload-" in name)
+    assert run not in [e.name for e in app["registry"].list_models()]  # another visitor does not see it
+    with pytest.raises(AppError, match="(?i)upload a file or type text, not both"):
+        client.predict([], handle_file(str(app["corpus"])), "tiny", 10, 4, 1e-3, 32, 512, False,
+                       handlers.START_RANDOM, MODEL, TYPED, api_name="/train")
+
+
+def test_a_run_far_better_on_its_training_text_than_on_held_out_text_is_said_to_memorise():
+    records = [{"kind": "train", "step": 200, "mlm_acc": 0.8}, {"kind": "val", "step": 200, "mlm_acc": 0.05}]
+    assert "Learned by heart" in handlers.text.memorising_note(records) and "80%" in handlers.text.memorising_note(
+        records)
+    records[0]["mlm_acc"] = 0.3
+    assert handlers.text.memorising_note(records) == ""  # a gap of 0.25: learning, not memorising

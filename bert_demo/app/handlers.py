@@ -9,8 +9,11 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import os
+import tempfile
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -289,11 +292,41 @@ def view_changed(view: str) -> Outputs:
 @friendly
 def train(registry: Registry, corpus: list[str], upload: str | None, preset: str, steps: float,
           batch_size: float, lr: float, seq_len: float, vocab_size: float, share: bool = False,
-          start: str = START_RANDOM, model_name: str | None = None, owner: str | None = None) -> Iterator[Outputs]:
+          start: str = START_RANDOM, model_name: str | None = None, typed: str = "",
+          owner: str | None = None) -> Iterator[Outputs]:
     """Wait in line for the training slot, start the run (from random weights, or continuing `model_name`), and
-    stream its charts until it ends."""
+    stream its charts until it ends. Text the visitor typed is trained on as if uploaded."""
     if start not in STARTS:
         raise ValueError(f"start from {' or '.join(STARTS)}, not {start!r}")
+    with _typed_upload(registry, typed, upload) as upload:
+        yield from _train(registry, corpus, upload, preset, steps, batch_size, lr, seq_len, vocab_size, share,
+                          start, model_name, owner)
+
+
+@contextmanager
+def _typed_upload(registry: Registry, typed: str | None, upload: str | None) -> Iterator[str | None]:
+    """The typed text as a temporary .txt, deleted when the run ends (checking the settings copies it, as it
+    copies an upload)."""
+    if not isinstance(typed, str) or not typed.strip():
+        yield upload
+        return
+    if upload:
+        raise ValueError("upload a file or type text, not both")
+    data = typed.encode("utf-8")
+    if len(data) > registry.caps.max_upload_bytes:
+        raise ValueError(f"the text is {len(data):,} bytes; at most {registry.caps.max_upload_bytes:,} are allowed")
+    fd, path = tempfile.mkstemp(prefix="typed-", suffix=".txt")
+    try:
+        with os.fdopen(fd, "wb") as file:
+            file.write(data)
+        yield path
+    finally:
+        os.unlink(path)
+
+
+def _train(registry: Registry, corpus: list[str], upload: str | None, preset: str, steps: float,
+           batch_size: float, lr: float, seq_len: float, vocab_size: float, share: bool, start: str,
+           model_name: str | None, owner: str | None) -> Iterator[Outputs]:
     job = None
     for update in registry.train_in_line(corpus=corpus, upload=upload, preset=preset, steps=steps,
                                          batch_size=batch_size, lr=lr, seq_len=seq_len, vocab_size=vocab_size,
@@ -351,7 +384,7 @@ def training_outputs(registry: Registry, job: TrainingJob, owner: str | None, fi
     readout = next((r for r in reversed(job.records) if r.get("kind") == "readout"), None)
     baseline = next((r.get("mlm_baseline_acc") for r in reversed(job.records) if r.get("kind") == "val"), None)
     if readout is not None:
-        outputs["readout"] = text.readout_markdown(readout, baseline)
+        outputs["readout"] = text.memorising_note(job.records) + text.readout_markdown(readout, baseline)
     if final:
         saved = job.done is not None and job.done.get("checkpoint")
         name = f"runs/{job.name}"

