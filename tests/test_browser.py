@@ -89,6 +89,7 @@ def test_a_training_run_draws_a_growing_chart_and_stops_into_a_checkpoint(app, w
     shoot(web, "train-running")
     web.click("#stop")
     wait_text(web, "#status", "Stopped at step")
+    wait_text(web, "#readout", "Held-out sentences at step")  # the stopped weights' guesses on held-out text
     wait_text(web, "#checkpoint-file", ".zip")
     assert "(trained here)" not in web.locator("#model input").input_value()  # the visitor's choice stays
     assert web.locator("#stop").is_disabled()
@@ -226,3 +227,27 @@ def test_an_error_is_shown_as_a_message(web):
     assert "has no [MASK]" in toast.inner_text() and "Traceback" not in toast.inner_text()
     time.sleep(0.5)  # let the toast finish fading in
     shoot(web, "error")
+
+
+def test_a_run_with_a_timeline_can_be_seen_at_an_earlier_step_and_compared(app, web):
+    from bert_demo.train_config import TrainConfig
+    from bert_demo.trainer import Trainer
+
+    runs = app["registry"].roots["runs"]
+    config = TrainConfig(preset="tiny", corpus=str(app["corpus"]), steps=40, batch_size=4, seq_len=32,
+                         vocab_size=300, out=str(runs / "with-timeline"), eval_every=40)
+    list(Trainer(config).run())
+    web.click("#refresh")
+    web.click("#model input")
+    web.get_by_role("option", name="with-timeline").click()
+    web.wait_for_selector("#step", state="visible")  # only a run with snapshots offers the choice
+    web.click("#step input")
+    web.get_by_role("option", name="step 0 (the random start)").click()
+    web.get_by_role("tab", name="Attention").click()
+    web.click("#compare input")
+    web.get_by_role("option", name="step 10").click()
+    web.wait_for_function("(() => { const p = document.querySelector('#compare-plot .js-plotly-plot');"
+                          " return p && p.layout.title.text.startsWith('Step 10'); })()")
+    title = web.evaluate("() => document.querySelector('#att-plot .js-plotly-plot').layout.title.text")
+    assert title.startswith("Step 0")
+    shoot(web, "attention-two-steps")
