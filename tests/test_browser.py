@@ -251,3 +251,15 @@ def test_a_run_with_a_timeline_can_be_seen_at_an_earlier_step_and_compared(app, 
     title = web.evaluate("() => document.querySelector('#att-plot .js-plotly-plot').layout.title.text")
     assert title.startswith("Step 0")
     shoot(web, "attention-two-steps")
+
+
+def test_continuing_the_selected_model_is_labelled_as_such(app, web):
+    web.locator("#corpus .remove-all").click()
+    web.fill("#typed textarea", "\n\n".join(f"The lighthouse number {i} stood on the rocks. Its keeper lit the lamp "
+                                             "every night." for i in range(8)))
+    set_slider(web, "steps", 20)
+    web.get_by_text("the model selected above (continue training it)").click()
+    web.click("#start")
+    wait_text(web, "#status", "Finished 20 steps")
+    assert "tiny-test-continued-upload" in web.locator("#status").inner_text()
+    shoot(web, "train-continued")
