@@ -272,4 +272,4 @@ def projection_figure(points: Sequence[tuple[str, float, float]]) -> go.Figure:
                                hovertemplate="%{text}: (%{x:.2f}, %{y:.2f})<extra></extra>"))
     fig.update_xaxes(title=dict(text="principal component 1"), zeroline=False)
     fig.update_yaxes(title=dict(text="principal component 2"), zeroline=False)
-    return _layout(fig, "Input embeddings, projected to 2-D (PCA)", 460)
+    return _layout(fig, "Embedding space (PCA)", 460)

@@ -198,7 +198,7 @@ def readout_markdown(record: dict[str, Any] | None, baseline: float | None) -> s
     lines = [f"**Held-out sentences at step {record['step']:,}** (never trained on). "
              + (f"Always guessing “{record['baseline_token']}” would score {baseline:.0%} of held-out words."
                 if baseline is not None else ""),
-             "", "| sentence | hidden word | the model's guesses |", "|---|---|---|"]
+             "", "| sentence | word | the model's guesses |", "|---|---|---|"]
     for item in record["items"]:
         mark = "✓" if item["right"] else "✗"
         guesses = " · ".join(f"{_escape(token)} {p:.0%}" for token, p in item["guesses"])
