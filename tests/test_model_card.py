@@ -1,0 +1,47 @@
+"""The model card: measured from the checkpoint (metrics through ours and transformers, plain sentences), with a
+learning curve drawn as an SVG by our own code."""
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from bert_demo.model_card import CURVE_NAME, PLAIN_SENTENCES, knowledge, learning_curve_svg, write_card
+from bert_demo.train_config import TrainConfig
+from bert_demo.trainer import Trainer
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def test_the_learning_curve_is_an_svg_with_one_point_per_validation():
+    history = [{"kind": "val", "step": s, "tokens": 4096 * s, "mlm_acc": 0.01 * s} for s in (10, 100, 1000)]
+    history.insert(1, {"kind": "train", "step": 50, "tokens": 4096 * 50, "mlm_acc": 0.9})  # not drawn
+    root = ET.fromstring(learning_curve_svg(history, "a <title> & more"))
+    points = root.find(f"{SVG}polyline").get("points").split()
+    assert len(points) == 3
+    ys = [float(p.split(",")[1]) for p in points]
+    assert ys[0] > ys[1] > ys[2]  # accuracy rises, so the line climbs (SVG's y grows downwards)
+    texts = [t.text for t in root.iter(f"{SVG}text")]
+    assert "a <title> & more" in texts and "tokens seen" in texts and "10M" in texts
+    with pytest.raises(ValueError, match="no validation records"):
+        learning_curve_svg([history[1]], "t")
+
+
+def test_a_plain_sentence_counts_as_known_only_with_a_fitting_word_in_the_top_3(trained_tiny, tokenizer):
+    rows = knowledge(trained_tiny, tokenizer)
+    assert [row["text"] for row in rows] == [text for text, _ in PLAIN_SENTENCES]
+    for row, (_, fitting) in zip(rows, PLAIN_SENTENCES):
+        assert len(row["guesses"]) == 3
+        assert row["knows"] == any(token in fitting for token, _ in row["guesses"])
+
+
+def test_the_card_reports_held_out_and_never_seen_text_through_ours_and_transformers(write_corpus, tmp_path):
+    corpus = write_corpus(tmp_path / "corpus.txt")
+    config = TrainConfig(preset="tiny", corpus=str(corpus), steps=20, batch_size=4, seq_len=32, vocab_size=300,
+                         out=str(tmp_path / "run"), eval_every=10)
+    list(Trainer(config).run())
+    card = write_card(tmp_path / "run", [str(corpus)], outside="lee", batches=2).read_text()
+    assert f"| {corpus} (held out) |" in card and "| lee (never seen) |" in card
+    assert card.count("| yes |") == 2  # ours and transformers agree on both
+    assert "python -m bert_demo train --preset tiny" in card and f"![learning curve]({CURVE_NAME})" in card
+    assert (tmp_path / "run" / CURVE_NAME).read_text().startswith("<svg")
