@@ -73,7 +73,9 @@ def test_attention_grid_has_one_heatmap_per_head_on_a_shared_scale():
     assert len(fig.data) == 12 and all(t.coloraxis == "coloraxis" for t in fig.data)
     assert (fig.layout.coloraxis.cmin, fig.layout.coloraxis.cmax) == (0, pytest.approx(float(weights.max())))
     assert [a.text for a in fig.layout.annotations][:2] == ["head 1", "head 2"]
-    assert fig.data[5].text[0][1] == f"[CLS] → a: {weights[5, 0, 1]:.3f}"
+    assert list(fig.data[5].x) == tokens and list(fig.data[5].y) == tokens  # hovering shows "query → key"
+    assert "%{y} → %{x}: %{z:.3f}" in fig.data[5].hovertemplate and fig.data[5].text is None
+    assert fig.data[5].z[0][1] == pytest.approx(float(weights[5, 0, 1]), abs=1e-4)
     assert fig.layout.yaxis.autorange == "reversed" and fig.layout.yaxis12.autorange == "reversed"
 
 
@@ -89,6 +91,12 @@ def test_sentence_a_attending_to_sentence_b_is_a_rectangle_with_both_sentences_l
     assert fig.data[0].text[2][4] == f"sat → mat: {weights[2, 4]:.3f}"
     grid = plots.attention_grid(["the", "cat", "sat"], torch.rand(4, 3, 5), keys=["it", "was", "on", "a", "mat"])
     assert len(grid.data) == 4 and len(grid.data[0].z[0]) == 5
+
+
+def test_repeated_tokens_stay_separate_rows_of_the_grid():
+    fig = plots.attention_grid(["the", "cat", "the", "the"], torch.softmax(torch.rand(2, 4, 4), -1))
+    rows = list(fig.data[0].y)
+    assert len(set(rows)) == 4 and [r.replace("\u200b", "") for r in rows] == ["the", "cat", "the", "the"]
 
 
 def test_grid_labels_stay_at_a_readable_size_up_to_48_tokens():
