@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from bert_demo import timeline
-from bert_demo.app import handlers
+from bert_demo.app import asking, choosing
 from bert_demo.app.registry import Registry
 from bert_demo.config import PRESETS
 from bert_demo.model import BertForPreTraining
@@ -71,7 +71,7 @@ def test_the_app_shows_a_run_at_any_snapshot_and_compares_two_steps(corpus, tmp_
     list(Trainer(config(corpus, tmp_path / "runs" / "a-run")).run())
     registry = Registry(checkpoints_dir=tmp_path / "checkpoints", runs_dir=tmp_path / "runs", device="cpu",
                         allow_hub=False)
-    chosen = handlers.selected(registry, "runs/a-run", 1, 1)
+    chosen = choosing.selected(registry, "runs/a-run", 1, 1)
     assert chosen["step"].constructor_args["visible"] is True
     assert [value for _, value in chosen["step"].constructor_args["choices"]] == ["final", "0", "10", "30", "100"]
     at_start = registry.load_at("runs/a-run", 0).model
@@ -79,12 +79,12 @@ def test_the_app_shows_a_run_at_any_snapshot_and_compares_two_steps(corpus, tmp_
     start_table = at_start.bert.embeddings.word_embeddings.weight
     assert not torch.equal(start_table, final.bert.embeddings.word_embeddings.weight)
     assert at_start.cls.predictions.decoder.weight is start_table  # still tied
-    early = handlers.fill_mask(registry, "runs/a-run", "the [MASK] sat on the mat.", 3, [], "0")
-    late = handlers.fill_mask(registry, "runs/a-run", "the [MASK] sat on the mat.", 3, [], "final")
+    early = asking.fill_mask(registry, "runs/a-run", "the [MASK] sat on the mat.", 3, [], "0")
+    late = asking.fill_mask(registry, "runs/a-run", "the [MASK] sat on the mat.", 3, [], "final")
     assert early["mask_label_0"].value != late["mask_label_0"].value
-    both = handlers.attention(registry, "runs/a-run", "the cat sat.", "", 1, 1, handlers.VIEW_HEAD, False,
-                              handlers.PAIR_ALL, "final", "0")
+    both = asking.attention(registry, "runs/a-run", "the cat sat.", "", 1, 1, asking.VIEW_HEAD, False,
+                              asking.PAIR_ALL, "final", "0")
     assert both["compare_plot"].visible and "Step 0" in json.loads(both["compare_plot"].value["plot"])["layout"][
         "title"]["text"]
     with pytest.raises(Exception, match="(?i)unknown training step 'soon'"):
-        handlers.fill_mask(registry, "runs/a-run", "the [MASK] sat.", 3, [], "soon")
+        asking.fill_mask(registry, "runs/a-run", "the [MASK] sat.", 3, [], "soon")

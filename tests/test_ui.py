@@ -15,8 +15,8 @@ from gradio_client.exceptions import AppError
 
 from bert_demo.config import PRESETS, read_metadata
 from bert_demo.app.registry import Registry
-from bert_demo.app import handlers
-from bert_demo.app.handlers import VIEW_AVERAGE, VIEW_HEAD, VIEW_ROLLOUT
+from bert_demo.app import asking, choosing, training
+from bert_demo.app.asking import VIEW_AVERAGE, VIEW_HEAD, VIEW_ROLLOUT
 
 MODEL = "checkpoints/tiny-test"
 
@@ -123,7 +123,7 @@ def test_head_importance_draws_one_map_per_mask(client):
 
 def test_neighbours_and_projection_answer_and_explain_a_word_that_is_not_one_token(client):
     table, caption = client.predict(MODEL, "cat", "", 0, api_name="/neighbours")
-    assert len(table["data"]) == handlers.NEIGHBOURS and "cat" not in [row[0] for row in table["data"]]
+    assert len(table["data"]) == asking.NEIGHBOURS and "cat" not in [row[0] for row in table["data"]]
     assert "input embedding" in caption
     _, in_context = client.predict(MODEL, "cat", "the cat sat on the mat.", 2, api_name="/neighbours")
     assert "after layer 2" in in_context
@@ -135,20 +135,20 @@ def test_neighbours_and_projection_answer_and_explain_a_word_that_is_not_one_tok
 
 def test_attention_pair_filter_keeps_sentence_a_looking_at_b_and_needs_a_sentence_b(client):
     main, grid, caption, _ = client.predict(MODEL, "the cat sat.", "it purred.", 1, 1, VIEW_HEAD, True,
-                                         handlers.PAIR_A_TO_B, api_name="/attention")
+                                         asking.PAIR_A_TO_B, api_name="/attention")
     layout = json.loads(main["plot"])["layout"]
     assert layout["yaxis"]["ticktext"] == ["the", "cat", "sat", "."]
     assert "[SEP]" not in layout["xaxis"]["ticktext"] and "cat" not in layout["xaxis"]["ticktext"]
     assert caption.startswith("4 × ") and "sentence A" in caption
     with pytest.raises(AppError, match="needs a sentence B"):
-        client.predict(MODEL, "the cat sat.", "", 1, 1, VIEW_HEAD, False, handlers.PAIR_B_TO_A,
+        client.predict(MODEL, "the cat sat.", "", 1, 1, VIEW_HEAD, False, asking.PAIR_B_TO_A,
                        api_name="/attention")
 
 
 def test_the_head_control_is_greyed_out_in_views_where_it_does_nothing():
-    assert handlers.view_changed(VIEW_HEAD)["head"].interactive is True
-    assert handlers.view_changed(VIEW_AVERAGE)["head"].interactive is False
-    assert handlers.view_changed(VIEW_ROLLOUT)["head"].interactive is False
+    assert asking.view_changed(VIEW_HEAD)["head"].interactive is True
+    assert asking.view_changed(VIEW_AVERAGE)["head"].interactive is False
+    assert asking.view_changed(VIEW_ROLLOUT)["head"].interactive is False
 
 
 @pytest.mark.parametrize("index, expected", [
@@ -156,8 +156,8 @@ def test_the_head_control_is_greyed_out_in_views_where_it_does_nothing():
     (99, "the cat sat on the mat."),
 ])
 def test_a_clicked_word_becomes_a_mask_and_keeps_its_punctuation(index, expected):
-    assert handlers.mask_word("the cat sat on the mat.", index) == {"fill_text": expected}
-    assert handlers.mask_word("a [MASK] b", 2) == {"fill_text": "a [MASK] b"}  # already masked
+    assert asking.mask_word("the cat sat on the mat.", index) == {"fill_text": expected}
+    assert asking.mask_word("a [MASK] b", 2) == {"fill_text": "a [MASK] b"}  # already masked
 
 
 def test_training_settings_that_are_not_allowed_are_refused(client):
@@ -226,17 +226,17 @@ def test_app_py_builds_the_app_without_importing_torch(tmp_path):
 
 FIRST_USE = """
 import sys, threading
-from bert_demo.app import handlers
+from bert_demo.app import asking, choosing
 from bert_demo.app.registry import Registry
 from bert_demo.app.ui import build_demo
 registry = Registry(checkpoints_dir=sys.argv[1], runs_dir=sys.argv[2], device="cpu", allow_hub=False)
 demo = build_demo(registry)
 assert "transformers" not in sys.modules
 model = "checkpoints/tiny-test"
-calls = [lambda: handlers.selected(registry, model, 2, 4),
-         lambda: handlers.attention(registry, model, "the cat sat.", "", 1, 1, "one head", False),
-         lambda: handlers.fill_mask(registry, model, "the [MASK] sat.", 3),
-         lambda: handlers.next_sentence(registry, model, "a b.", "c d.")]
+calls = [lambda: choosing.selected(registry, model, 2, 4),
+         lambda: asking.attention(registry, model, "the cat sat.", "", 1, 1, "one head", False),
+         lambda: asking.fill_mask(registry, model, "the [MASK] sat.", 3),
+         lambda: asking.next_sentence(registry, model, "a b.", "c d.")]
 errors = []
 def run(call):
     try:
@@ -266,7 +266,7 @@ def test_sliders_follow_the_models_range_and_move_only_a_layer_or_head_outside_i
     registry = Registry(checkpoints_dir=tmp_path / "checkpoints", runs_dir=tmp_path / "runs", device="cpu",
                         allow_hub=False)
     layers, heads = PRESETS["tiny"].num_hidden_layers, PRESETS["tiny"].num_attention_heads
-    for handler in (handlers.selected, handlers.narrow):
+    for handler in (choosing.selected, choosing.narrow):
         inside = handler(registry, MODEL, 1, 1)
         assert (inside["layer"].constructor_args, inside["head"].constructor_args) == ({"maximum": layers},
                                                                                       {"maximum": heads})
@@ -281,8 +281,8 @@ def test_examples_are_shown_only_with_the_checkpoint_they_were_written_for(make_
     registry = Registry(checkpoints_dir=tmp_path / "checkpoints", runs_dir=tmp_path / "runs", device="cpu",
                         allow_hub=False)
     boxes = ("fill_examples", "nsp_examples", "att_examples_box")
-    own = handlers.selected(registry, MODEL, 1, 1)
-    other = handlers.selected(registry, "runs/a-run", 1, 1)
+    own = choosing.selected(registry, MODEL, 1, 1)
+    other = choosing.selected(registry, "runs/a-run", 1, 1)
     assert all(own[box].constructor_args == {"visible": True} for box in boxes)
     assert all(other[box].constructor_args == {"visible": False} for box in boxes)
 
@@ -294,14 +294,14 @@ def test_earlier_runs_are_compared_on_one_chart_against_tokens_or_time(make_chec
         {"kind": "train", "step": 10, "tokens": 800, "mlm_loss": 5.5, "elapsed": 29.0}])
     registry = Registry(checkpoints_dir=tmp_path / "checkpoints", runs_dir=tmp_path / "runs", device="cpu",
                         allow_hub=False)
-    figure = handlers.compare_runs(registry, ["runs/lr-1e-3", "runs/lr-3e-3"], "tokens")["compare_runs_plot"]
+    figure = training.compare_runs(registry, ["runs/lr-1e-3", "runs/lr-3e-3"], "tokens")["compare_runs_plot"]
     accuracy = [trace for trace in figure.data if trace.xaxis == "x"]
     assert [trace.name for trace in accuracy] == ["lr-1e-3", "lr-3e-3"]
     assert list(accuracy[0].x) == [400] and list(accuracy[1].x) == [800] and list(accuracy[1].y) == [0.2]
-    by_time = handlers.compare_runs(registry, ["runs/lr-3e-3"], "time")["compare_runs_plot"]
+    by_time = training.compare_runs(registry, ["runs/lr-3e-3"], "time")["compare_runs_plot"]
     assert list(by_time.data[0].x) == [0.5] and by_time.layout.xaxis.title.text == "minutes of training"
     with pytest.raises(Exception, match="(?i)choose one or more runs"):
-        handlers.compare_runs(registry, [], "tokens")
+        training.compare_runs(registry, [], "tokens")
 
 
 def test_model_tab_says_how_long_a_model_trained_in_hours_minutes_or_seconds(make_checkpoint, tmp_path):
@@ -309,14 +309,14 @@ def test_model_tab_says_how_long_a_model_trained_in_hours_minutes_or_seconds(mak
         make_checkpoint(tmp_path / "checkpoints" / name, elapsed=elapsed, device="cpu")
     registry = Registry(checkpoints_dir=tmp_path / "checkpoints", runs_dir=tmp_path / "runs", device="cpu",
                         allow_hub=False)
-    shown = {name: handlers.selected(registry, f"checkpoints/{name}", 1, 1)["model_info"]
+    shown = {name: choosing.selected(registry, f"checkpoints/{name}", 1, 1)["model_info"]
              for name in ("long", "short", "medium")}
     assert ", 16 h 43 min of training on cpu." in shown["long"]
     assert ", 42 s of training on cpu." in shown["short"] and ", 13 min of training on cpu." in shown["medium"]
 
 
 def test_the_train_tab_continues_the_selected_model_through_the_api(app, client):
-    job = client.submit(["wiki"], None, "tiny", 10, 4, 1e-3, 32, 512, False, handlers.START_CONTINUE, MODEL,
+    job = client.submit(["wiki"], None, "tiny", 10, 4, 1e-3, 32, 512, False, training.START_CONTINUE, MODEL,
                         api_name="/train")
     outputs = None
     for outputs in job:
@@ -334,7 +334,7 @@ TYPED = "\n\n".join(f"Paragraph {i} is about a small village by the lake. The ba
 
 
 def test_typed_text_trains_like_an_upload_and_stays_private(app, client):
-    job = client.submit([], None, "tiny", 10, 4, 1e-3, 32, 512, False, handlers.START_RANDOM, MODEL, TYPED,
+    job = client.submit([], None, "tiny", 10, 4, 1e-3, 32, 512, False, training.START_RANDOM, MODEL, TYPED,
                         api_name="/train")
     outputs = None
     for outputs in job:
@@ -344,12 +344,12 @@ def test_typed_text_trains_like_an_upload_and_stays_private(app, client):
     assert run not in [e.name for e in app["registry"].list_models()]  # another visitor does not see it
     with pytest.raises(AppError, match="(?i)upload a file or type text, not both"):
         client.predict([], handle_file(str(app["corpus"])), "tiny", 10, 4, 1e-3, 32, 512, False,
-                       handlers.START_RANDOM, MODEL, TYPED, api_name="/train")
+                       training.START_RANDOM, MODEL, TYPED, api_name="/train")
 
 
 def test_a_run_far_better_on_its_training_text_than_on_held_out_text_is_said_to_memorise():
     records = [{"kind": "train", "step": 200, "mlm_acc": 0.8}, {"kind": "val", "step": 200, "mlm_acc": 0.05}]
-    assert "Learned by heart" in handlers.text.memorising_note(records) and "80%" in handlers.text.memorising_note(
+    assert "Learned by heart" in asking.text.memorising_note(records) and "80%" in asking.text.memorising_note(
         records)
     records[0]["mlm_acc"] = 0.3
-    assert handlers.text.memorising_note(records) == ""  # a gap of 0.25: learning, not memorising
+    assert asking.text.memorising_note(records) == ""  # a gap of 0.25: learning, not memorising

@@ -1,4 +1,4 @@
-"""The app's layout and wiring: six tabs whose events call `bert_demo.app.handlers`.
+"""The app's layout and wiring: six tabs whose events call `asking`, `training` and `choosing`.
 
 Each tab is laid out by its own short function, which returns its components by name. `wire` binds a handler to
 the registry and turns its {name: value} answer into {component: value}. Each backend action is a named API
@@ -15,19 +15,10 @@ from typing import Any
 import gradio as gr
 
 from bert_demo import plots
-from bert_demo.app import handlers, text
-from bert_demo.app.handlers import (
-    FINAL,
-    MAX_LABELS,
-    NO_COMPARE,
-    PAIR_ALL,
-    PAIR_FILTERS,
-    PROBE_LABEL,
-    START_RANDOM,
-    STARTS,
-    VIEWS,
-    head_names,
-)
+from bert_demo.app import asking, choosing, text, training
+from bert_demo.app.asking import MAX_LABELS, PAIR_ALL, PAIR_FILTERS, VIEWS, head_names
+from bert_demo.app.handlers import FINAL, NO_COMPARE
+from bert_demo.app.training import PROBE_LABEL, START_RANDOM, STARTS
 from bert_demo.app.models import Examples, read_examples
 from bert_demo.app.registry import Registry
 from bert_demo.config import LIMITS
@@ -350,63 +341,63 @@ def _events(demo: gr.Blocks, registry: Registry, c: Components) -> None:
                          "stop", "compare_runs", "readout")
     # no concurrency limit: the registry keeps its own short line (one run per visitor), so that queued runs never
     # wait in, and fill, the queue that inference shares
-    c["start"].click(bound(handlers.train),
+    c["start"].click(bound(training.train),
                      pick("corpus", "upload", "preset", "steps", "batch_size", "lr", "seq_len", "vocab_size", "share",
                           "start_from", "model", "typed"),
                      train_outputs, api_name="train", concurrency_limit=None, trigger_mode="once",
                      show_progress="minimal", show_progress_on=[c["status"]])
-    c["stop"].click(bound(handlers.stop), None, c["status"], api_visibility="private", queue=False)
-    c["compare_button"].click(bound(handlers.compare_runs), pick("compare_runs", "compare_x"),
+    c["stop"].click(bound(training.stop), None, c["status"], api_visibility="private", queue=False)
+    c["compare_button"].click(bound(training.compare_runs), pick("compare_runs", "compare_x"),
                               c["compare_runs_plot"], api_name="compare_runs")
     fill_inputs = pick("model", "fill_text", "top_k", "heads_off", "step")
     fill_outputs = pick("filled", "layer_table", "words", *[f"mask_label_{i}" for i in range(MAX_LABELS)])
-    gr.on([c["fill_button"].click, c["fill_text"].submit], bound(handlers.fill_mask), fill_inputs, fill_outputs,
+    gr.on([c["fill_button"].click, c["fill_text"].submit], bound(asking.fill_mask), fill_inputs, fill_outputs,
           api_name="fill_mask", show_progress="hidden")  # fast; an error is a toast, the last answer stays
     c["words"].select(_mask_clicked, c["fill_text"], c["fill_text"], api_visibility="private", queue=False).then(
-        bound(handlers.fill_mask), fill_inputs, fill_outputs, api_visibility="private", show_progress="hidden")
-    c["importance_button"].click(bound(handlers.importance), pick("model", "fill_text", "step"), c["importance_plot"],
+        bound(asking.fill_mask), fill_inputs, fill_outputs, api_visibility="private", show_progress="hidden")
+    c["importance_button"].click(bound(asking.importance), pick("model", "fill_text", "step"), c["importance_plot"],
                                  api_name="head_importance", show_progress_on=[c["importance_plot"]])
-    gr.on([c["emb_button"].click, c["emb_word"].submit, c["emb_sentence"].submit], bound(handlers.neighbours),
+    gr.on([c["emb_button"].click, c["emb_word"].submit, c["emb_sentence"].submit], bound(asking.neighbours),
           pick("model", "emb_word", "emb_sentence", "emb_layer", "step"),
           pick("neighbours_table", "neighbours_caption"),
           api_name="neighbours", show_progress="hidden")
-    gr.on([c["projection_button"].click, c["emb_words"].submit], bound(handlers.projection),
+    gr.on([c["projection_button"].click, c["emb_words"].submit], bound(asking.projection),
           pick("model", "emb_words", "step"), c["projection_plot"], api_name="projection",
           show_progress_on=[c["projection_plot"]])
-    gr.on([c["nsp_button"].click, c["text_a"].submit, c["text_b"].submit], bound(handlers.next_sentence),
+    gr.on([c["nsp_button"].click, c["text_a"].submit, c["text_b"].submit], bound(asking.next_sentence),
           pick("model", "text_a", "text_b", "step"), c["nsp_result"], api_name="next_sentence",
           show_progress="hidden")
     attention_inputs = pick("model", "att_a", "att_b", "layer", "head", "view", "hide", "pair", "step", "compare")
     attention_outputs = pick("att_plot", "grid_plot", "att_caption", "compare_plot")
     gr.on([c["att_button"].click, c["att_a"].submit, c["att_b"].submit, c["layer"].release, c["head"].release,
-           c["view"].input, c["hide"].input, c["pair"].input, c["compare"].input], bound(handlers.attention),
+           c["view"].input, c["hide"].input, c["pair"].input, c["compare"].input], bound(asking.attention),
           attention_inputs,
           attention_outputs, api_name="attention", trigger_mode="always_last", show_progress_on=[c["att_plot"]])
     c["att_button"].click(None, js=SCROLL_TO_MAP, queue=False)  # at 1400 x 1000 the map starts below the fold
     c["view"].change(_head_control, c["view"], c["head"], api_visibility="private", queue=False)
-    c["attention_tab"].select(bound(handlers.attention), attention_inputs, attention_outputs,
+    c["attention_tab"].select(bound(asking.attention), attention_inputs, attention_outputs,
                               api_visibility="private", show_progress_on=[c["att_plot"]])
     chosen = pick("summary", "model_info", "model_card", "layer", "head", "heads_off", "emb_layer", "fill_examples",
                   "nsp_examples", "att_examples_box", "step", "compare")
-    c["model"].change(bound(handlers.selected), pick("model", "layer", "head"), chosen, api_visibility="private")
+    c["model"].change(bound(choosing.selected), pick("model", "layer", "head"), chosen, api_visibility="private")
     if "att_examples" in c:
-        c["att_examples"].load_input_event.then(bound(handlers.narrow), pick("model", "layer", "head"),
+        c["att_examples"].load_input_event.then(bound(choosing.narrow), pick("model", "layer", "head"),
                                                 pick("layer", "head"), api_visibility="private")
-    c["refresh"].click(bound(handlers.refresh), c["model"], pick("model", "compare_runs"), api_visibility="private")
-    c["download"].click(bound(handlers.download), c["model"], c["download_file"], api_visibility="private")
+    c["refresh"].click(bound(choosing.refresh), c["model"], pick("model", "compare_runs"), api_visibility="private")
+    c["download"].click(bound(choosing.download), c["model"], c["download_file"], api_visibility="private")
     for tab, button in c["links"].items():
         button.click(_go_to(tab), None, c["tabs"], api_visibility="private", queue=False)
-    demo.load(bound(handlers.refresh), c["model"], pick("model", "compare_runs"), api_visibility="private").then(
-        bound(handlers.selected), pick("model", "layer", "head"), chosen, api_visibility="private")
+    demo.load(bound(choosing.refresh), c["model"], pick("model", "compare_runs"), api_visibility="private").then(
+        bound(choosing.selected), pick("model", "layer", "head"), chosen, api_visibility="private")
 
 
 def _mask_clicked(sentence: str, event: gr.SelectData) -> str:
     """A click on a word of the sentence: gradio names the clicked span in `event.index`."""
-    return handlers.mask_word(sentence, event.index)["fill_text"]
+    return asking.mask_word(sentence, event.index)["fill_text"]
 
 
 def _head_control(view: str) -> gr.Slider:
-    return handlers.view_changed(view)["head"]
+    return asking.view_changed(view)["head"]
 
 
 def _go_to(tab: str) -> Callable[[], gr.Tabs]:
