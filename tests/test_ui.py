@@ -93,8 +93,9 @@ def test_attention_draws_a_head_and_the_grid_of_heads(client, view):
 
 
 def test_attention_can_hide_cls_and_sep_and_clamps_the_layer(client):
-    main, *_ = client.predict(MODEL, "the cat sat.", "", 40, 1, VIEW_HEAD, True, api_name="/attention")
+    main, _, caption, _ = client.predict(MODEL, "the cat sat.", "", 40, 1, VIEW_HEAD, True, api_name="/attention")
     layout = json.loads(main["plot"])["layout"]
+    assert caption.startswith(f"{len(layout['xaxis']['ticktext'])} tokens shown")  # counted after hiding
     assert "[CLS]" not in layout["xaxis"]["ticktext"] and layout["title"]["text"].startswith("Layer 2, head 1")
 
 
