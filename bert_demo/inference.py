@@ -24,6 +24,7 @@ MAX_TOP_K = 50
 MAX_TEXT_CHARS = 5000
 MAX_PROJECTED = 60  # words in one embedding projection: more is unreadable as a scatter plot
 IMPORTANCE_CHUNK = 48  # heads switched off per forward pass in head_importance: bounds its memory on `base`
+MAX_IMPORTANCE_WORK = 16 * 512  # tokens x heads per head-importance request: mini at full length, base at 56 tokens
 _MASK_PATTERN = re.compile(r"\[\s*mask\s*\]", re.IGNORECASE)
 
 
@@ -64,6 +65,7 @@ def head_importance(
     means the head was working against that answer.
     """
     layers, heads = model.config.num_hidden_layers, model.config.num_attention_heads
+    _check_importance_work(model, tokenizer, text_a, text_b, layers * heads)
     one_off = 1 - torch.eye(layers * heads).view(layers * heads, layers, heads)  # (L*A, L, A): each head off once
     if text_b is None:
         batch, masked = _masked_batch(model, tokenizer, text_a)
@@ -171,6 +173,17 @@ def _single_token(tokenizer: BertTokenizerFast, word: str) -> int:
         raise ValueError(f"{word!r} is not one token in this model's vocabulary (it becomes {shown}): "
                          "pick a word the vocabulary holds whole")
     return tokenizer.convert_tokens_to_ids(pieces[0])
+
+
+def _check_importance_work(model: BertForPreTraining, tokenizer: BertTokenizerFast, text_a: str,
+                           text_b: str | None, passes: int) -> None:
+    """Refuse an input whose head importance would cost more than MAX_IMPORTANCE_WORK token-passes: the model runs
+    once per head, and `base`'s 144 heads over 512 tokens would hold the CPU for a minute."""
+    tokens = len(tokenizer(_check_text(text_a, "the text"), _check_text(text_b, "sentence B") if text_b else None)
+                 ["input_ids"])
+    if tokens * passes > MAX_IMPORTANCE_WORK:
+        raise ValueError(f"head importance runs the model once per head ({passes} here): give at most "
+                         f"{MAX_IMPORTANCE_WORK // passes} tokens, not {tokens}")
 
 
 def check_top_k(top_k: int) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from bert_demo import inference
 from bert_demo.inference import (
     attention,
     embedding_projection,
@@ -128,3 +129,11 @@ def test_projection_is_centred_and_never_stretches_distances(trained_tiny, token
     assert (torch.cdist(xy, xy) <= torch.cdist(vectors, vectors) + 1e-4).all()  # a projection only shrinks
     with pytest.raises(ValueError, match="from 3 to"):
         embedding_projection(trained_tiny, tokenizer, ["cat", "dog"])
+
+
+def test_head_importance_refuses_inputs_that_would_hold_the_cpu_too_long(trained_tiny, tokenizer, monkeypatch):
+    heads = trained_tiny.config.num_hidden_layers * trained_tiny.config.num_attention_heads
+    monkeypatch.setattr(inference, "MAX_IMPORTANCE_WORK", heads * 10)  # at most 10 tokens here
+    head_importance(trained_tiny, tokenizer, "the [MASK] sat.")  # 5 tokens with [CLS] and [SEP]: answered
+    with pytest.raises(ValueError, match=f"once per head \\({heads} here\\): give at most 10 tokens"):
+        head_importance(trained_tiny, tokenizer, "the cat sat on the [MASK] and the dog sat on the rug.")
