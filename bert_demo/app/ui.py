@@ -330,7 +330,7 @@ def _model_tab() -> Components:
 
 
 def _events(demo: gr.Blocks, registry: Registry, c: Components) -> None:
-    """Wire every event: the four named endpoints, then the private helpers."""
+    """Wire every event: the named endpoints, then the private helpers."""
     def bound(handler: Callable) -> Callable:
         return wire(handler, registry, c)
 
