@@ -108,6 +108,7 @@ def neighbours(registry: Registry, model_name: str, word: str, sentence: str, la
 @friendly
 def projection(registry: Registry, model_name: str, words: str, step: str = FINAL, owner: str | None = None
                ) -> Outputs:
+    """A list of words (spaces or commas between them) at their embeddings' first two principal components."""
     loaded = registry.load_at(model_name, snapshot_step(step), owner)
     listed = [w for w in (words or "").replace(",", " ").split() if w]
     points = backend().inference.embedding_projection(loaded.model, loaded.tokenizer, listed)
