@@ -173,6 +173,9 @@ def test_next_sentence_shows_both_probabilities(web):
     web.click("#nsp-button")
     web.wait_for_selector("#nsp-result :text('B follows A')")
     assert web.locator("#nsp-result").inner_text().count("%") == 2
+    web.click("#nsp-importance-button")
+    web.wait_for_function("(() => { const p = document.querySelector('#nsp-importance-plot .js-plotly-plot');"
+                          " return p && p.data && p.data.length === 1 && p.data[0].type === 'heatmap'; })()")
     shoot(web, "next-sentence")
 
 

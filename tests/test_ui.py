@@ -354,3 +354,13 @@ def test_a_run_far_better_on_its_training_text_than_on_held_out_text_is_said_to_
         records)
     records[0]["mlm_acc"] = 0.3
     assert asking.text.memorising_note(records) == ""  # a gap of 0.25: learning, not memorising
+
+
+def test_head_importance_of_a_pair_draws_one_map_for_the_judgement(make_checkpoint, tmp_path):
+    make_checkpoint(tmp_path / "checkpoints" / "tiny-test")
+    registry = Registry(checkpoints_dir=tmp_path / "checkpoints", runs_dir=tmp_path / "runs", device="cpu",
+                        allow_hub=False)
+    figure = asking.pair_importance(registry, MODEL, "the cat sat.", "it purred.")["nsp_importance_plot"]
+    assert len(figure.data) == 1 and figure.layout.annotations[0].text == "B follows A"
+    with pytest.raises(Exception, match="(?i)sentence B is empty"):
+        asking.pair_importance(registry, MODEL, "the cat sat.", " ")

@@ -59,9 +59,23 @@ def fill_mask(registry: Registry, model_name: str, sentence: str, top_k: float, 
 def importance(registry: Registry, model_name: str, sentence: str, step: str = FINAL, owner: str | None = None
                ) -> Outputs:
     """For each [MASK] (the first few), how much its top guess loses when each head alone is switched off."""
+    return {"importance_plot": _importance_figure(registry, model_name, step, owner, sentence)}
+
+
+@friendly
+def pair_importance(registry: Registry, model_name: str, text_a: str, text_b: str, step: str = FINAL,
+                    owner: str | None = None) -> Outputs:
+    """How much the probability that B follows A loses when each head alone is switched off."""
+    if not (text_b or "").strip():
+        raise ValueError("sentence B is empty: type a sentence")
+    return {"nsp_importance_plot": _importance_figure(registry, model_name, step, owner, text_a, text_b)}
+
+
+def _importance_figure(registry: Registry, model_name: str, step: str, owner: str | None, text_a: str,
+                       text_b: str | None = None) -> Any:
     loaded = registry.load_at(model_name, snapshot_step(step), owner)
-    labels, drops = backend().inference.head_importance(loaded.model, loaded.tokenizer, sentence)
-    return {"importance_plot": plots.head_importance_figure(labels[:MAX_IMPORTANCE], drops[:MAX_IMPORTANCE])}
+    labels, drops = backend().inference.head_importance(loaded.model, loaded.tokenizer, text_a, text_b)
+    return plots.head_importance_figure(labels[:MAX_IMPORTANCE], drops[:MAX_IMPORTANCE])
 
 
 def mask_word(sentence: str, index: int) -> Outputs:

@@ -236,6 +236,13 @@ def _nsp_tab(examples: Examples | None) -> Components:
                  "text_b": gr.Textbox(value=b, label="Sentence B", elem_id="nsp-b")}
         c["nsp_button"] = gr.Button("Judge", variant="primary", elem_id="nsp-button")
         c["nsp_result"] = gr.Label(label="The model's probability", elem_id="nsp-result", show_heading=False)
+        c["nsp_importance_button"] = gr.Button("Which heads matter for this judgement?", size="sm",
+                                               elem_id="nsp-importance-button")
+        gr.Markdown("Each cell is one head: how much the probability that B follows A drops when that head alone "
+                    "is switched off (red: the head pushed towards “follows”; blue: towards “random”).")
+        c["nsp_importance_plot"] = gr.Plot(plots.empty_figure("Press “Which heads matter…” to switch each head "
+                                                              "off in turn", height=200),
+                                           show_label=False, elem_id="nsp-importance-plot")
         with gr.Column(visible=examples is not None, elem_id="nsp-examples") as c["nsp_examples"]:
             if examples:
                 gr.Examples([[a, b] for a, b, _ in examples.next_sentence], inputs=[c["text_a"], c["text_b"]],
@@ -357,6 +364,9 @@ def _events(demo: gr.Blocks, registry: Registry, c: Components) -> None:
         bound(asking.fill_mask), fill_inputs, fill_outputs, api_visibility="private", show_progress="hidden")
     c["importance_button"].click(bound(asking.importance), pick("model", "fill_text", "step"), c["importance_plot"],
                                  api_name="head_importance", show_progress_on=[c["importance_plot"]])
+    c["nsp_importance_button"].click(bound(asking.pair_importance), pick("model", "text_a", "text_b", "step"),
+                                     c["nsp_importance_plot"], api_visibility="private",
+                                     show_progress_on=[c["nsp_importance_plot"]])
     gr.on([c["emb_button"].click, c["emb_word"].submit, c["emb_sentence"].submit], bound(asking.neighbours),
           pick("model", "emb_word", "emb_sentence", "emb_layer", "step"),
           pick("neighbours_table", "neighbours_caption"),
