@@ -216,14 +216,20 @@ def _fill_tab(examples: Examples | None, heads: list[str]) -> Components:
             c["heads_off"] = gr.Dropdown(heads, value=[], multiselect=True, allow_custom_value=True,
                                          label="Switch heads off, then Predict", elem_id="heads-off",
                                          info="“L2 H3” is layer 2, head 3; pick as many as you like")
-            c["importance_button"] = gr.Button("Which heads matter for these guesses?", elem_id="importance-button",
-                                               size="sm")
-            gr.Markdown("Each cell of the map below is one head: how much the top guess's probability drops when "
-                        "that head alone is switched off. Red: the head helped the guess; blue: it worked against it.")
-            c["importance_plot"] = gr.Plot(plots.empty_figure("Press “Which heads matter…” to switch each head "
-                                                              "off in turn", height=220),
-                                           show_label=False, elem_id="importance-plot")
+            c.update(_importance("", "Which heads matter for these guesses?",
+                                 "Each cell of the map below is one head: how much the top guess's probability "
+                                 "drops when that head alone is switched off. Red: the head helped the guess; blue: "
+                                 "it worked against it."))
     return c
+
+
+def _importance(prefix: str, question: str, caption: str) -> Components:
+    """A button that switches each head off in turn, what its map means, and the map."""
+    button = gr.Button(question, size="sm", elem_id=f"{prefix}importance-button")
+    gr.Markdown(caption)
+    plot = gr.Plot(plots.empty_figure("Press “Which heads matter…” to switch each head off in turn", height=200),
+                   show_label=False, elem_id=f"{prefix}importance-plot")
+    return {f"{prefix.replace('-', '_')}importance_button": button, f"{prefix.replace('-', '_')}importance_plot": plot}
 
 
 def _nsp_tab(examples: Examples | None) -> Components:
@@ -236,13 +242,10 @@ def _nsp_tab(examples: Examples | None) -> Components:
                  "text_b": gr.Textbox(value=b, label="Sentence B", elem_id="nsp-b")}
         c["nsp_button"] = gr.Button("Judge", variant="primary", elem_id="nsp-button")
         c["nsp_result"] = gr.Label(label="The model's probability", elem_id="nsp-result", show_heading=False)
-        c["nsp_importance_button"] = gr.Button("Which heads matter for this judgement?", size="sm",
-                                               elem_id="nsp-importance-button")
-        gr.Markdown("Each cell is one head: how much the probability that B follows A drops when that head alone "
-                    "is switched off (red: the head pushed towards “follows”; blue: towards “random”).")
-        c["nsp_importance_plot"] = gr.Plot(plots.empty_figure("Press “Which heads matter…” to switch each head "
-                                                              "off in turn", height=200),
-                                           show_label=False, elem_id="nsp-importance-plot")
+        c.update(_importance("nsp-", "Which heads matter for this judgement?",
+                             "Each cell is one head: how much the probability that B follows A drops when that head "
+                             "alone is switched off (red: the head pushed towards “follows”; blue: towards "
+                             "“random”)."))
         with gr.Column(visible=examples is not None, elem_id="nsp-examples") as c["nsp_examples"]:
             if examples:
                 gr.Examples([[a, b] for a, b, _ in examples.next_sentence], inputs=[c["text_a"], c["text_b"]],
