@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -102,17 +103,30 @@ def warm_up(url: str, model: str) -> None:
         client.predict(*inputs, api_name=endpoint)
 
 
-def load(url: str, numbers: range, n: int, model: str, out: list[Request]) -> float:
-    """The users `numbers`, started together, each sending `n` requests; returns the seconds until all are done."""
+def load(url: str, numbers: range, n: int, model: str, out: list[Request], server: int) -> tuple[float, float, float]:
+    """The users `numbers`, started together, each sending `n` requests. Returns the seconds until all are done,
+    and the CPU seconds the server process (pid `server`) and this script's clients spent meanwhile: on one
+    machine the clients compete with the server for the same cores."""
     start = threading.Barrier(len(numbers) + 1)
     threads = [threading.Thread(target=user, args=(url, number, n, model, start, out)) for number in numbers]
     for thread in threads:
         thread.start()
     start.wait()
-    began = time.perf_counter()
+    began, server_began, clients_began = time.perf_counter(), cpu_seconds(server), own_cpu_seconds()
     for thread in threads:
         thread.join()
-    return time.perf_counter() - began
+    return (time.perf_counter() - began, cpu_seconds(server) - server_began, own_cpu_seconds() - clients_began)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a process and its finished children, from /proc (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def follow_training(url: str, run: Run, stop: threading.Event) -> None:
@@ -236,7 +250,8 @@ def main() -> int:
         run, stop = Run(), threading.Event()
         try:
             warm_up(url, model_name)
-            load(url, range(args.users, 2 * args.users), args.requests, model_name, alone)  # the reference
+            reference = load(url, range(args.users, 2 * args.users), args.requests, model_name, alone,
+                             process.pid)  # the same load with no run training
             trainer = threading.Thread(target=follow_training, args=(url, run, stop))
             trainer.start()
             while not any(s.startswith("Step") for _, s in run.updates) and trainer.is_alive():
@@ -245,7 +260,8 @@ def main() -> int:
             time.sleep(SOLO_S)
             solo = (last_step(run) - solo_first) / (time.perf_counter() - solo_began)
             first, streamed = last_step(run), len(run.updates)
-            wall = load(url, range(args.users), args.requests, model_name, requests)
+            wall, server_cpu, clients_cpu = load(url, range(args.users), args.requests, model_name, requests,
+                                                 process.pid)
             steps, streamed = (first, last_step(run)), len(run.updates) - streamed
             stop.set()
             trainer.join(timeout=120)
@@ -263,6 +279,10 @@ def main() -> int:
     loaded = (steps[1] - steps[0]) / wall
     print(f"training speed: {solo:.2f} steps/s alone before the users came, {loaded:.2f} steps/s under their load: "
           f"{loaded / solo:.0%} of solo (target: at least 50%)" if solo else "training speed: no steps alone")
+    for name, (seconds, server_s, clients_s) in (("with no run", reference), ("while training", (wall, server_cpu,
+                                                                                               clients_cpu))):
+        print(f"CPU {name}: the server (training included) {server_s:.1f} s, this script's clients {clients_s:.1f} s, "
+              f"of {os.cpu_count() * seconds:.1f} CPU-s in {seconds:.1f} s on {os.cpu_count()} cores")
     for endpoint, target in TARGETS_S.items():
         p95 = percentile([r.seconds for r in requests if r.endpoint == endpoint], 95)
         reference = percentile([r.seconds for r in alone if r.endpoint == endpoint], 95)
