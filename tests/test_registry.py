@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from bert_demo.checkpoint import read_metadata
+from bert_demo.app import models
 from bert_demo.app.models import LIVE, MAX_CARD_CHARS
 from bert_demo.app.registry import Registry
 from bert_demo.config import PRESETS
@@ -403,3 +404,15 @@ def test_a_run_on_an_upload_is_shared_only_when_its_owner_says_so(write_corpus, 
                                        owner="me", name="on-wiki")
     wiki_run.thread.join(timeout=120)
     assert "runs/on-wiki" in [e.name for e in registry.list_models("someone else")]  # no upload: nothing to hide
+
+
+def test_a_cards_svg_pictures_are_inlined_and_nothing_outside_its_folder_is_read(tmp_path, monkeypatch):
+    (tmp_path / "learning-curve.svg").write_text('<svg xmlns="http://www.w3.org/2000/svg"/>')
+    (tmp_path / "big.svg").write_text("<svg>" + " " * 300 + "</svg>")
+    (tmp_path / "README.md").write_text("![curve](learning-curve.svg) ![up](../secret.svg) ![abs](/etc/x.svg) "
+                                        "![gone](missing.svg) ![big](big.svg)")
+    monkeypatch.setattr(models, "MAX_PICTURE_BYTES", 200)
+    text = models.card_text(tmp_path / "README.md")
+    assert "![curve](data:image/svg+xml;base64," in text
+    assert "![up](../secret.svg)" in text and "![abs](/etc/x.svg)" in text  # paths are never followed
+    assert "![gone](missing.svg)" in text and "![big](big.svg)" in text  # missing or too big: left as written

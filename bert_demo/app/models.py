@@ -6,6 +6,7 @@ carries the model's config; `load` keeps the last few loaded models in a small L
 """
 from __future__ import annotations
 
+import base64
 import copy
 import functools
 import json
@@ -40,6 +41,8 @@ MAX_EXAMPLES_BYTES = 100_000
 MAX_CARD_CHARS = 50_000  # longer cards are cut in the Model tab, and say so
 MAX_ZIPS = 10  # checkpoint zips kept in the temp folder for download; older ones are deleted
 FOLDER = re.compile(r"[A-Za-z0-9][\w.-]{0,99}", re.ASCII)  # no "/", no leading "."
+_CARD_PICTURE = re.compile(r"!\[([^\]\n]*)\]\(([A-Za-z0-9_-][\w.-]*\.svg)\)")  # a bare file name, no path
+MAX_PICTURE_BYTES = 200_000  # an SVG inlined into the Model tab
 _FRONT_MATTER = re.compile(r"\A---\r?\n.*?\r?\n---\r?\n", re.DOTALL)  # a Hugging Face card's YAML metadata
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}(/[A-Za-z0-9][\w.-]{0,95})?", re.ASCII)
 
@@ -332,12 +335,22 @@ def visible_device() -> str:
 
 def card_text(path: Path) -> str:
     """A model card as people read it: without the YAML metadata block a Hugging Face card opens with (Markdown
-    would show it as a heading), and at most MAX_CARD_CHARS long."""
+    would show it as a heading), at most MAX_CARD_CHARS long, and with its SVG pictures inlined."""
     with path.open(encoding="utf-8", errors="replace") as file:
         text = _FRONT_MATTER.sub("", file.read(2 * MAX_CARD_CHARS), count=1)
     if len(text) > MAX_CARD_CHARS:
         text = text[:MAX_CARD_CHARS] + f"\n\n*(The card is cut here: it is longer than {MAX_CARD_CHARS:,} characters.)*"
-    return text
+    return _CARD_PICTURE.sub(lambda match: _inline_picture(match, path.parent), text)
+
+
+def _inline_picture(match: re.Match, folder: Path) -> str:
+    """`![alt](name.svg)` beside the card as a data URI (the page cannot fetch files from the model folder); an
+    image that is missing or over MAX_PICTURE_BYTES is left as written. Only a bare file name in the folder is
+    read, and an SVG in an <img> runs no script."""
+    picture = folder / match[2]
+    if not picture.is_file() or picture.stat().st_size > MAX_PICTURE_BYTES:
+        return match[0]
+    return f"![{match[1]}](data:image/svg+xml;base64,{base64.b64encode(picture.read_bytes()).decode()})"
 
 
 def _mtime(folder: Path | None) -> float:
