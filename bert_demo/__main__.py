@@ -3,7 +3,7 @@
     python -m bert_demo train --preset tiny --corpus wiki --steps 200 --out checkpoints/tiny-wiki
     torchrun --nproc_per_node 2 -m bert_demo train ...        # DistributedDataParallel, one process per device
     python -m bert_demo eval checkpoints/tiny-wiki --corpus wiki --reference
-    python -m bert_demo card checkpoints/tiny-wiki --corpora wiki        # the model card, measured
+    python -m bert_demo card checkpoints/tiny-wiki                       # the model card, measured
     python -m bert_demo fill-mask checkpoints/tiny-wiki "the [MASK] of france is paris."
     python -m bert_demo nsp checkpoints/tiny-wiki "The sun rose." "Birds began to sing."
 """
@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.set_defaults(command=train_command)
     card = commands.add_parser("card", help="measure a checkpoint and write its model card and learning curve")
     card.add_argument("folder")
-    card.add_argument("--corpora", default="wiki", help="the corpora it trained on: their held-out documents")
+    card.add_argument("--corpora", help="corpora whose held-out documents to score (default: those it trained on)")
     card.add_argument("--outside", default="lee", help="text it never saw, scored whole")
     card.add_argument("--batches", type=int, default=50, help="at most this many batches of 32 per corpus")
     card.set_defaults(command=card_command)
@@ -119,8 +119,8 @@ def eval_command(args: argparse.Namespace) -> int:
 def card_command(args: argparse.Namespace) -> int:
     from bert_demo.model_card import write_card
 
-    card = write_card(args.folder, [c.strip() for c in args.corpora.split(",") if c.strip()], args.outside,
-                      args.batches)
+    corpora = [c.strip() for c in (args.corpora or "").split(",") if c.strip()]
+    card = write_card(args.folder, corpora or None, args.outside, args.batches)
     print(f"wrote {card} and its learning curve")
     return 0
 

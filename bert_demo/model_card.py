@@ -81,12 +81,15 @@ def _tokens(n: float) -> str:
     return f"{n / 1e9:g}B" if n >= 1e9 else f"{n / 1e6:g}M" if n >= 1e6 else f"{n / 1e3:g}k" if n >= 1e3 else f"{n:g}"
 
 
-def write_card(folder: str | Path, corpora: list[str], outside: str = "lee", batches: int = 50) -> Path:
-    """Measure the checkpoint in `folder` and write its README.md and learning curve; return the card's path."""
+def write_card(folder: str | Path, corpora: list[str] | None = None, outside: str = "lee", batches: int = 50
+               ) -> Path:
+    """Measure the checkpoint in `folder` and write its README.md and learning curve; return the card's path.
+    `corpora` defaults to those the run trained on."""
     folder = Path(folder)
     model, tokenizer = load_pretrained(folder)
     metadata = read_metadata(folder)
     config = metadata.get("train_config", {})
+    corpora = corpora or [c for c in str(config.get("corpus", "")).split(",") if c]
     metrics = {corpus: evaluate(folder, corpus, max_batches=batches, reference=True) for corpus in [*corpora, outside]}
     (folder / CURVE_NAME).write_text(learning_curve_svg(metadata.get("history", []), f"{folder.name}: learning curve"))
     card = folder / "README.md"

@@ -40,7 +40,7 @@ def test_the_card_reports_held_out_and_never_seen_text_through_ours_and_transfor
     config = TrainConfig(preset="tiny", corpus=str(corpus), steps=20, batch_size=4, seq_len=32, vocab_size=300,
                          out=str(tmp_path / "run"), eval_every=10)
     list(Trainer(config).run())
-    card = write_card(tmp_path / "run", [str(corpus)], outside="lee", batches=2).read_text()
+    card = write_card(tmp_path / "run", outside="lee", batches=2).read_text()  # its own corpus by default
     assert f"| {corpus} (held out) |" in card and "| lee (never seen) |" in card
     assert card.count("| yes |") == 2  # ours and transformers agree on both
     assert "python -m bert_demo train --preset tiny" in card and f"![learning curve]({CURVE_NAME})" in card
