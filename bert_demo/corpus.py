@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from bert_demo.sentences import MAX_WORDS, MIN_WORDS, paragraphs, to_documents
-from bert_demo.sources import SOURCES, TRAINING_SOURCES
+from bert_demo.sources import SOURCES, TRAINING_SOURCES, is_reserved
 
 CACHE_VERSION = 1  # bump when parsing changes, so stale JSON caches are ignored
 MAX_FILE_BYTES = 20 * 1024 * 1024  # a user's text file; more than the app needs for a demo
@@ -116,6 +116,9 @@ def _text_file(path: str, size: int, mtime_ns: int) -> tuple[tuple[str, ...], ..
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         raise ValueError(f"{path} is not UTF-8 text (byte {error.start} is invalid): save it as UTF-8") from None
+    if is_reserved(text):
+        raise ValueError(f"{path} holds text reserved for outside evaluation (gensim's Lee corpus): it is never "
+                         "trained on; score a model on it with `python -m bert_demo eval FOLDER --corpus lee`")
     documents = to_documents(paragraphs(text))
     if sum(len(document) for document in documents) < 2:
         raise ValueError(f"{path} has fewer than two usable sentences ({MIN_WORDS} to {MAX_WORDS} words, ending in "

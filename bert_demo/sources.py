@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import bz2
 import csv
+import functools
 import hashlib
 import html
+import importlib.util
 import io
 import re
 import subprocess
@@ -241,6 +243,24 @@ def _parse_moby_dick(cache: Path) -> list[list[str]]:
 # "lee": reserved for outside evaluation, never for training
 
 LEE_FILES = ("test/test_data/lee_background.cor", "test/test_data/lee.cor")
+
+
+@functools.lru_cache(maxsize=1)
+def _reserved_lines() -> frozenset[str]:
+    """The documents of the text reserved for outside evaluation (one per line), wherever gensim is installed."""
+    spec = importlib.util.find_spec("gensim")
+    if spec is None or spec.origin is None:
+        return frozenset()
+    files = [Path(spec.origin).parent / name for name in LEE_FILES]
+    return frozenset(line.strip() for f in files if f.is_file()
+                     for line in f.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip())
+
+
+def is_reserved(text: str) -> bool:
+    """Whether a text holds any document of the text reserved for outside evaluation, as a line of its own (a
+    copy or an upload of it, whole or in part): such text is never trained on."""
+    reserved = _reserved_lines()
+    return any(line.strip() in reserved for line in text.splitlines())
 
 
 def _parse_lee(cache: Path) -> list[list[str]]:

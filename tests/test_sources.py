@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -128,3 +129,19 @@ def test_the_outside_evaluation_corpus_is_refused_for_training(corpus_cache):
         load_corpus("news,lee", cache_dir=corpus_cache)
     lee = load_corpus("lee", cache_dir=corpus_cache, reserved_ok=True)
     assert 300 <= len(lee) <= 350 and "lee" not in sources.TRAINING_SOURCES
+
+
+def test_the_outside_evaluation_text_is_refused_as_a_file_a_copy_or_a_part_of_one(tmp_path):
+    import gensim
+
+    original = Path(gensim.__file__).parent / sources.LEE_FILES[0]
+    copy = tmp_path / "my-upload.txt"
+    copy.write_bytes(original.read_bytes())
+    for path in (original, copy):
+        with pytest.raises(ValueError, match="reserved for outside evaluation"):
+            load_corpus(str(path))
+    copy.write_text("My own first sentence here. And my second one.\n\n" + original.read_text().splitlines()[7])
+    with pytest.raises(ValueError, match="reserved for outside evaluation"):
+        load_corpus(str(copy))  # one of its documents inside other text: still refused
+    copy.write_text("My own first sentence here. And my second one.\n\nA third sentence. And a fourth.\n")
+    assert load_corpus(str(copy))
