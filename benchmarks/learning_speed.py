@@ -117,6 +117,52 @@ def run_app_default(args: argparse.Namespace) -> dict:
             "step_to_0.20": None, "news_mlm_acc": round(news["mlm_acc"], 4)}
 
 
+BY_HEART = "\n\n".join([  # six paragraphs a visitor might type (written for this benchmark)
+    "My grandmother kept bees behind her house in the hills. "
+    "Every summer she gave honey to the neighbours. She wore a white hat with a long veil.",
+    "The village had one shop and one school. The shop sold bread, milk and newspapers. "
+    "The school had forty children and two teachers.",
+    "On Sundays we walked to the lake with our dog. The dog was called Pepper and loved to swim. "
+    "We ate sandwiches on the grass near the water.",
+    "In winter the road to the village was closed by snow. "
+    "The farmers used tractors to bring food to the shop. "
+    "The children built a snowman in front of the school.",
+    "My grandfather repaired clocks in his workshop. He had a drawer full of tiny springs and gears. "
+    "He said that every clock has its own voice.",
+    "At night the sky over the hills was full of stars. My grandmother knew the names of many of them. "
+    "She taught me to find the north star.",
+])
+BY_HEART_PROBES = [("the dog was called pepper and loved to [MASK].", "swim"),
+                   ("my grandfather repaired [MASK] in his workshop.", "clocks")]
+
+
+def run_by_heart() -> dict:
+    """A few typed paragraphs learned by heart, as the Train tab runs them (tiny, 200 steps, vocabulary 512), timed
+    from the click; then training against held-out MLM accuracy, and the guesses for two of its sentences."""
+    from bert_demo.app.registry import Registry
+    from bert_demo.checkpoint import load_pretrained
+    from bert_demo.inference import fill_mask
+
+    with tempfile.TemporaryDirectory() as runs:
+        text = Path(runs) / "typed.txt"
+        text.write_text(BY_HEART)
+        started = time.perf_counter()
+        job = Registry(runs_dir=runs, device="cpu").start_training(corpus=[], upload=str(text), steps=200,
+                                                                   vocab_size=512)
+        job.thread.join()
+        seconds = time.perf_counter() - started
+        if job.done.get("reason") != "finished":
+            raise SystemExit(f"the run did not finish: {job.done}")
+        train = [r for r in job.records if r["kind"] == "train"][-1]
+        val = [r for r in job.records if r["kind"] == "val"][-1]
+        model, tokenizer = load_pretrained(job.done["checkpoint"])
+        guesses = {probe: fill_mask(model, tokenizer, probe, top_k=3)[0] for probe, _ in BY_HEART_PROBES}
+    return {"variant": "by heart", "seconds": round(seconds, 1), "train_mlm_acc": round(train["mlm_acc"], 3),
+            "val_mlm_acc": round(val["mlm_acc"], 3),
+            "guesses": {probe: [token for token, _ in guesses[probe]] for probe in guesses},
+            "right": sum(guesses[probe][0][0] == answer for probe, answer in BY_HEART_PROBES)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", help="comma-separated variant names (default: all)")
@@ -134,9 +180,12 @@ def main() -> None:
     parser.add_argument("--app-default", action="store_true",
                         help="instead: the app's default run, timed from the click (target: at most 5 minutes and "
                              "0.15 MLM accuracy on held-out news)")
+    parser.add_argument("--by-heart", action="store_true",
+                        help="instead: six typed paragraphs learned by heart, timed from the click (target: within "
+                             "a minute, with its sentences' words guessed right)")
     args = parser.parse_args()
-    if args.app_default:
-        row = run_app_default(args)
+    if args.app_default or args.by_heart:
+        row = run_by_heart() if args.by_heart else run_app_default(args)
         with open(args.log, "a") as log:
             log.write(json.dumps(row) + "\n")
         print(json.dumps(row))
