@@ -56,11 +56,11 @@ def save_pretrained(
     tmp = _temp_folder(path)
     try:
         _write_folder(model, tokenizer, tmp, metadata)
-        for folder in keep:
-            _carry_over(path / folder, tmp / folder)
         for name, tensors in (extra_files or {}).items():
             (tmp / name).parent.mkdir(parents=True, exist_ok=True)
             save_file(tensors, str(tmp / name))
+        for folder in keep:  # after the new files: a link is never written through to the old folder's file
+            _carry_over(path / folder, tmp / folder)
         _seal_files(tmp)
         _replace_folder(tmp, path)
     except BaseException as exc:
@@ -78,7 +78,7 @@ def _carry_over(source: Path, target: Path) -> None:
         return
     target.mkdir(parents=True, exist_ok=True)
     for file in source.iterdir():
-        if file.is_file() and not file.is_symlink():
+        if file.is_file() and not file.is_symlink() and not (target / file.name).exists():  # the new one wins
             try:
                 os.link(file, target / file.name)
             except OSError:  # a file system without hard links

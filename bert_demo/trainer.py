@@ -94,6 +94,9 @@ class Trainer:
         self.history: list[Record] = list(self.metadata.get("history", []))
         self.step = int(self.metadata.get("step", 0))
         self.snapshots: dict[int, timeline.State] = {}  # taken since the last save, written with the next one
+        # the output folder's timeline is this run's own when it resumes there, or once this run has saved there;
+        # a new run writing over an old folder must not inherit that folder's snapshots
+        self._owns_timeline = self.resume is not None and self.resume.resolve() == Path(config.out).resolve()
 
     def stop(self) -> None:
         """Ask the run to end after the current step; it then saves its checkpoint."""
@@ -228,7 +231,8 @@ class Trainer:
             forward = torch.nn.parallel.DistributedDataParallel(forward, device_ids=device_ids)
         window, first_step = Window(), self.step
         tokens_seen = int(self.history[-1]["tokens"]) if self.history else 0
-        due = set(timeline.snapshot_steps(cfg.steps))
+        taken = timeline.steps(cfg.out) if self._owns_timeline else []  # a resumed run's: never taken twice
+        due = set(timeline.snapshot_steps(cfg.steps)) - set(taken)
         if main and self.step in due:
             yield from self._take_snapshot()
         while self.step < cfg.steps and not self._stopping():
@@ -278,8 +282,8 @@ class Trainer:
         if self.step == first_step < cfg.steps:
             yield self._nothing_written()
             return
-        if main and self.step % cfg.eval_every:  # stopped between probes: show the guesses of the weights it keeps
-            yield self._probe()
+        if main and self.step < cfg.steps and self.step % cfg.eval_every:  # stopped between two validations:
+            yield self._probe()  # show the guesses of the weights it keeps
             yield self._readout()
         yield self._finish("finished" if self.step >= cfg.steps else "stopped", started, optimizer)
 
@@ -311,14 +315,14 @@ class Trainer:
 
     def _take_snapshot(self) -> Iterator[Record]:
         """Keep this step's weights for the timeline, unless the run's snapshots would pass their disk budget."""
-        state = timeline.snapshot(self.model, skip=frozenset(TIED_KEYS))
-        written = timeline.used_bytes(self.config.out) if Path(self.config.out).is_dir() else 0
-        if written + sum(map(timeline.size, self.snapshots.values())) + timeline.size(state) > timeline.BUDGET_BYTES:
+        size = sum(t.numel() * 2 for name, t in self.model.state_dict().items() if name not in TIED_KEYS)  # fp16
+        written = timeline.used_bytes(self.config.out) if self._owns_timeline else 0
+        if written + sum(map(timeline.size, self.snapshots.values())) + size > timeline.BUDGET_BYTES:
             yield {"kind": "status", "step": self.step,
                    "message": f"no timeline snapshot at step {self.step}: this model's snapshots would pass their "
                               f"{timeline.BUDGET_BYTES // 2**20} MB budget"}
             return
-        self.snapshots[self.step] = state
+        self.snapshots[self.step] = timeline.snapshot(self.model, skip=frozenset(TIED_KEYS))
 
     def _readout(self) -> ReadoutRecord:
         """The guesses for a few fixed held-out sentences (kept out of the history: the app shows the latest)."""
@@ -340,8 +344,9 @@ class Trainer:
             with self.lock:
                 saved = save_pretrained(self.model, self.tokenizer, self.config.out, metadata=metadata,
                                         extra_files={OPTIMIZER_NAME: optimizer_tensors(optimizer), **snapshots},
-                                        keep=(timeline.FOLDER,))
+                                        keep=(timeline.FOLDER,) if self._owns_timeline else ())
             self.snapshots.clear()
+            self._owns_timeline = True
             return saved
         finally:  # a failed save (disk full) must not leave the other ranks waiting at the barrier for ever
             if self.dist.world_size > 1:

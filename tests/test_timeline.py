@@ -88,3 +88,16 @@ def test_the_app_shows_a_run_at_any_snapshot_and_compares_two_steps(corpus, tmp_
         "title"]["text"]
     with pytest.raises(Exception, match="(?i)unknown training step 'soon'"):
         asking.fill_mask(registry, "runs/a-run", "the [MASK] sat.", 3, [], "soon")
+
+
+def test_a_new_run_over_an_old_folder_starts_its_own_timeline(corpus, tmp_path):
+    list(Trainer(config(corpus, tmp_path / "run", steps=400)).run())
+    assert 300 in timeline.steps(tmp_path / "run")
+    list(Trainer(config(corpus, tmp_path / "run", steps=40, seed=1)).run())  # not a resume: a new run
+    assert timeline.steps(tmp_path / "run") == [0, 10, 30]
+
+
+def test_a_finished_run_probes_its_last_step_once(corpus, tmp_path):
+    records = list(Trainer(config(corpus, tmp_path / "run", steps=70, eval_every=60)).run())
+    assert [r["step"] for r in records if r["kind"] == "probe"] == [60, 70]
+    assert [r["step"] for r in records if r["kind"] == "readout"] == [60, 70]
