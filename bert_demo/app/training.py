@@ -49,9 +49,7 @@ def _typed_upload(registry: Registry, typed: str | None, upload: str | None) -> 
         return
     if upload:
         raise ValueError("upload a file or type text, not both")
-    data = typed.encode("utf-8")
-    if len(data) > registry.caps.max_upload_bytes:
-        raise ValueError(f"the text is {len(data):,} bytes; at most {registry.caps.max_upload_bytes:,} are allowed")
+    data = typed.encode("utf-8")  # its size is checked with the upload's (`Runs._check_upload`)
     fd, path = tempfile.mkstemp(prefix="typed-", suffix=".txt")
     try:
         with os.fdopen(fd, "wb") as file:
@@ -119,9 +117,8 @@ def training_outputs(registry: Registry, job: TrainingJob, owner: str | None, fi
         outputs["probe"] = gr.Label(value=dict(probe["predictions"]),
                                     label=f"Step {probe['step']}: guesses for “{probe['text']}”")
     readout = next((r for r in reversed(job.records) if r.get("kind") == "readout"), None)
-    baseline = next((r.get("mlm_baseline_acc") for r in reversed(job.records) if r.get("kind") == "val"), None)
     if readout is not None:
-        outputs["readout"] = text.memorising_note(job.records) + text.readout_markdown(readout, baseline)
+        outputs["readout"] = text.memorising_note(job.records) + text.readout_markdown(readout)
     if final:
         saved = job.done is not None and job.done.get("checkpoint")
         name = f"runs/{job.name}"

@@ -1,10 +1,9 @@
 """The app's layout and wiring: six tabs whose events call `asking`, `training` and `choosing`.
 
 Each tab is laid out by its own short function, which returns its components by name. `wire` binds a handler to
-the registry and turns its {name: value} answer into {component: value}. Each backend action is a named API
-endpoint (/train, /compare_runs, /fill_mask, /head_importance, /next_sentence, /attention, /neighbours,
-/projection);
-helper events are private.
+the registry and turns its {name: value} answer into {component: value}. The main actions are named API endpoints
+(/train, /compare_runs, /fill_mask, /head_importance, /next_sentence, /attention, /neighbours, /projection); the
+helper events, and a pair's head importance (the backend's `head_importance` with two sentences), are private.
 """
 from __future__ import annotations
 
