@@ -6,8 +6,9 @@ Host and port come from GRADIO_SERVER_NAME / GRADIO_SERVER_PORT (Spaces sets the
 from bert_demo.app.registry import Registry
 from bert_demo.app.ui import build_demo, launch_kwargs
 
-registry = Registry()
-demo = build_demo(registry)
+if __name__ != "__mp_main__":  # the name multiprocessing gives this file in a training run's process: no app there
+    registry = Registry()
+    demo = build_demo(registry)
 
 if __name__ == "__main__":
     demo.launch(**launch_kwargs(registry))

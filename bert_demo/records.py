@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Literal, NotRequired, TypedDict
 
+HISTORY_KINDS = ("train", "val")  # the records a run keeps in its checkpoint's history (`Trainer._log` makes them)
+
 
 class StatusRecord(TypedDict):
     """A phase of the preparation ("loading corpus 'wiki'"), or a problem the run survived (a failed save)."""

@@ -15,7 +15,7 @@ import itertools
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import nullcontext
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -88,6 +88,7 @@ class Trainer:
         self.device = pick_device(config.device, self.dist)
         self.lock = threading.Lock()  # held while weights change; `snapshot` takes it to copy a consistent model
         self._stop = threading.Event()
+        self.after_step: Callable[[], None] | None = None  # called in the training thread after each step
         self.model: BertForPreTraining | None = None
         self.tokenizer: BertTokenizerFast | None = None
         self.metadata = read_metadata(self.resume) if self.resume else {}
@@ -101,6 +102,11 @@ class Trainer:
     def stop(self) -> None:
         """Ask the run to end after the current step; it then saves its checkpoint."""
         self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        """Whether `stop()` was called."""
+        return self._stop.is_set()
 
     def snapshot(self) -> BertForPreTraining | None:
         """An eval-mode copy of the current weights, safe to use while training continues."""
@@ -259,6 +265,8 @@ class Trainer:
                 optimizer.step()
                 schedule.step()
             self.step += 1
+            if self.after_step is not None:
+                self.after_step()
             if main and self.step in due:
                 yield from self._take_snapshot()
             if self.step % TRIM_EVERY == 0:

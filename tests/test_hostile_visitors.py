@@ -66,7 +66,7 @@ def test_a_stop_request_without_a_session_or_from_another_session_stops_nothing(
         response = httpx.post(f"{app['url']}gradio_api/run/predict", json=body, timeout=30)
         assert response.status_code == 200, response.text
     time.sleep(1.0)
-    assert registry.job.running and not registry.job.trainer._stop.is_set()
+    assert registry.job.running and not registry.job.trainer.stopping
     job.cancel()  # the visitor who started it leaves: that still stops it
     registry.job.thread.join(timeout=60)
     assert registry.job.done["reason"] == "stopped"

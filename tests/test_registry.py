@@ -313,6 +313,7 @@ def test_a_failing_run_ends_with_an_error_record(write_corpus, roots, tmp_path, 
         raise ValueError(f"{source} vanished")
 
     monkeypatch.setattr("bert_demo.trainer.load_corpus", vanished)  # accepted at the start, gone when the run reads it
+    registry.train_in_process = False  # the patch is in this process (test_run_process.py covers the child's errors)
     job = registry.start_training(corpus=[], upload=str(corpus), steps=10, batch_size=4, seq_len=32, vocab_size=512)
     job.thread.join(timeout=60)
     assert job.done["reason"] == "error" and "vanished" in job.done["message"]

@@ -1,5 +1,6 @@
 """The app's one training slot: the form's settings checked against the machine's caps, uploads, a short line of
-waiting visitors, the job thread that runs `Trainer.run()`, and the pruning of old runs.
+waiting visitors, the job thread that follows `Trainer.run()` (in a process of its own on a CPU), and the pruning of
+old runs.
 
 One run trains at a time for everyone. A visitor has at most one run waiting or training, only that visitor can stop
 it, and at most `max_waiting` visitors wait: more are refused at once, so that queued runs never fill the queue that
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bert_demo.app.backend import backend
+from bert_demo.app.run_process import ProcessTrainer
 from bert_demo.app.models import (
     FOLDER,
     LIVE,
@@ -93,6 +95,7 @@ class Runs:
         self.min_run_age_s = MIN_RUN_AGE_S
         self.finish_wait_s = 30.0  # how long a new run waits for the previous one to save its checkpoint
         self._runs_lock = threading.RLock()
+        self.train_in_process = True  # on a CPU (see run_process); False: in a thread of this process
 
     @property
     def caps(self) -> Caps:
@@ -241,7 +244,9 @@ class Runs:
                     if self.job.running:
                         raise ValueError(f"another run ({self.job.name}) is training: wait for it to end")
                 private = owner is not None and not share and has_upload(config.corpus)
-                trainer = backend().trainer.Trainer(config, origin="app", visible_to=owner if private else None)
+                in_process = self.train_in_process and config.device == "cpu"  # a GPU does not share the cores
+                make = ProcessTrainer if in_process else backend().trainer.Trainer
+                trainer = make(config, origin="app", visible_to=owner if private else None)
             except ValueError:
                 remove_uploads(config.corpus)
                 raise

@@ -20,6 +20,7 @@ from bert_demo.app.handlers import FINAL, NO_COMPARE
 from bert_demo.app.training import PROBE_LABEL, START_RANDOM, STARTS
 from bert_demo.app.models import Examples, read_examples
 from bert_demo.app.registry import Registry
+from bert_demo.app.run_process import question_asked
 from bert_demo.config import LIMITS
 from bert_demo.sources import TRAINING_SOURCES
 from bert_demo.train_config import APP_RUN, label
@@ -71,6 +72,7 @@ def wire(handler: Callable, registry: Registry, components: Components) -> Calla
                 yield {components[name]: value for name, value in result.items()}
     else:
         def fn(*args):
+            question_asked()  # a run in progress yields cores to the visitors while they wait for answers
             return {components[name]: value for name, value in call(args).items()}
     fn.__name__, fn.__signature__ = handler.__name__, inspect.Signature(parameters)
     fn.__annotations__ = {"request": gr.Request} if owner else {}  # where gradio looks for the request parameter

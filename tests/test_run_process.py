@@ -1,0 +1,79 @@
+"""bert_demo/app/run_process.py: a run in a child process streams the Trainer's records, shares its weights live,
+stops when asked, and reports a refusal, a crash or its own death instead of hanging its readers."""
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+import torch
+
+from bert_demo.app.run_process import ProcessTrainer, question_asked
+from bert_demo.app.runs import TrainingJob
+from bert_demo.checkpoint import load_pretrained
+from bert_demo.train_config import TrainConfig
+
+
+def config(tmp_path, corpus: str, steps: int = 40) -> TrainConfig:
+    return TrainConfig(preset="tiny", corpus=corpus, steps=steps, batch_size=4, seq_len=32, vocab_size=512,
+                       log_every=5, eval_every=20, save_every=10**9, out=str(tmp_path / "run"))
+
+
+def weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
+
+
+def test_a_child_run_streams_the_records_and_saves_the_weights_the_parent_sees_live(write_corpus, tmp_path):
+    trainer = ProcessTrainer(config(tmp_path, str(write_corpus(tmp_path / "corpus.txt"))))
+    records, live = [], []
+    for record in trainer.run():
+        records.append(record)
+        if record["kind"] == "train":
+            live.append(weights(trainer.snapshot()))
+    assert records[-1]["kind"] == "done" and records[-1]["reason"] == "finished"
+    assert [r["step"] for r in trainer.history if r["kind"] == "val"] == [20, 40]
+    assert len(live) >= 2 and any(not torch.equal(live[0][k], live[-1][k]) for k in live[0])  # the weights moved
+    saved, _ = load_pretrained(records[-1]["checkpoint"])
+    final = weights(trainer.snapshot())
+    assert all(torch.equal(final[name], tensor) for name, tensor in saved.state_dict().items())
+    assert trainer.step == 40 and trainer.tokenizer is not None and not trainer.process.is_alive()
+
+
+def test_stop_ends_the_child_run_after_a_step_with_a_saved_checkpoint(write_corpus, tmp_path):
+    trainer = ProcessTrainer(config(tmp_path, str(write_corpus(tmp_path / "corpus.txt")), steps=10**4))
+    for record in trainer.run():
+        if record["kind"] == "train":
+            question_asked()  # the child then trains on one core; it must still stop and save
+            trainer.stop()
+    assert record["kind"] == "done" and record["reason"] == "stopped" and record["step"] < 10**4
+    assert trainer.stopping and load_pretrained(record["checkpoint"])[0] is not None
+
+
+def test_the_child_stops_and_saves_when_the_app_dies(write_corpus, tmp_path):
+    trainer = ProcessTrainer(config(tmp_path, str(write_corpus(tmp_path / "corpus.txt")), steps=10**4))
+    closed_at = None
+    for record in trainer.run():
+        if record["kind"] == "train" and closed_at is None:
+            trainer._app_alive.close()  # what the kernel does to a killed app's end of the pipe
+            closed_at = record["step"]
+    assert record["kind"] == "done" and record["reason"] == "stopped" and record["step"] < closed_at + 100
+    assert load_pretrained(record["checkpoint"])[0] is not None
+
+
+def test_a_refusal_in_the_child_reaches_the_parent_as_a_value_error(tmp_path):
+    trainer = ProcessTrainer(config(tmp_path, str(tmp_path / "gone.txt")))
+    with pytest.raises(ValueError, match="no such file"):
+        list(trainer.run())
+
+
+def test_a_killed_child_ends_the_job_with_an_error_record_instead_of_hanging(write_corpus, tmp_path):
+    job = TrainingJob(ProcessTrainer(config(tmp_path, str(write_corpus(tmp_path / "corpus.txt")), steps=10**4)),
+                      "run")
+    job.start()
+    deadline = time.monotonic() + 60
+    while job.trainer.step < 1 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    os.kill(job.trainer.process.pid, signal.SIGKILL)
+    job.thread.join(timeout=30)
+    assert not job.running and job.done["reason"] == "error" and "without saving" in job.done["message"]
