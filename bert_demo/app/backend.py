@@ -22,6 +22,9 @@ def backend() -> SimpleNamespace:
                 import torch
 
                 from bert_demo import checkpoint, evaluate, inference, pretraining_data, timeline, trainer
+                from bert_demo.app import run_process
+
+                run_process.warm_up()  # a visitor who asks questions may train next: have the run's process ready
 
                 _LOADED = SimpleNamespace(torch=torch, checkpoint=checkpoint, evaluate=evaluate, inference=inference,
                                           pretraining_data=pretraining_data, timeline=timeline, trainer=trainer)

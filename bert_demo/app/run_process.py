@@ -49,6 +49,18 @@ def context() -> Any:
     return _context
 
 
+def warm_up() -> None:
+    """Start the fork server in the background (it imports torch and the trainer: about two seconds of one core),
+    so that the first run a visitor starts does not wait for it. The app calls this on its first use of a model."""
+    def start() -> None:
+        if context().get_start_method() == "forkserver":
+            from multiprocessing import forkserver
+
+            forkserver.ensure_running()
+
+    threading.Thread(target=start, name="start-fork-server", daemon=True).start()
+
+
 def question_asked() -> None:
     """Tell a run in progress that a visitor is waiting for an answer (see BUSY_S)."""
     if _last_question is not None:
