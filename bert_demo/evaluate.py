@@ -110,17 +110,13 @@ READOUT_SENTENCES = 3
 _READOUT_WORDS = (6, 18)  # short enough to read at a glance, long enough to give context
 
 
-def frequency_baseline(train_ids: list, val_batches: list[Batch], special_ids: list[int]) -> tuple[int, float]:
-    """The most frequent token of the training text (special tokens aside), and the validation accuracy of always
-    guessing it: what a model on BERT's early plateau scores, and what real learning must beat."""
-    counts: dict[int, int] = defaultdict(int)
-    for document in train_ids:
-        for sentence in document:
-            for token in sentence:
-                counts[token] += 1
-    for special in special_ids:
-        counts.pop(special, None)
-    top = max(counts, key=counts.__getitem__) if counts else 0
+def frequency_baseline(counts: Tensor, val_batches: list[Batch], special_ids: list[int]) -> tuple[int, float]:
+    """The most frequent token of the training text (`counts`: `pretraining_data.token_counts`; special tokens
+    aside), and the validation accuracy of always guessing it: what a model on BERT's early plateau scores, and what
+    real learning must beat."""
+    ordinary = counts.clone()
+    ordinary[special_ids] = -1
+    top = int(ordinary.argmax())
     labels = torch.cat([batch["mlm_labels"][batch["mlm_labels"] != IGNORE_INDEX] for batch in val_batches])
     return top, float((labels == top).float().mean()) if len(labels) else 0.0
 

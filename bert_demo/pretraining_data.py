@@ -82,6 +82,16 @@ def _unit_hash(document: list[str], seed: int) -> float:
     return int.from_bytes(digest, "big") / 2**64
 
 
+def token_counts(documents: Sequence[Document], vocab_size: int) -> Tensor:
+    """How often each token id occurs in tokenized documents (see `tokenize_documents`). Shape (vocab_size,)."""
+    joined = array("i")
+    for document in documents:
+        for sentence in document:
+            joined.extend(sentence)
+    ids = torch.frombuffer(joined, dtype=torch.int32).long() if joined else torch.zeros(0, dtype=torch.long)
+    return torch.bincount(ids, minlength=vocab_size)
+
+
 def tokenize_documents(documents: Sequence[list[str]], tokenizer: PreTrainedTokenizerBase,
                        chunk: int = 4096) -> list[Document]:
     """Word-piece every sentence and drop sentences and documents left empty.

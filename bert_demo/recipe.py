@@ -8,7 +8,6 @@ the Loss"; Gopalani & Hu 2025: the plateau is slow learning of the attention map
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 import torch
@@ -111,13 +110,11 @@ def set_dropout(model: BertForPreTraining, p: float) -> None:
             module.dropout_prob = p
 
 
-def unigram_log_probs(documents: Iterable[Iterable[Sequence[int]]], vocab_size: int) -> torch.Tensor:
-    """log p(token) over every sentence of `documents` (token ids), with add-one smoothing. Shape (vocab_size,)."""
-    counts = torch.ones(vocab_size, dtype=torch.float64)
-    for document in documents:
-        for sentence in document:
-            counts += torch.bincount(torch.as_tensor(sentence, dtype=torch.long), minlength=vocab_size)
-    return (counts / counts.sum()).log().float()
+def unigram_log_probs(counts: torch.Tensor) -> torch.Tensor:
+    """log p(token) from the training text's token counts (`pretraining_data.token_counts`), with add-one
+    smoothing: a token never seen is rare, not impossible. Shape (vocab_size,)."""
+    smoothed = counts.double() + 1
+    return (smoothed / smoothed.sum()).log().float()
 
 
 def sinusoids(positions: int, width: int) -> torch.Tensor:

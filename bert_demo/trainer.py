@@ -44,6 +44,7 @@ from bert_demo.pretraining_data import (
     PretrainingData,
     SpecialIds,
     split_documents,
+    token_counts,
     tokenize_documents,
 )
 from bert_demo.recipe import initialise, lr_multiplier, make_optimizer, set_dropout, unigram_log_probs
@@ -155,9 +156,10 @@ class Trainer:
             batches = itertools.chain(itertools.islice(short.batches(), cfg.short_seq_steps - self.step), batches)
         val_batches = self._data(tokenize_documents(val_docs, self.tokenizer), special, 0, 32).fixed_batches(
             cfg.eval_batches, seed=0)
-        self._baseline = frequency_baseline(train_ids, val_batches, self.tokenizer.all_special_ids)
+        counts = token_counts(train_ids, len(self.tokenizer))
+        self._baseline = frequency_baseline(counts, val_batches, self.tokenizer.all_special_ids)
         self._readout_items = readout_items(val_docs, self.tokenizer)
-        optimizer, schedule = self._model_and_optimizer(train_ids)
+        optimizer, schedule = self._model_and_optimizer(counts)
         yield {"kind": "status", "message": f"training on {self.device.type} ({self.dist.world_size} process(es)) "
                                             f"with {self.model.num_parameters():,} parameters"}
         return batches, val_batches, optimizer, schedule
@@ -199,7 +201,7 @@ class Trainer:
                                max_predictions=max_predictions, seed=seed, rank=rank, world_size=world,
                                mask_prob=mask_prob)
 
-    def _model_and_optimizer(self, train_ids: list):
+    def _model_and_optimizer(self, counts: torch.Tensor):
         """The model (resumed, or new with the recipe's initial values), AdamW and the schedule."""
         cfg = self.config
         if self.resume:
@@ -214,7 +216,7 @@ class Trainer:
                 model_config = replace(model_config, hidden_dropout_prob=cfg.dropout,
                                        attention_probs_dropout_prob=cfg.dropout)
             self.model = BertForPreTraining(model_config)
-            bias = unigram_log_probs(train_ids, len(self.tokenizer)) if cfg.unigram_bias else None
+            bias = unigram_log_probs(counts) if cfg.unigram_bias else None
             initialise(self.model, cfg.qk_scale, cfg.mimetic, cfg.sinusoid_positions, cfg.position_scale,
                        cfg.local_heads, output_bias=bias)
             self.model.to(self.device)

@@ -8,12 +8,13 @@ import pytest
 import torch
 
 from bert_demo.evaluate import frequency_baseline, readout, readout_items
+from bert_demo.pretraining_data import token_counts
 
 
 def test_the_frequency_baseline_is_the_most_frequent_token_and_how_often_it_is_the_answer():
     train_ids = [[array("i", [5, 6, 5, 1]), array("i", [5, 7])], [array("i", [1, 1, 1, 1, 6])]]  # 1 is special
     labels = torch.tensor([[5, -100, 6, 5], [7, 5, -100, -100]])
-    top, accuracy = frequency_baseline(train_ids, [{"mlm_labels": labels}], special_ids=[0, 1])
+    top, accuracy = frequency_baseline(token_counts(train_ids, 8), [{"mlm_labels": labels}], special_ids=[0, 1])
     assert top == 5 and accuracy == pytest.approx(3 / 5)  # 5 targets, three of them token 5
 
 

@@ -8,7 +8,7 @@ import torch
 
 from bert_demo.model import IGNORE_INDEX
 from bert_demo.pretraining_data import (IS_NEXT, NOT_NEXT, PretrainingData, SpecialIds, create_examples,
-                                        split_documents, tokenize_documents)
+                                        split_documents, token_counts, tokenize_documents)
 
 SPECIAL = SpecialIds(cls=2, sep=3, mask=4, pad=0, vocab_size=6000, special=(0, 1, 2, 3, 4))
 DOC_SPAN = 250  # document d owns token ids [5 + d * DOC_SPAN, 5 + (d + 1) * DOC_SPAN), in reading order
@@ -159,3 +159,13 @@ def test_tokenize_documents_keeps_document_boundaries_and_drops_empty_sentences(
     docs = tokenize_documents([["the cat sat.", "   "], ["the dog sat.", "paris is big."], [""]], tokenizer)
     assert len(docs) == 2 and [len(d) for d in docs] == [1, 2]
     assert tokenizer.decode(docs[1][0]) == "the dog sat."
+
+
+def test_token_counts_count_every_token_of_every_sentence_of_every_document():
+    documents = numbered_documents(n_docs=5)
+    counts = token_counts(documents, SPECIAL.vocab_size)
+    expected = torch.zeros(SPECIAL.vocab_size, dtype=torch.long)
+    for token in (t for document in documents for sentence in document for t in sentence):
+        expected[token] += 1
+    assert counts.shape == (SPECIAL.vocab_size,) and torch.equal(counts, expected) and counts.sum() > 0
+    assert token_counts([], 7).tolist() == [0] * 7

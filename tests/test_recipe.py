@@ -6,6 +6,7 @@ import torch
 
 from bert_demo.config import PRESETS
 from bert_demo.model import BertForPreTraining
+from bert_demo.pretraining_data import token_counts
 from bert_demo.recipe import initialise, lr_multiplier, set_dropout, sinusoids, unigram_log_probs
 
 
@@ -72,11 +73,11 @@ def test_an_unknown_schedule_is_refused_with_the_known_names():
 
 def test_unigram_bias_starts_the_model_at_the_word_frequencies():
     documents = [[[5, 5, 6], [5]], [[7]]]  # token 5 three times, 6 and 7 once
-    bias = unigram_log_probs(documents, vocab_size=8)
+    bias = unigram_log_probs(token_counts(documents, vocab_size=8))
     assert torch.allclose(bias.exp().sum(), torch.tensor(1.0))
     assert bias[5] > bias[6] == bias[7] > bias[0]  # add-one smoothing: unseen tokens are rare, not impossible
     model = fresh()
-    initialise(model, output_bias=unigram_log_probs(documents, 1000))
+    initialise(model, output_bias=unigram_log_probs(token_counts(documents, 1000)))
     assert model.cls.predictions.bias.argmax() == 5
 
 
