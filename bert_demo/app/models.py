@@ -19,6 +19,7 @@ import threading
 import time
 import zipfile
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -161,18 +162,25 @@ class Catalog:
         entry = name if isinstance(name, ModelEntry) else self.resolve(name, viewer)
         if entry.name == LIVE:
             return self.job.live_model()
-        key = (entry.name, _mtime(entry.folder))
+        return self._cached((entry.name, _mtime(entry.folder)), lambda: self._read(entry))
+
+    def _read(self, entry: ModelEntry) -> Loaded:
+        checkpoint = backend().checkpoint
+        started = time.perf_counter()
+        # a hub id is downloaded, never looked up as a path: "tests" must not load ./tests
+        folder = entry.folder or checkpoint.download(entry.name, cache_dir=self.hub_cache)
+        model, tokenizer, missing = checkpoint.load_checkpoint(folder, device=self.torch_device())
+        log.info("loaded %s in %.1f s", entry.name, time.perf_counter() - started)
+        return Loaded(model, tokenizer, entry, folder, missing)
+
+    def _cached(self, key: tuple, make: Callable[[], Loaded]) -> Loaded:
+        """The cached model under `key`, or `make()`'s, kept among the newest `cache_size`. `make` runs outside the
+        lock: a slow download must not block the cached models."""
         with self._cache_lock:
             if key in self._cache:
                 self._cache.move_to_end(key)
                 return self._cache[key]
-        checkpoint = backend().checkpoint
-        started = time.perf_counter()  # load outside the lock: a slow download must not block cached models
-        # a hub id is downloaded, never looked up as a path: "tests" must not load ./tests
-        folder = entry.folder or checkpoint.download(entry.name, cache_dir=self.hub_cache)
-        model, tokenizer, missing = checkpoint.load_checkpoint(folder, device=self.torch_device())
-        loaded = Loaded(model, tokenizer, entry, folder, missing)
-        log.info("loaded %s in %.1f s", entry.name, time.perf_counter() - started)
+        loaded = make()
         with self._cache_lock:
             self._cache[key] = loaded
             while len(self._cache) > self.cache_size:
@@ -186,20 +194,13 @@ class Catalog:
             return self.load(entry)
         if entry.folder is None:
             raise ValueError(f"{entry.label} has no timeline: choose “final weights”")
-        key = (entry.name, _mtime(entry.folder), step)
-        with self._cache_lock:
-            if key in self._cache:
-                self._cache.move_to_end(key)
-                return self._cache[key]
-        final = self.load(entry)
-        model = copy.deepcopy(final.model)
-        model.load_state_dict(backend().timeline.load(entry.folder, step), strict=False)  # the tie survives
-        loaded = Loaded(model.eval(), final.tokenizer, entry, final.folder)
-        with self._cache_lock:
-            self._cache[key] = loaded
-            while len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
-        return loaded
+        def read_snapshot() -> Loaded:
+            final = self.load(entry)
+            model = copy.deepcopy(final.model)
+            model.load_state_dict(backend().timeline.load(entry.folder, step), strict=False)  # the tie survives
+            return Loaded(model.eval(), final.tokenizer, entry, final.folder)
+
+        return self._cached((entry.name, _mtime(entry.folder), step), read_snapshot)
 
     def timeline_steps(self, name: str | None, viewer: str | None = None) -> list[int]:
         """The steps a model has snapshots of (none for a shipped or hub model without a timeline)."""
