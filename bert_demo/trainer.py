@@ -17,7 +17,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Generator, Iterator
 from contextlib import nullcontext
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -208,18 +208,14 @@ class Trainer:
             self.model, _ = load_pretrained(self.resume, device=self.device)
         elif cfg.init_from:  # continued pre-training: the checkpoint's weights, a fresh optimizer and schedule
             self.model, _ = load_pretrained(cfg.init_from, device=self.device)
-            if cfg.dropout is not None:
-                set_dropout(self.model, cfg.dropout)
         else:
-            model_config = PRESETS[cfg.preset].with_vocab(len(self.tokenizer))
-            if cfg.dropout is not None:
-                model_config = replace(model_config, hidden_dropout_prob=cfg.dropout,
-                                       attention_probs_dropout_prob=cfg.dropout)
-            self.model = BertForPreTraining(model_config)
+            self.model = BertForPreTraining(PRESETS[cfg.preset].with_vocab(len(self.tokenizer)))
             bias = unigram_log_probs(counts) if cfg.unigram_bias else None
             initialise(self.model, cfg.qk_scale, cfg.mimetic, cfg.sinusoid_positions, cfg.position_scale,
                        cfg.local_heads, output_bias=bias)
             self.model.to(self.device)
+        if cfg.dropout is not None:  # the recipe's rate, whatever the preset or the continued checkpoint had
+            set_dropout(self.model, cfg.dropout)
         self.model.train()
         optimizer = make_optimizer(self.model, cfg)
         if self.resume and (self.resume / OPTIMIZER_NAME).is_file():
