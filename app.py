@@ -3,10 +3,10 @@
 Host and port come from GRADIO_SERVER_NAME / GRADIO_SERVER_PORT (Spaces sets them); models from ./checkpoints,
 ./runs, or the folders named by BERT_DEMO_CHECKPOINTS, BERT_DEMO_RUNS, BERT_DEMO_MODELS_DIR.
 """
-from bert_demo.app.registry import Registry
-from bert_demo.app.ui import build_demo, launch_kwargs
-
 if __name__ != "__mp_main__":  # the name multiprocessing gives this file in a training run's process: no app there
+    from bert_demo.app.registry import Registry
+    from bert_demo.app.ui import build_demo, launch_kwargs
+
     registry = Registry()
     demo = build_demo(registry)
 

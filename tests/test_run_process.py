@@ -2,6 +2,7 @@
 stops when asked, and reports a refusal, a crash or its own death instead of hanging its readers."""
 from __future__ import annotations
 
+import copy
 import os
 import signal
 import time
@@ -9,6 +10,7 @@ import time
 import pytest
 import torch
 
+from bert_demo.app import run_process
 from bert_demo.app.run_process import ProcessTrainer, question_asked
 from bert_demo.app.runs import TrainingJob
 from bert_demo.checkpoint import load_pretrained
@@ -41,17 +43,17 @@ def test_a_child_run_streams_the_records_and_saves_the_weights_the_parent_sees_l
 
 
 def test_stop_ends_the_child_run_after_a_step_with_a_saved_checkpoint(write_corpus, tmp_path):
-    trainer = ProcessTrainer(config(tmp_path, str(write_corpus(tmp_path / "corpus.txt")), steps=10**4))
+    trainer = ProcessTrainer(config(tmp_path, str(write_corpus(tmp_path / "corpus.txt")), steps=2000))
     for record in trainer.run():
         if record["kind"] == "train":
             question_asked()  # the child then trains on one core; it must still stop and save
             trainer.stop()
-    assert record["kind"] == "done" and record["reason"] == "stopped" and record["step"] < 10**4
+    assert record["kind"] == "done" and record["reason"] == "stopped" and record["step"] < 100
     assert trainer.stopping and load_pretrained(record["checkpoint"])[0] is not None
 
 
 def test_the_child_stops_and_saves_when_the_app_dies(write_corpus, tmp_path):
-    trainer = ProcessTrainer(config(tmp_path, str(write_corpus(tmp_path / "corpus.txt")), steps=10**4))
+    trainer = ProcessTrainer(config(tmp_path, str(write_corpus(tmp_path / "corpus.txt")), steps=2000))
     closed_at = None
     for record in trainer.run():
         if record["kind"] == "train" and closed_at is None:
@@ -61,6 +63,31 @@ def test_the_child_stops_and_saves_when_the_app_dies(write_corpus, tmp_path):
     assert load_pretrained(record["checkpoint"])[0] is not None
 
 
+def test_a_run_of_one_step_hands_its_weights_over_before_the_child_ends(write_corpus, tmp_path):
+    trainer = ProcessTrainer(config(tmp_path, str(write_corpus(tmp_path / "corpus.txt")), steps=1))
+    records = list(trainer.run())
+    assert records[-1]["reason"] == "finished" and trainer.snapshot() is not None
+
+
+def test_a_snapshot_is_never_a_copy_that_a_weight_change_overlapped(write_corpus, tmp_path, monkeypatch):
+    trainer = ProcessTrainer(config(tmp_path, str(write_corpus(tmp_path / "corpus.txt")), steps=1))
+    list(trainer.run())
+    copies, deepcopy = [], copy.deepcopy
+
+    def overlapped_once(model):  # a whole optimizer step happens while the first copy is taken
+        if not copies:
+            trainer._writes.value += 2
+        copies.append(model)
+        return deepcopy(model)
+
+    monkeypatch.setattr(run_process.copy, "deepcopy", overlapped_once)
+    assert trainer.snapshot() is not None and len(copies) == 2  # the first copy was thrown away
+    monkeypatch.setattr(run_process, "SNAPSHOT_WAIT_S", 0.2)
+    trainer._writes.value += 1  # the child is changing the weights now, and never finishes
+    with pytest.raises(ValueError, match="busy"):
+        trainer.snapshot()
+
+
 def test_a_refusal_in_the_child_reaches_the_parent_as_a_value_error(tmp_path):
     trainer = ProcessTrainer(config(tmp_path, str(tmp_path / "gone.txt")))
     with pytest.raises(ValueError, match="no such file"):
@@ -68,7 +95,7 @@ def test_a_refusal_in_the_child_reaches_the_parent_as_a_value_error(tmp_path):
 
 
 def test_a_killed_child_ends_the_job_with_an_error_record_instead_of_hanging(write_corpus, tmp_path):
-    job = TrainingJob(ProcessTrainer(config(tmp_path, str(write_corpus(tmp_path / "corpus.txt")), steps=10**4)),
+    job = TrainingJob(ProcessTrainer(config(tmp_path, str(write_corpus(tmp_path / "corpus.txt")), steps=2000)),
                       "run")
     job.start()
     deadline = time.monotonic() + 60

@@ -6,10 +6,12 @@ process of its own it trains at the speed of the CLI, and while visitors are bei
 instead of all of them: a parallel region with two threads stalls whenever the scheduler runs only one of them.
 
 `ProcessTrainer` stands in for `Trainer` in the app's `TrainingJob`: the same `run()`, `stop()`, `step`,
-`snapshot()`, `tokenizer` and `config`. The child shares its model's weights with this process (shared memory,
-updated in place by the optimizer), so the run in progress can be asked questions as before; `snapshot` copies
-them under a lock the child holds while it changes them. Records and the model travel through a queue between our
-own two processes; nothing a visitor sent is ever unpickled.
+`snapshot()`, `tokenizer`, `history` and `config`. The child shares its model's weights with this process (shared
+memory, updated in place by the optimizer), so the run in progress can be asked questions as before. Nothing
+waits across the two processes, so that neither can hang the other by dying: `snapshot` copies the weights and
+keeps the copy only if no write overlapped it (a seqlock), and the records come through a one-way pipe that reads
+as ended when the child is gone. Records and the model travel between our own two processes; nothing a visitor
+sent is ever unpickled.
 """
 from __future__ import annotations
 
@@ -17,7 +19,6 @@ import copy
 import logging
 import multiprocessing
 import os
-import queue
 import signal
 import threading
 import time
@@ -31,21 +32,26 @@ log = logging.getLogger(__name__)
 
 BUSY_S = 1.0  # a run trains on one core for this long after a visitor's question was answered
 POLL_S = 0.05  # how often the child passes its step and a stop request on
-LOCK_WAIT_S = 10.0  # longest wait for the child to finish an optimizer step before a snapshot gives up
+SNAPSHOT_WAIT_S = 10.0  # longest a snapshot keeps retrying while the weights change (a save, or many steps)
+HANDOVER_WAIT_S = 30.0  # longest the child stays, once done, for the app to take over the shared weights
 _context: Any = None
 _last_question: Any = None  # time.monotonic() of the newest question, shared with the child
+_CONTEXT_LOCK = threading.Lock()
 
 
 def context() -> Any:
     """The multiprocessing context for runs: a fork server that has imported torch and the trainer once, so a run
-    starts in a fraction of a second, and forks no thread of the web server. Spawn where there is no fork server."""
+    starts in a fraction of a second, and forks no thread of the web server. Spawn where there is no fork server.
+    The fork server keeps the environment it started with."""
     global _context, _last_question
-    if _context is None:
-        methods = multiprocessing.get_all_start_methods()
-        _context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-        if "forkserver" in methods:
-            _context.set_forkserver_preload(["bert_demo.app.run_process", "bert_demo.trainer"])
-        _last_question = _context.Value("d", 0.0, lock=False)
+    with _CONTEXT_LOCK:
+        if _context is None:
+            methods = multiprocessing.get_all_start_methods()
+            ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+            if "forkserver" in methods:
+                ctx.set_forkserver_preload(["bert_demo.app.run_process", "bert_demo.trainer"])
+            _last_question = ctx.Value("d", 0.0, lock=False)
+            _context = ctx
     return _context
 
 
@@ -80,10 +86,9 @@ class ProcessTrainer:
         self.history: list[Record] = []  # as Trainer keeps it (an app run never resumes, so it starts empty)
         self._arguments = (config, origin, visible_to)
         ctx = context()
-        self._messages = ctx.Queue()
-        # flags, not an Event: an Event.set() waits for every waiter to wake, and a dead child's never does
         self._stop, self._step = ctx.Value("b", 0, lock=False), ctx.Value("q", 0, lock=False)
-        self._lock = ctx.Lock()
+        self._writes = ctx.Value("q", 0, lock=False)  # odd while the child changes the weights
+        self._received = ctx.Value("b", 0, lock=False)  # set once this process holds the shared weights
         self.model: Any = None
         self.tokenizer: Any = None
         self.process: Any = None  # the child, once started
@@ -93,38 +98,45 @@ class ProcessTrainer:
     def step(self) -> int:
         return int(self._step.value)
 
-    def stop(self) -> None:
-        """Ask the run to end after the current step; it then saves its checkpoint."""
-        self._stop.value = 1
-
     @property
     def stopping(self) -> bool:
         return bool(self._stop.value)
 
+    def stop(self) -> None:
+        """Ask the run to end after the current step; it then saves its checkpoint."""
+        self._stop.value = 1
+
     def snapshot(self) -> Any:
-        """An eval-mode copy of the run's weights as they are now, taken between optimizer steps."""
+        """An eval-mode copy of the run's weights as they are now: one that no optimizer step or save overlapped."""
         if self.model is None:
             return None
-        if not self._lock.acquire(timeout=LOCK_WAIT_S):
-            raise ValueError("the run is busy: try again in a few seconds")
-        try:
-            return copy.deepcopy(self.model).eval()
-        finally:
-            self._lock.release()
+        deadline = time.monotonic() + SNAPSHOT_WAIT_S
+        while time.monotonic() < deadline:
+            before = self._writes.value
+            if before % 2 == 0:
+                model = copy.deepcopy(self.model)
+                if self._writes.value == before:
+                    return model.eval()
+            time.sleep(0.002)
+        raise ValueError("the run is busy: try again in a few seconds")
 
     def run(self) -> Iterator[Record]:
         """Start the child and yield its records until the last one ("done"), or until the child ends."""
-        app_alive, self._app_alive = context().Pipe(duplex=False)  # only this process holds the writing end
-        self.process = child = context().Process(
+        ctx = context()
+        records, sender = ctx.Pipe(duplex=False)
+        app_alive, self._app_alive = ctx.Pipe(duplex=False)  # only this process holds the writing end
+        self.process = child = ctx.Process(
             target=_train, name=f"train-{os.path.basename(self.config.out)}", daemon=True,
-            args=(*self._arguments, self._messages, self._stop, self._lock, self._step, _last_question, app_alive))
+            args=(*self._arguments, sender, self._stop, self._step, self._writes, self._received, _last_question,
+                  app_alive))
         child.start()
+        sender.close()  # the child's end only: once the child is gone, reading says so (EOFError)
         app_alive.close()
         try:
-            while (message := self._next(child)) is not None:
-                kind, payload = message
+            for kind, payload in _messages(records):
                 if kind == "model":
                     self.model, self.tokenizer = payload
+                    self._received.value = 1
                 elif kind == "refused":
                     raise ValueError(payload)
                 elif kind == "failed":
@@ -137,51 +149,77 @@ class ProcessTrainer:
                         return
         finally:
             self.stop()
-            deadline = time.monotonic() + 60  # let it save; read on, so that it never waits to send
-            while child.is_alive() and time.monotonic() < deadline:
-                try:
-                    self._messages.get(timeout=POLL_S)
-                except queue.Empty:
-                    pass
+            for _ in _messages(records, until=time.monotonic() + 60):  # let it save; read on so it never blocks
+                pass
+            records.close()
+            child.join(timeout=5)
+            if self.model is not None:  # into this process's own memory, so the shared memory is freed
+                self.model = copy.deepcopy(self.model)
 
-    def _next(self, child: Any) -> tuple[str, Any] | None:
-        """The child's next message; None once it has ended and sent everything (a run killed without a last
-        record: TrainingJob then reports that it ended unsaved)."""
-        while True:
+
+def _messages(records: Any, until: float | None = None) -> Iterator[tuple[str, Any]]:
+    """What the child sends, until it has ended (or until the time `until`)."""
+    while until is None or time.monotonic() < until:
+        if records.poll(POLL_S * 10):
             try:
-                return self._messages.get(timeout=POLL_S * 10)
-            except queue.Empty:
-                if not child.is_alive():
-                    return None
+                yield records.recv()
+            except EOFError:
+                return
 
 
-def _train(config: TrainConfig, origin: str, visible_to: str | None, messages: Any, stop: Any, lock: Any,
-           step: Any, last_question: Any, app_alive: Any) -> None:
+class _Writing:
+    """The child trainer's `lock`: counts up when the weights start changing and again when they are consistent
+    (a seqlock), so that `snapshot` can tell whether its copy overlapped a change. Nothing ever waits on it."""
+
+    def __init__(self, writes: Any):
+        self.writes = writes
+
+    def __enter__(self) -> None:
+        self.writes.value += 1
+
+    def __exit__(self, *exc: object) -> None:
+        self.writes.value += 1
+
+
+def _train(config: TrainConfig, origin: str, visible_to: str | None, sender: Any, stop: Any, step: Any,
+           writes: Any, received: Any, last_question: Any, app_alive: Any) -> None:
     """The child: run the Trainer, send its records, and share its model once built."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group; the app stops the run
     from bert_demo.trainer import Trainer
 
+    shared, connected = False, True
+
+    def send(message: tuple[str, Any]) -> None:
+        nonlocal connected
+        if connected:
+            try:
+                sender.send(message)
+            except OSError:  # the app is gone: the run goes on to stop and save all the same
+                connected = False
+
     try:
         trainer = Trainer(config, origin=origin, visible_to=visible_to)
-        trainer.lock = lock
+        trainer.lock = _Writing(writes)
         trainer.after_step = _yield_cores_to_questions(last_question)
         threading.Thread(target=_relay, args=(trainer, stop, step, app_alive), daemon=True).start()
-        shared = False
         for record in trainer.run():
             if not shared and trainer.model is not None:  # between steps: the weights are not changing now
                 for tensor in trainer.model.state_dict().values():
                     tensor.share_memory_()
-                messages.put(("model", (trainer.model, trainer.tokenizer)))
+                send(("model", (trainer.model, trainer.tokenizer)))
                 shared = True
-            messages.put(("record", record))
+            send(("record", record))
     except ValueError as exc:
-        messages.put(("refused", str(exc)))
+        send(("refused", str(exc)))
     except Exception as exc:  # noqa: BLE001 - the parent turns this into the run's last record
         log.exception("training run %s failed", config.out)
-        messages.put(("failed", f"{type(exc).__name__}: {exc}"))
+        send(("failed", f"{type(exc).__name__}: {exc}"))
     finally:
-        messages.close()
-        messages.join_thread()  # everything sent arrives before the process ends
+        # the app takes the shared weights over from this process while it lives: wait for that, or for its end
+        deadline = time.monotonic() + HANDOVER_WAIT_S
+        while shared and connected and not received.value and not app_alive.poll() and time.monotonic() < deadline:
+            time.sleep(POLL_S)
+        sender.close()
 
 
 def _yield_cores_to_questions(last_question: Any) -> Callable[[], None]:
@@ -204,9 +242,13 @@ def _yield_cores_to_questions(last_question: Any) -> Callable[[], None]:
 
 
 def _relay(trainer: Any, stop: Any, step: Any, app_alive: Any) -> None:
-    """Pass the trainer's step to the parent, and the parent's stop request to the trainer; stop it too when the
-    app is gone (its end of `app_alive` closed: it is never written to), so that a killed app leaves a saved run."""
-    while not stop.value and not app_alive.poll():
+    """Pass the trainer's step to the parent until the process ends, and the parent's stop request to the trainer;
+    stop it too when the app is gone (its end of `app_alive` closed: it is never written to), so that a killed app
+    leaves a saved run."""
+    stopped = False
+    while True:
         step.value = trainer.step
+        if not stopped and (stop.value or app_alive.poll()):
+            trainer.stop()
+            stopped = True
         time.sleep(POLL_S)
-    trainer.stop()

@@ -253,7 +253,6 @@ class Runs:
             self._prune_runs(keep=self.max_runs - 1)
             self.job = TrainingJob(trainer, Path(config.out).name, owner=owner)
             self.job.start()
-            atexit.register(self.job.shutdown)  # on exit (Ctrl-C included), stop the run and let it save
             return self.job
 
     def stop_training(self, owner: str | None) -> bool:
@@ -310,6 +309,7 @@ class TrainingJob:
         self._live: tuple[int, Loaded] | None = None
 
     def start(self) -> None:
+        atexit.register(self.shutdown)  # on exit (Ctrl-C included), stop the run and let it save
         self.thread.start()
 
     def _run(self) -> None:
@@ -325,6 +325,7 @@ class TrainingJob:
             if not self.records or self.records[-1].get("kind") != "done":
                 self._append(self._failed("the run ended without saving"))
             remove_uploads(self.trainer.config.corpus)
+            atexit.unregister(self.shutdown)  # and let the finished job, with its model, be freed
 
     def _failed(self, message: str) -> DoneRecord:
         return {"kind": "done", "reason": "error", "step": self.trainer.step, "message": message, "checkpoint": None}

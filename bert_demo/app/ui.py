@@ -73,7 +73,10 @@ def wire(handler: Callable, registry: Registry, components: Components) -> Calla
     else:
         def fn(*args):
             question_asked()  # a run in progress yields cores to the visitors while they wait for answers
-            return {components[name]: value for name, value in call(args).items()}
+            try:
+                return {components[name]: value for name, value in call(args).items()}
+            finally:
+                question_asked()  # counted from the answer: a long one keeps the run on one core throughout
     fn.__name__, fn.__signature__ = handler.__name__, inspect.Signature(parameters)
     fn.__annotations__ = {"request": gr.Request} if owner else {}  # where gradio looks for the request parameter
     return fn
