@@ -6,6 +6,7 @@ import copy
 import os
 import signal
 import time
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -104,3 +105,13 @@ def test_a_killed_child_ends_the_job_with_an_error_record_instead_of_hanging(wri
     os.kill(job.trainer.process.pid, signal.SIGKILL)
     job.thread.join(timeout=30)
     assert not job.running and job.done["reason"] == "error" and "without saving" in job.done["message"]
+
+
+def test_weights_that_cannot_be_shared_leave_the_run_training_without_live_questions(trained_tiny, monkeypatch):
+    def no_room(tensor):
+        raise RuntimeError("unable to write to file </torch_1_2>: No space left on device")
+
+    monkeypatch.setattr(torch.Tensor, "share_memory_", no_room)
+    sent = []
+    assert not run_process._share(SimpleNamespace(model=trained_tiny, tokenizer=None), sent.append)
+    assert sent == []  # the app is never given a model it cannot watch: the run is simply not listed as live

@@ -187,7 +187,7 @@ def _train(config: TrainConfig, origin: str, visible_to: str | None, sender: Any
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group; the app stops the run
     from bert_demo.trainer import Trainer
 
-    shared, connected = False, True
+    shared, connected = None, True  # shared: None until the model is built, then whether it could be
 
     def send(message: tuple[str, Any]) -> None:
         nonlocal connected
@@ -203,11 +203,8 @@ def _train(config: TrainConfig, origin: str, visible_to: str | None, sender: Any
         trainer.after_step = _yield_cores_to_questions(last_question)
         threading.Thread(target=_relay, args=(trainer, stop, step, app_alive), daemon=True).start()
         for record in trainer.run():
-            if not shared and trainer.model is not None:  # between steps: the weights are not changing now
-                for tensor in trainer.model.state_dict().values():
-                    tensor.share_memory_()
-                send(("model", (trainer.model, trainer.tokenizer)))
-                shared = True
+            if shared is None and trainer.model is not None:  # between steps: the weights are not changing now
+                shared = _share(trainer, send)
             send(("record", record))
     except ValueError as exc:
         send(("refused", str(exc)))
@@ -220,6 +217,19 @@ def _train(config: TrainConfig, origin: str, visible_to: str | None, sender: Any
         while shared and connected and not received.value and not app_alive.poll() and time.monotonic() < deadline:
             time.sleep(POLL_S)
         sender.close()
+
+
+def _share(trainer: Any, send: Callable[[tuple[str, Any]], None]) -> bool:
+    """Move the model's weights to shared memory and send it to the app; False (the run trains on, but cannot be
+    asked questions while it does) where the shared memory is too small, as in a container's 64 MB /dev/shm."""
+    try:
+        for tensor in trainer.model.state_dict().values():
+            tensor.share_memory_()
+    except (RuntimeError, OSError) as exc:
+        log.warning("the run's weights cannot be shared (%s): it cannot be asked questions while it trains", exc)
+        return False
+    send(("model", (trainer.model, trainer.tokenizer)))
+    return True
 
 
 def _yield_cores_to_questions(last_question: Any) -> Callable[[], None]:
