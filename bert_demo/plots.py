@@ -1,8 +1,11 @@
 """Plotly figures for the app: training curves from trainer records, attention maps from weight tensors.
 
-Pure functions: records or tensors in, `go.Figure` out. `template="none"` keeps each figure's JSON small (it is
-sent to the browser on every live update). Each attention map's colour scale runs from 0 to its largest weight, so
-flat maps stay readable (the colour bar says where the top is); hovering a cell shows "query → key: weight".
+Pure functions: records or tensors in, `go.Figure` out. Each figure is built in one go from plain dicts (`_figure`,
+with `_panels` laying out side-by-side charts): plotly's `make_subplots` and `update_*` calls walk the figure's
+object tree on every call, and took most of an attention request's time and 55 ms of every live training update.
+`template="none"` keeps each figure's JSON small (it is sent to the browser on every live update). Each attention
+map's colour scale runs from 0 to its largest weight, so flat maps stay readable (the colour bar says where the top
+is); hovering a cell shows "query → key: weight".
 """
 from __future__ import annotations
 
@@ -11,7 +14,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from bert_demo.records import Record
 
@@ -26,20 +28,50 @@ MARGIN = dict(l=60, r=20, t=80, b=50)
 MAX_ATTENTION_TOKENS = 128  # the longest input the attention heatmaps draw (the shipped model trained on 128)
 
 
-def _layout(fig: go.Figure, title: str, height: int, **kwargs) -> go.Figure:
-    fig.update_layout(template=TEMPLATE, title=dict(text=title, x=0.02, xanchor="left"), height=height,
-                      font=FONT, margin=MARGIN, **kwargs)
-    return fig
+SUBPLOT_TITLE_FONT = dict(size=12, color="#555")
+
+
+def _figure(traces: list[dict], title: str, height: int, **layout) -> go.Figure:
+    """A figure from its traces and layout as plain dicts, with the app's title, size, font and margins."""
+    return go.Figure({"data": traces, "layout": {"template": TEMPLATE, "title": dict(text=title, x=0.02,
+                      xanchor="left"), "height": height, "font": FONT, "margin": MARGIN, **layout}})
+
+
+def _panels(count: int, cols: int, h_gap: float, v_gap: float = 0.0, titles: Sequence[str] = (),
+            x: dict | None = None, y: dict | None = None, title_font: dict | None = None) -> dict:
+    """The layout of `count` charts, `cols` a row, left to right then down: axes x, x2, ... (with `x` and `y`'s
+    settings) over their share of the figure, and each chart's title above it. What make_subplots builds."""
+    rows = math.ceil(count / cols)
+    # domains are clamped to [0, 1]: float sums end at -2.8e-17
+    width, height = (1 - h_gap * (cols - 1)) / cols, (1 - v_gap * (rows - 1)) / rows
+    layout: dict = {"annotations": []}
+    for i in range(count):
+        name = _axis(i)
+        left, top = (i % cols) * (width + h_gap), 1 - (i // cols) * (height + v_gap)
+        layout[f"xaxis{name}"] = dict(x or {}, domain=[left, min(1.0, left + width)], anchor=f"y{name}")
+        layout[f"yaxis{name}"] = dict(y or {}, domain=[max(0.0, top - height), top], anchor=f"x{name}")
+        if i < len(titles):
+            layout["annotations"].append(dict(text=titles[i], x=left + width / 2, y=top, xref="paper",
+                                              yref="paper", xanchor="center", yanchor="bottom", showarrow=False,
+                                              font=title_font or dict(size=12)))
+    return layout
+
+
+def _axis(i: int) -> str:
+    """Plotly's name for the i-th chart's axes: x and y, then x2 and y2, ..."""
+    return "" if i == 0 else str(i + 1)
+
+
+def _on(i: int) -> dict:
+    """What puts a trace on the i-th chart of `_panels`."""
+    return {"xaxis": f"x{_axis(i)}", "yaxis": f"y{_axis(i)}"}
 
 
 def empty_figure(message: str, height: int = 280) -> go.Figure:
     """A blank chart with a centred note (before the first data arrives)."""
-    fig = go.Figure()
-    fig.add_annotation(text=message, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False,
-                       font=dict(size=14, color="#777"))
-    fig.update_xaxes(visible=False)
-    fig.update_yaxes(visible=False)
-    return _layout(fig, "", height)
+    return _figure([], "", height, xaxis=dict(visible=False), yaxis=dict(visible=False),
+                   annotations=[dict(text=message, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False,
+                                     font=dict(size=14, color="#777"))])
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -52,27 +84,26 @@ def _series(records: Sequence[Record], kind: str, key: str) -> tuple[list[int], 
     return [r["step"] for r in rows], [round(float(r[key]), 5) for r in rows]
 
 
-def _curves(records: Sequence[Record], key: str, title: str, y_title: str, height: int, from_zero: bool
-            ) -> go.Figure:
+def _curves(records: Sequence[Record], key: str, title: str, y_title: str, height: int, from_zero: bool,
+            extra: Sequence[dict] = ()) -> go.Figure:
     """Masked LM (left) and next sentence (right) side by side, as their scales differ ~10x; train solid,
     validation dashed with markers. A loss axis fits the curve (from zero, a fall from 7 to 5 looks flat)."""
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("masked LM", "next sentence"), horizontal_spacing=0.1)
-    for col, group in enumerate(("mlm", "nsp"), start=1):
+    traces = []
+    for panel, group in enumerate(("mlm", "nsp")):
         for kind in ("train", "val"):
             x, y = _series(records, kind, f"{group}_{key}")
             name = f"{group.upper()} {'train' if kind == 'train' else 'validation'}"
             style = (dict(mode="lines", line=dict(color=COLORS[group], width=1.5)) if kind == "train" else
                      dict(mode="lines+markers", line=dict(color=COLORS[group], dash="dash", width=2),
                           marker=dict(size=7)))
-            fig.add_trace(go.Scatter(x=x, y=y, name=name, **style,
-                                     hovertemplate=f"{name}<br>step %{{x}}: %{{y:.4g}}<extra></extra>"),
-                          row=1, col=col)
-    fig.update_xaxes(title_text="step", rangemode="tozero", automargin=True)
-    rangemode = "tozero" if from_zero else "normal"
-    fig.update_yaxes(title_text=y_title, rangemode=rangemode, automargin=True, col=1)
-    fig.update_yaxes(rangemode=rangemode, automargin=True, col=2)
-    fig.update_annotations(font=dict(size=12, color="#555"))  # the subplot titles
-    return _layout(fig, title, height, hovermode="x unified",
+            traces.append(dict(type="scatter", x=x, y=y, name=name, **style, **_on(panel),
+                               hovertemplate=f"{name}<br>step %{{x}}: %{{y:.4g}}<extra></extra>"))
+    traces.extend(extra)
+    panels = _panels(2, 2, h_gap=0.1, titles=("masked LM", "next sentence"), title_font=SUBPLOT_TITLE_FONT,
+                     x=dict(title=dict(text="step"), rangemode="tozero", automargin=True),
+                     y=dict(rangemode="tozero" if from_zero else "normal", automargin=True))
+    panels["yaxis"]["title"] = dict(text=y_title)
+    return _figure(traces, title, height, **panels, hovermode="x unified",
                    legend=dict(orientation="h", y=1.14, yanchor="bottom", x=1, xanchor="right", font=dict(size=11)))
 
 
@@ -84,24 +115,22 @@ def loss_figure(records: Sequence[Record], height: int = 300) -> go.Figure:
 def accuracy_figure(records: Sequence[Record], height: int = 300) -> go.Figure:
     """Share of masked tokens guessed right, and of sentence pairs judged right (chance: 0.5); with the masked-LM
     accuracy of always guessing the most frequent token, the line that real learning must rise above."""
-    fig = _curves(records, "acc", "Accuracy", "accuracy", height, from_zero=True)
     x, y = _series(records, "val", "mlm_baseline_acc")
-    if x:
-        fig.add_trace(go.Scatter(x=x, y=y, name="always the most frequent token", mode="lines",
-                                 line=dict(color="#888", dash="dot", width=1.5),
-                                 hovertemplate="always the most frequent token: %{y:.3f}<extra></extra>"),
-                      row=1, col=1)
-    return fig
+    baseline = [dict(type="scatter", x=x, y=y, name="always the most frequent token", mode="lines", **_on(0),
+                     line=dict(color="#888", dash="dot", width=1.5),
+                     hovertemplate="always the most frequent token: %{y:.3f}<extra></extra>")] if x else []
+    return _curves(records, "acc", "Accuracy", "accuracy", height, from_zero=True, extra=baseline)
 
 
 def lr_figure(records: Sequence[Record], height: int = 300) -> go.Figure:
     """The learning-rate schedule: linear warm-up, then linear decay."""
     x, y = _series(records, "train", "lr")
-    fig = go.Figure(go.Scatter(x=x, y=y, mode="lines", name="learning rate", line=dict(color=COLORS["lr"]),
-                               hovertemplate="step %{x}: %{y:.3g}<extra></extra>"))
-    fig.update_xaxes(title_text="step", rangemode="tozero", automargin=True)
-    fig.update_yaxes(title_text="learning rate", exponentformat="e", rangemode="tozero", automargin=True)
-    return _layout(fig, "Learning rate", height, showlegend=False)
+    trace = dict(type="scatter", x=x, y=y, mode="lines", name="learning rate", line=dict(color=COLORS["lr"]),
+                 hovertemplate="step %{x}: %{y:.3g}<extra></extra>")
+    return _figure([trace], "Learning rate", height, showlegend=False,
+                   xaxis=dict(title=dict(text="step"), rangemode="tozero", automargin=True),
+                   yaxis=dict(title=dict(text="learning rate"), exponentformat="e", rangemode="tozero",
+                              automargin=True))
 
 
 def training_figures(records: Sequence[Record]) -> tuple[go.Figure, go.Figure, go.Figure]:
@@ -131,22 +160,22 @@ PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e
 def compare_figure(runs: dict[str, Sequence[Record]], x: str = "tokens") -> go.Figure:
     """Validation masked-LM accuracy (left) and training MLM loss (right) of several runs, against tokens seen or
     minutes of training (log scale), so runs of different batch sizes, speeds and lengths are compared fairly."""
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("held-out accuracy", "training loss"),
-                        horizontal_spacing=0.1)
+    traces = []
     for i, (name, records) in enumerate(runs.items()):
         colour = PALETTE[i % len(PALETTE)]
         minutes = dict(zip(map(id, records), _running_elapsed(records)))
-        for col, (kind, key) in enumerate((("val", "mlm_acc"), ("train", "mlm_loss")), start=1):
+        for panel, (kind, key) in enumerate((("val", "mlm_acc"), ("train", "mlm_loss"))):
             rows = [r for r in records if r.get("kind") == kind and isinstance(r.get(key), (int, float))]
             xs = [r.get("tokens", 0) if x == "tokens" else minutes[id(r)] for r in rows]
-            fig.add_trace(go.Scatter(x=xs, y=[r[key] for r in rows], name=name, legendgroup=name,
-                                     showlegend=col == 1, mode="lines+markers" if kind == "val" else "lines",
-                                     line=dict(color=colour, width=1.8), marker=dict(size=5)), row=1, col=col)
+            traces.append(dict(type="scatter", x=xs, y=[r[key] for r in rows], name=name, legendgroup=name,
+                               showlegend=panel == 0, mode="lines+markers" if kind == "val" else "lines",
+                               line=dict(color=colour, width=1.8), marker=dict(size=5), **_on(panel)))
     # a log axis: a 3-minute run and a 26-hour one are both readable on it, and early learning is spread out
-    fig.update_xaxes(title_text="tokens seen" if x == "tokens" else "minutes of training", type="log")
-    fig.update_yaxes(rangemode="tozero", col=1)
-    fig.update_annotations(font=dict(size=12, color="#555"))
-    return _layout(fig, "Runs compared", 360, legend=dict(orientation="h", y=-0.3, x=0, font=dict(size=11)))
+    panels = _panels(2, 2, h_gap=0.1, titles=("held-out accuracy", "training loss"), title_font=SUBPLOT_TITLE_FONT,
+                     x=dict(title=dict(text="tokens seen" if x == "tokens" else "minutes of training"), type="log"))
+    panels["yaxis"]["rangemode"] = "tozero"
+    return _figure(traces, "Runs compared", 360, **panels,
+                   legend=dict(orientation="h", y=-0.3, x=0, font=dict(size=11)))
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -205,19 +234,19 @@ def attention_heatmap(tokens: Sequence[str], weights: Tensor, title: str = "", k
     keys = tokens if keys is None else keys
     _check(tokens, keys, weights, 2)
     rows, cols = _labels(tokens), _labels(keys)
-    fig = go.Figure(go.Heatmap(
-        z=_matrix(weights), x=list(range(len(cols))), y=list(range(len(rows))), zmin=0, zmax=colour_top(weights),
-        colorscale=COLORSCALE, text=_hover(rows, cols, weights), hovertemplate="%{text}<extra></extra>",
-        colorbar=dict(title=dict(text="weight"), thickness=12), xgap=1, ygap=1,
-    ))
+    trace = dict(type="heatmap", z=_matrix(weights), x=list(range(len(cols))), y=list(range(len(rows))), zmin=0,
+                 zmax=colour_top(weights), colorscale=COLORSCALE, text=_hover(rows, cols, weights),
+                 hovertemplate="%{text}<extra></extra>", colorbar=dict(title=dict(text="weight"), thickness=12),
+                 xgap=1, ygap=1)
     n = max(len(rows), len(cols))
     axis = dict(tickmode="array", tickfont=dict(size=_tick_font(n)), showgrid=False, zeroline=False, automargin=True)
-    fig.update_xaxes(**axis, tickvals=list(range(len(cols))), ticktext=cols, tickangle=-60,
-                     title=dict(text="key: the token attended to", standoff=12))
-    fig.update_yaxes(**axis, tickvals=list(range(len(rows))), ticktext=rows, autorange="reversed",
-                     title=dict(text="query: the token attending", standoff=8))
     side = min(900, max(360, 26 * n + 170))
-    return _layout(fig, title, side, yaxis_scaleanchor="x", plot_bgcolor="white")
+    return _figure([trace], title, side, plot_bgcolor="white",
+                   xaxis=dict(axis, tickvals=list(range(len(cols))), ticktext=cols, tickangle=-60, constrain="domain",
+                              title=dict(text="key: the token attended to", standoff=12)),
+                   yaxis=dict(axis, tickvals=list(range(len(rows))), ticktext=rows, autorange="reversed",
+                              title=dict(text="query: the token attending", standoff=8), scaleanchor="x",
+                              constrain="domain"))  # square cells, with the labels beside the map
 
 
 GRID_COLUMNS = 2  # two heads a row: each map is wide enough for its token labels at 1400 px
@@ -228,41 +257,28 @@ def attention_grid(tokens: Sequence[str], weights: Tensor, title: str = "", keys
                    ) -> go.Figure:
     """All heads of one layer, two a row, weights[head, query, key], on one colour scale shared by the heads.
 
-    The subplots are laid out by hand in one layout dict: plotly's make_subplots and its per-axis updates took
-    three quarters of an attention request's time."""
+    """
     keys = tokens if keys is None else keys
     _check(tokens, keys, weights, 3)
     row_labels, col_labels = _labels(tokens), _labels(keys)
     heads, n = weights.shape[0], max(len(row_labels), len(col_labels))
     cols = min(GRID_COLUMNS, heads)
     rows = math.ceil(heads / cols)
-    h_gap, v_gap = 0.12, 0.25 / rows  # domains are clamped to [0, 1]: float sums end at -2.8e-17
-    width, height = (1 - h_gap * (cols - 1)) / cols, (1 - v_gap * (rows - 1)) / rows
     labelled = n <= GRID_LABELS_UP_TO
     axis = dict(type="category", showticklabels=labelled, tickfont=dict(size=_tick_font(n)), showgrid=False,
                 zeroline=False)
+    layout = _panels(heads, cols, h_gap=0.12, v_gap=0.25 / rows, titles=[f"head {h + 1}" for h in range(heads)],
+                     x=dict(axis, tickangle=-90), y=dict(axis, autorange="reversed"))
     # the tokens themselves are the axes (kept distinct), so hovering names a cell without a text per cell:
     # that text was three quarters of the figure's JSON, sent and parsed on every request
     rows_, columns = _distinct(row_labels), _distinct(col_labels)
-    layout: dict = {"annotations": []}
-    traces = []
-    for h in range(heads):
-        name = "" if h == 0 else str(h + 1)  # plotly's axis names: x, x2, x3, ...
-        left, top = (h % cols) * (width + h_gap), 1 - (h // cols) * (height + v_gap)
-        layout[f"xaxis{name}"] = dict(axis, domain=[left, min(1.0, left + width)], anchor=f"y{name}", tickangle=-90)
-        layout[f"yaxis{name}"] = dict(axis, domain=[max(0.0, top - height), top], anchor=f"x{name}",
-                                      autorange="reversed")
-        layout["annotations"].append(dict(text=f"head {h + 1}", x=left + width / 2, y=top, xref="paper",
-                                          yref="paper", xanchor="center", yanchor="bottom", showarrow=False,
-                                          font=dict(size=12)))
-        traces.append(go.Heatmap(z=_matrix(weights[h]), x=columns, y=rows_, coloraxis="coloraxis",
-                                 xaxis=f"x{name}", yaxis=f"y{name}",
-                                 hovertemplate=f"head {h + 1}<br>%{{y}} → %{{x}}: %{{z:.3f}}<extra></extra>"))
-    layout["coloraxis"] = dict(colorscale=COLORSCALE, cmin=0, cmax=colour_top(weights),
-                               colorbar=dict(title=dict(text="weight"), thickness=12))
+    traces = [dict(type="heatmap", z=_matrix(weights[h]), x=columns, y=rows_, coloraxis="coloraxis", **_on(h),
+                   hovertemplate=f"head {h + 1}<br>%{{y}} → %{{x}}: %{{z:.3f}}<extra></extra>")
+              for h in range(heads)]
     label_room = 9 * max(len(t) for t in row_labels + col_labels) if labelled else 0
-    fig = go.Figure(data=traces, layout=layout)
-    return _layout(fig, title, rows * (max(220, 13 * n) + label_room + 40) + 80, plot_bgcolor="white")
+    return _figure(traces, title, rows * (max(220, 13 * n) + label_room + 40) + 80, plot_bgcolor="white", **layout,
+                   coloraxis=dict(colorscale=COLORSCALE, cmin=0, cmax=colour_top(weights),
+                                  colorbar=dict(title=dict(text="weight"), thickness=12)))
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -273,27 +289,22 @@ def head_importance_figure(labels: Sequence[str], drops: Tensor) -> go.Figure:
     """drops[target, layer, head] as one heatmap per target, one under another (readable on a phone too): red
     where switching a head off costs the answer probability, blue where the head was working against it."""
     targets, layers, heads = drops.shape
-    fig = make_subplots(rows=targets, cols=1, subplot_titles=list(labels), vertical_spacing=0.3 / targets)
     top = max(float(drops.abs().max()), 0.01)
-    for t in range(targets):
-        z = [[round(float(v), 4) for v in row] for row in drops[t].tolist()]
-        fig.add_trace(go.Heatmap(z=z, x=[f"H{h + 1}" for h in range(heads)], y=[f"L{i + 1}" for i in range(layers)],
-                                 coloraxis="coloraxis", xgap=2, ygap=2,
-                                 hovertemplate="layer %{y}, head %{x}: %{z:+.3f}<extra></extra>"),
-                      row=t + 1, col=1)
-    fig.update_yaxes(autorange="reversed")
-    fig.update_layout(coloraxis=dict(colorscale="RdBu", reversescale=True, cmin=-top, cmax=top,
-                                     colorbar=dict(title=dict(text="drop"), thickness=12)))
-    return _layout(fig, "What each head adds", targets * (26 * layers + 70) + 90,
-                   plot_bgcolor="white")
+    traces = [dict(type="heatmap", z=[[round(float(v), 4) for v in row] for row in drops[t].tolist()],
+                   x=[f"H{h + 1}" for h in range(heads)], y=[f"L{i + 1}" for i in range(layers)],
+                   coloraxis="coloraxis", xgap=2, ygap=2, **_on(t),
+                   hovertemplate="layer %{y}, head %{x}: %{z:+.3f}<extra></extra>") for t in range(targets)]
+    layout = _panels(targets, 1, h_gap=0.0, v_gap=0.3 / targets, titles=list(labels), y=dict(autorange="reversed"))
+    return _figure(traces, "What each head adds", targets * (26 * layers + 70) + 90, plot_bgcolor="white", **layout,
+                   coloraxis=dict(colorscale="RdBu", reversescale=True, cmin=-top, cmax=top,
+                                  colorbar=dict(title=dict(text="drop"), thickness=12)))
 
 
 def projection_figure(points: Sequence[tuple[str, float, float]]) -> go.Figure:
     """Words at their embeddings' first two principal components, each labelled."""
-    fig = go.Figure(go.Scatter(x=[x for _, x, _ in points], y=[y for _, _, y in points], mode="markers+text",
-                               text=[w for w, _, _ in points], textposition="top center",
-                               marker=dict(size=9, color=COLORS["mlm"]),
-                               hovertemplate="%{text}: (%{x:.2f}, %{y:.2f})<extra></extra>"))
-    fig.update_xaxes(title=dict(text="principal component 1"), zeroline=False)
-    fig.update_yaxes(title=dict(text="principal component 2"), zeroline=False)
-    return _layout(fig, "Embedding space (PCA)", 460)
+    trace = dict(type="scatter", x=[x for _, x, _ in points], y=[y for _, _, y in points], mode="markers+text",
+                 text=[w for w, _, _ in points], textposition="top center", marker=dict(size=9, color=COLORS["mlm"]),
+                 hovertemplate="%{text}: (%{x:.2f}, %{y:.2f})<extra></extra>")
+    return _figure([trace], "Embedding space (PCA)", 460,
+                   xaxis=dict(title=dict(text="principal component 1"), zeroline=False),
+                   yaxis=dict(title=dict(text="principal component 2"), zeroline=False))

@@ -39,6 +39,8 @@ CSS = """
 #upload .upload-container { padding-top: 1.8em; }
 #model-info table, #layer-table table, #readout table { display: block; overflow-x: auto; }  /* a phone scrolls */
 #model-info th, #model-info td, #layer-table th, #layer-table td { white-space: nowrap; }
+#pair { min-width: min(260px, 100%) !important; }  /* gradio puts both in one form: on a phone, Hide wraps below */
+#hide { min-width: min(200px, 100%) !important; }
 """
 Components = dict[str, Any]
 
