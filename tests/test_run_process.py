@@ -64,7 +64,14 @@ def test_the_child_stops_and_saves_when_the_app_dies(write_corpus, tmp_path):
     assert load_pretrained(record["checkpoint"])[0] is not None
 
 
-def test_a_run_of_one_step_hands_its_weights_over_before_the_child_ends(write_corpus, tmp_path):
+def test_a_run_of_one_step_hands_its_weights_over_before_the_child_ends(write_corpus, tmp_path, monkeypatch):
+    read = run_process._messages
+
+    def late(records, until=None):  # the app reads only after the child has finished (a busy app)
+        time.sleep(3)
+        yield from read(records, until)
+
+    monkeypatch.setattr(run_process, "_messages", late)
     trainer = ProcessTrainer(config(tmp_path, str(write_corpus(tmp_path / "corpus.txt")), steps=1))
     records = list(trainer.run())
     assert records[-1]["reason"] == "finished" and trainer.snapshot() is not None
@@ -102,9 +109,12 @@ def test_a_killed_child_ends_the_job_with_an_error_record_instead_of_hanging(wri
     deadline = time.monotonic() + 60
     while job.trainer.step < 1 and time.monotonic() < deadline:
         time.sleep(0.1)
+    os.kill(job.trainer.process.pid, signal.SIGSTOP)
+    job.trainer._writes.value |= 1  # as if killed in the middle of an optimizer step
     os.kill(job.trainer.process.pid, signal.SIGKILL)
     job.thread.join(timeout=30)
     assert not job.running and job.done["reason"] == "error" and "without saving" in job.done["message"]
+    assert job.trainer.snapshot() is not None  # not "busy" for ever: the dead child's write is over
 
 
 def test_weights_that_cannot_be_shared_leave_the_run_training_without_live_questions(trained_tiny, monkeypatch):

@@ -153,8 +153,10 @@ class ProcessTrainer:
                 pass
             records.close()
             child.join(timeout=5)
-            if self.model is not None:  # into this process's own memory, so the shared memory is freed
-                self.model = copy.deepcopy(self.model)
+            if not child.is_alive():
+                self._writes.value += self._writes.value % 2  # a child killed mid-step never finished its write
+                if self.model is not None:  # into this process's own memory, so the shared memory is freed
+                    self.model = copy.deepcopy(self.model)
 
 
 def _messages(records: Any, until: float | None = None) -> Iterator[tuple[str, Any]]:
@@ -194,7 +196,7 @@ def _train(config: TrainConfig, origin: str, visible_to: str | None, sender: Any
         if connected:
             try:
                 sender.send(message)
-            except OSError:  # the app is gone: the run goes on to stop and save all the same
+            except ConnectionError:  # the app is gone: the run goes on to stop and save all the same
                 connected = False
 
     try:
@@ -203,6 +205,7 @@ def _train(config: TrainConfig, origin: str, visible_to: str | None, sender: Any
         trainer.after_step = _yield_cores_to_questions(last_question)
         threading.Thread(target=_relay, args=(trainer, stop, step, app_alive), daemon=True).start()
         for record in trainer.run():
+            step.value = trainer.step  # exact with every record, not only every POLL_S
             if shared is None and trainer.model is not None:  # between steps: the weights are not changing now
                 shared = _share(trainer, send)
             send(("record", record))

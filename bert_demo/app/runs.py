@@ -347,7 +347,7 @@ class TrainingJob:
     def stop(self) -> None:
         self.trainer.stop()
 
-    def shutdown(self, timeout: float = 30.0) -> None:
+    def shutdown(self, timeout: float = 90.0) -> None:
         """Stop the run and wait for it to save, so the process never exits under a running thread."""
         if self.running:
             self.stop()
