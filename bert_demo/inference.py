@@ -115,6 +115,15 @@ def attention(
     return tokenizer.convert_ids_to_tokens(batch["input_ids"][0].tolist()), weights
 
 
+def segments(tokenizer: BertTokenizerFast, text_a: str, text_b: str | None = None) -> list[str]:
+    """Which sentence each token of `attention`'s input belongs to, as BERT's segment ids say: "A" for [CLS] A
+    [SEP], "B" for B [SEP]. A "[SEP]" typed inside sentence A is a [SEP] token, but the model still sees it in A."""
+    text_a = _read(text_a, "the sentence" if text_b is None else "sentence A", tokenizer)
+    text_b = None if text_b is None else _read(text_b, "sentence B", tokenizer)
+    ids = tokenizer(text_a, text_b, return_token_type_ids=True)["token_type_ids"]
+    return ["A" if segment == 0 else "B" for segment in ids]
+
+
 def neighbours(model: BertForPreTraining, tokenizer: BertTokenizerFast, word: str, k: int = 10,
                text: str | None = None, layer: int = 0) -> list[tuple[str, float]]:
     """The `k` vocabulary tokens whose input embeddings are closest (cosine) to a vector for `word`.

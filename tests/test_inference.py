@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bert_demo.inference import MAX_MASKS, attention, fill_mask, next_sentence
+from bert_demo.inference import MAX_MASKS, attention, fill_mask, next_sentence, segments
 
 
 def test_fill_mask_returns_one_ranked_list_per_mask_left_to_right(trained_tiny, tokenizer):
@@ -90,6 +90,14 @@ def test_attention_returns_tokens_and_row_stochastic_weights_per_layer_and_head(
     config = trained_tiny.config
     assert weights.shape == (config.num_hidden_layers, config.num_attention_heads, len(tokens), len(tokens))
     assert torch.allclose(weights.sum(-1), torch.ones(()), atol=1e-5)
+
+
+def test_segments_follow_the_models_segment_ids_even_with_a_sep_typed_inside_sentence_a(trained_tiny, tokenizer):
+    tokens, _ = attention(trained_tiny, tokenizer, "the cat [SEP] sat.", "the dog sat.")
+    assert tokens.count("[SEP]") == 3  # the typed one is a real [SEP] token
+    assert segments(tokenizer, "the cat [SEP] sat.", "the dog sat.") == ["A"] * 7 + ["B"] * 5
+    assert len(segments(tokenizer, "the cat [SEP] sat.", "the dog sat.")) == len(tokens)
+    assert set(segments(tokenizer, "paris is the capital of france.")) == {"A"}
 
 
 def test_attention_of_a_single_sentence_and_too_long_input(trained_tiny, tokenizer):

@@ -141,6 +141,9 @@ def test_attention_pair_filter_keeps_sentence_a_looking_at_b_and_needs_a_sentenc
     assert layout["yaxis"]["ticktext"] == ["the", "cat", "sat", "."]
     assert "[SEP]" not in layout["xaxis"]["ticktext"] and "cat" not in layout["xaxis"]["ticktext"]
     assert caption.startswith("4 × ") and "sentence A" in caption
+    typed_sep, *_ = client.predict(MODEL, "the cat [SEP] sat.", "it purred.", 1, 1, VIEW_HEAD, True,
+                                   asking.PAIR_A_TO_B, api_name="/attention")  # the model still sees it all in A
+    assert json.loads(typed_sep["plot"])["layout"]["yaxis"]["ticktext"] == ["the", "cat", "sat", "."]
     with pytest.raises(AppError, match="needs a sentence B"):
         client.predict(MODEL, "the cat sat.", "", 1, 1, VIEW_HEAD, False, asking.PAIR_B_TO_A,
                        api_name="/attention")

@@ -195,7 +195,7 @@ def _attention_map(loaded: Any, text_a: str, text_b: str | None, layer: float, h
     else:
         matrix, title = weights[layer - 1, head - 1], f"Layer {layer}, head {head}"
     heads, shown = weights[layer - 1], tokens  # (A, T, T)
-    segment = _segments(tokens)
+    segment = inference.segments(loaded.tokenizer, text_a, text_b)
     if hide:
         segment = [s for s, t in zip(segment, tokens) if t not in ("[CLS]", "[SEP]")]
         shown, matrix = inference.drop_tokens(tokens, matrix)
@@ -210,12 +210,6 @@ def _attention_map(loaded: Any, text_a: str, text_b: str | None, layer: float, h
         shown, keys = [shown[i] for i in rows], [shown[i] for i in cols]
         title += f", sentence {source} → sentence {target}"
     return _Map(shown, keys, matrix, heads, title, layer, n_layers, source)
-
-
-def _segments(tokens: list[str]) -> list[str]:
-    """Which sentence each token belongs to, as BERT's segment ids say: "A" for [CLS] A [SEP], "B" after it."""
-    first_sep = tokens.index("[SEP]") if "[SEP]" in tokens else len(tokens) - 1
-    return ["A" if i <= first_sep else "B" for i in range(len(tokens))]
 
 
 def view_changed(view: str) -> Outputs:
