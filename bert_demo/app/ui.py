@@ -39,6 +39,10 @@ CSS = """
 #upload .upload-container { padding-top: 1.8em; }
 #model-info table, #layer-table table, #readout table { display: block; overflow-x: auto; }  /* a phone scrolls */
 #model-info th, #model-info td, #layer-table th, #layer-table td { white-space: nowrap; }
+#readout td { overflow-wrap: normal; word-break: normal; }  /* words stay whole: a phone scrolls the table */
+#readout th, #readout td:nth-child(2) { white-space: nowrap; }
+#readout td:first-child { min-width: 13em; }
+#readout td:nth-child(3) { min-width: 9em; }
 #pair { min-width: min(260px, 100%) !important; }  /* gradio puts both in one form: on a phone, Hide wraps below */
 #hide { min-width: min(200px, 100%) !important; }
 """
