@@ -11,7 +11,8 @@ memory, updated in place by the optimizer), so the run in progress can be asked 
 waits across the two processes, so that neither can hang the other by dying: `snapshot` copies the weights and
 keeps the copy only if no write overlapped it (a seqlock), and the records come through a one-way pipe that reads
 as ended when the child is gone. Records and the model travel between our own two processes; nothing a visitor
-sent is ever unpickled.
+sent is ever unpickled. As with any multiprocessing, the child imports the main module again (as `__mp_main__`): a
+script that starts runs through the `Registry` needs the usual `if __name__ == "__main__":` guard (app.py has one).
 """
 from __future__ import annotations
 
