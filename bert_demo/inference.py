@@ -51,8 +51,10 @@ def layer_predictions(
     batch, masked = _masked_batch(model, tokenizer, text)
     with _evaluating(model):
         hidden, _ = model.bert(batch["input_ids"], batch["token_type_ids"], None, False, _head_mask(model, head_mask))
-        per_layer = [_ranked(model.cls.predictions(h[masked]), tokenizer, top_k) for h in hidden[1:]]  # L x M x k
-    return [list(layers) for layers in zip(*per_layer)]
+        rows = torch.stack([h[masked] for h in hidden[1:]])  # (L, M, H): every layer's state at every [MASK]
+        ranked = _ranked(model.cls.predictions(rows.flatten(0, 1)), tokenizer, top_k)  # one head call, L*M rows
+    layers, masks = rows.shape[:2]
+    return [[ranked[layer * masks + i] for layer in range(layers)] for i in range(masks)]
 
 
 def head_importance(

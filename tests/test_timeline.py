@@ -81,7 +81,7 @@ def test_the_app_shows_a_run_at_any_snapshot_and_compares_two_steps(corpus, tmp_
     assert at_start.cls.predictions.decoder.weight is start_table  # still tied
     early = asking.fill_mask(registry, "runs/a-run", "the [MASK] sat on the mat.", 3, [], "0")
     late = asking.fill_mask(registry, "runs/a-run", "the [MASK] sat on the mat.", 3, [], "final")
-    assert early["mask_label_0"].value != late["mask_label_0"].value
+    assert early["mask_label_0"] != late["mask_label_0"]
     both = asking.attention(registry, "runs/a-run", "the cat sat.", "", 1, 1, asking.VIEW_HEAD, False,
                               asking.PAIR_ALL, "final", "0")
     assert both["compare_plot"].visible and "Step 0" in json.loads(both["compare_plot"].value["plot"])["layout"][

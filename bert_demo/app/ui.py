@@ -45,7 +45,8 @@ CSS = """
 #readout td:nth-child(3) { min-width: 9em; }
 #pair { min-width: min(260px, 100%) !important; }  /* gradio puts both in one form: on a phone, Hide wraps below */
 #hide { min-width: min(200px, 100%) !important; }
-"""
+""" + ", ".join(f"#fill-label-{i}:has(> .empty)" for i in range(1, MAX_LABELS)) + """ { display: none !important; }
+"""  # a ranked list is drawn only for a [MASK] the sentence has: answers are values, not visibility updates
 Components = dict[str, Any]
 
 
@@ -209,7 +210,7 @@ def _fill_tab(examples: Examples | None, heads: list[str]) -> Components:
                                          show_inline_category=True, interactive=False)
         with gr.Row():
             for i in range(MAX_LABELS):
-                c[f"mask_label_{i}"] = gr.Label(visible=i == 0, elem_id=f"fill-label-{i}", label=f"[MASK] {i + 1}",
+                c[f"mask_label_{i}"] = gr.Label(elem_id=f"fill-label-{i}", label=f"[MASK] {i + 1}",
                                                 min_width=180, show_heading=False)
         c["words"] = gr.HighlightedText(label="Click a word to mask it", elem_id="fill-words", show_legend=False,
                                         show_inline_category=False, interactive=False,
