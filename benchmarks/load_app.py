@@ -3,16 +3,17 @@
 Why: the app is shared (a Space, a lab server). One run trains at a time while everyone else keeps asking the
 model questions; every request must be answered, without errors, and nobody may receive another user's answer.
 
-The script starts `python app.py` on 127.0.0.1 (or uses --url), starts a training run through /train, then lets
---users threads, each with its own gradio_client, send --requests requests each (fill-mask, next-sentence and
-attention in turn, every text unique to its user and request). Afterwards, with the server stopped, it checks each
+The script starts `python app.py` on 127.0.0.1, starts a training run through /train, then lets
+--users threads, each with its own gradio_client (or, with --client http, gradio's plain HTTP API and a session of
+its own), send --requests requests each (fill-mask, next-sentence and attention in turn, every text unique to its
+user and request). Afterwards, with the server stopped, it checks each
 answer against the backend functions run here on the same inputs: the top guess of every [MASK], P(B follows A)
 and the attention token axis must be those of the request that asked. It prints latency p50/p95 per endpoint
 against its target and against the same load sent first with no run training (what the serving stack allows on
 this machine), throughput, errors and mismatches, and the run's speed under the load against its speed alone
 (measured first, for SOLO_S seconds). It exits 1 on any error or mismatch.
 
-    python benchmarks/load_app.py [--users 20] [--requests 6] [--model checkpoints/mini-news-wiki]
+    python benchmarks/load_app.py [--users 20] [--requests 6] [--model checkpoints/mini-news-wiki] [--client http]
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,12 +73,46 @@ def inputs_for(user: int, i: int, model: str) -> tuple[str, tuple]:
     return endpoint, (model, f"{subject} read {tag} pages of the book.", "", 2, 1, "one head", False)
 
 
-def user(url: str, number: int, n: int, model: str, start: threading.Barrier, out: list[Request]) -> None:
-    """One user: connect, wait for the others, then send `n` requests one after another, timing each."""
+class HttpClient:
+    """A visitor over gradio's plain HTTP API (POST /gradio_api/call/<name>, then read its event stream), with one
+    session like a browser tab: what a remote user costs the server, without gradio_client's own CPU (about 50 ms
+    a request, on the same cores as the server when the users run here). Inputs left out take their defaults."""
+
+    def __init__(self, url: str):
+        import httpx
+
+        self.http = httpx.Client(base_url=url, timeout=120)
+        self.endpoints = self.http.get("gradio_api/info").raise_for_status().json()["named_endpoints"]
+        self.session = uuid.uuid4().hex
+
+    def predict(self, *inputs, api_name: str):
+        defaults = [p["parameter_default"] for p in self.endpoints[api_name]["parameters"][len(inputs):]]
+        posted = self.http.post(f"gradio_api/call{api_name}", json={"data": [*inputs, *defaults],
+                                                                     "session_hash": self.session})
+        event_id = posted.raise_for_status().json()["event_id"]
+        with self.http.stream("GET", f"gradio_api/call{api_name}/{event_id}") as stream:
+            event = None
+            for line in stream.iter_lines():
+                if line.startswith("event:"):
+                    event = line.removeprefix("event:").strip()
+                elif line.startswith("data:") and event in ("complete", "error"):
+                    data = json.loads(line.removeprefix("data:"))
+                    if event == "error":
+                        raise RuntimeError(f"the app answered with an error: {data}")
+                    return data[0] if len(data) == 1 else tuple(data)  # as gradio_client returns them
+        raise RuntimeError(f"the event stream of {api_name} ended without an answer")
+
+
+def connect(url: str, kind: str):
     from gradio_client import Client
 
+    return HttpClient(url) if kind == "http" else Client(url, verbose=False, analytics_enabled=False)
+
+
+def user(url: str, number: int, n: int, model: str, start: threading.Barrier, out: list[Request], kind: str) -> None:
+    """One user: connect, wait for the others, then send `n` requests one after another, timing each."""
     try:
-        client, failure = Client(url, verbose=False, analytics_enabled=False), None
+        client, failure = connect(url, kind), None
     except Exception as exc:  # noqa: BLE001  reported as this user's errors; the others still start together
         client, failure = None, f"could not connect: {type(exc).__name__}: {exc}"
     start.wait()
@@ -103,12 +139,13 @@ def warm_up(url: str, model: str) -> None:
         client.predict(*inputs, api_name=endpoint)
 
 
-def load(url: str, numbers: range, n: int, model: str, out: list[Request], server: int) -> tuple[float, float, float]:
+def load(url: str, numbers: range, n: int, model: str, out: list[Request], server: int, kind: str
+         ) -> tuple[float, float, float]:
     """The users `numbers`, started together, each sending `n` requests. Returns the seconds until all are done,
     and the CPU seconds the server process (pid `server`) and this script's clients spent meanwhile: on one
     machine the clients compete with the server for the same cores."""
     start = threading.Barrier(len(numbers) + 1)
-    threads = [threading.Thread(target=user, args=(url, number, n, model, start, out)) for number in numbers]
+    threads = [threading.Thread(target=user, args=(url, number, n, model, start, out, kind)) for number in numbers]
     for thread in threads:
         thread.start()
     start.wait()
@@ -228,16 +265,16 @@ def launch(model_dir: Path, runs: Path) -> tuple[str, subprocess.Popen, Path]:
     return url, process, log
 
 
-def report(requests: list[Request], run: Run, wall: float, users: int, steps: tuple[int, int], streamed: int
-           ) -> None:
+def report(requests: list[Request], run: Run, wall: float, users: int, steps: tuple[int, int], streamed: int,
+           kind: str) -> None:
     """Print latency per endpoint, throughput, and what the training run did meanwhile."""
     rows = []
     for endpoint in ["/fill_mask", "/next_sentence", "/attention", "all"]:
         times = [r.seconds for r in requests if endpoint in (r.endpoint, "all")]
         rows.append([endpoint, len(times), f"{percentile(times, 50) * 1000:.0f}",
                      f"{percentile(times, 95) * 1000:.0f}", f"{max(times) * 1000:.0f}"])
-    print(f"{users} users, {len(requests)} requests in {wall:.1f} s: {len(requests) / wall:.1f} requests/s, "
-          f"while one training run streamed")
+    print(f"{users} users ({kind} clients), {len(requests)} requests in {wall:.1f} s: {len(requests) / wall:.1f} "
+          "requests/s, while one training run streamed")
     print_table(["endpoint", "requests", "p50 ms", "p95 ms", "max ms"], rows)
     print(f"training: step {steps[0]} when the users started, step {steps[1]} when they finished; {streamed} "
           "updates streamed meanwhile" + (f"; error {run.error}" if run.error else ""))
@@ -249,6 +286,8 @@ def main() -> int:
     p.add_argument("--users", type=int, default=20)
     p.add_argument("--requests", type=int, default=6, help="requests per user")
     p.add_argument("--model", type=Path, default=ROOT / "checkpoints" / "mini-news-wiki")
+    p.add_argument("--client", choices=["gradio", "http"], default="gradio",
+                   help="the users' client: gradio_client, or gradio's plain HTTP API (far less CPU on this machine)")
     args = p.parse_args()
     sys.path.insert(0, str(ROOT))
     from bert_demo.checkpoint import load_pretrained
@@ -262,7 +301,7 @@ def main() -> int:
         try:
             warm_up(url, model_name)
             reference = load(url, range(args.users, 2 * args.users), args.requests, model_name, alone,
-                             process.pid)  # the same load with no run training
+                             process.pid, args.client)  # the same load with no run training
             trainer = threading.Thread(target=follow_training, args=(url, run, stop))
             trainer.start()
             while not any(s.startswith("Step") for _, s in run.updates) and trainer.is_alive():
@@ -272,7 +311,7 @@ def main() -> int:
             solo = (last_step(run) - solo_first) / (time.perf_counter() - solo_began)
             first, streamed = last_step(run), len(run.updates)
             wall, server_cpu, clients_cpu = load(url, range(args.users), args.requests, model_name, requests,
-                                                 process.pid)
+                                                 process.pid, args.client)
             steps, streamed = (first, last_step(run)), len(run.updates) - streamed
             stop.set()
             trainer.join(timeout=120)
@@ -286,7 +325,7 @@ def main() -> int:
     errors = [f"user {r.user} {r.endpoint}: {r.error}" for r in requests if r.error]
     errors += [f"user {r.user} {r.endpoint} (no training): {r.error}" for r in alone if r.error]
     wrong = mismatches(requests + alone, model, tokenizer)
-    report(requests, run, wall, args.users, steps, streamed)
+    report(requests, run, wall, args.users, steps, streamed, args.client)
     loaded = (steps[1] - steps[0]) / wall
     print(f"training speed: {solo:.2f} steps/s alone before the users came, {loaded:.2f} steps/s under their load: "
           f"{loaded / solo:.0%} of solo (target: at least 50%)" if solo else "training speed: no steps alone")

@@ -118,7 +118,8 @@ def _served_app(base: Path) -> Iterator[dict]:
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
                 **launch_kwargs(registry))
     try:
-        yield {"url": f"http://127.0.0.1:{port}/", "registry": registry, "corpus": _write_corpus(base / "corpus.txt")}
+        yield {"url": f"http://127.0.0.1:{port}/", "registry": registry, "corpus": _write_corpus(base / "corpus.txt"),
+               "demo": demo}
     finally:
         if registry.job is not None:
             registry.job.stop()

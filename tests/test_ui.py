@@ -17,6 +17,7 @@ from bert_demo.config import PRESETS, read_metadata
 from bert_demo.app.registry import Registry
 from bert_demo.app import asking, choosing, training
 from bert_demo.app.asking import VIEW_AVERAGE, VIEW_HEAD, VIEW_ROLLOUT
+from bert_demo.app.ui import ANALYTICS_EVERY
 
 MODEL = "checkpoints/tiny-test"
 
@@ -47,6 +48,10 @@ def test_the_api_has_exactly_the_eight_named_endpoints(client):
     assert set(api["named_endpoints"]) == {"/train", "/compare_runs", "/fill_mask", "/head_importance",
                                            "/next_sentence", "/attention", "/neighbours", "/projection"}
     assert not api["unnamed_endpoints"]
+
+
+def test_gradio_summarises_request_times_every_few_events_not_after_each_one(app):
+    assert app["demo"]._queue.ANAYLTICS_CACHE_FREQUENCY == ANALYTICS_EVERY > 1  # gradio's default, 1, costs 2-7 ms
 
 
 def test_fill_mask_ranks_tokens_for_each_mask(client):
