@@ -98,8 +98,9 @@ def next_sentence(model: BertForPreTraining, tokenizer: BertTokenizerFast, text_
     """The model's probability that sentence B follows sentence A (BERT's NSP task, §3.1)."""
     batch = _encode(model, tokenizer, _read(text_a, "sentence A", tokenizer), _read(text_b, "sentence B", tokenizer))
     with _evaluating(model):
-        logits = model(**batch, head_mask=_head_mask(model, head_mask)).nsp_logits[0]  # (2,); index 0 = "is next"
-    return float(logits.float().softmax(dim=-1)[0])
+        no_token = torch.zeros_like(batch["input_ids"], dtype=torch.bool)  # the MLM head scores no token
+        logits = model(**batch, mlm_positions=no_token, head_mask=_head_mask(model, head_mask)).nsp_logits[0]
+    return float(logits.float().softmax(dim=-1)[0])  # logits (2,): index 0 is "B follows A"
 
 
 def attention(
