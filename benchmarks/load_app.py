@@ -97,7 +97,7 @@ class HttpClient:
                     event = line.removeprefix("event:").strip()
                 elif line.startswith("data:") and event in ("complete", "error"):
                     data = json.loads(line.removeprefix("data:"))
-                    if event == "error":
+                    if event == "error" or data is None:  # None: the event was cancelled
                         raise RuntimeError(f"the app answered with an error: {data}")
                     return data[0] if len(data) == 1 else tuple(data)  # as gradio_client returns them
         raise RuntimeError(f"the event stream of {api_name} ended without an answer")

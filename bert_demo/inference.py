@@ -83,8 +83,10 @@ def head_importance(
     with _evaluating(model):
         for masks in one_off.to(batch["input_ids"].device).split(IMPORTANCE_CHUNK):
             repeated = {name: ids.expand(len(masks), -1) for name, ids in batch.items()}
-            if masked is None:
-                after.append(model(**repeated, head_mask=masks).nsp_logits.float().softmax(-1)[:, :1].cpu())
+            if masked is None:  # the pair's probability of "B follows A"; the MLM head scores no token
+                no_token = torch.zeros_like(repeated["input_ids"], dtype=torch.bool)
+                out = model(**repeated, mlm_positions=no_token, head_mask=masks)
+                after.append(out.nsp_logits.float().softmax(-1)[:, :1].cpu())
             else:
                 out = model(**repeated, mlm_positions=masked.expand(len(masks), -1), head_mask=masks)
                 chosen = out.mlm_logits.float().softmax(-1).view(len(masks), -1, out.mlm_logits.shape[-1])

@@ -28,7 +28,7 @@ def test_last_layer_of_the_logit_lens_is_fill_mask(trained_tiny, tokenizer):
     last, answer = [layers[-1] for layers in lens], fill_mask(trained_tiny, tokenizer, TEXT, top_k=4)
     assert [[token for token, _ in guesses] for guesses in last] == [[token for token, _ in g] for g in answer]
     # the lens runs the head once on every layer's rows together: the same sums, added in another order
-    assert [[p for _, p in guesses] for guesses in last] == [[pytest.approx(p, abs=1e-6) for _, p in g]
+    assert [[p for _, p in guesses] for guesses in last] == [[pytest.approx(p, abs=1e-5) for _, p in g]
                                                             for g in answer]
     assert lens[0][0] != lens[0][-1]  # earlier layers guess differently: the lens shows something
 
@@ -41,7 +41,7 @@ def test_logit_lens_layer_equals_the_mlm_head_on_that_hidden_state(trained_tiny,
         probs = trained_tiny.cls.predictions(hidden[1][0, masked]).softmax(-1)
     token, prob = layer_predictions(trained_tiny, tokenizer, TEXT, top_k=1)[1][0][0]
     assert token == tokenizer.convert_ids_to_tokens(int(probs[1].argmax()))
-    assert prob == pytest.approx(float(probs[1].max()))
+    assert prob == pytest.approx(float(probs[1].max()), abs=1e-5)  # the lens runs all layers in one matmul
 
 
 def test_a_head_mask_of_ones_changes_nothing_and_zeros_change_the_answer(trained_tiny, tokenizer):
