@@ -100,6 +100,7 @@ def write_card(folder: str | Path, corpora: list[str] | None = None, outside: st
 def _card_text(name: str, model, metadata: dict, config: dict, metrics: dict, known: list[dict], outside: str) -> str:
     seconds = float(metadata.get("elapsed", 0.0))
     took = f"{seconds / 3600:.1f} hours" if seconds >= 3600 else f"{max(1, round(seconds / 60))} minutes"
+    hardware = " and ".join(map(str, metadata.get("hardware") or [metadata.get("device", "cpu")]))
     flags = " ".join(f"--{key.replace('_', '-')} {value}" for key, value in config.items()
                      if key in ("preset", "corpus", "steps", "batch_size", "seq_len", "vocab_size"))
     lines = ["---", "language: en", "library_name: transformers", "tags: [bert, fill-mask, from-scratch, bert-demo]",
@@ -107,9 +108,11 @@ def _card_text(name: str, model, metadata: dict, config: dict, metrics: dict, kn
              f"{model.config.num_hidden_layers} layers, hidden size {model.config.hidden_size}, "
              f"{model.config.num_attention_heads} heads, vocabulary {model.config.vocab_size:,}; "
              f"{model.num_parameters():,} parameters. Trained by this project's code with masked-language modelling "
-             f"and next-sentence prediction for {metadata.get('step', 0):,} steps ({took} on "
-             f"{metadata.get('device', 'cpu')}) with one command:", "",
+             f"and next-sentence prediction for {metadata.get('step', 0):,} steps ({took} on {hardware}) with one "
+             "command:", "",
              f"```bash\npython -m bert_demo train {flags} --out checkpoints/{name}\n```", "",
+             f"It can be stopped (Ctrl-C) and continued with `python -m bert_demo train --resume checkpoints/{name}` "
+             "as often as needed: the schedule stays the one the first command set.", "",
              "## What it knows, and what it does not", "",
              "| sentence | top 3 guesses | a fitting word among them |", "|---|---|---|"]
     lines += [f"| {row['text']} | {', '.join(token for token, _ in row['guesses'])} | "

@@ -81,6 +81,23 @@ def set_cpu_threads() -> None:
     torch.set_num_threads(max(1, cores // local))
 
 
+def describe_hardware(device: torch.device, world_size: int = 1) -> str:
+    """What a run trains on, in words, for its model card: the GPU's name, or the CPU's model and the threads used."""
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+    else:
+        name = f"{_cpu_model()} CPU, {torch.get_num_threads()} thread(s)"
+    return f"{world_size} processes, each on {name}" if world_size > 1 else name
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            return next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
+    except (OSError, StopIteration):  # not Linux, or no model name given
+        return "a"
+
+
 def to_device(batch: Batch, device: torch.device) -> Batch:
     """Move a batch to the device; on CUDA through pinned memory so the copy overlaps compute."""
     if device.type == "cuda":

@@ -53,6 +53,7 @@ from bert_demo.runtime import (
     Batch,
     Distributed,
     autocast,
+    describe_hardware,
     pick_device,
     release_free_memory,
     set_cpu_threads,
@@ -342,8 +343,12 @@ class Trainer:
             dist.barrier()
             return None
         elapsed = float(self.metadata.get("elapsed", 0.0)) + time.perf_counter() - started
+        hardware = self.metadata.get("hardware")  # every machine a resumed run has trained on
+        hardware = [str(h) for h in hardware] if isinstance(hardware, list) else []
+        here = describe_hardware(self.device, self.dist.world_size)
         metadata = {"train_config": asdict(self.config), "step": self.step, "history": self.history,
                     "elapsed": round(elapsed, 3), "device": self.device.type,
+                    "hardware": hardware if here in hardware else [*hardware, here],
                     "world_size": self.dist.world_size, "parameters": self.model.num_parameters(),
                     "origin": self.origin, "visible_to": self.visible_to}
         try:

@@ -24,6 +24,7 @@ from bert_demo.config import PRESETS
 from bert_demo.corpus import load_corpus
 from bert_demo.evaluate import evaluate, validate
 from bert_demo.pretraining_data import PretrainingData, SpecialIds, split_documents, tokenize_documents
+from bert_demo.runtime import describe_hardware
 from bert_demo.train_config import TrainConfig
 from bert_demo.trainer import OPTIMIZER_NAME, Trainer
 
@@ -200,16 +201,19 @@ def test_unknown_or_missing_devices_are_refused_with_a_clear_message(stories_fil
         Trainer(tiny_config(stories_file, tmp_path / "run", device=absent))
 
 
-def test_cli_resume_writes_back_to_the_resumed_folder_on_this_machines_device(stories_file, tmp_path):
+def test_cli_resume_writes_back_to_the_resumed_folder_on_this_machines_device_and_lists_both_machines(
+        stories_file, tmp_path):
     from bert_demo.__main__ import main
 
     folder = tmp_path / "run"
     list(Trainer(tiny_config(stories_file, folder, steps=5, save_every=5)).run())
     metadata = read_metadata(folder)  # as if trained elsewhere: another path, on a GPU
     metadata["train_config"].update(out=str(tmp_path / "elsewhere" / "run"), device="cuda:7", steps=8)
+    metadata["hardware"] = ["NVIDIA H100"]
     (folder / "bert_demo.json").write_text(json.dumps(metadata))
     assert main(["train", "--resume", str(folder)]) == 0
     assert read_metadata(folder)["step"] == 8 and not (tmp_path / "elsewhere").exists()
+    assert read_metadata(folder)["hardware"] == ["NVIDIA H100", describe_hardware(torch.device("cpu"))]
 
 
 def test_resume_continues_from_the_saved_step_with_optimizer_state(stories_file, tmp_path):
