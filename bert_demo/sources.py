@@ -151,20 +151,20 @@ def _fix_news(text: str) -> str:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# "wikitext-2": the Hugging Face dataset
+# "wikitext-2" and "wikitext-103": the Hugging Face datasets (Merity et al. 2016), 2 M and 103 M words
 
 _WIKITEXT_TITLE = re.compile(r" = [^=].* = ")  # " = Valkyria Chronicles III = "; sections are " = = Gameplay = = "
 _WIKITEXT_ESCAPE = re.compile(r" @(.)@ ")  # "1 @,@ 000", "well @-@ known"
 
 
-def _parse_wikitext(cache: Path) -> list[list[str]]:
+def _parse_wikitext(name: str, cache: Path) -> list[list[str]]:
     """Articles split at their top-level titles; section headings are dropped, paragraphs give sentences."""
     try:
         import datasets
 
-        lines = datasets.load_dataset("wikitext", "wikitext-2-raw-v1", split="train")["text"]
+        lines = datasets.load_dataset("wikitext", f"{name}-raw-v1", split="train")["text"]
     except Exception as error:  # offline, the hub raises ConnectionError, OSError or its own errors
-        raise ValueError("could not load wikitext-2: the Hugging Face Hub is not reachable from here "
+        raise ValueError(f"could not load {name}: the Hugging Face Hub is not reachable from here "
                          f"({type(error).__name__}). Use wiki or news, which work offline") from error
     articles: list[list[str]] = []
     for line in lines:
@@ -276,11 +276,13 @@ def _parse_lee(cache: Path) -> list[list[str]]:
 
 @dataclass(frozen=True)
 class Source:
-    """A named corpus: its parser, one line on what it is, and whether training may read it."""
+    """A named corpus: its parser, one line on what it is, whether training may read it, and whether the app offers
+    it (a public page must not let one visitor make the server read a hundred million words)."""
 
     parse: Callable[[Path], list[list[str]]]
     about: str
     training: bool = True
+    app: bool = True
 
 
 SOURCES = {
@@ -289,7 +291,12 @@ SOURCES = {
     "sotu": Source(_parse_sotu, "State of the Union addresses 1790-2026 (public domain)"),
     "brown": Source(_parse_brown, "the Brown corpus: 500 samples of 1961 American English in 15 genres (npm)"),
     "moby-dick": Source(_parse_moby_dick, "Melville's Moby-Dick, 135 chapters (public domain, npm)"),
-    "wikitext-2": Source(_parse_wikitext, "the Hugging Face dataset, where the hub is reachable"),
+    "wikitext-2": Source(functools.partial(_parse_wikitext, "wikitext-2"),
+                         "WikiText-2: 600 Wikipedia articles, 2 M words, where the Hugging Face Hub is reachable"),
+    "wikitext-103": Source(functools.partial(_parse_wikitext, "wikitext-103"),
+                           "WikiText-103: 28,000 Wikipedia articles, 103 M words, where the Hugging Face Hub is "
+                           "reachable (command line only)", app=False),
     "lee": Source(_parse_lee, "gensim's Lee news corpus: outside evaluation only, never trained on", training=False),
 }
 TRAINING_SOURCES = tuple(name for name, source in SOURCES.items() if source.training)
+APP_SOURCES = tuple(name for name in TRAINING_SOURCES if SOURCES[name].app)

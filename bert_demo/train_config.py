@@ -32,8 +32,8 @@ class TrainConfig:
     """Everything that defines a run; stored beside its checkpoint so the run can be repeated or resumed."""
 
     preset: str = setting("tiny", "model size", choices=tuple(PRESETS), cpu=("tiny", "mini"))
-    corpus: str = setting("wiki", "wiki, news, sotu, brown, moby-dick, wikitext-2 or a text file; combine with "
-                                  "commas (news,wiki)")
+    corpus: str = setting("wiki", "wiki, news, sotu, brown, moby-dick, wikitext-2, wikitext-103 or a text file; "
+                                  "combine with commas (news,wiki)")
     steps: int = setting(200, "optimizer steps in total (a resumed run continues up to this number)", low=1,
                          high=10_000_000, cpu=1000, gpu=20_000)
     batch_size: int = setting(32, "sequences per optimizer step on each process", label="batch size", low=1,

@@ -194,6 +194,7 @@ def test_two_downloads_of_the_same_model_at_once_both_get_a_whole_zip(registry, 
     ({"lr": 5.0}, "learning rate must be between"),
     ({"lr": "fast"}, "learning rate must be a number"),
     ({"corpus": ["wiki", "/etc/passwd"]}, "unknown corpus"),
+    ({"corpus": ["wiki", "wikitext-103"]}, r"wikitext-103 is too large to train on in the app: use the command line"),
     ({"corpus": []}, "choose a corpus"),
 ])
 def test_training_settings_beyond_the_caps_are_refused(registry, settings, message):

