@@ -146,3 +146,14 @@ def read_metadata(folder: str | Path) -> dict[str, Any]:
     except (UnicodeDecodeError, json.JSONDecodeError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def trained_on(metadata: dict[str, Any]) -> list[str]:
+    """The machines a run's metadata says it trained on, in order; a run saved before runs recorded their hardware
+    names only its device type ("cpu", "cuda")."""
+    hardware = metadata.get("hardware")
+    if isinstance(hardware, str):
+        return [hardware]
+    if isinstance(hardware, list):
+        return [str(machine) for machine in hardware]
+    return [str(metadata["device"])] if metadata.get("step") and isinstance(metadata.get("device"), str) else []

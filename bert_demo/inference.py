@@ -84,8 +84,7 @@ def head_importance(
         for masks in one_off.to(batch["input_ids"].device).split(IMPORTANCE_CHUNK):
             repeated = {name: ids.expand(len(masks), -1) for name, ids in batch.items()}
             if masked is None:  # the pair's probability of "B follows A"; the MLM head scores no token
-                no_token = torch.zeros_like(repeated["input_ids"], dtype=torch.bool)
-                out = model(**repeated, mlm_positions=no_token, head_mask=masks)
+                out = model(**repeated, mlm_positions=_no_token(repeated), head_mask=masks)
                 after.append(out.nsp_logits.float().softmax(-1)[:, :1].cpu())
             else:
                 out = model(**repeated, mlm_positions=masked.expand(len(masks), -1), head_mask=masks)
@@ -100,9 +99,13 @@ def next_sentence(model: BertForPreTraining, tokenizer: BertTokenizerFast, text_
     """The model's probability that sentence B follows sentence A (BERT's NSP task, §3.1)."""
     batch = _encode(model, tokenizer, _read(text_a, "sentence A", tokenizer), _read(text_b, "sentence B", tokenizer))
     with _evaluating(model):
-        no_token = torch.zeros_like(batch["input_ids"], dtype=torch.bool)  # the MLM head scores no token
-        logits = model(**batch, mlm_positions=no_token, head_mask=_head_mask(model, head_mask)).nsp_logits[0]
+        logits = model(**batch, mlm_positions=_no_token(batch), head_mask=_head_mask(model, head_mask)).nsp_logits[0]
     return float(logits.float().softmax(dim=-1)[0])  # logits (2,): index 0 is "B follows A"
+
+
+def _no_token(batch: dict[str, Tensor]) -> Tensor:
+    """MLM positions that select no token: for NSP alone, the MLM head then scores nothing over the vocabulary."""
+    return torch.zeros_like(batch["input_ids"], dtype=torch.bool)
 
 
 def attention(

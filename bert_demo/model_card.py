@@ -13,6 +13,7 @@ from typing import Any
 from xml.sax.saxutils import escape
 
 from bert_demo.checkpoint import load_pretrained, read_metadata
+from bert_demo.config import trained_on
 from bert_demo.evaluate import evaluate
 from bert_demo.inference import fill_mask
 from bert_demo.sources import SOURCES
@@ -100,7 +101,7 @@ def write_card(folder: str | Path, corpora: list[str] | None = None, outside: st
 def _card_text(name: str, model, metadata: dict, config: dict, metrics: dict, known: list[dict], outside: str) -> str:
     seconds = float(metadata.get("elapsed", 0.0))
     took = f"{seconds / 3600:.1f} hours" if seconds >= 3600 else f"{max(1, round(seconds / 60))} minutes"
-    hardware = " and ".join(map(str, metadata.get("hardware") or [metadata.get("device", "cpu")]))
+    hardware = " and ".join(trained_on(metadata)) or "an unrecorded machine"
     flags = " ".join(f"--{key.replace('_', '-')} {value}" for key, value in config.items()
                      if key in ("preset", "corpus", "steps", "batch_size", "seq_len", "vocab_size"))
     lines = ["---", "language: en", "library_name: transformers", "tags: [bert, fill-mask, from-scratch, bert-demo]",
@@ -111,8 +112,9 @@ def _card_text(name: str, model, metadata: dict, config: dict, metrics: dict, kn
              f"and next-sentence prediction for {metadata.get('step', 0):,} steps ({took} on {hardware}) with one "
              "command:", "",
              f"```bash\npython -m bert_demo train {flags} --out checkpoints/{name}\n```", "",
-             f"It can be stopped (Ctrl-C) and continued with `python -m bert_demo train --resume checkpoints/{name}` "
-             "as often as needed: the schedule stays the one the first command set.", "",
+             "Stopped with Ctrl-C, such a run continues on the same schedule with `python -m bert_demo train "
+             "--resume` and its folder; a shipped copy leaves out the optimizer state (`optimizer.safetensors`) that "
+             "this needs.", "",
              "## What it knows, and what it does not", "",
              "| sentence | top 3 guesses | a fitting word among them |", "|---|---|---|"]
     lines += [f"| {row['text']} | {', '.join(token for token, _ in row['guesses'])} | "

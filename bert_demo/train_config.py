@@ -2,8 +2,8 @@
 
 `TrainConfig` is read by the trainer, the command line (whose flags are generated from it: `add_flags`), the app's
 form (its sliders take their bounds and defaults from `bounds`) and the tests. Like cramming's configs, a recipe is
-a set of values, not a code edit. This module imports neither torch nor the data pipeline, so the app's first page
-can read it at once.
+a set of values, not a code edit. This module imports neither torch nor the data pipeline (only the names of the
+corpora), so the app's first page can read it at once.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from bert_demo.config import PRESETS
+from bert_demo.sources import TRAINING_SOURCES
 
 SCHEDULES = ("linear", "triangle")
 MACHINES = ("cpu", "gpu")
@@ -32,8 +33,7 @@ class TrainConfig:
     """Everything that defines a run; stored beside its checkpoint so the run can be repeated or resumed."""
 
     preset: str = setting("tiny", "model size", choices=tuple(PRESETS), cpu=("tiny", "mini"))
-    corpus: str = setting("wiki", "wiki, news, sotu, brown, moby-dick, wikitext-2, wikitext-103 or a text file; "
-                                  "combine with commas (news,wiki)")
+    corpus: str = setting("wiki", f"{', '.join(TRAINING_SOURCES)} or a text file; combine with commas (news,wiki)")
     steps: int = setting(200, "optimizer steps in total (a resumed run continues up to this number)", low=1,
                          high=10_000_000, cpu=1000, gpu=20_000)
     batch_size: int = setting(32, "sequences per optimizer step on each process", label="batch size", low=1,

@@ -35,7 +35,7 @@ from bert_demo.checkpoint import (
     read_metadata,
     save_pretrained,
 )
-from bert_demo.config import PRESETS
+from bert_demo.config import PRESETS, trained_on
 from bert_demo.corpus import load_corpus
 from bert_demo.evaluate import frequency_baseline, readout, readout_items, validate
 from bert_demo.inference import fill_mask
@@ -343,9 +343,7 @@ class Trainer:
             dist.barrier()
             return None
         elapsed = float(self.metadata.get("elapsed", 0.0)) + time.perf_counter() - started
-        hardware = self.metadata.get("hardware")  # every machine a resumed run has trained on
-        hardware = [str(h) for h in hardware] if isinstance(hardware, list) else []
-        here = describe_hardware(self.device, self.dist.world_size)
+        hardware, here = trained_on(self.metadata), describe_hardware(self.device, self.dist.world_size)
         metadata = {"train_config": asdict(self.config), "step": self.step, "history": self.history,
                     "elapsed": round(elapsed, 3), "device": self.device.type,
                     "hardware": hardware if here in hardware else [*hardware, here],

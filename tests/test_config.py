@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from bert_demo.config import PRESETS, BertConfig
+from bert_demo.config import PRESETS, BertConfig, trained_on
 
 
 def test_presets_have_the_turc_et_al_and_bert_base_sizes():
@@ -46,3 +46,16 @@ def test_parameter_count_is_known_before_building_and_huge_configs_are_refused()
     with pytest.raises(ValueError, match="10,726 M parameters; at most 500 M are allowed"):
         BertConfig(vocab_size=250_000, hidden_size=4096, num_hidden_layers=48, num_attention_heads=64,
                    intermediate_size=16384)
+
+
+@pytest.mark.parametrize("metadata, machines", [
+    ({"hardware": ["NVIDIA H100", "AMD EPYC"], "device": "cpu", "step": 9}, ["NVIDIA H100", "AMD EPYC"]),
+    ({"hardware": "NVIDIA H100", "step": 9}, ["NVIDIA H100"]),  # a hand-edited file: one machine, not its letters
+    ({"hardware": [5, None]}, ["5", "None"]),
+    ({"hardware": {"gpu": 1}, "device": "cuda", "step": 9}, ["cuda"]),  # not a list: the device type instead
+    ({"device": "cuda", "step": 9}, ["cuda"]),  # saved before runs recorded their hardware
+    ({"device": "cuda", "step": 0}, []),
+    ({}, []),
+])
+def test_the_machines_a_run_trained_on_are_read_from_any_metadata_as_a_list_of_names(metadata, machines):
+    assert trained_on(metadata) == machines
