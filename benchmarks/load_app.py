@@ -13,7 +13,7 @@ against its target and against the same load sent first with no run training (wh
 this machine), throughput, errors and mismatches, and the run's speed under the load against its speed alone
 (measured first, for SOLO_S seconds). It exits 1 on any error or mismatch.
 
-    python benchmarks/load_app.py [--users 20] [--requests 6] [--model checkpoints/mini-news-wiki] [--client http]
+    python benchmarks/load_app.py [--users 20] [--requests 6] [--model checkpoints/mini-english] [--client http]
 """
 from __future__ import annotations
 
@@ -285,7 +285,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--users", type=int, default=20)
     p.add_argument("--requests", type=int, default=6, help="requests per user")
-    p.add_argument("--model", type=Path, default=ROOT / "checkpoints" / "mini-news-wiki")
+    p.add_argument("--model", type=Path, default=ROOT / "checkpoints" / "mini-english")
     p.add_argument("--client", choices=["gradio", "http"], default="gradio",
                    help="the users' client: gradio_client, or gradio's plain HTTP API (far less CPU on this machine)")
     args = p.parse_args()

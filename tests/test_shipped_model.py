@@ -10,11 +10,13 @@ import torch
 
 from bert_demo.checkpoint import load_pretrained
 from bert_demo.inference import attention, attention_rollout, drop_tokens, fill_mask, next_sentence
+from bert_demo.model_card import CURVE_NAME
 from bert_demo.app.models import read_examples
 from bert_demo.app.registry import Registry
 
 ROOT = Path(__file__).resolve().parents[1]
-SHIPPED = ROOT / "checkpoints" / "mini-news-wiki"
+NAME = "mini-english"
+SHIPPED = ROOT / "checkpoints" / NAME
 CLAIMS = json.loads((SHIPPED / "examples.json").read_text())  # each example the app shows, with what it claims
 
 
@@ -25,13 +27,14 @@ def shipped():
 
 def test_the_shipped_model_is_the_default_fits_in_25_mb_and_its_card_is_shown_whole(tmp_path):
     registry = Registry(checkpoints_dir=ROOT / "checkpoints", runs_dir=tmp_path / "runs", allow_hub=False)
-    assert registry.default_model() == "checkpoints/mini-news-wiki"
+    assert registry.default_model() == f"checkpoints/{NAME}"
     assert sum(f.stat().st_size for f in SHIPPED.iterdir()) <= 25 * 2**20
     assert not (SHIPPED / "optimizer.safetensors").exists()
     card = (SHIPPED / "README.md").read_text()
-    assert "## Held-out evaluation" in card and "python -m bert_demo train" in card
-    shown = registry.model_info("checkpoints/mini-news-wiki")["model_card"]  # what the Model tab shows: all of it
-    assert shown.startswith("\n# mini-news-wiki") and shown.rstrip().endswith(card.rstrip()[-200:])
+    assert "## Metrics" in card and "python -m bert_demo train" in card and "(never seen)" in card
+    assert (SHIPPED / CURVE_NAME).read_text().startswith("<svg")
+    shown = registry.model_info(f"checkpoints/{NAME}")["model_card"]  # what the Model tab shows: all of it
+    assert shown.startswith(f"\n# {NAME}") and shown.rstrip().endswith(card.rstrip()[-200:])
 
 
 def test_the_app_shows_every_example_of_the_shipped_model():
