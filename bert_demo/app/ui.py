@@ -42,6 +42,8 @@ CSS = """
 #model-info table, #layer-table table, #readout table { display: block; overflow-x: auto; }  /* a phone scrolls */
 #model-info th, #model-info td, #layer-table th, #layer-table td { white-space: nowrap; }
 #readout td { overflow-wrap: normal; word-break: normal; }  /* words stay whole: a phone scrolls the table */
+#model-card table { display: block; overflow-x: auto; }
+#model-card td, #model-card th { overflow-wrap: normal; word-break: normal; min-width: 5em; }
 #readout th, #readout td:nth-child(2) { white-space: nowrap; }
 #readout td:first-child { min-width: 13em; }
 #readout td:nth-child(3) { min-width: 9em; }
