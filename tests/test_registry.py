@@ -9,6 +9,7 @@ import tempfile
 import threading
 import time
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from bert_demo.app import models
 from bert_demo.app.models import LIVE, MAX_CARD_CHARS
 from bert_demo.app.registry import Registry
 from bert_demo.config import PRESETS
-from bert_demo.app.runs import Caps
+from bert_demo.app.runs import Caps, claim_folder
 from bert_demo.app.text import job_status
 from bert_demo.train_config import APP_RUN, default
 
@@ -418,3 +419,50 @@ def test_a_cards_svg_pictures_are_inlined_and_nothing_outside_its_folder_is_read
     assert "![curve](data:image/svg+xml;base64," in text
     assert "![up](../secret.svg)" in text and "![abs](/etc/x.svg)" in text  # paths are never followed
     assert "![gone](missing.svg)" in text and "![big](big.svg)" in text  # missing or too big: left as written
+
+
+def test_continuing_a_private_run_keeps_it_private_to_its_owner_even_on_a_public_corpus(write_corpus, roots,
+                                                                                      tmp_path):
+    registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=tmp_path / "runs", device="cpu")
+    small = {"steps": 1, "batch_size": 2, "seq_len": 32, "vocab_size": 512}
+    private = registry.start_training(corpus=[], upload=str(write_corpus(tmp_path / "c.txt")), owner="me",
+                                      name="private", **small)
+    private.thread.join(timeout=60)
+    for share in (False, True):  # sharing applies to a new upload; it cannot publish the private model continued
+        job = registry.start_training(corpus=["wiki"], init_from="runs/private", owner="me", share=share,
+                                      name=f"continued-{share}", **small)
+        job.thread.join(timeout=120)
+        assert job.done["checkpoint"], job.records
+        assert f"runs/{job.name}" in [e.name for e in registry.list_models("me")]
+        assert f"runs/{job.name}" not in [e.name for e in registry.list_models("someone else")]
+        with pytest.raises(ValueError, match="there is no model called"):
+            registry.load(f"runs/{job.name}", "someone else")
+
+
+def test_runs_started_with_the_same_name_each_get_a_folder_of_their_own(write_corpus, roots, tmp_path):
+    registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=tmp_path / "runs", device="cpu")
+    small = {"steps": 1, "batch_size": 2, "seq_len": 32, "vocab_size": 512}
+    jobs = []
+    for owner, share in (("me", False), ("you", True)):  # a private run and a public one, in the same second
+        jobs.append(registry.start_training(corpus=[], upload=str(write_corpus(tmp_path / f"{owner}.txt")),
+                                            owner=owner, share=share, name="same-second", **small))
+        jobs[-1].thread.join(timeout=60)
+    assert [job.name for job in jobs] == ["same-second", "same-second-2"]
+    assert [read_metadata(tmp_path / "runs" / job.name).get("visible_to") for job in jobs] == ["me", None]
+    assert all(f"runs/{job.name}" in job_status(job) for job in jobs)
+
+
+def test_folders_claimed_at_once_by_many_threads_are_all_different(tmp_path):
+    with ThreadPoolExecutor(8) as pool:
+        claimed = list(pool.map(lambda _: claim_folder(str(tmp_path / "run")), range(8)))
+    assert len(set(claimed)) == 8 and all(Path(folder).is_dir() for folder in claimed)
+
+
+def test_a_run_stopped_before_its_first_step_leaves_no_empty_folder(write_corpus, roots, tmp_path):
+    registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=tmp_path / "runs", device="cpu")
+    job = registry.start_training(corpus=["wiki"], steps=5, batch_size=2, seq_len=32, vocab_size=512, owner="me",
+                                  name="never-trained")
+    job.stop()
+    job.thread.join(timeout=60)
+    assert job.done["checkpoint"] is None
+    assert not (tmp_path / "runs" / "never-trained").exists()

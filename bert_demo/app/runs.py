@@ -9,6 +9,7 @@ inference shares. Inference on the run in progress uses `Trainer.snapshot()`, a 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import shutil
 import tempfile
@@ -28,6 +29,7 @@ from bert_demo.app.models import (
     ModelEntry,
     model_folders,
     prune_downloads,
+    visible_to,
 )
 from bert_demo.config import PRESETS, read_metadata
 from bert_demo.corpus import load_corpus
@@ -236,7 +238,7 @@ class Runs:
     def start_training(self, owner: str | None = None, share: bool = False, **settings: Any) -> TrainingJob:
         """Check the settings (see `train_config`) and start the run now in a background thread; ValueError if
         they are not allowed or another run is training (the backend's way in; visitors use `train_in_line`)."""
-        return self._start(self.train_config(**settings), owner, share)
+        return self._start(self.train_config(**settings, viewer=owner), owner, share)
 
     def _start(self, config: TrainConfig, owner: str | None, share: bool) -> TrainingJob:
         """Start the run, after waiting a little for a previous one that is still saving its checkpoint."""
@@ -246,12 +248,13 @@ class Runs:
                     self.job.thread.join(timeout=self.finish_wait_s)
                     if self.job.running:
                         raise ValueError(f"another run ({self.job.name}) is training: wait for it to end")
-                private = owner is not None and not share and has_upload(config.corpus)
                 in_process = self.train_in_process and config.device == "cpu"  # a GPU does not share the cores
                 make = ProcessTrainer if in_process else backend().trainer.Trainer
-                trainer = make(config, origin="app", visible_to=owner if private else None)
+                config.out = claim_folder(config.out)
+                trainer = make(config, origin="app", visible_to=private_to(config, owner, share))
             except ValueError:
                 remove_uploads(config.corpus)
+                remove_if_empty(config.out)
                 raise
             self._prune_runs(keep=self.max_runs - 1)
             self.job = TrainingJob(trainer, Path(config.out).name, owner=owner)
@@ -328,6 +331,7 @@ class TrainingJob:
             if not self.records or self.records[-1].get("kind") != "done":
                 self._append(self._failed("the run ended without saving"))
             remove_uploads(self.trainer.config.corpus)
+            remove_if_empty(self.trainer.config.out)  # a run that saved nothing leaves no folder behind
             atexit.unregister(self.shutdown)  # and let the finished job, with its model, be freed
 
     def _failed(self, message: str) -> DoneRecord:
@@ -373,6 +377,38 @@ class TrainingJob:
         loaded = Loaded(model, self.trainer.tokenizer, ModelEntry(LIVE, "run in progress", None, model.config), None)
         self._live = (step, loaded)
         return loaded
+
+
+def private_to(config: TrainConfig, owner: str | None, share: bool) -> str | None:
+    """The browser session a new run is private to (None: everyone). A model trained from anything private stays
+    private to its owner, whatever trains it next: a continued private run is as private as the run it continues.
+    A run on an upload is private to its visitor unless they share it (its vocabulary and guesses show the text)."""
+    parent = visible_to(Path(config.init_from)) if config.init_from else None
+    if parent is not None:
+        return parent
+    return owner if owner is not None and not share and has_upload(config.corpus) else None
+
+
+def claim_folder(out: str) -> str:
+    """A run's own folder, made now with an exclusive mkdir: a folder name ends in a timestamp to the second, so two
+    runs started in the same second would otherwise write one folder, and one of them would be lost. The second
+    gets `-2`, the third `-3`, and so on; nobody's folder is ever written over."""
+    base = Path(out)
+    base.parent.mkdir(parents=True, exist_ok=True)
+    folder, number = base, 1
+    while True:
+        try:
+            folder.mkdir()
+            return str(folder)
+        except FileExistsError:
+            number += 1
+            folder = base.with_name(f"{base.name}-{number}")
+
+
+def remove_if_empty(folder: str) -> None:
+    """Give back a claimed run folder that nothing was saved to (rmdir refuses a folder with anything in it)."""
+    with contextlib.suppress(OSError):
+        Path(folder).rmdir()
 
 
 def has_upload(corpus: str) -> bool:
