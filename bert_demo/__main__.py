@@ -77,9 +77,12 @@ def train_command(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, lambda *_: trainer.stop())  # Ctrl-C: finish the step, save, exit
     progress = tqdm(total=config.steps, initial=trainer.step, unit="step", disable=not trainer.dist.is_main)
     done = {}
-    for record in trainer.run():
-        done = report(record, progress, tqdm.write if trainer.dist.is_main else lambda _: None)
-    progress.close()
+    try:
+        for record in trainer.run():
+            done = report(record, progress, tqdm.write if trainer.dist.is_main else lambda _: None)
+    finally:
+        progress.close()
+        trainer.close()
     return 0 if done.get("reason") in ("finished", "stopped") else 1
 
 

@@ -26,7 +26,7 @@ from bert_demo.pretraining_data import (
     split_documents,
     tokenize_documents,
 )
-from bert_demo.runtime import Batch, autocast, to_device
+from bert_demo.runtime import Batch, to_device
 from bert_demo.sources import SOURCES
 from bert_demo.train_config import TrainConfig
 
@@ -49,14 +49,16 @@ def predict_transformers(model: torch.nn.Module, batch: Batch) -> tuple[Tensor, 
 @torch.no_grad()
 def validate(model: torch.nn.Module, batches: list[Batch], device: torch.device, predict: Predict = predict_ours
              ) -> dict[str, float]:
-    """Masked-LM loss/accuracy/perplexity (per target token) and NSP loss/accuracy (per pair) on fixed batches."""
+    """Masked-LM loss/accuracy/perplexity (per target token) and NSP loss/accuracy (per pair) on fixed batches.
+
+    Always in fp32, whatever precision the run trains in: an argmax over bf16 logits would tie and round, and the
+    metrics of a GPU run and a CPU run would not compare."""
     was_training = model.training
     model.eval()
     sums: dict[str, float] = defaultdict(float)
     for batch in batches:
         batch = to_device(batch, device)
-        with autocast(device):
-            mlm_logits, nsp_logits = predict(model, batch)
+        mlm_logits, nsp_logits = predict(model, batch)
         targets = batch["mlm_labels"][batch["mlm_labels"] != IGNORE_INDEX]
         sums["mlm_loss"] += F.cross_entropy(mlm_logits.float(), targets, reduction="sum").item()
         sums["mlm_correct"] += (mlm_logits.argmax(-1) == targets).sum().item()

@@ -299,11 +299,10 @@ class BertForPreTraining(nn.Module):
         else:
             out.mlm_logits = self.cls.predictions(sequence_output[mlm_positions])  # (N, V)
         if mlm_labels is not None:
-            out.mlm_loss = (
-                F.cross_entropy(out.mlm_logits.float(), mlm_labels[mlm_positions])
-                if mlm_positions.any()
-                else out.mlm_logits.sum() * 0.0  # no target in the batch: zero loss, not the NaN of an empty mean
-            )
+            # a mean over the targets that is zero, not the NaN of an empty mean, when the batch has none; written
+            # as sum / count so that no step waits on the GPU to ask whether there are any
+            targets = mlm_labels[mlm_positions]
+            out.mlm_loss = F.cross_entropy(out.mlm_logits.float(), targets, reduction="sum") / max(targets.numel(), 1)
         if nsp_labels is not None:
             out.nsp_loss = F.cross_entropy(out.nsp_logits.float(), nsp_labels.view(-1))
         losses = [loss for loss in (out.mlm_loss, out.nsp_loss) if loss is not None]

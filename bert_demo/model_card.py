@@ -102,6 +102,8 @@ def _card_text(name: str, model, metadata: dict, config: dict, metrics: dict, kn
     seconds = float(metadata.get("elapsed", 0.0))
     took = f"{seconds / 3600:.1f} hours" if seconds >= 3600 else f"{max(1, round(seconds / 60))} minutes"
     hardware = " and ".join(trained_on(metadata)) or "an unrecorded machine"
+    # runs saved before runs recorded their precision computed in bf16 on a GPU and in fp32 on a CPU
+    precision = metadata.get("precision") or ("bf16" if metadata.get("device") == "cuda" else "fp32")
     flags = " ".join(f"--{key.replace('_', '-')} {value}" for key, value in config.items()
                      if key in ("preset", "corpus", "steps", "batch_size", "seq_len", "vocab_size"))
     lines = ["---", "language: en", "library_name: transformers", "tags: [bert, fill-mask, from-scratch, bert-demo]",
@@ -109,8 +111,8 @@ def _card_text(name: str, model, metadata: dict, config: dict, metrics: dict, kn
              f"{model.config.num_hidden_layers} layers, hidden size {model.config.hidden_size}, "
              f"{model.config.num_attention_heads} heads, vocabulary {model.config.vocab_size:,}; "
              f"{model.num_parameters():,} parameters. Trained by this project's code with masked-language modelling "
-             f"and next-sentence prediction for {metadata.get('step', 0):,} steps ({took} on {hardware}) with one "
-             "command:", "",
+             f"and next-sentence prediction for {metadata.get('step', 0):,} steps ({took} on {hardware}, computing in "
+             f"{precision}; the weights are fp32) with one command:", "",
              f"```bash\npython -m bert_demo train {flags} --out checkpoints/{name}\n```", "",
              "Stopped with Ctrl-C, such a run continues on the same schedule with `python -m bert_demo train "
              "--resume` and its folder; a shipped copy leaves out the optimizer state (`optimizer.safetensors`) that "

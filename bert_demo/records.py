@@ -79,7 +79,7 @@ class DoneRecord(TypedDict):
     """The last record of every run: how it ended and where its checkpoint is (None when nothing was written)."""
 
     kind: Literal["done"]
-    reason: Literal["finished", "stopped", "diverged", "error"]
+    reason: Literal["finished", "stopped", "diverged", "out of memory", "error"]
     step: int
     checkpoint: NotRequired[str | None]
     message: str | None

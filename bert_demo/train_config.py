@@ -17,6 +17,7 @@ from bert_demo.config import PRESETS
 from bert_demo.sources import TRAINING_SOURCES
 
 SCHEDULES = ("linear", "triangle")
+PRECISIONS = ("auto", "fp32", "bf16")
 MACHINES = ("cpu", "gpu")
 
 
@@ -28,6 +29,14 @@ def setting(default: Any, help: str, *, label: str | None = None, low: float | N
                                             "choices": choices, "cpu": cpu, "gpu": gpu})
 
 
+# The app's GPU caps fit a 24 GB card (A10G, L4, RTX 4090) at their worst corner, base x batch 64 x 512 tokens x a
+# 32,768-token vocabulary, in bf16 autocast with fused attention (no tokens x tokens matrix is kept):
+#   weights, gradients and AdamW's two moments in fp32: 110 M parameters x 16 bytes              =  1.8 GB
+#   activations: about 34 x hidden bytes per token and layer (Korthikanti et al. 2022, no dropout masks)
+#                64 x 512 tokens x 12 layers x 34 x 768                                              = 10.3 GB
+#   masked-LM logits at up to 129 positions a sequence (25% masked, plus one), bf16 + fp32 copy + its gradient:
+#                64 x 129 x 32,768 x 10 bytes                                                        =  2.7 GB
+# about 15 GB; benchmarks/gpu_check.py measures the peak (benchmarks/README.md). Batch 256, the cap before, was 4x that.
 @dataclass
 class TrainConfig:
     """Everything that defines a run; stored beside its checkpoint so the run can be repeated or resumed."""
@@ -37,7 +46,7 @@ class TrainConfig:
     steps: int = setting(200, "optimizer steps in total (a resumed run continues up to this number)", low=1,
                          high=10_000_000, cpu=1000, gpu=20_000)
     batch_size: int = setting(32, "sequences per optimizer step on each process", label="batch size", low=1,
-                              high=65_536, cpu=64, gpu=256)
+                              high=65_536, cpu=64, gpu=64)
     lr: float = setting(1e-3, "peak learning rate", label="learning rate", low=1e-6, high=1e-2)
     seq_len: int = setting(128, "tokens per example", label="sequence length", low=16, high=512, cpu=128, gpu=512)
     vocab_size: int = setting(8192, "WordPiece vocabulary size to train", label="vocabulary size", low=128,
@@ -89,6 +98,10 @@ class TrainConfig:
     probe: str = setting("the [MASK] of the united states is the head of state.",
                          "a sentence with [MASK] whose guesses are shown at every validation")
     device: str | None = setting(None, "cpu, cuda or cuda:N (default: CUDA when present)")
+    precision: str = setting("auto", "compute precision of the forward pass: bf16 autocast or fp32 (auto: bf16 where "
+                                     "the device computes it natively, a GPU of compute capability 8.0+ or a CPU with "
+                                     "AVX-512 BF16 or AMX; fp32 elsewhere); weights, optimizer and checkpoints stay fp32",
+                             choices=PRECISIONS)
     compile: bool = setting(False, "torch.compile the model (off by default: Spaces' ZeroGPU forbids it)")
 
     def validate(self, limits: Mapping[str, Any] | None = None) -> None:

@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 from safetensors.torch import load_file
+from torch import Tensor
 from transformers import BertTokenizerFast
 
 from bert_demo import timeline
@@ -56,8 +57,10 @@ from bert_demo.runtime import (
     describe_hardware,
     pick_device,
     release_free_memory,
+    resolve_precision,
     set_cpu_threads,
     to_device,
+    wrap_for_training,
 )
 from bert_demo.tokenizer import (
     load_tokenizer,
@@ -88,8 +91,10 @@ class Trainer:
         if self.dist.is_main:
             check_writable(config.out)
         self.device = pick_device(config.device, self.dist)
+        self.precision = resolve_precision(config.precision, self.device)
         self.lock = threading.Lock()  # held while weights change; `snapshot` takes it to copy a consistent model
         self._stop = threading.Event()
+        self._made_group = False  # whether run() started the torchrun process group (close() ends it)
         self.after_step: Callable[[], None] | None = None  # called in the training thread after each step
         self.model: BertForPreTraining | None = None
         self.tokenizer: BertTokenizerFast | None = None
@@ -124,11 +129,18 @@ class Trainer:
         torch.manual_seed(self.config.seed)
         if self.dist.world_size > 1 and not dist.is_initialized():
             dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo")
+            self._made_group = True
         prepared = yield from self._prepare()
         if prepared is None:
             yield self._nothing_written()
             return
         yield from self._train(*prepared, started)
+
+    def close(self) -> None:
+        """End the torchrun process group this run made, once its caller is done with it (the CLI, at exit)."""
+        if self._made_group and dist.is_initialized():
+            dist.destroy_process_group()
+            self._made_group = False
 
     def _prepare(self) -> Generator[Record, None, tuple | None]:
         """Batches, validation batches, optimizer and schedule, one status record per phase; None if a stop was
@@ -161,7 +173,7 @@ class Trainer:
         self._baseline = frequency_baseline(counts, val_batches, self.tokenizer.all_special_ids)
         self._readout_items = readout_items(val_docs, self.tokenizer)
         optimizer, schedule = self._model_and_optimizer(counts)
-        yield {"kind": "status", "message": f"training on {self.device.type} ({self.dist.world_size} process(es)) "
+        yield {"kind": "status", "message": f"training on {self.device.type} in {self.precision} ({self.dist.world_size} process(es)) "
                                             f"with {self.model.num_parameters():,} parameters"}
         return batches, val_batches, optimizer, schedule
 
@@ -230,10 +242,7 @@ class Trainer:
     def _train(self, batches: Iterator[Batch], val_batches: list[Batch], optimizer, schedule, started: float
                ) -> Iterator[Record]:
         cfg, model, main = self.config, self.model, self.dist.is_main
-        forward = torch.compile(model) if cfg.compile else model
-        if self.dist.world_size > 1:
-            device_ids = [self.device.index] if self.device.type == "cuda" else None
-            forward = torch.nn.parallel.DistributedDataParallel(forward, device_ids=device_ids)
+        forward = wrap_for_training(model, self.device, self.dist.world_size, cfg.compile)
         window, first_step = Window(), self.step
         tokens_seen = int(self.history[-1]["tokens"]) if self.history else 0
         taken = timeline.steps(cfg.out) if self._owns_timeline else []  # a resumed run's: never taken twice
@@ -243,17 +252,15 @@ class Trainer:
         while self.step < cfg.steps and not self._stopping():
             batch = next(batches)
             optimizer.zero_grad(set_to_none=True)
-            n_targets = (batch["mlm_labels"] != IGNORE_INDEX).sum()
-            for micro, part in enumerate(split_batch(batch, cfg.grad_accum)):
-                part = to_device(part, self.device)
-                last = micro == cfg.grad_accum - 1
-                sync = nullcontext() if last or self.dist.world_size == 1 else forward.no_sync()
-                with sync, autocast(self.device):
-                    out = forward(**part)
-                    # weight by targets, so that the sum over micro-batches equals the whole batch's loss
-                    share = (part["mlm_labels"] != IGNORE_INDEX).sum() / n_targets
-                    (out.mlm_loss * share + cfg.nsp_weight * out.nsp_loss / cfg.grad_accum).backward()
-                window.add(out, part)
+            try:
+                out = self._accumulate(forward, batch, window)
+            except torch.OutOfMemoryError:
+                optimizer.zero_grad(set_to_none=True)  # free this step's gradients before saving
+                torch.cuda.empty_cache()
+                yield self._finish("out of memory", started, optimizer, f"step {self.step + 1} ran out of memory on "
+                                   f"{self.device}: the run stopped and the weights from before that step were saved. "
+                                   "Try a smaller batch, sequence length or model.")
+                return
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             if not torch.isfinite(grad_norm):
                 yield self._finish("diverged", started, optimizer, f"the loss became {out.loss.item():.4g} at step "
@@ -293,6 +300,28 @@ class Trainer:
             yield self._probe()  # show the guesses of the weights it keeps
             yield self._readout()
         yield self._finish("finished" if self.step >= cfg.steps else "stopped", started, optimizer)
+
+    def _accumulate(self, forward, batch: Batch, window: "Window"):
+        """Forward and backward passes over the batch's micro-batches (gradient accumulation); the last output.
+
+        Only the forward pass runs under autocast, as PyTorch advises; backward runs outside it, inside DDP's
+        `no_sync` for every micro-batch but the last. Targets and token counts are read from the batch while it
+        is still on the CPU, so that no step waits on the GPU for them."""
+        cfg = self.config
+        n_targets = int((batch["mlm_labels"] != IGNORE_INDEX).sum())
+        for micro, part in enumerate(split_batch(batch, cfg.grad_accum)):
+            labels = part["mlm_labels"]
+            targets, tokens = labels[labels != IGNORE_INDEX], int(part["attention_mask"].sum())
+            part = to_device(part, self.device)
+            last = micro == cfg.grad_accum - 1
+            with nullcontext() if last or self.dist.world_size == 1 else forward.no_sync():
+                with autocast(self.device, self.precision):
+                    out = forward(**part)
+                # weight by targets, so that the sum over micro-batches equals the whole batch's loss
+                share = targets.numel() / max(n_targets, 1)
+                (out.mlm_loss * share + cfg.nsp_weight * out.nsp_loss / cfg.grad_accum).backward()
+            window.add(out, part["nsp_labels"], targets.to(self.device, non_blocking=True), tokens)
+        return out
 
     def _stopping(self) -> bool:
         """Whether to stop before the next step. Under torchrun the ranks agree (any rank asked, all stop): a rank
@@ -345,7 +374,7 @@ class Trainer:
         elapsed = float(self.metadata.get("elapsed", 0.0)) + time.perf_counter() - started
         hardware, here = trained_on(self.metadata), describe_hardware(self.device, self.dist.world_size)
         metadata = {"train_config": asdict(self.config), "step": self.step, "history": self.history,
-                    "elapsed": round(elapsed, 3), "device": self.device.type,
+                    "elapsed": round(elapsed, 3), "device": self.device.type, "precision": self.precision,
                     "hardware": hardware if here in hardware else [*hardware, here],
                     "world_size": self.dist.world_size, "parameters": self.model.num_parameters(),
                     "origin": self.origin, "visible_to": self.visible_to}
@@ -375,26 +404,30 @@ class Trainer:
 
 
 class Window:
-    """Running sums of the training metrics between two log records."""
+    """Running sums of the training metrics between two log records. They stay tensors on the device and are read
+    (one synchronisation) when a record is written, not at every micro-step."""
 
     def __init__(self):
-        self.sums: dict[str, float] = defaultdict(float)
+        self.sums: dict[str, Tensor | float] = defaultdict(float)
         self.started = time.perf_counter()
 
-    def add(self, out, batch: Batch) -> None:
-        targets = batch["mlm_labels"][batch["mlm_labels"] != IGNORE_INDEX]
-        self.sums["micro_steps"] += 1
-        self.sums["mlm_loss"] += out.mlm_loss.item()
-        self.sums["nsp_loss"] += out.nsp_loss.item()
-        self.sums["mlm_correct"] += (out.mlm_logits.argmax(-1) == targets).sum().item()
-        self.sums["mlm_targets"] += targets.numel()
-        self.sums["nsp_correct"] += (out.nsp_logits.argmax(-1) == batch["nsp_labels"]).sum().item()
-        self.sums["pairs"] += batch["nsp_labels"].numel()
-        self.sums["tokens"] += batch["attention_mask"].sum().item()
+    def add(self, out, nsp_labels: Tensor, targets: Tensor, tokens: int) -> None:
+        """One micro-batch: `targets` are the labels of its masked tokens, in the order of `out.mlm_logits`'s rows;
+        `tokens` counts its real (not padding) tokens."""
+        s = self.sums
+        s["micro_steps"] += 1
+        s["mlm_loss"] += out.mlm_loss.detach()
+        s["nsp_loss"] += out.nsp_loss.detach()
+        s["mlm_correct"] += (out.mlm_logits.detach().argmax(-1) == targets).sum()
+        s["mlm_targets"] += targets.numel()
+        s["nsp_correct"] += (out.nsp_logits.detach().argmax(-1) == nsp_labels).sum()
+        s["pairs"] += nsp_labels.numel()
+        s["tokens"] += tokens
 
     def flush(self, world_size: int = 1) -> dict[str, float]:
         """Averages since the last flush; tokens/s counts every process (they all run at the same pace)."""
-        s, seconds = self.sums, time.perf_counter() - self.started
+        s = {key: float(value) for key, value in self.sums.items()}
+        seconds = time.perf_counter() - self.started
         metrics = {"mlm_loss": s["mlm_loss"] / s["micro_steps"], "nsp_loss": s["nsp_loss"] / s["micro_steps"],
                    "mlm_acc": s["mlm_correct"] / max(s["mlm_targets"], 1), "nsp_acc": s["nsp_correct"] / s["pairs"],
                    "tokens_per_s": s["tokens"] * world_size / max(seconds, 1e-9)}

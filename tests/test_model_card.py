@@ -46,5 +46,6 @@ def test_the_card_reports_held_out_and_never_seen_text_through_ours_and_transfor
     assert f"| {corpus} (held out) |" in card and "| lee (never seen) |" in card
     assert card.count("| yes |") == 2  # ours and transformers agree on both
     assert "python -m bert_demo train --preset tiny" in card and f"![learning curve]({CURVE_NAME})" in card
-    assert f"on {describe_hardware(torch.device('cpu'))}) with one command" in card
+    assert f"on {describe_hardware(torch.device('cpu'))}, computing in fp32; the weights are fp32) with one command" \
+        in card
     assert (tmp_path / "run" / CURVE_NAME).read_text().startswith("<svg")

@@ -23,6 +23,7 @@ from bert_demo.checkpoint import load_pretrained, read_metadata
 from bert_demo.config import PRESETS
 from bert_demo.corpus import load_corpus
 from bert_demo.evaluate import evaluate, validate
+from bert_demo.model import BertForPreTraining
 from bert_demo.pretraining_data import PretrainingData, SpecialIds, split_documents, tokenize_documents
 from bert_demo.runtime import describe_hardware
 from bert_demo.train_config import TrainConfig
@@ -422,3 +423,53 @@ def test_levers_out_of_range_are_refused_with_their_names(tmp_path):
                                   ("short_seq_len", 8, "short sequence length")]:
         with pytest.raises(ValueError, match=message):
             TrainConfig(out=str(tmp_path), **{field: value}).validate()
+
+
+def test_a_short_bf16_run_learns_records_its_precision_and_loads_in_transformers_in_fp32(stories_file, tmp_path):
+    records = list(Trainer(tiny_config(stories_file, tmp_path / "run", steps=30, precision="bf16")).run())
+    losses = [r["mlm_loss"] for r in records if r["kind"] == "train"]
+    assert max(losses[-2:]) < losses[0] - 0.3, losses
+    metadata = read_metadata(tmp_path / "run")
+    assert metadata["precision"] == "bf16" and metadata["train_config"]["precision"] == "bf16"
+    reference = transformers.BertForPreTraining.from_pretrained(tmp_path / "run")
+    assert all(p.dtype == torch.float32 for p in reference.parameters())
+    resumed = Trainer(TrainConfig.from_stored({**metadata["train_config"], "steps": 31}), resume=tmp_path / "run")
+    assert resumed.config.precision == "bf16" and resumed.precision == "bf16"  # read back on resume
+
+
+def test_backward_runs_outside_autocast_and_the_forward_pass_inside_it(stories_file, tmp_path):
+    trainer = Trainer(tiny_config(stories_file, tmp_path / "run", steps=1, warmup_steps=0, precision="bf16"))
+    seen = {}
+    original = BertForPreTraining.forward
+
+    def forward(model, *args, **kwargs):
+        out = original(model, *args, **kwargs)
+        if not torch.is_grad_enabled():  # validation and the probe
+            return out
+        seen["forward"] = torch.is_autocast_enabled("cpu")
+        out.mlm_loss.register_hook(lambda grad: seen.update(backward=torch.is_autocast_enabled("cpu")))
+        return out
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(BertForPreTraining, "forward", forward)
+        list(trainer.run())
+    assert seen == {"forward": True, "backward": False}
+
+
+def test_running_out_of_memory_at_a_step_saves_the_weights_from_before_it(stories_file, tmp_path, monkeypatch):
+    trainer = Trainer(tiny_config(stories_file, tmp_path / "run", steps=10, save_every=100))
+    original, calls = Trainer._accumulate, {"n": 0}
+
+    def accumulate(self, *args):
+        calls["n"] += 1
+        if calls["n"] == 4:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 12.00 GiB")
+        return original(self, *args)
+
+    monkeypatch.setattr(Trainer, "_accumulate", accumulate)
+    records = list(trainer.run())
+    done = records[-1]
+    assert done["reason"] == "out of memory" and done["step"] == 3 and "smaller batch" in done["message"]
+    assert read_metadata(done["checkpoint"])["step"] == 3
+    saved, _ = load_pretrained(done["checkpoint"])
+    assert all(torch.equal(a, b) for a, b in zip(saved.state_dict().values(), trainer.model.state_dict().values()))
