@@ -14,15 +14,16 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
 
 from bert_demo.checkpoint import read_metadata
 from bert_demo.app import models
 from bert_demo.app.models import LIVE, MAX_CARD_CHARS
 from bert_demo.app.registry import Registry
 from bert_demo.config import PRESETS
-from bert_demo.app.runs import Caps, claim_folder
+from bert_demo.app.runs import Caps, TrainingJob, claim_folder
 from bert_demo.app.text import job_status
-from bert_demo.train_config import APP_RUN, default
+from bert_demo.train_config import APP_RUN, TrainConfig, default
 
 @pytest.fixture(scope="module")
 def roots(make_checkpoint, tmp_path_factory) -> dict[str, Path]:
@@ -466,3 +467,47 @@ def test_a_run_stopped_before_its_first_step_leaves_no_empty_folder(write_corpus
     job.thread.join(timeout=60)
     assert job.done["checkpoint"] is None
     assert not (tmp_path / "runs" / "never-trained").exists()
+
+
+def test_the_app_asks_torch_whether_it_has_a_gpu_before_the_form_takes_its_caps(roots, monkeypatch):
+    import torch
+
+    monkeypatch.delenv("BERT_DEMO_DEVICE", raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    make = lambda: Registry(checkpoints_dir=roots["checkpoints"], runs_dir=roots["runs"], allow_hub=False)  # noqa: E731
+    monkeypatch.setattr(models, "GPU_DRIVER_SIGNS", (str(roots["checkpoints"]),))  # a driver file that exists
+    for available, device, machine in ((True, "cuda", "gpu"), (False, "cpu", "cpu")):  # e.g. a CPU-only torch
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: available)
+        registry = make()
+        assert (registry.device, registry.caps.machine) == (device, machine)
+    monkeypatch.setattr(models, "GPU_DRIVER_SIGNS", (str(roots["checkpoints"] / "absent"),))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: pytest.fail("torch asked on a host with no GPU driver"))
+    assert make().device == "cpu"
+
+
+class _EndedTrainer:
+    """A run that ends at once, holding a model as a finished Trainer does."""
+
+    def __init__(self, device: str, out: Path):
+        self.config = TrainConfig(corpus="wiki", out=str(out), device=device)
+        self.model, self.tokenizer, self.step, self.visible_to = torch.nn.Linear(1, 1), None, 1, None
+
+    def run(self):
+        yield {"kind": "done", "reason": "finished", "step": 1, "checkpoint": None, "message": None}
+
+
+def test_an_ended_run_is_no_longer_live_and_on_a_gpu_gives_its_model_back(roots, tmp_path, monkeypatch):
+    registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=tmp_path / "runs", device="cpu")
+    emptied = []
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append(True))
+    for device in ("cpu", "cuda"):
+        job = TrainingJob(_EndedTrainer(device, tmp_path / device), device)
+        job._live = (1, "a live copy")
+        registry.job = job
+        job.start()
+        job.thread.join(timeout=10)
+        assert job._live is None
+        with pytest.raises(ValueError, match="no run is training right now"):
+            registry.resolve(LIVE)
+        assert LIVE not in [e.name for e in registry.list_models()]
+    assert registry.job.trainer.model is None and emptied == [True]

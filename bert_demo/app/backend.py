@@ -24,7 +24,8 @@ def backend() -> SimpleNamespace:
                 from bert_demo import checkpoint, evaluate, inference, pretraining_data, timeline, trainer
                 from bert_demo.app import run_process
 
-                run_process.warm_up()  # a visitor who asks questions may train next: have the run's process ready
+                if not torch.cuda.is_available():  # a GPU host trains in a thread (CUDA and fork do not mix)
+                    run_process.warm_up()  # a visitor who asks questions may train next: have the run's process ready
 
                 _LOADED = SimpleNamespace(torch=torch, checkpoint=checkpoint, evaluate=evaluate, inference=inference,
                                           pretraining_data=pretraining_data, timeline=timeline, trainer=trainer)

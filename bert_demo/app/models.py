@@ -41,6 +41,7 @@ EXAMPLES_NAME = "examples.json"  # the examples the app shows for a model, with 
 MAX_EXAMPLES_BYTES = 100_000
 MAX_CARD_CHARS = 50_000  # longer cards are cut in the Model tab, and say so
 MAX_ZIPS = 10  # checkpoint zips kept in the temp folder for download; older ones are deleted
+GPU_DRIVER_SIGNS = ("/proc/driver/nvidia/version", "/dev/dxg")  # NVIDIA's Linux driver; WSL2's GPU
 FOLDER = re.compile(r"[A-Za-z0-9][\w.-]{0,99}", re.ASCII)  # no "/", no leading "."
 _CARD_PICTURE = re.compile(r"!\[([^\]\n]*)\]\(([A-Za-z0-9_-][\w.-]*\.svg)\)")  # a bare file name, no path
 MAX_PICTURE_BYTES = 200_000  # an SVG inlined into the Model tab
@@ -118,9 +119,10 @@ class Catalog:
                                  "selector")
             raise ValueError("choose a model in the model selector")
         if name == LIVE:
-            if self.job is None or self.job.trainer.model is None or not _sees(viewer, self.job.trainer.visible_to):
+            job = self.job
+            if job is None or not job.running or job.trainer.model is None or not _sees(viewer, job.trainer.visible_to):
                 raise ValueError("no run is training right now: choose a saved model")
-            return ModelEntry(LIVE, "run in progress", None, self.job.trainer.model.config)
+            return ModelEntry(LIVE, "run in progress", None, job.trainer.model.config)
         head, _, tail = name.partition("/")
         if head in self.roots and tail and "/" not in tail:
             return self._local(head, tail, viewer)
@@ -327,11 +329,15 @@ def model_folders(root: Path) -> list[Path]:
 
 
 def visible_device() -> str:
-    """CUDA when the NVIDIA driver is loaded and a GPU is not hidden, else the CPU; decided without importing
-    torch (slow), and confirmed by `Catalog.torch_device` when torch is first needed."""
+    """CUDA when torch can use a GPU, else the CPU; decided once, before the page is built, so that the Train form
+    offers the caps of the device runs will use. A host with no sign of a GPU driver (neither NVIDIA's on Linux nor
+    WSL2's /dev/dxg) is a CPU host without importing torch (about ten seconds of the first page's start); anywhere
+    else torch decides: a driver file can sit beside a CPU-only torch, and under WSL2 it is absent while CUDA works."""
     if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
         return "cpu"
-    return "cuda" if Path("/proc/driver/nvidia/version").exists() else "cpu"
+    if not any(Path(sign).exists() for sign in GPU_DRIVER_SIGNS):
+        return "cpu"
+    return "cuda" if backend().torch.cuda.is_available() else "cpu"
 
 
 def card_text(path: Path) -> str:

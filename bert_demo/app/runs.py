@@ -201,7 +201,7 @@ class Runs:
         try:
             while (ahead := self._ahead_of(ticket)) > 0 and not ticket.cancelled:
                 yield (f"Waiting for the training slot: {ahead} run{'s' if ahead > 1 else ''} before yours "
-                       f"(you are number {ahead} in line). Runs last at most a few minutes here.")
+                       f"(you are number {ahead} in line).{self._time_left_now()}")
                 time.sleep(WAIT_POLL_S)
             if not ticket.cancelled:
                 job = self._start(config, owner, share)
@@ -229,6 +229,12 @@ class Runs:
             ticket = Ticket(owner)
             self.line.append(ticket)
             return ticket
+
+    def _time_left_now(self) -> str:
+        """What the run training now says of its time left, measured from its own pace ("" until it knows)."""
+        job = self.job
+        left = job.seconds_left if job is not None and job.running else None
+        return f" The run training now has about {max(1, round(left / 60))} min left." if left is not None else ""
 
     def _ahead_of(self, ticket: Ticket) -> int:
         """How many runs go before this ticket's: the one training, and the tickets ahead of it in line."""
@@ -332,7 +338,16 @@ class TrainingJob:
                 self._append(self._failed("the run ended without saving"))
             remove_uploads(self.trainer.config.corpus)
             remove_if_empty(self.trainer.config.out)  # a run that saved nothing leaves no folder behind
+            self._release()
             atexit.unregister(self.shutdown)  # and let the finished job, with its model, be freed
+
+    def _release(self) -> None:
+        """Let go of what the ended run holds: its live copy answers nothing more, and on a GPU its model leaves the
+        card's memory to the next run (visitors load the saved checkpoint now)."""
+        self._live = None
+        if str(self.trainer.config.device).startswith("cuda"):
+            self.trainer.model = None
+            backend().torch.cuda.empty_cache()
 
     def _failed(self, message: str) -> DoneRecord:
         return {"kind": "done", "reason": "error", "step": self.trainer.step, "message": message, "checkpoint": None}
@@ -350,6 +365,16 @@ class TrainingJob:
     def done(self) -> DoneRecord | None:
         """The final record once the run has ended."""
         return self.records[-1] if self.records and self.records[-1].get("kind") == "done" else None
+
+    @property
+    def seconds_left(self) -> float | None:
+        """Time left, from the run's measured pace between its first and latest training records (None before two:
+        a guess from the settings alone would be wrong by an order of magnitude between a CPU and a GPU)."""
+        train = [r for r in self.records if r.get("kind") == "train"]
+        if len(train) < 2 or train[-1]["step"] <= train[0]["step"]:
+            return None
+        per_step = (train[-1]["elapsed"] - train[0]["elapsed"]) / (train[-1]["step"] - train[0]["step"])
+        return per_step * (self.trainer.config.steps - train[-1]["step"])
 
     def stop(self) -> None:
         self.trainer.stop()

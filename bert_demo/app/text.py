@@ -51,7 +51,8 @@ def job_status(job: TrainingJob) -> str:
                  if done.get("checkpoint") else "")
         message = f" {done['message']}" if done.get("message") else ""
         words = {"finished": f"Finished {done['step']} steps", "stopped": f"Stopped at step {done['step']}",
-                 "diverged": f"Diverged at step {done['step']}", "error": "Training failed"}
+                 "diverged": f"Diverged at step {done['step']}",
+                 "out of memory": f"Out of memory at step {done['step']}", "error": "Training failed"}
         return f"{words.get(done['reason'], done['reason'])} in {clock(elapsed)}.{where}{message}"
     train = [r for r in job.records if r.get("kind") == "train"]
     if not train:
@@ -62,9 +63,8 @@ def job_status(job: TrainingJob) -> str:
     prefix = f"Continuing {Path(source).name} · " if source else ""  # domain adaptation, said on every line
     step = max(job.trainer.step, last["step"])  # the step it is on now, not the last one it logged
     line = f"{prefix}Step {step}/{total} · {last['tokens_per_s']:,.0f} tokens/s · {clock(elapsed)} elapsed"
-    if len(train) >= 2 and last["step"] > train[0]["step"]:
-        per_step = (last["elapsed"] - train[0]["elapsed"]) / (last["step"] - train[0]["step"])
-        line += f" · about {clock(per_step * (total - last['step']))} left"
+    if job.seconds_left is not None:
+        line += f" · about {clock(job.seconds_left)} left"
     return line
 
 
