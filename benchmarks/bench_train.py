@@ -5,7 +5,9 @@ same weights, see the same batches (random token ids, two segments, padding in e
 MaskingCollator), take the same AdamW steps (make_optimizer) with gradient clipping, in train mode (dropout on).
 Steps are interleaved (ours, theirs, then theirs, ours, ...) so background load hits both alike; the table gives
 median step times, tokens/s, their ratio, and achieved FLOP/s as a share of this machine's matmul peak measured in
-the same run. On a GPU both run under bf16 autocast and MFU is also given against --peak-tflops.
+the same run, in the precision that --precision names (auto: bf16 autocast where the device computes bf16 natively,
+a GPU from Ampere on or a CPU with AVX-512 BF16 or AMX; fp32 elsewhere), the peak in that precision. On a GPU MFU is
+also given against --peak-tflops.
 
 `--rss` instead trains each model alone in a fresh subprocess and reports that process's peak RSS (and CUDA peak).
 
@@ -20,7 +22,6 @@ import statistics
 import subprocess
 import sys
 from array import array
-from contextlib import nullcontext
 from dataclasses import replace
 
 from _common import cores, interleaved_times, matmul_peak_flops, print_table
@@ -32,6 +33,7 @@ from bert_demo.config import PRESETS, BertConfig
 from bert_demo.model import IGNORE_INDEX, BertForPreTraining
 from bert_demo.pretraining_data import Example, MaskingCollator, SpecialIds
 from bert_demo.recipe import make_optimizer
+from bert_demo.runtime import autocast, resolve_precision
 from bert_demo.train_config import TrainConfig, default
 
 PAD, CLS, SEP, MASK = 0, 2, 3, 4  # our tokenizer's special ids ([UNK] = 1)
@@ -74,16 +76,17 @@ def build(side: str, config: BertConfig, source: BertForPreTraining | None = Non
     return model
 
 
-def step_fn(side: str, model: torch.nn.Module, batches: list, device: torch.device):
-    """One optimizer step per call, cycling through `batches`: forward, backward, clip, AdamW, zero_grad."""
+def step_fn(side: str, model: torch.nn.Module, batches: list, device: torch.device, precision: str = "auto"):
+    """One optimizer step per call, cycling through `batches`: forward (in the run's precision), backward, clip,
+    AdamW, zero_grad."""
     optimizer = make_optimizer(model, TrainConfig())  # the default recipe: AdamW, lr 1e-3, decay on matrices
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
+    precision = resolve_precision(precision, device)
     state = {"i": 0, "loss": float("nan")}
 
     def step() -> None:
         b = batches[state["i"] % len(batches)]
         state["i"] += 1
-        with autocast:
+        with autocast(device, precision):
             if side == "ours":
                 loss = model(**b).loss
             else:
@@ -128,7 +131,7 @@ def run_child(args: argparse.Namespace, device: torch.device) -> None:
     torch.manual_seed(0)
     model = build(args.child, model_config(args)).to(device).train()
     batches = [{k: v.to(device) for k, v in b.items()} for b in batches]
-    step, _ = step_fn(args.child, model, batches, device)
+    step, _ = step_fn(args.child, model, batches, device, args.precision)
     times = interleaved_times({args.child: step}, args.steps, args.warmup, device)[args.child]
     cuda = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None
     print(json.dumps({"baseline_mb": baseline, "peak_mb": peak_rss_mb(), "cuda_mb": cuda,
@@ -142,7 +145,7 @@ def run_rss(args: argparse.Namespace) -> None:
         argv = [sys.executable, __file__, "--child", side, "--preset", args.preset, "--vocab", str(args.vocab),
                 "--batch", str(args.batch), "--seq", str(args.seq), "--steps", str(args.steps),
                 "--warmup", str(args.warmup), "--threads", str(args.threads), "--device", args.device,
-                "--dropout", str(args.dropout), "--mask-prob", str(args.mask_prob)]
+                "--dropout", str(args.dropout), "--mask-prob", str(args.mask_prob), "--precision", args.precision]
         done = subprocess.run(argv, capture_output=True, text=True, check=False)
         if done.returncode:
             sys.exit(f"{side} child failed:\n{done.stderr}")
@@ -176,6 +179,8 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=3, help="untimed steps per model first")
     p.add_argument("--threads", type=int, default=cores())
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16"),
+                   help="compute precision of both models (auto: bf16 where the device has it natively)")
     p.add_argument("--peak-tflops", type=float, default=989.0, help="GPU peak for MFU (H100 SXM bf16 dense)")
     p.add_argument("--peak-n", type=int, default=0, help="matrix size for the matmul peak (default 2048; GPU 8192)")
     p.add_argument("--rss", action="store_true", help="peak memory of each model alone, in fresh processes")
@@ -207,10 +212,12 @@ def main() -> None:
     if args.compile:  # each of the 4 batches has its own number of masked tokens: let every shape compile untimed
         ours, theirs = torch.compile(ours), torch.compile(theirs)
         args.warmup = max(args.warmup, 8)
-    steps = {name: step_fn(name, model, batches, device) for name, model in (("ours", ours), ("transformers", theirs))}
+    steps = {name: step_fn(name, model, batches, device, args.precision)
+             for name, model in (("ours", ours), ("transformers", theirs))}
     times = interleaved_times({name: s[0] for name, s in steps.items()}, args.steps, args.warmup, device)
 
-    peak = matmul_peak_flops(device, torch.bfloat16 if device.type == "cuda" else torch.float32,
+    peak = matmul_peak_flops(device, torch.bfloat16 if resolve_precision(args.precision, device) == "bf16"
+                             else torch.float32,
                              n=args.peak_n or (8192 if device.type == "cuda" else 2048))
     flops = statistics.mean(training_flops(config, b) for b in batches)  # steps cycle through these batches
     tokens = statistics.mean(float(b["attention_mask"].sum()) for b in batches)
@@ -226,7 +233,7 @@ def main() -> None:
         rows.append(row)
     print(f"training: {args.preset} (L{config.num_hidden_layers} H{config.hidden_size}) V={args.vocab}, "
           f"batch {args.batch}x{args.seq}, {args.steps} timed + {args.warmup} warm-up steps each, interleaved; "
-          f"{args.threads} threads; {device.type}{' bf16 autocast' if device.type == 'cuda' else ' fp32'}"
+          f"{args.threads} threads; {device.type} {resolve_precision(args.precision, device)}"
           f"{'; torch.compile' if args.compile else ''}")
     print(f"same weights: max |logit difference| in eval = {diff:.2e}; real tokens per batch {tokens:.0f}; "
           f"matmul FLOPs per step {flops / 1e9:.2f} G; measured matmul peak {peak / 1e12:.3f} TFLOP/s")

@@ -61,6 +61,12 @@ VARIANTS: dict[str, dict] = {
     "local+fast-mask15+unigram": {**LOCAL, **FAST, "mask_prob": 0.15, "unigram_bias": True},
     "local+fast-mask15+unigram+vocab4096": {**LOCAL, **FAST, "mask_prob": 0.15, "unigram_bias": True,
                                             "vocab_size": 4096},
+    # next-sentence prediction at chance in the app's tiny default run: tiny has 2 heads a layer, and 2 local heads
+    # start every head of every layer on its neighbours, so [CLS] sees no further than a few tokens at the start
+    "default-local1": {**DEFAULT, "local_heads": 1},
+    "default-local0": {**DEFAULT, "local_heads": 0},
+    "default-nsp3": {**DEFAULT, "nsp_weight": 3.0},
+    "default-local1-nsp3": {**DEFAULT, "local_heads": 1, "nsp_weight": 3.0},
 }
 
 
@@ -78,7 +84,7 @@ def run_variant(name: str, overrides: dict, args: argparse.Namespace, folder: Pa
     settings = dict(preset=args.preset, corpus=args.corpus, steps=args.steps, batch_size=args.batch_size,
                     seq_len=args.seq_len, vocab_size=args.vocab_size, eval_every=args.eval_every,
                     eval_batches=args.eval_batches, save_every=10**9, log_every=args.eval_every, seed=args.seed,
-                    out=str(folder))
+                    out=str(folder), precision=args.precision)
     config = TrainConfig(**{**settings, **scaled({**OLD, **overrides}, args.steps)})
     reached, last, started = None, {}, time.perf_counter()
     for record in Trainer(config).run():
@@ -176,6 +182,8 @@ def main() -> None:
     parser.add_argument("--eval-batches", type=int, default=8)
     parser.add_argument("--news-batches", type=int, default=40)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16"),
+                        help="compute precision of every variant (TrainConfig.precision)")
     parser.add_argument("--log", default="learning_speed.jsonl", help="append one JSON line per variant here")
     parser.add_argument("--app-default", action="store_true",
                         help="instead: the app's default run, timed from the click (target: at most 5 minutes and "
@@ -201,6 +209,7 @@ def main() -> None:
         rows.append(row)
         with open(args.log, "a") as log:
             log.write(json.dumps({**row, "preset": args.preset, "corpus": args.corpus, "steps": args.steps,
+                                  "precision": args.precision,
                                   "batch_size": args.batch_size, "seq_len": args.seq_len}) + "\n")
         print(json.dumps(row), flush=True)
     print_table(["variant", "tokens", "seconds", "tok/s", "val MLM loss", "val MLM acc", "val NSP acc",

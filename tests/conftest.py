@@ -12,7 +12,6 @@ import pytest
 import torch
 
 from bert_demo.app.registry import Registry
-from bert_demo.app.ui import build_demo, launch_kwargs
 from bert_demo.checkpoint import save_pretrained
 from bert_demo.config import PRESETS
 from bert_demo.corpus import load_corpus
@@ -29,6 +28,10 @@ SENTENCES = [
     "water boils at one hundred degrees.",
     "albert einstein developed the theory of relativity.",
 ]
+
+
+def pytest_configure(config) -> None:
+    config.addinivalue_line("markers", "gpu: needs a CUDA GPU (skipped without one; benchmarks/gpu_check.py runs them)")
 
 
 @pytest.fixture(scope="session")
@@ -111,6 +114,8 @@ def free_port() -> int:
 @contextmanager
 def _served_app(base: Path) -> Iterator[dict]:
     """The app on a free 127.0.0.1 port over a random tiny checkpoint in `base`; its run stopped at the end."""
+    from bert_demo.app.ui import build_demo, launch_kwargs  # gradio, imported only by the tests that serve the app
+
     _make_checkpoint(base / "checkpoints" / "tiny-test")
     registry = Registry(checkpoints_dir=base / "checkpoints", runs_dir=base / "runs", device="cpu", allow_hub=False)
     demo = build_demo(registry)
