@@ -36,7 +36,9 @@ def setting(default: Any, help: str, *, label: str | None = None, low: float | N
 #                64 x 512 tokens x 12 layers x 34 x 768                                              = 10.3 GB
 #   masked-LM logits at up to 129 positions a sequence (25% masked, plus one), bf16 + fp32 copy + its gradient:
 #                64 x 129 x 32,768 x 10 bytes                                                        =  2.7 GB
-# about 15 GB; benchmarks/gpu_check.py measures the peak (benchmarks/README.md). Batch 256, the cap before, was 4x that.
+# about 15 GB. Measured on an H100 by benchmarks/gpu_check.py: 18.8 GB reserved at the peak of a training step (the
+# allocator's cache and the attention kernels' workspace come on top of the estimate). Batch 256, the cap before, needed
+# four times the activations.
 @dataclass
 class TrainConfig:
     """Everything that defines a run; stored beside its checkpoint so the run can be repeated or resumed."""
