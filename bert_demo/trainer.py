@@ -267,10 +267,10 @@ class Trainer:
                                    f"{self.step + 1}: the run stopped and the weights from before that step were "
                                    "saved. Try a lower learning rate.")
                 return
-            with self.lock:
+            with self.lock:  # the step counts with the weights: a reader of both never sees one without the other
                 optimizer.step()
                 schedule.step()
-            self.step += 1
+                self.step += 1
             if self.after_step is not None:
                 self.after_step()
             if main and self.step in due:
@@ -379,10 +379,12 @@ class Trainer:
                     "world_size": self.dist.world_size, "parameters": self.model.num_parameters(),
                     "origin": self.origin, "visible_to": self.visible_to}
         try:
-            snapshots = {timeline.file_name(step): state for step, state in self.snapshots.items()}
+            extra = {timeline.file_name(step): state for step, state in self.snapshots.items()}
+            if optimizer is not None and self.origin != "app":  # the app never resumes its runs (it continues one
+                extra[OPTIMIZER_NAME] = optimizer_tensors(optimizer)  # with a new optimizer): 2/3 of a run's bytes
             with self.lock:
                 saved = save_pretrained(self.model, self.tokenizer, self.config.out, metadata=metadata,
-                                        extra_files={OPTIMIZER_NAME: optimizer_tensors(optimizer), **snapshots},
+                                        extra_files=extra,
                                         keep=(timeline.FOLDER,) if self._owns_timeline else ())
             self.snapshots.clear()
             self._owns_timeline = True
@@ -390,6 +392,14 @@ class Trainer:
         finally:  # a failed save (disk full) must not leave the other ranks waiting at the barrier for ever
             if self.dist.world_size > 1:
                 dist.barrier()
+
+    def rescue(self, model: BertForPreTraining, tokenizer: BertTokenizerFast, step: int, history: list[Record],
+               message: str) -> DoneRecord:
+        """Save weights that outlived the process that trained them (the app's shared copy of a run whose process
+        was killed) as this run's checkpoint, stopped at `step`, with the records it had sent."""
+        self.model, self.tokenizer, self.step, self.history = model, tokenizer, step, history
+        elapsed = float(history[-1]["elapsed"]) if history else 0.0
+        return self._finish("stopped", time.perf_counter() - elapsed, None, message)
 
     def _finish(self, reason: str, started: float, optimizer, message: str | None = None) -> DoneRecord:
         record: DoneRecord = {"kind": "done", "reason": reason, "step": self.step, "message": message}

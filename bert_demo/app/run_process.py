@@ -92,6 +92,7 @@ class ProcessTrainer:
         self._received = ctx.Value("b", 0, lock=False)  # set once this process holds the shared weights
         self.model: Any = None
         self.tokenizer: Any = None
+        self.torn = False  # whether the child died in the middle of changing the weights
         self.process: Any = None  # the child, once started
         self._app_alive: Any = None  # the writing end of a pipe never written to: the child stops when it closes
 
@@ -120,6 +121,21 @@ class ProcessTrainer:
                     return model.eval()
             time.sleep(0.002)
         raise ValueError("the run is busy: try again in a few seconds")
+
+    def rescue(self) -> Record | None:
+        """After the child ended without saving (killed): save the weights this process shares with it, as the run
+        stopped at the step they belong to, unless the child died mid-step (then they are half updated) or before
+        it built its model. The record that ends the run, or None when nothing could be saved."""
+        if self.model is None or self.torn:
+            return None
+        from bert_demo.trainer import Trainer
+
+        config, origin, visible_to = self._arguments
+        step = self.step
+        message = (f"the run's process ended at step {step} without saving: the app saved the weights it shares "
+                   "with it")
+        return Trainer(config, origin=origin, visible_to=visible_to).rescue(
+            copy.deepcopy(self.model), self.tokenizer, step, list(self.history), message)
 
     def run(self) -> Iterator[Record]:
         """Start the child and yield its records until the last one ("done"), or until the child ends."""
@@ -155,6 +171,7 @@ class ProcessTrainer:
             records.close()
             child.join(timeout=5)
             if not child.is_alive():
+                self.torn = self._writes.value % 2 == 1  # killed mid-step: the shared weights are half updated
                 self._writes.value += self._writes.value % 2  # a child killed mid-step never finished its write
                 if self.model is not None:  # into this process's own memory, so the shared memory is freed
                     self.model = copy.deepcopy(self.model)
@@ -172,15 +189,17 @@ def _messages(records: Any, until: float | None = None) -> Iterator[tuple[str, A
 
 class _Writing:
     """The child trainer's `lock`: counts up when the weights start changing and again when they are consistent
-    (a seqlock), so that `snapshot` can tell whether its copy overlapped a change. Nothing ever waits on it."""
+    (a seqlock), so that `snapshot` can tell whether its copy overlapped a change. Nothing ever waits on it. The
+    shared step is set before the count closes: weights and step agree whenever the count is even."""
 
-    def __init__(self, writes: Any):
-        self.writes = writes
+    def __init__(self, writes: Any, trainer: Any, step: Any):
+        self.writes, self.trainer, self.step = writes, trainer, step
 
     def __enter__(self) -> None:
         self.writes.value += 1
 
     def __exit__(self, *exc: object) -> None:
+        self.step.value = self.trainer.step
         self.writes.value += 1
 
 
@@ -202,7 +221,7 @@ def _train(config: TrainConfig, origin: str, visible_to: str | None, sender: Any
 
     try:
         trainer = Trainer(config, origin=origin, visible_to=visible_to)
-        trainer.lock = _Writing(writes)
+        trainer.lock = _Writing(writes, trainer, step)
         trainer.after_step = _yield_cores_to_questions(last_question)
         threading.Thread(target=_relay, args=(trainer, stop, step, app_alive), daemon=True).start()
         for record in trainer.run():

@@ -335,7 +335,7 @@ class TrainingJob:
             self._append(self._failed(f"the run failed ({type(exc).__name__}: {exc})"))
         finally:
             if not self.records or self.records[-1].get("kind") != "done":
-                self._append(self._failed("the run ended without saving"))
+                self._append(self._rescued() or self._failed("the run ended without saving"))
             remove_uploads(self.trainer.config.corpus)
             remove_if_empty(self.trainer.config.out)  # a run that saved nothing leaves no folder behind
             self._release()
@@ -348,6 +348,17 @@ class TrainingJob:
         if str(self.trainer.config.device).startswith("cuda"):
             self.trainer.model = None
             backend().torch.cuda.empty_cache()
+
+    def _rescued(self) -> DoneRecord | None:
+        """What a run whose process died left: its weights saved from the app's shared copy where they are whole."""
+        rescue = getattr(self.trainer, "rescue", None)  # a run in a thread of this process cannot die alone
+        if rescue is None:
+            return None
+        try:
+            return rescue()
+        except (OSError, ValueError) as exc:
+            log.warning("could not save what run %s left: %s", self.name, exc)
+            return None
 
     def _failed(self, message: str) -> DoneRecord:
         return {"kind": "done", "reason": "error", "step": self.trainer.step, "message": message, "checkpoint": None}
