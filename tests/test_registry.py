@@ -21,7 +21,7 @@ from bert_demo.app import models
 from bert_demo.app.models import LIVE, MAX_CARD_CHARS
 from bert_demo.app.registry import Registry
 from bert_demo.config import PRESETS
-from bert_demo.app.runs import Caps, TrainingJob, claim_folder
+from bert_demo.app.runs import VISITOR_SHARE, Caps, TrainingJob, claim_folder, folder_bytes, run_bytes
 from bert_demo.app.text import job_status
 from bert_demo.train_config import APP_RUN, TrainConfig, default
 
@@ -511,3 +511,27 @@ def test_an_ended_run_is_no_longer_live_and_on_a_gpu_gives_its_model_back(roots,
             registry.resolve(LIVE)
         assert LIVE not in [e.name for e in registry.list_models()]
     assert registry.job.trainer.model is None and emptied == [True]
+
+
+def test_a_run_is_refused_with_a_message_when_runs_would_pass_their_disk_budget_or_a_visitor_their_share(
+        write_corpus, roots, tmp_path):
+    registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=tmp_path / "runs", device="cpu")
+    small = {"corpus": [], "steps": 2, "batch_size": 2, "seq_len": 32, "vocab_size": 512}
+    upload = lambda: str(write_corpus(tmp_path / "c.txt"))  # noqa: E731  (each run takes its own copy)
+    need = run_bytes(registry.train_config(**small, upload=upload()))
+    registry.runs_budget = int(2 * need)  # room for two runs, but one visitor's share is less than one
+    with pytest.raises(ValueError, match="your runs here fill 0 MB of the .* one visitor may use"):
+        registry.start_training(owner="me", upload=upload(), **small)
+    registry.runs_budget = int(need / VISITOR_SHARE) + 1  # a visitor's share holds one run's estimate
+    for owner in ("me", "you"):
+        job = registry.start_training(owner=owner, upload=upload(), **small)
+        job.thread.join(timeout=60)
+        assert job.done["checkpoint"], job.records
+        assert 0 < folder_bytes(Path(job.done["checkpoint"])) <= need  # the estimate is an upper bound
+    with pytest.raises(ValueError, match="your runs here fill .* one visitor may use"):
+        registry.start_training(owner="me", upload=upload(), **small)
+    used = folder_bytes(tmp_path / "runs")
+    registry.runs_budget = used + need - 1
+    with pytest.raises(ValueError, match="the runs trained here fill .* this app keeps for them"):
+        registry.start_training(owner="someone new", upload=upload(), **small)
+    assert len(list((tmp_path / "runs").iterdir())) == 2  # nobody's run was deleted to make room

@@ -4,7 +4,8 @@ Where models and runs live comes from the arguments, else from the environment:
 BERT_DEMO_CHECKPOINTS (shipped models, ./checkpoints), BERT_DEMO_RUNS (runs trained in the app, ./runs),
 BERT_DEMO_MODELS_DIR (one more folder, listed as models/<name>), BERT_DEMO_DEVICE (cpu or cuda), BERT_DEMO_HUB ("0"
 refuses hub ids: a Space owner turns hub loading off with it), BERT_DEMO_HUB_CACHE (where hub models are downloaded)
-and BERT_DEMO_MAX_RUNS (runs kept in runs/, oldest deleted when a new one starts; default 20).
+BERT_DEMO_MAX_RUNS (runs kept in runs/, oldest deleted when a new one starts; default 20) and BERT_DEMO_RUNS_BUDGET_MB
+(what all those runs may fill on disk; default 2048, a quarter of it for one visitor).
 """
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from bert_demo.app.runs import Caps, Runs
 
 DEVICE_ENV, CHECKPOINTS_ENV, RUNS_ENV = "BERT_DEMO_DEVICE", "BERT_DEMO_CHECKPOINTS", "BERT_DEMO_RUNS"
 EXTRA_ENV, HUB_ENV, MAX_RUNS_ENV = "BERT_DEMO_MODELS_DIR", "BERT_DEMO_HUB", "BERT_DEMO_MAX_RUNS"
-HUB_CACHE_ENV = "BERT_DEMO_HUB_CACHE"  # hub downloads (default: a folder in the temp dir, newest 5 models kept)
+HUB_CACHE_ENV = "BERT_DEMO_HUB_CACHE"
+RUNS_BUDGET_ENV = "BERT_DEMO_RUNS_BUDGET_MB"  # bytes all the app's runs may fill on disk, in MB (default 2048)  # hub downloads (default: a folder in the temp dir, newest 5 models kept)
 
 
 class Registry(Catalog, Runs):
@@ -39,4 +41,6 @@ class Registry(Catalog, Runs):
         self.cache_size = cache_size
         self.hub_cache = Path(os.environ.get(HUB_CACHE_ENV) or Path(tempfile.gettempdir()) / "bert-demo-hub")
         self._init_catalog()
-        self._init_runs(max_runs=int(os.environ.get(MAX_RUNS_ENV) or 20))
+        budget_mb = os.environ.get(RUNS_BUDGET_ENV)
+        self._init_runs(max_runs=int(os.environ.get(MAX_RUNS_ENV) or 20),
+                        **({"budget_bytes": int(budget_mb) * 2**20} if budget_mb else {}))

@@ -31,7 +31,7 @@ from bert_demo.app.models import (
     prune_downloads,
     visible_to,
 )
-from bert_demo.config import PRESETS, read_metadata
+from bert_demo.config import PRESETS, read_config, read_metadata
 from bert_demo.corpus import load_corpus
 from bert_demo.records import DoneRecord, Record
 from bert_demo.sources import APP_SOURCES, SOURCES
@@ -48,6 +48,8 @@ from bert_demo.train_config import (
 log = logging.getLogger(__name__)
 
 MIN_RUN_AGE_S = 3600.0  # a run trained here is kept at least this long, however many runs follow it
+RUNS_BUDGET_BYTES = 2 * 2**30  # all the runs this app trained, on disk (BERT_DEMO_RUNS_BUDGET_MB); one mini run
+VISITOR_SHARE = 0.25  # writes up to about 160 MB (weights, timeline); one visitor's runs may fill this much of it
 MAX_WAITING = 4  # visitors who may wait in line for the training slot; more are refused at once
 WAIT_POLL_S = 1.0  # how often a waiting visitor's place in line is re-checked and shown
 UPLOAD_PREFIX = "bert-demo-upload-"
@@ -89,11 +91,13 @@ class Runs:
     device: str
     _fixed_caps: Caps | None
 
-    def _init_runs(self, max_runs: int) -> None:
+    def _init_runs(self, max_runs: int, budget_bytes: int = RUNS_BUDGET_BYTES) -> None:
         self.job: TrainingJob | None = None
         self.line: list[Ticket] = []  # visitors waiting for the training slot, first in line first
         self.max_waiting = MAX_WAITING
         self.max_runs = max_runs
+        self.runs_budget = budget_bytes
+        self._claimed: dict[Path, str | None] = {}  # the run folders this app claimed, with the visitor who started each
         self.min_run_age_s = MIN_RUN_AGE_S
         self.finish_wait_s = 30.0  # how long a new run waits for the previous one to save its checkpoint
         self._runs_lock = threading.RLock()
@@ -193,6 +197,7 @@ class Runs:
         """
         config = self.train_config(**settings, viewer=owner)
         try:
+            self._check_disk(config, owner)
             ticket = self._join_line(owner)
         except ValueError:
             remove_uploads(config.corpus)
@@ -254,18 +259,48 @@ class Runs:
                     self.job.thread.join(timeout=self.finish_wait_s)
                     if self.job.running:
                         raise ValueError(f"another run ({self.job.name}) is training: wait for it to end")
+                self._prune_runs(keep=self.max_runs - 1)
+                self._check_disk(config, owner)
                 in_process = self.train_in_process and config.device == "cpu"  # a GPU does not share the cores
                 make = ProcessTrainer if in_process else backend().trainer.Trainer
                 config.out = claim_folder(config.out)
+                self._claimed[Path(config.out).resolve()] = owner
                 trainer = make(config, origin="app", visible_to=private_to(config, owner, share))
             except ValueError:
                 remove_uploads(config.corpus)
                 remove_if_empty(config.out)
                 raise
-            self._prune_runs(keep=self.max_runs - 1)
             self.job = TrainingJob(trainer, Path(config.out).name, owner=owner)
             self.job.start()
             return self.job
+
+    def _check_disk(self, config: TrainConfig, owner: str | None) -> None:
+        """Refuse a run that would take runs/ past its byte budget, or its visitor past their share of it, with a
+        clear message: the app never deletes someone's fresh run to make room (see `_prune_runs`)."""
+        need, runs = run_bytes(config), self._app_runs()
+        used = sum(map(folder_bytes, runs))
+        mine = sum(folder_bytes(f) for f in runs if owner is not None and self._claimed.get(f) == owner)
+        job = self.job
+        if job is not None and job.running:  # what the run in progress will still write
+            left = max(0, run_bytes(job.trainer.config) - folder_bytes(Path(job.trainer.config.out)))
+            used += left
+            mine += left if owner is not None and job.owner == owner else 0
+        share = int(self.runs_budget * VISITOR_SHARE)
+        if used + need > self.runs_budget:
+            raise ValueError(f"the runs trained here fill {_mb(used)} of the {_mb(self.runs_budget)} this app keeps "
+                             f"for them, and this run would write up to {_mb(need)}: try again later (runs older than "
+                             "an hour make room as new ones start), or choose fewer steps or a smaller model")
+        if owner is not None and mine + need > share:
+            raise ValueError(f"your runs here fill {_mb(mine)} of the {_mb(share)} one visitor may use, and this run "
+                             f"would write up to {_mb(need)}: download what you want to keep, and try again once "
+                             "your older runs have been cleared (after an hour), or choose fewer steps or a smaller "
+                             "model")
+
+    def _app_runs(self) -> list[Path]:
+        """The folders of the runs this app trained: saved ones, and those claimed by runs still writing."""
+        saved = {f.resolve() for f in model_folders(self.roots["runs"]) if read_metadata(f).get("origin") == "app"}
+        claimed = {f for f in self._claimed if f.is_dir()}
+        return sorted(saved | claimed)
 
     def stop_training(self, owner: str | None) -> bool:
         """Stop the run `owner` started, or give up its place in line; True if there was one.
@@ -303,6 +338,7 @@ class Runs:
                 log.info("deleting old run %s", folder)
                 shutil.rmtree(folder, ignore_errors=True)
                 prune_downloads(name=f"runs/{folder.name}")
+        self._claimed = {f: owner for f, owner in self._claimed.items() if f.is_dir()}
 
 
 @dataclass
@@ -423,6 +459,24 @@ def private_to(config: TrainConfig, owner: str | None, share: bool) -> str | Non
     if parent is not None:
         return parent
     return owner if owner is not None and not share and has_upload(config.corpus) else None
+
+
+def run_bytes(config: TrainConfig) -> int:
+    """The most a run writes: its fp32 weights, and its timeline's fp16 snapshots within their budget."""
+    model = read_config(Path(config.init_from)) if config.init_from else PRESETS[config.preset].with_vocab(
+        config.vocab_size)
+    timeline = backend().timeline
+    snapshots = min(len(timeline.snapshot_steps(config.steps)) * 2 * model.num_parameters, timeline.BUDGET_BYTES)
+    return 4 * model.num_parameters + snapshots + 2**20  # and a megabyte of vocabulary, config and records
+
+
+def folder_bytes(folder: Path) -> int:
+    """The bytes of the files in a folder and its subfolders (0 if it is gone)."""
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) if folder.is_dir() else 0
+
+
+def _mb(size: int) -> str:
+    return f"{size / 2**20:,.0f} MB"
 
 
 def claim_folder(out: str) -> str:
