@@ -21,7 +21,7 @@ from bert_demo.app import models
 from bert_demo.app.models import LIVE, MAX_CARD_CHARS
 from bert_demo.app.registry import Registry
 from bert_demo.config import PRESETS
-from bert_demo.app.runs import VISITOR_SHARE, Caps, TrainingJob, claim_folder, folder_bytes, run_bytes
+from bert_demo.app.runs import UPLOAD_PREFIX, VISITOR_SHARE, Caps, TrainingJob, claim_folder, folder_bytes, run_bytes
 from bert_demo.app.text import job_status
 from bert_demo.train_config import APP_RUN, TrainConfig, default
 
@@ -535,3 +535,24 @@ def test_a_run_is_refused_with_a_message_when_runs_would_pass_their_disk_budget_
     with pytest.raises(ValueError, match="the runs trained here fill .* this app keeps for them"):
         registry.start_training(owner="someone new", upload=upload(), **small)
     assert len(list((tmp_path / "runs").iterdir())) == 2  # nobody's run was deleted to make room
+
+
+def test_private_copies_a_killed_app_left_are_swept_at_start_and_a_live_apps_kept(roots, tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    left = tmp_path / f"{UPLOAD_PREFIX}{int(gone.stdout)}-abc"  # a process that has ended
+    live = tmp_path / f"{UPLOAD_PREFIX}{os.getpid()}-def"
+    for folder in (left, live):
+        folder.mkdir()
+        (folder / "upload.txt").write_text("a visitor's private text")
+    Registry(checkpoints_dir=roots["checkpoints"], runs_dir=roots["runs"], device="cpu")
+    assert not left.exists() and (live / "upload.txt").is_file()
+
+
+def test_an_upload_with_words_thousands_of_letters_long_is_refused_before_it_reaches_the_slot(registry, tmp_path):
+    upload = tmp_path / "long-words.txt"
+    upload.write_text("\n\n".join(f"{'a' * 16_000} {'b' * 16_000}. {'c' * 16_000} ends." for _ in range(40)))
+    started = time.perf_counter()
+    with pytest.raises(ValueError, match="cannot be trained on: it has a word of 16,00[01] characters; at most 100"):
+        registry.train_config(corpus=[], upload=str(upload))
+    assert time.perf_counter() - started < 5

@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import logging
+import os
 import shutil
 import tempfile
 import threading
@@ -52,7 +53,8 @@ RUNS_BUDGET_BYTES = 2 * 2**30  # all the runs this app trained, on disk (BERT_DE
 VISITOR_SHARE = 0.25  # writes up to about 160 MB (weights, timeline); one visitor's runs may fill this much of it
 MAX_WAITING = 4  # visitors who may wait in line for the training slot; more are refused at once
 WAIT_POLL_S = 1.0  # how often a waiting visitor's place in line is re-checked and shown
-UPLOAD_PREFIX = "bert-demo-upload-"
+UPLOAD_PREFIX = "bert-demo-upload-"  # then the app's process id: a copy whose process is gone is swept at start
+MAX_WORD_CHARS = 100  # WordPiece reads a longer word as [UNK]; thousands of letters a word stall its training
 FORM = ("preset", "steps", "batch_size", "lr", "seq_len", "vocab_size")  # the settings a visitor chooses
 
 
@@ -172,11 +174,12 @@ class Runs:
                              f"{self.caps.max_upload_bytes // 2**20} MB are allowed")
         if size == 0:
             raise ValueError("the uploaded file is empty")
-        folder = Path(tempfile.mkdtemp(prefix=UPLOAD_PREFIX))
+        folder = Path(tempfile.mkdtemp(prefix=f"{UPLOAD_PREFIX}{os.getpid()}-"))
         target = folder / "upload.txt"
         shutil.copyfile(path, target)
         try:  # read it now, so that a file we cannot train on is refused at once, not when the run starts
             documents = load_corpus(str(target))
+            _check_words(documents)
             if alone:
                 backend().pretraining_data.split_documents(documents, TrainConfig.val_fraction, TrainConfig.seed)
         except ValueError as exc:
@@ -499,6 +502,37 @@ def remove_if_empty(folder: str) -> None:
     """Give back a claimed run folder that nothing was saved to (rmdir refuses a folder with anything in it)."""
     with contextlib.suppress(OSError):
         Path(folder).rmdir()
+
+
+def _check_words(documents: list[list[str]]) -> None:
+    """Refuse text whose words no tokenizer can learn: a few words of 16,000 letters pass every size check, then
+    stall the tokenizer's training for tens of seconds in the training slot."""
+    longest = max((len(word) for document in documents for sentence in document for word in sentence.split()),
+                  default=0)
+    if longest > MAX_WORD_CHARS:
+        raise ValueError(f"it has a word of {longest:,} characters; at most {MAX_WORD_CHARS} are allowed (a longer "
+                         "word is not English prose)")
+
+
+def sweep_private_copies() -> None:
+    """Delete the private copies of uploads and typed text left in the temporary folder by an app that was killed
+    mid-run (its process is gone); a live app's copies are kept."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{UPLOAD_PREFIX}*"):
+        pid = folder.name[len(UPLOAD_PREFIX):].split("-", 1)[0]
+        if folder.is_dir() and (not pid.isdigit() or not _process_alive(int(pid))):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _process_alive(pid: int) -> bool:
+    """Whether process `pid` runs (as checkpoint.py asks of a writer; kept here so that the app's start needs no
+    torch)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
 
 
 def has_upload(corpus: str) -> bool:
