@@ -15,6 +15,8 @@ import tempfile
 import warnings
 from collections import defaultdict
 from pathlib import Path
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import NamedTuple
 
 import torch
@@ -24,7 +26,7 @@ from torch import Tensor
 from transformers import BertTokenizerFast
 
 from bert_demo.config import CONFIG_NAME, METADATA_NAME, WEIGHTS_NAME, BertConfig, read_config, read_metadata  # noqa: F401
-from bert_demo.model import BertForPreTraining
+from bert_demo.model import BertForPreTraining, BertForSequenceClassification
 from bert_demo.tokenizer import load_tokenizer, vocabulary
 
 TIED_KEYS = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias")  # stored once, under their owners
@@ -89,7 +91,7 @@ def _write_folder(model: BertForPreTraining, tokenizer: BertTokenizerFast, folde
     state = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in model.state_dict().items()
              if k not in TIED_KEYS}
     save_file(state, str(folder / WEIGHTS_NAME), metadata={"format": "pt"})
-    config = {**model.config.to_hf_dict(), "tie_word_embeddings": True}
+    config = {**model.config.to_hf_dict(model.config.architecture), "tie_word_embeddings": True}
     (folder / CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n")
     tokenizer.save_pretrained(str(folder))
     (folder / "vocab.txt").write_text("".join(token + "\n" for token in vocabulary(tokenizer)), encoding="utf-8")
@@ -201,6 +203,9 @@ def load_checkpoint(path_or_hub_id: str | Path, device: str | torch.device | Non
     of our weights it lacked (a BertModel has no pre-training heads: those stay random, with a warning)."""
     folder = resolve_folder(path_or_hub_id)
     config = read_config(folder)
+    if config.labels:
+        raise ValueError(f"{path_or_hub_id} is a fine-tuned classifier ({', '.join(config.labels)}): it has no "
+                         "masked-LM or next-sentence head to answer with; classify with it instead")
     tokenizer = load_tokenizer(folder)
     if len(tokenizer) > config.vocab_size:
         raise ValueError(f"the tokenizer has {len(tokenizer)} tokens but the model only {config.vocab_size}")
@@ -218,6 +223,40 @@ def load_pretrained(path_or_hub_id: str | Path, device: str | torch.device | Non
     """The model and tokenizer of `load_checkpoint`, for callers that need nothing else."""
     model, tokenizer, _ = load_checkpoint(path_or_hub_id, device)
     return model, tokenizer
+
+
+class Classifier(NamedTuple):
+    model: BertForSequenceClassification
+    tokenizer: BertTokenizerFast
+    dropped: list[str]  # the checkpoint's weights a classifier does not use: the pre-training heads
+    new: list[str]  # the classifier's weights that start random: its output layer when its classes are new
+
+
+def load_classifier(path_or_hub_id: str | Path, labels: Sequence[str] | None = None,
+                    device: str | torch.device | None = None) -> Classifier:
+    """A sentence(-pair) classifier from a Hugging Face-format BERT folder, in eval mode.
+
+    Without `labels`, the folder must hold a fine-tuned classifier, loaded with its own classes. With `labels`, the
+    encoder and pooler of any BERT checkpoint (a pre-trained one, say) start a classifier over those classes: the
+    masked-LM and next-sentence heads are dropped (`dropped`) and the output layer starts new (`new`), as
+    fine-tuning begins in the paper (§4)."""
+    folder = resolve_folder(path_or_hub_id)
+    saved = read_config(folder)
+    if labels is None and not saved.labels:
+        raise ValueError(f"{path_or_hub_id} has no classifier: fine-tune it on a task first")
+    config = saved if labels is None else replace(saved, labels=tuple(labels))
+    tokenizer = load_tokenizer(folder)
+    if len(tokenizer) > config.vocab_size:
+        raise ValueError(f"the tokenizer has {len(tokenizer)} tokens but the model only {config.vocab_size}")
+    model = BertForSequenceClassification(config)
+    state = normalise_state_dict(_read_weights(folder))
+    unused = ("cls.",) if config.labels == saved.labels else ("cls.", "classifier.")  # new classes: a new layer
+    dropped = sorted(key for key in state if key.startswith(unused))
+    new = load_weights(model, {k: v for k, v in state.items() if k not in dropped})
+    if set(new) - {"classifier.weight", "classifier.bias"}:
+        warnings.warn(f"{folder} has no weights for {_summarise(new)}: they are randomly initialised",
+                      MissingWeightsWarning, stacklevel=2)
+    return Classifier(model.to(device or "cpu").eval(), tokenizer, dropped, new)
 
 
 def resolve_folder(path_or_hub_id: str | Path) -> Path:

@@ -26,6 +26,8 @@ CONFIG_NAME, WEIGHTS_NAME = "config.json", "model.safetensors"
 METADATA_NAME = "bert_demo.json"  # our training config and metrics, beside the Hugging Face files
 MAX_CONFIG_BYTES = 1_000_000
 MAX_PARAMETERS = 500_000_000  # all sizes at their limits would be ~11 B parameters (43 GB); BERT-large is 335 M
+MAX_LABELS, MAX_LABEL_CHARS = 20, 100  # classes of a fine-tuned classifier, and the length of a class name
+CLASSIFIER = "BertForSequenceClassification"  # the architecture named in a fine-tuned model's config.json
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,7 @@ class BertConfig:
     initializer_range: float = 0.02
     layer_norm_eps: float = 1e-12
     pad_token_id: int = 0
+    labels: tuple[str, ...] = ()  # a classifier's classes in index order (config.json: id2label); none before fine-tuning
 
     def __post_init__(self) -> None:
         self.validate()
@@ -78,16 +81,25 @@ class BertConfig:
             raise ValueError("config initializer_range and layer_norm_eps must be small positive numbers")
         if not 0 <= self.pad_token_id < self.vocab_size:
             raise ValueError(f"config pad_token_id {self.pad_token_id} is outside the vocabulary")
+        self._validate_labels()
 
-    def to_hf_dict(self) -> dict[str, Any]:
-        """The `config.json` that `transformers.BertForPreTraining.from_pretrained` expects."""
-        return {
-            "architectures": ["BertForPreTraining"],
-            "model_type": "bert",
-            "hidden_act": "gelu",
-            "position_embedding_type": "absolute",
-            **asdict(self),
-        }
+    def _validate_labels(self) -> None:
+        labels = self.labels
+        if not isinstance(labels, tuple) or not all(isinstance(label, str) for label in labels):
+            raise ValueError("config labels must be a tuple of class names")
+        if labels and not 2 <= len(labels) <= MAX_LABELS:
+            raise ValueError(f"a classifier needs between 2 and {MAX_LABELS} classes, got {len(labels)}")
+        if len(set(labels)) != len(labels) or not all(0 < len(label) <= MAX_LABEL_CHARS for label in labels):
+            raise ValueError(f"class names must be different and 1 to {MAX_LABEL_CHARS} characters long")
+
+    def to_hf_dict(self, architecture: str = "BertForPreTraining") -> dict[str, Any]:
+        """The `config.json` that `transformers`' class `architecture` expects; a classifier's classes are written
+        as Hugging Face's id2label and label2id, which `pipeline("text-classification")` reads."""
+        values = {key: value for key, value in asdict(self).items() if key != "labels"}
+        classes = {"id2label": dict(enumerate(self.labels)),
+                   "label2id": {label: i for i, label in enumerate(self.labels)}} if self.labels else {}
+        return {"architectures": [architecture], "model_type": "bert", "hidden_act": "gelu",
+                "position_embedding_type": "absolute", **values, **classes}
 
     @classmethod
     def from_hf_dict(cls, data: dict[str, Any]) -> "BertConfig":
@@ -100,16 +112,36 @@ class BertConfig:
             raise ValueError(f"only the GELU activation is supported, not {data.get('hidden_act')!r}")
         if data.get("position_embedding_type", "absolute") != "absolute":
             raise ValueError("only absolute position embeddings are supported")
-        known = {f.name for f in fields(cls)}
+        known = {f.name for f in fields(cls)} - {"labels"}
         values = {k: v for k, v in data.items() if k in known and v is not None}
+        if CLASSIFIER in (data.get("architectures") or []):  # other BERTs carry transformers' default LABEL_0, ...
+            values["labels"] = _labels(data.get("id2label"))
         try:
             return cls(**values)
         except TypeError as exc:
             raise ValueError(f"config.json has a value of the wrong type: {exc}") from None
 
+    @property
+    def architecture(self) -> str:
+        """The `transformers` class this config's model is: a classifier when it has classes."""
+        return CLASSIFIER if self.labels else "BertForPreTraining"
+
     def with_vocab(self, vocab_size: int) -> "BertConfig":
         """A copy of this config sized for a tokenizer's vocabulary."""
         return replace(self, vocab_size=vocab_size)
+
+
+def _labels(id2label: Any) -> tuple[str, ...]:
+    """A classifier's class names in index order, from config.json's id2label ({"0": "negative", ...})."""
+    if not isinstance(id2label, dict) or not id2label or len(id2label) > MAX_LABELS:
+        raise ValueError(f"config.json's id2label must name between 2 and {MAX_LABELS} classes")
+    try:
+        by_index = {int(key): str(label) for key, label in id2label.items()}
+    except (TypeError, ValueError):
+        by_index = {}
+    if sorted(by_index) != list(range(len(id2label))):
+        raise ValueError("config.json's id2label must be keyed by the class indices 0, 1, ...")
+    return tuple(by_index[i] for i in range(len(by_index)))
 
 
 # Turc et al. 2019 ("Well-Read Students Learn Better") sizes, plus the paper's BERT-base.

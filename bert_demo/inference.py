@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from transformers import BertTokenizerFast
 
-from bert_demo.model import BertForPreTraining
+from bert_demo.model import BertForPreTraining, BertForSequenceClassification
 
 HeadMask = Tensor | list[list[float]] | None
 
@@ -101,6 +101,18 @@ def next_sentence(model: BertForPreTraining, tokenizer: BertTokenizerFast, text_
     with _evaluating(model):
         logits = model(**batch, mlm_positions=_no_token(batch), head_mask=_head_mask(model, head_mask)).nsp_logits[0]
     return float(logits.float().softmax(dim=-1)[0])  # logits (2,): index 0 is "B follows A"
+
+
+def classify(model: BertForSequenceClassification, tokenizer: BertTokenizerFast, text_a: str,
+             text_b: str | None = None) -> list[tuple[str, float]]:
+    """Each class of a fine-tuned classifier with its probability for a sentence (or a pair), in class order."""
+    if not isinstance(model, BertForSequenceClassification):
+        raise ValueError("this model has no classifier: fine-tune it on a task first")
+    text_b = None if text_b is None or not str(text_b).strip() else _check_text(text_b, "sentence B")
+    batch = _encode(model, tokenizer, _check_text(text_a, "the sentence" if text_b is None else "sentence A"), text_b)
+    with _evaluating(model):
+        probabilities = model(**batch).logits[0].float().softmax(-1).tolist()
+    return list(zip(model.config.labels, probabilities))
 
 
 def _no_token(batch: dict[str, Tensor]) -> Tensor:

@@ -8,6 +8,7 @@ Shapes: B batch, T tokens, H hidden size, A heads, D = H / A head size, V vocabu
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -32,6 +33,16 @@ class BertPreTrainingOutput:
     nsp_logits: Tensor | None = None  # [B, 2]; index 0 = "B follows A"
     hidden_states: tuple[Tensor, ...] | None = None  # L + 1 tensors [B, T, H]: embeddings, then each layer
     attentions: tuple[Tensor, ...] | None = None  # L tensors [B, A, T, T], rows sum to 1
+
+
+@dataclass
+class SequenceClassifierOutput:
+    """What a classifier's forward pass returns; fields stay None when not asked for."""
+
+    loss: Tensor | None = None  # cross-entropy against the labels, when given
+    logits: Tensor | None = None  # [B, C], C = number of classes
+    hidden_states: tuple[Tensor, ...] | None = None
+    attentions: tuple[Tensor, ...] | None = None
 
 
 class BertEmbeddings(nn.Module):
@@ -239,21 +250,7 @@ class BertForPreTraining(nn.Module):
         self.config = config
         self.bert = BertModel(config)
         self.cls = BertPreTrainingHeads(config, self.bert.embeddings.word_embeddings)
-        self.apply(self._init_weights)
-
-    def _init_weights(self, module: nn.Module) -> None:
-        """Truncation-free normal(0, 0.02) for weights, zeros for biases, identity LayerNorms (BERT's init)."""
-        std = self.config.initializer_range
-        if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, mean=0.0, std=std)
-        if isinstance(module, nn.Linear) and module.bias is not None:
-            nn.init.zeros_(module.bias)
-        if isinstance(module, nn.Embedding) and module.padding_idx is not None:
-            with torch.no_grad():
-                module.weight[module.padding_idx].zero_()
-        if isinstance(module, nn.LayerNorm):
-            nn.init.ones_(module.weight)
-            nn.init.zeros_(module.bias)
+        self.apply(functools.partial(init_weights, std=config.initializer_range))
 
     def num_parameters(self) -> int:
         """Trainable parameters, counting the tied embedding/decoder matrix once."""
@@ -308,3 +305,57 @@ class BertForPreTraining(nn.Module):
         losses = [loss for loss in (out.mlm_loss, out.nsp_loss) if loss is not None]
         out.loss = sum(losses) if losses else None
         return out
+
+
+class BertForSequenceClassification(nn.Module):
+    """BERT fine-tuned to classify a sentence or a sentence pair (§4.1, Figure 4 (a) and (b)): the pooled [CLS]
+    summary, dropout, then one linear layer over the classes. Names as in `transformers`, so the state_dict and
+    config.json move both ways and `pipeline("text-classification")` reads our folders."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        if not config.labels:
+            raise ValueError("a classifier needs its classes: give the config labels")
+        self.config = config
+        self.bert = BertModel(config)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.classifier = nn.Linear(config.hidden_size, len(config.labels))
+        self.apply(functools.partial(init_weights, std=config.initializer_range))
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        token_type_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        labels: Tensor | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+        head_mask: Tensor | None = None,
+    ) -> SequenceClassifierOutput:
+        """Class logits for each sequence; with `labels` ([B] class indices) also the cross-entropy loss."""
+        token_type_ids = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids
+        hidden, attentions = self.bert(input_ids, token_type_ids, attention_mask, output_attentions, head_mask)
+        logits = self.classifier(self.dropout(self.bert.pooler(hidden[-1])))  # (B, C)
+        return SequenceClassifierOutput(
+            loss=F.cross_entropy(logits.float(), labels.view(-1)) if labels is not None else None,
+            logits=logits,
+            hidden_states=tuple(hidden) if output_hidden_states else None,
+            attentions=tuple(attentions) if output_attentions else None,
+        )
+
+
+def init_weights(module: nn.Module, std: float) -> None:
+    """Truncation-free normal(0, 0.02) for weights, zeros for biases, identity LayerNorms (BERT's init)."""
+    if isinstance(module, (nn.Linear, nn.Embedding)):
+        nn.init.normal_(module.weight, mean=0.0, std=std)
+    if isinstance(module, nn.Linear) and module.bias is not None:
+        nn.init.zeros_(module.bias)
+    if isinstance(module, nn.Embedding) and module.padding_idx is not None:
+        with torch.no_grad():
+            module.weight[module.padding_idx].zero_()
+    if isinstance(module, nn.LayerNorm):
+        nn.init.ones_(module.weight)
+        nn.init.zeros_(module.bias)
