@@ -90,6 +90,21 @@ def test_a_refused_input_logs_one_line_not_a_traceback(app, capfd, caplog):
     assert len(refusals) == 2 and "has no [MASK]" in refusals[0] and "\n" not in "".join(refusals)
 
 
+def test_an_input_gradio_refuses_logs_one_line_not_a_traceback(app, capfd, caplog):
+    client = Client(app["url"], verbose=False)
+    refused = [((MODEL, "the [MASK] sat.", 300), "/fill_mask", "Value 300 is greater than maximum value 20"),
+               ((MODEL, "the [MASK] sat.", "many"), "/fill_mask", "“Top k” cannot take 'many': give a float"),
+               ((MODEL, "the cat sat.", "", 1, 1, "sideways", False), "/attention",
+                "'sideways'.*is not in the list of choices"),
+               ((["nope"], None, "tiny", 10, 4, 1e-3, 32, 512), "/train", "'nope'.*is not in the list of choices")]
+    for args, api_name, message in refused:  # a slider out of range, not a number, a radio's or dropdown's choice
+        with pytest.raises(AppError, match=message):
+            client.predict(*args, api_name=api_name)
+    assert "Traceback" not in capfd.readouterr().err  # gradio printed 30 lines for each
+    lines = [r.getMessage() for r in caplog.records if "refused by gradio" in r.getMessage()]
+    assert len(lines) == len(refused) and "\n" not in "".join(lines)
+
+
 def test_a_visitor_gets_one_run_a_short_line_and_inference_is_never_refused(app, tmp_path):
     registry = app["registry"]
     registry.max_waiting = 1

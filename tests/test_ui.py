@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import gradio as gr
 import pytest
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
@@ -354,6 +355,17 @@ def test_typed_text_trains_like_an_upload_and_stays_private(app, client):
     with pytest.raises(AppError, match="(?i)upload a file or type text, not both"):
         client.predict([], handle_file(str(app["corpus"])), "tiny", 10, 4, 1e-3, 32, 512, False,
                        training.START_RANDOM, MODEL, TYPED, api_name="/train")
+
+
+def test_typed_text_that_cannot_be_trained_on_is_called_typed_text_not_an_uploaded_file(tmp_path):
+    registry = Registry(checkpoints_dir=tmp_path / "checkpoints", runs_dir=tmp_path / "runs", device="cpu",
+                        allow_hub=False)
+    for typed, message in [("x " * (11 * 2**19), "The typed text is 11.0 MB; at most 10 MB are allowed"),
+                           ("One paragraph alone.", "The typed text cannot be trained on: ")]:
+        with pytest.raises(gr.Error, match=re.escape(message)) as refused:
+            list(training.train(registry, [], None, "tiny", 10, 4, 1e-3, 32, 512, False, training.START_RANDOM,
+                                None, typed, "visitor"))
+        assert "upload" not in str(refused.value)
 
 
 def test_a_run_far_better_on_its_training_text_than_on_held_out_text_is_said_to_memorise():

@@ -10,7 +10,7 @@ import gradio as gr
 from bert_demo import plots
 from bert_demo.app import text
 from bert_demo.app.backend import backend
-from bert_demo.app.handlers import FINAL, NO_COMPARE, Outputs, friendly, snapshot_step, step_name
+from bert_demo.app.handlers import FINAL, NO_COMPARE, Outputs, friendly, load_at, step_name
 from bert_demo.app.registry import Registry
 
 MAX_LABELS = 6  # ranked lists shown for the first masks of a sentence
@@ -29,7 +29,7 @@ def fill_mask(registry: Registry, model_name: str, sentence: str, top_k: float, 
     """The best guesses filled in, a ranked list per [MASK], the guesses at every layer, and the sentence's words
     to click; `heads_off` ("L1 H2", ...) are switched off for all of it."""
     inference = backend().inference
-    loaded = registry.load_at(model_name, snapshot_step(step), owner)
+    loaded = load_at(registry, model_name, step, owner)
     head_mask = _head_mask(heads_off, loaded.model.config)
     inference.check_top_k(int(top_k))
     # one forward pass: the lens's last layer is fill_mask's answer (tested), so it gives both
@@ -70,7 +70,7 @@ def pair_importance(registry: Registry, model_name: str, text_a: str, text_b: st
 
 def _importance_figure(registry: Registry, model_name: str, step: str, owner: str | None, text_a: str,
                        text_b: str | None = None) -> Any:
-    loaded = registry.load_at(model_name, snapshot_step(step), owner)
+    loaded = load_at(registry, model_name, step, owner)
     labels, drops = backend().inference.head_importance(loaded.model, loaded.tokenizer, text_a, text_b)
     return plots.head_importance_figure(labels[:MAX_IMPORTANCE], drops[:MAX_IMPORTANCE])
 
@@ -105,7 +105,7 @@ def head_names(config: Any) -> dict[str, tuple[int, int]]:
 def neighbours(registry: Registry, model_name: str, word: str, sentence: str, layer: float, step: str = FINAL,
                owner: str | None = None) -> Outputs:
     """The word's nearest tokens in the embedding table, or of its hidden state at `layer` in `sentence`."""
-    loaded = registry.load_at(model_name, snapshot_step(step), owner)
+    loaded = load_at(registry, model_name, step, owner)
     in_context = (sentence or "").strip() or None
     found = backend().inference.neighbours(loaded.model, loaded.tokenizer, (word or "").strip(), NEIGHBOURS,
                                            text=in_context, layer=int(layer))
@@ -120,7 +120,7 @@ def neighbours(registry: Registry, model_name: str, word: str, sentence: str, la
 def projection(registry: Registry, model_name: str, words: str, step: str = FINAL, owner: str | None = None
                ) -> Outputs:
     """A list of words (spaces or commas between them) at their embeddings' first two principal components."""
-    loaded = registry.load_at(model_name, snapshot_step(step), owner)
+    loaded = load_at(registry, model_name, step, owner)
     listed = [w for w in (words or "").replace(",", " ").split() if w]
     points = backend().inference.embedding_projection(loaded.model, loaded.tokenizer, listed)
     return {"projection_plot": plots.projection_figure(points)}
@@ -130,7 +130,7 @@ def projection(registry: Registry, model_name: str, words: str, step: str = FINA
 def next_sentence(registry: Registry, model_name: str, text_a: str, text_b: str, step: str = FINAL,
                   owner: str | None = None
                   ) -> Outputs:
-    loaded = registry.load_at(model_name, snapshot_step(step), owner)
+    loaded = load_at(registry, model_name, step, owner)
     p = backend().inference.next_sentence(loaded.model, loaded.tokenizer, text_a, text_b)
     return {"nsp_result": {"B follows A": p, "B is a random sentence": 1 - p}}
 
@@ -144,7 +144,7 @@ def attention(registry: Registry, model_name: str, text_a: str, text_b: str, lay
     text_b = (text_b or "").strip() or None
     if pair != PAIR_ALL and text_b is None:
         raise ValueError(f"the “{pair}” filter needs a sentence B: write one, or choose “{PAIR_ALL}”")
-    shown = _attention_map(registry.load_at(model_name, snapshot_step(step), owner), text_a, text_b, layer, head, view,
+    shown = _attention_map(load_at(registry, model_name, step, owner), text_a, text_b, layer, head, view,
                            hide, pair)
     comparing = compare != NO_COMPARE
     outputs = {"att_plot": plots.attention_heatmap(shown.rows, shown.matrix,
@@ -155,7 +155,7 @@ def attention(registry: Registry, model_name: str, text_a: str, text_b: str, lay
                                                      len(shown.heads), view == VIEW_ROLLOUT, shown.source),
                "compare_plot": gr.Plot(visible=False)}
     if comparing:
-        other = _attention_map(registry.load_at(model_name, snapshot_step(compare), owner), text_a, text_b, layer, head,
+        other = _attention_map(load_at(registry, model_name, compare, owner), text_a, text_b, layer, head,
                                view, hide, pair)
         outputs["compare_plot"] = gr.Plot(plots.attention_heatmap(other.rows, other.matrix, step_name(compare),
                                                                   keys=other.cols), visible=True)

@@ -4,17 +4,20 @@ The events themselves live by what they do: `asking` (questions to a model: fill
 embeddings), `training` (a run: start, follow, stop, compare) and `choosing` (which model the tabs show). Every
 handler takes the `Registry` first and returns (or, for training, yields) a dict from output names to values;
 `bert_demo.app.ui` maps the names to its components. Tests call these functions directly. A refused input becomes a
-toast with its message and one line in the server log, never a traceback.
+toast with its message and one line in the server log, never a traceback; so does an input that gradio itself
+refuses before any handler runs (`Blocks`).
 """
 from __future__ import annotations
 
 import functools
 import inspect
 import logging
+import re
 from collections.abc import Callable
 from typing import Any
 
 import gradio as gr
+from gradio.exceptions import ComponentProcessingError
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +60,35 @@ def friendly(fn: Callable) -> Callable:
     return wrapper
 
 
+class Blocks(gr.Blocks):
+    """The app's gr.Blocks. An input that gradio itself refuses, before any handler runs (a slider value out of
+    range, a choice a radio does not offer, a value of the wrong type), logs one line, as the app's own refusals do,
+    instead of gradio's 30-line traceback, which a visitor could make the server print as often as they like."""
+
+    async def preprocess_data(self, block_fn, inputs, *args, **kwargs):
+        try:
+            return await super().preprocess_data(block_fn, inputs, *args, **kwargs)
+        except gr.Error as exc:
+            refusal = exc
+        except ComponentProcessingError as exc:  # a value the component could not read at all: name the input
+            refusal = gr.Error(_unreadable(block_fn.inputs, str(exc)))
+        except ValueError as exc:  # too few inputs, a file that is not one: gradio's first line says what
+            refusal = gr.Error(str(exc).strip().split("\n")[0])
+        refusal.print_exception = False
+        log.warning("%s refused by gradio: %s", block_fn.name, str(refusal.message)[:200].replace("\n", " "))
+        raise refusal from None
+
+
+def _unreadable(inputs: list, gradio_message: str) -> str:
+    """gradio's paragraphs on a value a component could not read, as one sentence naming the input."""
+    index = re.search(r"input component at index (\d+)", gradio_message)
+    value = re.search(r"the event handler was: (.*) \(of type", gradio_message)
+    expected = re.search(r"Expected a `(.+?)`", gradio_message)
+    name = getattr(inputs[int(index[1])], "label", None) if index and int(index[1]) < len(inputs) else None
+    return (f"{f'“{name}”' if name else 'An input'} cannot take {value[1] if value else 'the value given'}"
+            f"{f': give a {expected[1]}' if expected else ''}")
+
+
 def snapshot_step(choice: str | None) -> int | None:
     """A timeline choice ("final", or a step number as text) as the step to load, None for the final weights."""
     if choice in (None, "", FINAL):
@@ -66,6 +98,15 @@ def snapshot_step(choice: str | None) -> int | None:
     except (TypeError, ValueError):
         raise ValueError(f"unknown training step {choice!r}: choose “{FINAL}” or one of the run's snapshot steps") \
             from None
+
+
+def load_at(registry: Any, model_name: str, choice: str | None, owner: str | None) -> Any:
+    """The model at a timeline choice; a step asked of a model that kept no timeline is refused as such."""
+    step = snapshot_step(choice)
+    if step is not None and not registry.timeline_steps(model_name, owner):
+        raise ValueError(f"only “{FINAL}” can be shown of {registry.resolve(model_name, owner).label}: it kept no "
+                         "snapshots of its training")
+    return registry.load_at(model_name, step, owner)
 
 
 def step_name(choice: str) -> str:

@@ -24,6 +24,7 @@ START_RANDOM, START_CONTINUE = STARTS
 PROBE_LABEL = f"Probe: guesses for “{default('probe')}”"
 STOP_ACTIVE = gr.Button(interactive=True, variant="stop")  # red only while there is a run to stop
 STOP_IDLE = gr.Button(interactive=False, variant="secondary")
+UPLOADED, TYPED = "the uploaded file", "the typed text"  # how the registry's refusals of an upload begin, and ours
 
 
 @friendly
@@ -43,7 +44,7 @@ def train(registry: Registry, corpus: list[str], upload: str | None, preset: str
 @contextmanager
 def _typed_upload(registry: Registry, typed: str | None, upload: str | None) -> Iterator[str | None]:
     """The typed text as a temporary .txt, deleted when the run ends (checking the settings copies it, as it
-    copies an upload)."""
+    copies an upload). The upload's refusals ("the uploaded file is 11.0 MB ...") name it as typed text."""
     if not isinstance(typed, str) or not typed.strip():
         yield upload
         return
@@ -54,7 +55,12 @@ def _typed_upload(registry: Registry, typed: str | None, upload: str | None) -> 
     try:
         with os.fdopen(fd, "wb") as file:
             file.write(data)
-        yield path
+        try:
+            yield path
+        except ValueError as exc:
+            if not str(exc).startswith(UPLOADED):
+                raise
+            raise ValueError(TYPED + str(exc)[len(UPLOADED):]) from None
     finally:
         os.unlink(path)
 

@@ -17,7 +17,7 @@ import gradio as gr
 from bert_demo import plots
 from bert_demo.app import asking, choosing, text, training
 from bert_demo.app.asking import MAX_LABELS, PAIR_ALL, PAIR_FILTERS, VIEWS, head_names
-from bert_demo.app.handlers import FINAL, NO_COMPARE
+from bert_demo.app.handlers import FINAL, NO_COMPARE, Blocks
 from bert_demo.app.training import PROBE_LABEL, START_RANDOM, STARTS
 from bert_demo.app.models import Examples, read_examples
 from bert_demo.app.registry import Registry
@@ -100,7 +100,7 @@ def build_demo(registry: Registry | None = None) -> gr.Blocks:
     examples = read_examples(registry.resolve(default).folder) if default else None
     heads = list(head_names(registry.config_of(default)[1])) if default else []
     # gradio keeps uploads in its cache: every 10 minutes, delete those older than an hour
-    with gr.Blocks(title="BERT from scratch", delete_cache=(600, 3600)) as demo:
+    with Blocks(title="BERT from scratch", delete_cache=(600, 3600)) as demo:
         c: Components = _header(registry)
         with gr.Tabs(elem_id="tabs") as tabs:
             c.update(_train_tab(registry))
@@ -125,8 +125,10 @@ def _header(registry: Registry) -> Components:
                             label="Model", elem_id="model", scale=4, min_width=280,  # a row of its own on a phone
                             info="Shipped checkpoints, runs trained here, or a Hugging Face hub id / folder path "
                                  "under checkpoints/ or runs/")
+        # custom values: the page learns a run's steps when it is chosen, an API caller names one directly (the
+        # handlers check it: "this run has no snapshot at step 20: it has 0, 10, 30")
         step = gr.Dropdown(choices=[("final weights", FINAL)], value=FINAL, label="Training step", elem_id="step",
-                           scale=2, min_width=200, visible=False,
+                           scale=2, min_width=200, visible=False, allow_custom_value=True,
                            info="This run kept snapshots: see the model as it was at any of them")
         refresh = gr.Button("↻ Refresh list", elem_id="refresh", scale=0, min_width=130, size="sm")
     summary = gr.Markdown(text.NO_MODEL if registry.default_model() is None else "", elem_id="model-summary")
@@ -160,8 +162,9 @@ def _train_tab(registry: Registry) -> Components:
                                            elem_id="checkpoint-file", interactive=False)
             with gr.Accordion("Compare runs: which settings learned faster?", open=False):
                 with gr.Row(equal_height=True):
+                    # custom values: runs trained after the page was built (the handler checks each name)
                     c["compare_runs"] = gr.Dropdown(registry.choices(), multiselect=True, label="Runs",
-                                                    elem_id="compare-runs", scale=3)
+                                                    elem_id="compare-runs", scale=3, allow_custom_value=True)
                     c["compare_x"] = gr.Radio(["tokens", "time"], value="tokens", label="Against",
                                               elem_id="compare-x", scale=1, min_width=160)
                 c["compare_button"] = gr.Button("Compare", elem_id="compare-button", size="sm")
@@ -197,8 +200,11 @@ def _train_form(caps) -> Components:
         "batch_size": slider("batch_size", "batch", 2, low=2),
         "lr": gr.Number(value=APP_RUN["lr"], label="Peak learning rate", elem_id="lr", minimum=lr_low,
                         maximum=lr_high, step=1e-4, info="warm-up, then linear decay"),
-        "seq_len": gr.Dropdown([n for n in (32, 64, 128, 256, 512) if n <= caps.bounds("seq_len")[1]],
-                               value=APP_RUN["seq_len"], label="Sequence length (tokens)", elem_id="seq-len"),
+        # text choices, as gradio declares a dropdown's values to API callers; a number (64) is taken too, and the
+        # registry checks and converts either
+        "seq_len": gr.Dropdown([str(n) for n in (32, 64, 128, 256, 512) if n <= caps.bounds("seq_len")[1]],
+                               value=str(APP_RUN["seq_len"]), label="Sequence length (tokens)", elem_id="seq-len",
+                               allow_custom_value=True),
         "vocab_size": slider("vocab_size", "vocab", 512, low=512),
     }
 
@@ -293,7 +299,8 @@ def _attention_tab(examples: Examples | None) -> Components:
             c["hide"] = gr.Checkbox(label="Hide [CLS] and [SEP]", value=first[5], elem_id="hide", scale=1,
                                     min_width=200)
         c["compare"] = gr.Dropdown(choices=[("no comparison", NO_COMPARE)], value=NO_COMPARE, visible=False,
-                                   label="Compare with the same map at step", elem_id="compare")
+                                   label="Compare with the same map at step", elem_id="compare",
+                                   allow_custom_value=True)  # as the Training step: any step, checked
         c["att_button"] = gr.Button("Show attention", variant="primary", elem_id="att-button")
         with gr.Column(visible=examples is not None, elem_id="att-examples") as c["att_examples_box"]:
             if examples:

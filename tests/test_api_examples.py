@@ -1,0 +1,113 @@
+"""The README's `gradio_client` examples, read from README.md and run as written against a served app, from a fresh
+Client that has triggered none of the page's private events; and the values the API declares, accepted."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from gradio_client import Client
+from gradio_client.exceptions import AppError
+
+from bert_demo.train_config import TrainConfig
+from bert_demo.trainer import Trainer
+
+ROOT = Path(__file__).resolve().parents[1]
+README_URL = "http://127.0.0.1:7860/"  # where the README's examples find the app; the test's app is elsewhere
+MODEL = "checkpoints/tiny-test"  # the checkpoint the served app is given (conftest.py)
+
+
+def readme_example() -> tuple[str, int]:
+    """The README's python block that uses gradio_client, and the line of README.md it starts on."""
+    readme = ROOT.joinpath("README.md").read_text()
+    blocks = [m for m in re.finditer(r"^```python\n(.*?)^```", readme, re.S | re.M) if "gradio_client" in m[1]]
+    assert len(blocks) == 1, "the README should have one python block of gradio_client examples"
+    return blocks[0][1], readme[:blocks[0].start(1)].count("\n") + 1
+
+
+@pytest.fixture(scope="module")
+def app(served_app, tmp_path_factory):
+    """The app, and what the examples name, made after it started (its page was built without them): the shipped
+    model, and two runs with timelines (steps 0, 10 and 30)."""
+    base = tmp_path_factory.mktemp("api-examples")
+    with served_app(base) as served:
+        shutil.copytree(ROOT / "checkpoints" / "mini-english", base / "checkpoints" / "mini-english")
+        for name, lr in [("a", 1e-3), ("b", 3e-3)]:
+            list(Trainer(TrainConfig(preset="tiny", corpus=str(served["corpus"]), steps=40, batch_size=4, seq_len=32,
+                                     vocab_size=300, lr=lr, out=str(base / "runs" / name), eval_every=20,
+                                     log_every=10, eval_batches=1)).run())
+        yield served
+
+
+def plot_data(output) -> list[dict]:
+    return json.loads(output["plot"])["data"]
+
+
+def test_the_readme_gradio_client_examples_run_as_written_from_a_fresh_client(app, capsys):
+    code, first_line = readme_example()
+    assert code.count(README_URL) == 1
+    run = {}  # tracebacks point at README.md's own lines
+    exec(compile("\n" * (first_line - 1) + code.replace(README_URL, app["url"]), str(ROOT / "README.md"), "exec"),
+         run)
+    filled, per_mask = run["filled"], run["per_mask"]
+    assert "1 head switched off" in filled["label"] and any(s["class_or_confidence"] for s in filled["value"])
+    assert run["per_layer"].startswith("| layer | [MASK] 1 |") and run["words"]
+    assert len(per_mask[0]["confidences"]) == 5 and not any(per_mask[1:])  # the sentence has one [MASK]
+    ranked = [c["confidence"] for c in per_mask[0]["confidences"]]
+    assert ranked == sorted(ranked, reverse=True) and per_mask[0]["label"] == per_mask[0]["confidences"][0]["label"]
+    assert len(plot_data(run["drops"])) == 1  # one map: one [MASK]
+    p_next = {c["label"]: c["confidence"] for c in run["p_next"]["confidences"]}
+    assert sum(p_next.values()) == pytest.approx(1.0)
+    assert plot_data(run["heatmap"])[0]["type"] == "heatmap" and len(plot_data(run["grid"])) == 4  # mini: 4 heads
+    assert len(run["table"]["data"]) > 5 and "“paris”" in run["caption"]  # the caption of /neighbours, the last
+    assert plot_data(run["scatter"])[0]["text"] == ["paris", "london", "king", "queen"]
+    assert {trace["name"] for trace in plot_data(run["chart"])} == {"a", "b"}
+    assert any(s["class_or_confidence"] for s in run["at_10"]["value"])
+    assert "status" in run, f"/train streamed nothing: {run['job'].exception()}"
+    assert run["status"].startswith("Finished 50 steps")
+    assert run["status"] in capsys.readouterr().out  # the loop printed each status
+
+
+def test_every_choice_the_api_declares_is_of_its_declared_type_and_is_accepted(app):
+    api = Client(app["url"], verbose=False).view_api(print_info=False, return_format="dict")
+    python = {"string": str, "number": (int, float), "boolean": bool}
+    for endpoint, info in api["named_endpoints"].items():
+        for parameter in info["parameters"]:
+            declared = parameter["type"].get("items", parameter["type"])
+            for value in declared.get("enum", []):
+                assert isinstance(value, python[declared["type"]]), (endpoint, parameter["parameter_name"], value)
+    seq_len = next(p for p in api["named_endpoints"]["/train"]["parameters"] if p["parameter_name"] == "seq_len")
+    for value in [*seq_len["type"]["enum"], 64]:  # as declared, and as a number; no corpus is the app's refusal
+        with pytest.raises(AppError, match="Choose a corpus or upload a .txt file"):
+            Client(app["url"], verbose=False).predict([], None, "tiny", 10, 16, 1e-3, value, 4096,
+                                                      api_name="/train")
+
+
+@pytest.mark.parametrize("args, api_name, message", [
+    (("runs/a", "the [MASK] sat.", 3, [], "20"), "/fill_mask", "This run has no snapshot at step 20: it has 0, 10, 30"),
+    (("runs/a", "the [MASK] sat.", 3, [], "soon"), "/fill_mask", "Unknown training step 'soon'"),
+    ((MODEL, "the [MASK] sat.", 3, [], "10"), "/fill_mask", "Only “final” can be shown of tiny-test: it kept no snapshots"),
+    (("runs/a", "the cat sat.", "", 1, 1, "one head", False, "every token", "final", "soon"), "/attention",
+     "Unknown training step 'soon'"),
+    ((["runs/a", "runs/missing"], "tokens"), "/compare_runs", "There is no model called runs/missing"),
+    ((["wiki"], None, "tiny", 10, 16, 1e-3, "long", 4096), "/train", "Sequence length must be a whole number"),
+    ((["wiki"], None, "tiny", 10, 16, 1e-3, 1000, 4096), "/train", "Sequence length must be between 16 and 128"),
+])
+def test_a_step_run_or_sequence_length_the_page_does_not_list_gets_the_apps_own_message(app, args, api_name,
+                                                                                        message):
+    with pytest.raises(AppError, match=re.escape(message)) as refused:
+        Client(app["url"], verbose=False).predict(*args, api_name=api_name)
+    assert "list of choices" not in str(refused.value)
+
+
+def test_a_step_the_run_kept_answers_at_that_step_and_is_compared(app):
+    client = Client(app["url"], verbose=False)
+    early, *_ = client.predict("runs/a", "the [MASK] sat on the mat.", 3, [], "0", api_name="/fill_mask")
+    late, *_ = client.predict("runs/a", "the [MASK] sat on the mat.", 3, [], "final", api_name="/fill_mask")
+    assert early["value"] != late["value"]
+    _, _, caption, compared = client.predict("runs/a", "the cat sat.", "", 1, 1, "one head", False, "every token",
+                                             "final", "10", api_name="/attention")
+    assert "at two steps of training" in caption and compared["visible"]  # an update: the plot shows
+    assert "Step 10" in json.loads(compared["value"]["plot"])["layout"]["title"]["text"]
