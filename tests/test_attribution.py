@@ -1,0 +1,62 @@
+"""bert_demo/attribution.py: integrated gradients are complete (they add up to F(input) - F(baseline), within 1% at
+the default step count), say which word carried a memorised fact, and refuse what they cannot explain."""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from bert_demo.attribution import STEPS, classification, masked_word
+from bert_demo.checkpoint import load_pretrained
+from bert_demo.config import PRESETS
+from bert_demo.model import BertForSequenceClassification
+
+SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints" / "mini-english"
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    return load_pretrained(SHIPPED)
+
+
+def test_attributions_for_a_masked_word_add_up_to_the_change_in_its_probability(shipped):
+    model, tokenizer = shipped
+    result = masked_word(model, tokenizer, "he was born in new [MASK] city.")
+    assert result.target == "york" and result.gap < 0.01, (sum(result.scores), result.output - result.baseline)
+    assert result.output - result.baseline > 0.5  # a change worth explaining
+    words = dict(zip(result.tokens, result.scores))
+    assert words["new"] == max(words.values())  # "new ... city" says "york"
+    assert len(result.scores) == len(result.tokens) and result.tokens[0] == "[CLS]"
+    assert result.scores[result.tokens.index("[MASK]")] == 0.0  # the frame is the baseline's too: nothing moved
+
+
+def test_attributions_for_a_class_add_up_to_the_change_in_its_probability(tokenizer):
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(replace(PRESETS["tiny"].with_vocab(len(tokenizer)),
+                                                  labels=("negative", "positive"))).eval()
+    torch.nn.init.normal_(model.classifier.weight, std=0.5)
+    result = classification(model, tokenizer, "the sun rises in the east.", "the sun sets in the west.")
+    assert result.target in ("negative", "positive") and result.gap < 0.01
+    chosen = classification(model, tokenizer, "the sun rises in the east.", label="negative")
+    assert chosen.target == "negative" and chosen.gap < 0.01
+
+
+def test_fewer_steps_leave_a_larger_gap_so_the_gap_measures_the_sum_not_a_constant(shipped):
+    model, tokenizer = shipped
+    coarse = masked_word(model, tokenizer, "she poured the [MASK] into a cup.", steps=2)
+    fine = masked_word(model, tokenizer, "she poured the [MASK] into a cup.", steps=STEPS)
+    assert fine.gap < coarse.gap
+
+
+def test_what_attribution_cannot_explain_is_refused_with_a_message(shipped, tokenizer):
+    model, tok = shipped
+    with pytest.raises(ValueError, match="'zzqx' is not one token of this model's vocabulary"):
+        masked_word(model, tok, "the capital of france is [MASK].", word="zzqx")
+    with pytest.raises(ValueError, match="this model has no classifier"):
+        classification(model, tok, "a sentence.")
+    with pytest.raises(ValueError, match="steps must be a whole number between 1 and 512"):
+        masked_word(model, tok, "the capital of france is [MASK].", steps=0)
+    with pytest.raises(ValueError, match="the text has no \\[MASK\\]"):
+        masked_word(model, tok, "no mask here.")
