@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from gradio_client.exceptions import AppError
 from bert_demo.config import PRESETS, read_metadata
 from bert_demo.app.registry import Registry
 from bert_demo.app import asking, choosing, training
+from bert_demo.app.runs import UPLOAD_PREFIX
 from bert_demo.app.asking import VIEW_AVERAGE, VIEW_HEAD, VIEW_ROLLOUT
 from bert_demo.app.ui import ANALYTICS_EVERY
 
@@ -366,6 +368,31 @@ def test_typed_text_that_cannot_be_trained_on_is_called_typed_text_not_an_upload
             list(training.train(registry, [], None, "tiny", 10, 4, 1e-3, 32, 512, False, training.START_RANDOM,
                                 None, typed, "visitor"))
         assert "upload" not in str(refused.value)
+
+
+def test_typed_text_is_refused_by_size_before_any_copy_and_is_kept_where_a_restarted_app_sweeps(tmp_path,
+                                                                                                   monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "temp"))
+    (tmp_path / "temp").mkdir()
+    registry = Registry(checkpoints_dir=tmp_path / "checkpoints", runs_dir=tmp_path / "runs", device="cpu",
+                        allow_hub=False)
+    with pytest.raises(gr.Error, match="The typed text is 11.0 MB"):
+        list(training.train(registry, [], None, "tiny", 10, 4, 1e-3, 32, 512, False, training.START_RANDOM, None,
+                            "x" * (11 * 2**20), "visitor"))
+    assert not any((tmp_path / "temp").iterdir())  # nothing was written
+    seen = []
+
+    def train_in_line(**settings):
+        seen.append(Path(settings["upload"]))
+        assert seen[0].read_text() == TYPED
+        raise ValueError("the slot is closed")
+        yield
+
+    monkeypatch.setattr(registry, "train_in_line", train_in_line)
+    with pytest.raises(gr.Error, match="The slot is closed"):
+        list(training.train(registry, [], None, "tiny", 10, 4, 1e-3, 32, 512, False, training.START_RANDOM, None,
+                            TYPED, "visitor"))
+    assert seen[0].parent.name.startswith(f"{UPLOAD_PREFIX}{os.getpid()}-") and not seen[0].parent.exists()
 
 
 def test_a_run_far_better_on_its_training_text_than_on_held_out_text_is_said_to_memorise():

@@ -3,10 +3,12 @@ follow it live, stop it, and compare runs."""
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import gradio as gr
 
@@ -14,7 +16,7 @@ from bert_demo import plots
 from bert_demo.app import text
 from bert_demo.app.handlers import Outputs, friendly
 from bert_demo.app.registry import Registry
-from bert_demo.app.runs import TrainingJob
+from bert_demo.app.runs import UPLOAD_PREFIX, TrainingJob
 from bert_demo.train_config import default
 
 MAX_COMPARED = 8  # runs on one comparison chart
@@ -50,19 +52,21 @@ def _typed_upload(registry: Registry, typed: str | None, upload: str | None) -> 
         return
     if upload:
         raise ValueError("upload a file or type text, not both")
-    data = typed.encode("utf-8")  # its size is checked with the upload's (`Runs._check_upload`)
-    fd, path = tempfile.mkstemp(prefix="typed-", suffix=".txt")
+    limit = registry.caps.max_upload_bytes
+    if len(typed) > limit:  # a character is at least a byte: refused before any copy of it is made
+        raise ValueError(f"{TYPED} is {len(typed) / 2**20:.1f} MB; at most {limit // 2**20} MB are allowed")
+    folder = Path(tempfile.mkdtemp(prefix=f"{UPLOAD_PREFIX}{os.getpid()}-"))  # swept if the app dies mid-run
+    path = folder / "typed.txt"
     try:
-        with os.fdopen(fd, "wb") as file:
-            file.write(data)
+        path.write_text(typed, encoding="utf-8")  # its exact size is checked with the upload's (`_check_upload`)
         try:
-            yield path
+            yield str(path)
         except ValueError as exc:
             if not str(exc).startswith(UPLOADED):
                 raise
             raise ValueError(TYPED + str(exc)[len(UPLOADED):]) from None
     finally:
-        os.unlink(path)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _train(registry: Registry, corpus: list[str], upload: str | None, preset: str, steps: float,
