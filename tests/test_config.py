@@ -18,13 +18,19 @@ def test_hf_dict_round_trip_keeps_every_value():
     assert BertConfig.from_hf_dict(config.to_hf_dict()) == config
 
 
-@pytest.mark.parametrize("change", [
-    {"hidden_size": 0}, {"hidden_size": -4}, {"num_hidden_layers": 1000}, {"vocab_size": 10**9},
-    {"hidden_size": 100, "num_attention_heads": 3}, {"hidden_dropout_prob": 1.5}, {"hidden_size": 12.5},
-    {"pad_token_id": 40000}, {"num_attention_heads": True},
+@pytest.mark.parametrize("change, message", [
+    ({"hidden_size": 0}, "hidden_size=0 must be an integer between 1 and 4096"),
+    ({"hidden_size": -4}, "hidden_size=-4 must be an integer between 1 and 4096"),
+    ({"num_hidden_layers": 1000}, "num_hidden_layers=1000 must be an integer between 1 and 48"),
+    ({"vocab_size": 10**9}, "vocab_size=1000000000 must be an integer between 1 and 250000"),
+    ({"hidden_size": 100, "num_attention_heads": 3}, "hidden_size 100 is not divisible by num_attention_heads 3"),
+    ({"hidden_dropout_prob": 1.5}, r"hidden_dropout_prob must be in \[0, 1\)"),
+    ({"hidden_size": 12.5}, "hidden_size=12.5 must be an integer"),
+    ({"pad_token_id": 40000}, "pad_token_id 40000 is outside the vocabulary"),
+    ({"num_attention_heads": True}, "num_attention_heads=True must be an integer"),
 ])
-def test_invalid_sizes_raise_value_error(change):
-    with pytest.raises(ValueError):
+def test_invalid_sizes_raise_value_error(change, message):
+    with pytest.raises(ValueError, match=message):
         BertConfig(**change)
 
 

@@ -7,6 +7,7 @@ from array import array
 import pytest
 import torch
 
+import bert_demo.evaluate as evaluate_module
 from bert_demo.evaluate import frequency_baseline, readout, readout_items
 from bert_demo.pretraining_data import token_counts
 
@@ -28,9 +29,10 @@ def test_the_readout_hides_one_long_whole_word_in_one_sentence_per_held_out_docu
     assert items[0][0] == "the cat sat on the mat by the [MASK] today."
 
 
-def test_a_readout_guess_is_right_only_when_the_first_guess_is_the_hidden_word(trained_tiny, tokenizer):
-    items = [("paris is the [MASK] of france.", "capital"), ("the sun rises in the [MASK].", "west")]
-    results = readout(trained_tiny, tokenizer, items, top_k=3)
-    assert [r["answer"] for r in results] == ["capital", "west"] and all(len(r["guesses"]) == 3 for r in results)
-    assert [r["right"] for r in results] == [r["guesses"][0][0] == r["answer"] for r in results]
-    assert results[0]["right"]  # the tiny model memorised this sentence
+def test_a_readout_guess_is_right_only_when_the_first_guess_is_the_hidden_word(trained_tiny, tokenizer, monkeypatch):
+    [memorised] = readout(trained_tiny, tokenizer, [("paris is the [MASK] of france.", "capital")], top_k=3)
+    assert memorised["guesses"][0][0] == "capital" and len(memorised["guesses"]) == 3 and memorised["right"]
+    ranked = [("east", 0.6), ("west", 0.3), ("mat", 0.1)]  # a model's guesses, made up so that they are known
+    monkeypatch.setattr(evaluate_module, "fill_mask", lambda *args, **kwargs: [ranked])
+    items = [("the sun rises in the [MASK].", answer) for answer in ("east", "west", "rug")]
+    assert [r["right"] for r in readout(trained_tiny, tokenizer, items)] == [True, False, False]  # second: wrong

@@ -1,8 +1,14 @@
-"""Looking inside: guesses at every layer, heads switched off and their importance, and embedding neighbours."""
+"""Looking inside: guesses at every layer, heads switched off and their importance, and embedding neighbours.
+References: `transformers` on the same weights (heads switched off by a hook), and small hand-built tables."""
 from __future__ import annotations
 
+import copy
+from contextlib import contextmanager
+
+import numpy as np
 import pytest
 import torch
+import transformers
 
 from bert_demo import inference
 from bert_demo.inference import (
@@ -14,12 +20,49 @@ from bert_demo.inference import (
     neighbours,
     next_sentence,
 )
+from bert_demo.checkpoint import save_pretrained
 
 TEXT = "the cat sat on the [MASK]. paris is the [MASK] of france."
 
 
 def all_heads(model, value=1.0):
     return torch.full((model.config.num_hidden_layers, model.config.num_attention_heads), value)
+
+
+@pytest.fixture(scope="module")
+def reference(trained_tiny, tokenizer, tmp_path_factory):
+    """The same weights in `transformers`' BertForPreTraining: an implementation that shares no code with ours."""
+    folder = save_pretrained(trained_tiny, tokenizer, tmp_path_factory.mktemp("reference") / "tiny")
+    return transformers.BertForPreTraining.from_pretrained(folder).eval()
+
+
+@contextmanager
+def switched_off(reference, layer, head):
+    """One head of the reference silenced: its slice of the context vector zeroed where it enters the attention's
+    output projection (transformers 5.x has no head_mask argument)."""
+    size = reference.config.hidden_size // reference.config.num_attention_heads
+    keep = torch.ones(reference.config.hidden_size)
+    keep[head * size:(head + 1) * size] = 0
+    dense = reference.bert.encoder.layer[layer].attention.output.dense
+    hook = dense.register_forward_pre_hook(lambda module, args: (args[0] * keep,))
+    try:
+        yield
+    finally:
+        hook.remove()
+
+
+def reference_mask_probs(reference, tokenizer, text):
+    """The reference's probabilities over the vocabulary at each [MASK] of `text`, (masks, V)."""
+    batch = tokenizer(text, return_tensors="pt")
+    with torch.no_grad():
+        logits = reference(**batch).prediction_logits[0]
+    return logits[batch["input_ids"][0] == tokenizer.mask_token_id].softmax(-1)
+
+
+def reference_is_next(reference, tokenizer, text_a, text_b):
+    with torch.no_grad():
+        return float(reference(**tokenizer(text_a, text_b, return_tensors="pt")).seq_relationship_logits[0].softmax(
+            -1)[0])
 
 
 def test_last_layer_of_the_logit_lens_is_fill_mask(trained_tiny, tokenizer):
@@ -33,12 +76,12 @@ def test_last_layer_of_the_logit_lens_is_fill_mask(trained_tiny, tokenizer):
     assert lens[0][0] != lens[0][-1]  # earlier layers guess differently: the lens shows something
 
 
-def test_logit_lens_layer_equals_the_mlm_head_on_that_hidden_state(trained_tiny, tokenizer):
-    batch = tokenizer(TEXT.replace("[MASK]", tokenizer.mask_token), return_tensors="pt")
+def test_logit_lens_layer_equals_the_mlm_head_on_that_hidden_state(trained_tiny, tokenizer, reference):
+    batch = tokenizer(TEXT, return_tensors="pt")
     with torch.no_grad():
-        hidden = trained_tiny(**batch, output_hidden_states=True).hidden_states
+        hidden = reference(**batch, output_hidden_states=True).hidden_states
         masked = batch["input_ids"][0] == tokenizer.mask_token_id
-        probs = trained_tiny.cls.predictions(hidden[1][0, masked]).softmax(-1)
+        probs = reference.cls.predictions(hidden[1][0, masked]).softmax(-1)
     token, prob = layer_predictions(trained_tiny, tokenizer, TEXT, top_k=1)[1][0][0]
     assert token == tokenizer.convert_ids_to_tokens(int(probs[1].argmax()))
     assert prob == pytest.approx(float(probs[1].max()), abs=1e-5)  # the lens runs all layers in one matmul
@@ -59,7 +102,8 @@ def test_a_switched_off_head_shows_no_attention_and_the_others_still_sum_to_one(
     mask[1, 0] = 0
     _, weights = attention(trained_tiny, tokenizer, "the cat sat on the mat.", head_mask=mask)
     assert weights[1, 0].abs().max() == 0
-    torch.testing.assert_close(weights[0].sum(-1), torch.ones(weights.shape[1], weights.shape[2]))
+    others = weights.sum(-1)[mask.bool()]  # every other head of every layer, its own layer's included: (L*A-1, T)
+    torch.testing.assert_close(others, torch.ones_like(others))
 
 
 @pytest.mark.parametrize("make_mask, message", [
@@ -72,38 +116,49 @@ def test_bad_head_masks_are_refused_with_a_clear_message(trained_tiny, tokenizer
         fill_mask(trained_tiny, tokenizer, TEXT, head_mask=make_mask(trained_tiny))
 
 
-def test_head_importance_equals_switching_each_head_off_by_hand(trained_tiny, tokenizer):
+def test_head_importance_is_the_drop_that_transformers_shows_with_that_head_switched_off(trained_tiny, tokenizer,
+                                                                                         reference):
     labels, drops = head_importance(trained_tiny, tokenizer, TEXT)
     layers, heads = trained_tiny.config.num_hidden_layers, trained_tiny.config.num_attention_heads
-    assert drops.shape == (2, layers, heads)
-    best = fill_mask(trained_tiny, tokenizer, TEXT, top_k=1)
-    assert labels == [f"[MASK] {i + 1}: {guess[0][0]}" for i, guess in enumerate(best)]
-    for layer, head in [(0, 0), (layers - 1, heads - 1)]:
-        mask = all_heads(trained_tiny)
-        mask[layer, head] = 0
-        after = fill_mask(trained_tiny, tokenizer, TEXT, top_k=50, head_mask=mask)
-        for target in range(2):
-            prob_after = dict(after[target]).get(best[target][0][0], 0.0)
-            assert drops[target, layer, head] == pytest.approx(best[target][0][1] - prob_after, abs=1e-5)
+    before, best = reference_mask_probs(reference, tokenizer, TEXT).max(-1)
+    assert labels == [f"[MASK] {i + 1}: {token}" for i, token in enumerate(tokenizer.convert_ids_to_tokens(best))]
+    expected = torch.zeros(2, layers, heads)
+    for layer in range(layers):
+        for head in range(heads):
+            with switched_off(reference, layer, head):
+                after = reference_mask_probs(reference, tokenizer, TEXT)[torch.arange(2), best]
+            expected[:, layer, head] = before - after
+    assert expected.abs().max() > 1e-3  # the heads matter, so a drop of 0 everywhere would fail
+    torch.testing.assert_close(drops, expected, atol=1e-5, rtol=0)
 
 
-def test_head_importance_of_a_pair_is_the_drop_in_the_is_next_probability(trained_tiny, tokenizer):
+def test_head_importance_of_a_pair_is_the_drop_in_the_is_next_probability(trained_tiny, tokenizer, reference):
     pair = ("the cat sat on the mat.", "the dog sat on the rug.")
     labels, drops = head_importance(trained_tiny, tokenizer, *pair)
-    mask = all_heads(trained_tiny)
-    mask[0, 1] = 0
-    expected = next_sentence(trained_tiny, tokenizer, *pair) - next_sentence(trained_tiny, tokenizer, *pair,
-                                                                             head_mask=mask)
+    before = reference_is_next(reference, tokenizer, *pair)
+    with switched_off(reference, 0, 1):
+        expected = before - reference_is_next(reference, tokenizer, *pair)
     assert labels == ["B follows A"] and drops[0, 0, 1] == pytest.approx(expected, abs=1e-5)
 
 
-def test_neighbours_are_the_cosine_nearest_rows_of_the_embedding_table(trained_tiny, tokenizer):
-    found = neighbours(trained_tiny, tokenizer, "cat", k=5)
-    table = trained_tiny.bert.embeddings.word_embeddings.weight.detach()
-    cosine = torch.nn.functional.cosine_similarity(table, table[tokenizer.convert_tokens_to_ids("cat")][None])
-    cosine[tokenizer.all_special_ids + [tokenizer.convert_tokens_to_ids("cat")]] = -2
-    assert [token for token, _ in found] == tokenizer.convert_ids_to_tokens(cosine.topk(5).indices.tolist())
-    assert "cat" not in dict(found)
+def with_embeddings(model, tokenizer, rows):
+    """A copy of `model` whose embedding table is 0 but for `rows` (token: its first coordinates)."""
+    model = copy.deepcopy(model)
+    with torch.no_grad():
+        table = model.bert.embeddings.word_embeddings.weight
+        table.zero_()
+        for token, values in rows.items():
+            table[tokenizer.convert_tokens_to_ids(token), :len(values)] = torch.tensor(values)
+    return model
+
+
+def test_neighbours_are_the_cosine_nearest_rows_never_the_word_or_a_special_token(trained_tiny, tokenizer):
+    rows = {"cat": [1, 0], "mat": [5, 0], "dog": [1, 1], "sun": [2, 6], "[CLS]": [2, 0], "[MASK]": [1, 0]}
+    others = {token: [0, 0, 1] for token in tokenizer.get_vocab() if token not in rows}  # at 90 degrees: cosine 0
+    model = with_embeddings(trained_tiny, tokenizer, {**others, **rows})
+    found = neighbours(model, tokenizer, "cat", k=3)  # by dot product: mat, sun, dog; by distance: dog first
+    assert [token for token, _ in found] == ["mat", "dog", "sun"]
+    assert [similarity for _, similarity in found] == pytest.approx([1, 0.5 ** 0.5, 0.1 ** 0.5], abs=1e-6)
 
 
 def test_neighbours_in_context_start_near_the_word_and_move_with_depth(trained_tiny, tokenizer):
@@ -123,7 +178,7 @@ def test_a_word_that_is_not_one_token_is_refused_with_its_pieces(trained_tiny, t
         neighbours(trained_tiny, tokenizer, "xylophonist")
 
 
-def test_projection_is_centred_and_never_stretches_distances(trained_tiny, tokenizer):
+def test_projection_is_centred_never_stretches_distances_and_keeps_the_most_spread(trained_tiny, tokenizer):
     words = ["cat", "dog", "paris", "berlin", "sun", "water"]
     points = embedding_projection(trained_tiny, tokenizer, words)
     assert [w for w, _, _ in points] == words and points == embedding_projection(trained_tiny, tokenizer, words)
@@ -131,8 +186,18 @@ def test_projection_is_centred_and_never_stretches_distances(trained_tiny, token
     torch.testing.assert_close(xy.mean(0), torch.zeros(2), atol=1e-5, rtol=0)
     vectors = trained_tiny.bert.embeddings.word_embeddings.weight.detach()[tokenizer.convert_tokens_to_ids(words)]
     assert (torch.cdist(xy, xy) <= torch.cdist(vectors, vectors) + 1e-4).all()  # a projection only shrinks
+    centred = vectors.double().numpy() - vectors.double().numpy().mean(0)
+    most = np.linalg.eigvalsh(centred @ centred.T)[-2:].sum()  # the spread the best plane keeps (PCA, by eigenvalues)
+    assert float((xy.double() ** 2).sum()) == pytest.approx(most, rel=1e-4)
     with pytest.raises(ValueError, match="from 3 to"):
         embedding_projection(trained_tiny, tokenizer, ["cat", "dog"])
+
+
+def test_points_on_a_plane_project_to_their_own_centred_coordinates(trained_tiny, tokenizer):
+    plane = {"cat": (3, 0), "dog": (-3, 0), "sun": (0, 1), "water": (0, -1)}  # wider along the first axis
+    rows = {word: [2 + x, 2 + y, 2, 2, 2] for word, (x, y) in plane.items()}  # an offset that centring removes
+    points = embedding_projection(with_embeddings(trained_tiny, tokenizer, rows), tokenizer, list(plane))
+    assert [(x, y) for _, x, y in points] == [pytest.approx(xy, abs=1e-5) for xy in plane.values()]
 
 
 def test_head_importance_refuses_inputs_that_would_hold_the_cpu_too_long(trained_tiny, tokenizer, monkeypatch):

@@ -70,13 +70,19 @@ def test_names_and_paths_inside_the_roots_resolve(registry, roots):
     assert registry.resolve("tiny-test").name == "checkpoints/tiny-test"  # a bare local name
 
 
-@pytest.mark.parametrize("name", [
-    "../tiny-test", "checkpoints/../checkpoints/tiny-test", "checkpoints/not-a-model", "checkpoints/missing",
-    "checkpoints/.hidden", "/etc", "/etc/passwd", "~/x", "runs/a/b", "a/b/c", "..", "checkpoints/", "x y",
-    "C:\\models\\x", "name\x00", "ü/x",
+OUTSIDE, NO_MODEL, NOT_A_NAME = "only model folders directly inside", "there is no model called", "is not a model name"
+
+
+@pytest.mark.parametrize("name, message", [
+    ("../tiny-test", OUTSIDE), ("checkpoints/../checkpoints/tiny-test", OUTSIDE),
+    ("checkpoints/not-a-model", NO_MODEL), ("checkpoints/missing", NO_MODEL),
+    ("checkpoints/.hidden", "'.hidden' is not a valid model folder name"), ("/etc", OUTSIDE),
+    ("/etc/passwd", OUTSIDE), ("~/x", OUTSIDE), ("runs/a/b", OUTSIDE), ("a/b/c", OUTSIDE), ("..", OUTSIDE),
+    ("checkpoints/", NOT_A_NAME), ("x y", NOT_A_NAME), ("C:\\models\\x", OUTSIDE), ("name\x00", NOT_A_NAME),
+    ("ü/x", NOT_A_NAME),
 ])
-def test_names_that_are_not_allowed_are_refused(registry, name):
-    with pytest.raises(ValueError):
+def test_names_that_are_not_allowed_are_refused(registry, name, message):
+    with pytest.raises(ValueError, match=message):
         registry.resolve(name)
 
 

@@ -11,11 +11,14 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+import bert_demo.trainer as trainer_module
 from bert_demo.app import run_process
 from bert_demo.app.run_process import ProcessTrainer, question_asked
 from bert_demo.app.runs import TrainingJob
-from bert_demo.checkpoint import load_pretrained
+from bert_demo.checkpoint import load_pretrained, read_metadata
+from bert_demo.config import WEIGHTS_NAME
 from bert_demo.train_config import TrainConfig
+from bert_demo.trainer import Trainer
 
 
 def config(tmp_path, corpus: str, steps: int = 40) -> TrainConfig:
@@ -25,6 +28,21 @@ def config(tmp_path, corpus: str, steps: int = 40) -> TrainConfig:
 
 def weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
+
+
+def wait_until(condition, seconds: float) -> bool:
+    """Whether `condition()` came true within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def shared(value=0):
+    """A stand-in for a multiprocessing.Value, for the child's function run in this process."""
+    return SimpleNamespace(value=value)
 
 
 def test_a_child_run_streams_the_records_and_saves_the_weights_the_parent_sees_live(write_corpus, tmp_path):
@@ -45,12 +63,15 @@ def test_a_child_run_streams_the_records_and_saves_the_weights_the_parent_sees_l
 
 def test_stop_ends_the_child_run_after_a_step_with_a_saved_checkpoint(write_corpus, tmp_path):
     trainer = ProcessTrainer(config(tmp_path, str(write_corpus(tmp_path / "corpus.txt")), steps=2000))
+    asked_at = None
     for record in trainer.run():
-        if record["kind"] == "train":
+        if record["kind"] == "train" and asked_at is None:
             question_asked()  # the child then trains on one core; it must still stop and save
             trainer.stop()
-    assert record["kind"] == "done" and record["reason"] == "stopped" and record["step"] < 100
-    assert trainer.stopping and load_pretrained(record["checkpoint"])[0] is not None
+            asked_at = record["step"]
+    assert record["kind"] == "done" and record["reason"] == "stopped" and asked_at <= record["step"] < asked_at + 100
+    assert read_metadata(record["checkpoint"])["step"] == record["step"]  # saved as it stopped
+    assert load_pretrained(record["checkpoint"])[0] is not None
 
 
 def test_the_child_stops_and_saves_when_the_app_dies(write_corpus, tmp_path):
@@ -65,10 +86,13 @@ def test_the_child_stops_and_saves_when_the_app_dies(write_corpus, tmp_path):
 
 
 def test_a_run_of_one_step_hands_its_weights_over_before_the_child_ends(write_corpus, tmp_path, monkeypatch):
-    read = run_process._messages
+    read, late_once = run_process._messages, []
 
     def late(records, until=None):  # the app reads only after the child has finished (a busy app)
-        time.sleep(3)
+        if not late_once:
+            late_once.append(True)
+            assert wait_until(lambda: (tmp_path / "run" / WEIGHTS_NAME).is_file(), 60)  # saved: done is sent
+            wait_until(lambda: not trainer.process.is_alive(), 2)  # a child that did not wait would be gone
         yield from read(records, until)
 
     monkeypatch.setattr(run_process, "_messages", late)
@@ -117,11 +141,41 @@ def test_a_killed_child_ends_the_job_with_an_error_record_instead_of_hanging(wri
     assert job.trainer.snapshot() is not None  # not "busy" for ever: the dead child's write is over
 
 
-def test_weights_that_cannot_be_shared_leave_the_run_training_without_live_questions(trained_tiny, monkeypatch):
+def test_weights_that_cannot_be_shared_leave_the_run_training_without_live_questions(write_corpus, tmp_path,
+                                                                                     monkeypatch):
     def no_room(tensor):
         raise RuntimeError("unable to write to file </torch_1_2>: No space left on device")
 
     monkeypatch.setattr(torch.Tensor, "share_memory_", no_room)
+    monkeypatch.setattr(run_process, "_relay", lambda *args: None)  # no parent here to pass stop requests on
+    monkeypatch.setattr(run_process.signal, "signal", lambda *args: None)  # this process keeps its Ctrl-C
     sent = []
-    assert not run_process._share(SimpleNamespace(model=trained_tiny, tokenizer=None), sent.append)
-    assert sent == []  # the app is never given a model it cannot watch: the run is simply not listed as live
+    sender = SimpleNamespace(send=sent.append, close=lambda: None)
+    run_process._train(config(tmp_path, str(write_corpus(tmp_path / "corpus.txt")), steps=10), "app", None, sender,
+                       shared(), shared(), shared(), shared(), shared(0.0), SimpleNamespace(poll=lambda: False))
+    assert [kind for kind, _ in sent] == ["record"] * len(sent)  # never a model: the run is not listed as live
+    assert sent[-1][1]["reason"] == "finished" and sent[-1][1]["step"] == 10  # it trained to the end all the same
+
+
+def test_the_child_counts_each_change_of_its_weights_in_the_seqlock(write_corpus, tmp_path):
+    trainer = ProcessTrainer(config(tmp_path, str(write_corpus(tmp_path / "corpus.txt")), steps=3))
+    assert list(trainer.run())[-1]["reason"] == "finished"
+    assert trainer._writes.value >= 2 * 3 and trainer._writes.value % 2 == 0  # opened and closed for each step
+
+
+def test_the_weights_change_only_while_the_seqlock_count_is_odd(write_corpus, tmp_path, monkeypatch):
+    real, counts = trainer_module.make_optimizer, []
+    writes, step = shared(), shared()
+
+    def make_optimizer(model, cfg):
+        optimizer = real(model, cfg)
+        optimizer.register_step_pre_hook(lambda *args: counts.append(writes.value))
+        optimizer.register_step_post_hook(lambda *args: counts.append(writes.value))
+        return optimizer
+
+    monkeypatch.setattr(trainer_module, "make_optimizer", make_optimizer)
+    trainer = Trainer(config(tmp_path, str(write_corpus(tmp_path / "corpus.txt")), steps=3))
+    trainer.lock = run_process._Writing(writes, trainer, step)  # what the child gives its trainer
+    list(trainer.run())
+    assert len(counts) == 6 and all(count % 2 == 1 for count in counts)
+    assert writes.value % 2 == 0 and step.value == 3

@@ -11,6 +11,7 @@ import pytest
 from bert_demo import sources
 from bert_demo.corpus import load_corpus
 from bert_demo.sentences import MAX_WORDS, MIN_WORDS
+from tests.conftest import import_or_skip, skip_or_fail
 
 RESIDUE = ["[[", "]]", "{{", "}}", "(; ;", "( ;", "''", "()", "|", "==", "<ref", "&nbsp;", "\ufffd"]
 
@@ -25,7 +26,7 @@ def fetched(name, cache):
         return load_corpus(name, cache_dir=cache)
     except ValueError as error:
         if "could not download" in str(error):
-            pytest.skip(f"{name} cannot be fetched here: {error}")
+            skip_or_fail(f"{name} cannot be fetched here: {error}")
         raise
 
 
@@ -53,7 +54,7 @@ def test_news_has_thousands_of_articles(news):
 
 @pytest.mark.parametrize("name", ["wikitext-2", "wikitext-103"])
 def test_wikitext_offline_gives_clear_message(private_cache, monkeypatch, name):
-    datasets = pytest.importorskip("datasets")
+    datasets = import_or_skip("datasets")
 
     def offline(*args, **kwargs):
         raise ConnectionError("Couldn't reach 'wikitext' on the Hub (LocalEntryNotFoundError)")
@@ -64,7 +65,7 @@ def test_wikitext_offline_gives_clear_message(private_cache, monkeypatch, name):
 
 
 def test_wikitext_103_asks_the_hub_for_its_own_configuration(private_cache, monkeypatch):
-    datasets = pytest.importorskip("datasets")
+    datasets = import_or_skip("datasets")
     asked = []
     monkeypatch.setattr(datasets, "load_dataset", lambda *args, **kwargs: asked.append(args) or {"text": []})
     load_corpus("wikitext-103")
@@ -72,7 +73,7 @@ def test_wikitext_103_asks_the_hub_for_its_own_configuration(private_cache, monk
 
 
 def test_wikitext_documents_split_at_titles(private_cache, monkeypatch):
-    datasets = pytest.importorskip("datasets")
+    datasets = import_or_skip("datasets")
     lines = ["", " = First Article = \n", "", " The game came out in 2010 . It sold 1 @,@ 000 copies . \n",
              " = = Reception = = \n", " Critics were kind . Fans were kinder . \n", " = Second Article = \n",
              " It is a well @-@ known river . It floods each spring . \n"]

@@ -19,7 +19,7 @@ from safetensors.torch import load_file
 import bert_demo.evaluate as evaluate_module
 import bert_demo.trainer as trainer_module
 from bert_demo import timeline
-from bert_demo.checkpoint import load_pretrained, read_metadata
+from bert_demo.checkpoint import load_pretrained, optimizer_tensors, read_metadata
 from bert_demo.config import PRESETS
 from bert_demo.corpus import load_corpus
 from bert_demo.evaluate import evaluate, validate
@@ -217,13 +217,23 @@ def test_cli_resume_writes_back_to_the_resumed_folder_on_this_machines_device_an
     assert read_metadata(folder)["hardware"] == ["NVIDIA H100", describe_hardware(torch.device("cpu"))]
 
 
-def test_resume_continues_from_the_saved_step_with_optimizer_state(stories_file, tmp_path):
+def test_resume_continues_from_the_saved_step_with_optimizer_state(stories_file, tmp_path, monkeypatch):
     first = list(Trainer(tiny_config(stories_file, tmp_path / "run", steps=20)).run())[-1]
     saved = load_file(str(tmp_path / "run" / OPTIMIZER_NAME))
     assert saved and all(torch.isfinite(t).all() for t in saved.values())
     resumed = Trainer(tiny_config(stories_file, tmp_path / "run", steps=30), resume=first["checkpoint"])
     assert resumed.step == 20
+    build, restored = Trainer._model_and_optimizer, {}
+
+    def model_and_optimizer(self, counts):  # AdamW's state as the resumed run starts, before its first step
+        optimizer, schedule = build(self, counts)
+        restored.update({name: tensor.clone() for name, tensor in optimizer_tensors(optimizer).items()})
+        return optimizer, schedule
+
+    monkeypatch.setattr(Trainer, "_model_and_optimizer", model_and_optimizer)
     records = list(resumed.run())
+    assert restored.keys() == saved.keys() and any(name.endswith(".exp_avg") for name in saved)
+    assert all(torch.equal(restored[name], tensor) for name, tensor in saved.items())  # steps, moments: as saved
     assert [r["step"] for r in records if r["kind"] == "train"] == [25, 30]
     assert read_metadata(tmp_path / "run")["step"] == 30
     assert [r["step"] for r in read_metadata(tmp_path / "run")["history"] if r["kind"] == "train"][:4] == [5, 10, 15,
@@ -232,19 +242,26 @@ def test_resume_continues_from_the_saved_step_with_optimizer_state(stories_file,
 
 def test_non_finite_loss_stops_the_run_with_a_message_and_keeps_finite_weights(stories_file, tmp_path, monkeypatch):
     trainer = Trainer(tiny_config(stories_file, tmp_path / "run", steps=50))
-    original = torch.nn.utils.clip_grad_norm_
-    calls = {"n": 0}
+    original, steps, before = BertForPreTraining.forward, {"n": 0}, {}
 
-    def poisoned(parameters, max_norm):
-        calls["n"] += 1
-        norm = original(parameters, max_norm)
-        return norm * float("nan") if calls["n"] == 7 else norm
+    def forward(model, *args, **kwargs):  # the 7th training step's loss is NaN, and so are all its gradients
+        out = original(model, *args, **kwargs)
+        if not torch.is_grad_enabled():  # validation and the probe
+            return out
+        steps["n"] += 1
+        if steps["n"] == 7:
+            before.update({name: tensor.detach().clone() for name, tensor in model.state_dict().items()})
+            out.mlm_loss = out.mlm_loss * float("nan")
+            out.loss = out.mlm_loss + out.nsp_loss
+        return out
 
-    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", poisoned)
+    monkeypatch.setattr(BertForPreTraining, "forward", forward)
     done = list(trainer.run())[-1]
     assert done["reason"] == "diverged" and done["step"] == 6 and "lower learning rate" in done["message"]
-    model, _ = load_pretrained(done["checkpoint"])
-    assert all(torch.isfinite(p).all() for p in model.parameters())
+    assert "the loss became nan at step 7" in done["message"]
+    saved, _ = load_pretrained(done["checkpoint"])
+    assert all(torch.equal(tensor, before[name]) for name, tensor in saved.state_dict().items())  # from step 6
+    assert all(torch.isfinite(p).all() for p in saved.parameters())
 
 
 def test_an_output_folder_that_cannot_be_written_is_refused_before_training(stories_file, tmp_path):
