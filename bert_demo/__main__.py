@@ -6,6 +6,8 @@
     python -m bert_demo card checkpoints/tiny-wiki                       # the model card, measured
     python -m bert_demo fill-mask checkpoints/tiny-wiki "the [MASK] of france is paris."
     python -m bert_demo nsp checkpoints/tiny-wiki "The sun rose." "Birds began to sing."
+    python -m bert_demo finetune --model checkpoints/mini-english --out runs/mini-movies   # [--init random|frozen]
+    python -m bert_demo classify runs/mini-movies "A gripping, beautifully acted film."
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from collections.abc import Callable
 from tqdm import tqdm
 
 from bert_demo.records import Record
-from bert_demo.train_config import TrainConfig, add_flags, given_flags
+from bert_demo.train_config import FinetuneConfig, TrainConfig, add_flags, given_flags
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,6 +40,15 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--resume", help="continue the run saved in this checkpoint folder (written back there "
                                         "unless --out is given)")
     train.set_defaults(command=train_command)
+    finetune = commands.add_parser("finetune", help="fine-tune a checkpoint (or the same architecture from random "
+                                                    "weights) on labelled sentences")
+    add_flags(finetune, FinetuneConfig)
+    finetune.set_defaults(command=finetune_command)
+    classify = commands.add_parser("classify", help="class probabilities of a fine-tuned model for a sentence (pair)")
+    classify.add_argument("folder")
+    classify.add_argument("text_a")
+    classify.add_argument("text_b", nargs="?")
+    classify.set_defaults(command=classify_command)
     card = commands.add_parser("card", help="measure a checkpoint and write its model card and learning curve")
     card.add_argument("folder")
     card.add_argument("--corpora", help="corpora whose held-out documents to score (default: those it trained on)")
@@ -84,6 +95,37 @@ def train_command(args: argparse.Namespace) -> int:
         progress.close()
         trainer.close()
     return 0 if done.get("reason") in ("finished", "stopped") else 1
+
+
+def finetune_command(args: argparse.Namespace) -> int:
+    from bert_demo.finetune import FineTuner
+
+    tuner = FineTuner(FinetuneConfig.from_dict(given_flags(args, FinetuneConfig)))
+    signal.signal(signal.SIGINT, lambda *_: tuner.stop())  # Ctrl-C: finish the step, save, exit
+    done: Record = {}
+    for record in tuner.run():
+        done, kind = record, record["kind"]
+        if kind == "status":
+            print(record["message"])
+        elif kind in ("train", "val"):
+            numbers = " ".join(f"{key} {value:.4f}" for key, value in record.items()
+                               if key not in ("kind", "step", "tokens", "elapsed", "lr", "tokens_per_s"))
+            print(f"step {record['step']} {kind}: {numbers}")
+        elif kind == "done":
+            print(f"{record['reason']} at step {record['step']}; checkpoint: {record.get('checkpoint')}")
+            if record.get("message"):
+                print(record["message"])
+    return 0 if done.get("reason") in ("finished", "stopped") else 1
+
+
+def classify_command(args: argparse.Namespace) -> int:
+    from bert_demo.checkpoint import load_classifier
+    from bert_demo.inference import classify
+
+    model, tokenizer, _, _ = load_classifier(args.folder)
+    for label, probability in classify(model, tokenizer, args.text_a, args.text_b):
+        print(f"{label}: {probability:.4f}")
+    return 0
 
 
 def report(record: Record, progress: tqdm, write: Callable[[str], None]) -> Record:

@@ -18,6 +18,7 @@ from bert_demo.sources import TRAINING_SOURCES
 
 SCHEDULES = ("linear", "triangle")
 PRECISIONS = ("auto", "fp32", "bf16")
+INITS = ("pretrained", "random", "frozen")  # how a fine-tuning run starts
 MACHINES = ("cpu", "gpu")
 
 
@@ -40,19 +41,15 @@ def setting(default: Any, help: str, *, label: str | None = None, low: float | N
 # allocator's cache and the attention kernels' workspace come on top of the estimate). Batch 256, the cap before, needed
 # four times the activations.
 @dataclass
-class TrainConfig:
-    """Everything that defines a run; stored beside its checkpoint so the run can be repeated or resumed."""
+class RunConfig:
+    """What every run has, pre-training or fine-tuning: its length, its optimizer and schedule, where and in what
+    precision it computes, and how often it reports and saves."""
 
-    preset: str = setting("tiny", "model size", choices=tuple(PRESETS), cpu=("tiny", "mini"))
-    corpus: str = setting("wiki", f"{', '.join(TRAINING_SOURCES)} or a text file; combine with commas (news,wiki)")
     steps: int = setting(200, "optimizer steps in total (a resumed run continues up to this number)", low=1,
                          high=10_000_000, cpu=1000, gpu=20_000)
     batch_size: int = setting(32, "sequences per optimizer step on each process", label="batch size", low=1,
                               high=65_536, cpu=64, gpu=64)
     lr: float = setting(1e-3, "peak learning rate", label="learning rate", low=1e-6, high=1e-2)
-    seq_len: int = setting(128, "tokens per example", label="sequence length", low=16, high=512, cpu=128, gpu=512)
-    vocab_size: int = setting(8192, "WordPiece vocabulary size to train", label="vocabulary size", low=128,
-                              high=65_536, cpu=16_384, gpu=32_768)
     out: str = setting("checkpoints/run", "checkpoint folder to write")
     grad_accum: int = setting(1, "micro-batches per step (gradient accumulation)", low=1, high=1024)
     warmup_steps: int | None = setting(None, "warm-up steps (default: 10% of steps)", label="warm-up steps", low=0)
@@ -65,12 +62,52 @@ class TrainConfig:
                               label="Adam epsilon", low=1e-20, high=1e-3)
     grad_clip: float = setting(1.0, "clip the gradient norm to this", label="gradient clipping", low=1e-3,
                                high=1000.0)
+    dropout: float | None = setting(0.0, "hidden and attention dropout (BERT: 0.1; None: the preset's)", low=0.0,
+                                    high=0.9)
+    eval_every: int = setting(50, "validate every N steps", low=1)
+    save_every: int = setting(500, "write a checkpoint every N steps", low=1)
+    log_every: int = setting(5, "report training metrics every N steps", low=1)
+    seed: int = setting(0, "random seed", low=0, high=2**31 - 1)
+    device: str | None = setting(None, "cpu, cuda or cuda:N (default: CUDA when present)")
+    precision: str = setting("auto", "compute precision of the forward pass: bf16 autocast or fp32 (auto: bf16 where "
+                                     "the device computes it natively, a GPU of compute capability 8.0+ or a CPU with "
+                                     "AVX-512 BF16 or AMX; fp32 elsewhere); weights, optimizer and checkpoints stay fp32",
+                             choices=PRECISIONS)
+    compile: bool = setting(False, "torch.compile the model (off by default: Spaces' ZeroGPU forbids it)")
+
+    def validate(self, limits: Mapping[str, Any] | None = None) -> None:
+        """Raise ValueError naming the first setting no run can use; `limits` (see `shared_limits`) are the
+        app's tighter caps, said to be "on this machine"."""
+        for f in fields(self):
+            _check(f, getattr(self, f.name), (limits or {}).get(f.name), on_machine=limits is not None)
+        if self.batch_size % self.grad_accum:
+            raise ValueError(f"batch size {self.batch_size} must be a multiple of grad_accum {self.grad_accum}")
+        if self.warmup_steps is not None and self.steps is not None and self.warmup_steps > self.steps:
+            raise ValueError("warm-up steps must be between 0 and steps")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]):
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class TrainConfig(RunConfig):
+    """Everything that defines a pre-training run; stored beside its checkpoint so the run can be repeated or
+    resumed."""
+
+    preset: str = setting("tiny", "model size", choices=tuple(PRESETS), cpu=("tiny", "mini"))
+    corpus: str = setting("wiki", f"{', '.join(TRAINING_SOURCES)} or a text file; combine with commas (news,wiki)")
+    seq_len: int = setting(128, "tokens per example", label="sequence length", low=16, high=512, cpu=128, gpu=512)
+    vocab_size: int = setting(8192, "WordPiece vocabulary size to train", label="vocabulary size", low=128,
+                              high=65_536, cpu=16_384, gpu=32_768)
     mask_prob: float = setting(0.25, "share of tokens masked in training (BERT: 15%; validation always masks 15%)",
                                label="masking rate", low=0.01, high=0.9)
     max_predictions: int | None = setting(None, "at most this many masked tokens per example (default: "
                                                 "masking rate x length, plus one)", low=1, high=512)
-    dropout: float | None = setting(0.0, "hidden and attention dropout (BERT: 0.1; None: the preset's)", low=0.0,
-                                    high=0.9)
     qk_scale: float = setting(1.0, "std of the query and key weights at the start, in multiples of 0.02",
                               label="query/key init scale", low=0.1, high=20.0)
     mimetic: bool = setting(False, "start each layer's key weights equal to its query weights (mimetic init)")
@@ -88,33 +125,17 @@ class TrainConfig:
                                    label="short-sequence steps", low=0)
     val_fraction: float = setting(0.05, "share of documents held out for validation", label="validation share",
                                   low=0.01, high=0.49)
-    eval_every: int = setting(50, "validate every N steps", low=1)
     eval_batches: int = setting(8, "validation batches of 32", low=1, high=10_000)
-    save_every: int = setting(500, "write a checkpoint every N steps", low=1)
-    log_every: int = setting(5, "report training metrics every N steps", low=1)
-    seed: int = setting(0, "random seed", low=0, high=2**31 - 1)
     tokenizer: str | None = setting(None, "reuse the tokenizer of this checkpoint folder")
     init_from: str | None = setting(None, "start from this checkpoint folder's weights and tokenizer instead of "
                                           "random ones: continued pre-training on a new corpus (domain adaptation); "
                                           "its size replaces --preset and --vocab-size", label="start from")
     probe: str = setting("the [MASK] of the united states is the head of state.",
                          "a sentence with [MASK] whose guesses are shown at every validation")
-    device: str | None = setting(None, "cpu, cuda or cuda:N (default: CUDA when present)")
-    precision: str = setting("auto", "compute precision of the forward pass: bf16 autocast or fp32 (auto: bf16 where "
-                                     "the device computes it natively, a GPU of compute capability 8.0+ or a CPU with "
-                                     "AVX-512 BF16 or AMX; fp32 elsewhere); weights, optimizer and checkpoints stay fp32",
-                             choices=PRECISIONS)
-    compile: bool = setting(False, "torch.compile the model (off by default: Spaces' ZeroGPU forbids it)")
-
     def validate(self, limits: Mapping[str, Any] | None = None) -> None:
         """Raise ValueError naming the first setting no run can use; `limits` (see `shared_limits`) are the
         app's tighter caps, said to be "on this machine"."""
-        for f in fields(self):
-            _check(f, getattr(self, f.name), (limits or {}).get(f.name), on_machine=limits is not None)
-        if self.batch_size % self.grad_accum:
-            raise ValueError(f"batch size {self.batch_size} must be a multiple of grad_accum {self.grad_accum}")
-        if self.warmup_steps is not None and self.warmup_steps > self.steps:
-            raise ValueError("warm-up steps must be between 0 and steps")
+        super().validate(limits)
         if self.init_from and self.tokenizer:
             raise ValueError("a run that starts from a checkpoint uses that checkpoint's tokenizer: leave tokenizer "
                              "out")
@@ -128,18 +149,49 @@ class TrainConfig:
                              f"{self.seq_len}")
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "TrainConfig":
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
-
-    @classmethod
     def from_stored(cls, data: Mapping[str, Any]) -> "TrainConfig":
         """The config stored beside a checkpoint; settings it lacks were BERT's (it predates them), not today's
         defaults: a resumed run goes on with the recipe it was trained with."""
         return cls.from_dict({**BERT_RECIPE, **data})
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+
+
+@dataclass
+class FinetuneConfig(RunConfig):
+    """Everything that defines a fine-tuning run (Devlin et al. 2019, §4): a checkpoint's encoder and a new
+    classifier trained on labelled sentences, with the small-model recipe of Turc et al. 2019 (a few epochs, AdamW,
+    warm-up then linear decay, learning rates of 3e-4 to 3e-5)."""
+
+    model: str = setting("checkpoints/mini-english", "the pre-trained checkpoint folder (or hub id) whose encoder "
+                                                    "starts the run; a random start copies its architecture and "
+                                                    "vocabulary")
+    task: str = setting("movie-reviews", "movie-reviews (offline; amazon-reviews, nyt-editorials and tweets too), a "
+                                         "GLUE task where the hub is reachable (sst2, cola, mrpc, rte), or a "
+                                         "labelled .csv, .tsv or .jsonl file (text, text_b, label)")
+    init: str = setting("pretrained", "pretrained: the checkpoint's weights, all fine-tuned; random: the same "
+                                      "architecture from random weights (the baseline); frozen: the checkpoint's "
+                                      "encoder kept fixed, only the classifier learns (feature-based, §5.3)",
+                        choices=INITS)
+    train_examples: int | None = setting(None, "train on the first N labelled examples of the fixed shuffle "
+                                               "(default: all)", label="labelled examples", low=1,
+                                         high=1_000_000)
+    epochs: float = setting(3.0, "passes over the training examples (sets the steps unless --steps is given)",
+                            low=0.01, high=100.0)
+    max_seq_len: int = setting(128, "tokens per example; longer examples are cut", label="sequence length", low=8,
+                               high=512)
+    outside: str | None = setting("amazon-reviews", "a task from another domain, scored at the end (the classes "
+                                                    "must match)", label="outside task")
+    steps: int | None = setting(None, "optimizer steps in total (default: --epochs over the training examples)",
+                                low=1, high=10_000_000)
+    lr: float = setting(1e-4, "peak learning rate", label="learning rate", low=1e-6, high=1e-2)
+    out: str = setting("checkpoints/finetuned", "checkpoint folder to write")
+    beta2: float = setting(0.999, "AdamW's second-moment decay", low=0.5, high=0.99999)
+    adam_eps: float = setting(1e-6, "AdamW's epsilon", label="Adam epsilon", low=1e-20, high=1e-3)
+    dropout: float | None = setting(0.1, "dropout on the hidden states, the attention and the classifier's input "
+                                         "(BERT: 0.1)", low=0.0, high=0.9)
+    eval_every: int = setting(50, "validate every N steps", low=1)
+    log_every: int = setting(10, "report training metrics every N steps", low=1)
+    save_every: int = setting(10**9, "write a checkpoint every N steps (default: at the end only)", low=1)
 
 
 # BERT's recipe, which every run used before the plateau levers existed: a stored config without these settings
@@ -188,9 +240,9 @@ def shared_limits(machine: str) -> dict[str, Any]:
     return {f.name: f.metadata[machine] for f in fields(TrainConfig) if f.metadata[machine] is not None}
 
 
-def add_flags(parser: argparse.ArgumentParser) -> None:
-    """One --flag per TrainConfig field, with its help text and type; absent flags parse as None ("not given")."""
-    for f in fields(TrainConfig):
+def add_flags(parser: argparse.ArgumentParser, config: type[RunConfig] = TrainConfig) -> None:
+    """One --flag per field of `config`, with its help text and type; absent flags parse as None ("not given")."""
+    for f in fields(config):
         flag, kind = "--" + f.name.replace("_", "-"), _kind(f)
         text = f.metadata["help"].replace("%", "%%")  # argparse formats help with %
         if kind is bool:
@@ -200,9 +252,9 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
                                 metavar=f.name.upper() if not f.metadata["choices"] else None)
 
 
-def given_flags(args: argparse.Namespace) -> dict[str, Any]:
-    """The TrainConfig values given on the command line (flags left out are not overrides)."""
-    return {f.name: getattr(args, f.name) for f in fields(TrainConfig) if getattr(args, f.name, None) is not None}
+def given_flags(args: argparse.Namespace, config: type[RunConfig] = TrainConfig) -> dict[str, Any]:
+    """The `config` values given on the command line (flags left out are not overrides)."""
+    return {f.name: getattr(args, f.name) for f in fields(config) if getattr(args, f.name, None) is not None}
 
 
 def _field(name: str):

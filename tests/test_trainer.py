@@ -17,6 +17,7 @@ import transformers
 from safetensors.torch import load_file
 
 import bert_demo.evaluate as evaluate_module
+import bert_demo.loop as loop_module
 import bert_demo.trainer as trainer_module
 from bert_demo import timeline
 from bert_demo.checkpoint import load_pretrained, optimizer_tensors, read_metadata
@@ -25,7 +26,7 @@ from bert_demo.corpus import load_corpus
 from bert_demo.evaluate import evaluate, validate
 from bert_demo.model import BertForPreTraining
 from bert_demo.pretraining_data import PretrainingData, SpecialIds, split_documents, tokenize_documents
-from bert_demo.runtime import describe_hardware
+from bert_demo.runtime import describe_hardware, release_free_memory
 from bert_demo.train_config import TrainConfig
 from bert_demo.trainer import OPTIMIZER_NAME, Trainer
 
@@ -124,7 +125,7 @@ def test_release_free_memory_hands_freed_heap_pages_back_to_the_system():
     keep = chunks[-1]  # the top chunk stays live, so free() alone cannot shrink the heap
     del chunks
     before = rss_mb()
-    trainer_module.release_free_memory()
+    release_free_memory()
     assert before - rss_mb() > 100
     del keep
 
@@ -271,7 +272,7 @@ def test_an_output_folder_that_cannot_be_written_is_refused_before_training(stor
 
 
 def test_a_full_disk_during_a_periodic_save_is_reported_and_training_goes_on(stories_file, tmp_path, monkeypatch):
-    real_save, calls = trainer_module.save_pretrained, {"n": 0}
+    real_save, calls = loop_module.save_pretrained, {"n": 0}
 
     def full_once(*args, **kwargs):
         calls["n"] += 1
@@ -279,7 +280,7 @@ def test_a_full_disk_during_a_periodic_save_is_reported_and_training_goes_on(sto
             raise OSError(errno.ENOSPC, "No space left on device")
         return real_save(*args, **kwargs)
 
-    monkeypatch.setattr(trainer_module, "save_pretrained", full_once)
+    monkeypatch.setattr(loop_module, "save_pretrained", full_once)
     records = list(Trainer(tiny_config(stories_file, tmp_path / "run", steps=20, save_every=10)).run())
     warnings = [r for r in records if r["kind"] == "status" and "No space left" in r["message"]]
     assert len(warnings) == 1 and warnings[0]["step"] == 10
@@ -290,7 +291,7 @@ def test_a_final_save_that_fails_ends_the_run_with_a_message_not_a_traceback(sto
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(trainer_module, "save_pretrained", full)
+    monkeypatch.setattr(loop_module, "save_pretrained", full)
     done = list(Trainer(tiny_config(stories_file, tmp_path / "run", steps=10)).run())[-1]
     assert done["reason"] == "finished" and done["checkpoint"] is None
     assert "could not be written" in done["message"] and "No space left" in done["message"]
@@ -378,7 +379,7 @@ def run_under_torchrun(tmp_path: Path, stories_file: str, out: Path, body: str) 
     script = tmp_path / "ddp_script.py"
     script.write_text(
         "import os, torch, torch.distributed as dist\n"
-        "from bert_demo.trainer import Trainer, TrainConfig\n"
+        "from bert_demo.train_config import TrainConfig\nfrom bert_demo.trainer import Trainer\n"
         f"config = TrainConfig(preset='tiny', corpus={stories_file!r}, steps=6, batch_size=8, seq_len=32,\n"
         f"                     vocab_size=200, eval_every=3, log_every=3, out={str(out)!r})\n"
         "trainer = Trainer(config)\n"

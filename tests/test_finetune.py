@@ -1,0 +1,95 @@
+"""bert_demo/finetune.py: a short fine-tune learns and writes a folder the text-classification pipeline loads; a
+random start is the same architecture with other weights; a frozen start changes only the classifier; the CLI
+fine-tunes and classifies, and refuses bad input with a message."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import transformers
+
+from bert_demo.__main__ import main
+from bert_demo.checkpoint import load_classifier, load_pretrained, read_metadata
+from bert_demo.finetune import FineTuner
+from bert_demo.train_config import FinetuneConfig
+
+WORDS = ["river", "garden", "music", "window", "summer", "letter", "station", "forest"]
+
+
+@pytest.fixture(scope="module")
+def labelled(tmp_path_factory):
+    """A file whose label a model can read off one word: "wonderful" is positive, "terrible" negative."""
+    rows = [{"text": f"the {WORDS[i % 8]} was {'wonderful' if i % 2 else 'terrible'} today.",
+             "label": "positive" if i % 2 else "negative"} for i in range(200)]
+    path = tmp_path_factory.mktemp("labelled") / "sentiment.jsonl"
+    path.write_text("\n".join(json.dumps(row) for row in rows))
+    return path
+
+
+@pytest.fixture(scope="module")
+def pretrained(make_checkpoint, tmp_path_factory, labelled):
+    from bert_demo.checkpoint import save_pretrained
+    from bert_demo.tokenizer import train_tokenizer
+
+    folder = make_checkpoint(tmp_path_factory.mktemp("ckpt") / "tiny")
+    model, _ = load_pretrained(folder)
+    texts = [json.loads(line)["text"] for line in labelled.read_text().splitlines()]
+    save_pretrained(model.__class__(model.config.with_vocab(300)), train_tokenizer([texts], vocab_size=300,
+                                                                                   min_frequency=1), folder)
+    return folder
+
+
+def config(pretrained, labelled, out, **changes) -> FinetuneConfig:
+    values = dict(model=str(pretrained), task=str(labelled), out=str(out), steps=40, batch_size=16, lr=1e-3,
+                  max_seq_len=32, eval_every=20, log_every=10, outside="none")
+    return FinetuneConfig(**{**values, **changes})
+
+
+def test_a_short_fine_tune_learns_and_writes_a_folder_the_pipeline_loads(pretrained, labelled, tmp_path):
+    records = list(FineTuner(config(pretrained, labelled, tmp_path / "run")).run())
+    train = [r for r in records if r["kind"] == "train"]
+    assert train[-1]["loss"] < train[0]["loss"] - 0.2, train
+    final = [r for r in records if r["kind"] == "val"][-1]
+    assert final["acc"] > 0.9 and final["test_acc"] > 0.9 and records[-1]["reason"] == "finished"
+    pipe = transformers.pipeline("text-classification", model=str(tmp_path / "run"))
+    assert pipe("the garden was wonderful today.")[0]["label"] == "positive"
+    assert read_metadata(tmp_path / "run")["train_config"]["init"] == "pretrained"
+
+
+def test_a_random_start_is_the_same_architecture_with_other_weights(pretrained, labelled, tmp_path):
+    tuners = {init: FineTuner(config(pretrained, labelled, tmp_path / init, steps=1, init=init))
+              for init in ("pretrained", "random")}
+    for tuner in tuners.values():
+        list(tuner.run())
+    ours, theirs = (tuners[i].model.bert.state_dict() for i in ("pretrained", "random"))
+    assert ours.keys() == theirs.keys() and all(ours[k].shape == theirs[k].shape for k in ours)
+    embeddings = "embeddings.word_embeddings.weight"
+    assert not torch.allclose(ours[embeddings], theirs[embeddings], atol=1e-2)
+
+
+def test_a_frozen_start_trains_only_the_classifier(pretrained, labelled, tmp_path):
+    before, _ = load_pretrained(pretrained)
+    tuner = FineTuner(config(pretrained, labelled, tmp_path / "frozen", steps=5, init="frozen"))
+    list(tuner.run())
+    after = tuner.model.bert.state_dict()
+    assert all(torch.equal(after[k], v) for k, v in before.bert.state_dict().items())
+    fresh = load_classifier(pretrained, labels=("negative", "positive")).model.classifier.weight
+    assert fresh.shape == tuner.model.classifier.weight.shape
+
+
+def test_the_run_trains_on_exactly_the_first_n_labelled_examples(pretrained, labelled, tmp_path):
+    records = list(FineTuner(config(pretrained, labelled, tmp_path / "n", steps=1, train_examples=30)).run())
+    assert any("fine-tuning on 30 labelled examples" in r.get("message", "") for r in records)
+
+
+def test_the_cli_fine_tunes_classifies_and_refuses_bad_input_with_a_message(pretrained, labelled, tmp_path,
+                                                                            capsys):
+    assert main(["finetune", "--model", str(pretrained), "--task", str(labelled), "--out", str(tmp_path / "cli"),
+                 "--steps", "30", "--lr", "1e-3", "--outside", "none", "--eval-every", "30"]) == 0
+    assert main(["classify", str(tmp_path / "cli"), "the river was terrible today."]) == 0
+    assert "negative: 0." in capsys.readouterr().out
+    assert main(["finetune", "--model", str(pretrained), "--task", "imdb", "--out", str(tmp_path / "x")]) == 2
+    assert "error: unknown task 'imdb'" in capsys.readouterr().err
+    assert main(["classify", str(pretrained), "a sentence."]) == 2
+    assert "has no classifier: fine-tune it on a task first" in capsys.readouterr().err
