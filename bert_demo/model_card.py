@@ -104,8 +104,8 @@ def _card_text(name: str, model, metadata: dict, config: dict, metrics: dict, kn
     hardware = " and ".join(trained_on(metadata)) or "an unrecorded machine"
     # runs saved before runs recorded their precision computed in bf16 on a GPU and in fp32 on a CPU
     precision = metadata.get("precision") or ("bf16" if metadata.get("device") == "cuda" else "fp32")
-    flags = " ".join(f"--{key.replace('_', '-')} {value}" for key, value in config.items()
-                     if key in ("preset", "corpus", "steps", "batch_size", "seq_len", "vocab_size"))
+    flags = " ".join(f"--{key.replace('_', '-')} {config[key]}" for key in
+                     ("preset", "corpus", "steps", "batch_size", "seq_len", "vocab_size") if key in config)
     lines = ["---", "language: en", "library_name: transformers", "tags: [bert, fill-mask, from-scratch, bert-demo]",
              "---", "", f"# {name}: a small BERT pre-trained from scratch", "",
              f"{model.config.num_hidden_layers} layers, hidden size {model.config.hidden_size}, "
