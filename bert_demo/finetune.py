@@ -23,7 +23,7 @@ from torch import Tensor
 
 from bert_demo.checkpoint import load_classifier
 from bert_demo.labelled import TASKS, first, load_file, load_task, score
-from bert_demo.loop import Run
+from bert_demo.loop import Run, split_batch
 from bert_demo.model import BertForSequenceClassification, init_weights
 from bert_demo.records import Record
 from bert_demo.recipe import lr_multiplier, make_optimizer, set_dropout
@@ -41,6 +41,8 @@ class FineTuner(Run):
 
     def __init__(self, config: FinetuneConfig, origin: str = "cli", visible_to: str | None = None):
         super().__init__(config, origin=origin, visible_to=visible_to)
+        if self.dist.world_size > 1:
+            raise ValueError("fine-tuning runs in one process: start it without torchrun")
         self.model: BertForSequenceClassification | None = None
 
     def _prepare(self) -> Generator[Record, None, tuple | None]:
@@ -91,17 +93,15 @@ class FineTuner(Run):
         return encode(outside["test"])
 
     def _accumulate(self, forward: torch.nn.Module, batch: Batch, window: "Window") -> object:
-        """Forward under autocast, backward outside it (gradient accumulation over micro-batches, weighted equally)."""
+        """Forward under autocast, backward outside it, over the batch's micro-batches (weighted equally)."""
         parts = self.config.grad_accum
-        out = None
-        for part in (batch,) if parts == 1 else [dict(zip(batch, values)) for values in
-                                                 zip(*(tensor.chunk(parts) for tensor in batch.values()))]:
-            labels, tokens = part["labels"], int(part["attention_mask"].sum())
+        for part in split_batch(batch, parts):
+            examples, tokens = len(part["labels"]), int(part["attention_mask"].sum())
             part = to_device(part, self.device)
             with autocast(self.device, self.precision):
                 out = forward(**part)
             (out.loss / parts).backward()
-            window.add(out, part["labels"], tokens, len(labels))
+            window.add(out, part["labels"], tokens, examples)
         return out
 
     def _window(self) -> "Window":

@@ -269,3 +269,11 @@ class Run:
             record["message"] = f"{message or ''} The checkpoint could not be written to {self.config.out}: " \
                                 f"{exc.strerror or exc}".strip()
         return record
+
+
+def split_batch(batch: Batch, parts: int) -> list[Batch]:
+    """Cut a batch into `parts` equal micro-batches along the batch dimension (gradient accumulation)."""
+    if parts == 1:
+        return [batch]
+    chunks = {k: v.chunk(parts) for k, v in batch.items()}
+    return [{k: chunks[k][i] for k in batch} for i in range(parts)]

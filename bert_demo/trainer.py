@@ -24,7 +24,7 @@ from bert_demo.config import PRESETS
 from bert_demo.corpus import load_corpus
 from bert_demo.evaluate import frequency_baseline, readout, readout_items, validate
 from bert_demo.inference import fill_mask
-from bert_demo.loop import OPTIMIZER_NAME, Run
+from bert_demo.loop import OPTIMIZER_NAME, Run, split_batch
 from bert_demo.model import IGNORE_INDEX, BertForPreTraining
 from bert_demo.pretraining_data import (
     PretrainingData,
@@ -221,13 +221,3 @@ class Window:
                    "tokens_per_s": s["tokens"] * world_size / max(seconds, 1e-9)}
         self.__init__()
         return metrics
-
-
-def split_batch(batch: Batch, parts: int) -> list[Batch]:
-    """Cut a batch into `parts` equal micro-batches along the batch dimension (gradient accumulation)."""
-    if parts == 1:
-        return [batch]
-    chunks = {k: v.chunk(parts) for k, v in batch.items()}
-    return [{k: chunks[k][i] for k in batch} for i in range(parts)]
-
-
