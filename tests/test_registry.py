@@ -562,3 +562,15 @@ def test_an_upload_with_words_thousands_of_letters_long_is_refused_before_it_rea
     with pytest.raises(ValueError, match="cannot be trained on: it has a word of 16,00[01] characters; at most 100"):
         registry.train_config(corpus=[], upload=str(upload))
     assert time.perf_counter() - started < 5
+
+
+def test_the_fork_server_for_cpu_runs_is_started_only_where_there_is_no_gpu(monkeypatch):
+    from bert_demo.app import backend as backend_module, run_process
+
+    started = []
+    monkeypatch.setattr(run_process, "warm_up", lambda: started.append(True))
+    for available in (True, False):
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: available)
+        monkeypatch.setattr(backend_module, "_LOADED", None)
+        backend_module.backend()
+    assert started == [True]  # on the GPU host, runs train in a thread: no fork server

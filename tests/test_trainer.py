@@ -455,14 +455,15 @@ def test_a_short_bf16_run_learns_records_its_precision_and_loads_in_transformers
     assert resumed.config.precision == "bf16" and resumed.precision == "bf16"  # read back on resume
 
 
-def test_backward_runs_outside_autocast_and_the_forward_pass_inside_it(stories_file, tmp_path):
+def test_backward_and_validation_run_outside_autocast_and_the_forward_pass_inside_it(stories_file, tmp_path):
     trainer = Trainer(tiny_config(stories_file, tmp_path / "run", steps=1, warmup_steps=0, precision="bf16"))
     seen = {}
     original = BertForPreTraining.forward
 
     def forward(model, *args, **kwargs):
         out = original(model, *args, **kwargs)
-        if not torch.is_grad_enabled():  # validation and the probe
+        if not torch.is_grad_enabled():  # validation and the probe: fp32, whatever the run computes in
+            seen["validation"] = seen.get("validation", False) or torch.is_autocast_enabled("cpu")
             return out
         seen["forward"] = torch.is_autocast_enabled("cpu")
         out.mlm_loss.register_hook(lambda grad: seen.update(backward=torch.is_autocast_enabled("cpu")))
@@ -471,7 +472,7 @@ def test_backward_runs_outside_autocast_and_the_forward_pass_inside_it(stories_f
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(BertForPreTraining, "forward", forward)
         list(trainer.run())
-    assert seen == {"forward": True, "backward": False}
+    assert seen == {"forward": True, "backward": False, "validation": False}
 
 
 def test_running_out_of_memory_at_a_step_saves_the_weights_from_before_it(stories_file, tmp_path, monkeypatch):
@@ -491,3 +492,23 @@ def test_running_out_of_memory_at_a_step_saves_the_weights_from_before_it(storie
     assert read_metadata(done["checkpoint"])["step"] == 3
     saved, _ = load_pretrained(done["checkpoint"])
     assert all(torch.equal(a, b) for a, b in zip(saved.state_dict().values(), trainer.model.state_dict().values()))
+
+
+def test_the_cli_ends_the_process_group_its_run_made_and_only_that(stories_file, tmp_path, monkeypatch):
+    from bert_demo.__main__ import main
+
+    ended = []
+    monkeypatch.setattr(loop_module.dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(loop_module.dist, "destroy_process_group", lambda: ended.append(True))
+    trainer = Trainer(tiny_config(stories_file, tmp_path / "run", steps=1, warmup_steps=0))
+    trainer.close()
+    assert ended == []  # a group it did not make is its caller's
+    trainer._made_group = True
+    trainer.close()
+    trainer.close()
+    assert ended == [True]
+    closed = []
+    monkeypatch.setattr(Trainer, "close", lambda self: closed.append(self.step))
+    assert main(["train", "--preset", "tiny", "--corpus", stories_file, "--steps", "2", "--batch-size", "4",
+                 "--seq-len", "32", "--vocab-size", "200", "--out", str(tmp_path / "cli")]) == 0
+    assert closed == [2]
