@@ -87,3 +87,16 @@ def test_running_out_of_gpu_memory_ends_the_run_with_a_message_and_a_checkpoint(
     assert done["reason"] == "out of memory" and "smaller batch" in done["message"], done
     model, _ = load_pretrained(done["checkpoint"])
     assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_a_timeline_step_is_kept_on_the_cpu_while_the_final_weights_sit_on_the_gpu(write_corpus, tmp_path):
+    from bert_demo.app.registry import Registry
+
+    config = TrainConfig(preset="tiny", corpus=str(write_corpus(tmp_path / "corpus.txt")), steps=12, batch_size=8,
+                         seq_len=32, vocab_size=300, out=str(tmp_path / "runs" / "gpu-run"), device="cuda")
+    list(Trainer(config).run())
+    registry = Registry(checkpoints_dir=tmp_path / "none", runs_dir=tmp_path / "runs", device="cuda", allow_hub=False)
+    final, early = registry.load_at("runs/gpu-run", None), registry.load_at("runs/gpu-run", 10)
+    assert next(final.model.parameters()).is_cuda and not next(early.model.parameters()).is_cuda
+    decoder, table = early.model.cls.predictions.decoder.weight, early.model.bert.embeddings.word_embeddings.weight
+    assert decoder is table and not torch.equal(table, final.model.bert.embeddings.word_embeddings.weight.cpu())

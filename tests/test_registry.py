@@ -574,3 +574,26 @@ def test_the_fork_server_for_cpu_runs_is_started_only_where_there_is_no_gpu(monk
         monkeypatch.setattr(backend_module, "_LOADED", None)
         backend_module.backend()
     assert started == [True]  # on the GPU host, runs train in a thread: no fork server
+
+
+def test_the_waiting_line_states_the_time_left_the_run_in_progress_measured(roots, tmp_path):
+    registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=tmp_path / "runs", device="cpu")
+    release = threading.Event()
+
+    class Slow(_EndedTrainer):
+        def run(self):
+            yield {"kind": "train", "step": 10, "elapsed": 20.0}
+            yield {"kind": "train", "step": 20, "elapsed": 80.0}  # 6 s a step, 180 steps to go: 18 minutes
+            release.wait(timeout=30)
+            yield from super().run()
+
+    trainer = Slow("cpu", tmp_path / "slow")
+    trainer.config.steps = 200
+    job = registry.job = TrainingJob(trainer, "slow")
+    assert registry._time_left_now() == ""  # not started: nothing measured yet
+    job.start()
+    while len(job.records) < 2:
+        time.sleep(0.01)
+    assert registry._time_left_now() == " The run training now has about 18 min left."
+    release.set()
+    job.thread.join(timeout=10)

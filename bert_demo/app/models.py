@@ -7,7 +7,6 @@ carries the model's config; `load` keeps the last few loaded models in a small L
 from __future__ import annotations
 
 import base64
-import copy
 import functools
 import json
 import logging
@@ -197,9 +196,12 @@ class Catalog:
         if entry.folder is None:
             raise ValueError(f"{entry.label} has no timeline: choose “final weights”")
         def read_snapshot() -> Loaded:
+            """A copy on the CPU, whatever the final weights' device: the cache holds several steps, and a GPU's
+            memory is for the final weights and the runs (a small model answers on the CPU in milliseconds)."""
             final = self.load(entry)
-            model = copy.deepcopy(final.model)
-            model.load_state_dict(backend().timeline.load(entry.folder, step), strict=False)  # the tie survives
+            model = type(final.model)(final.model.config)
+            model.load_state_dict(final.model.state_dict())  # copied to the CPU; the tie survives
+            model.load_state_dict(backend().timeline.load(entry.folder, step), strict=False)
             return Loaded(model.eval(), final.tokenizer, entry, final.folder)
 
         return self._cached((entry.name, _mtime(entry.folder), step), read_snapshot)
