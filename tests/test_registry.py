@@ -597,3 +597,18 @@ def test_the_waiting_line_states_the_time_left_the_run_in_progress_measured(root
     assert registry._time_left_now() == " The run training now has about 18 min left."
     release.set()
     job.thread.join(timeout=10)
+
+
+def test_the_app_hands_freed_heap_memory_back_to_the_system_while_it_runs(monkeypatch):
+    from bert_demo import runtime
+    from bert_demo.app import backend as backend_module
+
+    trims = []
+    monkeypatch.setattr(backend_module, "TRIM_EVERY_S", 0.05)
+    monkeypatch.setattr(runtime, "release_free_memory", lambda: trims.append(time.monotonic()))
+    monkeypatch.setattr(backend_module, "_LOADED", None)
+    backend_module.backend()
+    deadline = time.monotonic() + 5
+    while len(trims) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(trims) >= 2

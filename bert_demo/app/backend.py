@@ -7,8 +7,10 @@ can see a half-initialised module ("cannot import name 'BertTokenizerFast'"), so
 from __future__ import annotations
 
 import threading
+import time
 from types import SimpleNamespace
 
+TRIM_EVERY_S = 60.0  # how often the app hands the freed memory of its C heap back to the system
 _IMPORTING = threading.Lock()
 _LOADED: SimpleNamespace | None = None
 
@@ -26,7 +28,19 @@ def backend() -> SimpleNamespace:
 
                 if not torch.cuda.is_available():  # a GPU host trains in a thread (CUDA and fork do not mix)
                     run_process.warm_up()  # a visitor who asks questions may train next: have the run's process ready
+                threading.Thread(target=_trim_heap, name="trim-heap", daemon=True).start()
 
                 _LOADED = SimpleNamespace(torch=torch, checkpoint=checkpoint, evaluate=evaluate, inference=inference,
                                           pretraining_data=pretraining_data, timeline=timeline, trainer=trainer)
     return _LOADED
+
+
+def _trim_heap() -> None:
+    """Hand freed heap memory back to the system every TRIM_EVERY_S. Questions answered in many threads leave it
+    in glibc's heap: 1,200 fill-mask and next-sentence requests from 16 threads held the process at 767 MB, and
+    491 MB after one trim (the same 767 MB after 200 requests as after 1,200: held, not leaked)."""
+    from bert_demo.runtime import release_free_memory
+
+    while True:
+        time.sleep(TRIM_EVERY_S)
+        release_free_memory()
