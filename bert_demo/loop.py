@@ -29,6 +29,7 @@ from bert_demo import timeline
 from bert_demo.checkpoint import TIED_KEYS, check_writable, optimizer_tensors, save_pretrained
 from bert_demo.config import read_metadata, trained_on
 from bert_demo.records import DoneRecord, Record
+from bert_demo.train_config import RunConfig
 from bert_demo.runtime import (
     Batch,
     Distributed,
@@ -47,7 +48,7 @@ TRIM_EVERY = 50  # steps between handing freed heap memory back to the operating
 class Run:
     """One training run. Create it, iterate `run()`, and call `stop()` from anywhere to end it early."""
 
-    def __init__(self, config: Any, resume: str | Path | None = None, origin: str = "cli",
+    def __init__(self, config: RunConfig, resume: str | Path | None = None, origin: str = "cli",
                  visible_to: str | None = None):
         """`origin` is stored with the checkpoint: the app deletes its own old runs ("app"), never others.
         `visible_to`, also stored, makes an app run private to one browser session (one trained on an upload)."""
