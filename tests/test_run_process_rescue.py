@@ -40,3 +40,18 @@ def test_a_child_killed_between_steps_leaves_its_shared_weights_saved_at_their_s
     metadata = read_metadata(done["checkpoint"])
     assert metadata["step"] == step and metadata["visible_to"] == "me" and metadata["origin"] == "app"
     assert not (tmp_path / "run" / OPTIMIZER_NAME).exists()  # an app run is never resumed: no optimizer state
+
+
+def test_a_child_killed_while_its_weights_are_being_fetched_has_ended_not_failed():
+    from bert_demo.app.run_process import _messages
+
+    class Reset:
+        """A pipe whose next message cannot be read: the sender died while its file descriptors were fetched."""
+
+        def poll(self, timeout):
+            return True
+
+        def recv(self):
+            raise ConnectionResetError(104, "Connection reset by peer")
+
+    assert list(_messages(Reset())) == []

@@ -178,12 +178,13 @@ class ProcessTrainer:
 
 
 def _messages(records: Any, until: float | None = None) -> Iterator[tuple[str, Any]]:
-    """What the child sends, until it has ended (or until the time `until`)."""
+    """What the child sends, until it has ended (or until the time `until`). A child killed while this process
+    fetches the shared weights it sent (their file descriptors come from the child's own socket) has ended too."""
     while until is None or time.monotonic() < until:
         if records.poll(POLL_S * 10):
             try:
                 yield records.recv()
-            except EOFError:
+            except (EOFError, ConnectionError):
                 return
 
 
