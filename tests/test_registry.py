@@ -501,6 +501,9 @@ class _EndedTrainer:
     def run(self):
         yield {"kind": "done", "reason": "finished", "step": 1, "checkpoint": None, "message": None}
 
+    def stop(self) -> None:
+        """Nothing to stop: the run ends by itself."""
+
 
 def test_an_ended_run_is_no_longer_live_and_on_a_gpu_gives_its_model_back(roots, tmp_path, monkeypatch):
     registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=tmp_path / "runs", device="cpu")
