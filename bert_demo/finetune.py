@@ -3,10 +3,11 @@
 `FineTuner` is a `loop.Run`, so it stops, saves, snapshots and reports as pre-training does; this module holds what
 fine-tuning adds. The run starts from the checkpoint's weights (`pretrained`), from the same architecture and
 vocabulary with random weights (`random`: what pre-training bought is the difference), or from the checkpoint's
-encoder kept fixed (`frozen`: the paper's feature-based approach, §5.3). Batches are grouped by length, so that
-short sentences do not pay for padding to the longest. Validation reports the task's metric; the last one also
-scores the test split and, where given, a task from another domain. The folder it writes is a Hugging Face
-`BertForSequenceClassification` that `pipeline("text-classification")` loads.
+encoder kept fixed (`frozen`: the paper's feature-based approach, §5.3). A pre-trained start can begin its pooler
+anew (`reinit_pooler`) and let lower layers learn more slowly (`layer_decay`, in `recipe.make_optimizer`). Batches
+are grouped by length, so that short sentences do not pay for padding to the longest. Validation reports the task's
+metric; the last one also scores the test split and, where given, a task from another domain. The folder it writes
+is a Hugging Face `BertForSequenceClassification` that `pipeline("text-classification")` loads.
 """
 from __future__ import annotations
 
@@ -75,6 +76,8 @@ class FineTuner(Run):
         model, tokenizer, _, _ = load_classifier(cfg.model, labels=labels)
         if cfg.init == "random":
             model.apply(functools.partial(init_weights, std=model.config.initializer_range))
+        elif cfg.reinit_pooler:  # the pooler learnt next-sentence prediction: start it new, like the classifier
+            model.bert.pooler.apply(functools.partial(init_weights, std=model.config.initializer_range))
         if cfg.init == "frozen":
             model.bert.requires_grad_(False)
         if cfg.dropout is not None:

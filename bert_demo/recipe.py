@@ -146,10 +146,31 @@ def lr_multiplier(step: int, warmup: int, total: int, shape: str = "linear") -> 
 
 
 def make_optimizer(model: BertForPreTraining, cfg: TrainConfig) -> torch.optim.AdamW:
-    """AdamW with weight decay on matrices only: LayerNorm weights, biases (1-D tensors) are not decayed."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    decay = [p for p in params if p.dim() >= 2]
-    no_decay = [p for p in params if p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, cfg.beta2), eps=cfg.adam_eps,
-                             fused=True)  # one kernel per step
+    """AdamW with weight decay on matrices only: LayerNorm weights, biases (1-D tensors) are not decayed.
+
+    With a `layer_decay` below 1 (fine-tuning's setting), each depth is a group of its own with a smaller peak rate
+    the lower it sits (Howard & Ruder 2018; ELECTRA, Clark et al. 2020): the heads (pooler, classifier) at `lr`,
+    encoder layer l of L (0 the lowest) at lr * decay^(L - l), the embeddings at lr * decay^(L + 1). The schedule
+    (LambdaLR) multiplies each group's own peak, and the first group is the heads', whose rate the run logs."""
+    decay_rate = getattr(cfg, "layer_decay", 1.0)
+    layers = model.config.num_hidden_layers
+    groups: dict[tuple[int, bool], list[torch.nn.Parameter]] = {}
+    for name, param in model.named_parameters():
+        if param.requires_grad:
+            depth = _depth(name, layers) if decay_rate != 1.0 else 0  # steps below the heads
+            groups.setdefault((depth, param.dim() >= 2), []).append(param)
+    return torch.optim.AdamW(
+        [{"params": params, "weight_decay": cfg.weight_decay if matrix else 0.0, "lr": cfg.lr * decay_rate ** depth}
+         for (depth, matrix), params in sorted(groups.items(), key=lambda item: (item[0][0], not item[0][1]))],
+        lr=cfg.lr, betas=(0.9, cfg.beta2), eps=cfg.adam_eps, fused=True)  # one kernel per step
+
+
+def _depth(name: str, layers: int) -> int:
+    """How many steps of layer-wise decay a parameter sits below the heads: 0 for the pooler, the classifier and
+    the pre-training heads, L - l for encoder layer l, L + 1 for the embeddings."""
+    if ".embeddings." in f".{name}":
+        return layers + 1
+    marker = "encoder.layer."
+    if marker in name:
+        return layers - int(name.split(marker)[1].split(".")[0])
+    return 0

@@ -192,6 +192,19 @@ class FinetuneConfig(RunConfig):
     eval_every: int = setting(50, "validate every N steps", low=1)
     log_every: int = setting(10, "report training metrics every N steps", low=1)
     save_every: int = setting(10**9, "write a checkpoint every N steps (default: at the end only)", low=1)
+    reinit_pooler: bool = setting(False, "start the pooler's dense layer from random weights instead of the "
+                                         "checkpoint's, which pre-training shaped for next-sentence prediction "
+                                         "(Zhang et al. 2021, \"Revisiting Few-sample BERT Fine-tuning\")",
+                                  label="re-initialise the pooler")
+    layer_decay: float = setting(1.0, "layer-wise learning-rate decay: the classifier and pooler learn at the "
+                                      "learning rate, encoder layer l of L (0 the lowest) at lr x decay^(L-l), the "
+                                      "embeddings at lr x decay^(L+1) (ELECTRA, Clark et al. 2020; 1: off)",
+                                 label="layer-wise lr decay", low=0.05, high=1.0)
+
+    def validate(self, limits: Mapping[str, Any] | None = None) -> None:
+        super().validate(limits)
+        if self.reinit_pooler and self.init == "frozen":
+            raise ValueError("a frozen encoder keeps its pooler fixed: re-initialising it would leave it random")
 
 
 # BERT's recipe, which every run used before the plateau levers existed: a stored config without these settings

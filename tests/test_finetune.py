@@ -1,6 +1,7 @@
 """bert_demo/finetune.py: a short fine-tune learns and writes a folder the text-classification pipeline loads; a
-random start is the same architecture with other weights; a frozen start changes only the classifier; the CLI
-fine-tunes and classifies, and refuses bad input with a message."""
+random start is the same architecture with other weights; a frozen start changes only the classifier; the pooler
+starts anew only when asked; layer-wise decay gives each depth its own learning rate; the CLI fine-tunes and
+classifies, and refuses bad input with a message."""
 from __future__ import annotations
 
 import json
@@ -12,6 +13,7 @@ import transformers
 from bert_demo.__main__ import main
 from bert_demo.checkpoint import load_classifier, load_pretrained, read_metadata
 from bert_demo.finetune import FineTuner
+from bert_demo.recipe import make_optimizer
 from bert_demo.train_config import FinetuneConfig
 
 WORDS = ["river", "garden", "music", "window", "summer", "letter", "station", "forest"]
@@ -76,6 +78,39 @@ def test_a_frozen_start_trains_only_the_classifier(pretrained, labelled, tmp_pat
     assert all(torch.equal(after[k], v) for k, v in before.bert.state_dict().items())
     fresh = load_classifier(pretrained, labels=("negative", "positive")).model.classifier.weight
     assert fresh.shape == tuner.model.classifier.weight.shape
+
+
+def test_the_pooler_starts_anew_only_when_asked_and_the_rest_of_the_encoder_stays_pretrained(pretrained, labelled,
+                                                                                              tmp_path):
+    saved = load_pretrained(pretrained)[0].bert.state_dict()
+    for reinit in (False, True):
+        tuner = FineTuner(config(pretrained, labelled, tmp_path / str(reinit), reinit_pooler=reinit))
+        state = {k: v.cpu() for k, v in tuner._classifier(("negative", "positive"))[0].bert.state_dict().items()}
+        pooler = "pooler.dense.weight"
+        assert torch.equal(state[pooler], saved[pooler]) is not reinit
+        assert all(torch.equal(state[k], v) for k, v in saved.items() if not k.startswith("pooler."))
+    with pytest.raises(ValueError, match="frozen encoder keeps its pooler"):
+        FineTuner(config(pretrained, labelled, tmp_path / "f", reinit_pooler=True, init="frozen"))
+
+
+def test_layer_decay_gives_each_depth_lr_times_decay_to_the_steps_it_sits_below_the_classifier(pretrained, labelled,
+                                                                                               tmp_path):
+    model = load_classifier(pretrained, labels=("negative", "positive")).model
+    layers, lr, decay = model.config.num_hidden_layers, 1e-3, 0.5
+    optimizer = make_optimizer(model, config(pretrained, labelled, tmp_path, lr=lr, layer_decay=decay))
+    rate = {id(p): (g["lr"], g["weight_decay"]) for g in optimizer.param_groups for p in g["params"]}
+    for name, param in model.named_parameters():
+        if name.startswith("bert.encoder.layer."):
+            expected = lr * decay ** (layers - int(name.split(".")[3]))
+        else:
+            expected = lr * decay ** (layers + 1) if name.startswith("bert.embeddings.") else lr
+        assert rate[id(param)] == pytest.approx((expected, 0.01 if param.dim() >= 2 else 0.0)), name
+    assert optimizer.param_groups[0]["lr"] == lr  # the group whose rate the run logs is the heads'
+    torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 0.5)  # the schedule scales every group's own peak
+    assert [g["lr"] for g in optimizer.param_groups] == pytest.approx([g["initial_lr"] / 2 for g in
+                                                                      optimizer.param_groups])
+    plain = make_optimizer(model, config(pretrained, labelled, tmp_path, lr=lr))
+    assert [g["lr"] for g in plain.param_groups] == [lr, lr]
 
 
 def test_the_run_trains_on_exactly_the_first_n_labelled_examples(pretrained, labelled, tmp_path):
