@@ -31,6 +31,7 @@ MAX_FILE_BYTES = 10 * 2**20  # a visitor's labelled file
 MAX_EXAMPLES = 100_000
 MAX_TEXT_CHARS = 2000  # one text of an example
 MAX_LABELS = 20
+FILE_TYPES = (".csv", ".tsv", ".jsonl")  # a visitor's labelled file
 REVIEWS_PACKAGE = Package("pypi-sdist", "vaderSentiment==3.3.2", "vaderSentiment-3.3.2.tar.gz",
                           "5d7c06e027fc8b99238edb0d53d970cf97066ef97654009890b83703849632f9")
 _INNER_ARCHIVE = "vaderSentiment-3.3.2/additional_resources/hutto_ICWSM_2014.tar.gz"
@@ -145,7 +146,7 @@ def load_file(path: str | Path) -> datasets.DatasetDict:
     """A visitor's labelled file: CSV, TSV or JSONL with a `text` column, an optional `text_b`, and a `label`
     (class names or numbers). Checked, capped, and split like the named tasks."""
     path = Path(path)
-    if path.suffix.lower() not in (".csv", ".tsv", ".jsonl"):
+    if path.suffix.lower() not in FILE_TYPES:
         raise ValueError(f"give a .csv, .tsv or .jsonl file, not {path.suffix or 'a file without extension'}")
     if not path.is_file():
         raise ValueError("the labelled file is gone: upload it again")

@@ -179,6 +179,62 @@ def compare_figure(runs: dict[str, Sequence[Record]], x: str = "tokens") -> go.F
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# fine-tuning
+
+STARTS = {"pretrained": "pre-trained", "random": "random weights", "frozen": "frozen encoder"}
+START_COLORS = {"pretrained": "#1f77b4", "random": "#d62728", "frozen": "#7f7f7f"}
+
+
+def finetune_figure(runs: dict[str, Sequence[Record]], chance: float | None = None, height: int = 340
+                    ) -> go.Figure:
+    """The experiment's validation accuracy against steps, one curve per start (`runs` maps an init to its
+    records), training accuracy faint beside it; the majority class's share as the line to beat."""
+    traces = []
+    for init, records in runs.items():
+        name, colour = STARTS.get(init, init), START_COLORS.get(init, "#2ca02c")
+        for kind in ("train", "val"):
+            x, y = _series(records, kind, "acc")
+            label = name + (" (validation)" if kind == "val" else " (training batches)")
+            style = (dict(mode="lines+markers", line=dict(color=colour, width=2.5), marker=dict(size=8))
+                     if kind == "val" else dict(mode="lines", line=dict(color=colour, width=1, dash="dot"),
+                                                opacity=0.5))
+            traces.append(dict(type="scatter", x=x, y=y, name=label, legendgroup=init, **style,
+                               hovertemplate=f"{label}<br>step %{{x}}: %{{y:.3f}}<extra></extra>"))
+    shapes = [] if chance is None else [dict(type="line", xref="paper", x0=0, x1=1, y0=chance, y1=chance,
+                                             line=dict(color="#888", dash="dash", width=1))]
+    notes = [] if chance is None else [dict(text=f"always the commonest class: {chance:.2f}", xref="paper", x=0.99,
+                                            y=chance, yanchor="bottom", xanchor="right", showarrow=False,
+                                            font=dict(size=11, color="#777"))]
+    return _figure(traces, "Accuracy while fine-tuning", height, shapes=shapes, annotations=notes,
+                   xaxis=dict(title=dict(text="step"), rangemode="tozero"),
+                   yaxis=dict(title=dict(text="accuracy"), range=[0.3, 1.0]),
+                   legend=dict(orientation="h", y=-0.25, x=0, font=dict(size=11)))
+
+
+def label_count_figure(points: Sequence[tuple[str, int, float]], height: int = 320) -> go.Figure:
+    """Test accuracy against the number of labelled sentences trained on (log scale), one line per start:
+    `points` are (init, labelled sentences, test accuracy), repeated runs of one point averaged."""
+    if not points:
+        return empty_figure("Finished runs appear here: accuracy against the number of labelled sentences", height)
+    traces = []
+    for init in [i for i in STARTS if any(p[0] == i for p in points)]:
+        sums: dict[int, list[float]] = {}
+        for _, count, accuracy in (p for p in points if p[0] == init):
+            sums.setdefault(count, []).append(accuracy)
+        counts = sorted(sums)
+        means = [sum(sums[c]) / len(sums[c]) for c in counts]
+        runs = [len(sums[c]) for c in counts]
+        traces.append(dict(type="scatter", x=counts, y=means, customdata=runs, name=STARTS[init],
+                           mode="lines+markers", line=dict(color=START_COLORS[init], width=2.5),
+                           marker=dict(size=9), hovertemplate=f"{STARTS[init]}<br>%{{x:,}} labels: %{{y:.3f}} "
+                                                              "(mean of %{customdata} runs)<extra></extra>"))
+    return _figure(traces, "What pre-training saves: test accuracy by labels", height,
+                   xaxis=dict(title=dict(text="labelled sentences trained on"), type="log"),
+                   yaxis=dict(title=dict(text="test accuracy")),
+                   legend=dict(orientation="h", y=-0.3, x=0, font=dict(size=11)))
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # attention
 
 

@@ -21,6 +21,7 @@ from bert_demo.app import asking, choosing, training
 from bert_demo.app.runs import UPLOAD_PREFIX
 from bert_demo.app.asking import VIEW_AVERAGE, VIEW_HEAD, VIEW_ROLLOUT
 from bert_demo.app.ui import ANALYTICS_EVERY
+from bert_demo.train_config import APP_FINETUNE
 
 MODEL = "checkpoints/tiny-test"
 
@@ -46,10 +47,11 @@ def points(output) -> int:
     return len(data[0]["x"]) if data else 0
 
 
-def test_the_api_has_exactly_the_eight_named_endpoints(client):
+def test_the_api_has_exactly_the_eleven_named_endpoints(client):
     api = client.view_api(print_info=False, return_format="dict")
     assert set(api["named_endpoints"]) == {"/train", "/compare_runs", "/fill_mask", "/head_importance",
-                                           "/next_sentence", "/attention", "/neighbours", "/projection"}
+                                           "/next_sentence", "/attention", "/neighbours", "/projection",
+                                           "/finetune", "/classify", "/attribution"}
     assert not api["unnamed_endpoints"]
 
 
@@ -200,6 +202,29 @@ def test_a_short_run_streams_growing_metrics_and_ends_with_a_checkpoint(app, cli
     assert sentence["value"][1]["class_or_confidence"]
     with pytest.raises(AppError, match="There is no model called"):
         Client(app["url"], verbose=False).predict(run, "the [MASK] sat.", 3, api_name="/fill_mask")
+
+
+def test_a_fine_tune_through_the_api_streams_curves_and_leaves_a_classifier_that_answers(app, client, tmp_path,
+                                                                                        monkeypatch):
+    rows = [{"text": f"the cat was {'happy' if i % 2 else 'sad'}.", "label": "yes" if i % 2 else "no"}
+            for i in range(60)]
+    upload = tmp_path / "mine.jsonl"
+    upload.write_text("\n".join(json.dumps(row) for row in rows))
+    monkeypatch.setattr("bert_demo.app.runs.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 4})
+    job = client.submit(MODEL, "movie-reviews", handle_file(str(upload)), "100", ["random"], api_name="/finetune")
+    outputs = list(job)[-1]
+    status, curves, verdict, counts, classifier, selector = outputs
+    assert status.startswith("Done: 2 runs of 4 steps"), status
+    assert {t["name"] for t in plot_data(curves)} >= {"pre-trained (validation)", "random weights (validation)"}
+    assert "random weights" in verdict
+    probabilities = client.predict(classifier["value"], "the cat was happy.", "", api_name="/classify")
+    assert {c["label"] for c in probabilities["confidences"]} == {"no", "yes"}
+    words = client.predict(classifier["value"], "the cat was happy.", "", api_name="/attribution")
+    assert [w["token"] for w in words["value"] if w["class_or_confidence"] is not None][:2] == ["the", "cat"]
+    with pytest.raises(AppError, match="has no classifier"):
+        client.predict(MODEL, "the cat was happy.", "", api_name="/classify")
+    with pytest.raises(AppError, match="not in the list of choices"):  # gradio checks the radio
+        client.predict(MODEL, "movie-reviews", None, "12", ["random"], api_name="/finetune")
 
 
 def test_a_long_run_can_be_cancelled_while_inference_keeps_answering(app, client):

@@ -16,21 +16,32 @@ _LOADED: SimpleNamespace | None = None
 
 
 def backend() -> SimpleNamespace:
-    """The modules the app calls: torch, checkpoint, evaluate, inference, pretraining_data, timeline, trainer."""
+    """The modules the app calls: torch, attribution, checkpoint, evaluate, inference, labelled, pretraining_data,
+    timeline, trainer."""
     global _LOADED
     if _LOADED is None:
         with _IMPORTING:
             if _LOADED is None:
                 import torch
 
-                from bert_demo import checkpoint, evaluate, inference, pretraining_data, timeline, trainer
+                from bert_demo import (
+                    attribution,
+                    checkpoint,
+                    evaluate,
+                    inference,
+                    labelled,
+                    pretraining_data,
+                    timeline,
+                    trainer,
+                )
                 from bert_demo.app import run_process
 
                 if not torch.cuda.is_available():  # a GPU host trains in a thread (CUDA and fork do not mix)
                     run_process.warm_up()  # a visitor who asks questions may train next: have the run's process ready
                 threading.Thread(target=_trim_heap, name="trim-heap", daemon=True).start()
 
-                _LOADED = SimpleNamespace(torch=torch, checkpoint=checkpoint, evaluate=evaluate, inference=inference,
+                _LOADED = SimpleNamespace(torch=torch, attribution=attribution, checkpoint=checkpoint,
+                                          evaluate=evaluate, inference=inference, labelled=labelled,
                                           pretraining_data=pretraining_data, timeline=timeline, trainer=trainer)
     return _LOADED
 

@@ -188,6 +188,27 @@ class Catalog:
                 self._cache.popitem(last=False)
         return loaded
 
+    def load_classifier(self, name: str | None, viewer: str | None = None) -> Loaded:
+        """A fine-tuned classifier in eval mode on this registry's device (a pre-training checkpoint is refused:
+        it has no classifier to answer with)."""
+        entry = self.resolve(name, viewer)
+        if entry.name == LIVE:
+            raise ValueError("a run in progress cannot classify yet: choose a finished fine-tuning run")
+        if entry.config is not None and not entry.config.labels:
+            raise ValueError(f"{entry.label} has no classifier: fine-tune it first, then choose the fine-tuned run")
+
+        def read() -> Loaded:
+            folder = entry.folder or backend().checkpoint.download(entry.name, cache_dir=self.hub_cache)
+            model, tokenizer, _, new = backend().checkpoint.load_classifier(folder, device=self.torch_device())
+            return Loaded(model, tokenizer, entry, folder, new)
+
+        return self._cached((entry.name, _mtime(entry.folder), "classifier"), read)
+
+    def classifier_choices(self, viewer: str | None = None) -> list[tuple[str, str]]:
+        """(label, name) pairs of the saved fine-tuned classifiers this visitor may use, newest runs first."""
+        return [(e.label, e.name) for e in self.list_models(viewer)
+                if e.folder is not None and _has_classifier(e.folder)]
+
     def load_at(self, name: str | None, step: int | None, viewer: str | None = None) -> Loaded:
         """The model as it was at `step` of its training (a timeline snapshot), or as it is now (step None)."""
         entry = self.resolve(name, viewer)
@@ -283,6 +304,13 @@ class Catalog:
                 log.warning("an NVIDIA GPU is visible but torch cannot use it: running on the CPU")
                 self.device = "cpu"
         return self.device
+
+
+def _has_classifier(folder: Path) -> bool:
+    try:
+        return bool(read_config(folder).labels)
+    except ValueError:  # a broken folder is no classifier (the selector says why when it is chosen)
+        return False
 
 
 def visible_to(folder: Path) -> str | None:

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from bert_demo.records import HISTORY_KINDS, Record
-from bert_demo.train_config import TrainConfig
+from bert_demo.train_config import FinetuneConfig, RunConfig, TrainConfig
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ def context() -> Any:
             methods = multiprocessing.get_all_start_methods()
             ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
             if "forkserver" in methods:
-                ctx.set_forkserver_preload(["bert_demo.app.run_process", "bert_demo.trainer"])
+                ctx.set_forkserver_preload(["bert_demo.app.run_process", "bert_demo.trainer", "bert_demo.finetune"])
             _last_question = ctx.Value("d", 0.0, lock=False)
             _context = ctx
     return _context
@@ -68,6 +68,17 @@ def warm_up() -> None:
     threading.Thread(target=start, name="start-fork-server", daemon=True).start()
 
 
+def run_class(config: RunConfig) -> type:
+    """What trains a config: `FineTuner` a FinetuneConfig, `Trainer` a TrainConfig (both are `loop.Run`s)."""
+    if isinstance(config, FinetuneConfig):
+        from bert_demo.finetune import FineTuner
+
+        return FineTuner
+    from bert_demo.trainer import Trainer
+
+    return Trainer
+
+
 def question_asked() -> None:
     """Tell a run in progress that a visitor is waiting for an answer (see BUSY_S)."""
     if _last_question is not None:
@@ -75,14 +86,12 @@ def question_asked() -> None:
 
 
 class ProcessTrainer:
-    """A `Trainer` run in a child process; see the module docstring."""
+    """A `Trainer` or `FineTuner` run in a child process; see the module docstring."""
 
-    def __init__(self, config: TrainConfig, origin: str = "app", visible_to: str | None = None):
-        """Checks the settings here (by building a Trainer, which does no work until it runs), so that a refusal
+    def __init__(self, config: TrainConfig | FinetuneConfig, origin: str = "app", visible_to: str | None = None):
+        """Checks the settings here (by building the run, which does no work until it runs), so that a refusal
         comes at once; the child builds its own."""
-        from bert_demo.trainer import Trainer
-
-        self.config = Trainer(config, origin=origin, visible_to=visible_to).config
+        self.config = run_class(config)(config, origin=origin, visible_to=visible_to).config
         self.visible_to = visible_to
         self.history: list[Record] = []  # as Trainer keeps it (an app run never resumes, so it starts empty)
         self._arguments = (config, origin, visible_to)
@@ -128,13 +137,11 @@ class ProcessTrainer:
         it built its model. The record that ends the run, or None when nothing could be saved."""
         if self.model is None or self.torn:
             return None
-        from bert_demo.trainer import Trainer
-
         config, origin, visible_to = self._arguments
         step = self.step
         message = (f"the run's process ended at step {step} without saving: the app saved the weights it shares "
                    "with it")
-        return Trainer(config, origin=origin, visible_to=visible_to).rescue(
+        return run_class(config)(config, origin=origin, visible_to=visible_to).rescue(
             copy.deepcopy(self.model), self.tokenizer, step, list(self.history), message)
 
     def run(self) -> Iterator[Record]:
@@ -206,9 +213,8 @@ class _Writing:
 
 def _train(config: TrainConfig, origin: str, visible_to: str | None, sender: Any, stop: Any, step: Any,
            writes: Any, received: Any, last_question: Any, app_alive: Any) -> None:
-    """The child: run the Trainer, send its records, and share its model once built."""
+    """The child: run the Trainer (or FineTuner), send its records, and share its model once built."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group; the app stops the run
-    from bert_demo.trainer import Trainer
 
     shared, connected = None, True  # shared: None until the model is built, then whether it could be
 
@@ -221,7 +227,7 @@ def _train(config: TrainConfig, origin: str, visible_to: str | None, sender: Any
                 connected = False
 
     try:
-        trainer = Trainer(config, origin=origin, visible_to=visible_to)
+        trainer = run_class(config)(config, origin=origin, visible_to=visible_to)
         trainer.lock = _Writing(writes, trainer, step)
         trainer.after_step = _yield_cores_to_questions(last_question)
         threading.Thread(target=_relay, args=(trainer, stop, step, app_alive), daemon=True).start()

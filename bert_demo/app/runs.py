@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import logging
+import math
 import os
 import shutil
 import tempfile
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bert_demo.app.backend import backend
-from bert_demo.app.run_process import ProcessTrainer
+from bert_demo.app.run_process import ProcessTrainer, run_class
 from bert_demo.app.models import (
     FOLDER,
     LIVE,
@@ -37,7 +38,10 @@ from bert_demo.corpus import load_corpus
 from bert_demo.records import DoneRecord, Record
 from bert_demo.sources import APP_SOURCES, SOURCES
 from bert_demo.train_config import (
+    APP_FINETUNE,
     APP_RUN,
+    FinetuneConfig,
+    RunConfig,
     TrainConfig,
     bounds,
     choices,
@@ -146,12 +150,43 @@ class Runs:
             config.corpus = ",".join([*sources, str(self._check_upload(Path(upload), alone=not sources))])
         return config
 
-    def _continuable(self, name: str, viewer: str | None) -> Path:
+    def finetune_config(self, model: str, task: str, train_examples: int | None, init: str,
+                        upload: str | Path | None = None, viewer: str | None = None) -> FinetuneConfig:
+        """A checked FinetuneConfig for one run of the app's fine-tuning experiment, in `runs/`: the encoder of
+        `model` (or its architecture from random weights, `init`) trained on a named task, or on `upload` (the
+        private copy of a visitor's labelled file), with the app's budget (APP_FINETUNE). The task is read now, so a
+        file that cannot be trained on is refused at once."""
+        folder = self._continuable(model, viewer, verb="fine-tuned")
+        if train_examples not in APP_FINETUNE["label_counts"]:
+            shown = ", ".join(str(n or "all") for n in APP_FINETUNE["label_counts"])
+            raise ValueError(f"labelled sentences: choose {shown}, not {train_examples!r}")
+        labelled = backend().labelled
+        if upload:
+            data, task = labelled.load_file(upload), str(upload)
+        elif task in labelled.TASKS:
+            data = labelled.load_task(task)
+        else:
+            raise ValueError(f"unknown task {task!r}: choose from {', '.join(labelled.TASKS)}, or upload a labelled "
+                             f"{', '.join(labelled.FILE_TYPES)} file")
+        examples = min(train_examples or len(data["train"]), len(data["train"]))
+        steps = min(math.ceil(APP_FINETUNE["epochs"] * examples / FinetuneConfig.batch_size),
+                    APP_FINETUNE["max_steps"])
+        config = FinetuneConfig(model=str(folder), task=task, init=init, train_examples=train_examples, steps=steps,
+                                outside="none" if upload else APP_FINETUNE["outside"].get(task, "none"),
+                                device=self.torch_device(),
+                                eval_every=max(1, steps // APP_FINETUNE["validations"]), log_every=max(1, steps // 20))
+        config.validate()
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        config.out = str(self.roots["runs"] / f"{folder.name}-{'upload' if upload else task}-"
+                                              f"{train_examples or 'all'}-{init}-{stamp}")
+        return config
+
+    def _continuable(self, name: str, viewer: str | None, verb: str = "continued") -> Path:
         """The folder of a saved model this machine may go on training: not the live run, not a hub id, and no
         bigger than the largest model size the machine trains from scratch."""
         entry = self.resolve(name, viewer)
         if entry.folder is None or entry.config is None:
-            raise ValueError(f"only a saved model can be continued, not {entry.label}: choose a checkpoint or a "
+            raise ValueError(f"only a saved model can be {verb}, not {entry.label}: choose a checkpoint or a "
                              "finished run")
         allowed = {preset: PRESETS[preset] for preset in self.caps.choices("preset")}
         if all(entry.config.hidden_size > c.hidden_size or entry.config.num_hidden_layers > c.num_hidden_layers
@@ -198,12 +233,17 @@ class Runs:
         generator (the visitor left) or `stop_training` by the same owner gives the place up. A run trained on an
         upload is private to its owner unless `share` is set: its vocabulary and guesses would show the text.
         """
-        config = self.train_config(**settings, viewer=owner)
+        yield from self.run_in_line(self.train_config(**settings, viewer=owner), owner, share)
+
+    def run_in_line(self, config: RunConfig, owner: str | None = None, share: bool = False
+                    ) -> Iterator[str | TrainingJob]:
+        """`train_in_line` for a checked config of any run: pre-training (`train_config`) or fine-tuning
+        (`finetune_config`)."""
         try:
             self._check_disk(config, owner)
             ticket = self._join_line(owner)
         except ValueError:
-            remove_uploads(config.corpus)
+            remove_uploads(config)
             raise
         started = False
         try:
@@ -220,7 +260,7 @@ class Runs:
                 if ticket in self.line:
                     self.line.remove(ticket)
             if not started:
-                remove_uploads(config.corpus)
+                remove_uploads(config)
 
     def _join_line(self, owner: str | None) -> Ticket:
         with self._runs_lock:
@@ -254,7 +294,7 @@ class Runs:
         they are not allowed or another run is training (the backend's way in; visitors use `train_in_line`)."""
         return self._start(self.train_config(**settings, viewer=owner), owner, share)
 
-    def _start(self, config: TrainConfig, owner: str | None, share: bool) -> TrainingJob:
+    def _start(self, config: RunConfig, owner: str | None, share: bool) -> TrainingJob:
         """Start the run, after waiting a little for a previous one that is still saving its checkpoint."""
         with self._runs_lock:
             try:
@@ -265,19 +305,19 @@ class Runs:
                 self._prune_runs(keep=self.max_runs - 1)
                 self._check_disk(config, owner)
                 in_process = self.train_in_process and config.device == "cpu"  # a GPU does not share the cores
-                make = ProcessTrainer if in_process else backend().trainer.Trainer
+                make = ProcessTrainer if in_process else run_class(config)
                 config.out = claim_folder(config.out)
                 self._claimed[Path(config.out).resolve()] = owner
                 trainer = make(config, origin="app", visible_to=private_to(config, owner, share))
             except ValueError:
-                remove_uploads(config.corpus)
+                remove_uploads(config)
                 remove_if_empty(config.out)
                 raise
             self.job = TrainingJob(trainer, Path(config.out).name, owner=owner)
             self.job.start()
             return self.job
 
-    def _check_disk(self, config: TrainConfig, owner: str | None) -> None:
+    def _check_disk(self, config: RunConfig, owner: str | None) -> None:
         """Refuse a run that would take runs/ past its byte budget, or its visitor past their share of it, with a
         clear message: the app never deletes someone's fresh run to make room (see `_prune_runs`)."""
         need, runs = run_bytes(config), self._app_runs()
@@ -375,7 +415,7 @@ class TrainingJob:
         finally:
             if not self.records or self.records[-1].get("kind") != "done":
                 self._append(self._rescued() or self._failed("the run ended without saving"))
-            remove_uploads(self.trainer.config.corpus)
+            remove_uploads(self.trainer.config)
             remove_if_empty(self.trainer.config.out)  # a run that saved nothing leaves no folder behind
             self._release()
             atexit.unregister(self.shutdown)  # and let the finished job, with its model, be freed
@@ -454,20 +494,28 @@ class TrainingJob:
         return loaded
 
 
-def private_to(config: TrainConfig, owner: str | None, share: bool) -> str | None:
+def private_to(config: RunConfig, owner: str | None, share: bool) -> str | None:
     """The browser session a new run is private to (None: everyone). A model trained from anything private stays
-    private to its owner, whatever trains it next: a continued private run is as private as the run it continues.
-    A run on an upload is private to its visitor unless they share it (its vocabulary and guesses show the text)."""
-    parent = visible_to(Path(config.init_from)) if config.init_from else None
+    private to its owner, whatever trains it next: a continued or fine-tuned private run is as private as the run it
+    starts from. A run on an upload is private to its visitor unless they share it (its vocabulary and guesses, or
+    its classes and answers, show the text)."""
+    start = _start_folder(config)
+    parent = visible_to(start) if start else None
     if parent is not None:
         return parent
-    return owner if owner is not None and not share and has_upload(config.corpus) else None
+    return owner if owner is not None and not share and has_upload(config) else None
 
 
-def run_bytes(config: TrainConfig) -> int:
+def _start_folder(config: RunConfig) -> Path | None:
+    """The saved model a run starts from: the one a fine-tuning run tunes, or the one a pre-training run continues."""
+    start = config.model if isinstance(config, FinetuneConfig) else config.init_from
+    return Path(start) if start else None
+
+
+def run_bytes(config: RunConfig) -> int:
     """The most a run writes: its fp32 weights, and its timeline's fp16 snapshots within their budget."""
-    model = read_config(Path(config.init_from)) if config.init_from else PRESETS[config.preset].with_vocab(
-        config.vocab_size)
+    start = _start_folder(config)
+    model = read_config(start) if start else PRESETS[config.preset].with_vocab(config.vocab_size)
     timeline = backend().timeline
     snapshots = min(len(timeline.snapshot_steps(config.steps)) * 2 * model.num_parameters, timeline.BUDGET_BYTES)
     return 4 * model.num_parameters + snapshots + 2**20  # and a megabyte of vocabulary, config and records
@@ -535,18 +583,20 @@ def _process_alive(pid: int) -> bool:
     return True
 
 
-def has_upload(corpus: str) -> bool:
-    """Whether a run's corpus list includes a visitor's upload (our private copy of it)."""
-    return any(_is_upload(Path(source)) for source in corpus.split(","))
+def has_upload(config: RunConfig) -> bool:
+    """Whether a run trains on a visitor's upload (our private copy of it): in its corpus list, or as its task."""
+    sources = config.task if isinstance(config, FinetuneConfig) else config.corpus
+    return any(_is_upload(Path(source)) for source in sources.split(","))
 
 
 def _is_upload(path: Path) -> bool:
-    return path.name == "upload.txt" and path.parent.name.startswith(UPLOAD_PREFIX)
+    return path.parent.name.startswith(UPLOAD_PREFIX) and path.parent.parent == Path(tempfile.gettempdir())
 
 
-def remove_uploads(corpus: str) -> None:
-    """Delete the private copies of uploaded files (see `Runs._check_upload`) named in a run's corpus list."""
-    for source in corpus.split(","):
+def remove_uploads(config: RunConfig) -> None:
+    """Delete the private copies of uploaded text (see `Runs._check_upload`) in a pre-training run's corpus list
+    when the run is over. A fine-tuning experiment's labelled file serves several runs: its handler deletes it."""
+    for source in getattr(config, "corpus", "").split(","):
         if _is_upload(Path(source)):
             shutil.rmtree(Path(source).parent, ignore_errors=True)
 

@@ -59,7 +59,7 @@ def job_status(job: TrainingJob) -> str:
         statuses = [r["message"] for r in job.records if r.get("kind") == "status"]
         return f"Preparing ({clock(elapsed)}): {statuses[-1] if statuses else 'starting'}…"
     last = train[-1]
-    source = job.trainer.config.init_from
+    source = getattr(job.trainer.config, "init_from", None)  # a fine-tuning run has none
     prefix = f"Continuing {Path(source).name} · " if source else ""  # domain adaptation, said on every line
     step = max(job.trainer.step, last["step"])  # the step it is on now, not the last one it logged
     line = f"{prefix}Step {step}/{total} · {last['tokens_per_s']:,.0f} tokens/s · {clock(elapsed)} elapsed"

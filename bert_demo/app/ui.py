@@ -1,8 +1,9 @@
-"""The app's layout and wiring: six tabs whose events call `asking`, `training` and `choosing`.
+"""The app's layout and wiring: seven tabs whose events call `asking`, `training`, `tuning` and `choosing`.
 
 Each tab is laid out by its own short function, which returns its components by name. `wire` binds a handler to
 the registry and turns its {name: value} answer into {component: value}. The main actions are named API endpoints
-(/train, /compare_runs, /fill_mask, /head_importance, /next_sentence, /attention, /neighbours, /projection); the
+(/train, /compare_runs, /fill_mask, /head_importance, /next_sentence, /attention, /neighbours, /projection,
+/finetune, /classify, /attribution); the
 helper events, and a pair's head importance (the backend's `head_importance` with two sentences), are private.
 """
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 import gradio as gr
 
 from bert_demo import plots
-from bert_demo.app import asking, choosing, text, training
+from bert_demo.app import asking, choosing, text, training, tuning
 from bert_demo.app.asking import MAX_LABELS, PAIR_ALL, PAIR_FILTERS, VIEWS, head_names
 from bert_demo.app.handlers import FINAL, NO_COMPARE, Blocks
 from bert_demo.app.training import PROBE_LABEL, START_RANDOM, STARTS
@@ -24,7 +25,8 @@ from bert_demo.app.registry import Registry
 from bert_demo.app.run_process import question_asked
 from bert_demo.config import LIMITS
 from bert_demo.sources import APP_SOURCES
-from bert_demo.train_config import APP_RUN, label
+from bert_demo.labelled import FILE_TYPES, TASKS
+from bert_demo.train_config import APP_FINETUNE, APP_RUN, label
 
 QUEUE_SIZE = 32
 ANALYTICS_EVERY = 50  # events between gradio's summaries of request times (its default: 1)
@@ -108,6 +110,7 @@ def build_demo(registry: Registry | None = None) -> gr.Blocks:
             c.update(_nsp_tab(examples))
             c.update(_attention_tab(examples))
             c.update(_embeddings_tab())
+            c.update(_finetune_tab(registry))
             c.update(_model_tab())
         c["tabs"] = tabs
         _events(demo, registry, c)
@@ -344,6 +347,61 @@ def _embeddings_tab() -> Components:
     return c
 
 
+def _finetune_tab(registry: Registry) -> Components:
+    """The experiment (left: task, labels, what to compare with; right: live curves, the gap, the label-count chart)
+    and, below, questions to a fine-tuned classifier."""
+    with gr.Tab("Fine-tune", id="finetune", elem_id="tab-finetune") as tab:
+        gr.Markdown("**What is pre-training for?** Fine-tune the model selected above on labelled sentences, beside "
+                    "the same architecture from random weights, with the same data, seed and steps (Devlin et al. "
+                    "2019, §4–5). The gap between the curves is what pre-training bought.")
+        with gr.Row():
+            with gr.Column(scale=1, min_width=300):
+                c = {"ft_tab": tab,
+                     "ft_task": gr.Dropdown([(f"{name}: {task.about}", name) for name, task in TASKS.items()],
+                                            value=APP_FINETUNE["task"], label="Task", elem_id="ft-task",
+                                            allow_custom_value=True,
+                                            info="The first four work offline; the GLUE tasks need the Hugging "
+                                                 "Face Hub"),
+                     "ft_upload": gr.File(label=f"…or your own labelled file ({', '.join(FILE_TYPES)}: columns "
+                                                "text, optional text_b, label)", file_types=list(FILE_TYPES),
+                                          type="filepath", elem_id="ft-upload", height=130),
+                     "ft_labels": gr.Radio(tuning.LABEL_CHOICES, value=str(APP_FINETUNE["train_examples"]),
+                                           label="Labelled sentences to train on", elem_id="ft-labels",
+                                           info="The first N of a fixed shuffle: repeat with other counts to fill "
+                                                "the chart of what pre-training saves"),
+                     "ft_compare": gr.CheckboxGroup([(words, init) for init, words in tuning.COMPARISONS.items()],
+                                                    value=["random"], label="Compare with", elem_id="ft-compare")}
+                with gr.Row():
+                    c["ft_start"] = gr.Button("Fine-tune and compare", variant="primary", elem_id="ft-start")
+                    c["ft_stop"] = gr.Button("Stop", variant="secondary", elem_id="ft-stop", interactive=False)
+                gr.Markdown(f"<small>Each run: {APP_FINETUNE['epochs']} passes over the labelled sentences, at most "
+                            f"{APP_FINETUNE['max_steps']} steps of 32; the default takes about 4 minutes on 2 CPU "
+                            "cores. Runs share the training slot with the Train tab.</small>")
+            with gr.Column(scale=2):
+                c["ft_status"] = gr.Markdown("Press **Fine-tune and compare**.", elem_id="ft-status")
+                c["ft_curves"] = gr.Plot(plots.empty_figure("Validation accuracy appears here while the runs train"),
+                                         elem_id="ft-curves", show_label=False)
+                c["ft_verdict"] = gr.Markdown(elem_id="ft-verdict")
+                c["ft_counts"] = gr.Plot(plots.label_count_figure([]), elem_id="ft-counts", show_label=False)
+        gr.Markdown("### Ask a fine-tuned model\nIts answer, and which words drove it: integrated gradients "
+                    "(Sundararajan et al. 2017) follow the decision from a sentence with every word blanked out to "
+                    "the real one.")
+        with gr.Row(equal_height=True):
+            c["ft_classifier"] = gr.Dropdown(registry.classifier_choices(), label="Fine-tuned model",
+                                             elem_id="ft-classifier", allow_custom_value=True, scale=2,
+                                             min_width=240)
+            c["ft_text_a"] = gr.Textbox("a gripping, funny and surprisingly moving film.", label="Sentence",
+                                        elem_id="ft-text-a", scale=3, min_width=240)
+            c["ft_text_b"] = gr.Textbox("", label="Second sentence (pair tasks only)", elem_id="ft-text-b",
+                                        scale=2, min_width=200)
+        c["ft_button"] = gr.Button("Classify", variant="primary", elem_id="ft-button")
+        with gr.Row():
+            c["ft_label"] = gr.Label(label="Classes", elem_id="ft-label", scale=1, min_width=240)
+            c["ft_words"] = gr.HighlightedText(label="Which words drove the decision", elem_id="ft-words",
+                                               show_legend=False, combine_adjacent=False, scale=2, min_width=240)
+    return c
+
+
 def _model_tab() -> Components:
     with gr.Tab("Model", id="model", elem_id="tab-model"), gr.Row():
         with gr.Column(scale=3):
@@ -415,6 +473,18 @@ def _events(demo: gr.Blocks, registry: Registry, c: Components) -> None:
     c["view"].change(_head_control, c["view"], c["head"], api_visibility="private", queue=False)
     c["attention_tab"].select(bound(asking.attention), attention_inputs, attention_outputs,
                               api_visibility="private", show_progress_on=[c["att_plot"]])
+    c["ft_start"].click(bound(tuning.finetune), pick("model", "ft_task", "ft_upload", "ft_labels", "ft_compare"),
+                        pick("ft_status", "ft_curves", "ft_verdict", "ft_counts", "ft_classifier", "ft_stop", "model"),
+                        api_name="finetune", concurrency_limit=None, trigger_mode="once", show_progress="minimal",
+                        show_progress_on=[c["ft_status"]])
+    c["ft_stop"].click(bound(tuning.stop), None, c["ft_status"], api_visibility="private", queue=False)
+    classify_inputs = pick("ft_classifier", "ft_text_a", "ft_text_b")
+    gr.on([c["ft_button"].click, c["ft_text_a"].submit, c["ft_text_b"].submit], bound(tuning.classify),
+          classify_inputs, c["ft_label"], api_name="classify", show_progress="hidden")
+    gr.on([c["ft_button"].click, c["ft_text_a"].submit, c["ft_text_b"].submit], bound(tuning.attribution),
+          classify_inputs, c["ft_words"], api_name="attribution", show_progress_on=[c["ft_words"]])
+    gr.on([c["ft_tab"].select, c["ft_task"].change], bound(tuning.opened), pick("model", "ft_task", "ft_classifier"),
+          pick("ft_counts", "ft_classifier"), api_visibility="private")
     chosen = pick("summary", "model_info", "model_card", "layer", "head", "heads_off", "emb_layer", "fill_examples",
                   "nsp_examples", "att_examples_box", "step", "compare")
     c["model"].change(bound(choosing.selected), pick("model", "layer", "head"), chosen, api_visibility="private")

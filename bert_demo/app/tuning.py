@@ -1,0 +1,269 @@
+"""The Fine-tune tab's events: the experiment that shows what pre-training buys, and questions to the classifier it
+leaves behind.
+
+The experiment fine-tunes the selected model on a labelled task and, with the same data, seed and steps, the same
+architecture from random weights (and, if chosen, the selected model with its encoder frozen). The runs take the
+training slot one after the other, as any run does; their validation curves share one chart while they train. At
+the end one sentence states the gap, and a second chart plots test accuracy against the number of labelled
+sentences over every finished run of this model on this task, so that a visitor who repeats the experiment with
+100, 300, 1,000 and all labels sees how many labels pre-training saves (Devlin et al. 2019, §5; Turc et al. 2019).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import gradio as gr
+
+from bert_demo import plots
+from bert_demo.app import text, training
+from bert_demo.app.backend import backend
+from bert_demo.app.handlers import Outputs, friendly
+from bert_demo.app.registry import Registry
+from bert_demo.app.runs import UPLOAD_PREFIX, TrainingJob
+from bert_demo.app.training import STOP_ACTIVE, STOP_IDLE, UPDATE_EVERY_S
+from bert_demo.config import read_metadata
+from bert_demo.records import Record
+from bert_demo.train_config import APP_FINETUNE
+
+ALL = "all"
+LABEL_CHOICES = [str(n) if n else ALL for n in APP_FINETUNE["label_counts"]]  # what the radio offers
+COMPARISONS = {"random": "the same architecture from random weights", "frozen": "the selected model, encoder frozen"}
+SMALL_GAP = 0.02  # a gap under two points is within what seeds alone change: said plainly
+
+
+@friendly
+def finetune(registry: Registry, model: str, task: str, upload: str | None, labels: str,
+             compare: list[str] | None = None, owner: str | None = None) -> Iterator[Outputs]:
+    """Fine-tune `model` on `task` (or an uploaded labelled file) with the first `labels` labelled sentences, then
+    each start in `compare` ("random", "frozen") with the same budget, one after the other in the training slot;
+    stream one chart of their validation accuracy, and end with the gap in a sentence."""
+    inits = ["pretrained", *_comparisons(compare)]
+    with _private_copy(upload) as upload:
+        configs = [registry.finetune_config(model, task, _label_count(labels), init, upload, owner)
+                   for init in inits]  # every refusal comes before the first run starts
+        finished: dict[str, list[Record]] = {}
+        for number, config in enumerate(configs, start=1):
+            job = yield from _take_slot(registry, config, owner)
+            if job is None:
+                yield {"ft_status": "You left the line: the experiment stopped.", "ft_stop": STOP_IDLE}
+                return
+            try:
+                yield from _follow(job, finished, f"Run {number} of {len(configs)}, {plots.STARTS[config.init]}")
+            finally:
+                if job.done is None:  # the visitor went away: end the run, keep what it learned
+                    job.stop()
+            job.thread.join(timeout=10)
+            finished[config.init] = list(job.records)
+            if job.done.get("reason") == "error":
+                raise ValueError(f"the {plots.STARTS[config.init]} run failed: {job.done.get('message')}")
+            if job.done.get("reason") != "finished":
+                yield {"ft_status": text.job_status(job) + " The experiment stopped here.", "ft_stop": STOP_IDLE,
+                       "ft_curves": plots.finetune_figure(finished)}
+                return
+        yield _ended(registry, model, configs, finished, owner)
+
+
+def _take_slot(registry: Registry, config, owner: str | None) -> Iterator[Outputs]:
+    """Wait in line for the training slot (showing the place in line); the started job, or None if the visitor
+    left the line."""
+    job = None
+    for update in registry.run_in_line(config, owner):
+        if isinstance(update, str):
+            yield {"ft_status": update, "ft_stop": STOP_ACTIVE}
+        else:
+            job = update
+    return job
+
+
+def _follow(job: TrainingJob, finished: dict[str, list[Record]], title: str) -> Iterator[Outputs]:
+    """The status line and the chart (the finished runs' curves and this one's) about once a second."""
+    init, seen, last = job.trainer.config.init, 0, 0.0
+    yield {"ft_status": f"{title}: {text.job_status(job)}", "ft_stop": STOP_ACTIVE, "ft_verdict": ""}
+    while job.done is None:
+        seen += len(job.wait(seen, timeout=UPDATE_EVERY_S / 2))
+        if job.done is None and time.monotonic() - last >= UPDATE_EVERY_S:
+            last = time.monotonic()
+            yield {"ft_status": f"{title}: {text.job_status(job)}",
+                   "ft_curves": plots.finetune_figure({**finished, init: job.records})}
+
+
+def _ended(registry: Registry, model: str, configs: list, finished: dict[str, list[Record]], owner: str | None
+           ) -> Outputs:
+    """The last update: both curves, the sentence with the gap, the label-count chart, the new classifier chosen."""
+    pretrained = configs[0]
+    newest = f"runs/{Path(pretrained.out).name}"
+    return {"ft_status": f"Done: {len(configs)} runs of {pretrained.steps} steps each. The fine-tuned model is "
+                         f"saved as {newest}: try it below.",
+            "ft_stop": STOP_IDLE, "ft_curves": plots.finetune_figure(finished),
+            "ft_verdict": verdict(finished, pretrained.train_examples, pretrained.outside),
+            "ft_counts": label_counts(registry, model, pretrained.task, owner)["ft_counts"],
+            "ft_classifier": gr.Dropdown(choices=registry.classifier_choices(owner), value=newest),
+            "model": gr.Dropdown(choices=registry.choices(owner))}
+
+
+def verdict(finished: dict[str, list[Record]], train_examples: int | None, outside: str | None) -> str:
+    """One paragraph: each start's test accuracy, the gap pre-training made, and the gap outside the domain; a
+    small gap said to be small."""
+    scores = {init: _final(records) for init, records in finished.items()}
+    scores = {init: score for init, score in scores.items() if "test_acc" in score}
+    if "pretrained" not in scores:
+        return ""
+    labels = f"{train_examples:,} labelled sentences" if train_examples else "every labelled sentence"
+    lines = [f"**With {labels}**, on test sentences none of the runs saw: " + ", ".join(
+        f"{plots.STARTS[init]} **{score['test_acc']:.3f}**" for init, score in scores.items()) + "."]
+    if "random" in scores:
+        lines.append(_gap("Pre-training", scores["pretrained"]["test_acc"] - scores["random"]["test_acc"],
+                          "in this domain"))
+        if outside and "outside_acc" in scores["random"]:
+            lines.append(_gap(f"On {outside} (another domain, never trained on), it",
+                              scores["pretrained"]["outside_acc"] - scores["random"]["outside_acc"], "there"))
+    if "frozen" in scores:
+        lines.append(f"The frozen encoder (only the classifier learned) reached {scores['frozen']['test_acc']:.3f}: "
+                     "fine-tuning the whole encoder is what makes its features fit the task.")
+    return " ".join(lines)
+
+
+def _gap(subject: str, gap: float, where: str) -> str:
+    points = f"{abs(gap) * 100:.1f} points"
+    if abs(gap) < SMALL_GAP:
+        return (f"{subject} made little difference {where} ({'+' if gap >= 0 else '-'}{points}): with this many "
+                "labels and a model pre-trained on a few million words, the random start catches up.")
+    return f"{subject} bought **{points}** {where}." if gap > 0 else f"{subject} cost {points} {where}."
+
+
+def _final(records: list[Record]) -> Record:
+    """The run's last validation record, which carries its test (and outside) scores."""
+    return next((r for r in reversed(records) if r.get("kind") == "val"), {})
+
+
+@friendly
+def label_counts(registry: Registry, model: str, task: str, owner: str | None = None) -> Outputs:
+    """The chart of test accuracy against labelled sentences, over every finished run of `model` on `task` that
+    this visitor may see (the app's and the command line's)."""
+    entry = registry.resolve(model, owner)
+    start = entry.folder.resolve() if entry.folder else None
+    points: list[tuple[str, int, float]] = []
+    if task not in backend().labelled.TASKS:  # a visitor's file: each upload is a task of its own
+        return {"ft_counts": plots.label_count_figure(points)}
+    size = None
+    for run in registry.list_models(owner):
+        if run.folder is None or not run.name.startswith("runs/"):
+            continue
+        metadata = read_metadata(run.folder)
+        config, final = metadata.get("train_config") or {}, _final(metadata.get("history") or [])
+        if (config.get("task") != task or "test_acc" not in final or config.get("init") not in plots.STARTS
+                or start is None or Path(str(config.get("model"))).resolve() != start):
+            continue
+        if config.get("train_examples") is None and size is None:
+            size = _train_size(task)
+        points.append((config["init"], config.get("train_examples") or size, float(final["test_acc"])))
+    return {"ft_counts": plots.label_count_figure(points)}
+
+
+def _train_size(task: str) -> int:
+    return len(backend().labelled.load_task(task)["train"])
+
+
+def stop(registry: Registry, owner: str | None) -> Outputs:
+    """Stop the visitor's run (the experiment ends with it), or take them out of the line."""
+    return {"ft_status": training.stop(registry, owner)["status"]}
+
+
+@friendly
+def opened(registry: Registry, model: str | None, task: str | None, classifier: str | None,
+           owner: str | None = None) -> Outputs:
+    """When the tab opens or the task changes: the label-count chart for this model and task, and the fine-tuned
+    models this visitor may ask (the one chosen stays chosen)."""
+    choices = registry.classifier_choices(owner)
+    names = [name for _, name in choices]
+    counts = label_counts(registry, model, task, owner) if model and task else {"ft_counts": gr.skip()}
+    return {**counts, "ft_classifier": gr.Dropdown(choices=choices,
+                                                   value=classifier if classifier in names else
+                                                   (names[0] if names else None))}
+
+
+@friendly
+def classify(registry: Registry, classifier: str, text_a: str, text_b: str = "", owner: str | None = None
+             ) -> Outputs:
+    """A fine-tuned classifier's probability for each of its classes, for a sentence or a pair."""
+    loaded = registry.load_classifier(classifier, owner)
+    probabilities = backend().inference.classify(loaded.model, loaded.tokenizer, text_a, text_b or None)
+    return {"ft_label": dict(probabilities)}
+
+
+@friendly
+def attribution(registry: Registry, classifier: str, text_a: str, text_b: str = "", owner: str | None = None
+                ) -> Outputs:
+    """Which words drove the classifier's decision: integrated gradients (Sundararajan et al. 2017) as coloured
+    words, with the completeness check in the caption."""
+    loaded = registry.load_classifier(classifier, owner)
+    backend().inference.classify(loaded.model, loaded.tokenizer, text_a, text_b or None)  # checks the texts
+    result = backend().attribution.classification(loaded.model, loaded.tokenizer, text_a, text_b or None)
+    caption = (f"Towards “{result.target}”: the model gives it {result.output:.2f}, and {result.baseline:.2f} with "
+               f"every word blanked out. Red words raised it, blue ones lowered it; the colours add up to the "
+               f"difference within {result.gap:.1%}.")
+    return {"ft_words": gr.HighlightedText(value=word_scores(result.tokens, result.scores), label=caption)}
+
+
+def word_scores(tokens: list[str], scores: list[float]) -> list[tuple[str, float | None]]:
+    """Whole words with their summed WordPiece attributions, scaled so that the strongest is ±1 (HighlightedText
+    colours a number from blue, -1, to red, +1), with spaces between them and a bar between the two sentences."""
+    words: list[list] = []
+    for token, score in zip(tokens, scores):
+        if token == "[SEP]":
+            words.append(["|", None])
+        elif token.startswith("##") and words and words[-1][1] is not None:
+            words[-1][0] += token[2:]
+            words[-1][1] += score
+        elif token not in ("[CLS]", "[PAD]"):
+            words.append([token, score])
+    if words and words[-1][0] == "|":
+        words.pop()
+    largest = max((abs(s) for _, s in words if s is not None), default=0.0) or 1.0
+    spans: list[tuple[str, float | None]] = []
+    for word, score in words:
+        spans += [(word, None if score is None else round(score / largest, 3)), (" ", None)]
+    return spans[:-1]
+
+
+def _comparisons(compare: list[str] | None) -> list[str]:
+    chosen = list(compare or [])
+    unknown = [c for c in chosen if c not in COMPARISONS]
+    if unknown:
+        raise ValueError(f"compare with {' or '.join(COMPARISONS)}, not {unknown[0]!r}")
+    return [c for c in COMPARISONS if c in chosen]
+
+
+def _label_count(choice: str | int | None) -> int | None:
+    """The radio's choice as a number of labelled sentences (None: all)."""
+    if str(choice) not in LABEL_CHOICES:
+        raise ValueError(f"labelled sentences: choose {', '.join(LABEL_CHOICES)}, not {choice!r}")
+    return None if str(choice) == ALL else int(choice)
+
+
+@contextmanager
+def _private_copy(upload: str | None) -> Iterator[str | None]:
+    """The visitor's labelled file copied under a name of ours for the experiment's runs, deleted when it ends
+    (a killed app's copies are swept when it starts again)."""
+    if not upload:
+        yield None
+        return
+    source = Path(upload)
+    if not source.is_file():
+        raise ValueError("the labelled file is gone: upload it again")
+    folder = Path(tempfile.mkdtemp(prefix=f"{UPLOAD_PREFIX}{os.getpid()}-"))
+    try:
+        target = folder / f"labelled{source.suffix.lower()}"
+        if source.stat().st_size > backend().labelled.MAX_FILE_BYTES:
+            raise ValueError(f"the labelled file is {source.stat().st_size / 2**20:.1f} MB; at most "
+                             f"{backend().labelled.MAX_FILE_BYTES // 2**20} MB are allowed")
+        shutil.copyfile(source, target)
+        yield str(target)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

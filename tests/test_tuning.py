@@ -1,0 +1,174 @@
+"""bert_demo/app/tuning.py: the Fine-tune tab's experiment trains each start in the training slot's run process and
+streams their curves, states the gap, and leaves a classifier that answers and explains itself; the label-count
+chart is built from finished runs; every bad input is a message, never a traceback."""
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import gradio as gr
+import pytest
+
+from bert_demo.app import tuning
+from bert_demo.app.registry import Registry
+from bert_demo.app.runs import UPLOAD_PREFIX
+from bert_demo.checkpoint import load_classifier, load_pretrained, save_pretrained
+from bert_demo.config import read_config, read_metadata
+from bert_demo.inference import classify
+from bert_demo.tokenizer import train_tokenizer
+from bert_demo.train_config import APP_FINETUNE
+
+WORDS = ["river", "garden", "music", "window", "summer", "letter", "station", "forest"]
+OWNER = "visitor-1"
+
+
+def rows(count: int = 200) -> list[dict]:
+    """Sentences whose label a model reads off one word: "wonderful" is positive, "terrible" negative."""
+    return [{"text": f"the {WORDS[i % 8]} was {'wonderful' if i % 2 else 'terrible'} today.",
+             "label": "positive" if i % 2 else "negative"} for i in range(count)]
+
+
+def write(path: Path, lines: list[dict] | str | bytes) -> str:
+    if isinstance(lines, bytes):
+        path.write_bytes(lines)
+    else:
+        path.write_text(lines if isinstance(lines, str) else "\n".join(json.dumps(row) for row in lines))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def registry(make_checkpoint, tmp_path_factory) -> Registry:
+    """A registry whose one shipped model is a tiny BERT with a vocabulary of the labelled sentences."""
+    root = tmp_path_factory.mktemp("tuning")
+    folder = make_checkpoint(root / "checkpoints" / "tiny-test")
+    model, _ = load_pretrained(folder)
+    texts = [row["text"] for row in rows()]
+    save_pretrained(model.__class__(model.config.with_vocab(300)),
+                    train_tokenizer([texts], vocab_size=300, min_frequency=1), folder)
+    return Registry(checkpoints_dir=root / "checkpoints", runs_dir=root / "runs", allow_hub=False)
+
+
+@pytest.fixture(scope="module")
+def experiment(registry, tmp_path_factory):
+    """One experiment through the handler, as the tab runs it: pre-trained and random, 100 labels, 15 steps."""
+    upload = write(tmp_path_factory.mktemp("upload") / "mine.jsonl", rows())
+    budget = {**APP_FINETUNE, "max_steps": 15}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("bert_demo.app.runs.APP_FINETUNE", budget)
+        updates = list(tuning.finetune(registry, "checkpoints/tiny-test", "movie-reviews", upload, "100",
+                                       ["random"], owner=OWNER))
+    return updates
+
+
+def curves(figure) -> dict[str, list[float]]:
+    return {trace.name: list(trace.y) for trace in figure.data}
+
+
+def test_the_experiment_streams_both_starts_curves_and_ends_with_the_gap_in_a_sentence(experiment):
+    final = experiment[-1]
+    drawn = curves(final["ft_curves"])
+    assert len(drawn["pre-trained (validation)"]) >= 4 and len(drawn["random weights (validation)"]) >= 4
+    assert all(0.0 <= accuracy <= 1.0 for curve in drawn.values() for accuracy in curve)
+    assert "pre-trained" in final["ft_verdict"] and "random weights" in final["ft_verdict"]
+    assert "points" in final["ft_verdict"] or "little difference" in final["ft_verdict"]
+    live = [u for u in experiment if "ft_curves" in u and u is not final]
+    assert any(len(curves(u["ft_curves"])) == 2 for u in live)  # the first run's curve stays while the second trains
+    assert any(len(curves(u["ft_curves"])) == 4 for u in live)
+
+
+def test_each_start_is_a_saved_run_of_the_same_budget_private_to_the_visitor_of_the_upload(registry, experiment):
+    runs = [e for e in registry.list_models(OWNER) if e.name.startswith("runs/")]
+    configs = {read_metadata(e.folder)["train_config"]["init"]: read_metadata(e.folder)["train_config"] for e in runs}
+    assert set(configs) == {"pretrained", "random"}
+    assert configs["pretrained"]["steps"] == configs["random"]["steps"] == 15
+    assert configs["pretrained"]["train_examples"] == 100 and configs["random"]["seed"] == configs["pretrained"]["seed"]
+    assert all(read_config(e.folder).labels == ("negative", "positive") for e in runs)
+    assert not [e for e in registry.list_models("someone-else") if e.name.startswith("runs/")]
+    assert not list(Path(tempfile.gettempdir()).glob(f"{UPLOAD_PREFIX}*/labelled.jsonl"))  # the copy is gone
+
+
+def test_the_new_classifier_is_chosen_and_answers_as_the_library_function_does(registry, experiment):
+    chosen = experiment[-1]["ft_classifier"].value
+    answer = tuning.classify(registry, chosen, "the river was wonderful today.", "", owner=OWNER)["ft_label"]
+    model, tokenizer, _, _ = load_classifier(registry.resolve(chosen, OWNER).folder)
+    expected = dict(classify(model, tokenizer, "the river was wonderful today."))
+    assert answer.keys() == {"negative", "positive"} == expected.keys()
+    assert all(abs(answer[k] - expected[k]) < 1e-5 for k in answer)
+
+
+def test_the_attribution_colours_whole_words_and_says_how_close_completeness_is(registry, experiment):
+    chosen = experiment[-1]["ft_classifier"].value
+    words = tuning.attribution(registry, chosen, "the river was wonderful today.", owner=OWNER)["ft_words"]
+    spans = [(span["token"], span["class_or_confidence"]) for span in words.value
+             if span["class_or_confidence"] is not None]
+    assert [word for word, _ in spans] == ["the", "river", "was", "wonderful", "today", "."]
+    assert max(abs(score) for _, score in spans) == 1.0
+    assert "within" in words.label
+
+
+def test_word_scores_join_wordpieces_and_mark_the_second_sentence():
+    spans = tuning.word_scores(["[CLS]", "play", "##ing", "[SEP]", "ok", "[SEP]"], [0.0, 0.2, 0.2, 0.0, -0.8, 0.0])
+    assert [s for s in spans if s[0] != " "] == [("playing", 0.5), ("|", None), ("ok", -1.0)]
+
+
+def test_the_label_count_chart_plots_each_finished_runs_test_accuracy_at_its_count(registry, experiment,
+                                                                                   monkeypatch):
+    runs = [e for e in registry.list_models(OWNER) if e.name.startswith("runs/")]
+    task = read_metadata(runs[0].folder)["train_config"]["task"]
+    for run in runs:  # as if trained on a named task: the chart is per model and task
+        metadata = json.loads((run.folder / "bert_demo.json").read_text())
+        metadata["train_config"]["task"] = "movie-reviews"
+        (run.folder / "bert_demo.json").write_text(json.dumps(metadata))
+    figure = tuning.label_counts(registry, "checkpoints/tiny-test", "movie-reviews", OWNER)["ft_counts"]
+    assert {trace.name: list(trace.x) for trace in figure.data} == {"pre-trained": [100], "random weights": [100]}
+    assert not tuning.label_counts(registry, "checkpoints/tiny-test", "tweets", OWNER)["ft_counts"].data
+    assert task != "movie-reviews"
+
+
+def test_a_classifier_is_refused_where_a_masked_lm_head_is_needed_and_the_reverse(registry, experiment):
+    with pytest.raises(gr.Error, match="has no classifier"):
+        tuning.classify(registry, "checkpoints/tiny-test", "a sentence.", owner=OWNER)
+    with pytest.raises(ValueError, match="fine-tuned classifier"):
+        registry.load(experiment[-1]["ft_classifier"].value, OWNER)
+
+
+BAD_FILES = [
+    ("no-label.jsonl", [{"text": "a sentence."}] * 30, "label"),
+    ("one-class.jsonl", [{"text": "a sentence.", "label": "good"}] * 30, "two classes"),
+    ("many.jsonl", [{"text": f"sentence {i}.", "label": f"c{i % 21}"} for i in range(84)], "at most 20"),
+    ("latin1.csv", "text,label\ncaf\xe9 ok,a\n".encode("latin-1") * 20, "UTF-8"),
+    ("empty-text.jsonl", [{"text": "", "label": "a"}, {"text": "b", "label": "b"}] * 20, "has no text"),
+    ("words.txt", "just text\n", ".csv"),
+]
+
+
+@pytest.mark.parametrize("name, content, message", BAD_FILES, ids=[b[0] for b in BAD_FILES])
+def test_a_labelled_file_that_cannot_be_trained_on_is_refused_with_a_message(registry, tmp_path, name, content,
+                                                                             message):
+    upload = write(tmp_path / name, content)
+    with pytest.raises(gr.Error, match="(?i)" + message):
+        list(tuning.finetune(registry, "checkpoints/tiny-test", "movie-reviews", upload, "100", ["random"],
+                             owner=OWNER))
+    assert registry.job is None or not registry.job.running
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"task": "no-such-task"}, "unknown task"),
+    ({"labels": "7"}, "choose 100, 300, 1000, all"),
+    ({"compare": ["bogus"]}, "compare with"),
+    ({"model": "runs/nothing-here"}, "no model called"),
+])
+def test_bad_settings_are_refused_with_a_message_before_any_run_starts(registry, change, message):
+    settings = {"model": "checkpoints/tiny-test", "task": "movie-reviews", "upload": None, "labels": "100",
+                "compare": ["random"], **change}
+    with pytest.raises(gr.Error, match="(?i)" + message):
+        list(tuning.finetune(registry, **settings, owner=OWNER))
+
+
+def test_empty_or_oversized_text_to_classify_is_refused_with_a_message(registry, experiment):
+    chosen = experiment[-1]["ft_classifier"].value
+    with pytest.raises(gr.Error, match="empty"):
+        tuning.classify(registry, chosen, "   ", owner=OWNER)
+    with pytest.raises(gr.Error, match="characters"):
+        tuning.attribution(registry, chosen, "word " * 5000, owner=OWNER)
