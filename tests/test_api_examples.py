@@ -11,7 +11,7 @@ import pytest
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 
-from bert_demo.train_config import TrainConfig
+from bert_demo.train_config import APP_FINETUNE, TrainConfig
 from bert_demo.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,9 +30,10 @@ def readme_example() -> tuple[str, int]:
 @pytest.fixture(scope="module")
 def app(served_app, tmp_path_factory):
     """The app, and what the examples name, made after it started (its page was built without them): the shipped
-    model, and two runs with timelines (steps 0, 10 and 30)."""
+    model, and two runs with timelines (steps 0, 10 and 30). Fine-tuning runs 2 steps a start, not the app's 200."""
     base = tmp_path_factory.mktemp("api-examples")
-    with served_app(base) as served:
+    with served_app(base) as served, pytest.MonkeyPatch.context() as patch:
+        patch.setattr("bert_demo.app.runs.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 2, "validations": 1})
         shutil.copytree(ROOT / "checkpoints" / "mini-english", base / "checkpoints" / "mini-english")
         for name, lr in [("a", 1e-3), ("b", 3e-3)]:
             list(Trainer(TrainConfig(preset="tiny", corpus=str(served["corpus"]), steps=40, batch_size=4, seq_len=32,
@@ -68,6 +69,11 @@ def test_the_readme_gradio_client_examples_run_as_written_from_a_fresh_client(ap
     assert "status" in run, f"/train streamed nothing: {run['job'].exception()}"
     assert run["status"].startswith("Finished 50 steps")
     assert run["status"] in capsys.readouterr().out  # the loop printed each status
+    assert run["ft_status"].startswith("Done: 2 runs")
+    assert "random weights" in run["verdict"] and len(plot_data(run["curves"])) == 4
+    assert {c["label"] for c in run["probabilities"]["confidences"]} == {"negative", "positive"}
+    assert [w["token"] for w in run["coloured"]["value"] if w["class_or_confidence"] is not None][:2] == ["a",
+                                                                                                       "gripping"]
 
 
 def test_every_choice_the_api_declares_is_of_its_declared_type_and_is_accepted(app):

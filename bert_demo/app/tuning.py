@@ -121,8 +121,8 @@ def verdict(finished: dict[str, list[Record]], train_examples: int | None, outsi
         lines.append(_gap("Pre-training", scores["pretrained"]["test_acc"] - scores["random"]["test_acc"],
                           "in this domain"))
         if outside and "outside_acc" in scores["random"]:
-            lines.append(_gap(f"On {outside} (another domain, never trained on), it",
-                              scores["pretrained"]["outside_acc"] - scores["random"]["outside_acc"], "there"))
+            lines.append(_gap("Pre-training", scores["pretrained"]["outside_acc"] - scores["random"]["outside_acc"],
+                              f"on {outside}, a domain neither run trained on"))
     if "frozen" in scores:
         lines.append(f"The frozen encoder (only the classifier learned) reached {scores['frozen']['test_acc']:.3f}: "
                      "fine-tuning the whole encoder is what makes its features fit the task.")
@@ -132,8 +132,8 @@ def verdict(finished: dict[str, list[Record]], train_examples: int | None, outsi
 def _gap(subject: str, gap: float, where: str) -> str:
     points = f"{abs(gap) * 100:.1f} points"
     if abs(gap) < SMALL_GAP:
-        return (f"{subject} made little difference {where} ({'+' if gap >= 0 else '-'}{points}): with this many "
-                "labels and a model pre-trained on a few million words, the random start catches up.")
+        return (f"{subject} made little difference {where} ({'+' if gap >= 0 else '-'}{points}, within what "
+                "another seed can change).")
     return f"{subject} bought **{points}** {where}." if gap > 0 else f"{subject} cost {points} {where}."
 
 
