@@ -210,8 +210,7 @@ def load_checkpoint(path_or_hub_id: str | Path, device: str | torch.device | Non
     if len(tokenizer) > config.vocab_size:
         raise ValueError(f"the tokenizer has {len(tokenizer)} tokens but the model only {config.vocab_size}")
     model = BertForPreTraining(config)
-    state = normalise_state_dict(_read_weights(folder))
-    missing = load_weights(model, state)
+    missing = load_weights(model, read_weights(folder))
     if missing:
         warnings.warn(f"{folder} has no weights for {_summarise(missing)}: they are randomly initialised",
                       MissingWeightsWarning, stacklevel=2)
@@ -249,7 +248,7 @@ def load_classifier(path_or_hub_id: str | Path, labels: Sequence[str] | None = N
     if len(tokenizer) > config.vocab_size:
         raise ValueError(f"the tokenizer has {len(tokenizer)} tokens but the model only {config.vocab_size}")
     model = BertForSequenceClassification(config)
-    state = normalise_state_dict(_read_weights(folder))
+    state = read_weights(folder)
     unused = ("cls.",) if config.labels == saved.labels else ("cls.", "classifier.")  # new classes: a new layer
     dropped = sorted(key for key in state if key.startswith(unused))
     new = load_weights(model, {k: v for k, v in state.items() if k not in dropped})
@@ -313,6 +312,11 @@ def _prune_hub_cache(cache: Path, keep: int) -> None:
     models = sorted(cache.glob("models--*"), key=lambda p: p.stat().st_mtime, reverse=True)
     for old in models[keep:]:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def read_weights(folder: Path) -> dict[str, torch.Tensor]:
+    """A checkpoint folder's weights (safetensors only) under our key names."""
+    return normalise_state_dict(_read_weights(folder))
 
 
 def _read_weights(folder: Path) -> dict[str, torch.Tensor]:

@@ -205,9 +205,10 @@ def finetune_figure(runs: dict[str, Sequence[Record]], chance: float | None = No
     notes = [] if chance is None else [dict(text=f"always the commonest class: {chance:.2f}", xref="paper", x=0.99,
                                             y=chance, yanchor="bottom", xanchor="right", showarrow=False,
                                             font=dict(size=11, color="#777"))]
+    lowest = min([y for trace in traces for y in trace["y"]] + [chance or 1.0, 0.4])  # 0.4: the usual floor
     return _figure(traces, "Accuracy while fine-tuning", height, shapes=shapes, annotations=notes,
                    xaxis=dict(title=dict(text="step"), rangemode="tozero"),
-                   yaxis=dict(title=dict(text="accuracy"), range=[0.3, 1.0]),
+                   yaxis=dict(title=dict(text="accuracy"), range=[max(0.0, lowest - 0.05), 1.0]),
                    legend=dict(orientation="h", y=-0.25, x=0, font=dict(size=11)))
 
 
@@ -215,7 +216,7 @@ def label_count_figure(points: Sequence[tuple[str, int, float]], height: int = 3
     """Test accuracy against the number of labelled sentences trained on (log scale), one line per start:
     `points` are (init, labelled sentences, test accuracy), repeated runs of one point averaged."""
     if not points:
-        return empty_figure("Finished runs appear here: accuracy against the number of labelled sentences", height)
+        return empty_figure("Test accuracy by number of labels", height)
     traces = []
     for init in [i for i in STARTS if any(p[0] == i for p in points)]:
         sums: dict[int, list[float]] = {}
@@ -228,10 +229,23 @@ def label_count_figure(points: Sequence[tuple[str, int, float]], height: int = 3
                            mode="lines+markers", line=dict(color=START_COLORS[init], width=2.5),
                            marker=dict(size=9), hovertemplate=f"{STARTS[init]}<br>%{{x:,}} labels: %{{y:.3f}} "
                                                               "(mean of %{customdata} runs)<extra></extra>"))
-    return _figure(traces, "What pre-training saves: test accuracy by labels", height,
-                   xaxis=dict(title=dict(text="labelled sentences trained on"), type="log"),
+    return _figure(traces, "Test accuracy by number of labels", height,
+                   xaxis=dict(title=dict(text="labelled sentences trained on"), type="log",
+                              tickvals=[100, 300, 1000, 3000, 10000, 30000, 100000]),
                    yaxis=dict(title=dict(text="test accuracy")),
                    legend=dict(orientation="h", y=-0.3, x=0, font=dict(size=11)))
+
+
+def layer_change_figure(changes: dict[str, Sequence[tuple[str, float]]], height: int = 300) -> go.Figure:
+    """How far each part of the encoder moved while fine-tuning, per start (`changes` maps an init to its
+    (part, relative change) pairs, bottom to top): ||after - before|| / ||before||."""
+    traces = [dict(type="bar", x=[part for part, _ in rows], y=[round(value, 4) for _, value in rows],
+                   name=STARTS.get(init, init), marker=dict(color=START_COLORS.get(init, "#2ca02c")),
+                   hovertemplate=f"{STARTS.get(init, init)}<br>%{{x}}: moved %{{y:.1%}}<extra></extra>")
+              for init, rows in changes.items()]
+    return _figure(traces, "How far each layer moved", height, barmode="group",
+                   yaxis=dict(title=dict(text="relative change"), tickformat=".0%", rangemode="tozero"),
+                   legend=dict(orientation="h", y=-0.25, x=0, font=dict(size=11)))
 
 
 # ----------------------------------------------------------------------------------------------------------------

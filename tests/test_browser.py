@@ -271,3 +271,35 @@ def test_continuing_the_selected_model_is_labelled_as_such(app, web):
     wait_text(web, "#status", "Finished 20 steps")
     assert "tiny-test-continued-upload" in web.locator("#status").inner_text()
     shoot(web, "train-continued")
+
+
+def test_the_fine_tune_tab_trains_both_starts_then_classifies_with_coloured_words(app, web, tmp_path, monkeypatch):
+    import json
+
+    from bert_demo.train_config import APP_FINETUNE
+
+    monkeypatch.setattr("bert_demo.app.runs.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 6})
+    rows = [{"text": f"the cat was {'happy' if i % 2 else 'sad'}.", "label": "yes" if i % 2 else "no"}
+            for i in range(60)]
+    labelled = tmp_path / "mine.jsonl"
+    labelled.write_text("\n".join(json.dumps(row) for row in rows))
+    web.get_by_role("tab", name="Fine-tune").click()
+    web.locator("#ft-upload input[type=file]").set_input_files(str(labelled))
+    wait_text(web, "#ft-upload", "mine.jsonl")
+    web.get_by_label("100", exact=True).check()
+    web.click("#ft-start")
+    wait_text(web, "#ft-status", "Run 1 of 2")
+    assert web.locator("#ft-stop").is_enabled()
+    wait_text(web, "#ft-status", "Done: 2 runs")
+    names = web.evaluate("() => document.querySelector('#ft-curves .js-plotly-plot').data.map(t => t.name)")
+    assert "pre-trained (validation)" in names and "random weights (validation)" in names
+    wait_text(web, "#ft-verdict", "random weights")
+    assert "-pretrained-" in web.locator("#ft-classifier input").input_value()
+    web.fill("#ft-text-a textarea", "the cat was happy.")
+    web.click("#ft-button")
+    web.wait_for_selector("#ft-label :text('%')")
+    wait_text(web, "#ft-words", "happy")
+    wait_text(web, "#ft-words", "within")
+    shoot(web, "finetune")
+    web.set_viewport_size({"width": 390, "height": 900})
+    shoot(web, "finetune-phone")

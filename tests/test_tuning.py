@@ -77,6 +77,13 @@ def test_the_experiment_streams_both_starts_curves_and_ends_with_the_gap_in_a_se
     assert any(len(curves(u["ft_curves"])) == 4 for u in live)
 
 
+def test_the_layer_chart_shows_how_far_each_part_moved_from_where_each_start_began(experiment):
+    bars = {trace.name: dict(zip(trace.x, trace.y)) for trace in experiment[-1]["ft_changes"].data}
+    assert set(bars) == {"pre-trained", "random weights"}  # the random start from its step-0 snapshot
+    assert list(bars["pre-trained"]) == ["embeddings", "layer 1", "layer 2", "pooler"]  # the tiny model: 2 layers
+    assert all(value > 0 for start in bars.values() for value in start.values())
+
+
 def test_each_start_is_a_saved_run_of_the_same_budget_private_to_the_visitor_of_the_upload(registry, experiment):
     runs = [e for e in registry.list_models(OWNER) if e.name.startswith("runs/")]
     configs = {read_metadata(e.folder)["train_config"]["init"]: read_metadata(e.folder)["train_config"] for e in runs}

@@ -213,7 +213,7 @@ def test_a_fine_tune_through_the_api_streams_curves_and_leaves_a_classifier_that
     monkeypatch.setattr("bert_demo.app.runs.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 4})
     job = client.submit(MODEL, "movie-reviews", handle_file(str(upload)), "100", ["random"], api_name="/finetune")
     outputs = list(job)[-1]
-    status, curves, verdict, counts, classifier, selector = outputs
+    status, curves, verdict, counts, changes, classifier, selector = outputs
     assert status.startswith("Done: 2 runs of 4 steps"), status
     assert {t["name"] for t in plot_data(curves)} >= {"pre-trained (validation)", "random weights (validation)"}
     assert "random weights" in verdict

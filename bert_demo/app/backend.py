@@ -17,7 +17,7 @@ _LOADED: SimpleNamespace | None = None
 
 def backend() -> SimpleNamespace:
     """The modules the app calls: torch, attribution, checkpoint, evaluate, inference, labelled, pretraining_data,
-    timeline, trainer."""
+    timeline, trainer, weight_change."""
     global _LOADED
     if _LOADED is None:
         with _IMPORTING:
@@ -33,6 +33,7 @@ def backend() -> SimpleNamespace:
                     pretraining_data,
                     timeline,
                     trainer,
+                    weight_change,
                 )
                 from bert_demo.app import run_process
 
@@ -42,7 +43,8 @@ def backend() -> SimpleNamespace:
 
                 _LOADED = SimpleNamespace(torch=torch, attribution=attribution, checkpoint=checkpoint,
                                           evaluate=evaluate, inference=inference, labelled=labelled,
-                                          pretraining_data=pretraining_data, timeline=timeline, trainer=trainer)
+                                          pretraining_data=pretraining_data, timeline=timeline, trainer=trainer,
+                                          weight_change=weight_change)
     return _LOADED
 
 

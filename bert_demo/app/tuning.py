@@ -27,7 +27,7 @@ from bert_demo.app.handlers import Outputs, friendly
 from bert_demo.app.registry import Registry
 from bert_demo.app.runs import UPLOAD_PREFIX, TrainingJob
 from bert_demo.app.training import STOP_ACTIVE, STOP_IDLE, UPDATE_EVERY_S
-from bert_demo.config import read_metadata
+from bert_demo.config import WEIGHTS_NAME, read_metadata
 from bert_demo.records import Record
 from bert_demo.train_config import APP_FINETUNE
 
@@ -103,8 +103,28 @@ def _ended(registry: Registry, model: str, configs: list, finished: dict[str, li
             "ft_stop": STOP_IDLE, "ft_curves": plots.finetune_figure(finished),
             "ft_verdict": verdict(finished, pretrained.train_examples, pretrained.outside),
             "ft_counts": label_counts(registry, model, pretrained.task, owner)["ft_counts"],
+            "ft_changes": plots.layer_change_figure(layer_changes(configs)),
             "ft_classifier": gr.Dropdown(choices=registry.classifier_choices(owner), value=newest),
             "model": gr.Dropdown(choices=registry.choices(owner))}
+
+
+def layer_changes(configs: list) -> dict[str, list[tuple[str, float]]]:
+    """How far each part of every finished run's encoder moved from where it started: the selected model's weights
+    for a pre-trained or frozen start, the run's step-0 snapshot for a random one (skipped if it kept none)."""
+    checkpoint, timeline = backend().checkpoint, backend().timeline
+    changes = {}
+    for config in configs:
+        after = Path(config.out)
+        if not (after / WEIGHTS_NAME).is_file():
+            continue
+        if config.init == "random":
+            if 0 not in timeline.steps(after):
+                continue
+            before = timeline.load(after, 0)
+        else:
+            before = checkpoint.read_weights(Path(config.model))
+        changes[config.init] = backend().weight_change.relative_change(before, checkpoint.read_weights(after))
+    return changes
 
 
 def verdict(finished: dict[str, list[Record]], train_examples: int | None, outside: str | None) -> str:
@@ -183,9 +203,18 @@ def opened(registry: Registry, model: str | None, task: str | None, classifier: 
     choices = registry.classifier_choices(owner)
     names = [name for _, name in choices]
     counts = label_counts(registry, model, task, owner) if model and task else {"ft_counts": gr.skip()}
-    return {**counts, "ft_classifier": gr.Dropdown(choices=choices,
-                                                   value=classifier if classifier in names else
-                                                   (names[0] if names else None))}
+    return {**counts, "ft_classifier": gr.Dropdown(choices=choices, value=classifier if classifier in names else
+                                                   _first_pretrained(registry, names, owner))}
+
+
+def _first_pretrained(registry: Registry, names: list[str], owner: str | None) -> str | None:
+    """The newest classifier fine-tuned from a pre-trained start (a random start's answers teach little), else the
+    newest of any start."""
+    for name in names:
+        folder = registry.resolve(name, owner).folder
+        if (read_metadata(folder).get("train_config") or {}).get("init") == "pretrained":
+            return name
+    return names[0] if names else None
 
 
 @friendly

@@ -362,8 +362,8 @@ def _finetune_tab(registry: Registry) -> Components:
                                             allow_custom_value=True,
                                             info="The first four work offline; the GLUE tasks need the Hugging "
                                                  "Face Hub"),
-                     "ft_upload": gr.File(label=f"…or your own labelled file ({', '.join(FILE_TYPES)}: columns "
-                                                "text, optional text_b, label)", file_types=list(FILE_TYPES),
+                     "ft_upload": gr.File(label=f"…or your own labelled file instead ({', '.join(FILE_TYPES)}: "
+                                                "columns text, optional text_b, label)", file_types=list(FILE_TYPES),
                                           type="filepath", elem_id="ft-upload", height=130),
                      "ft_labels": gr.Radio(tuning.LABEL_CHOICES, value=str(APP_FINETUNE["train_examples"]),
                                            label="Labelled sentences to train on", elem_id="ft-labels",
@@ -375,14 +375,19 @@ def _finetune_tab(registry: Registry) -> Components:
                     c["ft_start"] = gr.Button("Fine-tune and compare", variant="primary", elem_id="ft-start")
                     c["ft_stop"] = gr.Button("Stop", variant="secondary", elem_id="ft-stop", interactive=False)
                 gr.Markdown(f"<small>Each run: {APP_FINETUNE['epochs']} passes over the labelled sentences, at most "
-                            f"{APP_FINETUNE['max_steps']} steps of 32; the default takes about 4 minutes on 2 CPU "
-                            "cores. Runs share the training slot with the Train tab.</small>")
+                            f"{APP_FINETUNE['max_steps']} steps of 32; the default pair takes about 3½ minutes on 2 "
+                            "CPU cores. Runs share the training slot with the Train tab.</small>")
             with gr.Column(scale=2):
                 c["ft_status"] = gr.Markdown("Press **Fine-tune and compare**.", elem_id="ft-status")
-                c["ft_curves"] = gr.Plot(plots.empty_figure("Validation accuracy appears here while the runs train"),
+                c["ft_curves"] = gr.Plot(plots.empty_figure("Accuracy, live while fine-tuning"),
                                          elem_id="ft-curves", show_label=False)
                 c["ft_verdict"] = gr.Markdown(elem_id="ft-verdict")
                 c["ft_counts"] = gr.Plot(plots.label_count_figure([]), elem_id="ft-counts", show_label=False)
+                c["ft_changes"] = gr.Plot(plots.empty_figure("How far each layer moved", height=260),
+                                          elem_id="ft-changes", show_label=False)
+                gr.Markdown("<small>How far fine-tuning moved each part of the encoder from where it started "
+                            "(‖after − before‖ / ‖before‖). Studies of BERT find the top layers move most and the "
+                            "bottom ones little (Merchant et al. 2020): here you see what ours do.</small>")
         gr.Markdown("### Ask a fine-tuned model\nIts answer, and which words drove it: integrated gradients "
                     "(Sundararajan et al. 2017) follow the decision from a sentence with every word blanked out to "
                     "the real one.")
@@ -474,7 +479,8 @@ def _events(demo: gr.Blocks, registry: Registry, c: Components) -> None:
     c["attention_tab"].select(bound(asking.attention), attention_inputs, attention_outputs,
                               api_visibility="private", show_progress_on=[c["att_plot"]])
     c["ft_start"].click(bound(tuning.finetune), pick("model", "ft_task", "ft_upload", "ft_labels", "ft_compare"),
-                        pick("ft_status", "ft_curves", "ft_verdict", "ft_counts", "ft_classifier", "ft_stop", "model"),
+                        pick("ft_status", "ft_curves", "ft_verdict", "ft_counts", "ft_changes", "ft_classifier",
+                             "ft_stop", "model"),
                         api_name="finetune", concurrency_limit=None, trigger_mode="once", show_progress="minimal",
                         show_progress_on=[c["ft_status"]])
     c["ft_stop"].click(bound(tuning.stop), None, c["ft_status"], api_visibility="private", queue=False)
