@@ -244,7 +244,7 @@ def layer_change_figure(changes: dict[str, Sequence[tuple[str, float]]], height:
                    hovertemplate=f"{STARTS.get(init, init)}<br>%{{x}}: moved %{{y:.1%}}<extra></extra>")
               for init, rows in changes.items()]
     return _figure(traces, "How far each layer moved", height, barmode="group",
-                   yaxis=dict(title=dict(text="relative change"), tickformat=".0%", rangemode="tozero"),
+                   yaxis=dict(title=dict(text="relative change"), tickformat=".1%", rangemode="tozero"),
                    legend=dict(orientation="h", y=-0.25, x=0, font=dict(size=11)))
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import gradio as gr
 import pytest
 
-from bert_demo.app import tuning
+from bert_demo.app import text, tuning
 from bert_demo.app.registry import Registry
 from bert_demo.app.runs import UPLOAD_PREFIX
 from bert_demo.checkpoint import load_classifier, load_pretrained, save_pretrained
@@ -114,8 +114,8 @@ def test_the_attribution_colours_whole_words_and_says_how_close_completeness_is(
     assert "within" in words.label
 
 
-def test_word_scores_join_wordpieces_and_mark_the_second_sentence():
-    spans = tuning.word_scores(["[CLS]", "play", "##ing", "[SEP]", "ok", "[SEP]"], [0.0, 0.2, 0.2, 0.0, -0.8, 0.0])
+def test_attribution_spans_join_wordpieces_and_mark_the_second_sentence():
+    spans = text.attribution_spans(["[CLS]", "play", "##ing", "[SEP]", "ok", "[SEP]"], [0.0, 0.2, 0.2, 0.0, -0.8, 0.0])
     assert [s for s in spans if s[0] != " "] == [("playing", 0.5), ("|", None), ("ok", -1.0)]
 
 

@@ -126,6 +126,16 @@ def test_switching_heads_off_through_the_api_changes_the_guesses_and_unknown_hea
         client.predict(MODEL, sentence, 5, ["L9 H1"], api_name="/fill_mask")
 
 
+def test_the_words_behind_a_mask_guess_are_coloured_and_a_text_without_a_mask_is_refused(app):
+    answer = asking.mask_attribution(app["registry"], MODEL, "the cat [MASK] on the mat.")["mask_words"]
+    scored = [(span["token"], span["class_or_confidence"]) for span in answer.value]
+    assert [word for word, score in scored if score is not None] == ["the", "cat", "[MASK]", "on", "the", "mat", "."]
+    assert max(abs(score) for _, score in scored if score is not None) == 1.0
+    assert answer.label.startswith("Why “") and "within" in answer.label
+    with pytest.raises(gr.Error, match="no \\[MASK\\]"):
+        asking.mask_attribution(app["registry"], MODEL, "the cat sat.")
+
+
 def test_head_importance_draws_one_map_per_mask(client):
     figure = json.loads(client.predict(MODEL, "the [MASK] sat on the [MASK].", api_name="/head_importance")["plot"])
     assert len(figure["data"]) == 2 and figure["data"][0]["y"] == ["L1", "L2"]

@@ -53,6 +53,20 @@ def fill_mask(registry: Registry, model_name: str, sentence: str, top_k: float, 
 
 
 @friendly
+def mask_attribution(registry: Registry, model_name: str, sentence: str, step: str = FINAL,
+                     owner: str | None = None) -> Outputs:
+    """Which words made the model give its top guess at the first [MASK]: integrated gradients (Sundararajan et
+    al. 2017) as coloured words, with the completeness check in the caption."""
+    loaded = load_at(registry, model_name, step, owner)
+    result = backend().attribution.masked_word(loaded.model, loaded.tokenizer, sentence)
+    caption = (f"Why “{result.target}” at the first [MASK]: the model gives it {result.output:.2f}, and "
+               f"{result.baseline:.2f} with every word blanked out. Red words raised it, blue ones lowered it; the "
+               f"colours add up to the difference within {result.gap:.1%}.")
+    return {"mask_words": gr.HighlightedText(value=text.attribution_spans(result.tokens, result.scores),
+                                             label=caption)}
+
+
+@friendly
 def importance(registry: Registry, model_name: str, sentence: str, step: str = FINAL, owner: str | None = None
                ) -> Outputs:
     """For each [MASK] (the first few), how much its top guess loses when each head alone is switched off."""

@@ -221,3 +221,24 @@ def memorising_note(records: list[dict[str, Any]]) -> str:
             "the solid (training) and dashed (held-out) accuracy lines is memorising: the model has stored these "
             "sentences, not learned how English works. Try Fill-mask on one of the training sentences, then on a "
             "new one. More, and more varied, text closes the gap.\n\n")
+
+
+def attribution_spans(tokens: list[str], scores: list[float]) -> list[tuple[str, float | None]]:
+    """Whole words with their summed WordPiece attributions, scaled so that the strongest is ±1 (HighlightedText
+    colours a number from blue, -1, to red, +1), with spaces between them and a bar between the two sentences."""
+    words: list[list] = []
+    for token, score in zip(tokens, scores):
+        if token == "[SEP]":
+            words.append(["|", None])
+        elif token.startswith("##") and words and words[-1][1] is not None:
+            words[-1][0] += token[2:]
+            words[-1][1] += score
+        elif token not in ("[CLS]", "[PAD]"):
+            words.append([token, score])
+    if words and words[-1][0] == "|":
+        words.pop()
+    largest = max((abs(s) for _, s in words if s is not None), default=0.0) or 1.0
+    spans: list[tuple[str, float | None]] = []
+    for word, score in words:
+        spans += [(word, None if score is None else round(score / largest, 3)), (" ", None)]
+    return spans[:-1]

@@ -204,12 +204,13 @@ def opened(registry: Registry, model: str | None, task: str | None, classifier: 
     names = [name for _, name in choices]
     counts = label_counts(registry, model, task, owner) if model and task else {"ft_counts": gr.skip()}
     return {**counts, "ft_classifier": gr.Dropdown(choices=choices, value=classifier if classifier in names else
-                                                   _first_pretrained(registry, names, owner))}
+                                                   default_classifier(registry, owner))}
 
 
-def _first_pretrained(registry: Registry, names: list[str], owner: str | None) -> str | None:
+def default_classifier(registry: Registry, owner: str | None = None) -> str | None:
     """The newest classifier fine-tuned from a pre-trained start (a random start's answers teach little), else the
     newest of any start."""
+    names = [name for _, name in registry.classifier_choices(owner)]
     for name in names:
         folder = registry.resolve(name, owner).folder
         if (read_metadata(folder).get("train_config") or {}).get("init") == "pretrained":
@@ -237,28 +238,8 @@ def attribution(registry: Registry, classifier: str, text_a: str, text_b: str = 
     caption = (f"Towards “{result.target}”: the model gives it {result.output:.2f}, and {result.baseline:.2f} with "
                f"every word blanked out. Red words raised it, blue ones lowered it; the colours add up to the "
                f"difference within {result.gap:.1%}.")
-    return {"ft_words": gr.HighlightedText(value=word_scores(result.tokens, result.scores), label=caption)}
-
-
-def word_scores(tokens: list[str], scores: list[float]) -> list[tuple[str, float | None]]:
-    """Whole words with their summed WordPiece attributions, scaled so that the strongest is ±1 (HighlightedText
-    colours a number from blue, -1, to red, +1), with spaces between them and a bar between the two sentences."""
-    words: list[list] = []
-    for token, score in zip(tokens, scores):
-        if token == "[SEP]":
-            words.append(["|", None])
-        elif token.startswith("##") and words and words[-1][1] is not None:
-            words[-1][0] += token[2:]
-            words[-1][1] += score
-        elif token not in ("[CLS]", "[PAD]"):
-            words.append([token, score])
-    if words and words[-1][0] == "|":
-        words.pop()
-    largest = max((abs(s) for _, s in words if s is not None), default=0.0) or 1.0
-    spans: list[tuple[str, float | None]] = []
-    for word, score in words:
-        spans += [(word, None if score is None else round(score / largest, 3)), (" ", None)]
-    return spans[:-1]
+    return {"ft_words": gr.HighlightedText(value=text.attribution_spans(result.tokens, result.scores),
+                                           label=caption)}
 
 
 def _comparisons(compare: list[str] | None) -> list[str]:

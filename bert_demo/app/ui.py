@@ -231,6 +231,11 @@ def _fill_tab(examples: Examples | None, heads: list[str]) -> Components:
         c["words"] = gr.HighlightedText(label="Click a word to mask it", elem_id="fill-words", show_legend=False,
                                         show_inline_category=False, interactive=False,
                                         color_map={"word": "#e0e7ff"})
+        c["mask_words_button"] = gr.Button("Which words led to the first guess?", size="sm",
+                                           elem_id="mask-words-button")
+        c["mask_words"] = gr.HighlightedText(label="Press the button: integrated gradients colour each word by how "
+                                                   "much it raised (red) or lowered (blue) the first guess",
+                                             elem_id="mask-words", show_legend=False, combine_adjacent=False)
         with gr.Column(visible=examples is not None, elem_id="fill-examples") as c["fill_examples"]:
             if examples:
                 gr.Examples([[t] for t in examples.fill_mask], inputs=[c["fill_text"]],
@@ -392,7 +397,8 @@ def _finetune_tab(registry: Registry) -> Components:
                     "(Sundararajan et al. 2017) follow the decision from a sentence with every word blanked out to "
                     "the real one.")
         with gr.Row(equal_height=True):
-            c["ft_classifier"] = gr.Dropdown(registry.classifier_choices(), label="Fine-tuned model",
+            c["ft_classifier"] = gr.Dropdown(registry.classifier_choices(), value=tuning.default_classifier(registry),
+                                             label="Fine-tuned model",
                                              elem_id="ft-classifier", allow_custom_value=True, scale=2,
                                              min_width=240)
             c["ft_text_a"] = gr.Textbox("a gripping, funny and surprisingly moving film.", label="Sentence",
@@ -453,6 +459,8 @@ def _events(demo: gr.Blocks, registry: Registry, c: Components) -> None:
           api_name="fill_mask", show_progress="hidden")  # fast; an error is a toast, the last answer stays
     c["words"].select(_mask_clicked, c["fill_text"], c["fill_text"], api_visibility="private", queue=False).then(
         bound(asking.fill_mask), fill_inputs, fill_outputs, api_visibility="private", show_progress="hidden")
+    c["mask_words_button"].click(bound(asking.mask_attribution), pick("model", "fill_text", "step"),
+                                 c["mask_words"], api_visibility="private", show_progress_on=[c["mask_words"]])
     c["importance_button"].click(bound(asking.importance), pick("model", "fill_text", "step"), c["importance_plot"],
                                  api_name="head_importance", show_progress_on=[c["importance_plot"]])
     c["nsp_importance_button"].click(bound(asking.pair_importance), pick("model", "text_a", "text_b", "step"),
