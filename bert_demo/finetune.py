@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from bert_demo.checkpoint import load_classifier
-from bert_demo.labelled import TASKS, first, load_file, load_task, score
+from bert_demo.labelled import FILE_TYPES, TASKS, first, load_file, load_task, score
 from bert_demo.loop import Run, split_batch
 from bert_demo.model import BertForSequenceClassification, init_weights
 from bert_demo.records import Record
@@ -33,7 +33,6 @@ from bert_demo.train_config import FinetuneConfig
 
 LENGTH_GROUP = 50  # batches whose examples are sorted by length together: padding shrinks, order stays random
 EVAL_BATCH = 64
-LABELLED_FILES = (".csv", ".tsv", ".jsonl")
 Encoded = list[tuple[list[int], list[int], int]]  # (input ids, segment ids, label) per example
 
 
@@ -49,7 +48,7 @@ class FineTuner(Run):
     def _prepare(self) -> Generator[Record, None, tuple | None]:
         cfg = self.config
         yield {"kind": "status", "message": f"loading the labelled examples of {cfg.task!r}"}
-        task = load_file(cfg.task) if Path(cfg.task).suffix.lower() in LABELLED_FILES else load_task(cfg.task)
+        task = load_file(cfg.task) if Path(cfg.task).suffix.lower() in FILE_TYPES else load_task(cfg.task)
         labels = tuple(task["train"].features["label"].names)
         self._metric = TASKS[cfg.task].metric if cfg.task in TASKS else "accuracy"
         yield {"kind": "status", "message": f"starting the classifier from {cfg.model} ({cfg.init})"}
@@ -113,8 +112,12 @@ class FineTuner(Run):
     def _evaluate(self, tokens: int, started: float) -> Iterator[Record]:
         """The validation split's loss, accuracy and the task's metric; at the end also the test split's and the
         outside domain's."""
+        final = self.step >= self.config.steps
+        if final:  # the last scoring takes longer than a validation: say what the run is doing
+            yield {"kind": "status", "message": "scoring the validation and test splits"
+                                                + (f" and {self.config.outside}" if self._outside else "")}
         metrics = self._scores(self._validation, "")
-        if self.step >= self.config.steps:
+        if final:
             metrics |= self._scores(self._test, "test_")
             if self._outside:
                 metrics |= self._scores(self._outside, "outside_")

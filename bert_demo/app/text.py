@@ -63,6 +63,8 @@ def job_status(job: TrainingJob) -> str:
     prefix = f"Continuing {Path(source).name} · " if source else ""  # domain adaptation, said on every line
     step = max(job.trainer.step, last["step"])  # the step it is on now, not the last one it logged
     line = f"{prefix}Step {step}/{total} · {last['tokens_per_s']:,.0f} tokens/s · {clock(elapsed)} elapsed"
+    if job.records[-1].get("kind") == "status":  # a phase after the steps, such as a fine-tuning run's scoring
+        return f"{line} · {job.records[-1]['message']}…"
     if job.seconds_left is not None:
         line += f" · about {clock(job.seconds_left)} left"
     return line
