@@ -179,3 +179,20 @@ def test_empty_or_oversized_text_to_classify_is_refused_with_a_message(registry,
         tuning.classify(registry, chosen, "   ", owner=OWNER)
     with pytest.raises(gr.Error, match="characters"):
         tuning.attribution(registry, chosen, "word " * 5000, owner=OWNER)
+
+
+def val(step: int, acc: float, **final: float) -> dict:
+    return {"kind": "val", "step": step, "acc": acc, **final}
+
+
+def test_the_verdict_states_the_gap_says_a_small_one_is_small_and_notes_a_faster_start():
+    bought = tuning.verdict({"pretrained": [val(50, 0.60), val(200, 0.70, test_acc=0.71, outside_acc=0.60)],
+                             "random": [val(50, 0.52), val(200, 0.64, test_acc=0.65, outside_acc=0.59)]},
+                            1000, "amazon-reviews")
+    assert "bought **6.0 points** in this domain" in bought
+    assert "at the first validation (step 50) the pre-trained start had 0.600 against 0.520" in bought
+    assert "little difference on amazon-reviews" in bought and "+1.0 points" in bought
+    level = tuning.verdict({"pretrained": [val(50, 0.55), val(200, 0.70, test_acc=0.700)],
+                            "random": [val(50, 0.55), val(200, 0.69, test_acc=0.695)]}, None, None)
+    assert "every labelled sentence" in level and "little difference in this domain (+0.5 points" in level
+    assert "learned faster" not in level

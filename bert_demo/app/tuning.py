@@ -140,13 +140,23 @@ def verdict(finished: dict[str, list[Record]], train_examples: int | None, outsi
     if "random" in scores:
         lines.append(_gap("Pre-training", scores["pretrained"]["test_acc"] - scores["random"]["test_acc"],
                           "in this domain"))
+        lines.append(_head_start(finished["pretrained"], finished["random"]))
         if outside and "outside_acc" in scores["random"]:
             lines.append(_gap("Pre-training", scores["pretrained"]["outside_acc"] - scores["random"]["outside_acc"],
                               f"on {outside}, a domain neither run trained on"))
     if "frozen" in scores:
         lines.append(f"The frozen encoder (only the classifier learned) reached {scores['frozen']['test_acc']:.3f}: "
                      "fine-tuning the whole encoder is what makes its features fit the task.")
-    return " ".join(lines)
+    return " ".join(line for line in lines if line)
+
+
+def _head_start(pretrained: list[Record], random: list[Record]) -> str:
+    """What the first validation says of how fast each start learned ("" when the two were level there)."""
+    first = [next((r for r in records if r.get("kind") == "val"), None) for records in (pretrained, random)]
+    if None in first or first[0]["acc"] - first[1]["acc"] < SMALL_GAP:
+        return ""
+    return (f"It learned faster: at the first validation (step {first[0]['step']}) the pre-trained start had "
+            f"{first[0]['acc']:.3f} against {first[1]['acc']:.3f}.")
 
 
 def _gap(subject: str, gap: float, where: str) -> str:

@@ -358,7 +358,9 @@ def _finetune_tab(registry: Registry) -> Components:
     with gr.Tab("Fine-tune", id="finetune", elem_id="tab-finetune") as tab:
         gr.Markdown("**What is pre-training for?** Fine-tune the model selected above on labelled sentences, beside "
                     "the same architecture from random weights, with the same data, seed and steps (Devlin et al. "
-                    "2019, §4–5). The gap between the curves is what pre-training bought.")
+                    "2019, §4–5). The gap between the curves is what pre-training bought, and it grows with what "
+                    "the model read: our mini read a few million words; Google's BERT-Mini, the same shape, read "
+                    "3.3 billion and scores 85.9 on SST-2.")
         with gr.Row():
             with gr.Column(scale=1, min_width=300):
                 c = {"ft_tab": tab,
