@@ -159,12 +159,14 @@ PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e
 
 def compare_figure(runs: dict[str, Sequence[Record]], x: str = "tokens") -> go.Figure:
     """Validation masked-LM accuracy (left) and training MLM loss (right) of several runs, against tokens seen or
-    minutes of training (log scale), so runs of different batch sizes, speeds and lengths are compared fairly."""
+    minutes of training (log scale), so runs of different batch sizes, speeds and lengths are compared fairly. A
+    fine-tuning run has no masked LM: its classification accuracy and loss are drawn instead."""
     traces = []
     for i, (name, records) in enumerate(runs.items()):
         colour = PALETTE[i % len(PALETTE)]
         minutes = dict(zip(map(id, records), _running_elapsed(records)))
-        for panel, (kind, key) in enumerate((("val", "mlm_acc"), ("train", "mlm_loss"))):
+        prefix = "mlm_" if any("mlm_acc" in r or "mlm_loss" in r for r in records) else ""
+        for panel, (kind, key) in enumerate((("val", f"{prefix}acc"), ("train", f"{prefix}loss"))):
             rows = [r for r in records if r.get("kind") == kind and isinstance(r.get(key), (int, float))]
             xs = [r.get("tokens", 0) if x == "tokens" else minutes[id(r)] for r in rows]
             traces.append(dict(type="scatter", x=xs, y=[r[key] for r in rows], name=name, legendgroup=name,

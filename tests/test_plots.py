@@ -152,3 +152,29 @@ def test_the_loss_axis_fits_the_curve_and_accuracy_starts_at_zero():
 def test_before_the_first_step_the_training_charts_are_blank_with_a_note():
     for fig in plots.training_figures([{"kind": "status", "message": "loading corpus"}]):
         assert not fig.data and fig.layout.annotations and fig.layout.xaxis.visible is False
+
+
+def test_a_fine_tuning_run_is_compared_by_its_classification_accuracy_and_loss():
+    tuned = [{"kind": "train", "step": s, "tokens": 50 * s, "loss": 0.7 - s / 100, "acc": 0.5 + s / 100,
+              "elapsed": s * 0.1} for s in range(1, 11)] + [{"kind": "val", "step": 10, "tokens": 500, "acc": 0.61,
+                                                             "loss": 0.66, "elapsed": 1.0}]
+    fig = plots.compare_figure({"pre-trained": records(), "fine-tuned": tuned})
+    drawn = {(t.name, t.xaxis): list(t.y) for t in fig.data}
+    assert drawn[("fine-tuned", "x")] == [0.61] and drawn[("fine-tuned", "x2")][0] == pytest.approx(0.69)
+    assert drawn[("pre-trained", "x")] == [0.05] * 4  # a pre-training run keeps its masked-LM curves
+
+
+def test_the_fine_tuning_chart_draws_each_starts_validation_and_training_accuracy():
+    runs = {"pretrained": [{"kind": "train", "step": 5, "acc": 0.2}, {"kind": "val", "step": 5, "acc": 0.6}],
+            "random": [{"kind": "val", "step": 5, "acc": 0.5}]}
+    fig = plots.finetune_figure(runs)
+    assert [t.name for t in fig.data] == ["pre-trained (training batches)", "pre-trained (validation)",
+                                          "random weights (training batches)", "random weights (validation)"]
+    assert fig.layout.yaxis.range[0] == pytest.approx(0.15)  # low enough for the lowest point
+
+
+def test_the_label_count_chart_averages_repeated_runs_of_one_count():
+    fig = plots.label_count_figure([("pretrained", 100, 0.6), ("pretrained", 100, 0.7), ("random", 1000, 0.8)])
+    lines = {t.name: (list(t.x), list(t.y)) for t in fig.data}
+    assert lines["pre-trained"][0] == [100] and lines["pre-trained"][1][0] == pytest.approx(0.65)
+    assert lines["random weights"] == ([1000], [0.8])

@@ -130,7 +130,7 @@ def layer_changes(configs: list) -> dict[str, list[tuple[str, float]]]:
 def verdict(finished: dict[str, list[Record]], train_examples: int | None, outside: str | None) -> str:
     """One paragraph: each start's test accuracy, the gap pre-training made, and the gap outside the domain; a
     small gap said to be small."""
-    scores = {init: _final(records) for init, records in finished.items()}
+    scores = {init: final_record(records) for init, records in finished.items()}
     scores = {init: score for init, score in scores.items() if "test_acc" in score}
     if "pretrained" not in scores:
         return ""
@@ -167,7 +167,7 @@ def _gap(subject: str, gap: float, where: str) -> str:
     return f"{subject} bought **{points}** {where}." if gap > 0 else f"{subject} cost {points} {where}."
 
 
-def _final(records: list[Record]) -> Record:
+def final_record(records: list[Record]) -> Record:
     """The run's last validation record, which carries its test (and outside) scores."""
     return next((r for r in reversed(records) if r.get("kind") == "val"), {})
 
@@ -186,7 +186,7 @@ def label_counts(registry: Registry, model: str, task: str, owner: str | None = 
         if run.folder is None or not run.name.startswith("runs/"):
             continue
         metadata = read_metadata(run.folder)
-        config, final = metadata.get("train_config") or {}, _final(metadata.get("history") or [])
+        config, final = metadata.get("train_config") or {}, final_record(metadata.get("history") or [])
         if (config.get("task") != task or "test_acc" not in final or config.get("init") not in plots.STARTS
                 or start is None or Path(str(config.get("model"))).resolve() != start):
             continue
