@@ -516,7 +516,7 @@ def test_an_ended_run_is_no_longer_live_and_on_a_gpu_gives_its_model_back(roots,
         job.start()
         job.thread.join(timeout=10)
         assert job._live is None
-        with pytest.raises(ValueError, match="no run is training right now"):
+        with pytest.raises(ValueError, match="no run is pre-training right now"):
             registry.resolve(LIVE)
         assert LIVE not in [e.name for e in registry.list_models()]
     assert registry.job.trainer.model is None and emptied == [True]

@@ -136,8 +136,9 @@ def test_the_label_count_chart_plots_each_finished_runs_test_accuracy_at_its_cou
 def test_a_classifier_is_refused_where_a_masked_lm_head_is_needed_and_the_reverse(registry, experiment):
     with pytest.raises(gr.Error, match="has no classifier"):
         tuning.classify(registry, "checkpoints/tiny-test", "a sentence.", owner=OWNER)
-    with pytest.raises(ValueError, match="fine-tuned classifier"):
+    with pytest.raises(ValueError, match="fine-tuned classifier .* Ask it in the Fine-tune tab") as refused:
         registry.load(experiment[-1]["ft_classifier"].value, OWNER)
+    assert str(registry.roots["runs"]) not in str(refused.value)  # no server path reaches a visitor
 
 
 BAD_FILES = [
@@ -196,3 +197,24 @@ def test_the_verdict_states_the_gap_says_a_small_one_is_small_and_notes_a_faster
                             "random": [val(50, 0.55), val(200, 0.69, test_acc=0.695)]}, None, None)
     assert "every labelled sentence" in level and "little difference in this domain (+0.5 points" in level
     assert "learned faster" not in level
+
+
+def test_a_fine_tuning_run_in_progress_is_not_offered_as_the_live_model_for_the_pretraining_tabs(registry,
+                                                                                                tmp_path):
+    upload = write(tmp_path / "mine.jsonl", rows())
+    budget = {**APP_FINETUNE, "max_steps": 200}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("bert_demo.app.runs.APP_FINETUNE", budget)
+        updates = tuning.finetune(registry, "checkpoints/tiny-test", "movie-reviews", upload, "100", [],
+                                  owner=OWNER)
+        try:
+            for update in updates:
+                job = registry.job
+                if job is not None and job.running and job.trainer.model is not None:
+                    break
+            assert "live" not in [name for _, name in registry.choices(OWNER)]
+            with pytest.raises(ValueError, match="no run is pre-training right now"):
+                registry.resolve("live", OWNER)
+        finally:
+            updates.close()  # the visitor leaves: the run stops and saves
+            registry.job.thread.join(timeout=60)

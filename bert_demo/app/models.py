@@ -86,7 +86,7 @@ class Catalog:
         runs private to another visitor (`viewer` is the asking browser session)."""
         entries = []
         job = self.job
-        if job is not None and job.running and job.trainer.model is not None and _sees(viewer, job.trainer.visible_to):
+        if _live(job) and _sees(viewer, job.trainer.visible_to):
             entries.append(ModelEntry(LIVE, f"⏺ run in progress ({job.name}, step {job.trainer.step})"))
         labels = {"checkpoints": "shipped", "runs": "trained here", "models": "extra folder"}
         for key, root in self.roots.items():
@@ -119,8 +119,8 @@ class Catalog:
             raise ValueError("choose a model in the model selector")
         if name == LIVE:
             job = self.job
-            if job is None or not job.running or job.trainer.model is None or not _sees(viewer, job.trainer.visible_to):
-                raise ValueError("no run is training right now: choose a saved model")
+            if not _live(job) or not _sees(viewer, job.trainer.visible_to):
+                raise ValueError("no run is pre-training right now: choose a saved model")
             return ModelEntry(LIVE, "run in progress", None, job.trainer.model.config)
         head, _, tail = name.partition("/")
         if head in self.roots and tail and "/" not in tail:
@@ -166,6 +166,10 @@ class Catalog:
         return self._cached((entry.name, _mtime(entry.folder)), lambda: self._read(entry))
 
     def _read(self, entry: ModelEntry) -> Loaded:
+        if entry.config is not None and entry.config.labels:
+            raise ValueError(f"{entry.label} is a fine-tuned classifier ({', '.join(entry.config.labels)}): it has "
+                             "no masked-LM or next-sentence head for this tab to use. Ask it in the Fine-tune tab, "
+                             "or choose a pre-trained model")
         checkpoint = backend().checkpoint
         started = time.perf_counter()
         # a hub id is downloaded, never looked up as a path: "tests" must not load ./tests
@@ -304,6 +308,13 @@ class Catalog:
                 log.warning("an NVIDIA GPU is visible but torch cannot use it: running on the CPU")
                 self.device = "cpu"
         return self.device
+
+
+def _live(job: Any) -> bool:
+    """Whether a pre-training run is in progress with its model built: the tabs can ask it (a fine-tuning run's
+    classifier has no masked-LM head for them; it is asked once saved)."""
+    return (job is not None and job.running and job.trainer.model is not None
+            and not getattr(job.trainer.model.config, "labels", ()))
 
 
 def _has_classifier(folder: Path) -> bool:
