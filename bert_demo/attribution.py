@@ -10,6 +10,7 @@ midpoints is from that, the check that `steps` was enough.
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import torch
@@ -52,14 +53,14 @@ def classification(model: BertForSequenceClassification, tokenizer: BertTokenize
     if label is not None and label not in labels:
         raise ValueError(f"unknown class {label!r}: this model has {', '.join(labels)}")
 
-    def probabilities(ids: dict[str, Tensor]) -> Tensor:
-        return model(**ids).logits.float().softmax(-1)  # (n, C)
+    def probabilities(net: torch.nn.Module, ids: dict[str, Tensor]) -> Tensor:
+        return net(**ids).logits.float().softmax(-1)  # (n, C)
 
     if label is None:
         with torch.no_grad():
-            label = labels[int(probabilities(batch)[0].argmax())]
+            label = labels[int(probabilities(model, batch)[0].argmax())]
     index = labels.index(label)
-    return _integrate(model, tokenizer, batch, lambda ids: probabilities(ids)[:, index], label, steps)
+    return _integrate(model, tokenizer, batch, lambda net, ids: probabilities(net, ids)[:, index], label, steps)
 
 
 def masked_word(model: BertForPreTraining, tokenizer: BertTokenizerFast, text: str, word: str | None = None,
@@ -69,27 +70,31 @@ def masked_word(model: BertForPreTraining, tokenizer: BertTokenizerFast, text: s
     first = torch.zeros_like(masked)
     first[0, int(masked[0].nonzero()[0])] = True  # the first [MASK] only
 
-    def probabilities(ids: dict[str, Tensor]) -> Tensor:
+    def probabilities(net: torch.nn.Module, ids: dict[str, Tensor]) -> Tensor:
         rows = first.expand(len(ids["input_ids"]), -1)
-        return model(**ids, mlm_positions=rows).mlm_logits.float().softmax(-1)  # (n, V)
+        return net(**ids, mlm_positions=rows).mlm_logits.float().softmax(-1)  # (n, V)
 
     if word is None:
         with torch.no_grad():
-            token = int(probabilities(batch)[0].argmax())
+            token = int(probabilities(model, batch)[0].argmax())
     else:
         ids = tokenizer.convert_tokens_to_ids([word.strip().lower()])
         token = ids[0] if ids and ids[0] != tokenizer.unk_token_id else None
         if token is None:
             raise ValueError(f"{word!r} is not one token of this model's vocabulary: choose one of its guesses")
-    return _integrate(model, tokenizer, batch, lambda ids: probabilities(ids)[:, token],
+    return _integrate(model, tokenizer, batch, lambda net, ids: probabilities(net, ids)[:, token],
                       tokenizer.convert_ids_to_tokens(token), steps)
 
 
 def _integrate(model: torch.nn.Module, tokenizer: BertTokenizerFast, batch: dict[str, Tensor], output,
                target: str, steps: int) -> Attribution:
-    """Integrated gradients of `output(batch) -> (n,)` along the path from the [PAD]-word baseline to the input."""
+    """Integrated gradients of `output(model, batch) -> (n,)` along the path from the [PAD]-word baseline to the
+    input. The path replaces the word embeddings through a hook, on a copy of the model: the app answers other visitors
+    with the same model object at the same time, and a hook on it would feed them this path instead of their words.
+    So `output` is handed the model to call."""
     if not isinstance(steps, int) or isinstance(steps, bool) or not 1 <= steps <= MAX_STEPS:
         raise ValueError(f"steps must be a whole number between 1 and {MAX_STEPS}, got {steps!r}")
+    model = copy.deepcopy(model).eval().requires_grad_(False)  # gradients flow to the path alone
     ids = batch["input_ids"]
     table = model.bert.embeddings.word_embeddings
     frame = torch.isin(ids, torch.tensor(tokenizer.all_special_ids, device=ids.device))  # [CLS], [SEP], [MASK]...
@@ -98,27 +103,22 @@ def _integrate(model: torch.nn.Module, tokenizer: BertTokenizerFast, batch: dict
         base = torch.where(frame[0, :, None], real, table.weight[tokenizer.pad_token_id])
     alphas = (torch.arange(steps, dtype=real.dtype, device=real.device) + 0.5) / steps  # midpoints
     total = torch.zeros_like(real)
-    was_training = model.training
-    model.eval()
-    try:
-        for chunk in alphas.split(CHUNK):
-            path = (base + chunk[:, None, None] * (real - base)).requires_grad_(True)  # (n, T, H)
-            handle = table.register_forward_hook(lambda module, inputs, result: path)
-            try:
-                repeated = {name: tensor.expand(len(chunk), -1) for name, tensor in batch.items()}
-                (gradient,) = torch.autograd.grad(output(repeated).sum(), path)
-            finally:
-                handle.remove()
-            total += gradient.sum(0)
-        with torch.no_grad():
-            handle = table.register_forward_hook(lambda module, inputs, result: base[None])
-            try:
-                at_baseline = float(output(batch)[0])
-            finally:
-                handle.remove()
-            at_input = float(output(batch)[0])
-    finally:
-        model.train(was_training)
+    for chunk in alphas.split(CHUNK):
+        path = (base + chunk[:, None, None] * (real - base)).requires_grad_(True)  # (n, T, H)
+        handle = table.register_forward_hook(lambda module, inputs, result: path)
+        try:
+            repeated = {name: tensor.expand(len(chunk), -1) for name, tensor in batch.items()}
+            (gradient,) = torch.autograd.grad(output(model, repeated).sum(), path)
+        finally:
+            handle.remove()
+        total += gradient.sum(0)
+    with torch.no_grad():
+        handle = table.register_forward_hook(lambda module, inputs, result: base[None])
+        try:
+            at_baseline = float(output(model, batch)[0])
+        finally:
+            handle.remove()
+        at_input = float(output(model, batch)[0])
     scores = ((real - base) * total / steps).sum(-1)  # (T,)
     return Attribution(tokenizer.convert_ids_to_tokens(ids[0].tolist()), scores.tolist(), target, at_input,
                        at_baseline)

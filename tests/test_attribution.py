@@ -32,6 +32,25 @@ def test_attributions_for_a_masked_word_add_up_to_the_change_in_its_probability(
     assert result.scores[result.tokens.index("[MASK]")] == 0.0  # the frame is the baseline's too: nothing moved
 
 
+def test_the_model_others_are_asking_at_the_same_time_still_sees_their_words(shipped, monkeypatch):
+    """The app answers every visitor with one model object: while an attribution runs, another thread's forward
+    pass on that object must get its own words, not the attribution's path between blank and real words."""
+    model, tokenizer = shipped
+    ids = tokenizer("paris is the capital of france.", return_tensors="pt")["input_ids"]
+    expected = model.bert.embeddings.word_embeddings(ids)
+    seen = []
+    grad = torch.autograd.grad
+
+    def grad_while_someone_else_asks(*args, **kwargs):  # the moment the path is in place
+        seen.append(torch.equal(model.bert.embeddings.word_embeddings(ids), expected))
+        return grad(*args, **kwargs)
+
+    monkeypatch.setattr(torch.autograd, "grad", grad_while_someone_else_asks)
+    masked_word(model, tokenizer, "he was born in new [MASK] city.")
+    assert seen and all(seen)
+    assert all(p.requires_grad for p in model.parameters())  # and the shared model is left as it was
+
+
 def test_attributions_for_a_class_add_up_to_the_change_in_its_probability(tokenizer):
     torch.manual_seed(0)
     model = BertForSequenceClassification(replace(PRESETS["tiny"].with_vocab(len(tokenizer)),
