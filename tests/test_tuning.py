@@ -218,3 +218,21 @@ def test_a_fine_tuning_run_in_progress_is_not_offered_as_the_live_model_for_the_
         finally:
             updates.close()  # the visitor leaves: the run stops and saves
             registry.job.thread.join(timeout=60)
+
+
+def test_attention_before_and_after_fine_tuning_compares_the_run_with_its_own_start(registry, experiment):
+    runs = {read_metadata(e.folder)["train_config"]["init"]: e.name for e in registry.list_models(OWNER)
+            if e.name.startswith("runs/")}
+    for init, name in runs.items():  # pre-trained: the shipped weights; random: its step-0 snapshot
+        shown = tuning.attention_change(registry, name, "the river was wonderful today.", "", 2, owner=OWNER)
+        before, after = shown["ft_att_before"].data[0].z, shown["ft_att_after"].data[0].z
+        assert len(before) == len(after) == 8 and before != after, init  # [CLS] 6 words [SEP]; the run moved it
+        moved = [float(part.split(": ")[1]) for part in shown["ft_att_caption"].rstrip(".").split(": ", 1)[1]
+                 .split(", ")]
+        assert len(moved) == 2 and all(0 < value < 1 for value in moved), shown["ft_att_caption"]
+
+
+
+def test_the_layer_slider_fits_the_chosen_classifier(registry, experiment):
+    slider = tuning.classifier_chosen(registry, experiment[-1]["ft_classifier"].value, owner=OWNER)["ft_att_layer"]
+    assert slider.maximum == slider.value == 2  # the tiny model's two layers

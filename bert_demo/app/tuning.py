@@ -217,6 +217,16 @@ def opened(registry: Registry, model: str | None, task: str | None, classifier: 
                                                    default_classifier(registry, owner))}
 
 
+@friendly
+def classifier_chosen(registry: Registry, classifier: str | None, owner: str | None = None) -> Outputs:
+    """The attention comparison's layer slider, fitted to the chosen classifier's layers (its top layer first:
+    fine-tuning moves it most)."""
+    if not classifier:
+        return {"ft_att_layer": gr.skip()}
+    layers = registry.config_of(classifier, owner)[1].num_hidden_layers
+    return {"ft_att_layer": gr.Slider(maximum=layers, value=layers)}
+
+
 def default_classifier(registry: Registry, owner: str | None = None) -> str | None:
     """The newest classifier fine-tuned from a pre-trained start (a random start's answers teach little), else the
     newest of any start."""
@@ -250,6 +260,47 @@ def attribution(registry: Registry, classifier: str, text_a: str, text_b: str = 
                f"difference within {result.gap:.1%}.")
     return {"ft_words": gr.HighlightedText(value=text.attribution_spans(result.tokens, result.scores),
                                            label=caption)}
+
+
+@friendly
+def attention_change(registry: Registry, classifier: str, text_a: str, text_b: str = "", layer: float = 1,
+                     owner: str | None = None) -> Outputs:
+    """The same input's attention in a fine-tuned model and in the model it started from (a layer's average over
+    heads, side by side), and how much attention moved in each layer: half the summed absolute difference of each
+    row, averaged over heads and tokens (0: unchanged, 1: looking somewhere else entirely)."""
+    loaded = registry.load_classifier(classifier, owner)
+    inference = backend().inference
+    text_b = text_b or None
+    tokens, after = inference.attention(loaded.model, loaded.tokenizer, text_a, text_b)
+    _, before = inference.attention(_starting_model(loaded), loaded.tokenizer, text_a, text_b)
+    moved = (after - before).abs().sum(-1).mul(0.5).mean(dim=(1, 2))  # (L,)
+    shown = min(max(int(layer), 1), len(moved))
+    per_layer = ", ".join(f"layer {i + 1}: {value:.2f}" for i, value in enumerate(moved.tolist()))
+    return {"ft_att_before": plots.attention_heatmap(tokens, before[shown - 1].mean(0),
+                                                     f"Layer {shown}, before (mean of heads)"),
+            "ft_att_after": plots.attention_heatmap(tokens, after[shown - 1].mean(0),
+                                                    f"Layer {shown}, after"),
+            "ft_att_caption": f"Share of attention that moved, averaged over heads and tokens: {per_layer}."}
+
+
+def _starting_model(loaded):
+    """The weights a fine-tuned run started from: the model it fine-tuned (a pre-trained or frozen start), or its
+    own step-0 snapshot (a random start). Either way a classifier of the run's shape, for its encoder."""
+    config = read_metadata(loaded.folder).get("train_config") or {}
+    model = type(loaded.model)(loaded.model.config)
+    if config.get("init") in ("pretrained", "frozen") and config.get("model"):
+        folder = Path(config["model"])
+        if not folder.is_dir():
+            raise ValueError(f"the model {loaded.entry.label} started from ({folder.name}) is no longer here")
+        start = backend().checkpoint.read_weights(folder)
+    elif 0 in backend().timeline.steps(loaded.folder):
+        start = backend().timeline.load(loaded.folder, 0)
+    else:
+        raise ValueError(f"{loaded.entry.label} does not say what it started from: only runs fine-tuned here or "
+                         "with `python -m bert_demo finetune` can be compared with their start")
+    model.load_state_dict({**loaded.model.state_dict(), **{k: v for k, v in start.items()
+                                                           if k.startswith("bert.")}})
+    return model.to(next(loaded.model.parameters()).device).eval()
 
 
 def _comparisons(compare: list[str] | None) -> list[str]:

@@ -399,7 +399,8 @@ def _finetune_tab(registry: Registry) -> Components:
                     "(Sundararajan et al. 2017) follow the decision from a sentence with every word blanked out to "
                     "the real one.")
         with gr.Row(equal_height=True):
-            c["ft_classifier"] = gr.Dropdown(registry.classifier_choices(), value=tuning.default_classifier(registry),
+            chosen = tuning.default_classifier(registry)
+            c["ft_classifier"] = gr.Dropdown(registry.classifier_choices(), value=chosen,
                                              label="Fine-tuned model",
                                              elem_id="ft-classifier", allow_custom_value=True, scale=2,
                                              min_width=240)
@@ -412,6 +413,19 @@ def _finetune_tab(registry: Registry) -> Components:
             c["ft_label"] = gr.Label(label="Classes", elem_id="ft-label", scale=1, min_width=240)
             c["ft_words"] = gr.HighlightedText(label="Which words drove the decision", elem_id="ft-words",
                                                show_legend=False, combine_adjacent=False, scale=2, min_width=240)
+        with gr.Accordion("Attention before and after fine-tuning", open=False):
+            with gr.Row(equal_height=True):
+                layers = registry.config_of(chosen)[1].num_hidden_layers if chosen else LIMITS["num_hidden_layers"]
+                c["ft_att_layer"] = gr.Slider(1, layers, value=layers, step=1, label="Layer",
+                                              elem_id="ft-att-layer", scale=3)
+                c["ft_att_button"] = gr.Button("Compare attention", elem_id="ft-att-button", scale=1,
+                                               min_width=160)
+            c["ft_att_caption"] = gr.Markdown(elem_id="ft-att-caption")
+            with gr.Row():
+                c["ft_att_before"] = gr.Plot(plots.empty_figure("Before", height=240), show_label=False,
+                                             elem_id="ft-att-before", min_width=300)
+                c["ft_att_after"] = gr.Plot(plots.empty_figure("After", height=240), show_label=False,
+                                            elem_id="ft-att-after", min_width=300)
     return c
 
 
@@ -499,6 +513,12 @@ def _events(demo: gr.Blocks, registry: Registry, c: Components) -> None:
           classify_inputs, c["ft_label"], api_name="classify", show_progress="hidden")
     gr.on([c["ft_button"].click, c["ft_text_a"].submit, c["ft_text_b"].submit], bound(tuning.attribution),
           classify_inputs, c["ft_words"], api_name="attribution", show_progress_on=[c["ft_words"]])
+    gr.on([c["ft_att_button"].click, c["ft_att_layer"].release], bound(tuning.attention_change),
+          pick("ft_classifier", "ft_text_a", "ft_text_b", "ft_att_layer"),
+          pick("ft_att_before", "ft_att_after", "ft_att_caption"), api_visibility="private",
+          show_progress_on=[c["ft_att_after"]])
+    c["ft_classifier"].change(bound(tuning.classifier_chosen), c["ft_classifier"], c["ft_att_layer"],
+                              api_visibility="private")
     gr.on([c["ft_tab"].select, c["ft_task"].change], bound(tuning.opened), pick("model", "ft_task", "ft_classifier"),
           pick("ft_counts", "ft_classifier"), api_visibility="private")
     chosen = pick("summary", "model_info", "model_card", "layer", "head", "heads_off", "emb_layer", "fill_examples",
