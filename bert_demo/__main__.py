@@ -43,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     finetune = commands.add_parser("finetune", help="fine-tune a checkpoint (or the same architecture from random "
                                                     "weights) on labelled sentences")
     add_flags(finetune, FinetuneConfig)
+    finetune.add_argument("--resume", help="continue the fine-tuning run saved in this folder (written back there "
+                                           "unless --out is given)")
     finetune.set_defaults(command=finetune_command)
     classify = commands.add_parser("classify", help="class probabilities of a fine-tuned model for a sentence (pair)")
     classify.add_argument("folder")
@@ -98,9 +100,14 @@ def train_command(args: argparse.Namespace) -> int:
 
 
 def finetune_command(args: argparse.Namespace) -> int:
+    from bert_demo.checkpoint import read_metadata
     from bert_demo.finetune import FineTuner
 
-    tuner = FineTuner(FinetuneConfig.from_dict(given_flags(args, FinetuneConfig)))
+    overrides = given_flags(args, FinetuneConfig)
+    if args.resume:  # continue in the resumed folder and on this machine's device, unless --out / --device say
+        stored = {**read_metadata(args.resume).get("train_config", {}), "out": args.resume, "device": None}
+        overrides = {**stored, **overrides}
+    tuner = FineTuner(FinetuneConfig.from_dict(overrides), resume=args.resume)
     signal.signal(signal.SIGINT, lambda *_: tuner.stop())  # Ctrl-C: finish the step, save, exit
     done: Record = {}
     for record in tuner.run():

@@ -12,6 +12,7 @@ is a Hugging Face `BertForSequenceClassification` that `pipeline("text-classific
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import time
 from collections.abc import Generator, Iterator
@@ -20,11 +21,13 @@ from pathlib import Path
 import datasets
 import torch
 import torch.nn.functional as F
+from safetensors.torch import load_file as load_tensors
 from torch import Tensor
 
 from bert_demo.checkpoint import load_classifier
 from bert_demo.labelled import FILE_TYPES, TASKS, first, load_file, load_task, score
-from bert_demo.loop import Run, split_batch
+from bert_demo.checkpoint import load_optimizer_tensors
+from bert_demo.loop import OPTIMIZER_NAME, Run, split_batch
 from bert_demo.model import BertForSequenceClassification, init_weights
 from bert_demo.records import Record
 from bert_demo.recipe import lr_multiplier, make_optimizer, set_dropout
@@ -39,8 +42,10 @@ Encoded = list[tuple[list[int], list[int], int]]  # (input ids, segment ids, lab
 class FineTuner(Run):
     """One fine-tuning run. Create it, iterate `run()`, and call `stop()` from anywhere to end it early."""
 
-    def __init__(self, config: FinetuneConfig, origin: str = "cli", visible_to: str | None = None):
-        super().__init__(config, origin=origin, visible_to=visible_to)
+    def __init__(self, config: FinetuneConfig, resume: str | Path | None = None, origin: str = "cli",
+                 visible_to: str | None = None):
+        """`resume` names a folder this kind of run saved: its classifier, AdamW state and step carry on."""
+        super().__init__(config, resume=resume, origin=origin, visible_to=visible_to)
         if self.dist.world_size > 1:
             raise ValueError("fine-tuning runs in one process: start it without torchrun")
         self.model: BertForSequenceClassification | None = None
@@ -62,21 +67,32 @@ class FineTuner(Run):
         if cfg.steps is None:  # the epochs decide: stored with the run, so its records say how long it was
             cfg.steps = max(1, math.ceil(cfg.epochs * len(train) / cfg.batch_size))
         optimizer = make_optimizer(self.model, cfg)
+        if self.resume and (self.resume / OPTIMIZER_NAME).is_file():
+            load_optimizer_tensors(optimizer, load_tensors(str(self.resume / OPTIMIZER_NAME), device=str(self.device)))
         warmup = cfg.warmup_steps if cfg.warmup_steps is not None else cfg.steps // 10
+        done = self.step  # a resumed run picks the schedule up where it stopped
         schedule = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lambda s: lr_multiplier(s, warmup, cfg.steps, cfg.schedule))
+            optimizer, lambda s: lr_multiplier(s + done, warmup, cfg.steps, cfg.schedule))
         yield {"kind": "status", "message": f"fine-tuning on {len(train):,} labelled examples ({', '.join(labels)}) "
-                                            f"for {cfg.steps:,} steps on {self.device.type} in {self.precision}"}
-        return _length_grouped(train, cfg.batch_size, cfg.seed, self.tokenizer.pad_token_id), optimizer, schedule
+                                            f"for {cfg.steps:,} steps on {self.device.type} in {self.precision}"
+                                            + (f", from step {done:,}" if done else "")}
+        batches = _length_grouped(train, cfg.batch_size, cfg.seed, self.tokenizer.pad_token_id)
+        return itertools.islice(batches, done, None), optimizer, schedule  # a resumed run sees the batches next due
 
     def _classifier(self, labels: tuple[str, ...]):
         """The model the run starts from, and its tokenizer (see the module's docstring for the three inits)."""
         cfg = self.config
-        model, tokenizer, _, _ = load_classifier(cfg.model, labels=labels)
-        if cfg.init == "random":
-            model.apply(functools.partial(init_weights, std=model.config.initializer_range))
-        elif cfg.reinit_pooler:  # the pooler learnt next-sentence prediction: start it new, like the classifier
-            model.bert.pooler.apply(functools.partial(init_weights, std=model.config.initializer_range))
+        if self.resume:
+            model, tokenizer, _, _ = load_classifier(self.resume)
+            if model.config.labels != labels:
+                raise ValueError(f"cannot resume: {self.resume} classifies {', '.join(model.config.labels)}, the task "
+                                 f"{', '.join(labels)}")
+        else:
+            model, tokenizer, _, _ = load_classifier(cfg.model, labels=labels)
+            if cfg.init == "random":
+                model.apply(functools.partial(init_weights, std=model.config.initializer_range))
+            elif cfg.reinit_pooler:  # the pooler learnt next-sentence prediction: start it new, like the classifier
+                model.bert.pooler.apply(functools.partial(init_weights, std=model.config.initializer_range))
         if cfg.init == "frozen":
             model.bert.requires_grad_(False)
         if cfg.dropout is not None:

@@ -128,3 +128,21 @@ def test_the_cli_fine_tunes_classifies_and_refuses_bad_input_with_a_message(pret
     assert "error: unknown task 'imdb'" in capsys.readouterr().err
     assert main(["classify", str(pretrained), "a sentence."]) == 2
     assert "has no classifier: fine-tune it on a task first" in capsys.readouterr().err
+
+
+def test_a_stopped_fine_tune_resumes_where_it_stopped_with_its_schedule_and_classes(pretrained, labelled, tmp_path,
+                                                                                     capsys):
+    whole = [r for r in FineTuner(config(pretrained, labelled, tmp_path / "whole")).run() if r["kind"] == "train"]
+    out = tmp_path / "stopped"
+    first = FineTuner(config(pretrained, labelled, out))
+    for record in first.run():
+        if record["kind"] == "train" and record["step"] == 20:
+            first.stop()
+    assert read_metadata(out)["step"] == 20 and (out / "optimizer.safetensors").is_file()
+    assert main(["finetune", "--resume", str(out)]) == 0  # the stored settings: model, task, 40 steps
+    printed = capsys.readouterr().out
+    assert "from step 20" in printed and "finished at step 40" in printed
+    history = [r for r in read_metadata(out)["history"] if r["kind"] == "train"]
+    assert [r["step"] for r in history] == [10, 20, 30, 40]
+    assert history[2]["lr"] == pytest.approx(whole[2]["lr"])  # the schedule carries on, it does not restart
+    assert load_classifier(out).model.config.labels == ("negative", "positive")
