@@ -293,7 +293,7 @@ def test_a_training_job_streams_records_serves_live_snapshots_and_saves_a_run(wr
     assert live.model is not job.trainer.model and not live.model.training
     assert registry.model_info(LIVE, "me")["train_config"]["steps"] == 300
     assert registry.list_models("someone else")[0].name != LIVE  # trained on an upload: private to its owner
-    with pytest.raises(ValueError, match="no run is training"):
+    with pytest.raises(ValueError, match="no run is pre-training"):
         registry.load(LIVE, "someone else")
     assert "Step" in job_status(job) and "tokens/s" in job_status(job)
     registry.finish_wait_s = 0.1
