@@ -141,7 +141,8 @@ class FineTuner(Run):
 
     @torch.no_grad()
     def _scores(self, examples: Encoded, prefix: str) -> dict[str, float]:
-        """Loss, accuracy and the task's metric over `examples`, in fp32 and eval mode."""
+        """Loss, accuracy and the task's metric over `examples`, in fp32 and eval mode, and the accuracy of always
+        answering the commonest class there (`majority`: what an accuracy must beat to mean anything)."""
         model, predictions, loss = self.model, [], 0.0
         was_training = model.training
         model.eval()
@@ -152,7 +153,8 @@ class FineTuner(Run):
             predictions += logits.argmax(-1).tolist()
         model.train(was_training)
         truth = [label for _, _, label in examples]
-        metrics = {f"{prefix}loss": loss / len(examples), f"{prefix}acc": score("accuracy", predictions, truth)}
+        metrics = {f"{prefix}loss": loss / len(examples), f"{prefix}acc": score("accuracy", predictions, truth),
+                   f"{prefix}majority": max(map(truth.count, set(truth))) / len(truth)}
         if self._metric != "accuracy":
             metrics[f"{prefix}{self._metric}"] = score(self._metric, predictions, truth)
         return metrics

@@ -54,6 +54,7 @@ def test_a_short_fine_tune_learns_and_writes_a_folder_the_pipeline_loads(pretrai
     assert train[-1]["loss"] < train[0]["loss"] - 0.2, train
     final = [r for r in records if r["kind"] == "val"][-1]
     assert final["acc"] > 0.9 and final["test_acc"] > 0.9 and records[-1]["reason"] == "finished"
+    assert 0.5 <= final["majority"] < 0.8 and 0.5 <= final["test_majority"] < 0.8  # two classes, about even
     pipe = transformers.pipeline("text-classification", model=str(tmp_path / "run"))
     assert pipe("the garden was wonderful today.")[0]["label"] == "positive"
     assert read_metadata(tmp_path / "run")["train_config"]["init"] == "pretrained"

@@ -70,6 +70,7 @@ def test_the_experiment_streams_both_starts_curves_and_ends_with_the_gap_in_a_se
     drawn = curves(final["ft_curves"])
     assert len(drawn["pre-trained (validation)"]) >= 4 and len(drawn["random weights (validation)"]) >= 4
     assert all(0.0 <= accuracy <= 1.0 for curve in drawn.values() for accuracy in curve)
+    assert 0.5 <= final["ft_curves"].layout.shapes[0].y0 < 1  # the line to beat: the commonest class's share
     assert "pre-trained" in final["ft_verdict"] and "random weights" in final["ft_verdict"]
     assert "points" in final["ft_verdict"] or "little difference" in final["ft_verdict"]
     live = [u for u in experiment if "ft_curves" in u and u is not final]
@@ -187,8 +188,10 @@ def val(step: int, acc: float, **final: float) -> dict:
 
 
 def test_the_verdict_states_the_gap_says_a_small_one_is_small_and_notes_a_faster_start():
-    bought = tuning.verdict({"pretrained": [val(50, 0.60), val(200, 0.70, test_acc=0.71, outside_acc=0.60)],
-                             "random": [val(50, 0.52), val(200, 0.64, test_acc=0.65, outside_acc=0.59)]},
+    bought = tuning.verdict({"pretrained": [val(50, 0.60), val(200, 0.70, test_acc=0.71, outside_acc=0.60,
+                                                         outside_majority=0.58)],
+                             "random": [val(50, 0.52), val(200, 0.64, test_acc=0.65, outside_acc=0.59,
+                                                      outside_majority=0.58)]},
                             1000, "amazon-reviews")
     assert "bought **6.0 points** in this domain" in bought
     assert "at the first validation (step 50) the pre-trained start had 0.600 against 0.520" in bought
@@ -197,6 +200,11 @@ def test_the_verdict_states_the_gap_says_a_small_one_is_small_and_notes_a_faster
                             "random": [val(50, 0.55), val(200, 0.69, test_acc=0.695)]}, None, None)
     assert "every labelled sentence" in level and "little difference in this domain (+0.5 points" in level
     assert "learned faster" not in level
+    assert "commonest class" not in bought  # 0.60 and 0.59 beat the 0.58 of always answering one class
+    biased = tuning.verdict({"pretrained": [val(200, 0.7, test_acc=0.7, outside_acc=0.52, outside_majority=0.58)],
+                             "random": [val(200, 0.6, test_acc=0.6, outside_acc=0.55, outside_majority=0.58)]},
+                            500, "amazon-reviews")
+    assert "no start beats always answering its commonest class (0.580)" in biased
 
 
 def test_a_fine_tuning_run_in_progress_is_not_offered_as_the_live_model_for_the_pretraining_tabs(registry,

@@ -64,7 +64,7 @@ def finetune(registry: Registry, model: str, task: str, upload: str | None, labe
                 raise ValueError(f"the {plots.STARTS[config.init]} run failed: {job.done.get('message')}")
             if job.done.get("reason") != "finished":
                 yield {"ft_status": text.job_status(job) + " The experiment stopped here.", "ft_stop": STOP_IDLE,
-                       "ft_curves": plots.finetune_figure(finished)}
+                       "ft_curves": plots.finetune_figure(finished, _chance(finished.get("pretrained", [])))}
                 return
         yield _ended(registry, model, configs, finished, owner)
 
@@ -90,7 +90,7 @@ def _follow(job: TrainingJob, finished: dict[str, list[Record]], title: str) -> 
         if job.done is None and time.monotonic() - last >= UPDATE_EVERY_S:
             last = time.monotonic()
             yield {"ft_status": f"{title}: {text.job_status(job)}",
-                   "ft_curves": plots.finetune_figure({**finished, init: job.records})}
+                   "ft_curves": plots.finetune_figure({**finished, init: job.records}, _chance(job.records))}
 
 
 def _ended(registry: Registry, model: str, configs: list, finished: dict[str, list[Record]], owner: str | None
@@ -100,7 +100,7 @@ def _ended(registry: Registry, model: str, configs: list, finished: dict[str, li
     newest = f"runs/{Path(pretrained.out).name}"
     return {"ft_status": f"Done: {len(configs)} runs of {pretrained.steps} steps each. The fine-tuned model is "
                          f"saved as {newest}: try it below.",
-            "ft_stop": STOP_IDLE, "ft_curves": plots.finetune_figure(finished),
+            "ft_stop": STOP_IDLE, "ft_curves": plots.finetune_figure(finished, _chance(finished["pretrained"])),
             "ft_verdict": verdict(finished, pretrained.train_examples, pretrained.outside),
             "ft_counts": label_counts(registry, model, pretrained.task, owner)["ft_counts"],
             "ft_changes": plots.layer_change_figure(layer_changes(configs)),
@@ -144,10 +144,20 @@ def verdict(finished: dict[str, list[Record]], train_examples: int | None, outsi
         if outside and "outside_acc" in scores["random"]:
             lines.append(_gap("Pre-training", scores["pretrained"]["outside_acc"] - scores["random"]["outside_acc"],
                               f"on {outside}, a domain neither run trained on"))
+            lines.append(_below_majority(scores, outside))
     if "frozen" in scores:
         lines.append(f"The frozen encoder (only the classifier learned) reached {scores['frozen']['test_acc']:.3f}: "
                      "fine-tuning the whole encoder is what makes its features fit the task.")
     return " ".join(line for line in lines if line)
+
+
+def _below_majority(scores: dict[str, Record], outside: str) -> str:
+    """A warning when the outside scores are no better than always answering that domain's commonest class."""
+    majority = scores["pretrained"].get("outside_majority")
+    if majority is None or any(score.get("outside_acc", 1.0) > majority for score in scores.values()):
+        return ""
+    return (f"On {outside} no start beats always answering its commonest class ({majority:.3f}): with this many "
+            "labels none of them carries its skill to another domain.")
 
 
 def _head_start(pretrained: list[Record], random: list[Record]) -> str:
@@ -165,6 +175,12 @@ def _gap(subject: str, gap: float, where: str) -> str:
         return (f"{subject} made little difference {where} ({'+' if gap >= 0 else '-'}{points}, within what "
                 "another seed can change).")
     return f"{subject} bought **{points}** {where}." if gap > 0 else f"{subject} cost {points} {where}."
+
+
+def _chance(records: list[Record]) -> float | None:
+    """The validation split's majority-class accuracy, the line the curves must rise above (None before the first
+    validation)."""
+    return next((r["majority"] for r in records if r.get("kind") == "val" and "majority" in r), None)
 
 
 def final_record(records: list[Record]) -> Record:
