@@ -211,7 +211,7 @@ def finetune_figure(runs: dict[str, Sequence[Record]], chance: float | None = No
     return _figure(traces, "Accuracy while fine-tuning", height, shapes=shapes, annotations=notes,
                    xaxis=dict(title=dict(text="step"), rangemode="tozero"),
                    yaxis=dict(title=dict(text="accuracy"), range=[max(0.0, lowest - 0.05), 1.0]),
-                   legend=dict(orientation="h", y=-0.25, x=0, font=dict(size=11)))
+                   legend=dict(orientation="h", y=-0.32, x=0, font=dict(size=11)))
 
 
 def label_count_figure(points: Sequence[tuple[str, int, float]], height: int = 320) -> go.Figure:
