@@ -59,11 +59,9 @@ def mask_attribution(registry: Registry, model_name: str, sentence: str, step: s
     al. 2017) as coloured words, with the completeness check in the caption."""
     loaded = load_at(registry, model_name, step, owner)
     result = backend().attribution.masked_word(loaded.model, loaded.tokenizer, sentence)
-    caption = (f"Why “{result.target}” at the first [MASK]: the model gives it {result.output:.2f}, and "
-               f"{result.baseline:.2f} with every word blanked out. Red words raised it, blue ones lowered it; the "
-               f"colours add up to the difference within {result.gap:.1%}.")
+    lead = f"Why “{result.target}” at the first [MASK]"
     return {"mask_words": gr.HighlightedText(value=text.attribution_spans(result.tokens, result.scores),
-                                             label=caption)}
+                                             label=text.attribution_caption(lead, result))}
 
 
 @friendly

@@ -244,3 +244,11 @@ def attribution_spans(tokens: list[str], scores: list[float]) -> list[tuple[str,
     for word, score in words:
         spans += [(word, None if score is None else round(score / largest, 3)), (" ", None)]
     return spans[:-1]
+
+
+def attribution_caption(lead: str, result: Any) -> str:
+    """What an attribution's coloured words mean, with the probability it explains and its completeness gap."""
+    return (f"{lead}: the model gives it {result.output:.2f}, and {result.baseline:.2f} with every word blanked out. "
+            f"Red words raised it, blue ones lowered it; the colours add up to the difference within "
+            f"{result.gap:.1%}.")
+

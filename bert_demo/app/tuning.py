@@ -271,11 +271,8 @@ def attribution(registry: Registry, classifier: str, text_a: str, text_b: str = 
     loaded = registry.load_classifier(classifier, owner)
     backend().inference.classify(loaded.model, loaded.tokenizer, text_a, text_b or None)  # checks the texts
     result = backend().attribution.classification(loaded.model, loaded.tokenizer, text_a, text_b or None)
-    caption = (f"Towards “{result.target}”: the model gives it {result.output:.2f}, and {result.baseline:.2f} with "
-               f"every word blanked out. Red words raised it, blue ones lowered it; the colours add up to the "
-               f"difference within {result.gap:.1%}.")
     return {"ft_words": gr.HighlightedText(value=text.attribution_spans(result.tokens, result.scores),
-                                           label=caption)}
+                                           label=text.attribution_caption(f"Towards “{result.target}”", result))}
 
 
 @friendly
