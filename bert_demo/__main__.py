@@ -99,6 +99,9 @@ def train_command(args: argparse.Namespace) -> int:
     return 0 if done.get("reason") in ("finished", "stopped") else 1
 
 
+RESUME_MAY_CHANGE = {"steps", "eval_every", "log_every", "save_every", "out", "device"}  # the rest define the run
+
+
 def finetune_command(args: argparse.Namespace) -> int:
     from bert_demo.checkpoint import read_metadata
     from bert_demo.finetune import FineTuner
@@ -106,6 +109,12 @@ def finetune_command(args: argparse.Namespace) -> int:
     overrides = given_flags(args, FinetuneConfig)
     if args.resume:  # continue in the resumed folder and on this machine's device, unless --out / --device say
         stored = {**read_metadata(args.resume).get("train_config", {}), "out": args.resume, "device": None}
+        changed = sorted(key for key, value in overrides.items() if key not in RESUME_MAY_CHANGE
+                         and stored.get(key) != value)
+        if changed:  # the data, the model or the optimizer would no longer be the run's: its state would not fit
+            flags = lambda keys: ", ".join("--" + key.replace("_", "-") for key in keys)  # noqa: E731
+            raise ValueError(f"a resumed run keeps its settings: leave out {flags(changed)} (only "
+                             f"{flags(sorted(RESUME_MAY_CHANGE))} may change)")
         overrides = {**stored, **overrides}
     tuner = FineTuner(FinetuneConfig.from_dict(overrides), resume=args.resume)
     signal.signal(signal.SIGINT, lambda *_: tuner.stop())  # Ctrl-C: finish the step, save, exit

@@ -52,11 +52,11 @@ class FineTuner(Run):
 
     def _prepare(self) -> Generator[Record, None, tuple | None]:
         cfg = self.config
-        yield {"kind": "status", "message": f"loading the labelled examples of {cfg.task!r}"}
+        yield {"kind": "status", "message": f"loading the labelled examples of {Path(cfg.task).name!r}"}
         task = load_file(cfg.task) if Path(cfg.task).suffix.lower() in FILE_TYPES else load_task(cfg.task)
         labels = tuple(task["train"].features["label"].names)
         self._metric = TASKS[cfg.task].metric if cfg.task in TASKS else "accuracy"
-        yield {"kind": "status", "message": f"starting the classifier from {cfg.model} ({cfg.init})"}
+        yield {"kind": "status", "message": f"starting the classifier from {Path(cfg.model).name} ({cfg.init})"}
         if self._stopping():
             return None
         self.model, self.tokenizer = self._classifier(labels)

@@ -31,6 +31,8 @@ MAX_FILE_BYTES = 10 * 2**20  # a visitor's labelled file
 MAX_EXAMPLES = 100_000
 MAX_TEXT_CHARS = 2000  # one text of an example
 MAX_LABELS = 20
+MIN_EXAMPLES = 20  # 16 to train, 2 to validate, 2 to test: fewer leaves a split empty
+MAX_LABEL_CHARS = 100
 FILE_TYPES = (".csv", ".tsv", ".jsonl")  # a visitor's labelled file
 REVIEWS_PACKAGE = Package("pypi-sdist", "vaderSentiment==3.3.2", "vaderSentiment-3.3.2.tar.gz",
                           "5d7c06e027fc8b99238edb0d53d970cf97066ef97654009890b83703849632f9")
@@ -200,11 +202,22 @@ def _examples(rows: list[dict]) -> datasets.DatasetDict:
         texts.append(text.strip())
         texts_b.append(text_b.strip() if isinstance(text_b, str) and text_b.strip() else None)
         labels.append(str(label).strip())
+    if len({b is None for b in texts_b}) > 1:
+        number = texts_b.index(None) + 1 if texts_b[0] is not None else next(
+            i for i, b in enumerate(texts_b, start=1) if b is not None)
+        raise ValueError(f"example {number} differs from the first: give every example a second text (text_b), or "
+                         "none")
     names = sorted(set(labels))
+    long_name = next((name for name in names if len(name) > MAX_LABEL_CHARS), None)
+    if long_name is not None:
+        raise ValueError(f"a class name has {len(long_name)} characters; at most {MAX_LABEL_CHARS} are allowed")
     if len(names) < 2:
         raise ValueError(f"every example has the label {names[0]!r}: a classifier needs at least two classes")
     if len(names) > MAX_LABELS:
         raise ValueError(f"the labelled file has {len(names)} classes; at most {MAX_LABELS} are allowed")
+    if len(rows) < MIN_EXAMPLES:
+        raise ValueError(f"the labelled file has {len(rows)} examples; at least {MIN_EXAMPLES} are needed, so that "
+                         "training, validation and test each get some")
     index = {name: i for i, name in enumerate(names)}
     return split(texts, texts_b, [index[label] for label in labels], names)
 

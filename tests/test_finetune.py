@@ -147,3 +147,5 @@ def test_a_stopped_fine_tune_resumes_where_it_stopped_with_its_schedule_and_clas
     assert [r["step"] for r in history] == [10, 20, 30, 40]
     assert history[2]["lr"] == pytest.approx(whole[2]["lr"])  # the schedule carries on, it does not restart
     assert load_classifier(out).model.config.labels == ("negative", "positive")
+    assert main(["finetune", "--resume", str(out), "--layer-decay", "0.8", "--seed", "3"]) == 2  # its state would
+    assert "leave out --layer-decay, --seed" in capsys.readouterr().err                          # not fit

@@ -92,6 +92,9 @@ def test_a_visitors_csv_tsv_or_jsonl_file_becomes_a_task_with_its_own_classes(tm
     ("x.jsonl", "{not json\n", "line 1 of the labelled file is not JSON"),
     ("x.xlsx", "text,label\n", "give a .csv, .tsv or .jsonl file, not .xlsx"),
     ("x.csv", "text,label\n" + "a" * 2001 + ",good\nb,bad\n", "example 1 has a text over 2000 characters"),
+    ("x.csv", "text,label\n" + "a,good\nb,bad\n" * 3, "has 6 examples; at least 20 are needed"),
+    ("x.csv", "text,text_b,label\n" + "a,b,good\nc,,bad\n" * 10, "example 2 differs from the first"),
+    ("x.csv", "text,label\n" + "a,good\n" * 10 + f"b,{'x' * 101}\n" * 10, "a class name has 101 characters"),
 ])
 def test_a_labelled_file_that_cannot_be_trained_on_is_refused_with_what_is_wrong(tmp_path, name, content, message):
     path = tmp_path / name

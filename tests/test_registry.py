@@ -351,6 +351,16 @@ def test_old_app_runs_are_pruned_when_a_new_run_starts_and_other_folders_never(m
     assert not downloads.exists()  # the deleted run's zip went with it
 
 
+def test_the_model_a_new_run_starts_from_is_never_pruned_to_make_room_for_it(make_checkpoint, roots, tmp_path):
+    runs = tmp_path / "runs"
+    for name in ("the-start", "another"):
+        make_checkpoint(runs / name, origin="app")
+        os.utime(runs / name, (time.time() - 7200, time.time() - 7200))  # old enough, and past the newest kept
+    registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=runs, device="cpu")
+    registry._prune_runs(keep=0, protect=runs / "the-start")  # what `_start` does for a run from that model
+    assert (runs / "the-start").is_dir() and not (runs / "another").exists()
+
+
 def test_a_run_trained_moments_ago_is_never_pruned_by_someone_elses_runs(make_checkpoint, write_corpus, roots,
                                                                          tmp_path):
     runs = tmp_path / "runs"

@@ -73,6 +73,8 @@ def test_the_experiment_streams_both_starts_curves_and_ends_with_the_gap_in_a_se
     assert 0.5 <= final["ft_curves"].layout.shapes[0].y0 < 1  # the line to beat: the commonest class's share
     assert "pre-trained" in final["ft_verdict"] and "random weights" in final["ft_verdict"]
     assert "points" in final["ft_verdict"] or "little difference" in final["ft_verdict"]
+    statuses = " ".join(u.get("ft_status", "") for u in experiment)
+    assert tempfile.gettempdir() not in statuses and UPLOAD_PREFIX not in statuses  # no server path is shown
     live = [u for u in experiment if "ft_curves" in u and u is not final]
     assert any(len(curves(u["ft_curves"])) == 2 for u in live)  # the first run's curve stays while the second trains
     assert any(len(curves(u["ft_curves"])) == 4 for u in live)

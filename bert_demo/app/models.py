@@ -203,6 +203,8 @@ class Catalog:
 
         def read() -> Loaded:
             folder = entry.folder or backend().checkpoint.download(entry.name, cache_dir=self.hub_cache)
+            if not read_config(folder).labels:  # a hub model's config is known only once downloaded
+                raise ValueError(f"{entry.label} has no classifier: fine-tune it first, then choose the fine-tuned run")
             model, tokenizer, _, new = backend().checkpoint.load_classifier(folder, device=self.torch_device())
             return Loaded(model, tokenizer, entry, folder, new)
 

@@ -169,6 +169,7 @@ class Runs:
             raise ValueError(f"unknown task {task!r}: choose from {', '.join(labelled.TASKS)}, or upload a labelled "
                              f"{', '.join(labelled.FILE_TYPES)} file")
         examples = min(train_examples or len(data["train"]), len(data["train"]))
+        train_examples = examples if train_examples else None  # what the run trains on, said as it is
         steps = min(math.ceil(APP_FINETUNE["epochs"] * examples / FinetuneConfig.batch_size),
                     APP_FINETUNE["max_steps"])
         config = FinetuneConfig(model=str(folder), task=task, init=init, train_examples=train_examples, steps=steps,
@@ -302,7 +303,7 @@ class Runs:
                     self.job.thread.join(timeout=self.finish_wait_s)
                     if self.job.running:
                         raise ValueError(f"another run ({self.job.name}) is training: wait for it to end")
-                self._prune_runs(keep=self.max_runs - 1)
+                self._prune_runs(keep=self.max_runs - 1, protect=_start_folder(config))
                 self._check_disk(config, owner)
                 in_process = self.train_in_process and config.device == "cpu"  # a GPU does not share the cores
                 make = ProcessTrainer if in_process else run_class(config)
@@ -364,7 +365,7 @@ class Runs:
         job.stop()
         return True
 
-    def _prune_runs(self, keep: int) -> None:
+    def _prune_runs(self, keep: int, protect: Path | None = None) -> None:
         """Delete the oldest runs this app trained beyond the newest `keep`, with their zips, and what writers
         killed mid-save left in runs/ (an app stopped by a crash or `kill`).
 
@@ -376,8 +377,9 @@ class Runs:
         runs = [f for f in model_folders(self.roots["runs"]) if read_metadata(f).get("origin") == "app"]
         runs.sort(key=lambda f: f.stat().st_mtime, reverse=True)
         now = time.time()
-        for folder in runs[max(keep, 0):]:
-            if now - folder.stat().st_mtime >= self.min_run_age_s:
+        for folder in runs[max(keep, 0):]:  # never the model the new run starts from (`protect`)
+            if now - folder.stat().st_mtime >= self.min_run_age_s and (
+                    protect is None or folder.resolve() != protect.resolve()):
                 log.info("deleting old run %s", folder)
                 shutil.rmtree(folder, ignore_errors=True)
                 prune_downloads(name=f"runs/{folder.name}")
