@@ -225,10 +225,11 @@ APP_RUN: dict[str, Any] = {"corpus": "news,wiki", "preset": "tiny", "steps": 100
 # The app's fine-tuning experiment (the Fine-tune tab): each start (pre-trained, random weights, frozen encoder)
 # trains on the first N labelled sentences of the task for `epochs` passes, at most `max_steps` steps, validating
 # `validations` times; FinetuneConfig's recipe otherwise. Chosen so that the default (1,000 labels, two starts)
-# finishes in about 4 minutes on 2 CPU cores. `outside` scores each run on another domain with the same classes.
+# finishes in about 4 minutes on 2 CPU cores. `outside` scores each run on another domain with the same classes. A
+# visitor's labelled file may hold `max_upload_examples` (its validation split, 10%, is scored five times a run).
 APP_FINETUNE: dict[str, Any] = {"task": "movie-reviews", "train_examples": 1000,
                                 "label_counts": (100, 300, 1000, None), "epochs": 10, "max_steps": 200,
-                                "validations": 4,
+                                "validations": 4, "max_upload_examples": 12_000,
                                 "outside": {"movie-reviews": "amazon-reviews", "amazon-reviews": "movie-reviews",
                                             "nyt-editorials": "movie-reviews", "tweets": "movie-reviews",
                                             "sst2": "movie-reviews"}}

@@ -177,6 +177,14 @@ def test_bad_settings_are_refused_with_a_message_before_any_run_starts(registry,
         list(tuning.finetune(registry, **settings, owner=OWNER))
 
 
+def test_a_labelled_file_larger_than_the_app_fine_tunes_on_is_refused_before_any_run(registry, tmp_path,
+                                                                                       monkeypatch):
+    monkeypatch.setattr("bert_demo.app.runs.APP_FINETUNE", {**APP_FINETUNE, "max_upload_examples": 150})
+    upload = write(tmp_path / "mine.jsonl", rows(200))
+    with pytest.raises(gr.Error, match="has 200 examples; the app fine-tunes on at most 150"):
+        list(tuning.finetune(registry, "checkpoints/tiny-test", "movie-reviews", upload, "100", [], owner=OWNER))
+
+
 def test_empty_or_oversized_text_to_classify_is_refused_with_a_message(registry, experiment):
     chosen = experiment[-1]["ft_classifier"].value
     with pytest.raises(gr.Error, match="empty"):

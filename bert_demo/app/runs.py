@@ -163,6 +163,11 @@ class Runs:
         labelled = backend().labelled
         if upload:
             data, task = labelled.load_file(upload), str(upload)
+            rows = sum(map(len, data.values()))
+            if rows > APP_FINETUNE["max_upload_examples"]:  # each run scores its validation split five times
+                raise ValueError(f"the labelled file has {rows:,} examples; the app fine-tunes on at most "
+                                 f"{APP_FINETUNE['max_upload_examples']:,} (the command line takes up to "
+                                 f"{labelled.MAX_EXAMPLES:,})")
         elif task in labelled.TASKS:
             data = labelled.load_task(task)
         else:
