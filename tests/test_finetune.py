@@ -131,9 +131,16 @@ def test_the_cli_fine_tunes_classifies_and_refuses_bad_input_with_a_message(pret
     assert "has no classifier: fine-tune it on a task first" in capsys.readouterr().err
 
 
-def test_a_stopped_fine_tune_resumes_where_it_stopped_with_its_schedule_and_classes(pretrained, labelled, tmp_path,
-                                                                                     capsys):
+def test_a_stopped_fine_tune_resumes_where_it_stopped_with_its_schedule_batches_and_classes(pretrained, labelled,
+                                                                                             tmp_path, capsys,
+                                                                                             monkeypatch):
+    seen = []  # each step's batch, by the sum of its token ids
+    accumulate = FineTuner._accumulate
+    monkeypatch.setattr(FineTuner, "_accumulate",
+                        lambda self, forward, batch, window: seen.append(int(batch["input_ids"].sum()))
+                        or accumulate(self, forward, batch, window))
     whole = [r for r in FineTuner(config(pretrained, labelled, tmp_path / "whole")).run() if r["kind"] == "train"]
+    whole_batches, seen[:] = list(seen), []
     out = tmp_path / "stopped"
     first = FineTuner(config(pretrained, labelled, out))
     for record in first.run():
@@ -146,6 +153,7 @@ def test_a_stopped_fine_tune_resumes_where_it_stopped_with_its_schedule_and_clas
     history = [r for r in read_metadata(out)["history"] if r["kind"] == "train"]
     assert [r["step"] for r in history] == [10, 20, 30, 40]
     assert history[2]["lr"] == pytest.approx(whole[2]["lr"])  # the schedule carries on, it does not restart
+    assert seen == whole_batches  # steps 1-20, then 21-40 after the resume: the batches next due, not the first
     assert load_classifier(out).model.config.labels == ("negative", "positive")
     assert main(["finetune", "--resume", str(out), "--layer-decay", "0.8", "--seed", "3"]) == 2  # its state would
     assert "leave out --layer-decay, --seed" in capsys.readouterr().err                          # not fit
