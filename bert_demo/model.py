@@ -242,7 +242,31 @@ class BertPreTrainingHeads(nn.Module):
         self.seq_relationship = nn.Linear(config.hidden_size, 2)
 
 
-class BertForPreTraining(nn.Module):
+class BertPreTrainedModel(nn.Module):
+    """What every BERT with a head shares (as in `transformers`): the encoder `bert`, its size, and the checked
+    pass through it that each head starts from."""
+
+    config: BertConfig
+    bert: BertModel
+
+    def num_parameters(self) -> int:
+        """Trainable parameters, counting a tied embedding/decoder matrix once."""
+        return sum(p.numel() for p in self.parameters())
+
+    def _encode(self, input_ids: Tensor, token_type_ids: Tensor | None, attention_mask: Tensor | None,
+                output_attentions: bool, head_mask: Tensor | None) -> tuple[list[Tensor], list[Tensor]]:
+        """Every layer's hidden states and attentions, after checking the input's shape and length."""
+        if input_ids.dim() != 2:
+            raise ValueError(f"input_ids must be [batch, tokens], got shape {tuple(input_ids.shape)}")
+        if input_ids.shape[1] > self.config.max_position_embeddings:
+            raise ValueError(
+                f"{input_ids.shape[1]} tokens is more than this model's {self.config.max_position_embeddings}"
+            )
+        token_type_ids = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids
+        return self.bert(input_ids, token_type_ids, attention_mask, output_attentions, head_mask)
+
+
+class BertForPreTraining(BertPreTrainedModel):
     """BERT with its masked-LM and next-sentence heads: what pre-training optimises."""
 
     def __init__(self, config: BertConfig):
@@ -251,10 +275,6 @@ class BertForPreTraining(nn.Module):
         self.bert = BertModel(config)
         self.cls = BertPreTrainingHeads(config, self.bert.embeddings.word_embeddings)
         self.apply(functools.partial(init_weights, std=config.initializer_range))
-
-    def num_parameters(self) -> int:
-        """Trainable parameters, counting the tied embedding/decoder matrix once."""
-        return sum(p.numel() for p in self.parameters())
 
     def forward(
         self,
@@ -275,14 +295,7 @@ class BertForPreTraining(nn.Module):
         of the model shrinks by about 1/0.15. `mlm_positions` (bool [B, T]) does the same at inference,
         e.g. at the [MASK] tokens only. `head_mask` (L, A) or (B, L, A) switches heads off (1 keeps, 0 drops).
         """
-        if input_ids.dim() != 2:
-            raise ValueError(f"input_ids must be [batch, tokens], got shape {tuple(input_ids.shape)}")
-        if input_ids.shape[1] > self.config.max_position_embeddings:
-            raise ValueError(
-                f"{input_ids.shape[1]} tokens is more than this model's {self.config.max_position_embeddings}"
-            )
-        token_type_ids = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids
-        hidden, attentions = self.bert(input_ids, token_type_ids, attention_mask, output_attentions, head_mask)
+        hidden, attentions = self._encode(input_ids, token_type_ids, attention_mask, output_attentions, head_mask)
         sequence_output = hidden[-1]  # (B, T, H)
         out = BertPreTrainingOutput(
             nsp_logits=self.cls.seq_relationship(self.bert.pooler(sequence_output)),  # (B, 2)
@@ -307,7 +320,7 @@ class BertForPreTraining(nn.Module):
         return out
 
 
-class BertForSequenceClassification(nn.Module):
+class BertForSequenceClassification(BertPreTrainedModel):
     """BERT fine-tuned to classify a sentence or a sentence pair (§4.1, Figure 4 (a) and (b)): the pooled [CLS]
     summary, dropout, then one linear layer over the classes. Names as in `transformers`, so the state_dict and
     config.json move both ways and `pipeline("text-classification")` reads our folders."""
@@ -322,9 +335,6 @@ class BertForSequenceClassification(nn.Module):
         self.classifier = nn.Linear(config.hidden_size, len(config.labels))
         self.apply(functools.partial(init_weights, std=config.initializer_range))
 
-    def num_parameters(self) -> int:
-        return sum(p.numel() for p in self.parameters())
-
     def forward(
         self,
         input_ids: Tensor,
@@ -336,8 +346,7 @@ class BertForSequenceClassification(nn.Module):
         head_mask: Tensor | None = None,
     ) -> SequenceClassifierOutput:
         """Class logits for each sequence; with `labels` ([B] class indices) also the cross-entropy loss."""
-        token_type_ids = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids
-        hidden, attentions = self.bert(input_ids, token_type_ids, attention_mask, output_attentions, head_mask)
+        hidden, attentions = self._encode(input_ids, token_type_ids, attention_mask, output_attentions, head_mask)
         logits = self.classifier(self.dropout(self.bert.pooler(hidden[-1])))  # (B, C)
         return SequenceClassifierOutput(
             loss=F.cross_entropy(logits.float(), labels.view(-1)) if labels is not None else None,
