@@ -183,8 +183,9 @@ def compare_figure(runs: dict[str, Sequence[Record]], x: str = "tokens") -> go.F
 # ----------------------------------------------------------------------------------------------------------------
 # fine-tuning
 
-STARTS = {"pretrained": "pre-trained", "random": "random weights", "frozen": "frozen encoder"}
-START_COLORS = {"pretrained": "#1f77b4", "random": "#d62728", "frozen": "#7f7f7f"}
+STARTS = {"pretrained": "pre-trained", "random": "random weights", "frozen": "frozen encoder",
+          "well-read": "Google's BERT-Mini"}
+START_COLORS = {"pretrained": "#1f77b4", "random": "#d62728", "frozen": "#7f7f7f", "well-read": "#2ca02c"}
 
 
 def finetune_figure(runs: dict[str, Sequence[Record]], chance: float | None = None, height: int = 340

@@ -217,6 +217,15 @@ def test_the_verdict_states_the_gap_says_a_small_one_is_small_and_notes_a_faster
     assert "no start beats always answering its commonest class (0.580)" in biased
 
 
+def test_the_verdict_says_whether_the_well_read_start_bought_more_than_the_selected_model():
+    runs = {"pretrained": [val(200, 0.70, test_acc=0.70)], "random": [val(200, 0.65, test_acc=0.65)]}
+    more = tuning.verdict({**runs, "well-read": [val(200, 0.80, test_acc=0.80)]}, 1000, None)
+    assert "reached **0.800**: +15.0 points over random weights, against +5.0 for the selected model" in more
+    assert "The more text a model read before, the more its pre-training buys." in more
+    level = tuning.verdict({**runs, "well-read": [val(200, 0.71, test_acc=0.71)]}, 1000, None)
+    assert "all that reading bought no more than the selected model's" in level
+
+
 def test_a_fine_tuning_run_in_progress_is_not_offered_as_the_live_model_for_the_pretraining_tabs(registry,
                                                                                                 tmp_path):
     upload = write(tmp_path / "mine.jsonl", rows())
@@ -254,3 +263,69 @@ def test_attention_before_and_after_fine_tuning_compares_the_run_with_its_own_st
 def test_the_layer_slider_fits_the_chosen_classifier(registry, experiment):
     slider = tuning.classifier_chosen(registry, experiment[-1]["ft_classifier"].value, owner=OWNER)["ft_att_layer"]
     assert slider.maximum == slider.value == 2  # the tiny model's two layers
+
+
+def hub_like_model(root: Path) -> Path:
+    """A folder as the hub's cache holds the well-read start: written by `transformers` (weights, config, vocab.txt
+    with an uncased BERT tokenizer), with a vocabulary of its own, under the hub cache's folder layout."""
+    import transformers
+
+    folder = root / f"models--{APP_FINETUNE['well_read'].replace('/', '--')}" / "snapshots" / "0123abcd"
+    folder.mkdir(parents=True)
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "was", "today", ".", "wonderful", "terrible",
+             *WORDS, *[f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz"], *"abcdefghijklmnopqrstuvwxyz"]
+    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    transformers.BertTokenizer(str(folder / "vocab.txt"), do_lower_case=True).save_pretrained(str(folder))
+    config = transformers.BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2,
+                                     num_attention_heads=2, intermediate_size=64, max_position_embeddings=128)
+    transformers.BertForPreTraining(config).save_pretrained(str(folder), safe_serialization=True)
+    return folder
+
+
+def test_google_bert_mini_joins_the_experiment_as_a_third_start_from_the_hub(registry, tmp_path, monkeypatch):
+    hub = hub_like_model(tmp_path / "hub")
+    monkeypatch.setattr(registry, "allow_hub", True)
+    monkeypatch.setattr("bert_demo.checkpoint.download", lambda name, cache_dir=None: hub)
+    monkeypatch.setattr("bert_demo.app.runs.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 8})
+    upload, owner = write(tmp_path / "mine.jsonl", rows()), "visitor-2"
+    final = list(tuning.finetune(registry, "checkpoints/tiny-test", "movie-reviews", upload, "100",
+                                 ["random", tuning.WELL_READ], owner=owner))[-1]
+    assert "Google's BERT-Mini (validation)" in curves(final["ft_curves"])
+    assert "Google's BERT-Mini, pre-trained on 3.3 billion words, reached" in final["ft_verdict"]
+    assert "over random weights, against" in final["ft_verdict"]
+    assert "Google's BERT-Mini" in {trace.name for trace in final["ft_changes"].data}  # moved from the hub weights
+    runs = {e.name: read_metadata(e.folder)["train_config"] for e in registry.list_models(owner)
+            if e.name.startswith("runs/bert-mini-uncased-")}
+    assert len(runs) == 1 and next(iter(runs.values()))["model"] == str(hub)
+    well_read = registry.load_classifier(next(iter(runs)), owner)
+    assert well_read.tokenizer.get_vocab() == transformers_vocab(hub)  # fine-tuned with the hub model's own words
+    for run in registry.list_models(owner):  # as if trained on a named task: the chart is per model and task
+        if run.name.startswith("runs/"):
+            metadata = json.loads((run.folder / "bert_demo.json").read_text())
+            metadata["train_config"]["task"] = "movie-reviews"
+            (run.folder / "bert_demo.json").write_text(json.dumps(metadata))
+    counts = tuning.label_counts(registry, "checkpoints/tiny-test", "movie-reviews", owner)["ft_counts"]
+    assert {trace.name for trace in counts.data} == {"pre-trained", "random weights", "Google's BERT-Mini"}
+
+
+def transformers_vocab(folder: Path) -> dict[str, int]:
+    import transformers
+
+    return transformers.BertTokenizerFast.from_pretrained(str(folder)).get_vocab()
+
+
+def unreachable(*args, **kwargs):
+    raise ConnectionError("no route to huggingface.co")
+
+
+def test_google_bert_mini_is_refused_before_any_run_where_the_hub_is_off_or_unreachable(registry, monkeypatch):
+    settings = {"model": "checkpoints/tiny-test", "task": "movie-reviews", "upload": None, "labels": "100",
+                "compare": ["random", tuning.WELL_READ]}
+    with pytest.raises(gr.Error, match="set not to reach: leave Google's BERT-Mini out"):
+        list(tuning.finetune(registry, **settings, owner="visitor-3"))
+    monkeypatch.setattr(registry, "allow_hub", True)
+    monkeypatch.setattr("huggingface_hub.HfApi.model_info", unreachable)  # as on a machine without the hub
+    with pytest.raises(gr.Error, match="(?i)could not download .*unreachable from here; leave Google's BERT-Mini "
+                                       "out"):
+        list(tuning.finetune(registry, **settings, owner="visitor-3"))
+    assert not [e for e in registry.list_models("visitor-3") if e.name.startswith("runs/")]

@@ -156,7 +156,7 @@ class Runs:
         `model` (or its architecture from random weights, `init`) trained on a named task, or on `upload` (the
         private copy of a visitor's labelled file), with the app's budget (APP_FINETUNE). The task is read now, so a
         file that cannot be trained on is refused at once."""
-        folder = self._continuable(model, viewer, verb="fine-tuned")
+        folder, stem = self._fine_tunable(model, viewer)
         if train_examples not in APP_FINETUNE["label_counts"]:
             shown = ", ".join(str(n or "all") for n in APP_FINETUNE["label_counts"])
             raise ValueError(f"labelled sentences: choose {shown}, not {train_examples!r}")
@@ -183,7 +183,7 @@ class Runs:
                                 eval_every=max(1, steps // APP_FINETUNE["validations"]), log_every=max(1, steps // 20))
         config.validate()
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        config.out = str(self.roots["runs"] / f"{folder.name}-{'upload' if upload else task}-"
+        config.out = str(self.roots["runs"] / f"{stem}-{'upload' if upload else task}-"
                                               f"{train_examples or 'all'}-{init}-{stamp}")
         return config
 
@@ -194,11 +194,32 @@ class Runs:
         if entry.folder is None or entry.config is None:
             raise ValueError(f"only a saved model can be {verb}, not {entry.label}: choose a checkpoint or a "
                              "finished run")
-        allowed = {preset: PRESETS[preset] for preset in self.caps.choices("preset")}
-        if all(entry.config.hidden_size > c.hidden_size or entry.config.num_hidden_layers > c.num_hidden_layers
-               for c in allowed.values()):
-            raise ValueError(f"{entry.label} is bigger than the models this machine trains ({', '.join(allowed)})")
+        self._check_trainable(entry.label, entry.config)
         return entry.folder
+
+    def _fine_tunable(self, name: str, viewer: str | None) -> tuple[Path, str]:
+        """The folder of a model the experiment may fine-tune, and the stem of its runs' names: a saved model (see
+        `_continuable`), or the experiment's well-read start (APP_FINETUNE["well_read"]) from the hub's cache."""
+        if name != APP_FINETUNE["well_read"]:
+            folder = self._continuable(name, viewer, verb="fine-tuned")
+            return folder, folder.name
+        leave_out = "leave Google's BERT-Mini out of the comparison"
+        if not self.allow_hub:
+            raise ValueError(f"{name} comes from the Hugging Face Hub, which this app is set not to reach: "
+                             f"{leave_out}")
+        try:
+            folder = backend().checkpoint.download(name, cache_dir=self.hub_cache)
+        except ValueError as exc:
+            raise ValueError(f"{str(exc).split('. ')[0]}: the hub may be unreachable from here; {leave_out}") from None
+        self._check_trainable(name, read_config(folder))
+        return folder, name.split("/")[-1]
+
+    def _check_trainable(self, label: str, config) -> None:
+        """Refuse a model bigger than the largest model size this machine trains from scratch."""
+        allowed = {preset: PRESETS[preset] for preset in self.caps.choices("preset")}
+        if all(config.hidden_size > c.hidden_size or config.num_hidden_layers > c.num_hidden_layers
+               for c in allowed.values()):
+            raise ValueError(f"{label} is bigger than the models this machine trains ({', '.join(allowed)})")
 
     def _check_upload(self, path: Path, alone: bool) -> Path:
         """Check an uploaded text file, read it, and return a private copy under a name of our choosing (a visitor's

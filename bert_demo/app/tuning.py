@@ -33,7 +33,10 @@ from bert_demo.train_config import APP_FINETUNE
 
 ALL = "all"
 LABEL_CHOICES = [str(n) if n else ALL for n in APP_FINETUNE["label_counts"]]  # what the radio offers
-COMPARISONS = {"random": "the same architecture from random weights", "frozen": "the selected model, encoder frozen"}
+WELL_READ = "well-read"  # the start that read far more text than ours: APP_FINETUNE["well_read"], from the hub
+COMPARISONS = {"random": "the same architecture from random weights", "frozen": "the selected model, encoder frozen",
+               WELL_READ: f"Google's BERT-Mini, which read {APP_FINETUNE['well_read_words']} words (from the "
+                          "Hugging Face Hub)"}
 SMALL_GAP = 0.02  # a gap under two points is within what seeds alone change: said plainly
 
 
@@ -41,32 +44,41 @@ SMALL_GAP = 0.02  # a gap under two points is within what seeds alone change: sa
 def finetune(registry: Registry, model: str, task: str, upload: str | None, labels: str,
              compare: list[str] | None = None, owner: str | None = None) -> Iterator[Outputs]:
     """Fine-tune `model` on `task` (or an uploaded labelled file) with the first `labels` labelled sentences, then
-    each start in `compare` ("random", "frozen") with the same budget, one after the other in the training slot;
-    stream one chart of their validation accuracy, and end with the gap in a sentence."""
-    inits = ["pretrained", *_comparisons(compare)]
+    each start in `compare` ("random", "frozen", "well-read") with the same budget, one after the other in the
+    training slot; stream one chart of their validation accuracy, and end with the gap in a sentence."""
+    starts = ["pretrained", *_comparisons(compare)]
     with _private_copy(upload) as upload:
-        configs = [registry.finetune_config(model, task, _label_count(labels), init, upload, owner)
-                   for init in inits]  # every refusal comes before the first run starts
+        configs = {start: _start_config(registry, model, task, _label_count(labels), start, upload, owner)
+                   for start in starts}  # every refusal (an unreachable hub included) comes before the first run
         finished: dict[str, list[Record]] = {}
-        for number, config in enumerate(configs, start=1):
+        for number, (start, config) in enumerate(configs.items(), start=1):
             job = yield from _take_slot(registry, config, owner)
             if job is None:
                 yield {"ft_status": "You left the line: the experiment stopped.", "ft_stop": STOP_IDLE}
                 return
             try:
-                yield from _follow(job, finished, f"Run {number} of {len(configs)}, {plots.STARTS[config.init]}")
+                yield from _follow(job, finished, start, f"Run {number} of {len(configs)}, {plots.STARTS[start]}")
             finally:
                 if job.done is None:  # the visitor went away: end the run, keep what it learned
                     job.stop()
             job.thread.join(timeout=10)
-            finished[config.init] = list(job.records)
+            finished[start] = list(job.records)
             if job.done.get("reason") == "error":
-                raise ValueError(f"the {plots.STARTS[config.init]} run failed: {job.done.get('message')}")
+                raise ValueError(f"the {plots.STARTS[start]} run failed: {job.done.get('message')}")
             if job.done.get("reason") != "finished":
                 yield {"ft_status": text.job_status(job) + " The experiment stopped here.", "ft_stop": STOP_IDLE,
                        "ft_curves": plots.finetune_figure(finished, _chance(finished.get("pretrained", [])))}
                 return
         yield _ended(registry, model, configs, finished, owner)
+
+
+def _start_config(registry: Registry, model: str, task: str, labels: int | None, start: str, upload: str | None,
+                  owner: str | None):
+    """The run of one start: the selected model fine-tuned (or frozen), its architecture from random weights, or
+    the well-read model fine-tuned."""
+    if start == WELL_READ:
+        return registry.finetune_config(APP_FINETUNE["well_read"], task, labels, "pretrained", upload, owner)
+    return registry.finetune_config(model, task, labels, start, upload, owner)
 
 
 def _take_slot(registry: Registry, config, owner: str | None) -> Iterator[Outputs]:
@@ -81,22 +93,22 @@ def _take_slot(registry: Registry, config, owner: str | None) -> Iterator[Output
     return job
 
 
-def _follow(job: TrainingJob, finished: dict[str, list[Record]], title: str) -> Iterator[Outputs]:
+def _follow(job: TrainingJob, finished: dict[str, list[Record]], start: str, title: str) -> Iterator[Outputs]:
     """The status line and the chart (the finished runs' curves and this one's) about once a second."""
-    init, seen, last = job.trainer.config.init, 0, 0.0
+    seen, last = 0, 0.0
     yield {"ft_status": f"{title}: {text.job_status(job)}", "ft_stop": STOP_ACTIVE, "ft_verdict": ""}
     while job.done is None:
         seen += len(job.wait(seen, timeout=UPDATE_EVERY_S / 2))
         if job.done is None and time.monotonic() - last >= UPDATE_EVERY_S:
             last = time.monotonic()
             yield {"ft_status": f"{title}: {text.job_status(job)}",
-                   "ft_curves": plots.finetune_figure({**finished, init: job.records}, _chance(job.records))}
+                   "ft_curves": plots.finetune_figure({**finished, start: job.records}, _chance(job.records))}
 
 
-def _ended(registry: Registry, model: str, configs: list, finished: dict[str, list[Record]], owner: str | None
+def _ended(registry: Registry, model: str, configs: dict, finished: dict[str, list[Record]], owner: str | None
            ) -> Outputs:
     """The last update: both curves, the sentence with the gap, the label-count chart, the new classifier chosen."""
-    pretrained = configs[0]
+    pretrained = configs["pretrained"]
     newest = f"runs/{Path(pretrained.out).name}"
     return {"ft_status": f"Done: {len(configs)} runs of {pretrained.steps} steps each. The fine-tuned model is "
                          f"saved as {newest}: try it below.",
@@ -108,12 +120,13 @@ def _ended(registry: Registry, model: str, configs: list, finished: dict[str, li
             "model": gr.Dropdown(choices=registry.choices(owner))}
 
 
-def layer_changes(configs: list) -> dict[str, list[tuple[str, float]]]:
-    """How far each part of every finished run's encoder moved from where it started: the selected model's weights
-    for a pre-trained or frozen start, the run's step-0 snapshot for a random one (skipped if it kept none)."""
+def layer_changes(configs: dict) -> dict[str, list[tuple[str, float]]]:
+    """How far each part of every start's finished run moved from where it started: the weights it fine-tuned
+    for a pre-trained, frozen or well-read start, the run's step-0 snapshot for a random one (skipped if it kept
+    none). `configs` maps each start to its run's config."""
     checkpoint, timeline = backend().checkpoint, backend().timeline
     changes = {}
-    for config in configs:
+    for start, config in configs.items():
         after = Path(config.out)
         if not (after / WEIGHTS_NAME).is_file():
             continue
@@ -123,7 +136,7 @@ def layer_changes(configs: list) -> dict[str, list[tuple[str, float]]]:
             before = timeline.load(after, 0)
         else:
             before = checkpoint.read_weights(Path(config.model))
-        changes[config.init] = backend().weight_change.relative_change(before, checkpoint.read_weights(after))
+        changes[start] = backend().weight_change.relative_change(before, checkpoint.read_weights(after))
     return changes
 
 
@@ -145,10 +158,27 @@ def verdict(finished: dict[str, list[Record]], train_examples: int | None, outsi
             lines.append(_gap("Pre-training", scores["pretrained"]["outside_acc"] - scores["random"]["outside_acc"],
                               f"on {outside}, a domain neither run trained on"))
             lines.append(_below_majority(scores, outside))
+    if WELL_READ in scores:
+        lines.append(_well_read(scores))
     if "frozen" in scores:
         lines.append(f"The frozen encoder (only the classifier learned) reached {scores['frozen']['test_acc']:.3f}: "
                      "fine-tuning the whole encoder is what makes its features fit the task.")
     return " ".join(line for line in lines if line)
+
+
+def _well_read(scores: dict[str, Record]) -> str:
+    """What the model that read far more text reached, beside the selected model and (if run) random weights:
+    whether pre-training buys more the more a model read (Turc et al. 2019)."""
+    well, selected = scores[WELL_READ]["test_acc"], scores["pretrained"]["test_acc"]
+    line = (f"Google's BERT-Mini, pre-trained on {APP_FINETUNE['well_read_words']} words, reached "
+            f"**{well:.3f}**")
+    if "random" in scores:
+        random = scores["random"]["test_acc"]
+        line += (f": {(well - random) * 100:+.1f} points over random weights, against "
+                 f"{(selected - random) * 100:+.1f} for the selected model")
+    if well - selected >= SMALL_GAP:
+        return line + ". The more text a model read before, the more its pre-training buys."
+    return line + ": here all that reading bought no more than the selected model's."
 
 
 def _below_majority(scores: dict[str, Record], outside: str) -> str:
@@ -193,7 +223,7 @@ def label_counts(registry: Registry, model: str, task: str, owner: str | None = 
     """The chart of test accuracy against labelled sentences, over every finished run of `model` on `task` that
     this visitor may see (the app's and the command line's)."""
     entry = registry.resolve(model, owner)
-    start = entry.folder.resolve() if entry.folder else None
+    selected = entry.folder.resolve() if entry.folder else None
     points: list[tuple[str, int, float]] = []
     if task not in backend().labelled.TASKS:  # a visitor's file: each upload is a task of its own
         return {"ft_counts": plots.label_count_figure(points)}
@@ -203,13 +233,22 @@ def label_counts(registry: Registry, model: str, task: str, owner: str | None = 
             continue
         metadata = read_metadata(run.folder)
         config, final = metadata.get("train_config") or {}, final_record(metadata.get("history") or [])
-        if (config.get("task") != task or "test_acc" not in final or config.get("init") not in plots.STARTS
-                or start is None or Path(str(config.get("model"))).resolve() != start):
+        start = _start_of(config, selected)
+        if config.get("task") != task or "test_acc" not in final or start is None:
             continue
         if config.get("train_examples") is None and size is None:
             size = _train_size(task)
-        points.append((config["init"], config.get("train_examples") or size, float(final["test_acc"])))
+        points.append((start, config.get("train_examples") or size, float(final["test_acc"])))
     return {"ft_counts": plots.label_count_figure(points)}
+
+
+def _start_of(config: dict, selected: Path | None) -> str | None:
+    """Which of the chart's starts a fine-tuning run was: its init for a run of the selected model, "well-read" for
+    a pre-trained run of the well-read model (found by its folder in the hub's cache), else None."""
+    model, init = Path(str(config.get("model"))), config.get("init")
+    if init == "pretrained" and f"models--{APP_FINETUNE['well_read'].replace('/', '--')}" in model.parts:
+        return WELL_READ
+    return init if init in plots.STARTS and selected is not None and model.resolve() == selected else None
 
 
 def _train_size(task: str) -> int:
@@ -320,7 +359,8 @@ def _comparisons(compare: list[str] | None) -> list[str]:
     chosen = list(compare or [])
     unknown = [c for c in chosen if c not in COMPARISONS]
     if unknown:
-        raise ValueError(f"compare with {' or '.join(COMPARISONS)}, not {unknown[0]!r}")
+        raise ValueError(f"compare with {', '.join(list(COMPARISONS)[:-1])} or {list(COMPARISONS)[-1]}, not "
+                         f"{unknown[0]!r}")
     return [c for c in COMPARISONS if c in chosen]
 
 
