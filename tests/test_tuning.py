@@ -217,6 +217,15 @@ def test_the_verdict_states_the_gap_says_a_small_one_is_small_and_notes_a_faster
     assert "no start beats always answering its commonest class (0.580)" in biased
 
 
+def test_the_verdict_scores_a_glue_task_in_its_own_metric_not_accuracy():
+    cola = tuning.verdict({"pretrained": [val(200, 0.70, test_acc=0.70, test_matthews=0.12)],
+                           "random": [val(200, 0.69, test_acc=0.69, test_matthews=0.0)]}, None, None)
+    assert "(Matthews correlation): pre-trained **0.120**, random weights **0.000**" in cola
+    assert "bought **12.0 points** in this domain" in cola  # accuracy alone would call it level (1 point)
+    mrpc = tuning.verdict({"pretrained": [val(200, 0.70, test_acc=0.70, test_f1=0.81)]}, None, None)
+    assert "(F1): pre-trained **0.810**" in mrpc
+
+
 def test_the_verdict_says_whether_the_well_read_start_bought_more_than_the_selected_model():
     runs = {"pretrained": [val(200, 0.70, test_acc=0.70)], "random": [val(200, 0.65, test_acc=0.65)]}
     more = tuning.verdict({**runs, "well-read": [val(200, 0.80, test_acc=0.80)]}, 1000, None)

@@ -38,6 +38,7 @@ COMPARISONS = {"random": "the same architecture from random weights", "frozen": 
                WELL_READ: f"Google's BERT-Mini, which read {APP_FINETUNE['well_read_words']} words (from the "
                           "Hugging Face Hub)"}
 SMALL_GAP = 0.02  # a gap under two points is within what seeds alone change: said plainly
+METRICS = {"f1": "F1", "matthews": "Matthews correlation", "acc": "accuracy"}  # GLUE's MRPC, CoLA; the rest
 
 
 @friendly
@@ -141,17 +142,19 @@ def layer_changes(configs: dict) -> dict[str, list[tuple[str, float]]]:
 
 
 def verdict(finished: dict[str, list[Record]], train_examples: int | None, outside: str | None) -> str:
-    """One paragraph: each start's test accuracy, the gap pre-training made, and the gap outside the domain; a
-    small gap said to be small."""
+    """One paragraph: each start's test score in the task's metric (accuracy, or GLUE's F1 or Matthews
+    correlation, where always answering one class scores 0 however common it is), the gap pre-training made, and
+    the gap outside the domain; a small gap said to be small."""
     scores = {init: final_record(records) for init, records in finished.items()}
     scores = {init: score for init, score in scores.items() if "test_acc" in score}
     if "pretrained" not in scores:
         return ""
+    key = next(k for k in METRICS if f"test_{k}" in scores["pretrained"] or k == "acc")
     labels = f"{train_examples:,} labelled sentences" if train_examples else "every labelled sentence"
-    lines = [f"**With {labels}**, on test sentences none of the runs saw: " + ", ".join(
-        f"{plots.STARTS[init]} **{score['test_acc']:.3f}**" for init, score in scores.items()) + "."]
+    lines = [f"**With {labels}**, on test sentences none of the runs saw ({METRICS[key]}): " + ", ".join(
+        f"{plots.STARTS[init]} **{score[f'test_{key}']:.3f}**" for init, score in scores.items()) + "."]
     if "random" in scores:
-        lines.append(_gap("Pre-training", scores["pretrained"]["test_acc"] - scores["random"]["test_acc"],
+        lines.append(_gap("Pre-training", scores["pretrained"][f"test_{key}"] - scores["random"][f"test_{key}"],
                           "in this domain"))
         lines.append(_head_start(finished["pretrained"], finished["random"]))
         if outside and "outside_acc" in scores["random"]:
@@ -159,21 +162,22 @@ def verdict(finished: dict[str, list[Record]], train_examples: int | None, outsi
                               f"on {outside}, a domain neither run trained on"))
             lines.append(_below_majority(scores, outside))
     if WELL_READ in scores:
-        lines.append(_well_read(scores))
+        lines.append(_well_read(scores, key))
     if "frozen" in scores:
-        lines.append(f"The frozen encoder (only the classifier learned) reached {scores['frozen']['test_acc']:.3f}: "
+        frozen = scores["frozen"][f"test_{key}"]
+        lines.append(f"The frozen encoder (only the classifier learned) reached {frozen:.3f}: "
                      "fine-tuning the whole encoder is what makes its features fit the task.")
     return " ".join(line for line in lines if line)
 
 
-def _well_read(scores: dict[str, Record]) -> str:
-    """What the model that read far more text reached, beside the selected model and (if run) random weights:
-    whether pre-training buys more the more a model read (Turc et al. 2019)."""
-    well, selected = scores[WELL_READ]["test_acc"], scores["pretrained"]["test_acc"]
+def _well_read(scores: dict[str, Record], key: str) -> str:
+    """What the model that read far more text reached (in the task's metric `key`), beside the selected model and
+    (if run) random weights: whether pre-training buys more the more a model read (Turc et al. 2019)."""
+    well, selected = scores[WELL_READ][f"test_{key}"], scores["pretrained"][f"test_{key}"]
     line = (f"Google's BERT-Mini, pre-trained on {APP_FINETUNE['well_read_words']} words, reached "
             f"**{well:.3f}**")
     if "random" in scores:
-        random = scores["random"]["test_acc"]
+        random = scores["random"][f"test_{key}"]
         line += (f": {(well - random) * 100:+.1f} points over random weights, against "
                  f"{(selected - random) * 100:+.1f} for the selected model")
     if well - selected >= SMALL_GAP:
