@@ -74,6 +74,12 @@ def test_the_readme_gradio_client_examples_run_as_written_from_a_fresh_client(ap
     assert {c["label"] for c in run["probabilities"]["confidences"]} == {"negative", "positive"}
     assert [w["token"] for w in run["coloured"]["value"] if w["class_or_confidence"] is not None][:2] == ["a",
                                                                                                        "gripping"]
+    assert "Layer 4, before" in plot_title(run["before"]) and "Layer 4, after" in plot_title(run["after"])
+    assert run["moved"].startswith("Share of attention that moved") and "layer 4: " in run["moved"]
+
+
+def plot_title(output) -> str:
+    return json.loads(output["plot"])["layout"]["title"]["text"]
 
 
 def test_every_choice_the_api_declares_is_of_its_declared_type_and_is_accepted(app):

@@ -515,7 +515,7 @@ def _events(demo: gr.Blocks, registry: Registry, c: Components) -> None:
           classify_inputs, c["ft_words"], api_name="attribution", show_progress_on=[c["ft_words"]])
     gr.on([c["ft_att_button"].click, c["ft_att_layer"].release], bound(tuning.attention_change),
           pick("ft_classifier", "ft_text_a", "ft_text_b", "ft_att_layer"),
-          pick("ft_att_before", "ft_att_after", "ft_att_caption"), api_visibility="private",
+          pick("ft_att_before", "ft_att_after", "ft_att_caption"), api_name="attention_change",
           show_progress_on=[c["ft_att_after"]])
     c["ft_classifier"].change(bound(tuning.classifier_chosen), c["ft_classifier"], c["ft_att_layer"],
                               api_visibility="private")
