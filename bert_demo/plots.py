@@ -300,26 +300,32 @@ def colour_top(weights: Tensor) -> float:
     return max(float(weights.max()), 0.01)
 
 
-def attention_heatmap(tokens: Sequence[str], weights: Tensor, title: str = "", keys: Sequence[str] | None = None
-                      ) -> go.Figure:
+def attention_heatmap(tokens: Sequence[str], weights: Tensor, title: str = "", keys: Sequence[str] | None = None,
+                      top: float | None = None, paired: bool = False) -> go.Figure:
     """One attention map, weights[query, key]: each row is where one token looks. `keys` names the columns when
-    they are not the same tokens as the rows (sentence A's attention to sentence B, say)."""
+    they are not the same tokens as the rows (sentence A's attention to sentence B, say). `top` fixes the colour
+    scale's top, so that two maps shown side by side mean the same by the same colour; a `paired` map (half a
+    row, or a phone's width) gives the map the width: the colour bar lies under it and the axes say only
+    "query" and "key"."""
     keys = tokens if keys is None else keys
     _check(tokens, keys, weights, 2)
     rows, cols = _labels(tokens), _labels(keys)
+    bar = (dict(orientation="h", thickness=10, len=0.9, y=1.0, yanchor="bottom", ypad=4,
+                title=dict(text="weight", side="right")) if paired else dict(title=dict(text="weight"), thickness=12))
     trace = dict(type="heatmap", z=_matrix(weights), x=list(range(len(cols))), y=list(range(len(rows))), zmin=0,
-                 zmax=colour_top(weights), colorscale=COLORSCALE, text=_hover(rows, cols, weights),
-                 hovertemplate="%{text}<extra></extra>", colorbar=dict(title=dict(text="weight"), thickness=12),
-                 xgap=1, ygap=1)
+                 zmax=top or colour_top(weights), colorscale=COLORSCALE, text=_hover(rows, cols, weights),
+                 hovertemplate="%{text}<extra></extra>", colorbar=bar, xgap=1, ygap=1)
     n = max(len(rows), len(cols))
     axis = dict(tickmode="array", tickfont=dict(size=_tick_font(n)), showgrid=False, zeroline=False, automargin=True)
     side = min(900, max(360, 26 * n + 170))
-    return _figure([trace], title, side, plot_bgcolor="white",
+    key, query = ("key", "query") if paired else ("key: the token attended to", "query: the token attending")
+    return _figure([trace], title, side + (40 if paired else 0), plot_bgcolor="white",
+                   margin={**MARGIN, "t": 120} if paired else MARGIN,  # the title, then the colour bar
                    xaxis=dict(axis, tickvals=list(range(len(cols))), ticktext=cols, tickangle=-60, constrain="domain",
-                              title=dict(text="key: the token attended to", standoff=12)),
+                              title=dict(text=key, standoff=12)),
                    yaxis=dict(axis, tickvals=list(range(len(rows))), ticktext=rows, autorange="reversed",
-                              title=dict(text="query: the token attending", standoff=8), scaleanchor="x",
-                              constrain="domain"))  # square cells, with the labels beside the map
+                              title=dict(text=query, standoff=8), scaleanchor="x", constrain="domain",
+                              constraintoward="top"))  # square cells, the labels beside, the map under the title
 
 
 GRID_COLUMNS = 2  # two heads a row: each map is wide enough for its token labels at 1400 px

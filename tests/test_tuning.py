@@ -263,6 +263,8 @@ def test_attention_before_and_after_fine_tuning_compares_the_run_with_its_own_st
         shown = tuning.attention_change(registry, name, "the river was wonderful today.", "", 2, owner=OWNER)
         before, after = shown["ft_att_before"].data[0].z, shown["ft_att_after"].data[0].z
         assert len(before) == len(after) == 8 and before != after, init  # [CLS] 6 words [SEP]; the run moved it
+        tops = [shown[side].data[0].zmax for side in ("ft_att_before", "ft_att_after")]
+        assert tops[0] == tops[1] == pytest.approx(max(max(map(max, before)), max(map(max, after))), abs=1e-4)
         moved = [float(part.split(": ")[1]) for part in shown["ft_att_caption"].rstrip(".").split(": ", 1)[1]
                  .split(", ")]
         assert len(moved) == 2 and all(0 < value < 1 for value in moved), shown["ft_att_caption"]

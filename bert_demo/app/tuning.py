@@ -332,10 +332,11 @@ def attention_change(registry: Registry, classifier: str, text_a: str, text_b: s
     moved = (after - before).abs().sum(-1).mul(0.5).mean(dim=(1, 2))  # (L,)
     shown = min(max(int(layer), 1), len(moved))
     per_layer = ", ".join(f"layer {i + 1}: {value:.2f}" for i, value in enumerate(moved.tolist()))
-    return {"ft_att_before": plots.attention_heatmap(tokens, before[shown - 1].mean(0),
-                                                     f"Layer {shown}, before (mean of heads)"),
-            "ft_att_after": plots.attention_heatmap(tokens, after[shown - 1].mean(0),
-                                                    f"Layer {shown}, after"),
+    was, now = before[shown - 1].mean(0), after[shown - 1].mean(0)  # (T, T): the layer's mean over heads
+    top = max(plots.colour_top(was), plots.colour_top(now))  # one scale: the same colour means the same weight
+    return {"ft_att_before": plots.attention_heatmap(tokens, was, f"Layer {shown}, before (mean of heads)",
+                                                     top=top, paired=True),
+            "ft_att_after": plots.attention_heatmap(tokens, now, f"Layer {shown}, after", top=top, paired=True),
             "ft_att_caption": f"Share of attention that moved, averaged over heads and tokens: {per_layer}."}
 
 
