@@ -10,12 +10,18 @@ Calls are interleaved (ours, theirs, theirs, ours, ...) after a warm-up; p50 and
 Without --checkpoint, a random-weight checkpoint (weights do not change the work) is built in a temp folder with a
 WordPiece tokenizer trained on a few hundred wiki documents.
 
+--bf16 instead times our own calls under bf16 autocast against fp32, interleaved, and counts the checkpoint's
+shipped Fill-mask examples (examples.json) on which bf16's top-5 guesses are fp32's, in the same order: the app
+serves in fp32 unless bf16 is faster and gives the same guesses (the bf16 issue's rule).
+
     python benchmarks/bench_inference.py [--checkpoint DIR] [--preset mini] [-n 50]
+    python benchmarks/bench_inference.py --bf16 --checkpoint checkpoints/mini-english
 """
 from __future__ import annotations
 
 import argparse
 import tempfile
+from contextlib import nullcontext
 from pathlib import Path
 
 from _common import cores, interleaved_times, make_random_checkpoint, ms, percentile, print_table
@@ -23,6 +29,7 @@ from _common import cores, interleaved_times, make_random_checkpoint, ms, percen
 import torch
 import transformers
 
+from bert_demo.app.models import read_examples
 from bert_demo.checkpoint import load_pretrained
 from bert_demo.corpus import load_corpus
 from bert_demo.inference import attention, fill_mask
@@ -47,6 +54,43 @@ def reference_attention(model, tokenizer, text: str) -> torch.Tensor:
     return torch.stack([a[0] for a in attentions]).float().cpu()
 
 
+def bf16_against_fp32(model, tokenizer, folder: Path, texts: dict[str, str], args: argparse.Namespace,
+                      device: torch.device) -> None:
+    """Our fill_mask and attention in bf16 autocast against fp32, p50 and p95 of interleaved calls, and whether
+    bf16 keeps fp32's top-5 guesses on the shipped Fill-mask examples."""
+    def under(dtype):
+        return torch.autocast(device.type, dtype=torch.bfloat16) if dtype == "bf16" else nullcontext()
+
+    def call(dtype, function, *call_args):
+        def run():
+            with under(dtype):
+                return function(model, tokenizer, *call_args)
+        return run
+
+    rows = []
+    tokens = {k: len(tokenizer(t)["input_ids"]) for k, t in texts.items()}
+    for name, function, text in [*[(f"fill_mask {tokens[k]} tokens", fill_mask, t) for k, t in texts.items()],
+                                 (f"attention {tokens['128']} tokens", attention, texts["128"])]:
+        t = interleaved_times({d: call(d, function, text) for d in ("fp32", "bf16")}, args.n, args.warmup, device)
+        f50, b50 = percentile(t["fp32"], 50), percentile(t["bf16"], 50)
+        rows.append([name, ms(f50), ms(percentile(t["fp32"], 95)), ms(b50), ms(percentile(t["bf16"], 95)),
+                     f"{f50 / b50:.2f}"])
+    print(f"inference in bf16 autocast against fp32: {folder}, {args.n} interleaved calls each after {args.warmup} "
+          f"warm-up, {args.threads} threads, {device.type}")
+    print_table(["call", "fp32 p50 ms", "fp32 p95 ms", "bf16 p50 ms", "bf16 p95 ms", "speed-up p50 fp32/bf16"], rows)
+    examples = read_examples(folder)
+    if examples is None:
+        print("no shipped examples (examples.json) to compare guesses on")
+        return
+    same5 = same1 = 0
+    for text in examples.fill_mask:
+        fp32, bf16 = call("fp32", fill_mask, text)(), call("bf16", fill_mask, text)()
+        same5 += all([w for w, _ in a] == [w for w, _ in b] for a, b in zip(fp32, bf16))
+        same1 += all(a[0][0] == b[0][0] for a, b in zip(fp32, bf16))
+    print(f"shipped Fill-mask examples with bf16's top-5 guesses in fp32's order: {same5} of "
+          f"{len(examples.fill_mask)}; the same first guess: {same1} of {len(examples.fill_mask)}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--checkpoint", type=Path, help="a checkpoint folder (default: a random one, built now)")
@@ -56,6 +100,7 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--threads", type=int, default=cores())
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--bf16", action="store_true", help="instead: our calls in bf16 autocast against fp32")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     transformers.logging.set_verbosity_error()  # the pipeline's load report (unused pooler/NSP weights)
@@ -65,6 +110,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.checkpoint or make_random_checkpoint(Path(tmp) / "model", args.preset, args.vocab)
         model, tokenizer = load_pretrained(folder, device=device)
+        if args.bf16:
+            bf16_against_fp32(model, tokenizer, folder, {"short": SHORT, "128": long_text(tokenizer)}, args, device)
+            return
         pipe = transformers.pipeline("fill-mask", model=str(folder), device=device)
         eager = transformers.BertForPreTraining.from_pretrained(str(folder), attn_implementation="eager")
         eager = eager.to(device).eval()

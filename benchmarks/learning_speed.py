@@ -67,6 +67,9 @@ VARIANTS: dict[str, dict] = {
     "default-local0": {**DEFAULT, "local_heads": 0},
     "default-nsp3": {**DEFAULT, "nsp_weight": 3.0},
     "default-local1-nsp3": {**DEFAULT, "local_heads": 1, "nsp_weight": 3.0},
+    "default-globalcls": {**DEFAULT, "global_cls": True},
+    "default-globalcls-nsp3": {**DEFAULT, "global_cls": True, "nsp_weight": 3.0},
+    "default-globalcls-nsp10": {**DEFAULT, "global_cls": True, "nsp_weight": 10.0},
 }
 
 

@@ -20,7 +20,7 @@ from bert_demo.train_config import SCHEDULES, TrainConfig
 @torch.no_grad()
 def initialise(model: BertForPreTraining, qk_scale: float = 1.0, mimetic: bool = False,
                sinusoid_positions: bool = False, position_scale: float = 1.0, local_heads: int = 0,
-               output_bias: torch.Tensor | None = None) -> None:
+               output_bias: torch.Tensor | None = None, global_cls: bool = False) -> None:
     """Re-initialise a freshly built model's attention and positions (after BERT's normal(0, 0.02) init).
 
     - qk_scale multiplies the std of every query and key weight: larger scores make the softmax less uniform, so the
@@ -33,6 +33,8 @@ def initialise(model: BertForPreTraining, qk_scale: float = 1.0, mimetic: bool =
       about a third of each token's attention on its two neighbours instead of 1.6%, and little on other [MASK]s.
     - local_heads > 0 starts that many heads of every layer as previous-token and next-token heads (alternately),
       the pattern BERT's own heads settle into (Clark et al. 2019, "What Does BERT Look At?"): see `_local_heads`.
+      global_cls then leaves [CLS] (position 0) out of the position code, so in those heads it reads the whole pair,
+      as the next-sentence head needs; measured in benchmarks/README.md, it does not make tiny learn NSP sooner.
     - output_bias (V,) starts the masked-LM head's bias there: with the log unigram probabilities of the training
       tokens, the model predicts word frequencies from step 0 instead of learning them first (Karpathy 2019,
       "A Recipe for Training Neural Networks": "init well").
@@ -48,7 +50,7 @@ def initialise(model: BertForPreTraining, qk_scale: float = 1.0, mimetic: bool =
     if output_bias is not None:
         model.cls.predictions.bias.copy_(output_bias)
     if local_heads:
-        _local_heads(model, local_heads, position_scale)
+        _local_heads(model, local_heads, position_scale, global_cls)
     if sinusoid_positions:
         table = model.bert.embeddings.position_embeddings.weight
         table.copy_(sinusoids(*table.shape) * std * math.sqrt(2) * position_scale)  # sin/cos have RMS 1/sqrt(2)
@@ -59,7 +61,7 @@ LOCAL_SHARPNESS = 2.0  # query/key weight of a local head: at BERT-mini's init, 
 
 
 @torch.no_grad()
-def _local_heads(model: BertForPreTraining, heads: int, position_scale: float) -> None:
+def _local_heads(model: BertForPreTraining, heads: int, position_scale: float, global_cls: bool = False) -> None:
     """Heads that attend to the previous or the next token from step 0, with nothing but initial values.
 
     The first D dimensions of the position table (D = head size) get a sinusoid code with D/2 frequencies, and the
@@ -80,6 +82,9 @@ def _local_heads(model: BertForPreTraining, heads: int, position_scale: float) -
     embeddings.position_embeddings.weight[:, 0:d:2] = torch.sin(angles) * config.initializer_range * position_scale
     embeddings.position_embeddings.weight[:, 1:d:2] = torch.cos(angles) * config.initializer_range * position_scale
     embeddings.word_embeddings.weight[:, :d] = 0.0
+    if global_cls:  # [CLS] (position 0) gets no code and segments stay out of it: its query matches every key alike
+        embeddings.position_embeddings.weight[0] = 0.0
+        embeddings.token_type_embeddings.weight[:, :d] = 0.0
     read = torch.zeros(d, config.hidden_size)
     read[:, :d] = torch.eye(d) * LOCAL_SHARPNESS  # (D, H): the position code, nothing else
     for layer in model.bert.encoder.layer:

@@ -116,6 +116,9 @@ class TrainConfig(RunConfig):
                                          "multiples of 0.02", label="position scale", low=0.1, high=50.0)
     local_heads: int = setting(2, "start this many heads of every layer as previous- and next-token heads "
                                   "(0: BERT's random init)", label="local heads", low=0, high=64)
+    global_cls: bool = setting(False, "start [CLS] reading the whole pair in the local heads (the next-sentence "
+                                      "head reads [CLS]; a local head would show it its neighbour only)",
+                               label="global [CLS]")
     unigram_bias: bool = setting(True, "start the masked-LM bias at the log frequencies of the training tokens")
     nsp_weight: float = setting(1.0, "weight of the next-sentence loss beside the masked-LM loss",
                                 label="NSP loss weight", low=0.0, high=10.0)
@@ -144,6 +147,8 @@ class TrainConfig(RunConfig):
             raise ValueError(f"local heads must be at most the {heads} heads of a {self.preset} layer")
         if self.local_heads and self.sinusoid_positions:
             raise ValueError("local heads bring their own position code: turn sinusoid_positions off")
+        if self.global_cls and not self.local_heads:
+            raise ValueError("global [CLS] changes how local heads start: it needs local_heads of at least 1")
         if self.short_seq_len > self.seq_len:
             raise ValueError(f"short sequence length {self.short_seq_len} must not exceed the sequence length "
                              f"{self.seq_len}")

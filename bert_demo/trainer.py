@@ -127,7 +127,7 @@ class Trainer(Run):
             self.model = BertForPreTraining(PRESETS[cfg.preset].with_vocab(len(self.tokenizer)))
             bias = unigram_log_probs(counts) if cfg.unigram_bias else None
             initialise(self.model, cfg.qk_scale, cfg.mimetic, cfg.sinusoid_positions, cfg.position_scale,
-                       cfg.local_heads, output_bias=bias)
+                       cfg.local_heads, output_bias=bias, global_cls=cfg.global_cls)
             self.model.to(self.device)
         if cfg.dropout is not None:  # the recipe's rate, whatever the preset or the continued checkpoint had
             set_dropout(self.model, cfg.dropout)

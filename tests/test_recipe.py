@@ -96,6 +96,28 @@ def test_local_heads_start_on_the_previous_and_the_next_token_in_every_layer():
     assert model.bert.embeddings.word_embeddings.weight[:, :head].abs().sum() == 0  # words stay out of the code
 
 
+def cls_attention(global_cls: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per layer, the most attention [CLS] gives one token, and the share each other token gives its left
+    neighbour, in a mini whose heads all start local, on a pair of 32-token segments."""
+    model = fresh().eval()
+    initialise(model, position_scale=4.0, local_heads=4, global_cls=global_cls)  # no head global by chance
+    ids = torch.randint(5, 1000, (4, 64), generator=torch.Generator().manual_seed(0))
+    segments = (torch.arange(64) >= 32).long().expand(4, 64)  # a pair: [CLS] must not read the segments as places
+    with torch.no_grad():
+        attentions = model(ids, segments, output_attentions=True).attentions  # L x (B, A, T, T)
+    inner = torch.arange(1, 63)
+    return (torch.stack([layer[:, :, 0].max() for layer in attentions]),
+            torch.stack([layer[:, 0][:, inner, inner - 1].mean() for layer in attentions]))
+
+
+def test_global_cls_starts_cls_reading_the_whole_pair_while_the_other_tokens_stay_local():
+    cls_peak, neighbour = cls_attention(global_cls=True)
+    assert (cls_peak < 0.25).all()  # no token gets a quarter of [CLS]'s attention (uniform: 1/64)
+    assert (neighbour > 0.7).all()  # the other tokens still read their neighbour
+    cls_peak, _ = cls_attention(global_cls=False)
+    assert (cls_peak > 0.9).all()  # without it [CLS] reads one token: where the next-sentence head looks
+
+
 def test_more_local_heads_than_a_layer_has_are_refused():
     with pytest.raises(ValueError, match="between 1 and 4"):
         initialise(fresh(), local_heads=5)

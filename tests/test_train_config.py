@@ -56,3 +56,6 @@ def test_levers_that_cannot_go_together_are_refused():
         TrainConfig(preset="tiny", local_heads=3).validate()
     with pytest.raises(ValueError, match="own position code"):
         TrainConfig(sinusoid_positions=True).validate()
+    with pytest.raises(ValueError, match="needs local_heads of at least 1"):
+        TrainConfig(local_heads=0, global_cls=True).validate()
+    TrainConfig(global_cls=True).validate()  # with the default local heads it is a lever like the others
