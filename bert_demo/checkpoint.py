@@ -15,7 +15,7 @@ import tempfile
 import warnings
 from collections import defaultdict
 from pathlib import Path
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import NamedTuple
 
@@ -33,6 +33,7 @@ TIED_KEYS = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias")  
 HUB_CACHE_ENV = "BERT_DEMO_HUB_CACHE"  # where hub models are downloaded (default: the hub's own cache)
 MAX_HUB_BYTES = 1_000_000_000  # the files of one hub model; BERT-large's safetensors are 1.3 GB, BERT-base 440 MB
 MAX_HUB_MODELS = 5  # hub models kept in $BERT_DEMO_HUB_CACHE
+HUB_TIMEOUT_S = 10.0  # the hub's first answer: a network that drops packets must not hold a visitor for minutes
 HUB_FILES = ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
              "special_tokens_map.json"]
 
@@ -273,18 +274,20 @@ def resolve_folder(path_or_hub_id: str | Path) -> Path:
     return download(name)
 
 
-def download(hub_id: str, max_bytes: int = MAX_HUB_BYTES, cache_dir: str | Path | None = None) -> Path:
+def download(hub_id: str, max_bytes: int = MAX_HUB_BYTES, cache_dir: str | Path | None = None,
+             check: Callable[[BertConfig], None] | None = None) -> Path:
     """A hub model's files (safetensors and JSON only), after checking its size and config before the weights.
 
     The repository's listing gives the weights' size, refused past `max_bytes`; config.json comes first and must
-    describe a BERT within our limits (`read_config`). Only then are the weights fetched. `cache_dir` (default: the
-    hub's own cache, or $BERT_DEMO_HUB_CACHE) keeps at most MAX_HUB_MODELS models, the oldest removed first.
+    describe a BERT within our limits (`read_config`), and pass `check` (which raises to refuse it). Only then are
+    the weights fetched. `cache_dir` (default: the hub's own cache, or $BERT_DEMO_HUB_CACHE) keeps at most
+    MAX_HUB_MODELS models, the least recently used removed first.
     """
     try:
         from huggingface_hub import HfApi, hf_hub_download, snapshot_download
 
         cache = str(cache_dir or os.environ.get(HUB_CACHE_ENV) or "") or None
-        info = HfApi().model_info(hub_id, files_metadata=True)
+        info = HfApi().model_info(hub_id, files_metadata=True, timeout=HUB_TIMEOUT_S)
         sizes = {f.rfilename: f.size or 0 for f in info.siblings or []}
         config_dir = Path(hf_hub_download(hub_id, CONFIG_NAME, cache_dir=cache)).parent
     except Exception as exc:  # the hub client raises many types: offline, unknown repo, gated, ...
@@ -297,18 +300,22 @@ def download(hub_id: str, max_bytes: int = MAX_HUB_BYTES, cache_dir: str | Path 
     total = sum(size for name, size in sizes.items() if name in HUB_FILES)
     if total > max_bytes:
         raise ValueError(f"{hub_id!r} is {total / 2**20:,.0f} MB; at most {max_bytes / 2**20:,.0f} MB are downloaded")
-    read_config(config_dir)  # a hostile or foreign config is refused before the weights are fetched
+    config = read_config(config_dir)  # a hostile or foreign config is refused before the weights are fetched
+    if check is not None:
+        check(config)
     try:
         folder = Path(snapshot_download(hub_id, allow_patterns=HUB_FILES, cache_dir=cache))
     except Exception as exc:  # noqa: BLE001
         raise ValueError(f"could not download {hub_id!r} from the Hugging Face Hub ({type(exc).__name__})") from None
     if cache:
+        os.utime(folder.parents[1])  # models--owner--name: used now, so pruned last
         _prune_hub_cache(Path(cache), keep=MAX_HUB_MODELS)
     return folder
 
 
 def _prune_hub_cache(cache: Path, keep: int) -> None:
-    """Delete the least recently downloaded models beyond the newest `keep` from a hub cache folder."""
+    """Delete the least recently used models beyond the newest `keep` from a hub cache folder (`download` marks a
+    model used each time it is asked for, cached or not)."""
     models = sorted(cache.glob("models--*"), key=lambda p: p.stat().st_mtime, reverse=True)
     for old in models[keep:]:
         shutil.rmtree(old, ignore_errors=True)

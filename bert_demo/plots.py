@@ -215,11 +215,14 @@ def finetune_figure(runs: dict[str, Sequence[Record]], chance: float | None = No
                    legend=dict(orientation="h", y=-0.32, x=0, font=dict(size=11)))
 
 
-def label_count_figure(points: Sequence[tuple[str, int, float]], height: int = 320) -> go.Figure:
-    """Test accuracy against the number of labelled sentences trained on (log scale), one line per start:
-    `points` are (init, labelled sentences, test accuracy), repeated runs of one point averaged."""
+def label_count_figure(points: Sequence[tuple[str, int, float]], metric: str = "accuracy", height: int = 320
+                       ) -> go.Figure:
+    """The test score (`metric`: accuracy, F1, ...) against the number of labelled sentences trained on (log
+    scale), one line per start: `points` are (start, labelled sentences, score), repeated runs of one point
+    averaged."""
+    title = f"Test {metric} by number of labels"
     if not points:
-        return empty_figure("Test accuracy by number of labels", height)
+        return empty_figure(title, height)
     traces = []
     for init in [i for i in STARTS if any(p[0] == i for p in points)]:
         sums: dict[int, list[float]] = {}
@@ -232,10 +235,10 @@ def label_count_figure(points: Sequence[tuple[str, int, float]], height: int = 3
                            mode="lines+markers", line=dict(color=START_COLORS[init], width=2.5),
                            marker=dict(size=9), hovertemplate=f"{STARTS[init]}<br>%{{x:,}} labels: %{{y:.3f}} "
                                                               "(mean of %{customdata} runs)<extra></extra>"))
-    return _figure(traces, "Test accuracy by number of labels", height,
+    return _figure(traces, title, height,
                    xaxis=dict(title=dict(text="labelled sentences trained on"), type="log",
                               tickvals=[100, 300, 1000, 3000, 10000, 30000, 100000]),
-                   yaxis=dict(title=dict(text="test accuracy")),
+                   yaxis=dict(title=dict(text=f"test {metric}")),
                    legend=dict(orientation="h", y=-0.3, x=0, font=dict(size=11)))
 
 
@@ -305,7 +308,7 @@ def attention_heatmap(tokens: Sequence[str], weights: Tensor, title: str = "", k
     """One attention map, weights[query, key]: each row is where one token looks. `keys` names the columns when
     they are not the same tokens as the rows (sentence A's attention to sentence B, say). `top` fixes the colour
     scale's top, so that two maps shown side by side mean the same by the same colour; a `paired` map (half a
-    row, or a phone's width) gives the map the width: the colour bar lies under it and the axes say only
+    row, or a phone's width) gives the map the width: the colour bar lies above it and the axes say only
     "query" and "key"."""
     keys = tokens if keys is None else keys
     _check(tokens, keys, weights, 2)

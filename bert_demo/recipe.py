@@ -33,8 +33,9 @@ def initialise(model: BertForPreTraining, qk_scale: float = 1.0, mimetic: bool =
       about a third of each token's attention on its two neighbours instead of 1.6%, and little on other [MASK]s.
     - local_heads > 0 starts that many heads of every layer as previous-token and next-token heads (alternately),
       the pattern BERT's own heads settle into (Clark et al. 2019, "What Does BERT Look At?"): see `_local_heads`.
-      global_cls then leaves [CLS] (position 0) out of the position code, so in those heads it reads the whole pair,
-      as the next-sentence head needs; measured in benchmarks/README.md, it does not make tiny learn NSP sooner.
+      global_cls then leaves [CLS] (position 0) out of the position code, and the segment embeddings out of the
+      code's dimensions, so in those heads [CLS] reads the whole pair, as the next-sentence head needs; measured in
+      benchmarks/README.md, it does not make tiny learn NSP sooner.
     - output_bias (V,) starts the masked-LM head's bias there: with the log unigram probabilities of the training
       tokens, the model predicts word frequencies from step 0 instead of learning them first (Karpathy 2019,
       "A Recipe for Training Neural Networks": "init well").
@@ -83,7 +84,7 @@ def _local_heads(model: BertForPreTraining, heads: int, position_scale: float, g
     embeddings.position_embeddings.weight[:, 1:d:2] = torch.cos(angles) * config.initializer_range * position_scale
     embeddings.word_embeddings.weight[:, :d] = 0.0
     if global_cls:  # [CLS] (position 0) gets no code and segments stay out of it: its query matches every key alike
-        embeddings.position_embeddings.weight[0] = 0.0
+        embeddings.position_embeddings.weight[0, :d] = 0.0
         embeddings.token_type_embeddings.weight[:, :d] = 0.0
     read = torch.zeros(d, config.hidden_size)
     read[:, :d] = torch.eye(d) * LOCAL_SHARPNESS  # (D, H): the position code, nothing else

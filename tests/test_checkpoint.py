@@ -15,8 +15,8 @@ import torch
 import transformers
 from safetensors import SafetensorError
 
-from bert_demo.checkpoint import (MissingWeightsWarning, download, load_checkpoint, load_pretrained, read_metadata,
-                                  recover_folder, recover_leftovers, save_pretrained)
+from bert_demo.checkpoint import (HUB_TIMEOUT_S, MissingWeightsWarning, download, load_checkpoint, load_pretrained,
+                                  read_metadata, recover_folder, recover_leftovers, save_pretrained)
 from bert_demo.config import PRESETS
 from bert_demo.inference import fill_mask
 from bert_demo.model import BertForPreTraining
@@ -242,9 +242,10 @@ def fake_hub(monkeypatch, tmp_path):
     import huggingface_hub
 
     hub = {"sizes": {"config.json": 600, "model.safetensors": 20_000_000}, "config": PRESETS["tiny"].to_hf_dict(),
-           "snapshots": []}
+           "snapshots": [], "timeouts": []}
 
-    def model_info(self, repo, files_metadata=False):
+    def model_info(self, repo, files_metadata=False, timeout=None):
+        hub["timeouts"].append(timeout)
         return SimpleNamespace(siblings=[SimpleNamespace(rfilename=n, size=b) for n, b in hub["sizes"].items()])
 
     def hf_hub_download(repo, filename, cache_dir=None):
@@ -253,10 +254,10 @@ def fake_hub(monkeypatch, tmp_path):
         (folder / filename).write_text(json.dumps(hub["config"]))
         return str(folder / filename)
 
-    def snapshot_download(repo, allow_patterns=None, cache_dir=None):
+    def snapshot_download(repo, allow_patterns=None, cache_dir=None):  # the hub cache's layout
         hub["snapshots"].append(repo)
-        folder = Path(cache_dir) / f"models--{repo.replace('/', '--')}"
-        folder.mkdir(parents=True)
+        folder = Path(cache_dir) / f"models--{repo.replace('/', '--')}" / "snapshots" / "0123abcd"
+        folder.mkdir(parents=True, exist_ok=True)
         return str(folder)
 
     monkeypatch.setattr(huggingface_hub.HfApi, "model_info", model_info)
@@ -276,16 +277,27 @@ def test_a_hub_model_is_checked_for_size_and_config_before_its_weights_are_downl
     del fake_hub["sizes"]["model.safetensors"]
     with pytest.raises(ValueError, match="has no model.safetensors"):
         download("someone/pickled", cache_dir=tmp_path / "cache")
+    fake_hub["sizes"]["model.safetensors"] = 20_000_000
+    fake_hub["config"]["hidden_size"] = 128
+
+    def refuse(config):
+        raise ValueError(f"{config.hidden_size} is too wide here")
+    with pytest.raises(ValueError, match="128 is too wide here"):
+        download("someone/refused", cache_dir=tmp_path / "cache", check=refuse)
     assert fake_hub["snapshots"] == []  # nothing was downloaded beyond config.json
+    assert set(fake_hub["timeouts"]) == {HUB_TIMEOUT_S}  # a silent network cannot hold the caller for minutes
 
 
-def test_the_hub_cache_keeps_only_the_newest_models(fake_hub, tmp_path):
+def test_the_hub_cache_keeps_only_the_most_recently_used_models(fake_hub, tmp_path):
     cache = tmp_path / "cache"
     for i in range(7):
+        if i == 5:  # five models kept; model-0, the oldest, is asked for again: used now, so not the one pruned
+            download("someone/model-0", cache_dir=cache, max_bytes=10**9)
         folder = download(f"someone/model-{i}", cache_dir=cache, max_bytes=10**9)
-        os.utime(folder, (time.time() - 100 + i, time.time() - 100 + i))  # older ones first
+        os.utime(folder.parents[1], (time.time() - 100 + i, time.time() - 100 + i))  # older ones first
     kept = sorted(p.name for p in cache.iterdir())
-    assert len(kept) == 5 and "models--someone--model-6" in kept and "models--someone--model-0" not in kept
+    assert len(kept) == 5 and "models--someone--model-6" in kept and "models--someone--model-1" not in kept
+    assert "models--someone--model-0" in kept
 
 
 def test_model_is_returned_in_eval_mode_on_requested_device(trained_tiny, tokenizer, tmp_path):

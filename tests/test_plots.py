@@ -178,3 +178,6 @@ def test_the_label_count_chart_averages_repeated_runs_of_one_count():
     lines = {t.name: (list(t.x), list(t.y)) for t in fig.data}
     assert lines["pre-trained"][0] == [100] and lines["pre-trained"][1][0] == pytest.approx(0.65)
     assert lines["random weights"] == ([1000], [0.8])
+    f1 = plots.label_count_figure([("well-read", 100, 0.8)], "F1")  # a GLUE task's own metric names the chart
+    assert f1.layout.title.text == "Test F1 by number of labels" and f1.layout.yaxis.title.text == "test F1"
+    assert f1.data[0].name == "Google's BERT-Mini"

@@ -218,10 +218,13 @@ def test_the_verdict_states_the_gap_says_a_small_one_is_small_and_notes_a_faster
 
 
 def test_the_verdict_scores_a_glue_task_in_its_own_metric_not_accuracy():
-    cola = tuning.verdict({"pretrained": [val(200, 0.70, test_acc=0.70, test_matthews=0.12)],
-                           "random": [val(200, 0.69, test_acc=0.69, test_matthews=0.0)]}, None, None)
+    cola = tuning.verdict({"pretrained": [val(50, 0.69, matthews=0.08), val(200, 0.70, matthews=0.12,
+                                                                         test_acc=0.70, test_matthews=0.12)],
+                           "random": [val(50, 0.69, matthews=0.0), val(200, 0.69, matthews=0.0, test_acc=0.69,
+                                                                     test_matthews=0.0)]}, None, None)
     assert "(Matthews correlation): pre-trained **0.120**, random weights **0.000**" in cola
     assert "bought **12.0 points** in this domain" in cola  # accuracy alone would call it level (1 point)
+    assert "(step 50) the pre-trained start had 0.080 against 0.000" in cola  # level in accuracy there
     mrpc = tuning.verdict({"pretrained": [val(200, 0.70, test_acc=0.70, test_f1=0.81)]}, None, None)
     assert "(F1): pre-trained **0.810**" in mrpc
 
@@ -296,7 +299,7 @@ def hub_like_model(root: Path) -> Path:
 def test_google_bert_mini_joins_the_experiment_as_a_third_start_from_the_hub(registry, tmp_path, monkeypatch):
     hub = hub_like_model(tmp_path / "hub")
     monkeypatch.setattr(registry, "allow_hub", True)
-    monkeypatch.setattr("bert_demo.checkpoint.download", lambda name, cache_dir=None: hub)
+    monkeypatch.setattr("bert_demo.checkpoint.download", lambda name, cache_dir=None, check=None: hub)
     monkeypatch.setattr("bert_demo.app.runs.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 8})
     upload, owner = write(tmp_path / "mine.jsonl", rows()), "visitor-2"
     final = list(tuning.finetune(registry, "checkpoints/tiny-test", "movie-reviews", upload, "100",
@@ -336,7 +339,9 @@ def test_google_bert_mini_is_refused_before_any_run_where_the_hub_is_off_or_unre
         list(tuning.finetune(registry, **settings, owner="visitor-3"))
     monkeypatch.setattr(registry, "allow_hub", True)
     monkeypatch.setattr("huggingface_hub.HfApi.model_info", unreachable)  # as on a machine without the hub
-    with pytest.raises(gr.Error, match="(?i)could not download .*unreachable from here; leave Google's BERT-Mini "
-                                       "out"):
+    with pytest.raises(gr.Error, match="(?i)could not fetch .* from the Hugging Face Hub: the hub may be "
+                                       "unreachable from here; leave Google's BERT-Mini out"):
         list(tuning.finetune(registry, **settings, owner="visitor-3"))
+    with pytest.raises(gr.Error, match="(?i)only a saved model can be fine-tuned"):  # the hub id, selected
+        list(tuning.finetune(registry, **{**settings, "model": APP_FINETUNE["well_read"]}, owner="visitor-3"))
     assert not [e for e in registry.list_models("visitor-3") if e.name.startswith("runs/")]

@@ -151,12 +151,18 @@ class Runs:
         return config
 
     def finetune_config(self, model: str, task: str, train_examples: int | None, init: str,
-                        upload: str | Path | None = None, viewer: str | None = None) -> FinetuneConfig:
+                        upload: str | Path | None = None, viewer: str | None = None, well_read: bool = False
+                        ) -> FinetuneConfig:
         """A checked FinetuneConfig for one run of the app's fine-tuning experiment, in `runs/`: the encoder of
         `model` (or its architecture from random weights, `init`) trained on a named task, or on `upload` (the
         private copy of a visitor's labelled file), with the app's budget (APP_FINETUNE). The task is read now, so a
-        file that cannot be trained on is refused at once."""
-        folder, stem = self._fine_tunable(model, viewer)
+        file that cannot be trained on is refused at once. `well_read` instead fine-tunes the well-read start,
+        APP_FINETUNE["well_read"], from the hub (`model` is then not read)."""
+        if well_read:
+            folder, stem = self._well_read(), APP_FINETUNE["well_read"].split("/")[-1]
+        else:
+            folder = self._continuable(model, viewer, verb="fine-tuned")
+            stem = folder.name
         if train_examples not in APP_FINETUNE["label_counts"]:
             shown = ", ".join(str(n or "all") for n in APP_FINETUNE["label_counts"])
             raise ValueError(f"labelled sentences: choose {shown}, not {train_examples!r}")
@@ -197,22 +203,23 @@ class Runs:
         self._check_trainable(entry.label, entry.config)
         return entry.folder
 
-    def _fine_tunable(self, name: str, viewer: str | None) -> tuple[Path, str]:
-        """The folder of a model the experiment may fine-tune, and the stem of its runs' names: a saved model (see
-        `_continuable`), or the experiment's well-read start (APP_FINETUNE["well_read"]) from the hub's cache."""
-        if name != APP_FINETUNE["well_read"]:
-            folder = self._continuable(name, viewer, verb="fine-tuned")
-            return folder, folder.name
-        leave_out = "leave Google's BERT-Mini out of the comparison"
+    def _well_read(self) -> Path:
+        """The folder of the experiment's well-read start (APP_FINETUNE["well_read"]) in the hub's cache, fetched if
+        need be; refused with a message, and no server path, where the hub is off or unreachable, or the model is
+        bigger than this machine trains (checked on its config, before the weights are fetched)."""
+        name, leave_out = APP_FINETUNE["well_read"], "leave Google's BERT-Mini out of the comparison"
         if not self.allow_hub:
             raise ValueError(f"{name} comes from the Hugging Face Hub, which this app is set not to reach: "
                              f"{leave_out}")
         try:
-            folder = backend().checkpoint.download(name, cache_dir=self.hub_cache)
+            return backend().checkpoint.download(name, cache_dir=self.hub_cache,
+                                                 check=lambda config: self._check_trainable(name, config))
         except ValueError as exc:
-            raise ValueError(f"{str(exc).split('. ')[0]}: the hub may be unreachable from here; {leave_out}") from None
-        self._check_trainable(name, read_config(folder))
-        return folder, name.split("/")[-1]
+            if " is bigger than " in str(exc):  # `check`'s own refusal: already a message for the visitor
+                raise
+            reason = ("the hub may be unreachable from here" if str(exc).startswith("could not download")
+                      else "its files there are not a BERT this app loads")
+            raise ValueError(f"could not fetch {name} from the Hugging Face Hub: {reason}; {leave_out}") from None
 
     def _check_trainable(self, label: str, config) -> None:
         """Refuse a model bigger than the largest model size this machine trains from scratch."""

@@ -2,11 +2,12 @@
 leaves behind.
 
 The experiment fine-tunes the selected model on a labelled task and, with the same data, seed and steps, the same
-architecture from random weights (and, if chosen, the selected model with its encoder frozen). The runs take the
-training slot one after the other, as any run does; their validation curves share one chart while they train. At
-the end one sentence states the gap, and a second chart plots test accuracy against the number of labelled
-sentences over every finished run of this model on this task, so that a visitor who repeats the experiment with
-100, 300, 1,000 and all labels sees how many labels pre-training saves (Devlin et al. 2019, §5; Turc et al. 2019).
+architecture from random weights (and, if chosen, the selected model with its encoder frozen, and Google's
+BERT-Mini, which read far more text). The runs take the training slot one after the other, as any run does; their
+validation curves share one chart while they train. At the end one sentence states the gap, and a second chart plots
+the test score against the number of labelled sentences over every finished run of this model (and of BERT-Mini) on
+this task, so that a visitor who repeats the experiment with 100, 300, 1,000 and all labels sees how many labels
+pre-training saves (Devlin et al. 2019, §5; Turc et al. 2019).
 """
 from __future__ import annotations
 
@@ -78,7 +79,7 @@ def _start_config(registry: Registry, model: str, task: str, labels: int | None,
     """The run of one start: the selected model fine-tuned (or frozen), its architecture from random weights, or
     the well-read model fine-tuned."""
     if start == WELL_READ:
-        return registry.finetune_config(APP_FINETUNE["well_read"], task, labels, "pretrained", upload, owner)
+        return registry.finetune_config(model, task, labels, "pretrained", upload, owner, well_read=True)
     return registry.finetune_config(model, task, labels, start, upload, owner)
 
 
@@ -123,8 +124,9 @@ def _ended(registry: Registry, model: str, configs: dict, finished: dict[str, li
 
 def layer_changes(configs: dict) -> dict[str, list[tuple[str, float]]]:
     """How far each part of every start's finished run moved from where it started: the weights it fine-tuned
-    for a pre-trained, frozen or well-read start, the run's step-0 snapshot for a random one (skipped if it kept
-    none). `configs` maps each start to its run's config."""
+    for a pre-trained, frozen or well-read start, the run's step-0 snapshot for a random one (a start is skipped
+    when its "before" is gone: no snapshot, or a hub model pruned from the cache). `configs` maps each start to its
+    run's config."""
     checkpoint, timeline = backend().checkpoint, backend().timeline
     changes = {}
     for start, config in configs.items():
@@ -135,8 +137,10 @@ def layer_changes(configs: dict) -> dict[str, list[tuple[str, float]]]:
             if 0 not in timeline.steps(after):
                 continue
             before = timeline.load(after, 0)
-        else:
+        elif (Path(config.model) / WEIGHTS_NAME).is_file():
             before = checkpoint.read_weights(Path(config.model))
+        else:
+            continue
         changes[start] = backend().weight_change.relative_change(before, checkpoint.read_weights(after))
     return changes
 
@@ -149,14 +153,14 @@ def verdict(finished: dict[str, list[Record]], train_examples: int | None, outsi
     scores = {init: score for init, score in scores.items() if "test_acc" in score}
     if "pretrained" not in scores:
         return ""
-    key = next(k for k in METRICS if f"test_{k}" in scores["pretrained"] or k == "acc")
+    key = metric_key(scores["pretrained"])
     labels = f"{train_examples:,} labelled sentences" if train_examples else "every labelled sentence"
     lines = [f"**With {labels}**, on test sentences none of the runs saw ({METRICS[key]}): " + ", ".join(
         f"{plots.STARTS[init]} **{score[f'test_{key}']:.3f}**" for init, score in scores.items()) + "."]
     if "random" in scores:
         lines.append(_gap("Pre-training", scores["pretrained"][f"test_{key}"] - scores["random"][f"test_{key}"],
                           "in this domain"))
-        lines.append(_head_start(finished["pretrained"], finished["random"]))
+        lines.append(_head_start(finished["pretrained"], finished["random"], key))
         if outside and "outside_acc" in scores["random"]:
             lines.append(_gap("Pre-training", scores["pretrained"]["outside_acc"] - scores["random"]["outside_acc"],
                               f"on {outside}, a domain neither run trained on"))
@@ -194,13 +198,20 @@ def _below_majority(scores: dict[str, Record], outside: str) -> str:
             "labels none of them carries its skill to another domain.")
 
 
-def _head_start(pretrained: list[Record], random: list[Record]) -> str:
-    """What the first validation says of how fast each start learned ("" when the two were level there)."""
+def metric_key(record: Record) -> str:
+    """The task's metric in a run's final record: "f1" or "matthews" where it has one (GLUE's MRPC, CoLA), else
+    "acc"."""
+    return next(k for k in METRICS if f"test_{k}" in record or k == "acc")
+
+
+def _head_start(pretrained: list[Record], random: list[Record], key: str) -> str:
+    """What the first validation says, in the task's metric `key`, of how fast each start learned ("" when the
+    two were level there)."""
     first = [next((r for r in records if r.get("kind") == "val"), None) for records in (pretrained, random)]
-    if None in first or first[0]["acc"] - first[1]["acc"] < SMALL_GAP:
+    if None in first or first[0][key] - first[1][key] < SMALL_GAP:
         return ""
     return (f"It learned faster: at the first validation (step {first[0]['step']}) the pre-trained start had "
-            f"{first[0]['acc']:.3f} against {first[1]['acc']:.3f}.")
+            f"{first[0][key]:.3f} against {first[1][key]:.3f}.")
 
 
 def _gap(subject: str, gap: float, where: str) -> str:
@@ -224,13 +235,14 @@ def final_record(records: list[Record]) -> Record:
 
 @friendly
 def label_counts(registry: Registry, model: str, task: str, owner: str | None = None) -> Outputs:
-    """The chart of test accuracy against labelled sentences, over every finished run of `model` on `task` that
-    this visitor may see (the app's and the command line's)."""
+    """The chart of the test score (the task's metric) against labelled sentences, over every finished run of
+    `model`, and of the well-read start, on `task` that this visitor may see (the app's and the command line's)."""
     entry = registry.resolve(model, owner)
     selected = entry.folder.resolve() if entry.folder else None
     points: list[tuple[str, int, float]] = []
     if task not in backend().labelled.TASKS:  # a visitor's file: each upload is a task of its own
         return {"ft_counts": plots.label_count_figure(points)}
+    key = {"accuracy": "acc"}.get(backend().labelled.TASKS[task].metric, backend().labelled.TASKS[task].metric)
     size = None
     for run in registry.list_models(owner):
         if run.folder is None or not run.name.startswith("runs/"):
@@ -238,12 +250,12 @@ def label_counts(registry: Registry, model: str, task: str, owner: str | None = 
         metadata = read_metadata(run.folder)
         config, final = metadata.get("train_config") or {}, final_record(metadata.get("history") or [])
         start = _start_of(config, selected)
-        if config.get("task") != task or "test_acc" not in final or start is None:
+        if config.get("task") != task or f"test_{key}" not in final or start is None:
             continue
         if config.get("train_examples") is None and size is None:
             size = _train_size(task)
-        points.append((start, config.get("train_examples") or size, float(final["test_acc"])))
-    return {"ft_counts": plots.label_count_figure(points)}
+        points.append((start, config.get("train_examples") or size, float(final[f"test_{key}"])))
+    return {"ft_counts": plots.label_count_figure(points, METRICS[key])}
 
 
 def _start_of(config: dict, selected: Path | None) -> str | None:
@@ -347,8 +359,9 @@ def _starting_model(loaded):
     model = type(loaded.model)(loaded.model.config)
     if config.get("init") in ("pretrained", "frozen") and config.get("model"):
         folder = Path(config["model"])
-        if not folder.is_dir():
-            raise ValueError(f"the model {loaded.entry.label} started from ({folder.name}) is no longer here")
+        if not (folder / WEIGHTS_NAME).is_file():
+            start = "Google's BERT-Mini" if _start_of(config, None) == WELL_READ else folder.name
+            raise ValueError(f"the model {loaded.entry.label} started from ({start}) is no longer here")
         start = backend().checkpoint.read_weights(folder)
     elif 0 in backend().timeline.steps(loaded.folder):
         start = backend().timeline.load(loaded.folder, 0)
