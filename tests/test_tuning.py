@@ -10,7 +10,7 @@ from pathlib import Path
 import gradio as gr
 import pytest
 
-from bert_demo.app import text, tuning
+from bert_demo.app import asking, text, tuning
 from bert_demo.app.registry import Registry
 from bert_demo.app.runs import UPLOAD_PREFIX
 from bert_demo.checkpoint import load_classifier, load_pretrained, save_pretrained
@@ -142,6 +142,26 @@ def test_a_classifier_is_refused_where_a_masked_lm_head_is_needed_and_the_revers
     with pytest.raises(ValueError, match="fine-tuned classifier .* Ask it in the Fine-tune tab") as refused:
         registry.load(experiment[-1]["ft_classifier"].value, OWNER)
     assert str(registry.roots["runs"]) not in str(refused.value)  # no server path reaches a visitor
+
+
+def test_the_attention_and_embeddings_tabs_look_inside_a_fine_tuned_model_the_others_refuse_it(registry,
+                                                                                               experiment):
+    chosen = experiment[-1]["ft_classifier"].value
+    shown = asking.attention(registry, chosen, "the river was wonderful today.", "", 2, 1, asking.VIEW_HEAD, False,
+                             owner=OWNER)
+    _, expected = inference_attention(registry.load_classifier(chosen, OWNER), "the river was wonderful today.")
+    drawn = [value for row in shown["att_plot"].data[0].z for value in row]
+    assert drawn == pytest.approx(expected[1, 0].flatten().tolist(), abs=1e-3)  # the classifier's own map
+    assert asking.neighbours(registry, chosen, "river", "", 0, owner=OWNER)["neighbours_table"]
+    assert asking.projection(registry, chosen, "river garden music", owner=OWNER)["projection_plot"].data
+    with pytest.raises(gr.Error, match="fine-tuned classifier .* look at its attention or embeddings"):
+        asking.fill_mask(registry, chosen, "the [MASK] was wonderful today.", 5, owner=OWNER)
+
+
+def inference_attention(loaded, text: str):
+    from bert_demo.inference import attention
+
+    return attention(loaded.model, loaded.tokenizer, text)
 
 
 BAD_FILES = [

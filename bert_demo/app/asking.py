@@ -117,7 +117,7 @@ def head_names(config: Any) -> dict[str, tuple[int, int]]:
 def neighbours(registry: Registry, model_name: str, word: str, sentence: str, layer: float, step: str = FINAL,
                owner: str | None = None) -> Outputs:
     """The word's nearest tokens in the embedding table, or of its hidden state at `layer` in `sentence`."""
-    loaded = load_at(registry, model_name, step, owner)
+    loaded = load_at(registry, model_name, step, owner, encoder=True)
     in_context = (sentence or "").strip() or None
     found = backend().inference.neighbours(loaded.model, loaded.tokenizer, (word or "").strip(), NEIGHBOURS,
                                            text=in_context, layer=int(layer))
@@ -132,7 +132,7 @@ def neighbours(registry: Registry, model_name: str, word: str, sentence: str, la
 def projection(registry: Registry, model_name: str, words: str, step: str = FINAL, owner: str | None = None
                ) -> Outputs:
     """A list of words (spaces or commas between them) at their embeddings' first two principal components."""
-    loaded = load_at(registry, model_name, step, owner)
+    loaded = load_at(registry, model_name, step, owner, encoder=True)
     listed = [w for w in (words or "").replace(",", " ").split() if w]
     points = backend().inference.embedding_projection(loaded.model, loaded.tokenizer, listed)
     return {"projection_plot": plots.projection_figure(points)}
@@ -156,7 +156,7 @@ def attention(registry: Registry, model_name: str, text_a: str, text_b: str, lay
     text_b = (text_b or "").strip() or None
     if pair != PAIR_ALL and text_b is None:
         raise ValueError(f"the “{pair}” filter needs a sentence B: write one, or choose “{PAIR_ALL}”")
-    shown = _attention_map(load_at(registry, model_name, step, owner), text_a, text_b, layer, head, view,
+    shown = _attention_map(load_at(registry, model_name, step, owner, encoder=True), text_a, text_b, layer, head, view,
                            hide, pair)
     comparing = compare != NO_COMPARE
     outputs = {"att_plot": plots.attention_heatmap(shown.rows, shown.matrix,
@@ -167,7 +167,7 @@ def attention(registry: Registry, model_name: str, text_a: str, text_b: str, lay
                                                      len(shown.heads), view == VIEW_ROLLOUT, shown.source),
                "compare_plot": gr.Plot(visible=False)}
     if comparing:
-        other = _attention_map(load_at(registry, model_name, compare, owner), text_a, text_b, layer, head,
+        other = _attention_map(load_at(registry, model_name, compare, owner, encoder=True), text_a, text_b, layer, head,
                                view, hide, pair)
         outputs["compare_plot"] = gr.Plot(plots.attention_heatmap(other.rows, other.matrix, step_name(compare),
                                                                   keys=other.cols), visible=True)

@@ -100,13 +100,14 @@ def snapshot_step(choice: str | None) -> int | None:
             from None
 
 
-def load_at(registry: Any, model_name: str, choice: str | None, owner: str | None) -> Any:
-    """The model at a timeline choice; a step asked of a model that kept no timeline is refused as such."""
+def load_at(registry: Any, model_name: str, choice: str | None, owner: str | None, encoder: bool = False) -> Any:
+    """The model at a timeline choice; a step asked of a model that kept no timeline is refused as such. `encoder`:
+    the tab reads only the encoder, so a fine-tuned classifier serves too (`Models.load`)."""
     step = snapshot_step(choice)
     if step is not None and not registry.timeline_steps(model_name, owner):
         raise ValueError(f"only “{FINAL}” can be shown of {registry.resolve(model_name, owner).label}: it kept no "
                          "snapshots of its training")
-    return registry.load_at(model_name, step, owner)
+    return registry.load_at(model_name, step, owner, encoder)
 
 
 def step_name(choice: str) -> str:

@@ -158,18 +158,22 @@ class Catalog:
     def _roots_text(self) -> str:
         return ", ".join(f"{key}/" for key in self.roots)
 
-    def load(self, name: str | ModelEntry | None, viewer: str | None = None) -> Loaded:
-        """The model in eval mode on this registry's device, from the cache when possible."""
+    def load(self, name: str | ModelEntry | None, viewer: str | None = None, encoder: bool = False) -> Loaded:
+        """The model in eval mode on this registry's device, from the cache when possible. A tab that reads only
+        the encoder (attention, embeddings) sets `encoder`: a fine-tuned classifier then serves too, since its
+        encoder is a BERT encoder like any other; elsewhere it is refused, having no masked-LM or NSP head."""
         entry = name if isinstance(name, ModelEntry) else self.resolve(name, viewer)
         if entry.name == LIVE:
             return self.job.live_model()
+        if encoder and entry.config is not None and entry.config.labels:
+            return self.load_classifier(entry.name, viewer)
         return self._cached((entry.name, _mtime(entry.folder)), lambda: self._read(entry))
 
     def _read(self, entry: ModelEntry) -> Loaded:
         if entry.config is not None and entry.config.labels:
             raise ValueError(f"{entry.label} is a fine-tuned classifier ({', '.join(entry.config.labels)}): it has "
                              "no masked-LM or next-sentence head for this tab to use. Ask it in the Fine-tune tab, "
-                             "or choose a pre-trained model")
+                             "look at its attention or embeddings, or choose a pre-trained model")
         checkpoint = backend().checkpoint
         started = time.perf_counter()
         # a hub id is downloaded, never looked up as a path: "tests" must not load ./tests
@@ -215,17 +219,19 @@ class Catalog:
         return [(e.label, e.name) for e in self.list_models(viewer)
                 if e.folder is not None and _has_classifier(e.folder)]
 
-    def load_at(self, name: str | None, step: int | None, viewer: str | None = None) -> Loaded:
-        """The model as it was at `step` of its training (a timeline snapshot), or as it is now (step None)."""
+    def load_at(self, name: str | None, step: int | None, viewer: str | None = None, encoder: bool = False
+                ) -> Loaded:
+        """The model as it was at `step` of its training (a timeline snapshot), or as it is now (step None);
+        `encoder` as in `load`."""
         entry = self.resolve(name, viewer)
         if step is None:
-            return self.load(entry)
+            return self.load(entry, viewer, encoder)
         if entry.folder is None:
             raise ValueError(f"{entry.label} has no timeline: choose “final weights”")
         def read_snapshot() -> Loaded:
             """A copy on the CPU, whatever the final weights' device: the cache holds several steps, and a GPU's
             memory is for the final weights and the runs (a small model answers on the CPU in milliseconds)."""
-            final = self.load(entry)
+            final = self.load(entry, viewer, encoder)
             model = type(final.model)(final.model.config)
             model.load_state_dict(final.model.state_dict())  # copied to the CPU; the tie survives
             model.load_state_dict(backend().timeline.load(entry.folder, step), strict=False)
