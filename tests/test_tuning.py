@@ -10,7 +10,7 @@ from pathlib import Path
 import gradio as gr
 import pytest
 
-from bert_demo.app import asking, text, tuning
+from bert_demo.app import asking, choosing, text, tuning
 from bert_demo.app.registry import Registry
 from bert_demo.app.runs import UPLOAD_PREFIX
 from bert_demo.checkpoint import load_classifier, load_pretrained, save_pretrained
@@ -156,6 +156,15 @@ def test_the_attention_and_embeddings_tabs_look_inside_a_fine_tuned_model_the_ot
     assert asking.projection(registry, chosen, "river garden music", owner=OWNER)["projection_plot"].data
     with pytest.raises(gr.Error, match="fine-tuned classifier .* look at its attention or embeddings"):
         asking.fill_mask(registry, chosen, "the [MASK] was wonderful today.", 5, owner=OWNER)
+
+
+def test_choosing_a_fine_tuned_model_shows_its_fine_tuning_and_scores_in_the_model_tab(registry, experiment):
+    chosen = experiment[-1]["ft_classifier"].value
+    shown = choosing.selected(registry, chosen, 1, 1, owner=OWNER)
+    assert not shown["summary"].startswith("⚠️") and "2 layers" in shown["summary"]
+    info = shown["model_info"]
+    assert "#### Fine-tuning" in info and "an uploaded labelled file" in info and "from the weights of" in info
+    assert "| test (at the end) |" in info and "nan" not in info and UPLOAD_PREFIX not in info
 
 
 def inference_attention(loaded, text: str):

@@ -256,8 +256,9 @@ class Catalog:
                 f"{config.num_attention_heads} heads, vocabulary {config.vocab_size:,}; runs on {self.device}")
 
     def model_info(self, name: str | None, viewer: str | None = None) -> dict[str, Any]:
-        """What the Model tab shows: config, size, device, training settings and metrics, the model card."""
-        loaded = self.load(name, viewer)
+        """What the Model tab shows: config, size, device, training settings and metrics, the model card (of a
+        fine-tuned classifier too)."""
+        loaded = self.load(name, viewer, encoder=True)
         model, folder = loaded.model, loaded.folder
         info: dict[str, Any] = {
             "name": loaded.entry.name, "config": asdict(model.config), "parameters": model.num_parameters(),

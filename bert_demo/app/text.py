@@ -94,6 +94,15 @@ def _training_lines(info: dict[str, Any]) -> list[str]:
         return ["No training record (`bert_demo.json`) beside this checkpoint: it was not trained here."]
     spent = (f", {duration(info['elapsed'])} of training on {info.get('trained_on') or '?'}"
              if info.get("elapsed") else "")
+    if "task" in train:  # a fine-tuning run
+        start = {"pretrained": "the weights of", "frozen": "the frozen encoder of",
+                 "random": "random weights, in the shape of"}.get(train.get("init"), "")
+        labels = f"{train['train_examples']:,}" if train.get("train_examples") else "all"
+        task = "an uploaded labelled file" if any(c in str(train["task"]) for c in "/\\.") else train["task"]
+        return ["#### Fine-tuning",
+                f"Task **{task}**, from {start} **{Path(str(train.get('model'))).name}**, {labels} labelled sentences, "
+                f"{info.get('step') or 0:,} of {train.get('steps'):,} steps, batch {train.get('batch_size')}, "
+                f"peak learning rate {train.get('lr'):g}{spent}."]
     return ["#### Training",
             f"Corpus **{corpus_name(train.get('corpus', '?'))}**, preset **{train.get('preset')}**, "
             f"{info.get('step') or 0:,} of {train.get('steps'):,} steps, batch {train.get('batch_size')}, "
@@ -106,6 +115,13 @@ def _metric_lines(info: dict[str, Any]) -> list[str]:
     if not rows:
         return []
     nan = float("nan")
+    if "mlm_loss" not in rows[-1][1]:  # a classifier's run: its loss and accuracy, and its test score
+        test = rows[-1][1].get("test_acc")
+        return ["", "| | step | loss | accuracy |", "|---|---|---|---|",
+                *[f"| {name} | {r.get('step')} | {r.get('loss', nan):.3f} | {r.get('acc', nan):.1%} |"
+                  for name, r in rows],
+                *([f"| test (at the end) | | {rows[-1][1].get('test_loss', nan):.3f} | {test:.1%} |"]
+                  if test is not None else [])]
     return ["", "| | step | MLM loss | MLM accuracy | NSP loss | NSP accuracy |", "|---|---|---|---|---|---|",
             *[f"| {name} | {r.get('step')} | {r.get('mlm_loss', nan):.3f} | {r.get('mlm_acc', nan):.1%} | "
               f"{r.get('nsp_loss', nan):.3f} | {r.get('nsp_acc', nan):.1%} |" for name, r in rows]]
