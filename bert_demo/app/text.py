@@ -11,7 +11,8 @@ from bert_demo.app.runs import Caps, TrainingJob
 
 INTRO = """# BERT, from scratch
 Pre-train a small BERT on real text, then look inside it: what it guesses for a `[MASK]`, whether one sentence
-follows another, and where each attention head looks. Everything runs on this machine's CPU (or GPU when present).
+follows another, and where each attention head looks. Then fine-tune it on a task and see what pre-training bought.
+Everything runs on this machine's CPU (or GPU when present).
 """
 
 EXPLAINER = """### How BERT is built (Devlin et al. 2019)
@@ -26,7 +27,11 @@ EXPLAINER = """### How BERT is built (Devlin et al. 2019)
 4. **Next-sentence head.** The final `[CLS]` vector (through the *pooler*) predicts whether sentence B really
    followed sentence A, or is a random sentence.
 
-Pre-training teaches both tasks at once: watch the two losses fall in the Train tab.
+5. **Fine-tuning.** The heads are dropped and a small *classifier* on the pooled `[CLS]` vector is trained, with
+   the whole encoder, on labelled sentences: the pre-trained encoder is the starting point (§3.2, §4).
+
+Pre-training teaches both tasks at once: watch the two losses fall in the Train tab. The Fine-tune tab then trains
+the same classifier from the pre-trained encoder and from random weights, so you see what pre-training bought.
 """
 
 NO_MODEL = ("⚠️ There is no model yet: train one in the **Train** tab (a few minutes with the defaults). "
