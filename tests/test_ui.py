@@ -438,6 +438,15 @@ def test_a_run_far_better_on_its_training_text_than_on_held_out_text_is_said_to_
     assert asking.text.memorising_note(records) == ""  # a gap of 0.25: learning, not memorising
 
 
+def test_a_finished_run_whose_next_sentence_accuracy_is_at_chance_is_told_why():
+    records = [{"kind": "val", "step": 500, "nsp_acc": 0.62}, {"kind": "val", "step": 1000, "nsp_acc": 0.516}]
+    note = asking.text.nsp_chance_note(records)
+    assert note.startswith("**Next-sentence prediction stayed at chance (52%).**") and "Devlin et al." in note
+    records[-1]["nsp_acc"] = 0.58  # the last validation counts: off chance, nothing to explain
+    assert asking.text.nsp_chance_note(records) == ""
+    assert asking.text.nsp_chance_note([{"kind": "train", "step": 10, "nsp_acc": 0.5}]) == ""  # no validation yet
+
+
 def test_head_importance_of_a_pair_draws_one_map_for_the_judgement(make_checkpoint, tmp_path):
     make_checkpoint(tmp_path / "checkpoints" / "tiny-test")
     registry = Registry(checkpoints_dir=tmp_path / "checkpoints", runs_dir=tmp_path / "runs", device="cpu",

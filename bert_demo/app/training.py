@@ -128,7 +128,8 @@ def training_outputs(registry: Registry, job: TrainingJob, owner: str | None, fi
                                     label=f"Step {probe['step']}: guesses for “{probe['text']}”")
     readout = next((r for r in reversed(job.records) if r.get("kind") == "readout"), None)
     if readout is not None:
-        outputs["readout"] = text.memorising_note(job.records) + text.readout_markdown(readout)
+        outputs["readout"] = (text.memorising_note(job.records) + (text.nsp_chance_note(job.records) if final else "")
+                              + text.readout_markdown(readout))
     if final:
         saved = job.done is not None and job.done.get("checkpoint")
         name = f"runs/{job.name}"
