@@ -47,11 +47,11 @@ def points(output) -> int:
     return len(data[0]["x"]) if data else 0
 
 
-def test_the_api_has_exactly_the_eleven_named_endpoints(client):
+def test_the_api_has_exactly_the_twelve_named_endpoints(client):
     api = client.view_api(print_info=False, return_format="dict")
     assert set(api["named_endpoints"]) == {"/train", "/compare_runs", "/fill_mask", "/head_importance",
                                            "/next_sentence", "/attention", "/neighbours", "/projection",
-                                           "/finetune", "/classify", "/attribution"}
+                                           "/finetune", "/classify", "/attribution", "/attention_change"}
     assert not api["unnamed_endpoints"]
 
 
