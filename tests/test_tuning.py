@@ -163,8 +163,12 @@ def test_choosing_a_fine_tuned_model_shows_its_fine_tuning_and_scores_in_the_mod
     shown = choosing.selected(registry, chosen, 1, 1, owner=OWNER)
     assert not shown["summary"].startswith("⚠️") and "2 layers" in shown["summary"]
     info = shown["model_info"]
-    assert "#### Fine-tuning" in info and "an uploaded labelled file" in info and "from the weights of" in info
-    assert "| test (at the end) |" in info and "nan" not in info and UPLOAD_PREFIX not in info
+    assert "#### Fine-tuning" in info and "from the weights of **tiny-test**" in info and "100 labelled" in info
+    assert "| test (at the end) |" in info and "nan" not in info
+    assert UPLOAD_PREFIX not in info and tempfile.gettempdir() not in info  # the upload's private copy: no path
+    assert text.model_markdown({**registry.model_info(chosen, OWNER), "train_config": {
+        **read_metadata(registry.resolve(chosen, OWNER).folder)["train_config"],
+        "task": f"{tempfile.gettempdir()}/{UPLOAD_PREFIX}1-x/labelled.jsonl"}}).count("an uploaded labelled file") == 1
 
 
 def inference_attention(loaded, text: str):
