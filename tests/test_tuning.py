@@ -346,6 +346,8 @@ def test_google_bert_mini_joins_the_experiment_as_a_third_start_from_the_hub(reg
     assert len(runs) == 1 and next(iter(runs.values()))["model"] == str(hub)
     well_read = registry.load_classifier(next(iter(runs)), owner)
     assert well_read.tokenizer.get_vocab() == transformers_vocab(hub)  # fine-tuned with the hub model's own words
+    model_tab = choosing.selected(registry, next(iter(runs)), 1, 1, owner=owner)["model_info"]
+    assert f"from the weights of **{APP_FINETUNE['well_read']}**" in model_tab  # its hub id, not a cache folder
     for run in registry.list_models(owner):  # as if trained on a named task: the chart is per model and task
         if run.name.startswith("runs/"):
             metadata = json.loads((run.folder / "bert_demo.json").read_text())
