@@ -308,8 +308,8 @@ def attention_heatmap(tokens: Sequence[str], weights: Tensor, title: str = "", k
     """One attention map, weights[query, key]: each row is where one token looks. `keys` names the columns when
     they are not the same tokens as the rows (sentence A's attention to sentence B, say). `top` fixes the colour
     scale's top, so that two maps shown side by side mean the same by the same colour; a `paired` map (half a
-    row, or a phone's width) gives the map the width: the colour bar lies above it and the axes say only
-    "query" and "key"."""
+    row, or a phone's width) fills its space, its cells no longer square: the colour bar lies above it and the
+    axes say only "query" and "key"."""
     keys = tokens if keys is None else keys
     _check(tokens, keys, weights, 2)
     rows, cols = _labels(tokens), _labels(keys)
@@ -327,8 +327,9 @@ def attention_heatmap(tokens: Sequence[str], weights: Tensor, title: str = "", k
                    xaxis=dict(axis, tickvals=list(range(len(cols))), ticktext=cols, tickangle=-60, constrain="domain",
                               title=dict(text=key, standoff=12)),
                    yaxis=dict(axis, tickvals=list(range(len(rows))), ticktext=rows, autorange="reversed",
-                              title=dict(text=query, standoff=8), scaleanchor="x", constrain="domain",
-                              constraintoward="top"))  # square cells, the labels beside, the map under the title
+                              title=dict(text=query, standoff=8),
+                              # square cells with the labels beside; a paired map fills its half row or phone width
+                              **({} if paired else dict(scaleanchor="x", constrain="domain"))))
 
 
 GRID_COLUMNS = 2  # two heads a row: each map is wide enough for its token labels at 1400 px
