@@ -326,6 +326,12 @@ def _live(job: Any) -> bool:
             and not getattr(job.trainer.model.config, "labels", ()))
 
 
+def hub_id_of(folder: str | Path) -> str | None:
+    """The hub id of a folder in the hub's cache (models--owner--name/snapshots/<commit>), else None."""
+    cached = next((part for part in Path(folder).parts if part.startswith("models--")), None)
+    return cached.removeprefix("models--").replace("--", "/") if cached else None
+
+
 def _has_classifier(folder: Path) -> bool:
     try:
         return bool(read_config(folder).labels)

@@ -90,6 +90,10 @@ class Ticket:
     cancelled: bool = False
 
 
+class TooBig(ValueError):
+    """A model bigger than the largest model size this machine trains (`Runs._check_trainable`)."""
+
+
 class Runs:
     """The training slot. Part of `Registry`, which gives it `roots`, `device` and the catalogue of models."""
 
@@ -214,9 +218,9 @@ class Runs:
         try:
             return backend().checkpoint.download(name, cache_dir=self.hub_cache,
                                                  check=lambda config: self._check_trainable(name, config))
+        except TooBig:  # `check`'s own refusal: already a message for the visitor
+            raise
         except ValueError as exc:
-            if " is bigger than " in str(exc):  # `check`'s own refusal: already a message for the visitor
-                raise
             reason = ("the hub may be unreachable from here" if str(exc).startswith("could not download")
                       else "its files there are not a BERT this app loads")
             raise ValueError(f"could not fetch {name} from the Hugging Face Hub: {reason}; {leave_out}") from None
@@ -226,7 +230,7 @@ class Runs:
         allowed = {preset: PRESETS[preset] for preset in self.caps.choices("preset")}
         if all(config.hidden_size > c.hidden_size or config.num_hidden_layers > c.num_hidden_layers
                for c in allowed.values()):
-            raise ValueError(f"{label} is bigger than the models this machine trains ({', '.join(allowed)})")
+            raise TooBig(f"{label} is bigger than the models this machine trains ({', '.join(allowed)})")
 
     def _check_upload(self, path: Path, alone: bool) -> Path:
         """Check an uploaded text file, read it, and return a private copy under a name of our choosing (a visitor's

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bert_demo.app.models import hub_id_of
 from bert_demo.app.runs import Caps, TrainingJob
 
 INTRO = """# BERT, from scratch
@@ -104,7 +105,7 @@ def _training_lines(info: dict[str, Any]) -> list[str]:
                  "random": "random weights, in the shape of"}.get(train.get("init"), "")
         labels = f"{train['train_examples']:,}" if train.get("train_examples") else "all"
         task = "an uploaded labelled file" if any(c in str(train["task"]) for c in "/\\.") else train["task"]
-        model = _model_name(str(train.get("model")))
+        model = hub_id_of(str(train.get("model"))) or Path(str(train.get("model"))).name
         return ["#### Fine-tuning",
                 f"Task **{task}**, from {start} **{model}**, {labels} labelled sentences, "
                 f"{info.get('step') or 0:,} of {train.get('steps'):,} steps, batch {train.get('batch_size')}, "
@@ -113,13 +114,6 @@ def _training_lines(info: dict[str, Any]) -> list[str]:
             f"Corpus **{corpus_name(train.get('corpus', '?'))}**, preset **{train.get('preset')}**, "
             f"{info.get('step') or 0:,} of {train.get('steps'):,} steps, batch {train.get('batch_size')}, "
             f"sequence length {train.get('seq_len')}, peak learning rate {train.get('lr'):g}{spent}."]
-
-
-def _model_name(path: str) -> str:
-    """A model's name from its folder: the hub id for a folder in the hub's cache (models--owner--name/snapshots/
-    <commit>), else the folder's name."""
-    cached = next((part for part in Path(path).parts if part.startswith("models--")), None)
-    return cached.removeprefix("models--").replace("--", "/") if cached else Path(path).name
 
 
 def _metric_lines(info: dict[str, Any]) -> list[str]:

@@ -25,6 +25,7 @@ from bert_demo import plots
 from bert_demo.app import text, training
 from bert_demo.app.backend import backend
 from bert_demo.app.handlers import Outputs, friendly
+from bert_demo.app.models import hub_id_of
 from bert_demo.app.registry import Registry
 from bert_demo.app.runs import UPLOAD_PREFIX, TrainingJob
 from bert_demo.app.training import STOP_ACTIVE, STOP_IDLE, UPDATE_EVERY_S
@@ -262,7 +263,7 @@ def _start_of(config: dict, selected: Path | None) -> str | None:
     """Which of the chart's starts a fine-tuning run was: its init for a run of the selected model, "well-read" for
     a pre-trained run of the well-read model (found by its folder in the hub's cache), else None."""
     model, init = Path(str(config.get("model"))), config.get("init")
-    if init == "pretrained" and f"models--{APP_FINETUNE['well_read'].replace('/', '--')}" in model.parts:
+    if init == "pretrained" and hub_id_of(model) == APP_FINETUNE["well_read"]:
         return WELL_READ
     return init if init in plots.STARTS and selected is not None and model.resolve() == selected else None
 
