@@ -52,8 +52,38 @@ def import_or_skip(name: str, reason: str = "") -> ModuleType:
         skip_or_fail(reason or f"{name} is not installed ({error})")
 
 
+CPU_BF16_ENV = "BERT_DEMO_TEST_CPU_BF16"  # "native" or "emulated": run the suite as on that kind of host
+
+
+def pretend_cpu(patch: pytest.MonkeyPatch, avx512_bf16: bool, amx: bool) -> None:
+    """torch's CPU feature checks answer as on a CPU with (or without) AVX-512 BF16 and AMX, so that
+    `precision="auto"` resolves as it would there: bf16 where either is present, fp32 where bf16 is emulated."""
+    patch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
+    patch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
+
+
 def pytest_configure(config) -> None:
+    if os.environ.get(CPU_BF16_ENV, "") not in ("", "native", "emulated"):
+        raise pytest.UsageError(f"${CPU_BF16_ENV} must be native or emulated, not {os.environ[CPU_BF16_ENV]!r}")
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU (skipped without one; benchmarks/gpu_check.py runs them)")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def host_kind() -> Iterator[None]:
+    """With $BERT_DEMO_TEST_CPU_BF16 set to native or emulated, the whole session runs as on that kind of host (in
+    this process: runs the tests start in other processes see the real CPU). Some hosts compute bf16 natively and
+    others emulate it, and CI may run on either: a test that assumes one precision fails on the other."""
+    kind = os.environ.get(CPU_BF16_ENV, "")
+    with pytest.MonkeyPatch.context() as patch:
+        if kind:
+            pretend_cpu(patch, avx512_bf16=kind == "native", amx=False)
+        yield
+
+
+@pytest.fixture
+def cpu_with(monkeypatch):
+    """`cpu_with(avx512_bf16, amx)`: this test's torch sees a CPU with those instructions (see `pretend_cpu`)."""
+    return lambda avx512_bf16, amx: pretend_cpu(monkeypatch, avx512_bf16, amx)
 
 
 @pytest.fixture(scope="session")

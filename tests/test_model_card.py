@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from bert_demo.model_card import CURVE_NAME, PLAIN_SENTENCES, knowledge, learning_curve_svg, write_card
-from bert_demo.runtime import describe_hardware
+from bert_demo.runtime import describe_hardware, resolve_precision
 from bert_demo.train_config import TrainConfig
 from bert_demo.trainer import Trainer
 
@@ -46,6 +46,7 @@ def test_the_card_reports_held_out_and_never_seen_text_through_ours_and_transfor
     assert f"| {corpus} (held out) |" in card and "| lee (never seen) |" in card
     assert card.count("| yes |") == 2  # ours and transformers agree on both
     assert "python -m bert_demo train --preset tiny" in card and f"![learning curve]({CURVE_NAME})" in card
-    assert f"on {describe_hardware(torch.device('cpu'))}, computing in fp32; the weights are fp32) with one command" \
-        in card
+    cpu = torch.device("cpu")  # auto is bf16 where this CPU computes it natively, fp32 where it emulates it
+    assert f"on {describe_hardware(cpu)}, computing in {resolve_precision('auto', cpu)}; the weights are fp32) with " \
+           "one command" in card
     assert (tmp_path / "run" / CURVE_NAME).read_text().startswith("<svg")

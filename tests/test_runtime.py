@@ -47,9 +47,8 @@ def test_auto_precision_on_a_gpu_is_bf16_from_ampere_on_and_fp32_before(monkeypa
 
 @pytest.mark.parametrize("avx512_bf16, amx, expected", [(False, False, "fp32"), (True, False, "bf16"),
                                                         (False, True, "bf16")])
-def test_auto_precision_on_a_cpu_is_bf16_only_with_native_bf16_instructions(monkeypatch, avx512_bf16, amx, expected):
-    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
-    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
+def test_auto_precision_on_a_cpu_is_bf16_only_with_native_bf16_instructions(cpu_with, avx512_bf16, amx, expected):
+    cpu_with(avx512_bf16, amx)
     assert resolve_precision("auto", torch.device("cpu")) == expected
 
 
