@@ -23,6 +23,10 @@ from bert_demo.model import BertForPreTraining, BertForSequenceClassification
 STEPS = 64  # midpoints of the path: completeness within 1% on the shipped model (tests/test_attribution.py)
 CHUNK = 16  # path points per forward pass: bounds memory on long inputs and large models
 MAX_STEPS = 512
+# The most work one attribution may ask: tokens x steps x layers x hidden size^2, here the shipped mini's 4 layers of
+# 256 at 128 tokens and the default 64 steps (about 3 s on 2 CPU cores). 505 tokens of it held both cores for 25 s,
+# and two such requests kept every other visitor's attribution waiting behind them.
+MAX_WORK = 128 * STEPS * 4 * 256**2
 
 
 @dataclass
@@ -94,6 +98,7 @@ def _integrate(model: torch.nn.Module, tokenizer: BertTokenizerFast, batch: dict
     So `output` is handed the model to call."""
     if not isinstance(steps, int) or isinstance(steps, bool) or not 1 <= steps <= MAX_STEPS:
         raise ValueError(f"steps must be a whole number between 1 and {MAX_STEPS}, got {steps!r}")
+    _check_work(model, batch["input_ids"].shape[1], steps)
     model = copy.deepcopy(model).eval().requires_grad_(False)  # gradients flow to the path alone
     ids = batch["input_ids"]
     table = model.bert.embeddings.word_embeddings
@@ -122,3 +127,13 @@ def _integrate(model: torch.nn.Module, tokenizer: BertTokenizerFast, batch: dict
     scores = ((real - base) * total / steps).sum(-1)  # (T,)
     return Attribution(tokenizer.convert_ids_to_tokens(ids[0].tolist()), scores.tolist(), target, at_input,
                        at_baseline)
+
+
+def _check_work(model: torch.nn.Module, tokens: int, steps: int) -> None:
+    """Refuse an input whose attribution would cost more than MAX_WORK: the model runs forward and back `steps`
+    times over every token, so its cost grows with the text, the steps and the model's size."""
+    config = model.config
+    per_token = steps * config.num_hidden_layers * config.hidden_size ** 2
+    if tokens * per_token > MAX_WORK:
+        raise ValueError(f"integrated gradients run this model forward and back {steps} times: give at most "
+                         f"{MAX_WORK // per_token} tokens, not {tokens}")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from bert_demo.attribution import STEPS, classification, masked_word
+from bert_demo.attribution import MAX_WORK, STEPS, classification, masked_word
 from bert_demo.checkpoint import load_pretrained
 from bert_demo.config import PRESETS
 from bert_demo.model import BertForSequenceClassification
@@ -79,3 +79,22 @@ def test_what_attribution_cannot_explain_is_refused_with_a_message(shipped, toke
         masked_word(model, tok, "the capital of france is [MASK].", steps=0)
     with pytest.raises(ValueError, match="the text has no \\[MASK\\]"):
         masked_word(model, tok, "no mask here.")
+
+
+def test_an_attribution_costing_more_than_the_cap_is_refused_before_any_work(shipped, monkeypatch):
+    """Its cost is tokens x steps x layers x hidden^2: the shipped mini takes 128 tokens at 64 steps, and twice
+    as many at half the steps. Two 505-token requests once held both cores for 25 s."""
+    model, tokenizer = shipped
+    allowed = MAX_WORK // (STEPS * 4 * 256**2)
+    assert allowed == 128
+
+    def sentence(tokens: int) -> str:  # [CLS] + words + [MASK] + "." + [SEP]
+        return " ".join(["river"] * (tokens - 4)) + " [MASK]."
+
+    monkeypatch.setattr(torch.autograd, "grad", lambda *a, **k: pytest.fail("worked on a refused input"))
+    with pytest.raises(ValueError, match=f"forward and back {STEPS} times: give at most 128 tokens, not 129"):
+        masked_word(model, tokenizer, sentence(allowed + 1))
+    with pytest.raises(ValueError, match="give at most 256 tokens, not 257"):
+        masked_word(model, tokenizer, sentence(2 * allowed + 1), steps=STEPS // 2)
+    monkeypatch.undo()
+    assert len(masked_word(model, tokenizer, sentence(allowed)).tokens) == allowed
