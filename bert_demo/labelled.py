@@ -165,19 +165,29 @@ def load_file(path: str | Path) -> datasets.DatasetDict:
 
 
 def _rows(text: str, suffix: str) -> list[dict]:
+    """The file's rows as dicts; a line that cannot be read is refused by its number, with why."""
     if suffix == ".jsonl":
-        rows = []
-        for number, line in enumerate(text.splitlines(), start=1):
-            if line.strip():
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError:
-                    raise ValueError(f"line {number} of the labelled file is not JSON") from None
-                if not isinstance(row, dict):
-                    raise ValueError(f"line {number} of the labelled file is not a JSON object")
-                rows.append(row)
-        return rows
-    return list(csv.DictReader(io.StringIO(text), delimiter="\t" if suffix == ".tsv" else ","))
+        return [_json_row(line, number) for number, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    reader = csv.DictReader(io.StringIO(text), delimiter="\t" if suffix == ".tsv" else ",")
+    try:
+        return list(reader)
+    except csv.Error as exc:  # a field over csv's 128 KB limit: far longer than any labelled sentence
+        raise ValueError(f"line {reader.line_num + 1} of the labelled file cannot be read as {suffix[1:].upper()} "
+                         f"({exc})") from None
+
+
+def _json_row(line: str, number: int) -> dict:
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError:
+        raise ValueError(f"line {number} of the labelled file is not JSON") from None
+    except ValueError:  # Python refuses to read an integer of more than 4,300 digits
+        raise ValueError(f"line {number} of the labelled file has a number too long to read") from None
+    except RecursionError:  # thousands of nested brackets
+        raise ValueError(f"line {number} of the labelled file is nested too deeply to be an example") from None
+    if not isinstance(row, dict):
+        raise ValueError(f"line {number} of the labelled file is not a JSON object")
+    return row
 
 
 def _examples(rows: list[dict]) -> datasets.DatasetDict:
