@@ -132,3 +132,60 @@ def test_a_visitor_gets_one_run_a_short_line_and_inference_is_never_refused(app,
     wait_for(lambda: not registry.line, what="the line to empty")
     running.cancel()
     registry.job.thread.join(timeout=60)
+
+
+def test_a_flood_of_slow_questions_is_refused_at_once_while_another_visitors_fill_mask_answers(app, monkeypatch):
+    """Issue 42's reproduction: two slow questions, then 34 more of the same kind from ten sessions, filled gradio's
+    one queue, and every visitor's Fill-mask was refused for half a minute. Each kind now has its own line."""
+    from bert_demo.app.admission import SLOW
+    from bert_demo.app.backend import backend
+
+    inference = backend().inference
+    real = inference.head_importance
+
+    def slow(*args, **kwargs):  # long enough for all 36 to have arrived before the first two are answered
+        time.sleep(4)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(inference, "head_importance", slow)
+    flood = [Client(app["url"], verbose=False) for _ in range(10)]
+    jobs = [flood[i % 10].submit(MODEL, f"the [MASK] sat {i}.", "final", api_name="/head_importance")
+            for i in range(36)]
+    time.sleep(2)
+    for _ in range(3):
+        started = time.perf_counter()
+        sentence, *_ = Client(app["url"], verbose=False).predict(MODEL, "the [MASK] of france is paris.", 5,
+                                                                 api_name="/fill_mask")
+        assert sentence["value"] and time.perf_counter() - started < 10
+    answered, refusals = 0, []
+    for job in jobs:
+        try:
+            job.result(timeout=60)
+            answered += 1
+        except AppError as refusal:
+            refusals.append(str(refusal))
+    assert answered == SLOW.running + SLOW.waiting and len(refusals) == 36 - answered
+    assert all("try again in about" in refusal for refusal in refusals)
+
+
+def test_new_sessions_from_one_address_get_no_more_places_in_line_than_its_share(app):
+    """A script made a new `Client` (a new session) for each run it queued; limits are kept by address too, as
+    gradio reports it: behind a proxy (here: loopback, as a Space's proxy is a private address), the address the
+    proxy forwards."""
+    from bert_demo.app.runs import ADDRESS_PLACES
+
+    registry = app["registry"]
+    registry.max_waiting = 4
+    one = {"X-Forwarded-For": "93.184.216.34"}
+    sessions = [Client(app["url"], verbose=False, headers=one) for _ in range(ADDRESS_PLACES + 1)]
+    running = train(sessions[0], app["corpus"])
+    wait_for(lambda: registry.job is not None and registry.job.running, what="the first run")
+    queued = train(sessions[1], app["corpus"])
+    wait_for(lambda: any("number 1 in line" in s for s in statuses(queued)), what="the place in line")
+    with pytest.raises(AppError, match=f"{ADDRESS_PLACES} runs from your network are already training or waiting"):
+        train(sessions[2], app["corpus"]).result()
+    elsewhere = train(Client(app["url"], verbose=False, headers={"X-Forwarded-For": "151.101.1.69"}), app["corpus"])
+    wait_for(lambda: any("number 2 in line" in s for s in statuses(elsewhere)), what="another network's place")
+    for job in (elsewhere, queued, running):
+        job.cancel()
+    registry.job.thread.join(timeout=60)

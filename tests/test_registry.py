@@ -20,8 +20,19 @@ from bert_demo.checkpoint import read_metadata
 from bert_demo.app import models
 from bert_demo.app.models import LIVE, MAX_CARD_CHARS
 from bert_demo.app.registry import Registry
+from bert_demo.app.visitors import Visitor
 from bert_demo.config import PRESETS
-from bert_demo.app.runs import UPLOAD_PREFIX, VISITOR_SHARE, Caps, TrainingJob, claim_folder, folder_bytes, run_bytes
+from bert_demo.app.runs import (
+    ADDRESS_SHARE,
+    CLAIM_PREFIX,
+    UPLOAD_PREFIX,
+    VISITOR_SHARE,
+    Caps,
+    TrainingJob,
+    claim_folder,
+    folder_bytes,
+    run_bytes,
+)
 from bert_demo.app.text import job_status
 from bert_demo.train_config import APP_RUN, TrainConfig, default
 
@@ -475,6 +486,18 @@ def test_folders_claimed_at_once_by_many_threads_are_all_different(tmp_path):
     assert len(set(claimed)) == 8 and all(Path(folder).is_dir() for folder in claimed)
 
 
+def test_a_folder_a_killed_app_claimed_is_swept_at_the_next_start_and_a_live_apps_is_kept(make_checkpoint, roots,
+                                                                                          tmp_path):
+    runs = tmp_path / "runs"
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    killed, live = Path(claim_folder(str(runs / "killed"))), Path(claim_folder(str(runs / "live")))
+    (killed / f"{CLAIM_PREFIX}{os.getpid()}").rename(killed / f"{CLAIM_PREFIX}{gone.stdout.strip()}")
+    saved = make_checkpoint(runs / "saved")
+    (saved / f"{CLAIM_PREFIX}{gone.stdout.strip()}").touch()  # a marker beside saved files: never a sweep's
+    Registry(checkpoints_dir=roots["checkpoints"], runs_dir=runs, device="cpu")
+    assert not killed.exists() and live.is_dir() and (saved / "config.json").is_file()
+
+
 def test_a_run_stopped_before_its_first_step_leaves_no_empty_folder(write_corpus, roots, tmp_path):
     registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=tmp_path / "runs", device="cpu")
     job = registry.start_training(corpus=["wiki"], steps=5, batch_size=2, seq_len=32, vocab_size=512, owner="me",
@@ -554,6 +577,23 @@ def test_a_run_is_refused_with_a_message_when_runs_would_pass_their_disk_budget_
     with pytest.raises(ValueError, match="the runs trained here fill .* this app keeps for them"):
         registry.start_training(owner="someone new", upload=upload(), **small)
     assert len(list((tmp_path / "runs").iterdir())) == 2  # nobody's run was deleted to make room
+
+
+def test_new_sessions_from_one_address_share_one_networks_part_of_the_disk(write_corpus, roots, tmp_path):
+    registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=tmp_path / "runs", device="cpu")
+    small = {"corpus": [], "steps": 2, "batch_size": 2, "seq_len": 32, "vocab_size": 512}
+    upload = lambda: str(write_corpus(tmp_path / "c.txt"))  # noqa: E731  (each run takes its own copy)
+    need = run_bytes(registry.train_config(**small, upload=upload()))
+    registry.runs_budget = int(need / VISITOR_SHARE) + 1  # a visitor's part holds one run, a network's two
+    assert int(registry.runs_budget * ADDRESS_SHARE) < 3 * need
+    for session in ("session-1", "session-2"):
+        job = registry.start_training(owner=Visitor(session, "93.184.216.34"), upload=upload(), **small)
+        job.thread.join(timeout=60)
+    with pytest.raises(ValueError, match="the runs from your network fill .* one network may use"):
+        registry.start_training(owner=Visitor("session-3", "93.184.216.34"), upload=upload(), **small)
+    other = registry.start_training(owner=Visitor("session-4", "151.101.1.69"), upload=upload(), **small)
+    other.thread.join(timeout=60)
+    assert other.done["checkpoint"], other.records
 
 
 def test_private_copies_a_killed_app_left_are_swept_at_start_and_a_live_apps_kept(roots, tmp_path, monkeypatch):

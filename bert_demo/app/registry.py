@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from bert_demo.app.models import Catalog, visible_device
-from bert_demo.app.runs import Caps, Runs, sweep_private_copies
+from bert_demo.app.runs import Caps, Runs, sweep_claims, sweep_private_copies
 
 DEVICE_ENV, CHECKPOINTS_ENV, RUNS_ENV = "BERT_DEMO_DEVICE", "BERT_DEMO_CHECKPOINTS", "BERT_DEMO_RUNS"
 EXTRA_ENV, HUB_ENV, MAX_RUNS_ENV = "BERT_DEMO_MODELS_DIR", "BERT_DEMO_HUB", "BERT_DEMO_MAX_RUNS"
@@ -42,6 +42,7 @@ class Registry(Catalog, Runs):
         self.hub_cache = Path(os.environ.get(HUB_CACHE_ENV) or Path(tempfile.gettempdir()) / "bert-demo-hub")
         self._init_catalog()
         sweep_private_copies()  # what a killed app left of its visitors' private text
+        sweep_claims(self.roots["runs"])  # and the folders of runs it was starting
         budget_mb = os.environ.get(RUNS_BUDGET_ENV)
         self._init_runs(max_runs=int(os.environ.get(MAX_RUNS_ENV) or 20),
                         **({"budget_bytes": int(budget_mb) * 2**20} if budget_mb else {}))

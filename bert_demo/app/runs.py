@@ -24,6 +24,7 @@ from typing import Any
 
 from bert_demo.app.backend import backend
 from bert_demo.app.run_process import ProcessTrainer, run_class
+from bert_demo.app.visitors import same_address
 from bert_demo.app.models import (
     FOLDER,
     LIVE,
@@ -55,8 +56,11 @@ log = logging.getLogger(__name__)
 MIN_RUN_AGE_S = 3600.0  # a run trained here is kept at least this long, however many runs follow it
 RUNS_BUDGET_BYTES = 2 * 2**30  # all the runs this app trained, on disk (BERT_DEMO_RUNS_BUDGET_MB); one mini run
 VISITOR_SHARE = 0.25  # writes up to about 160 MB (weights, timeline); one visitor's runs may fill this much of it
+ADDRESS_SHARE = 0.5  # and the runs from one address this much (a classroom behind one router shares an address)
+ADDRESS_PLACES = 2  # the places in the training line (the slot included) that the runs from one address may hold
 MAX_WAITING = 4  # visitors who may wait in line for the training slot; more are refused at once
 WAIT_POLL_S = 1.0  # how often a waiting visitor's place in line is re-checked and shown
+CLAIM_PREFIX = ".claimed-by-"  # then the process id: a run folder's marker until its first save replaces it
 UPLOAD_PREFIX = "bert-demo-upload-"  # then the app's process id: a copy whose process is gone is swept at start
 MAX_WORD_CHARS = 100  # WordPiece reads a longer word as [UNK]; thousands of letters a word stall its training
 FORM = ("preset", "steps", "batch_size", "lr", "seq_len", "vocab_size")  # the settings a visitor chooses
@@ -303,11 +307,13 @@ class Runs:
     def _join_line(self, owner: str | None) -> Ticket:
         with self._runs_lock:
             job = self.job
-            mine = owner is not None and (any(t.owner == owner for t in self.line)
-                                          or (job is not None and job.running and job.owner == owner))
-            if mine:
+            holders = [t.owner for t in self.line] + ([job.owner] if job is not None and job.running else [])
+            if owner is not None and owner in holders:
                 raise ValueError("you already have a run training or waiting: stop it, or wait for it to end, "
                                  "before you start another")
+            if sum(same_address(owner, holder) for holder in holders) >= ADDRESS_PLACES:
+                raise ValueError(f"{ADDRESS_PLACES} runs from your network are already training or waiting, the most "
+                                 "one network may have: wait for one of them to end")
             if len(self.line) >= self.max_waiting:
                 raise ValueError(f"{len(self.line)} visitors are already waiting to train, the most this app lets "
                                  "wait: try again in a few minutes. Fill-mask, Next sentence and Attention work "
@@ -356,26 +362,33 @@ class Runs:
             return self.job
 
     def _check_disk(self, config: RunConfig, owner: str | None) -> None:
-        """Refuse a run that would take runs/ past its byte budget, or its visitor past their share of it, with a
-        clear message: the app never deletes someone's fresh run to make room (see `_prune_runs`)."""
-        need, runs = run_bytes(config), self._app_runs()
-        used = sum(map(folder_bytes, runs))
-        mine = sum(folder_bytes(f) for f in runs if owner is not None and self._claimed.get(f) == owner)
+        """Refuse a run that would take runs/ past its byte budget, its visitor past their share of it, or their
+        address past its share, with a clear message: the app never deletes someone's fresh run to make room (see
+        `_prune_runs`)."""
+        need = run_bytes(config)
+        held = [(self._claimed.get(f), folder_bytes(f)) for f in self._app_runs()]  # (owner, bytes) of each run
         job = self.job
         if job is not None and job.running:  # what the run in progress will still write
-            left = max(0, run_bytes(job.trainer.config) - folder_bytes(Path(job.trainer.config.out)))
-            used += left
-            mine += left if owner is not None and job.owner == owner else 0
-        share = int(self.runs_budget * VISITOR_SHARE)
+            written = folder_bytes(Path(job.trainer.config.out))
+            held.append((job.owner, max(0, run_bytes(job.trainer.config) - written)))
+        used = sum(size for _, size in held)
         if used + need > self.runs_budget:
             raise ValueError(f"the runs trained here fill {_mb(used)} of the {_mb(self.runs_budget)} this app keeps "
                              f"for them, and this run would write up to {_mb(need)}: try again later (runs older than "
                              "an hour make room as new ones start), or choose fewer steps or a smaller model")
+        mine = sum(size for holder, size in held if owner is not None and holder == owner)
+        share = int(self.runs_budget * VISITOR_SHARE)
         if owner is not None and mine + need > share:
             raise ValueError(f"your runs here fill {_mb(mine)} of the {_mb(share)} one visitor may use, and this run "
                              f"would write up to {_mb(need)}: download what you want to keep, and try again once "
                              "your older runs have been cleared (after an hour), or choose fewer steps or a smaller "
                              "model")
+        network = sum(size for holder, size in held if same_address(owner, holder))
+        share = int(self.runs_budget * ADDRESS_SHARE)
+        if network and network + need > share:
+            raise ValueError(f"the runs from your network fill {_mb(network)} of the {_mb(share)} one network may "
+                             f"use, and this run would write up to {_mb(need)}: try again once older runs have been "
+                             "cleared (after an hour), or choose fewer steps or a smaller model")
 
     def _app_runs(self) -> list[Path]:
         """The folders of the runs this app trained: saved ones, and those claimed by runs still writing."""
@@ -572,13 +585,15 @@ def _mb(size: int) -> str:
 def claim_folder(out: str) -> str:
     """A run's own folder, made now with an exclusive mkdir: a folder name ends in a timestamp to the second, so two
     runs started in the same second would otherwise write one folder, and one of them would be lost. The second
-    gets `-2`, the third `-3`, and so on; nobody's folder is ever written over."""
+    gets `-2`, the third `-3`, and so on; nobody's folder is ever written over. A marker names this process until
+    the run's first save replaces the folder, so that what a killed app claimed is swept (`sweep_claims`)."""
     base = Path(out)
     base.parent.mkdir(parents=True, exist_ok=True)
     folder, number = base, 1
     while True:
         try:
             folder.mkdir()
+            (folder / f"{CLAIM_PREFIX}{os.getpid()}").touch()
             return str(folder)
         except FileExistsError:
             number += 1
@@ -588,7 +603,18 @@ def claim_folder(out: str) -> str:
 def remove_if_empty(folder: str) -> None:
     """Give back a claimed run folder that nothing was saved to (rmdir refuses a folder with anything in it)."""
     with contextlib.suppress(OSError):
+        (Path(folder) / f"{CLAIM_PREFIX}{os.getpid()}").unlink(missing_ok=True)
         Path(folder).rmdir()
+
+
+def sweep_claims(root: Path) -> None:
+    """Delete the run folders that a killed app claimed and never saved to: they hold nothing but the marker of a
+    process that is gone. A live app's claims, and every saved run, are kept."""
+    for marker in root.glob(f"*/{CLAIM_PREFIX}*"):
+        pid = marker.name[len(CLAIM_PREFIX):]
+        if [p.name for p in marker.parent.iterdir()] == [marker.name] and (
+                not pid.isdigit() or not _process_alive(int(pid))):
+            shutil.rmtree(marker.parent, ignore_errors=True)
 
 
 def _check_words(documents: list[list[str]]) -> None:

@@ -9,14 +9,18 @@ helper events, and a pair's head importance (the backend's `head_importance` wit
 from __future__ import annotations
 
 import inspect
+import logging
 import os
 from collections.abc import Callable
 from typing import Any
 
+import anyio
 import gradio as gr
 
 from bert_demo import plots
 from bert_demo.app import asking, choosing, text, training, tuning
+from bert_demo.app.admission import Admission, Refused
+from bert_demo.app.visitors import Visitor, visitor_of
 from bert_demo.app.asking import MAX_LABELS, PAIR_ALL, PAIR_FILTERS, VIEWS, head_names
 from bert_demo.app.handlers import FINAL, NO_COMPARE, Blocks
 from bert_demo.app.training import PROBE_LABEL, START_RANDOM, STARTS
@@ -28,7 +32,9 @@ from bert_demo.sources import APP_SOURCES
 from bert_demo.labelled import FILE_TYPES, TASKS
 from bert_demo.train_config import APP_FINETUNE, APP_RUN, label
 
-QUEUE_SIZE = 32
+log = logging.getLogger(__name__)
+
+QUEUE_SIZE = 32  # events waiting in gradio's own queue; questions wait in their own lines instead (admission.py)
 ANALYTICS_EVERY = 50  # events between gradio's summaries of request times (its default: 1)
 PROJECTED_WORDS = "monday friday january march paris london berlin france england germany king queen man woman"
 SCROLL_TO_MAP = "() => document.querySelector('#att-plot')?.scrollIntoView({behavior: 'smooth', block: 'start'})"
@@ -64,34 +70,44 @@ def launch_kwargs(registry: Registry | None = None) -> dict[str, Any]:
     return {"css": CSS, "theme": theme, "max_file_size": caps.max_upload_bytes}
 
 
-def wire(handler: Callable, registry: Registry, components: Components) -> Callable:
+def wire(handler: Callable, registry: Registry, components: Components, admission: Admission) -> Callable:
     """`handler` bound to the registry, answering {component: value}. A handler whose last parameter is `owner`
-    gets the visitor's browser session there: gradio passes the request to a parameter annotated gr.Request."""
+    gets the visitor there (`visitors.Visitor`: the browser session, and the address it asks from).
+    A question (a handler that returns) waits in its own line of `admission`, outside gradio's queue, and is
+    answered in a worker thread; a run (a handler that yields) keeps its own line in the registry."""
     parameters = [p.replace(default=inspect.Parameter.empty)  # gradio passes every input: no defaults needed
                   for p in list(inspect.signature(handler).parameters.values())[1:]]  # without the registry
     owner = parameters[-1].name == "owner"
-    if owner:
-        parameters[-1] = inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=gr.Request)
+    parameters = parameters[:-1] if owner else parameters
+    parameters.append(inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=gr.Request))
 
-    def call(args: tuple) -> Any:
-        if owner:
-            *args, request = args
-            args = (*args, getattr(request, "session_hash", None))
-        return handler(registry, *args)
+    def call(args: tuple, visitor: Visitor | None) -> Any:
+        return handler(registry, *args, *([visitor] if owner else []))
 
     if inspect.isgeneratorfunction(inspect.unwrap(handler)):
         def fn(*args):
-            for result in call(args):
+            *args, request = args
+            for result in call(tuple(args), visitor_of(request)):
                 yield {components[name]: value for name, value in result.items()}
     else:
-        def fn(*args):
+        def answer(args: tuple, visitor: Visitor | None) -> dict:
             question_asked()  # a run in progress yields cores to the visitors while they wait for answers
             try:
-                return {components[name]: value for name, value in call(args).items()}
+                return {components[name]: value for name, value in call(args, visitor).items()}
             finally:
                 question_asked()  # counted from the answer: a long one keeps the run on one core throughout
+
+        async def fn(*args):
+            *args, request = args
+            visitor = visitor_of(request)
+            try:
+                async with admission.admit(handler.__name__, visitor):
+                    return await anyio.to_thread.run_sync(answer, tuple(args), visitor)
+            except Refused as refusal:
+                log.warning("%s refused: %s", handler.__name__, refusal)
+                raise gr.Error(str(refusal)[:1].upper() + str(refusal)[1:], print_exception=False) from None
     fn.__name__, fn.__signature__ = handler.__name__, inspect.Signature(parameters)
-    fn.__annotations__ = {"request": gr.Request} if owner else {}  # where gradio looks for the request parameter
+    fn.__annotations__ = {"request": gr.Request}  # where gradio looks for the request parameter
     return fn
 
 
@@ -113,11 +129,11 @@ def build_demo(registry: Registry | None = None) -> gr.Blocks:
             c.update(_finetune_tab(registry))
             c.update(_model_tab())
         c["tabs"] = tabs
-        _events(demo, registry, c)
+        _events(demo, registry, c, Admission())
     # gradio summarises its last 10,000 events with pandas after every event by default: 2 ms a request, 7 ms once
     # a long-lived Space has seen 10,000. Every 50 events is fresh enough for its monitoring page; an owner's wins.
     os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY", str(ANALYTICS_EVERY))
-    demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=2)
+    demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=None)  # each question's line limits it (admission)
     return demo
 
 
@@ -449,10 +465,10 @@ def _model_tab() -> Components:
     return c
 
 
-def _events(demo: gr.Blocks, registry: Registry, c: Components) -> None:
+def _events(demo: gr.Blocks, registry: Registry, c: Components, admission: Admission) -> None:
     """Wire every event: the named endpoints, then the private helpers."""
     def bound(handler: Callable) -> Callable:
-        return wire(handler, registry, c)
+        return wire(handler, registry, c, admission)
 
     def pick(*names: str) -> list:
         return [c[name] for name in names]
