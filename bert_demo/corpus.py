@@ -32,13 +32,25 @@ def load_corpus(source: str | Path = "wiki", cache_dir: str | Path | None = None
     `cache_dir` defaults to $BERT_DEMO_CACHE, else ~/.cache/bert-demo. Returns fresh lists on every call, so callers
     may shuffle or mutate them.
     """
-    cache = str(Path(cache_dir or os.environ.get("BERT_DEMO_CACHE") or Path.home() / ".cache" / "bert-demo"))
+    cache = str(cache_folder(cache_dir))
     source = str(source)
     parts = [source] if "," in source and _is_file(source) else [part.strip() for part in source.split(",")]
     documents = []
     for part in parts:
         documents += [list(document) for document in _load_part(part, cache, reserved_ok)]
     return documents
+
+
+def cache_folder(cache_dir: str | Path | None = None) -> Path:
+    """Where parsed corpora (and what pre-training makes of them, `prepared`) are kept: `cache_dir`, else
+    $BERT_DEMO_CACHE, else ~/.cache/bert-demo."""
+    return Path(cache_dir or os.environ.get("BERT_DEMO_CACHE") or Path.home() / ".cache" / "bert-demo")
+
+
+def is_named(source: str) -> bool:
+    """Whether every part of a comma-separated source is a named corpus (text anyone can fetch, never a visitor's
+    file): what may be kept on disk in the cache."""
+    return all(part.strip() in SOURCES for part in str(source).split(","))
 
 
 def _load_part(part: str, cache: str, reserved_ok: bool) -> tuple[tuple[str, ...], ...]:

@@ -7,6 +7,7 @@ objectives, and what a validation shows (held-out metrics, a probe sentence's gu
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import time
 from collections import defaultdict
@@ -21,11 +22,12 @@ from transformers import BertTokenizerFast
 
 from bert_demo.checkpoint import load_optimizer_tensors, load_pretrained
 from bert_demo.config import PRESETS
-from bert_demo.corpus import load_corpus
+from bert_demo.corpus import is_named, load_corpus
 from bert_demo.evaluate import frequency_baseline, readout, readout_items, validate
 from bert_demo.inference import fill_mask
 from bert_demo.loop import OPTIMIZER_NAME, Run, split_batch
 from bert_demo.model import IGNORE_INDEX, BertForPreTraining
+from bert_demo.prepared import cached_ids, cached_vocabulary
 from bert_demo.pretraining_data import (
     PretrainingData,
     SpecialIds,
@@ -65,7 +67,7 @@ class Trainer(Run):
             return None
         special = SpecialIds.from_tokenizer(self.tokenizer)
         seed = cfg.seed + self.step  # a resumed run draws new batches, not the ones it already saw
-        train_ids = tokenize_documents(train_docs, self.tokenizer)
+        train_ids = self._ids(train_docs, "train")
         train_data = self._data(train_ids, special, seed, cfg.batch_size, self.dist.rank, self.dist.world_size,
                                 mask_prob=cfg.mask_prob)
         batches = train_data.batches()
@@ -73,7 +75,7 @@ class Trainer(Run):
             short = self._data(train_ids, special, seed, cfg.batch_size, self.dist.rank, self.dist.world_size,
                                mask_prob=cfg.mask_prob, seq_len=cfg.short_seq_len)
             batches = itertools.chain(itertools.islice(short.batches(), cfg.short_seq_steps - self.step), batches)
-        self._val_batches = self._data(tokenize_documents(val_docs, self.tokenizer), special, 0, 32).fixed_batches(
+        self._val_batches = self._data(self._ids(val_docs, "validation"), special, 0, 32).fixed_batches(
             cfg.eval_batches, seed=0)
         counts = token_counts(train_ids, len(self.tokenizer))
         self._baseline = frequency_baseline(counts, self._val_batches, self.tokenizer.all_special_ids)
@@ -93,8 +95,23 @@ class Trainer(Run):
             return self._broadcast_vocabulary(None)
         # min_frequency=1: on a small corpus words seen once still get whole-word entries; on a large one the
         # vocabulary size, not the frequency floor, decides what is kept
-        tokenizer = train_tokenizer(train_docs, vocab_size=self.config.vocab_size, min_frequency=1)
+        def make() -> BertTokenizerFast:
+            return train_tokenizer(train_docs, vocab_size=self.config.vocab_size, min_frequency=1)
+
+        key = self._kept_as("train")
+        tokenizer = make() if key is None else cached_vocabulary(f"{key}|{self.config.vocab_size}", make)
         return self._broadcast_vocabulary(tokenizer) if self.dist.world_size > 1 else tokenizer
+
+    def _ids(self, documents: list[list[str]], split: str) -> list:
+        """A split's documents as token ids: read back from the cache for a named corpus (`prepared`)."""
+        key = self._kept_as(split)
+        make = functools.partial(tokenize_documents, documents, self.tokenizer)
+        return make() if key is None else cached_ids(key, self.tokenizer, make)
+
+    def _kept_as(self, split: str) -> str | None:
+        """What a split of this run's corpus is kept under in the cache; None for a visitor's file (never kept)."""
+        cfg = self.config
+        return f"{cfg.corpus}|{split}|{cfg.val_fraction}|{cfg.seed}" if is_named(cfg.corpus) else None
 
     def _broadcast_vocabulary(self, tokenizer: BertTokenizerFast | None) -> BertTokenizerFast:
         """Rank 0's trained vocabulary, sent to every rank as UTF-8 bytes (training it again could differ)."""

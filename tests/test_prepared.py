@@ -1,0 +1,67 @@
+"""bert_demo/prepared.py: a named corpus's vocabulary and token ids are made once and read back the same, a damaged
+file is made again, and a visitor's file is never kept."""
+from __future__ import annotations
+
+import pytest
+
+import bert_demo.trainer as trainer_module
+from bert_demo import sources
+from bert_demo.prepared import cached_ids, cached_vocabulary
+from bert_demo.pretraining_data import tokenize_documents
+from bert_demo.tokenizer import train_tokenizer, vocabulary
+from bert_demo.train_config import TrainConfig
+from bert_demo.trainer import Trainer
+
+DOCUMENTS = [[f"The {animal} number {i} lived near the {place} for many years.", f"People saw the {animal} often.",
+              f"It liked the {place} in the summer months."]
+             for i, (animal, place) in enumerate([("fox", "river"), ("owl", "forest"), ("hare", "hill"),
+                                                  ("deer", "lake"), ("crow", "town"), ("mole", "field")] * 5)]
+
+
+def never(*args, **kwargs):
+    raise AssertionError("made again although it was kept")
+
+
+def test_a_vocabulary_and_ids_are_made_once_and_read_back_exactly(private_cache):
+    tokenizer = cached_vocabulary("stories|train", lambda: train_tokenizer(DOCUMENTS, 300, min_frequency=1))
+    ids = cached_ids("stories|train", tokenizer, lambda: tokenize_documents(DOCUMENTS, tokenizer))
+    again = cached_vocabulary("stories|train", never)
+    assert vocabulary(again) == vocabulary(tokenizer)
+    assert again("the fox lived near the river.")["input_ids"] == tokenizer("the fox lived near the river.")["input_ids"]
+    assert cached_ids("stories|train", again, never) == ids and len(ids) == len(DOCUMENTS)
+    assert (private_cache / "prepared").is_dir()
+
+
+def test_ids_are_kept_per_vocabulary_and_a_damaged_file_is_made_again(private_cache):
+    small = train_tokenizer(DOCUMENTS, 200, min_frequency=1)
+    other = train_tokenizer([["A quiet orchard grew plums beside the mill."]] + DOCUMENTS, 400, min_frequency=1)
+    kept = cached_ids("k", small, lambda: tokenize_documents(DOCUMENTS, small))
+    made = []
+    ids = cached_ids("k", other, lambda: made.append(1) or tokenize_documents(DOCUMENTS, other))
+    assert made and ids != kept  # another vocabulary: its own ids, not the kept ones
+    for file in (private_cache / "prepared").glob("ids-*"):
+        file.write_bytes(b"not safetensors")
+    assert cached_ids("k", small, lambda: tokenize_documents(DOCUMENTS, small)) == kept
+
+
+def run(tmp_path, corpus: str, name: str) -> list[dict]:
+    config = TrainConfig(preset="tiny", corpus=corpus, steps=2, batch_size=4, seq_len=32, vocab_size=300,
+                         val_fraction=0.2, eval_every=2, eval_batches=1, log_every=1, out=str(tmp_path / name))
+    return [r for r in Trainer(config).run() if r["kind"] in ("train", "val")]
+
+
+def test_a_run_on_a_named_corpus_reads_its_preparation_back_and_trains_the_same(private_cache, tmp_path,
+                                                                                  monkeypatch):
+    monkeypatch.setitem(sources.SOURCES, "stories", sources.Source(lambda cache: DOCUMENTS, "test stories"))
+    first = run(tmp_path, "stories", "first")
+    monkeypatch.setattr(trainer_module, "train_tokenizer", never)
+    monkeypatch.setattr(trainer_module, "tokenize_documents", never)
+    again = run(tmp_path, "stories", "again")
+    assert [(r["mlm_loss"], r["nsp_loss"]) for r in again] == [(r["mlm_loss"], r["nsp_loss"]) for r in first]
+
+
+def test_a_visitors_file_is_never_kept(private_cache, tmp_path):
+    upload = tmp_path / "mine.txt"
+    upload.write_text("\n\n".join(" ".join(document) for document in DOCUMENTS))
+    run(tmp_path, str(upload), "run")
+    assert not (private_cache / "prepared").exists()
