@@ -143,7 +143,7 @@ class Runs:
             raise ValueError("choose a corpus or upload a .txt file to train on")
         steps = values["steps"]
         config = TrainConfig(**values, corpus=",".join(sources) or "upload", log_every=max(1, steps // 50),
-                             eval_every=max(10, steps // 6), save_every=10**9, device=self.torch_device())
+                             eval_every=max(10, math.ceil(steps / 6)), save_every=10**9, device=self.torch_device())
         config.validate(self.caps.limits)
         start = config.preset
         if init_from:
