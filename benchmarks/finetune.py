@@ -39,7 +39,7 @@ def run_one(args: argparse.Namespace, init: str, size: int | None, seed: int, lr
     """One fine-tuning run; its final validation record's test and outside scores, and its wall time."""
     import torch
 
-    from bert_demo.finetune import FineTuner
+    from bert_demo.finetune import finetuning
 
     torch.set_num_threads(max(1, _common.cores() // max(1, args.jobs)))
     reinit_pooler = args.reinit_pooler and init == "pretrained"  # a random start's pooler is new anyway
@@ -49,7 +49,7 @@ def run_one(args: argparse.Namespace, init: str, size: int | None, seed: int, lr
                                 reinit_pooler=reinit_pooler, layer_decay=args.layer_decay, out=f"{out}/run",
                                 eval_every=10**6, log_every=10**6)
         started = time.perf_counter()
-        final = [r for r in FineTuner(config).run() if r["kind"] == "val"][-1]
+        final = [r for r in finetuning(config).run() if r["kind"] == "val"][-1]
         return {"model": args.model, "init": init, "labels": size or "all", "seed": seed, "lr": lr, "epochs": epochs,
                 "reinit_pooler": reinit_pooler, "layer_decay": args.layer_decay, "steps": config.steps,
                 "val_acc": round(final["acc"], 4), "test_acc": round(final["test_acc"], 4),

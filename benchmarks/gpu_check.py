@@ -85,14 +85,14 @@ def throughput(preset: str, vocab: int, batch: int, seq: int) -> Row:
 def compiled() -> Row:
     """The trainer with --compile against without, the same mini run on the cached wiki corpus."""
     from bert_demo.train_config import TrainConfig
-    from bert_demo.trainer import Trainer
+    from bert_demo.trainer import pretraining
 
     speed = {}
     for compile_ in (False, True):
         with tempfile.TemporaryDirectory() as out:
             config = TrainConfig(preset="mini", corpus="wiki", steps=200, log_every=50, eval_every=200, device="cuda",
                                  out=f"{out}/run", compile=compile_)
-            records = [r for r in Trainer(config).run() if r["kind"] == "train"]
+            records = [r for r in pretraining(config).run() if r["kind"] == "train"]
             speed[compile_] = statistics.median(r["tokens_per_s"] for r in records[1:])  # after the first compiles
     return ["trainer --compile / eager, mini 32x128, tokens/s after step 50",
             f"{speed[True]:,.0f} / {speed[False]:,.0f}", f"{speed[True] / speed[False]:.2f}x"]
@@ -122,29 +122,30 @@ def memory_at_caps() -> Row:
 def synchronisations() -> Row:
     """Our training step with its running metrics on the GPU, against reading five of them back every micro-step."""
     from bert_demo.config import PRESETS
-    from bert_demo.model import IGNORE_INDEX, BertForPreTraining
+    from bert_demo.loop import Window
+    from bert_demo.model import BertForPreTraining
     from bert_demo.recipe import make_optimizer
     from bert_demo.train_config import TrainConfig
-    from bert_demo.trainer import Window
+    from bert_demo.trainer import _loss
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from bench_train import make_batches
 
     torch.manual_seed(0)
     model = BertForPreTraining(PRESETS["mini"].with_vocab(8192)).cuda().train()
-    optimizer = make_optimizer(model, TrainConfig())
+    config = TrainConfig()
+    optimizer = make_optimizer(model, config)
     batches = make_batches(4, 32, 128, 8192)
     window, state = Window(), {"i": 0}
 
     def step(read_back: bool) -> None:
         cpu = batches[state["i"] % len(batches)]
         state["i"] += 1
-        labels = cpu["mlm_labels"]
-        targets, tokens = labels[labels != IGNORE_INDEX], int(cpu["attention_mask"].sum())
         b = {k: v.cuda(non_blocking=True) for k, v in cpu.items()}
         with torch.autocast("cuda", dtype=torch.bfloat16):
             out = model(**b)
-        out.loss.backward()
-        window.add(out, b["nsp_labels"], targets.cuda(non_blocking=True), tokens)
+        loss, metrics = _loss(config, out, cpu, cpu)  # what the trainer's loop does with each micro-batch
+        loss.backward()
+        window.add(metrics, int(cpu["attention_mask"].sum()))
         if read_back:  # what Window.add did before: five values read at every micro-step
             out.mlm_loss.item(), out.nsp_loss.item(), out.mlm_logits.argmax(-1).sum().item()
             out.nsp_logits.argmax(-1).sum().item(), b["attention_mask"].sum().item()
@@ -162,13 +163,13 @@ def synchronisations() -> Row:
 def app_default_run() -> list[Row]:
     from bert_demo.evaluate import evaluate
     from bert_demo.train_config import APP_RUN, TrainConfig
-    from bert_demo.trainer import Trainer
+    from bert_demo.trainer import pretraining
 
     with tempfile.TemporaryDirectory() as out:
         config = TrainConfig(**APP_RUN, out=f"{out}/run", device="cuda", log_every=20,
                              eval_every=APP_RUN["steps"] // 6)
         started = time.perf_counter()
-        records = list(Trainer(config).run())
+        records = list(pretraining(config).run())
         seconds = time.perf_counter() - started
         done, val = records[-1], [r for r in records if r["kind"] == "val"][-1]
         speed = statistics.median(r["tokens_per_s"] for r in records if r["kind"] == "train")

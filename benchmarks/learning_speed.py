@@ -24,7 +24,7 @@ from _common import print_table
 
 from bert_demo.evaluate import evaluate
 from bert_demo.train_config import BERT_RECIPE, TrainConfig, default
-from bert_demo.trainer import Trainer
+from bert_demo.trainer import pretraining
 
 TARGET = 0.20
 OLD = {**BERT_RECIPE, "lr": 1e-3, "warmup": 0.1, "dropout": 0.1}  # the recipe before this benchmark: BERT's
@@ -90,7 +90,7 @@ def run_variant(name: str, overrides: dict, args: argparse.Namespace, folder: Pa
                     out=str(folder), precision=args.precision)
     config = TrainConfig(**{**settings, **scaled({**OLD, **overrides}, args.steps)})
     reached, last, started = None, {}, time.perf_counter()
-    for record in Trainer(config).run():
+    for record in pretraining(config).run():
         if record["kind"] == "val":
             last = record
             print(f"  {name} step {record['step']}: validation MLM loss {record['mlm_loss']:.3f} "

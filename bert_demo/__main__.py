@@ -78,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def train_command(args: argparse.Namespace) -> int:
     from bert_demo.checkpoint import read_metadata
-    from bert_demo.trainer import Trainer
+    from bert_demo.trainer import pretraining
 
     overrides = given_flags(args)
     if args.resume:  # continue in the resumed folder and on this machine's device, unless --out / --device say
@@ -86,7 +86,7 @@ def train_command(args: argparse.Namespace) -> int:
         config = TrainConfig.from_stored({**stored, **overrides})
     else:
         config = TrainConfig.from_dict(overrides)
-    trainer = Trainer(config, resume=args.resume)
+    trainer = pretraining(config, resume=args.resume)
     signal.signal(signal.SIGINT, lambda *_: trainer.stop())  # Ctrl-C: finish the step, save, exit
     progress = tqdm(total=config.steps, initial=trainer.step, unit="step", disable=not trainer.dist.is_main)
     done = {}
@@ -104,7 +104,7 @@ RESUME_MAY_CHANGE = {"steps", "eval_every", "log_every", "save_every", "out", "d
 
 def finetune_command(args: argparse.Namespace) -> int:
     from bert_demo.checkpoint import read_metadata
-    from bert_demo.finetune import FineTuner
+    from bert_demo.finetune import finetuning
 
     overrides = given_flags(args, FinetuneConfig)
     if args.resume:  # continue in the resumed folder and on this machine's device, unless --out / --device say
@@ -116,7 +116,7 @@ def finetune_command(args: argparse.Namespace) -> int:
             raise ValueError(f"a resumed run keeps its settings: leave out {flags(changed)} (only "
                              f"{flags(sorted(RESUME_MAY_CHANGE))} may change)")
         overrides = {**stored, **overrides}
-    tuner = FineTuner(FinetuneConfig.from_dict(overrides), resume=args.resume)
+    tuner = finetuning(FinetuneConfig.from_dict(overrides), resume=args.resume)
     signal.signal(signal.SIGINT, lambda *_: tuner.stop())  # Ctrl-C: finish the step, save, exit
     done: Record = {}
     for record in tuner.run():

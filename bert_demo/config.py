@@ -24,6 +24,7 @@ LIMITS = {
 # The files of a checkpoint folder (Hugging Face's names, plus our training record), and the largest config.json read.
 CONFIG_NAME, WEIGHTS_NAME = "config.json", "model.safetensors"
 METADATA_NAME = "bert_demo.json"  # our training config and metrics, beside the Hugging Face files
+OPTIMIZER_NAME = "optimizer.safetensors"  # AdamW's state, which a resumed run carries on with
 MAX_CONFIG_BYTES = 1_000_000
 MAX_PARAMETERS = 500_000_000  # all sizes at their limits would be ~11 B parameters (43 GB); BERT-large is 335 M
 MAX_LABELS, MAX_LABEL_CHARS = 20, 100  # classes of a fine-tuned classifier, and the length of a class name

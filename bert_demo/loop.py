@@ -1,12 +1,13 @@
 """The loop every run shares, pre-training or fine-tuning (nanoGPT's train.py and minGPT's trainer are the models:
-one flat loop): the device and precision, optimizer steps with clipping and the schedule, a stop from any thread,
-divergence and running out of memory, periodic and final checkpoints (atomic, Hugging Face format, with the run's
-settings and records beside them), and the timeline's snapshots.
+one flat loop, handed what it trains).
 
-`Run.run()` is a generator of plain-dict records (progress, validation, the end of the run) that the app and the CLI
-both consume. A run says what it optimises by four methods: `_prepare` (data, model, optimizer, schedule),
-`_accumulate` (forward and backward over one batch), `_window` (what its training records average) and `_evaluate`
-(its validation records). `trainer.Trainer` pre-trains, `finetune.FineTuner` fine-tunes.
+A run is a `Run`: its settings, its `Control` and its records. `Run.run()` calls its `prepare` function
+(`trainer.prepare` for pre-training, `finetune.prepare` for fine-tuning), which builds the run's `Task`: the model
+and tokenizer, the batches, the optimizer and schedule, and three small functions (the loss of a micro-batch with
+its metrics, the validation records, and what a run stopped between validations shows). `train` then drives the
+task: the device and precision, optimizer steps with clipping and the schedule, a stop from any thread, divergence
+and running out of memory, periodic and final checkpoints (atomic, Hugging Face format, with the run's settings and
+records beside them), and the timeline's snapshots. Both the app and the CLI consume its plain-dict records.
 
 Under `torchrun --nproc_per_node N` the same code trains with DistributedDataParallel: every rank draws its own
 share of the examples, gradients are averaged, and rank 0 alone logs, validates and writes checkpoints.
@@ -16,45 +17,113 @@ from __future__ import annotations
 import copy
 import threading
 import time
+from collections import defaultdict
 from collections.abc import Callable, Generator, Iterator
-from dataclasses import asdict
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch import Tensor
 from transformers import BertTokenizerFast
 
 from bert_demo import timeline
 from bert_demo.checkpoint import TIED_KEYS, check_writable, optimizer_tensors, save_pretrained
-from bert_demo.config import read_metadata, trained_on
+from bert_demo.config import OPTIMIZER_NAME, read_metadata, trained_on
 from bert_demo.records import DoneRecord, Record
-from bert_demo.train_config import RunConfig
 from bert_demo.runtime import (
     Batch,
     Distributed,
+    autocast,
     describe_hardware,
     pick_device,
     release_free_memory,
     resolve_precision,
     set_cpu_threads,
+    to_device,
     wrap_for_training,
 )
+from bert_demo.train_config import RunConfig
 
-OPTIMIZER_NAME = "optimizer.safetensors"
 TRIM_EVERY = 50  # steps between handing freed heap memory back to the operating system (see release_free_memory)
+
+Metrics = dict[str, tuple[Tensor | float, Tensor | float]]  # name: (sum, count), averaged as sum / count per record
+Loss = Callable[[Any, Batch, Batch], tuple[Tensor, Metrics]]  # (output, CPU micro-batch, CPU batch): loss, metrics
+
+
+@dataclass
+class Control:
+    """How a run is steered and read from outside its thread, declared: whoever runs the run hands it in (the app's
+    run process gives a lock that tells a copier whether the weights changed under it, and a call that yields cores
+    to visitors after each step)."""
+
+    lock: AbstractContextManager = field(default_factory=threading.Lock)  # held while the weights and step change
+    after_step: Callable[[], None] = lambda: None  # called in the training thread after each optimizer step
+    step: int = 0  # optimizer steps taken, in the whole run (a resumed run starts at its saved step)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def stop(self) -> None:
+        """Ask the run to end after the current step; it then saves its checkpoint."""
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+
+@dataclass
+class Task:
+    """What one kind of run trains, as its `prepare` function built it."""
+
+    model: torch.nn.Module
+    batches: Iterator[Batch]
+    optimizer: torch.optim.Optimizer
+    schedule: torch.optim.lr_scheduler.LRScheduler
+    loss: Loss  # the loss of a micro-batch's output (backward is the loop's) and the metrics to average
+    evaluate: Callable[[bool], Iterator[Record]]  # validation records (final: the last one); "val" is stamped here
+    look: Callable[[], Iterator[Record]] = lambda: iter(())  # what a run stopped between validations shows
+
+
+class Window:
+    """Running sums of a run's training metrics between two records, kept as tensors on the device and read (one
+    synchronisation) when a record is written, not at every micro-step. The same names mean the same sums for
+    pre-training's metrics and fine-tuning's."""
+
+    def __init__(self):
+        self.sums: defaultdict[str, list] = defaultdict(lambda: [0.0, 0.0])
+        self.tokens = 0
+        self.started = time.perf_counter()
+
+    def add(self, metrics: Metrics, tokens: int) -> None:
+        """One micro-batch's metrics and its real (not padding) tokens."""
+        for name, (total, count) in metrics.items():
+            self.sums[name][0] += total
+            self.sums[name][1] += count
+        self.tokens += tokens
+
+    def flush(self, world_size: int = 1) -> dict[str, float]:
+        """Each metric's average since the last flush, and tokens/s over every process (they all run at the same
+        pace); then start a new window."""
+        seconds = time.perf_counter() - self.started
+        metrics = {name: float(total) / max(float(count), 1e-12) for name, (total, count) in self.sums.items()}
+        metrics["tokens_per_s"] = self.tokens * world_size / max(seconds, 1e-9)
+        self.__init__()
+        return metrics
 
 
 class Run:
-    """One training run. Create it, iterate `run()`, and call `stop()` from anywhere to end it early."""
+    """One training run: its settings, its control, its records and how it saves. Create it, iterate `run()`, and
+    call `stop()` from anywhere to end it early."""
 
-    def __init__(self, config: RunConfig, resume: str | Path | None = None, origin: str = "cli",
-                 visible_to: str | None = None):
+    def __init__(self, config: RunConfig, prepare: Callable[["Run"], Generator[Record, None, Task | None]],
+                 resume: str | Path | None = None, origin: str = "cli", visible_to: str | None = None,
+                 control: Control | None = None):
         """`origin` is stored with the checkpoint: the app deletes its own old runs ("app"), never others.
         `visible_to`, also stored, makes an app run private to one browser session (one trained on an upload)."""
         config.validate()
-        self.origin, self.visible_to = origin, visible_to
-        self.config = config
+        self.config, self.prepare, self.origin, self.visible_to = config, prepare, origin, visible_to
         self.resume = Path(resume) if resume else None
         if self.resume and not (self.resume / "config.json").is_file():
             raise ValueError(f"cannot resume from {self.resume}: it is not a checkpoint folder")
@@ -63,34 +132,36 @@ class Run:
             check_writable(config.out)
         self.device = pick_device(config.device, self.dist)
         self.precision = resolve_precision(config.precision, self.device)
-        self.lock = threading.Lock()  # held while weights change; `snapshot` takes it to copy a consistent model
-        self._stop = threading.Event()
-        self._made_group = False  # whether run() started the torchrun process group (close() ends it)
-        self.after_step: Callable[[], None] | None = None  # called in the training thread after each step
+        self.control = control or Control()
         self.model: torch.nn.Module | None = None
         self.tokenizer: BertTokenizerFast | None = None
         self.metadata = read_metadata(self.resume) if self.resume else {}
         self.history: list[Record] = list(self.metadata.get("history", []))
-        self.step = int(self.metadata.get("step", 0))
+        self.control.step = int(self.metadata.get("step", 0))
         self.snapshots: dict[int, timeline.State] = {}  # taken since the last save, written with the next one
+        self._made_group = False  # whether run() started the torchrun process group (close() ends it)
         # the output folder's timeline is this run's own when it resumes there, or once this run has saved there;
         # a new run writing over an old folder must not inherit that folder's snapshots
         self._owns_timeline = self.resume is not None and self.resume.resolve() == Path(config.out).resolve()
 
+    @property
+    def step(self) -> int:
+        return self.control.step
+
     def stop(self) -> None:
         """Ask the run to end after the current step; it then saves its checkpoint."""
-        self._stop.set()
+        self.control.stop()
 
     @property
     def stopping(self) -> bool:
         """Whether `stop()` was called."""
-        return self._stop.is_set()
+        return self.control.stopping
 
     def snapshot(self) -> torch.nn.Module | None:
         """An eval-mode copy of the current weights, safe to use while training continues."""
         if self.model is None:
             return None
-        with self.lock:
+        with self.control.lock:
             return copy.deepcopy(self.model).eval()
 
     def run(self) -> Iterator[Record]:
@@ -101,11 +172,11 @@ class Run:
         if self.dist.world_size > 1 and not dist.is_initialized():
             dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo")
             self._made_group = True
-        prepared = yield from self._prepare()
-        if prepared is None:
-            yield self._nothing_written()
+        task = yield from self.prepare(self)
+        if task is None:
+            yield self.nothing_written()
             return
-        yield from self._train(*prepared, started)
+        yield from train(self, task, started)
 
     def close(self) -> None:
         """End the torchrun process group this run made, once its caller is done with it (the CLI, at exit)."""
@@ -113,100 +184,23 @@ class Run:
             dist.destroy_process_group()
             self._made_group = False
 
-    def _prepare(self) -> Generator[Record, None, tuple | None]:
-        """Data, model, optimizer and schedule, one status record per phase; (batches, optimizer, schedule), or None
-        if a stop was asked for meanwhile."""
-        raise NotImplementedError
+    def stopping_now(self) -> bool:
+        """Whether to stop before the next step or phase. Under torchrun the ranks agree (any rank asked, all stop):
+        a rank that stopped alone would leave the others waiting for ever in the next gradient all-reduce."""
+        if self.dist.world_size == 1:
+            return self.control.stopping
+        flag = torch.tensor([float(self.control.stopping)], device=self.device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return bool(flag.item())
 
-    def _accumulate(self, forward: torch.nn.Module, batch: Batch, window: Any) -> Any:
-        """Forward and backward passes over one batch, adding its metrics to `window`; the model's last output."""
-        raise NotImplementedError
-
-    def _window(self) -> Any:
-        """A fresh window of running sums: `add` per micro-batch in `_accumulate`, `flush(world_size)` per log."""
-        raise NotImplementedError
-
-    def _evaluate(self, tokens: int, started: float) -> Iterator[Record]:
-        """The records of a validation, at every eval_every steps and at the end."""
-        raise NotImplementedError
-
-    def _look(self) -> Iterator[Record]:
-        """What a run stopped between two validations shows of the weights it keeps (nothing by default)."""
-        return iter(())
-
-    def _nothing_written(self) -> DoneRecord:
+    def nothing_written(self) -> DoneRecord:
         """The last record of a run stopped before its first step: the output folder keeps what it held."""
         return {"kind": "done", "reason": "stopped", "step": self.step, "checkpoint": None,
                 "message": f"stopped before the first step: nothing was written to {self.config.out}"}
 
-    def _train(self, batches: Iterator[Batch], optimizer, schedule, started: float) -> Iterator[Record]:
-        cfg, model, main = self.config, self.model, self.dist.is_main
-        forward = wrap_for_training(model, self.device, self.dist.world_size, cfg.compile)
-        window, first_step = self._window(), self.step
-        tokens_seen = int(self.history[-1]["tokens"]) if self.history else 0
-        taken = timeline.steps(cfg.out) if self._owns_timeline else []  # a resumed run's: never taken twice
-        due = set(timeline.snapshot_steps(cfg.steps)) - set(taken)
-        if main and self.step in due:
-            yield from self._take_snapshot()
-        while self.step < cfg.steps and not self._stopping():
-            batch = next(batches)
-            optimizer.zero_grad(set_to_none=True)
-            try:
-                out = self._accumulate(forward, batch, window)
-            except torch.OutOfMemoryError:
-                optimizer.zero_grad(set_to_none=True)  # free this step's gradients before saving
-                torch.cuda.empty_cache()
-                yield self._finish("out of memory", started, optimizer, f"step {self.step + 1} ran out of memory on "
-                                   f"{self.device}: the run stopped and the weights from before that step were saved. "
-                                   "Try a smaller batch, sequence length or model.")
-                return
-            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            if not torch.isfinite(grad_norm):
-                yield self._finish("diverged", started, optimizer, f"the loss became {out.loss.item():.4g} at step "
-                                   f"{self.step + 1}: the run stopped and the weights from before that step were "
-                                   "saved. Try a lower learning rate.")
-                return
-            with self.lock:  # the step counts with the weights: a reader of both never sees one without the other
-                optimizer.step()
-                schedule.step()
-                self.step += 1
-            if self.after_step is not None:
-                self.after_step()
-            if main and self.step in due:
-                yield from self._take_snapshot()
-            if self.step % TRIM_EVERY == 0:
-                release_free_memory()
-            tokens_seen += int(batch["attention_mask"].sum()) * self.dist.world_size
-            if main and (self.step % cfg.log_every == 0 or self.step == cfg.steps):
-                yield self._log(window.flush(self.dist.world_size), tokens_seen, started,
-                                lr=schedule.get_last_lr()[0])
-            if main and (self.step % cfg.eval_every == 0 or self.step == cfg.steps):
-                yield from self._evaluate(tokens_seen, started)
-            if self.step % cfg.save_every == 0 and self.step < cfg.steps:
-                try:
-                    self._save(optimizer, started)
-                except OSError as exc:  # disk full, say: keep training; the final save tries again
-                    yield {"kind": "status", "step": self.step,
-                           "message": f"could not save the checkpoint at step {self.step} to {cfg.out}: "
-                                      f"{exc.strerror or exc}; training goes on"}
-        if self.step == first_step < cfg.steps:
-            yield self._nothing_written()
-            return
-        if main and self.step < cfg.steps and self.step % cfg.eval_every:  # stopped between two validations
-            yield from self._look()
-        yield self._finish("finished" if self.step >= cfg.steps else "stopped", started, optimizer)
-
-    def _stopping(self) -> bool:
-        """Whether to stop before the next step. Under torchrun the ranks agree (any rank asked, all stop): a rank
-        that stopped alone would leave the others waiting for ever in the next gradient all-reduce."""
-        if self.dist.world_size == 1:
-            return self._stop.is_set()
-        flag = torch.tensor([float(self._stop.is_set())], device=self.device)
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        return bool(flag.item())
-
-    def _log(self, metrics: dict[str, float], tokens: int, started: float, kind: str = "train",
-             lr: float | None = None) -> Record:
+    def log(self, metrics: dict[str, float], tokens: int, started: float, kind: str = "train",
+            lr: float | None = None) -> Record:
+        """A training or validation record, kept in the run's history."""
         record = {"kind": kind, "step": self.step, "tokens": tokens, **metrics,
                   "elapsed": round(time.perf_counter() - started, 3)}
         if lr is not None:
@@ -214,7 +208,7 @@ class Run:
         self.history.append(record)
         return record
 
-    def _take_snapshot(self) -> Iterator[Record]:
+    def take_snapshot(self) -> Iterator[Record]:
         """Keep this step's weights for the timeline, unless the run's snapshots would pass their disk budget."""
         size = sum(t.numel() * 2 for name, t in self.model.state_dict().items() if name not in TIED_KEYS)  # fp16
         written = timeline.used_bytes(self.config.out) if self._owns_timeline else 0
@@ -225,7 +219,7 @@ class Run:
             return
         self.snapshots[self.step] = timeline.snapshot(self.model, skip=frozenset(TIED_KEYS))
 
-    def _save(self, optimizer, started: float) -> Path | None:
+    def save(self, optimizer, started: float) -> Path | None:
         """Rank 0 writes the checkpoint (atomically); the other ranks wait for it."""
         if not self.dist.is_main:
             dist.barrier()
@@ -241,7 +235,7 @@ class Run:
             extra = {timeline.file_name(step): state for step, state in self.snapshots.items()}
             if optimizer is not None and self.origin != "app":  # the app never resumes its runs (it continues one
                 extra[OPTIMIZER_NAME] = optimizer_tensors(optimizer)  # with a new optimizer): 2/3 of a run's bytes
-            with self.lock:
+            with self.control.lock:
                 saved = save_pretrained(self.model, self.tokenizer, self.config.out, metadata=metadata,
                                         extra_files=extra,
                                         keep=(timeline.FOLDER,) if self._owns_timeline else ())
@@ -256,20 +250,107 @@ class Run:
                message: str) -> DoneRecord:
         """Save weights that outlived the process that trained them (the app's shared copy of a run whose process
         was killed) as this run's checkpoint, stopped at `step`, with the records it had sent."""
-        self.model, self.tokenizer, self.step, self.history = model, tokenizer, step, history
+        self.model, self.tokenizer, self.control.step, self.history = model, tokenizer, step, history
         elapsed = float(history[-1]["elapsed"]) if history else 0.0
-        return self._finish("stopped", time.perf_counter() - elapsed, None, message)
+        return self.finish("stopped", time.perf_counter() - elapsed, None, message)
 
-    def _finish(self, reason: str, started: float, optimizer, message: str | None = None) -> DoneRecord:
+    def finish(self, reason: str, started: float, optimizer, message: str | None = None) -> DoneRecord:
+        """Save the checkpoint and say how the run ended."""
         record: DoneRecord = {"kind": "done", "reason": reason, "step": self.step, "message": message}
         try:
-            saved = self._save(optimizer, started)
+            saved = self.save(optimizer, started)
             record["checkpoint"] = str(saved) if saved else None
         except OSError as exc:
             record["checkpoint"] = None
             record["message"] = f"{message or ''} The checkpoint could not be written to {self.config.out}: " \
                                 f"{exc.strerror or exc}".strip()
         return record
+
+
+def train(run: Run, task: Task, started: float) -> Iterator[Record]:
+    """The training loop: steps until the run's last or a stop, with its records, snapshots, validations and saves,
+    then the final checkpoint."""
+    cfg, control, main = run.config, run.control, run.dist.is_main
+    optimizer, schedule = task.optimizer, task.schedule
+    forward = wrap_for_training(task.model, run.device, run.dist.world_size, cfg.compile)
+    window, first_step = Window(), control.step
+    tokens_seen = int(run.history[-1]["tokens"]) if run.history else 0
+    taken = timeline.steps(cfg.out) if run._owns_timeline else []  # a resumed run's: never taken twice
+    due = set(timeline.snapshot_steps(cfg.steps)) - set(taken)
+    if main and control.step in due:
+        yield from run.take_snapshot()
+    while control.step < cfg.steps and not run.stopping_now():
+        batch = next(task.batches)
+        optimizer.zero_grad(set_to_none=True)
+        try:
+            out = _accumulate(run, task, forward, batch, window)
+        except torch.OutOfMemoryError:
+            optimizer.zero_grad(set_to_none=True)  # free this step's gradients before saving
+            torch.cuda.empty_cache()
+            yield run.finish("out of memory", started, optimizer, f"step {control.step + 1} ran out of memory on "
+                             f"{run.device}: the run stopped and the weights from before that step were saved. "
+                             "Try a smaller batch, sequence length or model.")
+            return
+        grad_norm = torch.nn.utils.clip_grad_norm_(task.model.parameters(), cfg.grad_clip)
+        if not torch.isfinite(grad_norm):
+            yield run.finish("diverged", started, optimizer, f"the loss became {out.loss.item():.4g} at step "
+                             f"{control.step + 1}: the run stopped and the weights from before that step were "
+                             "saved. Try a lower learning rate.")
+            return
+        with control.lock:  # the step counts with the weights: a reader of both never sees one without the other
+            optimizer.step()
+            schedule.step()
+            control.step += 1
+        control.after_step()
+        step = control.step
+        if main and step in due:
+            yield from run.take_snapshot()
+        if step % TRIM_EVERY == 0:
+            release_free_memory()
+        tokens_seen += int(batch["attention_mask"].sum()) * run.dist.world_size
+        if main and (step % cfg.log_every == 0 or step == cfg.steps):
+            yield run.log(window.flush(run.dist.world_size), tokens_seen, started, lr=schedule.get_last_lr()[0])
+        if main and (step % cfg.eval_every == 0 or step == cfg.steps):
+            yield from _validation(run, task, tokens_seen, started)
+        if step % cfg.save_every == 0 and step < cfg.steps:
+            try:
+                run.save(optimizer, started)
+            except OSError as exc:  # disk full, say: keep training; the final save tries again
+                yield {"kind": "status", "step": step, "message": f"could not save the checkpoint at step {step} to "
+                                                                  f"{cfg.out}: {exc.strerror or exc}; training goes on"}
+    if control.step == first_step < cfg.steps:
+        yield run.nothing_written()
+        return
+    if main and control.step < cfg.steps and control.step % cfg.eval_every:  # stopped between two validations
+        yield from task.look()
+    yield run.finish("finished" if control.step >= cfg.steps else "stopped", started, optimizer)
+
+
+def _accumulate(run: Run, task: Task, forward: torch.nn.Module, batch: Batch, window: Window) -> Any:
+    """Forward and backward passes over the batch's micro-batches (gradient accumulation), adding their metrics to
+    `window`; the last output. Only the forward pass runs under autocast, as PyTorch advises; backward runs outside
+    it, inside DDP's `no_sync` for every micro-batch but the last. The task reads what it needs from the CPU copy of
+    the batch, so that no step waits on the GPU for it."""
+    parts = split_batch(batch, run.config.grad_accum)
+    for index, part in enumerate(parts):
+        tokens = int(part["attention_mask"].sum())
+        on_device = to_device(part, run.device)
+        last = index == len(parts) - 1
+        with nullcontext() if last or run.dist.world_size == 1 else forward.no_sync():
+            with autocast(run.device, run.precision):
+                out = forward(**on_device)
+            loss, metrics = task.loss(out, part, batch)
+            loss.backward()
+        window.add(metrics, tokens)
+    return out
+
+
+def _validation(run: Run, task: Task, tokens: int, started: float) -> Iterator[Record]:
+    """The task's validation records; its "val" record is stamped with the step, tokens and time, and kept."""
+    for record in task.evaluate(run.step >= run.config.steps):
+        if record["kind"] == "val":
+            record = run.log({k: v for k, v in record.items() if k != "kind"}, tokens, started, kind="val")
+        yield record
 
 
 def split_batch(batch: Batch, parts: int) -> list[Batch]:

@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from pathlib import Path
 
 import torch
 from torch import nn
 
+from safetensors.torch import load_file
+
+from bert_demo.checkpoint import load_optimizer_tensors
+from bert_demo.config import OPTIMIZER_NAME
 from bert_demo.model import BertForPreTraining
-from bert_demo.train_config import SCHEDULES, TrainConfig
+from bert_demo.train_config import SCHEDULES, RunConfig, TrainConfig
 
 
 @torch.no_grad()
@@ -151,7 +156,21 @@ def lr_multiplier(step: int, warmup: int, total: int, shape: str = "linear") -> 
     raise ValueError(f"unknown learning-rate schedule {shape!r}: choose one of {', '.join(SCHEDULES)}")
 
 
-def make_optimizer(model: BertForPreTraining, cfg: TrainConfig) -> torch.optim.AdamW:
+def optimizer_and_schedule(model: torch.nn.Module, cfg: RunConfig, done: int = 0, resume: Path | None = None
+                           ) -> tuple[torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
+    """AdamW (`make_optimizer`), carrying on with the moments a resumed run saved in `resume`, and the schedule
+    (`lr_multiplier`, warm-up 10% of the steps unless given) picked up at step `done`, not restarted."""
+    optimizer = make_optimizer(model, cfg)
+    if resume is not None and (resume / OPTIMIZER_NAME).is_file():
+        device = str(next(model.parameters()).device)
+        load_optimizer_tensors(optimizer, load_file(str(resume / OPTIMIZER_NAME), device=device))
+    warmup = cfg.warmup_steps if cfg.warmup_steps is not None else cfg.steps // 10
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: lr_multiplier(step + done, warmup, cfg.steps, cfg.schedule))
+    return optimizer, schedule
+
+
+def make_optimizer(model: BertForPreTraining, cfg: RunConfig) -> torch.optim.AdamW:
     """AdamW with weight decay on matrices only: LayerNorm weights, biases (1-D tensors) are not decayed.
 
     With a `layer_decay` below 1 (fine-tuning's setting), each depth is a group of its own with a smaller peak rate

@@ -1,11 +1,11 @@
-"""What a training run reports, record by record: the shapes `Trainer.run()` yields and stores in a checkpoint's
+"""What a training run reports, record by record: the shapes a run's `run()` yields and stores in a checkpoint's
 history, and that the command line, the app and the plots read. Plain dicts (they are stored as JSON), typed here.
 """
 from __future__ import annotations
 
 from typing import Literal, NotRequired, TypedDict
 
-HISTORY_KINDS = ("train", "val")  # the records a run keeps in its checkpoint's history (`Trainer._log` makes them)
+HISTORY_KINDS = ("train", "val")  # the records a run keeps in its checkpoint's history (`loop.Run.log` makes them)
 
 
 class StatusRecord(TypedDict):

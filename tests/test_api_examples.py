@@ -12,7 +12,7 @@ from gradio_client import Client
 from gradio_client.exceptions import AppError
 
 from bert_demo.train_config import APP_FINETUNE, TrainConfig
-from bert_demo.trainer import Trainer
+from bert_demo.trainer import pretraining
 
 ROOT = Path(__file__).resolve().parents[1]
 README_URL = "http://127.0.0.1:7860/"  # where the README's examples find the app; the test's app is elsewhere
@@ -36,7 +36,7 @@ def app(served_app, tmp_path_factory):
         patch.setattr("bert_demo.app.runs.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 2, "validations": 1})
         shutil.copytree(ROOT / "checkpoints" / "mini-english", base / "checkpoints" / "mini-english")
         for name, lr in [("a", 1e-3), ("b", 3e-3)]:
-            list(Trainer(TrainConfig(preset="tiny", corpus=str(served["corpus"]), steps=40, batch_size=4, seq_len=32,
+            list(pretraining(TrainConfig(preset="tiny", corpus=str(served["corpus"]), steps=40, batch_size=4, seq_len=32,
                                      vocab_size=300, lr=lr, out=str(base / "runs" / name), eval_every=20,
                                      log_every=10, eval_batches=1)).run())
         yield served

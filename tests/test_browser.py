@@ -239,12 +239,12 @@ def test_an_error_is_shown_as_a_message(web):
 
 def test_a_run_with_a_timeline_can_be_seen_at_an_earlier_step_and_compared(app, web):
     from bert_demo.train_config import TrainConfig
-    from bert_demo.trainer import Trainer
+    from bert_demo.trainer import pretraining
 
     runs = app["registry"].roots["runs"]
     config = TrainConfig(preset="tiny", corpus=str(app["corpus"]), steps=40, batch_size=4, seq_len=32,
                          vocab_size=300, out=str(runs / "with-timeline"), eval_every=40)
-    list(Trainer(config).run())
+    list(pretraining(config).run())
     web.click("#refresh")
     web.click("#model input")
     web.get_by_role("option", name="with-timeline").click()

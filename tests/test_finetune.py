@@ -12,7 +12,9 @@ import transformers
 
 from bert_demo.__main__ import main
 from bert_demo.checkpoint import load_classifier, load_pretrained, read_metadata
-from bert_demo.finetune import FineTuner
+from bert_demo import loop
+import bert_demo.finetune as finetune_module
+from bert_demo.finetune import finetuning
 from bert_demo.recipe import make_optimizer
 from bert_demo.train_config import FinetuneConfig
 
@@ -49,7 +51,7 @@ def config(pretrained, labelled, out, **changes) -> FinetuneConfig:
 
 
 def test_a_short_fine_tune_learns_and_writes_a_folder_the_pipeline_loads(pretrained, labelled, tmp_path):
-    records = list(FineTuner(config(pretrained, labelled, tmp_path / "run")).run())
+    records = list(finetuning(config(pretrained, labelled, tmp_path / "run")).run())
     train = [r for r in records if r["kind"] == "train"]
     assert train[-1]["loss"] < train[0]["loss"] - 0.2, train
     final = [r for r in records if r["kind"] == "val"][-1]
@@ -61,7 +63,7 @@ def test_a_short_fine_tune_learns_and_writes_a_folder_the_pipeline_loads(pretrai
 
 
 def test_a_random_start_is_the_same_architecture_with_other_weights(pretrained, labelled, tmp_path):
-    tuners = {init: FineTuner(config(pretrained, labelled, tmp_path / init, steps=1, init=init))
+    tuners = {init: finetuning(config(pretrained, labelled, tmp_path / init, steps=1, init=init))
               for init in ("pretrained", "random")}
     for tuner in tuners.values():
         list(tuner.run())
@@ -73,7 +75,7 @@ def test_a_random_start_is_the_same_architecture_with_other_weights(pretrained, 
 
 def test_a_frozen_start_trains_only_the_classifier(pretrained, labelled, tmp_path):
     before, _ = load_pretrained(pretrained)
-    tuner = FineTuner(config(pretrained, labelled, tmp_path / "frozen", steps=5, init="frozen"))
+    tuner = finetuning(config(pretrained, labelled, tmp_path / "frozen", steps=5, init="frozen"))
     list(tuner.run())
     after = tuner.model.bert.state_dict()
     assert all(torch.equal(after[k].cpu(), v) for k, v in before.bert.state_dict().items())  # on a GPU too
@@ -85,13 +87,14 @@ def test_the_pooler_starts_anew_only_when_asked_and_the_rest_of_the_encoder_stay
                                                                                               tmp_path):
     saved = load_pretrained(pretrained)[0].bert.state_dict()
     for reinit in (False, True):
-        tuner = FineTuner(config(pretrained, labelled, tmp_path / str(reinit), reinit_pooler=reinit))
-        state = {k: v.cpu() for k, v in tuner._classifier(("negative", "positive"))[0].bert.state_dict().items()}
+        tuner = finetuning(config(pretrained, labelled, tmp_path / str(reinit), reinit_pooler=reinit))
+        started = finetune_module._classifier(tuner, ("negative", "positive"))[0]
+        state = {k: v.cpu() for k, v in started.bert.state_dict().items()}
         pooler = "pooler.dense.weight"
         assert torch.equal(state[pooler], saved[pooler]) is not reinit
         assert all(torch.equal(state[k], v) for k, v in saved.items() if not k.startswith("pooler."))
     with pytest.raises(ValueError, match="frozen encoder keeps its pooler"):
-        FineTuner(config(pretrained, labelled, tmp_path / "f", reinit_pooler=True, init="frozen"))
+        finetuning(config(pretrained, labelled, tmp_path / "f", reinit_pooler=True, init="frozen"))
 
 
 def test_layer_decay_gives_each_depth_lr_times_decay_to_the_steps_it_sits_below_the_classifier(pretrained, labelled,
@@ -115,7 +118,7 @@ def test_layer_decay_gives_each_depth_lr_times_decay_to_the_steps_it_sits_below_
 
 
 def test_the_run_trains_on_exactly_the_first_n_labelled_examples(pretrained, labelled, tmp_path):
-    records = list(FineTuner(config(pretrained, labelled, tmp_path / "n", steps=1, train_examples=30)).run())
+    records = list(finetuning(config(pretrained, labelled, tmp_path / "n", steps=1, train_examples=30)).run())
     assert any("fine-tuning on 30 labelled examples" in r.get("message", "") for r in records)
 
 
@@ -135,14 +138,13 @@ def test_a_stopped_fine_tune_resumes_where_it_stopped_with_its_schedule_batches_
                                                                                              tmp_path, capsys,
                                                                                              monkeypatch):
     seen = []  # each step's batch, by the sum of its token ids
-    accumulate = FineTuner._accumulate
-    monkeypatch.setattr(FineTuner, "_accumulate",
-                        lambda self, forward, batch, window: seen.append(int(batch["input_ids"].sum()))
-                        or accumulate(self, forward, batch, window))
-    whole = [r for r in FineTuner(config(pretrained, labelled, tmp_path / "whole")).run() if r["kind"] == "train"]
+    accumulate = loop._accumulate
+    monkeypatch.setattr(loop, "_accumulate", lambda run, task, forward, batch, window:
+                        seen.append(int(batch["input_ids"].sum())) or accumulate(run, task, forward, batch, window))
+    whole = [r for r in finetuning(config(pretrained, labelled, tmp_path / "whole")).run() if r["kind"] == "train"]
     whole_batches, seen[:] = list(seen), []
     out = tmp_path / "stopped"
-    first = FineTuner(config(pretrained, labelled, out))
+    first = finetuning(config(pretrained, labelled, out))
     for record in first.run():
         if record["kind"] == "train" and record["step"] == 20:
             first.stop()

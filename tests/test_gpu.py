@@ -14,7 +14,7 @@ from bert_demo.checkpoint import load_pretrained, read_metadata
 from bert_demo.inference import fill_mask, next_sentence
 from bert_demo.runtime import Distributed, pick_device, resolve_precision
 from bert_demo.train_config import TrainConfig
-from bert_demo.trainer import Trainer
+from bert_demo.trainer import pretraining
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints" / "mini-english"
@@ -56,7 +56,7 @@ def test_a_run_on_the_gpu_learns_in_its_auto_precision_and_saves_fp32_weights_tr
     config = TrainConfig(preset="tiny", corpus=str(write_corpus(tmp_path / "corpus.txt")), steps=60, batch_size=16,
                          seq_len=64, vocab_size=300, out=str(tmp_path / "run"), eval_every=30, log_every=10,
                          device="cuda")
-    records = list(Trainer(config).run())
+    records = list(pretraining(config).run())
     losses = [r["mlm_loss"] for r in records if r["kind"] == "train"]
     assert records[-1]["reason"] == "finished" and losses[-1] < losses[0] - 1.0, losses
     assert read_metadata(tmp_path / "run")["precision"] == resolve_precision("auto", torch.device("cuda", 0))
@@ -81,7 +81,7 @@ def test_running_out_of_gpu_memory_ends_the_run_with_a_message_and_a_checkpoint(
     torch.cuda.empty_cache()
     torch.cuda.set_per_process_memory_fraction(2**31 / torch.cuda.get_device_properties(0).total_memory)  # 2 GiB
     try:
-        done = list(Trainer(config).run())[-1]
+        done = list(pretraining(config).run())[-1]
     finally:
         torch.cuda.set_per_process_memory_fraction(1.0)
     assert done["reason"] == "out of memory" and "smaller batch" in done["message"], done
@@ -94,7 +94,7 @@ def test_a_timeline_step_is_kept_on_the_cpu_while_the_final_weights_sit_on_the_g
 
     config = TrainConfig(preset="tiny", corpus=str(write_corpus(tmp_path / "corpus.txt")), steps=12, batch_size=8,
                          seq_len=32, vocab_size=300, out=str(tmp_path / "runs" / "gpu-run"), device="cuda")
-    list(Trainer(config).run())
+    list(pretraining(config).run())
     registry = Registry(checkpoints_dir=tmp_path / "none", runs_dir=tmp_path / "runs", device="cuda", allow_hub=False)
     final, early = registry.load_at("runs/gpu-run", None), registry.load_at("runs/gpu-run", 10)
     assert next(final.model.parameters()).is_cuda and not next(early.model.parameters()).is_cuda

@@ -10,7 +10,7 @@ import torch
 from bert_demo.model_card import CURVE_NAME, PLAIN_SENTENCES, knowledge, learning_curve_svg, write_card
 from bert_demo.runtime import describe_hardware, resolve_precision
 from bert_demo.train_config import TrainConfig
-from bert_demo.trainer import Trainer
+from bert_demo.trainer import pretraining
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -41,7 +41,7 @@ def test_the_card_reports_held_out_and_never_seen_text_through_ours_and_transfor
     corpus = write_corpus(tmp_path / "corpus.txt")
     config = TrainConfig(preset="tiny", corpus=str(corpus), steps=20, batch_size=4, seq_len=32, vocab_size=300,
                          out=str(tmp_path / "run"), eval_every=10)
-    list(Trainer(config).run())
+    list(pretraining(config).run())
     card = write_card(tmp_path / "run", outside="lee", batches=2).read_text()  # its own corpus by default
     assert f"| {corpus} (held out) |" in card and "| lee (never seen) |" in card
     assert card.count("| yes |") == 2  # ours and transformers agree on both

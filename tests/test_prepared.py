@@ -10,7 +10,7 @@ from bert_demo.prepared import cached_ids, cached_vocabulary
 from bert_demo.pretraining_data import tokenize_documents
 from bert_demo.tokenizer import train_tokenizer, vocabulary
 from bert_demo.train_config import TrainConfig
-from bert_demo.trainer import Trainer
+from bert_demo.trainer import pretraining
 
 DOCUMENTS = [[f"The {animal} number {i} lived near the {place} for many years.", f"People saw the {animal} often.",
               f"It liked the {place} in the summer months."]
@@ -47,7 +47,7 @@ def test_ids_are_kept_per_vocabulary_and_a_damaged_file_is_made_again(private_ca
 def run(tmp_path, corpus: str, name: str) -> list[dict]:
     config = TrainConfig(preset="tiny", corpus=corpus, steps=2, batch_size=4, seq_len=32, vocab_size=300,
                          val_fraction=0.2, eval_every=2, eval_batches=1, log_every=1, out=str(tmp_path / name))
-    return [r for r in Trainer(config).run() if r["kind"] in ("train", "val")]
+    return [r for r in pretraining(config).run() if r["kind"] in ("train", "val")]
 
 
 def test_a_run_on_a_named_corpus_reads_its_preparation_back_and_trains_the_same(private_cache, tmp_path,

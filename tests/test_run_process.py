@@ -1,4 +1,4 @@
-"""bert_demo/app/run_process.py: a run in a child process streams the Trainer's records, shares its weights live,
+"""bert_demo/app/run_process.py: a run in a child process streams the run's records, shares its weights live,
 stops when asked, and reports a refusal, a crash or its own death instead of hanging its readers."""
 from __future__ import annotations
 
@@ -11,14 +11,15 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import bert_demo.trainer as trainer_module
+from bert_demo import recipe
+from bert_demo.loop import Control
 from bert_demo.app import run_process
 from bert_demo.app.run_process import ProcessTrainer, question_asked
 from bert_demo.app.runs import TrainingJob
 from bert_demo.checkpoint import load_pretrained, read_metadata
 from bert_demo.config import WEIGHTS_NAME
 from bert_demo.train_config import TrainConfig
-from bert_demo.trainer import Trainer
+from bert_demo.trainer import pretraining
 
 
 def config(tmp_path, corpus: str, steps: int = 40) -> TrainConfig:
@@ -164,7 +165,7 @@ def test_the_child_counts_each_change_of_its_weights_in_the_seqlock(write_corpus
 
 
 def test_the_weights_change_only_while_the_seqlock_count_is_odd(write_corpus, tmp_path, monkeypatch):
-    real, counts = trainer_module.make_optimizer, []
+    real, counts = recipe.make_optimizer, []
     writes, step = shared(), shared()
 
     def make_optimizer(model, cfg):
@@ -173,9 +174,9 @@ def test_the_weights_change_only_while_the_seqlock_count_is_odd(write_corpus, tm
         optimizer.register_step_post_hook(lambda *args: counts.append(writes.value))
         return optimizer
 
-    monkeypatch.setattr(trainer_module, "make_optimizer", make_optimizer)
-    trainer = Trainer(config(tmp_path, str(write_corpus(tmp_path / "corpus.txt")), steps=3))
-    trainer.lock = run_process._Writing(writes, trainer, step)  # what the child gives its trainer
-    list(trainer.run())
+    monkeypatch.setattr(recipe, "make_optimizer", make_optimizer)
+    control = Control()
+    control.lock = run_process._Writing(writes, control, step)  # what the child gives its run
+    list(pretraining(config(tmp_path, str(write_corpus(tmp_path / "corpus.txt")), steps=3), control=control).run())
     assert len(counts) == 6 and all(count % 2 == 1 for count in counts)
     assert writes.value % 2 == 0 and step.value == 3

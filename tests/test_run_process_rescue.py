@@ -12,7 +12,7 @@ from bert_demo.app.run_process import ProcessTrainer
 from bert_demo.app.runs import TrainingJob
 from bert_demo.checkpoint import load_pretrained, read_metadata
 from bert_demo.train_config import TrainConfig
-from bert_demo.loop import OPTIMIZER_NAME
+from bert_demo.config import OPTIMIZER_NAME
 
 
 def test_a_child_killed_between_steps_leaves_its_shared_weights_saved_at_their_step(write_corpus, tmp_path):

@@ -11,7 +11,8 @@ from bert_demo.config import PRESETS
 from bert_demo.model import BertForPreTraining
 from bert_demo.runtime import Distributed, pick_device, resolve_precision, wrap_for_training
 from bert_demo.train_config import TrainConfig
-from bert_demo.trainer import Window
+from bert_demo.loop import Window
+from bert_demo.trainer import _loss
 
 
 @pytest.fixture
@@ -106,10 +107,11 @@ def test_a_micro_steps_metrics_and_loss_read_nothing_back_until_a_record_is_writ
     labels = torch.full_like(ids, -100)
     labels[:, 2] = ids[:, 2]
     nsp = torch.tensor([0, 1, 0])
-    window = Window()
+    window, batch = Window(), {"mlm_labels": labels, "nsp_labels": nsp}
     with _NoReadBack():
         out = model(ids, torch.zeros_like(ids), torch.ones_like(ids), mlm_labels=labels, nsp_labels=nsp)
-        window.add(out, nsp, labels[labels != -100], tokens=24)
+        loss, metrics = _loss(TrainConfig(), out, batch, batch)
+        window.add(metrics, tokens=24)
     metrics = window.flush()
     assert metrics["mlm_loss"] == pytest.approx(float(out.mlm_loss.detach()))
     assert metrics["nsp_acc"] == pytest.approx(float((out.nsp_logits.argmax(-1) == nsp).float().mean()))

@@ -13,7 +13,7 @@ from bert_demo.app.registry import Registry
 from bert_demo.config import PRESETS
 from bert_demo.model import BertForPreTraining
 from bert_demo.train_config import TrainConfig
-from bert_demo.trainer import Trainer
+from bert_demo.trainer import pretraining
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +34,7 @@ def test_snapshots_are_taken_at_growing_intervals_below_the_last_step():
 
 
 def test_a_run_keeps_its_snapshots_across_saves_and_each_holds_the_weights_of_its_step(corpus, tmp_path):
-    trainer, at_30 = Trainer(config(corpus, tmp_path / "run", log_every=10)), None
+    trainer, at_30 = pretraining(config(corpus, tmp_path / "run", log_every=10)), None
     for record in trainer.run():
         if record["kind"] == "train" and record["step"] == 30:
             at_30 = {name: t.detach().clone() for name, t in trainer.model.state_dict().items()}
@@ -47,28 +47,28 @@ def test_a_run_keeps_its_snapshots_across_saves_and_each_holds_the_weights_of_it
 
 
 def test_a_resumed_run_adds_to_the_timeline_it_had(corpus, tmp_path):
-    first = list(Trainer(config(corpus, tmp_path / "run", steps=60)).run())[-1]
+    first = list(pretraining(config(corpus, tmp_path / "run", steps=60)).run())[-1]
     assert timeline.steps(first["checkpoint"]) == [0, 10, 30]
-    list(Trainer(config(corpus, tmp_path / "run", steps=400), resume=first["checkpoint"]).run())
+    list(pretraining(config(corpus, tmp_path / "run", steps=400), resume=first["checkpoint"]).run())
     assert timeline.steps(tmp_path / "run") == [0, 10, 30, 100, 300]
 
 
 def test_snapshots_past_the_disk_budget_are_skipped_with_a_message(corpus, tmp_path, monkeypatch):
     one = timeline.size(timeline.snapshot(BertForPreTraining(PRESETS["tiny"].with_vocab(300))))  # at most this
     monkeypatch.setattr(timeline, "BUDGET_BYTES", int(2.5 * one))
-    records = list(Trainer(config(corpus, tmp_path / "run")).run())
+    records = list(pretraining(config(corpus, tmp_path / "run")).run())
     assert timeline.steps(tmp_path / "run") == [0, 10]
     assert any("no timeline snapshot at step 30" in r.get("message", "") for r in records if r["kind"] == "status")
 
 
 def test_an_unknown_snapshot_step_is_refused_with_the_steps_there_are(corpus, tmp_path):
-    list(Trainer(config(corpus, tmp_path / "run", steps=40)).run())
+    list(pretraining(config(corpus, tmp_path / "run", steps=40)).run())
     with pytest.raises(ValueError, match="no snapshot at step 20: it has 0, 10, 30"):
         timeline.load(tmp_path / "run", 20)
 
 
 def test_the_app_shows_a_run_at_any_snapshot_and_compares_two_steps(corpus, tmp_path):
-    list(Trainer(config(corpus, tmp_path / "runs" / "a-run")).run())
+    list(pretraining(config(corpus, tmp_path / "runs" / "a-run")).run())
     registry = Registry(checkpoints_dir=tmp_path / "checkpoints", runs_dir=tmp_path / "runs", device="cpu",
                         allow_hub=False)
     chosen = choosing.selected(registry, "runs/a-run", 1, 1)
@@ -91,13 +91,13 @@ def test_the_app_shows_a_run_at_any_snapshot_and_compares_two_steps(corpus, tmp_
 
 
 def test_a_new_run_over_an_old_folder_starts_its_own_timeline(corpus, tmp_path):
-    list(Trainer(config(corpus, tmp_path / "run", steps=400)).run())
+    list(pretraining(config(corpus, tmp_path / "run", steps=400)).run())
     assert 300 in timeline.steps(tmp_path / "run")
-    list(Trainer(config(corpus, tmp_path / "run", steps=40, seed=1)).run())  # not a resume: a new run
+    list(pretraining(config(corpus, tmp_path / "run", steps=40, seed=1)).run())  # not a resume: a new run
     assert timeline.steps(tmp_path / "run") == [0, 10, 30]
 
 
 def test_a_finished_run_probes_its_last_step_once(corpus, tmp_path):
-    records = list(Trainer(config(corpus, tmp_path / "run", steps=70, eval_every=60)).run())
+    records = list(pretraining(config(corpus, tmp_path / "run", steps=70, eval_every=60)).run())
     assert [r["step"] for r in records if r["kind"] == "probe"] == [60, 70]
     assert [r["step"] for r in records if r["kind"] == "readout"] == [60, 70]

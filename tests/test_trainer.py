@@ -19,6 +19,7 @@ from safetensors.torch import load_file
 import bert_demo.evaluate as evaluate_module
 import bert_demo.loop as loop_module
 import bert_demo.trainer as trainer_module
+from bert_demo import recipe
 from bert_demo import timeline
 from bert_demo.checkpoint import load_pretrained, optimizer_tensors, read_metadata
 from bert_demo.config import PRESETS
@@ -28,7 +29,8 @@ from bert_demo.model import BertForPreTraining
 from bert_demo.pretraining_data import PretrainingData, SpecialIds, split_documents, tokenize_documents
 from bert_demo.runtime import describe_hardware, release_free_memory
 from bert_demo.train_config import TrainConfig
-from bert_demo.trainer import OPTIMIZER_NAME, Trainer
+from bert_demo.config import OPTIMIZER_NAME
+from bert_demo.trainer import pretraining
 
 ROOT = Path(__file__).resolve().parents[1]
 STORIES = [
@@ -76,7 +78,7 @@ def test_tiny_model_overfits_a_tiny_corpus(tmp_path, monkeypatch):
     corpus.write_text("\n\n".join(FACTS))
     config = tiny_config(str(corpus), tmp_path / "run", steps=1000, batch_size=32, lr=2e-3, val_fraction=0.01,
                          warmup_steps=30, log_every=100, eval_every=1000)
-    trainer = Trainer(config)
+    trainer = pretraining(config)
     list(trainer.run())
     train_docs, _ = split_documents(load_corpus(str(corpus)), config.val_fraction, config.seed)
     data = PretrainingData(tokenize_documents(train_docs, trainer.tokenizer),
@@ -87,7 +89,7 @@ def test_tiny_model_overfits_a_tiny_corpus(tmp_path, monkeypatch):
 
 
 def test_run_streams_growing_metrics_then_a_checkpoint_that_transformers_loads(stories_file, tmp_path):
-    records = list(Trainer(tiny_config(stories_file, tmp_path / "run")).run())
+    records = list(pretraining(tiny_config(stories_file, tmp_path / "run")).run())
     kinds = [r["kind"] for r in records]
     assert kinds[0] == "status" and kinds[-1] == "done" and "val" in kinds and "probe" in kinds
     train = [r for r in records if r["kind"] == "train"]
@@ -108,8 +110,8 @@ def test_run_streams_growing_metrics_then_a_checkpoint_that_transformers_loads(s
 
 def test_the_same_config_and_seed_train_to_identical_weights(stories_file, tmp_path):
     """Reproducibility: batches, masks, dropout and initialisation all come from the seed (one shared tokenizer)."""
-    first = list(Trainer(tiny_config(stories_file, tmp_path / "a", steps=10)).run())[-1]
-    second = list(Trainer(tiny_config(stories_file, tmp_path / "b", steps=10, tokenizer=str(tmp_path / "a"))).run())[-1]
+    first = list(pretraining(tiny_config(stories_file, tmp_path / "a", steps=10)).run())[-1]
+    second = list(pretraining(tiny_config(stories_file, tmp_path / "b", steps=10, tokenizer=str(tmp_path / "a"))).run())[-1]
     weights_a = load_file(str(tmp_path / "a" / "model.safetensors"))
     weights_b = load_file(str(tmp_path / "b" / "model.safetensors"))
     assert first["reason"] == second["reason"] == "finished"
@@ -131,7 +133,7 @@ def test_release_free_memory_hands_freed_heap_pages_back_to_the_system():
 
 
 def test_stop_from_another_thread_leaves_a_valid_checkpoint(stories_file, tmp_path):
-    trainer = Trainer(tiny_config(stories_file, tmp_path / "run", steps=10_000))
+    trainer = pretraining(tiny_config(stories_file, tmp_path / "run", steps=10_000))
     records = []
     for record in trainer.run():
         records.append(record)
@@ -149,10 +151,10 @@ def test_stop_from_another_thread_leaves_a_valid_checkpoint(stories_file, tmp_pa
 
 def test_a_continued_run_starts_from_the_checkpoints_weights_and_vocabulary_with_a_new_schedule(stories_file,
                                                                                                    tmp_path):
-    first_records = list(Trainer(tiny_config(stories_file, tmp_path / "first", steps=20)).run())
+    first_records = list(pretraining(tiny_config(stories_file, tmp_path / "first", steps=20)).run())
     first = first_records[-1]["checkpoint"]
     source, source_tokenizer = load_pretrained(first)
-    continued = Trainer(tiny_config(stories_file, tmp_path / "continued", steps=20, init_from=first,
+    continued = pretraining(tiny_config(stories_file, tmp_path / "continued", steps=20, init_from=first,
                                     dropout=0.0))
     records = list(continued.run())
     assert records[-1]["reason"] == "finished" and read_metadata(tmp_path / "continued")["step"] == 20
@@ -168,9 +170,9 @@ def test_a_continued_run_starts_from_the_checkpoints_weights_and_vocabulary_with
 
 
 def test_a_stop_before_the_first_step_leaves_the_output_folder_as_it_was(stories_file, tmp_path):
-    earlier = list(Trainer(tiny_config(stories_file, tmp_path / "run", steps=5)).run())[-1]
+    earlier = list(pretraining(tiny_config(stories_file, tmp_path / "run", steps=5)).run())[-1]
     weights = load_file(str(Path(earlier["checkpoint"]) / "model.safetensors"))
-    trainer = Trainer(tiny_config(stories_file, tmp_path / "run", seed=1))
+    trainer = pretraining(tiny_config(stories_file, tmp_path / "run", seed=1))
     trainer.stop()  # Ctrl-C or the app's Stop button while the corpus is still being prepared
     done = list(trainer.run())[-1]
     assert done["reason"] == "stopped" and done["step"] == 0 and done["checkpoint"] is None
@@ -182,7 +184,7 @@ def test_a_stop_before_the_first_step_leaves_the_output_folder_as_it_was(stories
 
 def test_a_stop_while_preparing_ends_the_run_at_the_next_phase_not_after_the_whole_preparation(stories_file,
                                                                                                    tmp_path):
-    trainer = Trainer(tiny_config(stories_file, tmp_path / "run"))
+    trainer = pretraining(tiny_config(stories_file, tmp_path / "run"))
     records = []
     for record in trainer.run():
         records.append(record)
@@ -195,12 +197,12 @@ def test_a_stop_while_preparing_ends_the_run_at_the_next_phase_not_after_the_who
 
 def test_unknown_or_missing_devices_are_refused_with_a_clear_message(stories_file, tmp_path):
     with pytest.raises(ValueError, match="unknown device 'gpu0'"):
-        Trainer(tiny_config(stories_file, tmp_path / "run", device="gpu0"))
+        pretraining(tiny_config(stories_file, tmp_path / "run", device="gpu0"))
     with pytest.raises(ValueError, match="not supported"):
-        Trainer(tiny_config(stories_file, tmp_path / "run", device="meta"))
+        pretraining(tiny_config(stories_file, tmp_path / "run", device="meta"))
     absent = f"cuda:{torch.cuda.device_count()}"  # one past the last GPU: cuda:0 on a machine without one
     with pytest.raises(ValueError, match="not available on this machine"):
-        Trainer(tiny_config(stories_file, tmp_path / "run", device=absent))
+        pretraining(tiny_config(stories_file, tmp_path / "run", device=absent))
 
 
 def test_cli_resume_writes_back_to_the_resumed_folder_on_this_machines_device_and_lists_both_machines(
@@ -208,7 +210,7 @@ def test_cli_resume_writes_back_to_the_resumed_folder_on_this_machines_device_an
     from bert_demo.__main__ import main
 
     folder = tmp_path / "run"
-    list(Trainer(tiny_config(stories_file, folder, steps=5, save_every=5)).run())
+    list(pretraining(tiny_config(stories_file, folder, steps=5, save_every=5)).run())
     metadata = read_metadata(folder)  # as if trained elsewhere: another path, on a GPU
     metadata["train_config"].update(out=str(tmp_path / "elsewhere" / "run"), device="cuda:7", steps=8)
     metadata["hardware"] = ["NVIDIA H100"]
@@ -219,19 +221,19 @@ def test_cli_resume_writes_back_to_the_resumed_folder_on_this_machines_device_an
 
 
 def test_resume_continues_from_the_saved_step_with_optimizer_state(stories_file, tmp_path, monkeypatch):
-    first = list(Trainer(tiny_config(stories_file, tmp_path / "run", steps=20)).run())[-1]
+    first = list(pretraining(tiny_config(stories_file, tmp_path / "run", steps=20)).run())[-1]
     saved = load_file(str(tmp_path / "run" / OPTIMIZER_NAME))
     assert saved and all(torch.isfinite(t).all() for t in saved.values())
-    resumed = Trainer(tiny_config(stories_file, tmp_path / "run", steps=30), resume=first["checkpoint"])
+    resumed = pretraining(tiny_config(stories_file, tmp_path / "run", steps=30), resume=first["checkpoint"])
     assert resumed.step == 20
-    build, restored = Trainer._model_and_optimizer, {}
+    build, restored = trainer_module.optimizer_and_schedule, {}
 
-    def model_and_optimizer(self, counts):  # AdamW's state as the resumed run starts, before its first step
-        optimizer, schedule = build(self, counts)
+    def optimizer_and_schedule(*args):  # AdamW's state as the resumed run starts, before its first step
+        optimizer, schedule = build(*args)
         restored.update({name: tensor.clone() for name, tensor in optimizer_tensors(optimizer).items()})
         return optimizer, schedule
 
-    monkeypatch.setattr(Trainer, "_model_and_optimizer", model_and_optimizer)
+    monkeypatch.setattr(trainer_module, "optimizer_and_schedule", optimizer_and_schedule)
     records = list(resumed.run())
     assert restored.keys() == saved.keys() and any(name.endswith(".exp_avg") for name in saved)
     assert all(torch.equal(restored[name], tensor) for name, tensor in saved.items())  # steps, moments: as saved
@@ -242,7 +244,7 @@ def test_resume_continues_from_the_saved_step_with_optimizer_state(stories_file,
 
 
 def test_non_finite_loss_stops_the_run_with_a_message_and_keeps_finite_weights(stories_file, tmp_path, monkeypatch):
-    trainer = Trainer(tiny_config(stories_file, tmp_path / "run", steps=50))
+    trainer = pretraining(tiny_config(stories_file, tmp_path / "run", steps=50))
     original, steps, before = BertForPreTraining.forward, {"n": 0}, {}
 
     def forward(model, *args, **kwargs):  # the 7th training step's loss is NaN, and so are all its gradients
@@ -268,7 +270,7 @@ def test_non_finite_loss_stops_the_run_with_a_message_and_keeps_finite_weights(s
 def test_an_output_folder_that_cannot_be_written_is_refused_before_training(stories_file, tmp_path):
     (tmp_path / "a-file").write_text("not a folder")
     with pytest.raises(ValueError, match="cannot write checkpoints to"):
-        Trainer(tiny_config(stories_file, tmp_path / "a-file" / "run"))
+        pretraining(tiny_config(stories_file, tmp_path / "a-file" / "run"))
 
 
 def test_a_full_disk_during_a_periodic_save_is_reported_and_training_goes_on(stories_file, tmp_path, monkeypatch):
@@ -281,7 +283,7 @@ def test_a_full_disk_during_a_periodic_save_is_reported_and_training_goes_on(sto
         return real_save(*args, **kwargs)
 
     monkeypatch.setattr(loop_module, "save_pretrained", full_once)
-    records = list(Trainer(tiny_config(stories_file, tmp_path / "run", steps=20, save_every=10)).run())
+    records = list(pretraining(tiny_config(stories_file, tmp_path / "run", steps=20, save_every=10)).run())
     warnings = [r for r in records if r["kind"] == "status" and "No space left" in r["message"]]
     assert len(warnings) == 1 and warnings[0]["step"] == 10
     assert records[-1]["reason"] == "finished" and read_metadata(records[-1]["checkpoint"])["step"] == 20
@@ -292,7 +294,7 @@ def test_a_final_save_that_fails_ends_the_run_with_a_message_not_a_traceback(sto
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(loop_module, "save_pretrained", full)
-    done = list(Trainer(tiny_config(stories_file, tmp_path / "run", steps=10)).run())[-1]
+    done = list(pretraining(tiny_config(stories_file, tmp_path / "run", steps=10)).run())[-1]
     assert done["reason"] == "finished" and done["checkpoint"] is None
     assert "could not be written" in done["message"] and "No space left" in done["message"]
 
@@ -304,9 +306,9 @@ def test_bad_training_settings_raise_clear_errors(stories_file, tmp_path):
                             ({"batch_size": "8"}, "batch size must be a whole number"),
                             ({"batch_size": 6, "grad_accum": 4}, "multiple")]:
         with pytest.raises(ValueError, match=message):
-            Trainer(tiny_config(stories_file, tmp_path / "run", **change))
+            pretraining(tiny_config(stories_file, tmp_path / "run", **change))
     with pytest.raises(ValueError, match="not a checkpoint"):
-        Trainer(tiny_config(stories_file, tmp_path / "run"), resume=tmp_path)
+        pretraining(tiny_config(stories_file, tmp_path / "run"), resume=tmp_path)
 
 
 def test_gradient_accumulation_gives_the_same_step_as_one_big_batch(stories_file, tmp_path, monkeypatch):
@@ -314,12 +316,12 @@ def test_gradient_accumulation_gives_the_same_step_as_one_big_batch(stories_file
     monkeypatch.setitem(PRESETS, "tiny", no_dropout)
     # plain SGD, so the weights after one step differ exactly as the summed gradients do (Adam's first step is
     # sign-like and would magnify rounding noise in near-zero gradients)
-    monkeypatch.setattr(trainer_module, "make_optimizer", lambda model, cfg: torch.optim.SGD(model.parameters(), 0.1))
+    monkeypatch.setattr(recipe, "make_optimizer", lambda model, cfg: torch.optim.SGD(model.parameters(), 0.1))
 
     def weights_after(name, **changes):
         config = tiny_config(stories_file, tmp_path / name, steps=1, warmup_steps=0, eval_every=100,
                              precision="fp32", **changes)  # bf16's rounding would differ between the batch sizes
-        trainer = Trainer(config)
+        trainer = pretraining(config)
         list(trainer.run())
         return torch.cat([p.detach().flatten() for p in trainer.model.parameters()])
 
@@ -329,7 +331,7 @@ def test_gradient_accumulation_gives_the_same_step_as_one_big_batch(stories_file
 
 
 def test_evaluate_gives_the_same_numbers_through_ours_and_transformers(stories_file, tmp_path):
-    list(Trainer(tiny_config(stories_file, tmp_path / "run", steps=30)).run())
+    list(pretraining(tiny_config(stories_file, tmp_path / "run", steps=30)).run())
     results = evaluate(tmp_path / "run", stories_file, reference=True)
     ours, theirs = results["ours"], results["transformers"]
     assert ours["targets"] == theirs["targets"] > 0
@@ -380,10 +382,10 @@ def run_under_torchrun(tmp_path: Path, stories_file: str, out: Path, body: str) 
     script = tmp_path / "ddp_script.py"
     script.write_text(
         "import os, torch, torch.distributed as dist\n"
-        "from bert_demo.train_config import TrainConfig\nfrom bert_demo.trainer import Trainer\n"
+        "from bert_demo.train_config import TrainConfig\nfrom bert_demo.trainer import pretraining\n"
         f"config = TrainConfig(preset='tiny', corpus={stories_file!r}, steps=6, batch_size=8, seq_len=32,\n"
         f"                     vocab_size=200, eval_every=3, log_every=3, out={str(out)!r})\n"
-        "trainer = Trainer(config)\n"
+        "trainer = pretraining(config)\n"
         # one write per line: the ranks share stdout, and print() writes its pieces one by one, so two ranks'
         # lines could interleave ('rankrank 01 stoppedstopped ...')
         "say = lambda line: os.write(1, (line + '\\n').encode())\n"
@@ -430,7 +432,7 @@ def test_under_torchrun_a_stop_on_one_rank_stops_every_rank(stories_file, tmp_pa
 def test_a_length_curriculum_trains_on_short_examples_first_then_full_length(stories_file, tmp_path):
     config = tiny_config(stories_file, tmp_path / "run", steps=8, batch_size=8, seq_len=64, short_seq_len=16,
                          short_seq_steps=4, log_every=1, eval_every=100)
-    tokens = [r["tokens"] for r in Trainer(config).run() if r["kind"] == "train"]
+    tokens = [r["tokens"] for r in pretraining(config).run() if r["kind"] == "train"]
     per_step = [b - a for a, b in zip([0, *tokens], tokens)]
     assert max(per_step[:4]) <= 8 * 16  # batch x short length
     assert min(per_step[4:]) > 8 * 16
@@ -445,19 +447,19 @@ def test_levers_out_of_range_are_refused_with_their_names(tmp_path):
 
 
 def test_a_short_bf16_run_learns_records_its_precision_and_loads_in_transformers_in_fp32(stories_file, tmp_path):
-    records = list(Trainer(tiny_config(stories_file, tmp_path / "run", steps=30, precision="bf16")).run())
+    records = list(pretraining(tiny_config(stories_file, tmp_path / "run", steps=30, precision="bf16")).run())
     losses = [r["mlm_loss"] for r in records if r["kind"] == "train"]
     assert max(losses[-2:]) < losses[0] - 0.3, losses
     metadata = read_metadata(tmp_path / "run")
     assert metadata["precision"] == "bf16" and metadata["train_config"]["precision"] == "bf16"
     reference = transformers.BertForPreTraining.from_pretrained(tmp_path / "run")
     assert all(p.dtype == torch.float32 for p in reference.parameters())
-    resumed = Trainer(TrainConfig.from_stored({**metadata["train_config"], "steps": 31}), resume=tmp_path / "run")
+    resumed = pretraining(TrainConfig.from_stored({**metadata["train_config"], "steps": 31}), resume=tmp_path / "run")
     assert resumed.config.precision == "bf16" and resumed.precision == "bf16"  # read back on resume
 
 
 def test_backward_and_validation_run_outside_autocast_and_the_forward_pass_inside_it(stories_file, tmp_path):
-    trainer = Trainer(tiny_config(stories_file, tmp_path / "run", steps=1, warmup_steps=0, precision="bf16"))
+    trainer = pretraining(tiny_config(stories_file, tmp_path / "run", steps=1, warmup_steps=0, precision="bf16"))
     seen = {}
     original = BertForPreTraining.forward
 
@@ -477,16 +479,16 @@ def test_backward_and_validation_run_outside_autocast_and_the_forward_pass_insid
 
 
 def test_running_out_of_memory_at_a_step_saves_the_weights_from_before_it(stories_file, tmp_path, monkeypatch):
-    trainer = Trainer(tiny_config(stories_file, tmp_path / "run", steps=10, save_every=100))
-    original, calls = Trainer._accumulate, {"n": 0}
+    trainer = pretraining(tiny_config(stories_file, tmp_path / "run", steps=10, save_every=100))
+    original, calls = loop_module._accumulate, {"n": 0}
 
-    def accumulate(self, *args):
+    def accumulate(*args):
         calls["n"] += 1
         if calls["n"] == 4:
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 12.00 GiB")
-        return original(self, *args)
+        return original(*args)
 
-    monkeypatch.setattr(Trainer, "_accumulate", accumulate)
+    monkeypatch.setattr(loop_module, "_accumulate", accumulate)
     records = list(trainer.run())
     done = records[-1]
     assert done["reason"] == "out of memory" and done["step"] == 3 and "smaller batch" in done["message"]
@@ -501,7 +503,7 @@ def test_the_cli_ends_the_process_group_its_run_made_and_only_that(stories_file,
     ended = []
     monkeypatch.setattr(loop_module.dist, "is_initialized", lambda: True)
     monkeypatch.setattr(loop_module.dist, "destroy_process_group", lambda: ended.append(True))
-    trainer = Trainer(tiny_config(stories_file, tmp_path / "run", steps=1, warmup_steps=0))
+    trainer = pretraining(tiny_config(stories_file, tmp_path / "run", steps=1, warmup_steps=0))
     trainer.close()
     assert ended == []  # a group it did not make is its caller's
     trainer._made_group = True
@@ -509,7 +511,7 @@ def test_the_cli_ends_the_process_group_its_run_made_and_only_that(stories_file,
     trainer.close()
     assert ended == [True]
     closed = []
-    monkeypatch.setattr(Trainer, "close", lambda self: closed.append(self.step))
+    monkeypatch.setattr(loop_module.Run, "close", lambda self: closed.append(self.step))
     assert main(["train", "--preset", "tiny", "--corpus", stories_file, "--steps", "2", "--batch-size", "4",
                  "--seq-len", "32", "--vocab-size", "200", "--out", str(tmp_path / "cli")]) == 0
     assert closed == [2]

@@ -5,7 +5,7 @@ over the cores: under 20 users' load a run made 3-5 steps/s of its 15-17 alone (
 process of its own it trains at the speed of the CLI, and while visitors are being answered it trains on one core
 instead of all of them: a parallel region with two threads stalls whenever the scheduler runs only one of them.
 
-`ProcessTrainer` stands in for `Trainer` in the app's `TrainingJob`: the same `run()`, `stop()`, `step`,
+`ProcessTrainer` stands in for a `loop.Run` in the app's `TrainingJob`: the same `run()`, `stop()`, `step`,
 `snapshot()`, `tokenizer`, `history` and `config`. The child shares its model's weights with this process (shared
 memory, updated in place by the optimizer), so the run in progress can be asked questions as before. Nothing
 waits across the two processes, so that neither can hang the other by dying: `snapshot` copies the weights and
@@ -68,15 +68,16 @@ def warm_up() -> None:
     threading.Thread(target=start, name="start-fork-server", daemon=True).start()
 
 
-def run_class(config: RunConfig) -> type:
-    """What trains a config: `FineTuner` a FinetuneConfig, `Trainer` a TrainConfig (both are `loop.Run`s)."""
+def run_for(config: RunConfig, **options: Any) -> Any:
+    """The run that trains a config (a `loop.Run`): fine-tuning for a FinetuneConfig, pre-training for a
+    TrainConfig; `options` as `loop.Run` takes them (origin, visible_to, control)."""
     if isinstance(config, FinetuneConfig):
-        from bert_demo.finetune import FineTuner
+        from bert_demo.finetune import finetuning
 
-        return FineTuner
-    from bert_demo.trainer import Trainer
+        return finetuning(config, **options)
+    from bert_demo.trainer import pretraining
 
-    return Trainer
+    return pretraining(config, **options)
 
 
 def question_asked() -> None:
@@ -86,14 +87,13 @@ def question_asked() -> None:
 
 
 class ProcessTrainer:
-    """A `Trainer` or `FineTuner` run in a child process; see the module docstring."""
+    """A pre-training or fine-tuning run in a child process; see the module docstring."""
 
     def __init__(self, config: TrainConfig | FinetuneConfig, origin: str = "app", visible_to: str | None = None):
-        """Checks the settings here (by building the run, which does no work until it runs), so that a refusal
-        comes at once; the child builds its own."""
-        self.config = run_class(config)(config, origin=origin, visible_to=visible_to).config
+        """`config` was checked when the visitor's settings were read (`requests`); the child builds the run."""
+        self.config = config
         self.visible_to = visible_to
-        self.history: list[Record] = []  # as Trainer keeps it (an app run never resumes, so it starts empty)
+        self.history: list[Record] = []  # as a run keeps it (an app run never resumes, so it starts empty)
         self._arguments = (config, origin, visible_to)
         ctx = context()
         self._stop, self._step = ctx.Value("b", 0, lock=False), ctx.Value("q", 0, lock=False)
@@ -141,7 +141,7 @@ class ProcessTrainer:
         step = self.step
         message = (f"the run's process ended at step {step} without saving: the app saved the weights it shares "
                    "with it")
-        return run_class(config)(config, origin=origin, visible_to=visible_to).rescue(
+        return run_for(config, origin=origin, visible_to=visible_to).rescue(
             copy.deepcopy(self.model), self.tokenizer, step, list(self.history), message)
 
     def run(self) -> Iterator[Record]:
@@ -196,24 +196,24 @@ def _messages(records: Any, until: float | None = None) -> Iterator[tuple[str, A
 
 
 class _Writing:
-    """The child trainer's `lock`: counts up when the weights start changing and again when they are consistent
+    """The child run's `Control.lock`: counts up when the weights start changing and again when they are consistent
     (a seqlock), so that `snapshot` can tell whether its copy overlapped a change. Nothing ever waits on it. The
     shared step is set before the count closes: weights and step agree whenever the count is even."""
 
-    def __init__(self, writes: Any, trainer: Any, step: Any):
-        self.writes, self.trainer, self.step = writes, trainer, step
+    def __init__(self, writes: Any, control: Any, step: Any):
+        self.writes, self.control, self.step = writes, control, step
 
     def __enter__(self) -> None:
         self.writes.value += 1
 
     def __exit__(self, *exc: object) -> None:
-        self.step.value = self.trainer.step
+        self.step.value = self.control.step
         self.writes.value += 1
 
 
 def _train(config: TrainConfig, origin: str, visible_to: str | None, sender: Any, stop: Any, step: Any,
            writes: Any, received: Any, last_question: Any, app_alive: Any) -> None:
-    """The child: run the Trainer (or FineTuner), send its records, and share its model once built."""
+    """The child: run the pre-training or fine-tuning, send its records, and share its model once built."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group; the app stops the run
 
     shared, connected = None, True  # shared: None until the model is built, then whether it could be
@@ -227,9 +227,11 @@ def _train(config: TrainConfig, origin: str, visible_to: str | None, sender: Any
                 connected = False
 
     try:
-        trainer = run_class(config)(config, origin=origin, visible_to=visible_to)
-        trainer.lock = _Writing(writes, trainer, step)
-        trainer.after_step = _yield_cores_to_questions(last_question)
+        from bert_demo.loop import Control
+
+        control = Control(after_step=_yield_cores_to_questions(last_question))
+        control.lock = _Writing(writes, control, step)
+        trainer = run_for(config, origin=origin, visible_to=visible_to, control=control)
         threading.Thread(target=_relay, args=(trainer, stop, step, app_alive), daemon=True).start()
         for record in trainer.run():
             step.value = trainer.step  # exact with every record, not only every POLL_S
@@ -271,7 +273,7 @@ def _yield_cores_to_questions(last_question: Any) -> Callable[[], None]:
 
     def after_step() -> None:
         nonlocal cores, current
-        if not cores:  # what the Trainer set when it started (runtime.set_cpu_threads)
+        if not cores:  # what the run set when it started (runtime.set_cpu_threads)
             cores = current = torch.get_num_threads()
         wanted = 1 if time.monotonic() - last_question.value < BUSY_S else cores
         if wanted != current:

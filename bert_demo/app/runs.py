@@ -1,10 +1,10 @@
 """The app's one training slot: the form's settings checked against the machine's caps, uploads, a short line of
-waiting visitors, the job thread that follows `Trainer.run()` (in a process of its own on a CPU), and the pruning of
+waiting visitors, the job thread that follows a run's `run()` (in a process of its own on a CPU), and the pruning of
 old runs.
 
 One run trains at a time for everyone. A visitor has at most one run waiting or training, only that visitor can stop
 it, and at most `max_waiting` visitors wait: more are refused at once, so that queued runs never fill the queue that
-inference shares. Inference on the run in progress uses `Trainer.snapshot()`, a copy taken between optimizer steps.
+inference shares. Inference on the run in progress uses the run's `snapshot()`, a copy taken between optimizer steps.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bert_demo.app.backend import backend
-from bert_demo.app.run_process import ProcessTrainer, run_class
+from bert_demo.app.run_process import ProcessTrainer, run_for
 from bert_demo.app.visitors import same_address
 from bert_demo.app.models import (
     FOLDER,
@@ -349,7 +349,7 @@ class Runs:
                 self._prune_runs(keep=self.max_runs - 1, protect=_start_folder(config))
                 self._check_disk(config, owner)
                 in_process = self.train_in_process and config.device == "cpu"  # a GPU does not share the cores
-                make = ProcessTrainer if in_process else run_class(config)
+                make = ProcessTrainer if in_process else run_for
                 config.out = claim_folder(config.out)
                 self._claimed[Path(config.out).resolve()] = owner
                 trainer = make(config, origin="app", visible_to=private_to(config, owner, share))
@@ -438,7 +438,7 @@ class Runs:
 
 @dataclass
 class TrainingJob:
-    """A Trainer running in a daemon thread; its records are appended to `records` for readers to follow."""
+    """A run followed in a daemon thread; its records are appended to `records` for readers to follow."""
 
     trainer: Any
     name: str
