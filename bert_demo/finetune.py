@@ -24,7 +24,7 @@ from torch import Tensor
 
 from bert_demo.checkpoint import load_classifier
 from bert_demo.labelled import FILE_TYPES, TASKS, first, load_file, load_task, score
-from bert_demo.loop import Control, Metrics, Run, Task
+from bert_demo.loop import Control, Metrics, Run, Training
 from bert_demo.model import init_weights
 from bert_demo.records import Record
 from bert_demo.recipe import optimizer_and_schedule, set_dropout
@@ -46,7 +46,7 @@ def finetuning(config: FinetuneConfig, resume: str | Path | None = None, origin:
     return run
 
 
-def prepare(run: Run) -> Generator[Record, None, Task | None]:
+def prepare(run: Run) -> Generator[Record, None, Training | None]:
     """The run's task: the labelled examples, the classifier it starts from, AdamW and the schedule; None if a stop
     was asked for meanwhile."""
     cfg = run.config
@@ -70,7 +70,7 @@ def prepare(run: Run) -> Generator[Record, None, Task | None]:
                                         f"for {cfg.steps:,} steps on {run.device.type} in {run.precision}"
                                         + (f", from step {done:,}" if done else "")}
     batches = _length_grouped(train, cfg.batch_size, cfg.seed, run.tokenizer.pad_token_id)
-    return Task(run.model, itertools.islice(batches, done, None), optimizer, schedule,  # the batches next due
+    return Training(run.model, itertools.islice(batches, done, None), optimizer, schedule,  # the batches next due
                 functools.partial(_loss, cfg.grad_accum),
                 evaluate=functools.partial(_evaluate, run, splits, metric))
 

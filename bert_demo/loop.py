@@ -2,7 +2,7 @@
 one flat loop, handed what it trains).
 
 A run is a `Run`: its settings, its `Control` and its records. `Run.run()` calls its `prepare` function
-(`trainer.prepare` for pre-training, `finetune.prepare` for fine-tuning), which builds the run's `Task`: the model
+(`trainer.prepare` for pre-training, `finetune.prepare` for fine-tuning), which builds the run's `Training`: the model
 and tokenizer, the batches, the optimizer and schedule, and three small functions (the loss of a micro-batch with
 its metrics, the validation records, and what a run stopped between validations shows). `train` then drives the
 task: the device and precision, optimizer steps with clipping and the schedule, a stop from any thread, divergence
@@ -74,7 +74,7 @@ class Control:
 
 
 @dataclass
-class Task:
+class Training:
     """What one kind of run trains, as its `prepare` function built it."""
 
     model: torch.nn.Module
@@ -117,7 +117,7 @@ class Run:
     """One training run: its settings, its control, its records and how it saves. Create it, iterate `run()`, and
     call `stop()` from anywhere to end it early."""
 
-    def __init__(self, config: RunConfig, prepare: Callable[["Run"], Generator[Record, None, Task | None]],
+    def __init__(self, config: RunConfig, prepare: Callable[["Run"], Generator[Record, None, Training | None]],
                  resume: str | Path | None = None, origin: str = "cli", visible_to: str | None = None,
                  control: Control | None = None):
         """`origin` is stored with the checkpoint: the app deletes its own old runs ("app"), never others.
@@ -267,7 +267,7 @@ class Run:
         return record
 
 
-def train(run: Run, task: Task, started: float) -> Iterator[Record]:
+def train(run: Run, task: Training, started: float) -> Iterator[Record]:
     """The training loop: steps until the run's last or a stop, with its records, snapshots, validations and saves,
     then the final checkpoint."""
     cfg, control, main = run.config, run.control, run.dist.is_main
@@ -326,7 +326,7 @@ def train(run: Run, task: Task, started: float) -> Iterator[Record]:
     yield run.finish("finished" if control.step >= cfg.steps else "stopped", started, optimizer)
 
 
-def _accumulate(run: Run, task: Task, forward: torch.nn.Module, batch: Batch, window: Window) -> Any:
+def _accumulate(run: Run, task: Training, forward: torch.nn.Module, batch: Batch, window: Window) -> Any:
     """Forward and backward passes over the batch's micro-batches (gradient accumulation), adding their metrics to
     `window`; the last output. Only the forward pass runs under autocast, as PyTorch advises; backward runs outside
     it, inside DDP's `no_sync` for every micro-batch but the last. The task reads what it needs from the CPU copy of
@@ -345,7 +345,7 @@ def _accumulate(run: Run, task: Task, forward: torch.nn.Module, batch: Batch, wi
     return out
 
 
-def _validation(run: Run, task: Task, tokens: int, started: float) -> Iterator[Record]:
+def _validation(run: Run, task: Training, tokens: int, started: float) -> Iterator[Record]:
     """The task's validation records; its "val" record is stamped with the step, tokens and time, and kept."""
     for record in task.evaluate(run.step >= run.config.steps):
         if record["kind"] == "val":

@@ -23,7 +23,7 @@ from bert_demo.config import PRESETS
 from bert_demo.corpus import is_named, load_corpus
 from bert_demo.evaluate import frequency_baseline, readout, readout_items, validate
 from bert_demo.inference import fill_mask
-from bert_demo.loop import Control, Metrics, Run, Task
+from bert_demo.loop import Control, Metrics, Run, Training
 from bert_demo.model import IGNORE_INDEX, BertForPreTraining
 from bert_demo.prepared import cached_ids, cached_vocabulary
 from bert_demo.pretraining_data import (
@@ -50,7 +50,7 @@ def pretraining(config: TrainConfig, resume: str | Path | None = None, origin: s
     return Run(config, prepare, resume, origin, visible_to, control)
 
 
-def prepare(run: Run) -> Generator[Record, None, Task | None]:
+def prepare(run: Run) -> Generator[Record, None, Training | None]:
     """The run's task, one status record per phase; None if a stop was asked for: it takes effect at the next
     phase, not after the whole preparation."""
     cfg = run.config
@@ -78,7 +78,7 @@ def prepare(run: Run) -> Generator[Record, None, Task | None]:
     yield {"kind": "status", "message": f"training on {run.device.type} in {run.precision}{processes} with "
                                         f"{run.model.num_parameters():,} parameters"}
     look = functools.partial(_look, run, items, baseline)
-    return Task(run.model, _batches(run, train_ids, special), optimizer, schedule, functools.partial(_loss, cfg),
+    return Training(run.model, _batches(run, train_ids, special), optimizer, schedule, functools.partial(_loss, cfg),
                 evaluate=functools.partial(_evaluate, run, val_batches, baseline, look), look=look)
 
 
