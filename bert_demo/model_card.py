@@ -16,7 +16,8 @@ from bert_demo.checkpoint import load_pretrained, read_metadata
 from bert_demo.config import trained_on
 from bert_demo.evaluate import evaluate
 from bert_demo.inference import fill_mask
-from bert_demo.sources import SOURCES
+from bert_demo.corpus import source_parts
+from bert_demo.sources import MIXES, SOURCES
 
 CURVE_NAME = "learning-curve.svg"
 # Plain sentences and words that fit them: "knows" means one of them is among the top 3 guesses.
@@ -134,8 +135,12 @@ def _card_text(name: str, model, metadata: dict, config: dict, metrics: dict, kn
         lines.append(f"| {label} | {ours['mlm_acc']:.3f} | {ours['mlm_ppl']:.1f} | {ours['nsp_acc']:.3f} | "
                      f"{'yes' if same else 'NO'} |")
     lines += ["", f"![learning curve]({CURVE_NAME})", "", "## Data", ""]
-    lines += [f"- `{corpus}`: {SOURCES[corpus].about if corpus in SOURCES else 'a text file'}"
-              for corpus in str(config.get("corpus", "")).split(",") if corpus]
+    corpus = str(config.get("corpus", ""))
+    mixes = [part for part in corpus.split(",") if part in MIXES]
+    if mixes:
+        lines += [f"`{', '.join(mixes)}` is a mix of named sources; each is listed below.", ""]
+    lines += [f"- `{part}`: {SOURCES[part].about if part in SOURCES else 'a text file'}"
+              for part in source_parts(corpus) if part]
     lines += ["", "The project's README lists each source's licence and attribution.", "",
               "## Limitations", "",
               "A teaching model: small, trained on a few million words, lower-cased, English only. It repeats the "

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from bert_demo.config import PRESETS
-from bert_demo.sources import TRAINING_SOURCES
+from bert_demo.sources import MIXES, TRAINING_SOURCES
 
 SCHEDULES = ("linear", "triangle")
 PRECISIONS = ("auto", "fp32", "bf16")
@@ -100,7 +100,8 @@ class TrainConfig(RunConfig):
     resumed."""
 
     preset: str = setting("tiny", "model size", choices=tuple(PRESETS), cpu=("tiny", "mini"))
-    corpus: str = setting("wiki", f"{', '.join(TRAINING_SOURCES)} or a text file; combine with commas (news,wiki)")
+    corpus: str = setting("wiki", f"a named corpus ({', '.join(TRAINING_SOURCES)}), a mix of them "
+                                  f"({', '.join(MIXES)}: README, Data) or a text file; combine with commas (news,wiki)")
     seq_len: int = setting(128, "tokens per example", label="sequence length", low=16, high=512, cpu=128, gpu=512)
     vocab_size: int = setting(8192, "WordPiece vocabulary size to train", label="vocabulary size", low=128,
                               high=65_536, cpu=16_384, gpu=32_768)

@@ -20,7 +20,7 @@ from transformers import BertTokenizerFast
 
 from bert_demo.checkpoint import load_pretrained
 from bert_demo.config import PRESETS
-from bert_demo.corpus import is_named, load_corpus
+from bert_demo.corpus import is_named, load_corpus, source_parts
 from bert_demo.evaluate import frequency_baseline, readout, readout_items, validate
 from bert_demo.inference import fill_mask
 from bert_demo.loop import Control, Metrics, Run, Training
@@ -124,7 +124,9 @@ def _ids(cfg: TrainConfig, tokenizer: BertTokenizerFast, documents: list[list[st
 
 def _kept_as(cfg: TrainConfig, split: str) -> str | None:
     """What a split of the run's corpus is kept under in the cache; None for a visitor's file (never kept)."""
-    return f"{cfg.corpus}|{split}|{cfg.val_fraction}|{cfg.seed}" if is_named(cfg.corpus) else None
+    if not is_named(cfg.corpus):
+        return None
+    return f"{','.join(source_parts(cfg.corpus))}|{split}|{cfg.val_fraction}|{cfg.seed}"  # a mix by what it holds
 
 
 def _data(cfg: TrainConfig, documents: list[Document], special: SpecialIds, seed: int, batch_size: int,

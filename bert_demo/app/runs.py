@@ -37,7 +37,7 @@ from bert_demo.app.models import (
 from bert_demo.config import PRESETS, read_config, read_metadata
 from bert_demo.corpus import load_corpus
 from bert_demo.records import DoneRecord, Record
-from bert_demo.sources import APP_SOURCES, SOURCES
+from bert_demo.sources import APP_SOURCES, MIXES, SOURCES
 from bert_demo.train_config import (
     APP_FINETUNE,
     APP_RUN,
@@ -134,7 +134,7 @@ class Runs:
         sources = [corpus] if isinstance(corpus, str) else list(corpus or [])
         sources = [s.strip() for part in sources for s in str(part).split(",") if s.strip()]
         bad = next((s for s in sources if s not in APP_SOURCES), None)
-        if bad in SOURCES and SOURCES[bad].training:
+        if bad in MIXES or (bad in SOURCES and SOURCES[bad].training):
             raise ValueError(f"{bad} is too large to train on in the app: use the command line "
                              f"(python -m bert_demo train --corpus {bad}), or choose from {', '.join(APP_SOURCES)}")
         if bad is not None:
