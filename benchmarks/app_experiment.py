@@ -15,7 +15,8 @@ import time
 import _common  # noqa: F401  (puts the repository root on sys.path)
 from _common import ROOT, print_table
 
-from bert_demo.app import tuning
+from bert_demo.app import text
+from bert_demo.app.tabs import finetune
 from bert_demo.app.registry import Registry
 from bert_demo.train_config import APP_FINETUNE
 
@@ -24,19 +25,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="checkpoints/mini-english")
     parser.add_argument("--task", default=APP_FINETUNE["task"])
-    parser.add_argument("--labels", default=str(APP_FINETUNE["train_examples"]), choices=tuning.LABEL_CHOICES)
+    parser.add_argument("--labels", default=str(APP_FINETUNE["train_examples"]), choices=finetune.LABEL_CHOICES)
     parser.add_argument("--compare", default="random", help="comma-separated: random, frozen")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as runs:
         registry = Registry(checkpoints_dir=ROOT / "checkpoints", runs_dir=runs, device="cpu", allow_hub=False)
         started, phases, status, update = time.perf_counter(), {}, "", {}
-        for update in tuning.finetune(registry, args.model, args.task, None, args.labels,
+        for update in finetune.finetune(registry, args.model, args.task, None, args.labels,
                                       [c for c in args.compare.split(",") if c], owner="benchmark"):
             status = update.get("ft_status", status)
             phase = status.split(":")[0] if status.startswith("Run ") else status.split(" ")[0]
             phases.setdefault(phase, time.perf_counter() - started)
         total = time.perf_counter() - started
-        finals = {init: tuning.final_record(records) for init, records in _records(registry, runs).items()}
+        finals = {init: text.final_record(records) for init, records in _records(registry, runs).items()}
     print_table(["phase", "started at (s)"], [[phase, f"{at:.1f}"] for phase, at in phases.items()])
     print_table(["start", "steps", "validation", "test", "outside"],
                 [[init, r.get("step"), f"{r.get('acc', float('nan')):.3f}", f"{r.get('test_acc', float('nan')):.3f}",
@@ -50,7 +51,7 @@ def _records(registry: Registry, runs: str) -> dict[str, list]:
     from bert_demo.config import read_metadata
 
     found = {}
-    for entry in registry.list_models("benchmark"):
+    for entry in registry.catalog.list_models("benchmark"):
         if entry.folder is not None and str(entry.folder).startswith(runs):
             metadata = read_metadata(entry.folder)
             found[metadata["train_config"]["init"]] = metadata.get("history") or []

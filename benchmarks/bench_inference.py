@@ -29,7 +29,7 @@ from _common import cores, interleaved_times, make_random_checkpoint, ms, percen
 import torch
 import transformers
 
-from bert_demo.app.models import read_examples
+from bert_demo.app.folders import read_examples
 from bert_demo.checkpoint import load_pretrained
 from bert_demo.corpus import load_corpus
 from bert_demo.inference import attention, fill_mask

@@ -25,14 +25,22 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor
 from transformers import BertTokenizerFast
 
-from bert_demo.config import CONFIG_NAME, METADATA_NAME, WEIGHTS_NAME, BertConfig, read_config, read_metadata  # noqa: F401
+from bert_demo.config import (  # noqa: F401
+    CONFIG_NAME,
+    METADATA_NAME,
+    WEIGHTS_NAME,
+    BertConfig,
+    hub_cache,
+    read_config,
+    read_metadata,
+)
 from bert_demo.model import BertForPreTraining, BertForSequenceClassification
+from bert_demo.processes import alive
 from bert_demo.tokenizer import load_tokenizer, vocabulary
 
 TIED_KEYS = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias")  # stored once, under their owners
-HUB_CACHE_ENV = "BERT_DEMO_HUB_CACHE"  # where hub models are downloaded (default: the hub's own cache)
 MAX_HUB_BYTES = 1_000_000_000  # the files of one hub model; BERT-large's safetensors are 1.3 GB, BERT-base 440 MB
-MAX_HUB_MODELS = 5  # hub models kept in $BERT_DEMO_HUB_CACHE
+MAX_HUB_MODELS = 5  # hub models kept in a cache folder of ours (`config.hub_cache`)
 HUB_TIMEOUT_S = 10.0  # the hub's first answer: a network that drops packets must not hold a visitor for minutes
 HUB_FILES = ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
              "special_tokens_map.json"]
@@ -126,7 +134,7 @@ def recover_folder(path: str | Path) -> None:
     if not path.parent.is_dir():
         return
     ours = re.compile(rf"\.{re.escape(path.name)}{_LEFTOVER}")
-    dead = [p for p in path.parent.iterdir() if (match := ours.fullmatch(p.name)) and not _alive(int(match[1]))]
+    dead = [p for p in path.parent.iterdir() if (match := ours.fullmatch(p.name)) and not alive(int(match[1]))]
     complete = [p for p in dead if p.suffix == ".old" and (p / CONFIG_NAME).is_file() and (p / WEIGHTS_NAME).is_file()]
     if complete and not path.exists():
         newest = max(complete, key=lambda p: p.stat().st_mtime)
@@ -150,17 +158,6 @@ def recover_leftovers(root: str | Path) -> None:
 def _temp_folder(path: Path) -> Path:
     """A new private folder beside `path`, named after it and this process (see `recover_folder`)."""
     return Path(tempfile.mkdtemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent))
-
-
-def _alive(pid: int) -> bool:
-    """Whether the process `pid` (a writer, from a leftover's name) still runs."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process
-        return True
-    return True
 
 
 def _seal_files(folder: Path) -> None:
@@ -280,13 +277,13 @@ def download(hub_id: str, max_bytes: int = MAX_HUB_BYTES, cache_dir: str | Path 
 
     The repository's listing gives the weights' size, refused past `max_bytes`; config.json comes first and must
     describe a BERT within our limits (`read_config`), and pass `check` (which raises to refuse it). Only then are
-    the weights fetched. `cache_dir` (default: the hub's own cache, or $BERT_DEMO_HUB_CACHE) keeps at most
-    MAX_HUB_MODELS models, the least recently used removed first.
+    the weights fetched. `cache_dir` (default: `config.hub_cache()`) keeps at most MAX_HUB_MODELS models, the least
+    recently used removed first (the hub's own cache is left as the hub keeps it).
     """
     try:
         from huggingface_hub import HfApi, hf_hub_download, snapshot_download
 
-        cache = str(cache_dir or os.environ.get(HUB_CACHE_ENV) or "") or None
+        cache = str(cache_dir or hub_cache() or "") or None
         info = HfApi().model_info(hub_id, files_metadata=True, timeout=HUB_TIMEOUT_S)
         sizes = {f.rfilename: f.size or 0 for f in info.siblings or []}
         config_dir = Path(hf_hub_download(hub_id, CONFIG_NAME, cache_dir=cache)).parent

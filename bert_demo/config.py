@@ -6,6 +6,8 @@ The field names are Hugging Face's `BertConfig` names, so `config.json` reads an
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ LIMITS = {
 CONFIG_NAME, WEIGHTS_NAME = "config.json", "model.safetensors"
 METADATA_NAME = "bert_demo.json"  # our training config and metrics, beside the Hugging Face files
 OPTIMIZER_NAME = "optimizer.safetensors"  # AdamW's state, which a resumed run carries on with
+HUB_CACHE_ENV = "BERT_DEMO_HUB_CACHE"  # where hub models are downloaded (see `hub_cache`)
 MAX_CONFIG_BYTES = 1_000_000
 MAX_PARAMETERS = 500_000_000  # all sizes at their limits would be ~11 B parameters (43 GB); BERT-large is 335 M
 MAX_LABELS, MAX_LABEL_CHARS = 20, 100  # classes of a fine-tuned classifier, and the length of a class name
@@ -190,3 +193,12 @@ def trained_on(metadata: dict[str, Any]) -> list[str]:
     if isinstance(hardware, list):
         return [str(machine) for machine in hardware]
     return [str(metadata["device"])] if metadata.get("step") and isinstance(metadata.get("device"), str) else []
+
+
+def hub_cache(app: bool = False) -> Path | None:
+    """Where hub models are downloaded: $BERT_DEMO_HUB_CACHE, else for the app a folder in the temp dir (it keeps
+    the newest few: a public page must not fill a disk), else (None) the hub's own cache, as any script's."""
+    chosen = os.environ.get(HUB_CACHE_ENV)
+    if chosen:
+        return Path(chosen)
+    return Path(tempfile.gettempdir()) / "bert-demo-hub" if app else None

@@ -178,10 +178,27 @@ def _served_app(base: Path) -> Iterator[dict]:
         yield {"url": f"http://127.0.0.1:{port}/", "registry": registry, "corpus": _write_corpus(base / "corpus.txt"),
                "demo": demo}
     finally:
-        if registry.job is not None:
-            registry.job.stop()
-            registry.job.thread.join(timeout=60)
+        if registry.slot.job is not None:
+            registry.slot.job.stop()
+            registry.slot.job.thread.join(timeout=60)
         demo.close()
+
+
+@pytest.fixture(scope="module")
+def roots(tmp_path_factory) -> dict[str, Path]:
+    """A checkpoints/ folder with two models (one without a card) and a folder that is not one, and an empty runs/."""
+    base = tmp_path_factory.mktemp("models")
+    _make_checkpoint(base / "checkpoints" / "tiny-test")
+    _make_checkpoint(base / "checkpoints" / "another", card=None)
+    (base / "checkpoints" / "not-a-model").mkdir()
+    (base / "runs").mkdir()
+    return {"checkpoints": base / "checkpoints", "runs": base / "runs", "base": base}
+
+
+@pytest.fixture
+def registry(roots) -> Registry:
+    """The app's state over `roots`, on the CPU, with the hub turned off."""
+    return Registry(checkpoints_dir=roots["checkpoints"], runs_dir=roots["runs"], device="cpu", allow_hub=False)
 
 
 @pytest.fixture(scope="session")

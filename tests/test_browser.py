@@ -114,7 +114,7 @@ def start_training(page, corpus) -> None:
 
 def test_closing_the_tab_during_training_stops_the_run_and_the_next_visitor_can_train(app, chrome, web):
     start_training(web, app["corpus"])
-    job = app["registry"].job
+    job = app["registry"].slot.job
     assert job.running
     web.close()
     job.thread.join(timeout=60)
@@ -123,7 +123,7 @@ def test_closing_the_tab_during_training_stops_the_run_and_the_next_visitor_can_
     later.set_default_timeout(TIMEOUT_MS)
     later.goto(app["url"])
     start_training(later, app["corpus"])
-    assert app["registry"].job is not job
+    assert app["registry"].slot.job is not job
     later.click("#stop")
     wait_text(later, "#status", "Stopped at step")
     later.close()
@@ -278,7 +278,7 @@ def test_the_fine_tune_tab_trains_both_starts_then_classifies_with_coloured_word
 
     from bert_demo.train_config import APP_FINETUNE
 
-    monkeypatch.setattr("bert_demo.app.runs.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 6})
+    monkeypatch.setattr("bert_demo.app.forms.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 6})
     rows = [{"text": f"the cat was {'happy' if i % 2 else 'sad'}.", "label": "yes" if i % 2 else "no"}
             for i in range(60)]
     labelled = tmp_path / "mine.jsonl"

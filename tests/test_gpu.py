@@ -96,7 +96,7 @@ def test_a_timeline_step_is_kept_on_the_cpu_while_the_final_weights_sit_on_the_g
                          seq_len=32, vocab_size=300, out=str(tmp_path / "runs" / "gpu-run"), device="cuda")
     list(pretraining(config).run())
     registry = Registry(checkpoints_dir=tmp_path / "none", runs_dir=tmp_path / "runs", device="cuda", allow_hub=False)
-    final, early = registry.load_at("runs/gpu-run", None), registry.load_at("runs/gpu-run", 10)
+    final, early = registry.catalog.load_at("runs/gpu-run", None), registry.catalog.load_at("runs/gpu-run", 10)
     assert next(final.model.parameters()).is_cuda and not next(early.model.parameters()).is_cuda
     decoder, table = early.model.cls.predictions.decoder.weight, early.model.bert.embeddings.word_embeddings.weight
     assert decoder is table and not torch.equal(table, final.model.bert.embeddings.word_embeddings.weight.cpu())

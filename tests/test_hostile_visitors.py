@@ -62,7 +62,7 @@ def test_a_stop_request_without_a_session_or_from_another_session_stops_nothing(
     owner = Client(app["url"], verbose=False)
     train(owner, app["corpus"])
     registry = app["registry"]
-    wait_for(lambda: registry.job is not None and registry.job.trainer.step > 0, what="the run to start")
+    wait_for(lambda: registry.slot.job is not None and registry.slot.job.trainer.step > 0, what="the run to start")
     index = stop_index(app["url"])
 
     def stop_request(**session):
@@ -73,10 +73,10 @@ def test_a_stop_request_without_a_session_or_from_another_session_stops_nothing(
     stop_request()
     stop_request(session_hash="intruder")
     time.sleep(1.0)
-    assert registry.job.running and not registry.job.trainer.stopping
+    assert registry.slot.job.running and not registry.slot.job.trainer.stopping
     stop_request(session_hash=owner.session_hash)  # the same request from the visitor who started the run stops it
-    registry.job.thread.join(timeout=60)
-    assert not registry.job.running and registry.job.done["reason"] == "stopped"
+    registry.slot.job.thread.join(timeout=60)
+    assert not registry.slot.job.running and registry.slot.job.done["reason"] == "stopped"
 
 
 def test_odd_model_names_and_nul_inside_a_mask_get_answers_not_internal_errors(app):
@@ -115,10 +115,10 @@ def test_an_input_gradio_refuses_logs_one_line_not_a_traceback(app, capfd, caplo
 
 def test_a_visitor_gets_one_run_a_short_line_and_inference_is_never_refused(app, tmp_path):
     registry = app["registry"]
-    registry.max_waiting = 1
+    registry.slot.max_waiting = 1
     first, waiting, late = (Client(app["url"], verbose=False) for _ in range(3))
     running = train(first, app["corpus"])
-    wait_for(lambda: registry.job is not None and registry.job.running, what="the first run")
+    wait_for(lambda: registry.slot.job is not None and registry.slot.job.running, what="the first run")
     with pytest.raises(AppError, match="already have a run"):
         train(first, app["corpus"]).result()
     queued = train(waiting, app["corpus"])
@@ -129,9 +129,9 @@ def test_a_visitor_gets_one_run_a_short_line_and_inference_is_never_refused(app,
     sentence, *_ = late.predict(MODEL, "the cat [MASK] on the mat.", 3, api_name="/fill_mask")
     assert sentence["value"] and time.perf_counter() - started < 30
     queued.cancel()  # leaving the line frees the place
-    wait_for(lambda: not registry.line, what="the line to empty")
+    wait_for(lambda: not registry.slot.line, what="the line to empty")
     running.cancel()
-    registry.job.thread.join(timeout=60)
+    registry.slot.job.thread.join(timeout=60)
 
 
 def test_a_flood_of_slow_questions_is_refused_at_once_while_another_visitors_fill_mask_answers(app, monkeypatch):
@@ -172,14 +172,14 @@ def test_new_sessions_from_one_address_get_no_more_places_in_line_than_its_share
     """A script made a new `Client` (a new session) for each run it queued; limits are kept by address too, as
     gradio reports it: behind a proxy (here: loopback, as a Space's proxy is a private address), the address the
     proxy forwards."""
-    from bert_demo.app.runs import ADDRESS_PLACES
+    from bert_demo.app.slot import ADDRESS_PLACES
 
     registry = app["registry"]
-    registry.max_waiting = 4
+    registry.slot.max_waiting = 4
     one = {"X-Forwarded-For": "93.184.216.34"}
     sessions = [Client(app["url"], verbose=False, headers=one) for _ in range(ADDRESS_PLACES + 1)]
     running = train(sessions[0], app["corpus"])
-    wait_for(lambda: registry.job is not None and registry.job.running, what="the first run")
+    wait_for(lambda: registry.slot.job is not None and registry.slot.job.running, what="the first run")
     queued = train(sessions[1], app["corpus"])
     wait_for(lambda: any("number 1 in line" in s for s in statuses(queued)), what="the place in line")
     with pytest.raises(AppError, match=f"{ADDRESS_PLACES} runs from your network are already training or waiting"):
@@ -188,4 +188,4 @@ def test_new_sessions_from_one_address_get_no_more_places_in_line_than_its_share
     wait_for(lambda: any("number 2 in line" in s for s in statuses(elsewhere)), what="another network's place")
     for job in (elsewhere, queued, running):
         job.cancel()
-    registry.job.thread.join(timeout=60)
+    registry.slot.job.thread.join(timeout=60)

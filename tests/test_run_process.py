@@ -15,7 +15,7 @@ from bert_demo import recipe
 from bert_demo.loop import Control
 from bert_demo.app import run_process
 from bert_demo.app.run_process import ProcessTrainer, question_asked
-from bert_demo.app.runs import TrainingJob
+from bert_demo.app.job import TrainingJob
 from bert_demo.checkpoint import load_pretrained, read_metadata
 from bert_demo.config import WEIGHTS_NAME
 from bert_demo.train_config import TrainConfig

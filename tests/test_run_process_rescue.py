@@ -9,7 +9,7 @@ import time
 import torch
 
 from bert_demo.app.run_process import ProcessTrainer
-from bert_demo.app.runs import TrainingJob
+from bert_demo.app.job import TrainingJob
 from bert_demo.checkpoint import load_pretrained, read_metadata
 from bert_demo.train_config import TrainConfig
 from bert_demo.config import OPTIMIZER_NAME

@@ -1,5 +1,5 @@
 """The model in checkpoints/: it is the app's default, fits the size budget, and does what its examples claim, as the
-app shows them (its page as `build_demo` makes it, its answers from the handlers in bert_demo/app/asking.py)."""
+app shows them (its page as `build_demo` makes it, its answers from the handlers in bert_demo/app/tabs/)."""
 from __future__ import annotations
 
 import json
@@ -10,8 +10,8 @@ import gradio as gr
 import pytest
 import torch
 
-from bert_demo.app import asking
-from bert_demo.app.asking import VIEWS
+from bert_demo.app.tabs import attention, fill, nsp
+from bert_demo.app.tabs.attention import VIEWS
 from bert_demo.app.registry import Registry
 from bert_demo.app.ui import build_demo
 from bert_demo.model_card import CURVE_NAME
@@ -30,13 +30,13 @@ def registry(tmp_path_factory):
 
 
 def test_the_shipped_model_is_the_default_fits_in_25_mb_and_its_card_is_shown_whole(registry):
-    assert registry.default_model() == MODEL
+    assert registry.catalog.default_model() == MODEL
     assert sum(f.stat().st_size for f in SHIPPED.iterdir()) <= 25 * 2**20
     assert not (SHIPPED / "optimizer.safetensors").exists()
     card = (SHIPPED / "README.md").read_text()
     assert "## Metrics" in card and "python -m bert_demo train" in card and "(never seen)" in card
     assert (SHIPPED / CURVE_NAME).read_text().startswith("<svg")
-    shown = registry.model_info(MODEL)["model_card"]  # what the Model tab shows: all of it
+    shown = registry.catalog.model_info(MODEL)["model_card"]  # what the Model tab shows: all of it
     assert shown.startswith(f"\n# {NAME}") and shown.rstrip().endswith(card.rstrip()[-200:])
 
 
@@ -55,22 +55,22 @@ def test_fill_mask_examples_are_right_or_wrong_as_claimed(registry):
     claims = [e for e in CLAIMS["fill_mask"] if "answer" in e]
     assert len(claims) >= 5
     for claim in claims:
-        [best] = asking.fill_mask(registry, MODEL, claim["text"], 1)["mask_label_0"]  # the first [MASK]'s list
+        [best] = fill.fill_mask(registry, MODEL, claim["text"], 1)["mask_label_0"]  # the first [MASK]'s list
         assert (best == claim["answer"]) == claim["first"], (claim, best)
 
 
 def test_next_sentence_examples_are_judged_as_their_labels_say(registry):
     for claim in CLAIMS["next_sentence"]:
-        p = asking.next_sentence(registry, MODEL, claim["a"], claim["b"])["nsp_result"]["B follows A"]
+        p = nsp.next_sentence(registry, MODEL, claim["a"], claim["b"])["nsp_result"]["B follows A"]
         assert (p > 0.5) == claim["follows"], (claim["label"], p)
         assert claim["follows"] == (claim["label"].startswith("continuation") and "misses" not in claim["label"])
 
 
 def test_attention_examples_show_the_pattern_their_labels_name(registry):
-    tokenizer = registry.load(MODEL).tokenizer
+    tokenizer = registry.catalog.load(MODEL).tokenizer
     for claim in CLAIMS["attention"]:
         a, b, layer, head, view, label = (claim[k] for k in ("a", "b", "layer", "head", "view", "label"))
-        shown = asking.attention(registry, MODEL, a, b, layer, head, VIEWS[view], claim["hide_special"])["att_plot"]
+        shown = attention.attention(registry, MODEL, a, b, layer, head, VIEWS[view], claim["hide_special"])["att_plot"]
         rows, cols = list(shown.layout.yaxis.ticktext), list(shown.layout.xaxis.ticktext)  # the map's tokens
         matrix = torch.tensor(shown.data[0].z)  # as drawn: [CLS]/[SEP] hidden where the example hides them
         words = [i for i, t in enumerate(rows) if t not in ("[CLS]", "[SEP]")]

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from bert_demo import timeline
-from bert_demo.app import asking, choosing
+from bert_demo.app import header
+from bert_demo.app.tabs import attention, fill
 from bert_demo.app.registry import Registry
 from bert_demo.config import PRESETS
 from bert_demo.model import BertForPreTraining
@@ -71,23 +72,23 @@ def test_the_app_shows_a_run_at_any_snapshot_and_compares_two_steps(corpus, tmp_
     list(pretraining(config(corpus, tmp_path / "runs" / "a-run")).run())
     registry = Registry(checkpoints_dir=tmp_path / "checkpoints", runs_dir=tmp_path / "runs", device="cpu",
                         allow_hub=False)
-    chosen = choosing.selected(registry, "runs/a-run", 1, 1)
+    chosen = header.selected(registry, "runs/a-run", 1, 1)
     assert chosen["step"].constructor_args["visible"] is True
     assert [value for _, value in chosen["step"].constructor_args["choices"]] == ["final", "0", "10", "30", "100"]
-    at_start = registry.load_at("runs/a-run", 0).model
-    final = registry.load_at("runs/a-run", None).model
+    at_start = registry.catalog.load_at("runs/a-run", 0).model
+    final = registry.catalog.load_at("runs/a-run", None).model
     start_table = at_start.bert.embeddings.word_embeddings.weight
     assert not torch.equal(start_table, final.bert.embeddings.word_embeddings.weight)
     assert at_start.cls.predictions.decoder.weight is start_table  # still tied
-    early = asking.fill_mask(registry, "runs/a-run", "the [MASK] sat on the mat.", 3, [], "0")
-    late = asking.fill_mask(registry, "runs/a-run", "the [MASK] sat on the mat.", 3, [], "final")
+    early = fill.fill_mask(registry, "runs/a-run", "the [MASK] sat on the mat.", 3, [], "0")
+    late = fill.fill_mask(registry, "runs/a-run", "the [MASK] sat on the mat.", 3, [], "final")
     assert early["mask_label_0"] != late["mask_label_0"]
-    both = asking.attention(registry, "runs/a-run", "the cat sat.", "", 1, 1, asking.VIEW_HEAD, False,
-                              asking.PAIR_ALL, "final", "0")
+    both = attention.attention(registry, "runs/a-run", "the cat sat.", "", 1, 1, attention.VIEW_HEAD, False,
+                              attention.PAIR_ALL, "final", "0")
     assert both["compare_plot"].visible and "Step 0" in json.loads(both["compare_plot"].value["plot"])["layout"][
         "title"]["text"]
     with pytest.raises(Exception, match="(?i)unknown training step 'soon'"):
-        asking.fill_mask(registry, "runs/a-run", "the [MASK] sat.", 3, [], "soon")
+        fill.fill_mask(registry, "runs/a-run", "the [MASK] sat.", 3, [], "soon")
 
 
 def test_a_new_run_over_an_old_folder_starts_its_own_timeline(corpus, tmp_path):

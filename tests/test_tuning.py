@@ -10,9 +10,10 @@ from pathlib import Path
 import gradio as gr
 import pytest
 
-from bert_demo.app import asking, choosing, text, tuning
+from bert_demo.app import header, text
+from bert_demo.app.tabs import attention, classifier, embeddings, fill, finetune
 from bert_demo.app.registry import Registry
-from bert_demo.app.runs import UPLOAD_PREFIX
+from bert_demo.app.uploads import UPLOAD_PREFIX
 from bert_demo.checkpoint import load_classifier, load_pretrained, save_pretrained
 from bert_demo.config import read_config, read_metadata
 from bert_demo.inference import classify
@@ -55,8 +56,8 @@ def experiment(registry, tmp_path_factory):
     upload = write(tmp_path_factory.mktemp("upload") / "mine.jsonl", rows())
     budget = {**APP_FINETUNE, "max_steps": 15}
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("bert_demo.app.runs.APP_FINETUNE", budget)
-        updates = list(tuning.finetune(registry, "checkpoints/tiny-test", "movie-reviews", upload, "100",
+        patch.setattr("bert_demo.app.forms.APP_FINETUNE", budget)
+        updates = list(finetune.finetune(registry, "checkpoints/tiny-test", "movie-reviews", upload, "100",
                                        ["random"], owner=OWNER))
     return updates
 
@@ -88,20 +89,20 @@ def test_the_layer_chart_shows_how_far_each_part_moved_from_where_each_start_beg
 
 
 def test_each_start_is_a_saved_run_of_the_same_budget_private_to_the_visitor_of_the_upload(registry, experiment):
-    runs = [e for e in registry.list_models(OWNER) if e.name.startswith("runs/")]
+    runs = [e for e in registry.catalog.list_models(OWNER) if e.name.startswith("runs/")]
     configs = {read_metadata(e.folder)["train_config"]["init"]: read_metadata(e.folder)["train_config"] for e in runs}
     assert set(configs) == {"pretrained", "random"}
     assert configs["pretrained"]["steps"] == configs["random"]["steps"] == 15
     assert configs["pretrained"]["train_examples"] == 100 and configs["random"]["seed"] == configs["pretrained"]["seed"]
     assert all(read_config(e.folder).labels == ("negative", "positive") for e in runs)
-    assert not [e for e in registry.list_models("someone-else") if e.name.startswith("runs/")]
+    assert not [e for e in registry.catalog.list_models("someone-else") if e.name.startswith("runs/")]
     assert not list(Path(tempfile.gettempdir()).glob(f"{UPLOAD_PREFIX}*/labelled.jsonl"))  # the copy is gone
 
 
 def test_the_new_classifier_is_chosen_and_answers_as_the_library_function_does(registry, experiment):
     chosen = experiment[-1]["ft_classifier"].value
-    answer = tuning.classify(registry, chosen, "the river was wonderful today.", "", owner=OWNER)["ft_label"]
-    model, tokenizer, _, _ = load_classifier(registry.resolve(chosen, OWNER).folder)
+    answer = classifier.classify(registry, chosen, "the river was wonderful today.", "", owner=OWNER)["ft_label"]
+    model, tokenizer, _, _ = load_classifier(registry.catalog.resolve(chosen, OWNER).folder)
     expected = dict(classify(model, tokenizer, "the river was wonderful today."))
     assert answer.keys() == {"negative", "positive"} == expected.keys()
     assert all(abs(answer[k] - expected[k]) < 1e-5 for k in answer)
@@ -109,7 +110,7 @@ def test_the_new_classifier_is_chosen_and_answers_as_the_library_function_does(r
 
 def test_the_attribution_colours_whole_words_and_says_how_close_completeness_is(registry, experiment):
     chosen = experiment[-1]["ft_classifier"].value
-    words = tuning.attribution(registry, chosen, "the river was wonderful today.", owner=OWNER)["ft_words"]
+    words = classifier.attribution(registry, chosen, "the river was wonderful today.", owner=OWNER)["ft_words"]
     spans = [(span["token"], span["class_or_confidence"]) for span in words.value
              if span["class_or_confidence"] is not None]
     assert [word for word, _ in spans] == ["the", "river", "was", "wonderful", "today", "."]
@@ -124,50 +125,50 @@ def test_attribution_spans_join_wordpieces_and_mark_the_second_sentence():
 
 def test_the_label_count_chart_plots_each_finished_runs_test_accuracy_at_its_count(registry, experiment,
                                                                                    monkeypatch):
-    runs = [e for e in registry.list_models(OWNER) if e.name.startswith("runs/")]
+    runs = [e for e in registry.catalog.list_models(OWNER) if e.name.startswith("runs/")]
     task = read_metadata(runs[0].folder)["train_config"]["task"]
     for run in runs:  # as if trained on a named task: the chart is per model and task
         metadata = json.loads((run.folder / "bert_demo.json").read_text())
         metadata["train_config"]["task"] = "movie-reviews"
         (run.folder / "bert_demo.json").write_text(json.dumps(metadata))
-    figure = tuning.label_counts(registry, "checkpoints/tiny-test", "movie-reviews", OWNER)["ft_counts"]
+    figure = finetune.label_counts(registry, "checkpoints/tiny-test", "movie-reviews", OWNER)["ft_counts"]
     assert {trace.name: list(trace.x) for trace in figure.data} == {"pre-trained": [100], "random weights": [100]}
-    assert not tuning.label_counts(registry, "checkpoints/tiny-test", "tweets", OWNER)["ft_counts"].data
+    assert not finetune.label_counts(registry, "checkpoints/tiny-test", "tweets", OWNER)["ft_counts"].data
     assert task != "movie-reviews"
 
 
 def test_a_classifier_is_refused_where_a_masked_lm_head_is_needed_and_the_reverse(registry, experiment):
     with pytest.raises(gr.Error, match="has no classifier"):
-        tuning.classify(registry, "checkpoints/tiny-test", "a sentence.", owner=OWNER)
+        classifier.classify(registry, "checkpoints/tiny-test", "a sentence.", owner=OWNER)
     with pytest.raises(ValueError, match="fine-tuned classifier .* Ask it in the Fine-tune tab") as refused:
-        registry.load(experiment[-1]["ft_classifier"].value, OWNER)
+        registry.catalog.load(experiment[-1]["ft_classifier"].value, OWNER)
     assert str(registry.roots["runs"]) not in str(refused.value)  # no server path reaches a visitor
 
 
 def test_the_attention_and_embeddings_tabs_look_inside_a_fine_tuned_model_the_others_refuse_it(registry,
                                                                                                experiment):
     chosen = experiment[-1]["ft_classifier"].value
-    shown = asking.attention(registry, chosen, "the river was wonderful today.", "", 2, 1, asking.VIEW_HEAD, False,
+    shown = attention.attention(registry, chosen, "the river was wonderful today.", "", 2, 1, attention.VIEW_HEAD, False,
                              owner=OWNER)
-    _, expected = inference_attention(registry.load_classifier(chosen, OWNER), "the river was wonderful today.")
+    _, expected = inference_attention(registry.catalog.load_classifier(chosen, OWNER), "the river was wonderful today.")
     drawn = [value for row in shown["att_plot"].data[0].z for value in row]
     assert drawn == pytest.approx(expected[1, 0].flatten().tolist(), abs=1e-3)  # the classifier's own map
-    assert asking.neighbours(registry, chosen, "river", "", 0, owner=OWNER)["neighbours_table"]
-    assert asking.projection(registry, chosen, "river garden music", owner=OWNER)["projection_plot"].data
+    assert embeddings.neighbours(registry, chosen, "river", "", 0, owner=OWNER)["neighbours_table"]
+    assert embeddings.projection(registry, chosen, "river garden music", owner=OWNER)["projection_plot"].data
     with pytest.raises(gr.Error, match="fine-tuned classifier .* look at its attention or embeddings"):
-        asking.fill_mask(registry, chosen, "the [MASK] was wonderful today.", 5, owner=OWNER)
+        fill.fill_mask(registry, chosen, "the [MASK] was wonderful today.", 5, owner=OWNER)
 
 
 def test_choosing_a_fine_tuned_model_shows_its_fine_tuning_and_scores_in_the_model_tab(registry, experiment):
     chosen = experiment[-1]["ft_classifier"].value
-    shown = choosing.selected(registry, chosen, 1, 1, owner=OWNER)
+    shown = header.selected(registry, chosen, 1, 1, owner=OWNER)
     assert not shown["summary"].startswith("⚠️") and "2 layers" in shown["summary"]
     info = shown["model_info"]
     assert "#### Fine-tuning" in info and "from the weights of **tiny-test**" in info and "100 labelled" in info
     assert "| test (at the end) |" in info and "nan" not in info
     assert UPLOAD_PREFIX not in info and tempfile.gettempdir() not in info  # the upload's private copy: no path
-    assert text.model_markdown({**registry.model_info(chosen, OWNER), "train_config": {
-        **read_metadata(registry.resolve(chosen, OWNER).folder)["train_config"],
+    assert text.model_markdown({**registry.catalog.model_info(chosen, OWNER), "train_config": {
+        **read_metadata(registry.catalog.resolve(chosen, OWNER).folder)["train_config"],
         "task": f"{tempfile.gettempdir()}/{UPLOAD_PREFIX}1-x/labelled.jsonl"}}).count("an uploaded labelled file") == 1
 
 
@@ -192,9 +193,9 @@ def test_a_labelled_file_that_cannot_be_trained_on_is_refused_with_a_message(reg
                                                                              message):
     upload = write(tmp_path / name, content)
     with pytest.raises(gr.Error, match="(?i)" + message):
-        list(tuning.finetune(registry, "checkpoints/tiny-test", "movie-reviews", upload, "100", ["random"],
+        list(finetune.finetune(registry, "checkpoints/tiny-test", "movie-reviews", upload, "100", ["random"],
                              owner=OWNER))
-    assert registry.job is None or not registry.job.running
+    assert registry.slot.job is None or not registry.slot.job.running
 
 
 @pytest.mark.parametrize("change, message", [
@@ -207,23 +208,23 @@ def test_bad_settings_are_refused_with_a_message_before_any_run_starts(registry,
     settings = {"model": "checkpoints/tiny-test", "task": "movie-reviews", "upload": None, "labels": "100",
                 "compare": ["random"], **change}
     with pytest.raises(gr.Error, match="(?i)" + message):
-        list(tuning.finetune(registry, **settings, owner=OWNER))
+        list(finetune.finetune(registry, **settings, owner=OWNER))
 
 
 def test_a_labelled_file_larger_than_the_app_fine_tunes_on_is_refused_before_any_run(registry, tmp_path,
                                                                                        monkeypatch):
-    monkeypatch.setattr("bert_demo.app.runs.APP_FINETUNE", {**APP_FINETUNE, "max_upload_examples": 150})
+    monkeypatch.setattr("bert_demo.app.forms.APP_FINETUNE", {**APP_FINETUNE, "max_upload_examples": 150})
     upload = write(tmp_path / "mine.jsonl", rows(200))
     with pytest.raises(gr.Error, match="has 200 examples; the app fine-tunes on at most 150"):
-        list(tuning.finetune(registry, "checkpoints/tiny-test", "movie-reviews", upload, "100", [], owner=OWNER))
+        list(finetune.finetune(registry, "checkpoints/tiny-test", "movie-reviews", upload, "100", [], owner=OWNER))
 
 
 def test_empty_or_oversized_text_to_classify_is_refused_with_a_message(registry, experiment):
     chosen = experiment[-1]["ft_classifier"].value
     with pytest.raises(gr.Error, match="empty"):
-        tuning.classify(registry, chosen, "   ", owner=OWNER)
+        classifier.classify(registry, chosen, "   ", owner=OWNER)
     with pytest.raises(gr.Error, match="characters"):
-        tuning.attribution(registry, chosen, "word " * 5000, owner=OWNER)
+        classifier.attribution(registry, chosen, "word " * 5000, owner=OWNER)
 
 
 def val(step: int, acc: float, **final: float) -> dict:
@@ -231,7 +232,7 @@ def val(step: int, acc: float, **final: float) -> dict:
 
 
 def test_the_verdict_states_the_gap_says_a_small_one_is_small_and_notes_a_faster_start():
-    bought = tuning.verdict({"pretrained": [val(50, 0.60), val(200, 0.70, test_acc=0.71, outside_acc=0.60,
+    bought = text.verdict({"pretrained": [val(50, 0.60), val(200, 0.70, test_acc=0.71, outside_acc=0.60,
                                                          outside_majority=0.58)],
                              "random": [val(50, 0.52), val(200, 0.64, test_acc=0.65, outside_acc=0.59,
                                                       outside_majority=0.58)]},
@@ -239,35 +240,35 @@ def test_the_verdict_states_the_gap_says_a_small_one_is_small_and_notes_a_faster
     assert "bought **6.0 points** in this domain" in bought
     assert "at the first validation (step 50) the pre-trained start had 0.600 against 0.520" in bought
     assert "little difference on amazon-reviews" in bought and "+1.0 points" in bought
-    level = tuning.verdict({"pretrained": [val(50, 0.55), val(200, 0.70, test_acc=0.700)],
+    level = text.verdict({"pretrained": [val(50, 0.55), val(200, 0.70, test_acc=0.700)],
                             "random": [val(50, 0.55), val(200, 0.69, test_acc=0.695)]}, None, None)
     assert "every labelled sentence" in level and "little difference in this domain (+0.5 points" in level
     assert "learned faster" not in level
     assert "commonest class" not in bought  # 0.60 and 0.59 beat the 0.58 of always answering one class
-    biased = tuning.verdict({"pretrained": [val(200, 0.7, test_acc=0.7, outside_acc=0.52, outside_majority=0.58)],
+    biased = text.verdict({"pretrained": [val(200, 0.7, test_acc=0.7, outside_acc=0.52, outside_majority=0.58)],
                              "random": [val(200, 0.6, test_acc=0.6, outside_acc=0.55, outside_majority=0.58)]},
                             500, "amazon-reviews")
     assert "no start beats always answering its commonest class (0.580)" in biased
 
 
 def test_the_verdict_scores_a_glue_task_in_its_own_metric_not_accuracy():
-    cola = tuning.verdict({"pretrained": [val(50, 0.69, matthews=0.08), val(200, 0.70, matthews=0.12,
+    cola = text.verdict({"pretrained": [val(50, 0.69, matthews=0.08), val(200, 0.70, matthews=0.12,
                                                                          test_acc=0.70, test_matthews=0.12)],
                            "random": [val(50, 0.69, matthews=0.0), val(200, 0.69, matthews=0.0, test_acc=0.69,
                                                                      test_matthews=0.0)]}, None, None)
     assert "(Matthews correlation): pre-trained **0.120**, random weights **0.000**" in cola
     assert "bought **12.0 points** in this domain" in cola  # accuracy alone would call it level (1 point)
     assert "(step 50) the pre-trained start had 0.080 against 0.000" in cola  # level in accuracy there
-    mrpc = tuning.verdict({"pretrained": [val(200, 0.70, test_acc=0.70, test_f1=0.81)]}, None, None)
+    mrpc = text.verdict({"pretrained": [val(200, 0.70, test_acc=0.70, test_f1=0.81)]}, None, None)
     assert "(F1): pre-trained **0.810**" in mrpc
 
 
 def test_the_verdict_says_whether_the_well_read_start_bought_more_than_the_selected_model():
     runs = {"pretrained": [val(200, 0.70, test_acc=0.70)], "random": [val(200, 0.65, test_acc=0.65)]}
-    more = tuning.verdict({**runs, "well-read": [val(200, 0.80, test_acc=0.80)]}, 1000, None)
+    more = text.verdict({**runs, "well-read": [val(200, 0.80, test_acc=0.80)]}, 1000, None)
     assert "reached **0.800**: +15.0 points over random weights, against +5.0 for the selected model" in more
     assert "The more text a model read before, the more its pre-training buys." in more
-    level = tuning.verdict({**runs, "well-read": [val(200, 0.71, test_acc=0.71)]}, 1000, None)
+    level = text.verdict({**runs, "well-read": [val(200, 0.71, test_acc=0.71)]}, 1000, None)
     assert "all that reading bought no more than the selected model's" in level
 
 
@@ -276,27 +277,27 @@ def test_a_fine_tuning_run_in_progress_is_not_offered_as_the_live_model_for_the_
     upload = write(tmp_path / "mine.jsonl", rows())
     budget = {**APP_FINETUNE, "max_steps": 200}
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("bert_demo.app.runs.APP_FINETUNE", budget)
-        updates = tuning.finetune(registry, "checkpoints/tiny-test", "movie-reviews", upload, "100", [],
+        patch.setattr("bert_demo.app.forms.APP_FINETUNE", budget)
+        updates = finetune.finetune(registry, "checkpoints/tiny-test", "movie-reviews", upload, "100", [],
                                   owner=OWNER)
         try:
             for update in updates:
-                job = registry.job
+                job = registry.slot.job
                 if job is not None and job.running and job.trainer.model is not None:
                     break
-            assert "live" not in [name for _, name in registry.choices(OWNER)]
+            assert "live" not in [name for _, name in registry.catalog.choices(OWNER)]
             with pytest.raises(ValueError, match="no run is pre-training right now"):
-                registry.resolve("live", OWNER)
+                registry.catalog.resolve("live", OWNER)
         finally:
             updates.close()  # the visitor leaves: the run stops and saves
-            registry.job.thread.join(timeout=60)
+            registry.slot.job.thread.join(timeout=60)
 
 
 def test_attention_before_and_after_fine_tuning_compares_the_run_with_its_own_start(registry, experiment):
-    runs = {read_metadata(e.folder)["train_config"]["init"]: e.name for e in registry.list_models(OWNER)
+    runs = {read_metadata(e.folder)["train_config"]["init"]: e.name for e in registry.catalog.list_models(OWNER)
             if e.name.startswith("runs/")}
     for init, name in runs.items():  # pre-trained: the shipped weights; random: its step-0 snapshot
-        shown = tuning.attention_change(registry, name, "the river was wonderful today.", "", 2, owner=OWNER)
+        shown = classifier.attention_change(registry, name, "the river was wonderful today.", "", 2, owner=OWNER)
         before, after = shown["ft_att_before"].data[0].z, shown["ft_att_after"].data[0].z
         assert len(before) == len(after) == 8 and before != after, init  # [CLS] 6 words [SEP]; the run moved it
         tops = [shown[side].data[0].zmax for side in ("ft_att_before", "ft_att_after")]
@@ -308,7 +309,7 @@ def test_attention_before_and_after_fine_tuning_compares_the_run_with_its_own_st
 
 
 def test_the_layer_slider_fits_the_chosen_classifier(registry, experiment):
-    slider = tuning.classifier_chosen(registry, experiment[-1]["ft_classifier"].value, owner=OWNER)["ft_att_layer"]
+    slider = classifier.classifier_chosen(registry, experiment[-1]["ft_classifier"].value, owner=OWNER)["ft_att_layer"]
     assert slider.maximum == slider.value == 2  # the tiny model's two layers
 
 
@@ -331,29 +332,29 @@ def hub_like_model(root: Path) -> Path:
 
 def test_google_bert_mini_joins_the_experiment_as_a_third_start_from_the_hub(registry, tmp_path, monkeypatch):
     hub = hub_like_model(tmp_path / "hub")
-    monkeypatch.setattr(registry, "allow_hub", True)
+    monkeypatch.setattr(registry.catalog, "allow_hub", True)
     monkeypatch.setattr("bert_demo.checkpoint.download", lambda name, cache_dir=None, check=None: hub)
-    monkeypatch.setattr("bert_demo.app.runs.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 8})
+    monkeypatch.setattr("bert_demo.app.forms.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 8})
     upload, owner = write(tmp_path / "mine.jsonl", rows()), "visitor-2"
-    final = list(tuning.finetune(registry, "checkpoints/tiny-test", "movie-reviews", upload, "100",
-                                 ["random", tuning.WELL_READ], owner=owner))[-1]
+    final = list(finetune.finetune(registry, "checkpoints/tiny-test", "movie-reviews", upload, "100",
+                                 ["random", text.WELL_READ], owner=owner))[-1]
     assert "Google's BERT-Mini (validation)" in curves(final["ft_curves"])
     assert "Google's BERT-Mini, pre-trained on 3.3 billion words, reached" in final["ft_verdict"]
     assert "over random weights, against" in final["ft_verdict"]
     assert "Google's BERT-Mini" in {trace.name for trace in final["ft_changes"].data}  # moved from the hub weights
-    runs = {e.name: read_metadata(e.folder)["train_config"] for e in registry.list_models(owner)
+    runs = {e.name: read_metadata(e.folder)["train_config"] for e in registry.catalog.list_models(owner)
             if e.name.startswith("runs/bert-mini-uncased-")}
     assert len(runs) == 1 and next(iter(runs.values()))["model"] == str(hub)
-    well_read = registry.load_classifier(next(iter(runs)), owner)
+    well_read = registry.catalog.load_classifier(next(iter(runs)), owner)
     assert well_read.tokenizer.get_vocab() == transformers_vocab(hub)  # fine-tuned with the hub model's own words
-    model_tab = choosing.selected(registry, next(iter(runs)), 1, 1, owner=owner)["model_info"]
+    model_tab = header.selected(registry, next(iter(runs)), 1, 1, owner=owner)["model_info"]
     assert f"from the weights of **{APP_FINETUNE['well_read']}**" in model_tab  # its hub id, not a cache folder
-    for run in registry.list_models(owner):  # as if trained on a named task: the chart is per model and task
+    for run in registry.catalog.list_models(owner):  # as if trained on a named task: the chart is per model and task
         if run.name.startswith("runs/"):
             metadata = json.loads((run.folder / "bert_demo.json").read_text())
             metadata["train_config"]["task"] = "movie-reviews"
             (run.folder / "bert_demo.json").write_text(json.dumps(metadata))
-    counts = tuning.label_counts(registry, "checkpoints/tiny-test", "movie-reviews", owner)["ft_counts"]
+    counts = finetune.label_counts(registry, "checkpoints/tiny-test", "movie-reviews", owner)["ft_counts"]
     assert {trace.name for trace in counts.data} == {"pre-trained", "random weights", "Google's BERT-Mini"}
 
 
@@ -369,14 +370,14 @@ def unreachable(*args, **kwargs):
 
 def test_google_bert_mini_is_refused_before_any_run_where_the_hub_is_off_or_unreachable(registry, monkeypatch):
     settings = {"model": "checkpoints/tiny-test", "task": "movie-reviews", "upload": None, "labels": "100",
-                "compare": ["random", tuning.WELL_READ]}
+                "compare": ["random", text.WELL_READ]}
     with pytest.raises(gr.Error, match="set not to reach: leave Google's BERT-Mini out"):
-        list(tuning.finetune(registry, **settings, owner="visitor-3"))
-    monkeypatch.setattr(registry, "allow_hub", True)
+        list(finetune.finetune(registry, **settings, owner="visitor-3"))
+    monkeypatch.setattr(registry.catalog, "allow_hub", True)
     monkeypatch.setattr("huggingface_hub.HfApi.model_info", unreachable)  # as on a machine without the hub
     with pytest.raises(gr.Error, match="(?i)could not fetch .* from the Hugging Face Hub: the hub may be "
                                        "unreachable from here; leave Google's BERT-Mini out"):
-        list(tuning.finetune(registry, **settings, owner="visitor-3"))
+        list(finetune.finetune(registry, **settings, owner="visitor-3"))
     with pytest.raises(gr.Error, match="(?i)only a saved model can be fine-tuned"):  # the hub id, selected
-        list(tuning.finetune(registry, **{**settings, "model": APP_FINETUNE["well_read"]}, owner="visitor-3"))
-    assert not [e for e in registry.list_models("visitor-3") if e.name.startswith("runs/")]
+        list(finetune.finetune(registry, **{**settings, "model": APP_FINETUNE["well_read"]}, owner="visitor-3"))
+    assert not [e for e in registry.catalog.list_models("visitor-3") if e.name.startswith("runs/")]

@@ -15,12 +15,13 @@ import pytest
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 
-from bert_demo.config import PRESETS, read_metadata
+from bert_demo.app import header, text
 from bert_demo.app.registry import Registry
-from bert_demo.app import asking, choosing, training
-from bert_demo.app.runs import UPLOAD_PREFIX
-from bert_demo.app.asking import VIEW_AVERAGE, VIEW_HEAD, VIEW_ROLLOUT
+from bert_demo.app.tabs import attention, embeddings, fill, nsp, train
+from bert_demo.app.tabs.attention import VIEW_AVERAGE, VIEW_HEAD, VIEW_ROLLOUT
 from bert_demo.app.ui import ANALYTICS_EVERY
+from bert_demo.app.uploads import UPLOAD_PREFIX
+from bert_demo.config import PRESETS, read_metadata
 from bert_demo.train_config import APP_FINETUNE
 
 MODEL = "checkpoints/tiny-test"
@@ -127,13 +128,13 @@ def test_switching_heads_off_through_the_api_changes_the_guesses_and_unknown_hea
 
 
 def test_the_words_behind_a_mask_guess_are_coloured_and_a_text_without_a_mask_is_refused(app):
-    answer = asking.mask_attribution(app["registry"], MODEL, "the cat [MASK] on the mat.")["mask_words"]
+    answer = fill.mask_attribution(app["registry"], MODEL, "the cat [MASK] on the mat.")["mask_words"]
     scored = [(span["token"], span["class_or_confidence"]) for span in answer.value]
     assert [word for word, score in scored if score is not None] == ["the", "cat", "[MASK]", "on", "the", "mat", "."]
     assert max(abs(score) for _, score in scored if score is not None) == 1.0
     assert answer.label.startswith("Why “") and "within" in answer.label
     with pytest.raises(gr.Error, match="no \\[MASK\\]"):
-        asking.mask_attribution(app["registry"], MODEL, "the cat sat.")
+        fill.mask_attribution(app["registry"], MODEL, "the cat sat.")
 
 
 def test_head_importance_draws_one_map_per_mask(client):
@@ -144,7 +145,7 @@ def test_head_importance_draws_one_map_per_mask(client):
 
 def test_neighbours_and_projection_answer_and_explain_a_word_that_is_not_one_token(client):
     table, caption = client.predict(MODEL, "cat", "", 0, api_name="/neighbours")
-    assert len(table["data"]) == asking.NEIGHBOURS and "cat" not in [row[0] for row in table["data"]]
+    assert len(table["data"]) == embeddings.NEIGHBOURS and "cat" not in [row[0] for row in table["data"]]
     assert "input embedding" in caption
     _, in_context = client.predict(MODEL, "cat", "the cat sat on the mat.", 2, api_name="/neighbours")
     assert "after layer 2" in in_context
@@ -156,23 +157,23 @@ def test_neighbours_and_projection_answer_and_explain_a_word_that_is_not_one_tok
 
 def test_attention_pair_filter_keeps_sentence_a_looking_at_b_and_needs_a_sentence_b(client):
     main, grid, caption, _ = client.predict(MODEL, "the cat sat.", "it purred.", 1, 1, VIEW_HEAD, True,
-                                         asking.PAIR_A_TO_B, api_name="/attention")
+                                         attention.PAIR_A_TO_B, api_name="/attention")
     layout = json.loads(main["plot"])["layout"]
     assert layout["yaxis"]["ticktext"] == ["the", "cat", "sat", "."]
     assert "[SEP]" not in layout["xaxis"]["ticktext"] and "cat" not in layout["xaxis"]["ticktext"]
     assert caption.startswith("4 × ") and "sentence A" in caption
     typed_sep, *_ = client.predict(MODEL, "the cat [SEP] sat.", "it purred.", 1, 1, VIEW_HEAD, True,
-                                   asking.PAIR_A_TO_B, api_name="/attention")  # the model still sees it all in A
+                                   attention.PAIR_A_TO_B, api_name="/attention")  # the model still sees it all in A
     assert json.loads(typed_sep["plot"])["layout"]["yaxis"]["ticktext"] == ["the", "cat", "sat", "."]
     with pytest.raises(AppError, match="needs a sentence B"):
-        client.predict(MODEL, "the cat sat.", "", 1, 1, VIEW_HEAD, False, asking.PAIR_B_TO_A,
+        client.predict(MODEL, "the cat sat.", "", 1, 1, VIEW_HEAD, False, attention.PAIR_B_TO_A,
                        api_name="/attention")
 
 
 def test_the_head_control_is_greyed_out_in_views_where_it_does_nothing():
-    assert asking.view_changed(VIEW_HEAD)["head"].interactive is True
-    assert asking.view_changed(VIEW_AVERAGE)["head"].interactive is False
-    assert asking.view_changed(VIEW_ROLLOUT)["head"].interactive is False
+    assert attention.view_changed(VIEW_HEAD)["head"].interactive is True
+    assert attention.view_changed(VIEW_AVERAGE)["head"].interactive is False
+    assert attention.view_changed(VIEW_ROLLOUT)["head"].interactive is False
 
 
 @pytest.mark.parametrize("index, expected", [
@@ -180,8 +181,8 @@ def test_the_head_control_is_greyed_out_in_views_where_it_does_nothing():
     (99, "the cat sat on the mat."),
 ])
 def test_a_clicked_word_becomes_a_mask_and_keeps_its_punctuation(index, expected):
-    assert asking.mask_word("the cat sat on the mat.", index) == {"fill_text": expected}
-    assert asking.mask_word("a [MASK] b", 2) == {"fill_text": "a [MASK] b"}  # already masked
+    assert fill.mask_word("the cat sat on the mat.", index) == {"fill_text": expected}
+    assert fill.mask_word("a [MASK] b", 2) == {"fill_text": "a [MASK] b"}  # already masked
 
 
 def test_training_settings_that_are_not_allowed_are_refused(client):
@@ -206,8 +207,8 @@ def test_a_short_run_streams_growing_metrics_and_ends_with_a_checkpoint(app, cli
     assert str(checkpoint["value"]).endswith(".zip"), checkpoint
     assert "value" not in selector  # the selector lists the run but keeps showing the visitor's choice
     run = next(name for _, name in selector["choices"] if name.startswith("runs/tiny-upload-"))
-    assert run in [e.name for e in app["registry"].list_models(client.session_hash)]
-    assert run not in [e.name for e in app["registry"].list_models()]  # trained on an upload: private
+    assert run in [e.name for e in app["registry"].catalog.list_models(client.session_hash)]
+    assert run not in [e.name for e in app["registry"].catalog.list_models()]  # trained on an upload: private
     sentence, *_ = client.predict(run, "the [MASK] was visited.", 3, api_name="/fill_mask")
     assert sentence["value"][1]["class_or_confidence"]
     with pytest.raises(AppError, match="There is no model called"):
@@ -220,7 +221,7 @@ def test_a_fine_tune_through_the_api_streams_curves_and_leaves_a_classifier_that
             for i in range(60)]
     upload = tmp_path / "mine.jsonl"
     upload.write_text("\n".join(json.dumps(row) for row in rows))
-    monkeypatch.setattr("bert_demo.app.runs.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 4})
+    monkeypatch.setattr("bert_demo.app.forms.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 4})
     job = client.submit(MODEL, "movie-reviews", handle_file(str(upload)), "100", ["random"], api_name="/finetune")
     outputs = list(job)[-1]
     status, curves, verdict, counts, changes, classifier, selector = outputs
@@ -253,11 +254,11 @@ def test_a_long_run_can_be_cancelled_while_inference_keeps_answering(app, client
     assert result["confidences"] and time.perf_counter() - started < 20
     live = other.predict("live", "the [MASK] was visited.", 2, api_name="/fill_mask")  # the run in progress
     assert live[0]["value"][1]["class_or_confidence"]
-    run = registry.job
+    run = registry.slot.job
     job.cancel()
     run.thread.join(timeout=60)
     assert not run.running and run.done["reason"] == "stopped" and run.done["step"] < 1000
-    assert f"runs/{run.name}" in [e.name for e in registry.list_models()]
+    assert f"runs/{run.name}" in [e.name for e in registry.catalog.list_models()]
 
 
 def test_app_py_builds_the_app_without_importing_torch(tmp_path):
@@ -273,17 +274,18 @@ def test_app_py_builds_the_app_without_importing_torch(tmp_path):
 
 FIRST_USE = """
 import sys, threading
-from bert_demo.app import asking, choosing
+from bert_demo.app import header
+from bert_demo.app.tabs import attention, fill, nsp
 from bert_demo.app.registry import Registry
 from bert_demo.app.ui import build_demo
 registry = Registry(checkpoints_dir=sys.argv[1], runs_dir=sys.argv[2], device="cpu", allow_hub=False)
 demo = build_demo(registry)
 assert "transformers" not in sys.modules
 model = "checkpoints/tiny-test"
-calls = [lambda: choosing.selected(registry, model, 2, 4),
-         lambda: asking.attention(registry, model, "the cat sat.", "", 1, 1, "one head", False),
-         lambda: asking.fill_mask(registry, model, "the [MASK] sat.", 3),
-         lambda: asking.next_sentence(registry, model, "a b.", "c d.")]
+calls = [lambda: header.selected(registry, model, 2, 4),
+         lambda: attention.attention(registry, model, "the cat sat.", "", 1, 1, "one head", False),
+         lambda: fill.fill_mask(registry, model, "the [MASK] sat.", 3),
+         lambda: nsp.next_sentence(registry, model, "a b.", "c d.")]
 errors = []
 def run(call):
     try:
@@ -313,7 +315,7 @@ def test_sliders_follow_the_models_range_and_move_only_a_layer_or_head_outside_i
     registry = Registry(checkpoints_dir=tmp_path / "checkpoints", runs_dir=tmp_path / "runs", device="cpu",
                         allow_hub=False)
     layers, heads = PRESETS["tiny"].num_hidden_layers, PRESETS["tiny"].num_attention_heads
-    for handler in (choosing.selected, choosing.narrow):
+    for handler in (header.selected, header.narrow):
         inside = handler(registry, MODEL, 1, 1)
         assert (inside["layer"].constructor_args, inside["head"].constructor_args) == ({"maximum": layers},
                                                                                       {"maximum": heads})
@@ -328,8 +330,8 @@ def test_examples_are_shown_only_with_the_checkpoint_they_were_written_for(make_
     registry = Registry(checkpoints_dir=tmp_path / "checkpoints", runs_dir=tmp_path / "runs", device="cpu",
                         allow_hub=False)
     boxes = ("fill_examples", "nsp_examples", "att_examples_box")
-    own = choosing.selected(registry, MODEL, 1, 1)
-    other = choosing.selected(registry, "runs/a-run", 1, 1)
+    own = header.selected(registry, MODEL, 1, 1)
+    other = header.selected(registry, "runs/a-run", 1, 1)
     assert all(own[box].constructor_args == {"visible": True} for box in boxes)
     assert all(other[box].constructor_args == {"visible": False} for box in boxes)
 
@@ -341,14 +343,14 @@ def test_earlier_runs_are_compared_on_one_chart_against_tokens_or_time(make_chec
         {"kind": "train", "step": 10, "tokens": 800, "mlm_loss": 5.5, "elapsed": 29.0}])
     registry = Registry(checkpoints_dir=tmp_path / "checkpoints", runs_dir=tmp_path / "runs", device="cpu",
                         allow_hub=False)
-    figure = training.compare_runs(registry, ["runs/lr-1e-3", "runs/lr-3e-3"], "tokens")["compare_runs_plot"]
+    figure = train.compare_runs(registry, ["runs/lr-1e-3", "runs/lr-3e-3"], "tokens")["compare_runs_plot"]
     accuracy = [trace for trace in figure.data if trace.xaxis == "x"]
     assert [trace.name for trace in accuracy] == ["lr-1e-3", "lr-3e-3"]
     assert list(accuracy[0].x) == [400] and list(accuracy[1].x) == [800] and list(accuracy[1].y) == [0.2]
-    by_time = training.compare_runs(registry, ["runs/lr-3e-3"], "time")["compare_runs_plot"]
+    by_time = train.compare_runs(registry, ["runs/lr-3e-3"], "time")["compare_runs_plot"]
     assert list(by_time.data[0].x) == [0.5] and by_time.layout.xaxis.title.text == "minutes of training"
     with pytest.raises(Exception, match="(?i)choose one or more runs"):
-        training.compare_runs(registry, [], "tokens")
+        train.compare_runs(registry, [], "tokens")
 
 
 def test_model_tab_says_how_long_a_model_trained_in_hours_minutes_or_seconds(make_checkpoint, tmp_path):
@@ -356,21 +358,21 @@ def test_model_tab_says_how_long_a_model_trained_in_hours_minutes_or_seconds(mak
         make_checkpoint(tmp_path / "checkpoints" / name, elapsed=elapsed, device="cpu")
     registry = Registry(checkpoints_dir=tmp_path / "checkpoints", runs_dir=tmp_path / "runs", device="cpu",
                         allow_hub=False)
-    shown = {name: choosing.selected(registry, f"checkpoints/{name}", 1, 1)["model_info"]
+    shown = {name: header.selected(registry, f"checkpoints/{name}", 1, 1)["model_info"]
              for name in ("long", "short", "medium")}
     assert ", 16 h 43 min of training on cpu." in shown["long"]
     assert ", 42 s of training on cpu." in shown["short"] and ", 13 min of training on cpu." in shown["medium"]
 
 
 def test_the_train_tab_continues_the_selected_model_through_the_api(app, client):
-    job = client.submit(["wiki"], None, "tiny", 10, 4, 1e-3, 32, 512, False, training.START_CONTINUE, MODEL,
+    job = client.submit(["wiki"], None, "tiny", 10, 4, 1e-3, 32, 512, False, train.START_CONTINUE, MODEL,
                         api_name="/train")
     outputs = None
     for outputs in job:
         pass
     status = outputs[0]
     assert status.startswith("Finished 10 steps") and "tiny-test-continued-wiki" in status
-    run = next(e for e in app["registry"].list_models() if "tiny-test-continued-wiki" in e.name)
+    run = next(e for e in app["registry"].catalog.list_models() if "tiny-test-continued-wiki" in e.name)
     assert read_metadata(run.folder)["train_config"]["init_from"].endswith("tiny-test")
     with pytest.raises(AppError, match="(?i)somewhere.*not in the list of choices"):  # gradio checks the radio
         client.predict(["wiki"], None, "tiny", 10, 4, 1e-3, 32, 512, False, "somewhere", MODEL, api_name="/train")
@@ -381,17 +383,17 @@ TYPED = "\n\n".join(f"Paragraph {i} is about a small village by the lake. The ba
 
 
 def test_typed_text_trains_like_an_upload_and_stays_private(app, client):
-    job = client.submit([], None, "tiny", 10, 4, 1e-3, 32, 512, False, training.START_RANDOM, MODEL, TYPED,
+    job = client.submit([], None, "tiny", 10, 4, 1e-3, 32, 512, False, train.START_RANDOM, MODEL, TYPED,
                         api_name="/train")
     outputs = None
     for outputs in job:
         pass
     assert outputs[0].startswith("Finished 10 steps") and "upload" in outputs[0]
     run = next(name for _, name in outputs[6]["choices"] if "tiny-upload-" in name)
-    assert run not in [e.name for e in app["registry"].list_models()]  # another visitor does not see it
+    assert run not in [e.name for e in app["registry"].catalog.list_models()]  # another visitor does not see it
     with pytest.raises(AppError, match="(?i)upload a file or type text, not both"):
         client.predict([], handle_file(str(app["corpus"])), "tiny", 10, 4, 1e-3, 32, 512, False,
-                       training.START_RANDOM, MODEL, TYPED, api_name="/train")
+                       train.START_RANDOM, MODEL, TYPED, api_name="/train")
 
 
 def test_typed_text_that_cannot_be_trained_on_is_called_typed_text_not_an_uploaded_file(tmp_path):
@@ -400,7 +402,7 @@ def test_typed_text_that_cannot_be_trained_on_is_called_typed_text_not_an_upload
     for typed, message in [("x " * (11 * 2**19), "The typed text is 11.0 MB; at most 10 MB are allowed"),
                            ("One paragraph alone.", "The typed text cannot be trained on: ")]:
         with pytest.raises(gr.Error, match=re.escape(message)) as refused:
-            list(training.train(registry, [], None, "tiny", 10, 4, 1e-3, 32, 512, False, training.START_RANDOM,
+            list(train.train(registry, [], None, "tiny", 10, 4, 1e-3, 32, 512, False, train.START_RANDOM,
                                 None, typed, "visitor"))
         assert "upload" not in str(refused.value)
 
@@ -412,7 +414,7 @@ def test_typed_text_is_refused_by_size_before_any_copy_and_is_kept_where_a_resta
     registry = Registry(checkpoints_dir=tmp_path / "checkpoints", runs_dir=tmp_path / "runs", device="cpu",
                         allow_hub=False)
     with pytest.raises(gr.Error, match="The typed text is 11.0 MB"):
-        list(training.train(registry, [], None, "tiny", 10, 4, 1e-3, 32, 512, False, training.START_RANDOM, None,
+        list(train.train(registry, [], None, "tiny", 10, 4, 1e-3, 32, 512, False, train.START_RANDOM, None,
                             "x" * (11 * 2**20), "visitor"))
     assert not any((tmp_path / "temp").iterdir())  # nothing was written
     seen = []
@@ -425,33 +427,33 @@ def test_typed_text_is_refused_by_size_before_any_copy_and_is_kept_where_a_resta
 
     monkeypatch.setattr(registry, "train_in_line", train_in_line)
     with pytest.raises(gr.Error, match="The slot is closed"):
-        list(training.train(registry, [], None, "tiny", 10, 4, 1e-3, 32, 512, False, training.START_RANDOM, None,
+        list(train.train(registry, [], None, "tiny", 10, 4, 1e-3, 32, 512, False, train.START_RANDOM, None,
                             TYPED, "visitor"))
     assert seen[0].parent.name.startswith(f"{UPLOAD_PREFIX}{os.getpid()}-") and not seen[0].parent.exists()
 
 
 def test_a_run_far_better_on_its_training_text_than_on_held_out_text_is_said_to_memorise():
     records = [{"kind": "train", "step": 200, "mlm_acc": 0.8}, {"kind": "val", "step": 200, "mlm_acc": 0.05}]
-    assert "Learned by heart" in asking.text.memorising_note(records) and "80%" in asking.text.memorising_note(
+    assert "Learned by heart" in text.memorising_note(records) and "80%" in text.memorising_note(
         records)
     records[0]["mlm_acc"] = 0.3
-    assert asking.text.memorising_note(records) == ""  # a gap of 0.25: learning, not memorising
+    assert text.memorising_note(records) == ""  # a gap of 0.25: learning, not memorising
 
 
 def test_a_finished_run_whose_next_sentence_accuracy_is_at_chance_is_told_why():
     records = [{"kind": "val", "step": 500, "nsp_acc": 0.62}, {"kind": "val", "step": 1000, "nsp_acc": 0.516}]
-    note = asking.text.nsp_chance_note(records)
+    note = text.nsp_chance_note(records)
     assert note.startswith("**Next-sentence prediction stayed at chance (52%).**") and "Devlin et al." in note
     records[-1]["nsp_acc"] = 0.58  # the last validation counts: off chance, nothing to explain
-    assert asking.text.nsp_chance_note(records) == ""
-    assert asking.text.nsp_chance_note([{"kind": "train", "step": 10, "nsp_acc": 0.5}]) == ""  # no validation yet
+    assert text.nsp_chance_note(records) == ""
+    assert text.nsp_chance_note([{"kind": "train", "step": 10, "nsp_acc": 0.5}]) == ""  # no validation yet
 
 
 def test_head_importance_of_a_pair_draws_one_map_for_the_judgement(make_checkpoint, tmp_path):
     make_checkpoint(tmp_path / "checkpoints" / "tiny-test")
     registry = Registry(checkpoints_dir=tmp_path / "checkpoints", runs_dir=tmp_path / "runs", device="cpu",
                         allow_hub=False)
-    figure = asking.pair_importance(registry, MODEL, "the cat sat.", "it purred.")["nsp_importance_plot"]
+    figure = nsp.pair_importance(registry, MODEL, "the cat sat.", "it purred.")["nsp_importance_plot"]
     assert len(figure.data) == 1 and figure.layout.annotations[0].text == "B follows A"
     with pytest.raises(Exception, match="(?i)sentence B is empty"):
-        asking.pair_importance(registry, MODEL, "the cat sat.", " ")
+        nsp.pair_importance(registry, MODEL, "the cat sat.", " ")

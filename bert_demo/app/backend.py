@@ -1,4 +1,5 @@
-"""torch, transformers and the model code, imported on first use, in one place.
+"""torch, transformers and the model code, imported on first use, in one place; and whether there is a GPU, known
+without importing torch where no driver says so.
 
 The app serves its first page before torch has loaded (a few seconds instead of about ten). Every handler that needs
 a model calls `backend()`, which imports the heavy modules once. Two threads importing transformers at the same time
@@ -6,10 +7,13 @@ can see a half-initialised module ("cannot import name 'BertTokenizerFast'"), so
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
+GPU_DRIVER_SIGNS = ("/proc/driver/nvidia/version", "/dev/dxg")  # NVIDIA's Linux driver; WSL2's GPU
 TRIM_EVERY_S = 60.0  # how often the app hands the freed memory of its C heap back to the system
 _IMPORTING = threading.Lock()
 _LOADED: SimpleNamespace | None = None
@@ -57,3 +61,15 @@ def _trim_heap() -> None:
     while True:
         time.sleep(TRIM_EVERY_S)
         release_free_memory()
+
+
+def visible_device() -> str:
+    """CUDA when torch can use a GPU, else the CPU; decided once, before the page is built, so that the Train form
+    offers the caps of the device runs will use. A host with no sign of a GPU driver (neither NVIDIA's on Linux nor
+    WSL2's /dev/dxg) is a CPU host without importing torch (about ten seconds of the first page's start); anywhere
+    else torch decides: a driver file can sit beside a CPU-only torch, and under WSL2 it is absent while CUDA works."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+        return "cpu"
+    if not any(Path(sign).exists() for sign in GPU_DRIVER_SIGNS):
+        return "cpu"
+    return "cuda" if backend().torch.cuda.is_available() else "cpu"

@@ -1,7 +1,6 @@
 """What the app's events have in common: how a handler's error reaches the visitor, and the timeline choice.
 
-The events themselves live by what they do: `asking` (questions to a model: fill-mask, next sentence, attention,
-embeddings), `training` (a run: start, follow, stop, compare) and `choosing` (which model the tabs show). Every
+The events themselves live with their tab (`bert_demo.app.tabs`) or the header (`bert_demo.app.header`). Every
 handler takes the `Registry` first and returns (or, for training, yields) a dict from output names to values;
 `bert_demo.app.ui` maps the names to its components. Tests call these functions directly. A refused input becomes a
 toast with its message and one line in the server log, never a traceback; so does an input that gradio itself
@@ -21,7 +20,8 @@ from gradio.exceptions import ComponentProcessingError
 
 log = logging.getLogger(__name__)
 
-Outputs = dict[str, Any]
+Outputs = dict[str, Any]  # a handler's answer: output names to values
+Components = dict[str, Any]  # a page's components by name, as the tabs' layouts return them
 FINAL, NO_COMPARE = "final", "none"  # the timeline choices that mean "the weights as they are now" and "no comparison"
 
 
@@ -102,12 +102,12 @@ def snapshot_step(choice: str | None) -> int | None:
 
 def load_at(registry: Any, model_name: str, choice: str | None, owner: str | None, encoder: bool = False) -> Any:
     """The model at a timeline choice; a step asked of a model that kept no timeline is refused as such. `encoder`:
-    the tab reads only the encoder, so a fine-tuned classifier serves too (`Models.load`)."""
-    step = snapshot_step(choice)
-    if step is not None and not registry.timeline_steps(model_name, owner):
-        raise ValueError(f"only “{FINAL}” can be shown of {registry.resolve(model_name, owner).label}: it kept no "
+    the tab reads only the encoder, so a fine-tuned classifier serves too (`Catalog.load`)."""
+    step, catalog = snapshot_step(choice), registry.catalog
+    if step is not None and not catalog.timeline_steps(model_name, owner):
+        raise ValueError(f"only “{FINAL}” can be shown of {catalog.resolve(model_name, owner).label}: it kept no "
                          "snapshots of its training")
-    return registry.load_at(model_name, step, owner, encoder)
+    return catalog.load_at(model_name, step, owner, encoder)
 
 
 def step_name(choice: str) -> str:

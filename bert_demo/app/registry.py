@@ -1,48 +1,68 @@
-"""The app's backend state: one `Registry` serves every visitor, with the catalogue of models and the training slot.
+"""The app's backend state, one `Registry` for every visitor, made of parts that each hold one idea: the catalogue
+of models (`catalog`), the visitors' forms read into configs (`forms`), the runs on disk (`disk`) and the training
+slot with its line (`slot`). Each part is handed what it needs: the catalogue asks the slot for the run in progress
+through a function, the forms read models from the catalogue, the slot writes into the disk.
 
 Where models and runs live comes from the arguments, else from the environment:
 BERT_DEMO_CHECKPOINTS (shipped models, ./checkpoints), BERT_DEMO_RUNS (runs trained in the app, ./runs),
 BERT_DEMO_MODELS_DIR (one more folder, listed as models/<name>), BERT_DEMO_DEVICE (cpu or cuda), BERT_DEMO_HUB ("0"
-refuses hub ids: a Space owner turns hub loading off with it), BERT_DEMO_HUB_CACHE (where hub models are downloaded)
-BERT_DEMO_MAX_RUNS (runs kept in runs/, oldest deleted when a new one starts; default 20) and BERT_DEMO_RUNS_BUDGET_MB
-(what all those runs may fill on disk; default 2048, a quarter of it for one visitor).
+refuses hub ids: a Space owner turns hub loading off with it), BERT_DEMO_HUB_CACHE (where hub models are downloaded;
+default: a folder in the temp dir, newest 5 models kept), BERT_DEMO_MAX_RUNS (runs kept in runs/, oldest deleted when
+a new one starts; default 20) and BERT_DEMO_RUNS_BUDGET_MB (what all those runs may fill on disk; default 2048, a
+quarter of it for one visitor).
 """
 from __future__ import annotations
 
 import os
-import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from bert_demo.app.models import Catalog, visible_device
-from bert_demo.app.runs import Caps, Runs, sweep_claims, sweep_private_copies
+from bert_demo.app.backend import visible_device
+from bert_demo.app.catalog import Catalog
+from bert_demo.app.disk import RUNS_BUDGET_BYTES, Disk, sweep_claims
+from bert_demo.app.forms import Caps, Forms
+from bert_demo.app.job import TrainingJob
+from bert_demo.app.slot import Slot
+from bert_demo.app.uploads import sweep_private_copies
+from bert_demo.config import hub_cache
 
 DEVICE_ENV, CHECKPOINTS_ENV, RUNS_ENV = "BERT_DEMO_DEVICE", "BERT_DEMO_CHECKPOINTS", "BERT_DEMO_RUNS"
 EXTRA_ENV, HUB_ENV, MAX_RUNS_ENV = "BERT_DEMO_MODELS_DIR", "BERT_DEMO_HUB", "BERT_DEMO_MAX_RUNS"
-HUB_CACHE_ENV = "BERT_DEMO_HUB_CACHE"
-RUNS_BUDGET_ENV = "BERT_DEMO_RUNS_BUDGET_MB"  # bytes all the app's runs may fill on disk, in MB (default 2048)  # hub downloads (default: a folder in the temp dir, newest 5 models kept)
+RUNS_BUDGET_ENV = "BERT_DEMO_RUNS_BUDGET_MB"
 
 
-class Registry(Catalog, Runs):
-    """Models by name (`Catalog`) and the one training run with its line (`Runs`)."""
+class Registry:
+    """The catalogue, the forms, the disk and the training slot of one app."""
 
     def __init__(self, checkpoints_dir: str | Path | None = None, runs_dir: str | Path | None = None,
                  extra_dir: str | Path | None = None, device: str | None = None, cache_size: int = 3,
                  allow_hub: bool | None = None, caps: Caps | None = None):
-        self.roots: dict[str, Path] = {
-            "checkpoints": Path(checkpoints_dir or os.environ.get(CHECKPOINTS_ENV) or "checkpoints"),
-            "runs": Path(runs_dir or os.environ.get(RUNS_ENV) or "runs"),
-        }
+        roots = {"checkpoints": Path(checkpoints_dir or os.environ.get(CHECKPOINTS_ENV) or "checkpoints"),
+                 "runs": Path(runs_dir or os.environ.get(RUNS_ENV) or "runs")}
         extra = extra_dir or os.environ.get(EXTRA_ENV)
         if extra:
-            self.roots["models"] = Path(extra)
+            roots["models"] = Path(extra)
+        self.roots = roots
         self.device = device or os.environ.get(DEVICE_ENV) or visible_device()
-        self._fixed_caps = caps
-        self.allow_hub = os.environ.get(HUB_ENV, "1") != "0" if allow_hub is None else allow_hub
-        self.cache_size = cache_size
-        self.hub_cache = Path(os.environ.get(HUB_CACHE_ENV) or Path(tempfile.gettempdir()) / "bert-demo-hub")
-        self._init_catalog()
-        sweep_private_copies()  # what a killed app left of its visitors' private text
-        sweep_claims(self.roots["runs"])  # and the folders of runs it was starting
+        self.caps = caps or Caps("gpu" if self.device.startswith("cuda") else "cpu")
+        hub = os.environ.get(HUB_ENV, "1") != "0" if allow_hub is None else allow_hub
         budget_mb = os.environ.get(RUNS_BUDGET_ENV)
-        self._init_runs(max_runs=int(os.environ.get(MAX_RUNS_ENV) or 20),
-                        **({"budget_bytes": int(budget_mb) * 2**20} if budget_mb else {}))
+        self.disk = Disk(roots["runs"], int(budget_mb) * 2**20 if budget_mb else RUNS_BUDGET_BYTES,
+                         max_runs=int(os.environ.get(MAX_RUNS_ENV) or 20))
+        self.slot = Slot(self.disk)
+        self.catalog = Catalog(roots, self.device, hub, hub_cache(app=True), live=lambda: self.slot.job,
+                               cache_size=cache_size)
+        self.forms = Forms(self.catalog, self.caps, roots["runs"])
+        sweep_private_copies()  # what a killed app left of its visitors' private text
+        sweep_claims(roots["runs"])  # and the folders of runs it was starting
+
+    def train_in_line(self, owner: str | None = None, share: bool = False, **settings: Any
+                      ) -> Iterator[str | TrainingJob]:
+        """A pre-training run from the form's settings (`Forms.train_config`), checked at once, then in line for the
+        slot (`Slot.run_in_line`)."""
+        yield from self.slot.run_in_line(self.forms.train_config(**settings, viewer=owner), owner, share)
+
+    def start_training(self, owner: str | None = None, share: bool = False, **settings: Any) -> TrainingJob:
+        """A pre-training run from the form's settings, started now: the backend's way in (visitors wait in line)."""
+        return self.slot.start(self.forms.train_config(**settings, viewer=owner), owner, share)

@@ -1,0 +1,163 @@
+"""The Attention tab: which tokens each token looks at, one head, a layer's average or the rollout, across a
+sentence pair, at any step of a run's training: the layout, its wiring and its handlers."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import gradio as gr
+
+from bert_demo import plots
+from bert_demo.app import text
+from bert_demo.app.backend import backend
+from bert_demo.app.folders import Examples
+from bert_demo.app.handlers import FINAL, NO_COMPARE, Components, Outputs, friendly, load_at, step_name
+from bert_demo.app.registry import Registry
+from bert_demo.config import LIMITS
+
+VIEWS = {"head": "one head", "average": "average of the heads", "rollout": "rollout up to this layer"}
+VIEW_HEAD, VIEW_AVERAGE, VIEW_ROLLOUT = VIEWS.values()
+PAIR_FILTERS = ("every token", "sentence A → B", "sentence B → A")
+PAIR_ALL, PAIR_A_TO_B, PAIR_B_TO_A = PAIR_FILTERS
+SCROLL_TO_MAP = "() => document.querySelector('#att-plot')?.scrollIntoView({behavior: 'smooth', block: 'start'})"
+
+
+def layout(examples: Examples | None) -> Components:
+    first = examples.attention[0] if examples else ("the cat sat on the mat.", "", 1, 1, "head", False, "")
+    with gr.Tab("Attention", id="attention", elem_id="tab-attention") as tab:
+        gr.Markdown("Which tokens does each token look at? Pick a layer and a head; hover a cell for the exact "
+                    "weight. Give a second sentence to see attention across the pair.")
+        with gr.Row():
+            c = {"att_a": gr.Textbox(value=first[0], label="Sentence A", elem_id="att-a"),
+                 "att_b": gr.Textbox(value=first[1], label="Sentence B (optional)", elem_id="att-b")}
+        with gr.Row(equal_height=True):
+            # the API accepts any model's sizes (clamped by the handler); the page narrows them to the model's
+            c["layer"] = gr.Slider(1, LIMITS["num_hidden_layers"], value=first[2], step=1, label="Layer",
+                                   elem_id="layer", scale=2)
+            c["head"] = gr.Slider(1, LIMITS["num_attention_heads"], value=first[3], step=1, label="Head",
+                                  elem_id="head", scale=2)
+            c["view"] = gr.Radio(list(VIEWS.values()), value=VIEWS[first[4]], label="Show", elem_id="view", scale=4)
+        with gr.Row(equal_height=True):
+            c["pair"] = gr.Radio(list(PAIR_FILTERS), value=PAIR_ALL, label="Pair", elem_id="pair", scale=3,
+                                 min_width=260, info="with a sentence B: only A's attention to B, or B's to A")
+            c["hide"] = gr.Checkbox(label="Hide [CLS] and [SEP]", value=first[5], elem_id="hide", scale=1,
+                                    min_width=200)
+        c["compare"] = gr.Dropdown(choices=[("no comparison", NO_COMPARE)], value=NO_COMPARE, visible=False,
+                                   label="Compare with the same map at step", elem_id="compare",
+                                   allow_custom_value=True)  # as the Training step: any step, checked
+        c["att_button"] = gr.Button("Show attention", variant="primary", elem_id="att-button")
+        with gr.Column(visible=examples is not None, elem_id="att-examples") as c["att_examples_box"]:
+            if examples:
+                c["att_examples"] = gr.Examples(
+                    [[a, b, layer, head, VIEWS[view], hide] for a, b, layer, head, view, hide, _ in examples.attention],
+                    inputs=[c["att_a"], c["att_b"], c["layer"], c["head"], c["view"], c["hide"]],
+                    example_labels=[e[-1] for e in examples.attention],
+                    label=f"Heads with a clear job in {examples.model} (click one, then Show attention)")
+        c["att_caption"] = gr.Markdown(elem_id="att-caption")
+        with gr.Row():
+            c["att_plot"] = gr.Plot(plots.empty_figure("Press “Show attention”", height=360), show_label=False,
+                                    elem_id="att-plot", min_width=300)
+            c["compare_plot"] = gr.Plot(visible=False, show_label=False, elem_id="compare-plot", min_width=300)
+        c["grid_plot"] = gr.Plot(plots.empty_figure("All heads of the layer, side by side", height=240),
+                                 show_label=False, elem_id="grid-plot")
+    c["attention_tab"] = tab
+    return c
+
+
+def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
+    """Any change of the sentences, layer, head, view, pair filter or comparison redraws (the last change wins);
+    opening the tab draws the current example."""
+    inputs = [c[name] for name in ("model", "att_a", "att_b", "layer", "head", "view", "hide", "pair", "step",
+                                   "compare")]
+    outputs = [c[name] for name in ("att_plot", "grid_plot", "att_caption", "compare_plot")]
+    gr.on([c["att_button"].click, c["att_a"].submit, c["att_b"].submit, c["layer"].release, c["head"].release,
+           c["view"].input, c["hide"].input, c["pair"].input, c["compare"].input], bound(attention), inputs, outputs,
+          api_name="attention", trigger_mode="always_last", show_progress_on=[c["att_plot"]])
+    c["att_button"].click(None, js=SCROLL_TO_MAP, queue=False)  # at 1400 x 1000 the map starts below the fold
+    c["view"].change(_head_control, c["view"], c["head"], api_visibility="private", queue=False)
+    c["attention_tab"].select(bound(attention), inputs, outputs, api_visibility="private",
+                              show_progress_on=[c["att_plot"]])
+
+
+def _head_control(view: str) -> gr.Slider:
+    return view_changed(view)["head"]
+
+
+@friendly
+def attention(registry: Registry, model_name: str, text_a: str, text_b: str, layer: float, head: float,
+              view: str, hide: bool, pair: str = PAIR_ALL, step: str = FINAL, compare: str = NO_COMPARE,
+              owner: str | None = None) -> Outputs:
+    """The chosen map (one head, the layer's average or the rollout), all heads of the layer, and a caption;
+    `pair` keeps only sentence A's attention to B (or B's to A); `compare` draws the same map at another step."""
+    text_b = (text_b or "").strip() or None
+    if pair != PAIR_ALL and text_b is None:
+        raise ValueError(f"the “{pair}” filter needs a sentence B: write one, or choose “{PAIR_ALL}”")
+    shown = _attention_map(load_at(registry, model_name, step, owner, encoder=True), text_a, text_b, layer, head, view,
+                           hide, pair)
+    comparing = compare != NO_COMPARE
+    outputs = {"att_plot": plots.attention_heatmap(shown.rows, shown.matrix,
+                                                   step_name(step) if comparing else shown.title, keys=shown.cols),
+               "grid_plot": plots.attention_grid(shown.rows, shown.heads, f"All {len(shown.heads)} heads of layer "
+                                                 f"{shown.layer}", keys=shown.cols),
+               "att_caption": text.attention_caption(len(shown.rows), len(shown.cols), shown.layers,
+                                                     len(shown.heads), view == VIEW_ROLLOUT, shown.source),
+               "compare_plot": gr.Plot(visible=False)}
+    if comparing:
+        other = _attention_map(load_at(registry, model_name, compare, owner, encoder=True), text_a, text_b, layer, head,
+                               view, hide, pair)
+        outputs["compare_plot"] = gr.Plot(plots.attention_heatmap(other.rows, other.matrix, step_name(compare),
+                                                                  keys=other.cols), visible=True)
+        outputs["att_caption"] = f"**{shown.title}**, at two steps of training. " + outputs["att_caption"]
+    return outputs
+
+
+@dataclass
+class _Map:
+    """One attention view, ready to draw: row and column tokens, the map, the layer's heads and a title."""
+
+    rows: list[str]
+    cols: list[str]
+    matrix: Any
+    heads: Any
+    title: str
+    layer: int
+    layers: int
+    source: str | None  # "A" or "B" when only one sentence's attention to the other is kept
+
+
+def _attention_map(loaded: Any, text_a: str, text_b: str | None, layer: float, head: float, view: str,
+                   hide: bool, pair: str) -> _Map:
+    inference = backend().inference
+    tokens, weights = inference.attention(loaded.model, loaded.tokenizer, text_a, text_b)
+    n_layers, n_heads = weights.shape[:2]
+    layer, head = min(max(int(layer), 1), n_layers), min(max(int(head), 1), n_heads)
+    if view == VIEW_ROLLOUT:
+        matrix = inference.attention_rollout(weights)[layer - 1]  # (T, T)
+        title = f"Attention rollout through layer{f's 1–{layer}' if layer > 1 else ' 1'}"
+    elif view == VIEW_AVERAGE:
+        matrix = weights[layer - 1].mean(dim=0)  # (T, T)
+        title = f"Layer {layer}, average of its {n_heads} heads"
+    else:
+        matrix, title = weights[layer - 1, head - 1], f"Layer {layer}, head {head}"
+    heads, shown = weights[layer - 1], tokens  # (A, T, T)
+    segment = inference.segments(loaded.tokenizer, text_a, text_b)
+    if hide:
+        segment = [s for s, t in zip(segment, tokens) if t not in ("[CLS]", "[SEP]")]
+        shown, matrix = inference.drop_tokens(tokens, matrix)
+        heads = inference.drop_tokens(tokens, heads)[1]
+        title += " ([CLS]/[SEP] hidden, rows renormalised)"
+    keys, source = shown, None
+    if pair != PAIR_ALL:
+        source, target = ("A", "B") if pair == PAIR_A_TO_B else ("B", "A")
+        rows = [i for i, s in enumerate(segment) if s == source]
+        cols = [i for i, s in enumerate(segment) if s == target]
+        matrix, heads = matrix[rows][:, cols], heads[:, rows][:, :, cols]
+        shown, keys = [shown[i] for i in rows], [shown[i] for i in cols]
+        title += f", sentence {source} → sentence {target}"
+    return _Map(shown, keys, matrix, heads, title, layer, n_layers, source)
+
+
+def view_changed(view: str) -> Outputs:
+    """The Head slider only matters for the one-head view: grey it out in the others."""
+    return {"head": gr.Slider(interactive=view == VIEW_HEAD)}

@@ -1,0 +1,75 @@
+"""The Embeddings tab: a word's nearest tokens, at the input or after any layer in a sentence, and a list of words
+projected onto a plane: the layout, its wiring and its handlers."""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import gradio as gr
+
+from bert_demo import plots
+from bert_demo.app.backend import backend
+from bert_demo.app.handlers import FINAL, Components, Outputs, friendly, load_at
+from bert_demo.app.registry import Registry
+from bert_demo.config import LIMITS
+
+NEIGHBOURS = 12  # nearest tokens listed
+PROJECTED_WORDS = "monday friday january march paris london berlin france england germany king queen man woman"
+
+
+def layout() -> Components:
+    with gr.Tab("Embeddings", id="embeddings", elem_id="tab-embeddings"):
+        gr.Markdown("Each token starts as a row of the embedding table; training moves tokens used alike close "
+                    "together. Find a word's nearest tokens, at the input or after any layer in a sentence, and see "
+                    "a list of words projected onto a plane.")
+        with gr.Row(equal_height=True):
+            c = {"emb_word": gr.Textbox(value="paris", label="Word", elem_id="emb-word", scale=1, min_width=140),
+                 "emb_sentence": gr.Textbox(label="In a sentence (optional)", elem_id="emb-sentence", scale=3,
+                                            placeholder="he sat on the bank of the river."),
+                 "emb_layer": gr.Slider(0, LIMITS["num_hidden_layers"], value=0, step=1, elem_id="emb-layer",
+                                        label="After layer (with a sentence)", scale=2)}
+        c["emb_button"] = gr.Button("Find neighbours", variant="primary", elem_id="emb-button")
+        c["neighbours_caption"] = gr.Markdown(elem_id="neighbours-caption")
+        c["neighbours_table"] = gr.Dataframe(headers=["token", "cosine similarity"], elem_id="neighbours-table",
+                                             interactive=False, show_label=False)
+        with gr.Row(equal_height=True):
+            c["emb_words"] = gr.Textbox(value=PROJECTED_WORDS, label="Words to project (3 to 60)",
+                                        elem_id="emb-words", scale=4, min_width=240)
+            c["projection_button"] = gr.Button("Project", elem_id="projection-button", scale=0, min_width=120)
+        c["projection_plot"] = gr.Plot(plots.empty_figure("Press “Project”", height=300), show_label=False,
+                                       elem_id="projection-plot")
+    return c
+
+
+def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
+    """Find neighbours (button or Enter), and Project."""
+    gr.on([c["emb_button"].click, c["emb_word"].submit, c["emb_sentence"].submit], bound(neighbours),
+          [c[name] for name in ("model", "emb_word", "emb_sentence", "emb_layer", "step")],
+          [c["neighbours_table"], c["neighbours_caption"]], api_name="neighbours", show_progress="hidden")
+    gr.on([c["projection_button"].click, c["emb_words"].submit], bound(projection),
+          [c["model"], c["emb_words"], c["step"]], c["projection_plot"], api_name="projection",
+          show_progress_on=[c["projection_plot"]])
+
+
+@friendly
+def neighbours(registry: Registry, model_name: str, word: str, sentence: str, layer: float, step: str = FINAL,
+               owner: str | None = None) -> Outputs:
+    """The word's nearest tokens in the embedding table, or of its hidden state at `layer` in `sentence`."""
+    loaded = load_at(registry, model_name, step, owner, encoder=True)
+    in_context = (sentence or "").strip() or None
+    found = backend().inference.neighbours(loaded.model, loaded.tokenizer, (word or "").strip(), NEIGHBOURS,
+                                           text=in_context, layer=int(layer))
+    where = f"its hidden state after layer {int(layer)} in the sentence" if in_context else "its input embedding"
+    if in_context and int(layer) == 0:
+        where = "its embedding in the sentence (word + position + segment)"
+    return {"neighbours_table": [[token, round(similarity, 3)] for token, similarity in found],
+            "neighbours_caption": f"Nearest tokens to “{word.strip()}” by cosine similarity to {where}."}
+
+
+@friendly
+def projection(registry: Registry, model_name: str, words: str, step: str = FINAL, owner: str | None = None
+               ) -> Outputs:
+    """A list of words (spaces or commas between them) at their embeddings' first two principal components."""
+    loaded = load_at(registry, model_name, step, owner, encoder=True)
+    listed = [w for w in (words or "").replace(",", " ").split() if w]
+    points = backend().inference.embedding_projection(loaded.model, loaded.tokenizer, listed)
+    return {"projection_plot": plots.projection_figure(points)}

