@@ -121,8 +121,8 @@ class Run:
                  resume: str | Path | None = None, origin: str = "cli", visible_to: str | None = None,
                  control: Control | None = None):
         """`origin` is stored with the checkpoint: the app deletes its own old runs ("app"), never others.
-        `visible_to`, also stored, makes an app run private to one browser session (one trained on an upload)."""
-        config.validate()
+        `visible_to`, also stored, makes an app run private to one browser session (one trained on an upload). The
+        config was checked when it was made (`RunConfig`)."""
         self.config, self.prepare, self.origin, self.visible_to = config, prepare, origin, visible_to
         self.resume = Path(resume) if resume else None
         if self.resume and not (self.resume / "config.json").is_file():

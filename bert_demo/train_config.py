@@ -75,11 +75,13 @@ class RunConfig:
                              choices=PRECISIONS)
     compile: bool = setting(False, "torch.compile the model (off by default: Spaces' ZeroGPU forbids it)")
 
-    def validate(self, limits: Mapping[str, Any] | None = None) -> None:
-        """Raise ValueError naming the first setting no run can use; `limits` (see `shared_limits`) are the
-        app's tighter caps, said to be "on this machine"."""
+    def __post_init__(self) -> None:
+        self.validate()  # a config is checked once, when it is made: a run never holds one no run can use
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first setting no run can use (see `check_limits` for the app's caps)."""
         for f in fields(self):
-            _check(f, getattr(self, f.name), (limits or {}).get(f.name), on_machine=limits is not None)
+            _check(f, getattr(self, f.name), None, on_machine=False)
         if self.batch_size % self.grad_accum:
             raise ValueError(f"batch size {self.batch_size} must be a multiple of grad_accum {self.grad_accum}")
         if self.warmup_steps is not None and self.steps is not None and self.warmup_steps > self.steps:
@@ -136,10 +138,8 @@ class TrainConfig(RunConfig):
                                           "its size replaces --preset and --vocab-size", label="start from")
     probe: str = setting("the [MASK] of the united states is the head of state.",
                          "a sentence with [MASK] whose guesses are shown at every validation")
-    def validate(self, limits: Mapping[str, Any] | None = None) -> None:
-        """Raise ValueError naming the first setting no run can use; `limits` (see `shared_limits`) are the
-        app's tighter caps, said to be "on this machine"."""
-        super().validate(limits)
+    def validate(self) -> None:
+        super().validate()
         if self.init_from and self.tokenizer:
             raise ValueError("a run that starts from a checkpoint uses that checkpoint's tokenizer: leave tokenizer "
                              "out")
@@ -209,8 +209,8 @@ class FinetuneConfig(RunConfig):
                                       "embeddings at lr x decay^(L+1) (ELECTRA, Clark et al. 2020; 1: off)",
                                  label="layer-wise lr decay", low=0.05, high=1.0)
 
-    def validate(self, limits: Mapping[str, Any] | None = None) -> None:
-        super().validate(limits)
+    def validate(self) -> None:
+        super().validate()
         if self.reinit_pooler and self.init == "frozen":
             raise ValueError("a frozen encoder keeps its pooler fixed: re-initialising it would leave it random")
 
@@ -271,6 +271,14 @@ def default(name: str) -> Any:
     return _field(name).default
 
 
+def check_limits(values: Mapping[str, Any], limits: Mapping[str, Any]) -> None:
+    """Raise ValueError naming the first of a visitor's `values` past the app's tighter cap (`shared_limits`), said
+    to be "on this machine"; checked before the config is made, whose own check names the wider bounds."""
+    for name, value in values.items():
+        if name in limits:
+            _check(_field(name), value, limits[name], on_machine=True)
+
+
 def shared_limits(machine: str) -> dict[str, Any]:
     """The app's caps on a shared machine of this kind, keyed by setting: an upper bound or the allowed choices."""
     if machine not in MACHINES:
@@ -309,7 +317,7 @@ def _kind(f) -> type:
 
 def _check(f, value: Any, tighter: Any, on_machine: bool) -> None:
     meta, kind, name = f.metadata, _kind(f), f.metadata["label"] or f.name
-    if value is None and f.default is None:
+    if value is None and "None" in str(f.type):  # optional: None means "not set" (the default, or the preset's)
         return
     where = " on this machine" if on_machine and tighter is not None else ""
     if kind is int and (isinstance(value, bool) or not isinstance(value, int)):

@@ -59,7 +59,7 @@ def test_an_explicit_precision_is_kept_and_an_unknown_one_is_refused_with_the_ch
     with pytest.raises(ValueError, match="unknown precision 'fp16': choose auto, fp32 or bf16"):
         resolve_precision("fp16", torch.device("cpu"))
     with pytest.raises(ValueError, match="unknown precision 'fp16': choose one of auto, fp32, bf16"):
-        TrainConfig(precision="fp16").validate()
+        TrainConfig(precision="fp16")
 
 
 def test_autocast_computes_matmuls_in_bf16_only_when_the_precision_is_bf16():

@@ -6,7 +6,7 @@ from dataclasses import fields
 
 import pytest
 
-from bert_demo.train_config import (APP_RUN, BERT_RECIPE, TrainConfig, add_flags, bounds, given_flags,
+from bert_demo.train_config import (APP_RUN, BERT_RECIPE, TrainConfig, add_flags, bounds, check_limits, given_flags,
                                     shared_limits)
 
 
@@ -40,22 +40,32 @@ def test_a_config_stored_before_the_recipe_levers_resumes_with_berts_recipe():
 
 def test_the_shared_machine_caps_are_tighter_and_said_to_be_this_machines():
     assert shared_limits("cpu")["steps"] == 1000 and bounds("steps", "gpu") == (1, 20_000)
-    TrainConfig(steps=5000).validate()
+    TrainConfig(steps=5000)
     with pytest.raises(ValueError, match="steps must be between 1 and 1,000 on this machine, got 5,000"):
-        TrainConfig(steps=5000).validate(shared_limits("cpu"))
+        check_limits({"steps": 5000}, shared_limits("cpu"))
     with pytest.raises(ValueError, match="preset 'base' is not available on this machine: choose tiny, mini"):
-        TrainConfig(preset="base").validate(shared_limits("cpu"))
+        check_limits({"preset": "base"}, shared_limits("cpu"))
 
 
 def test_the_apps_default_run_is_valid_on_a_shared_cpu():
-    TrainConfig(**APP_RUN).validate(shared_limits("cpu"))
+    check_limits(APP_RUN, shared_limits("cpu"))
+    TrainConfig(**APP_RUN)
+
+
+def test_a_config_no_run_can_use_is_refused_when_it_is_made_and_a_changed_one_when_checked_again():
+    with pytest.raises(ValueError, match="steps must be between 1 and 10,000,000, got 0"):
+        TrainConfig(steps=0)
+    config = TrainConfig()
+    config.grad_accum = 3  # changed after it was made: checked again when asked
+    with pytest.raises(ValueError, match="batch size 32 must be a multiple of grad_accum 3"):
+        config.validate()
 
 
 def test_levers_that_cannot_go_together_are_refused():
     with pytest.raises(ValueError, match="at most the 2 heads of a tiny layer"):
-        TrainConfig(preset="tiny", local_heads=3).validate()
+        TrainConfig(preset="tiny", local_heads=3)
     with pytest.raises(ValueError, match="own position code"):
-        TrainConfig(sinusoid_positions=True).validate()
+        TrainConfig(sinusoid_positions=True)
     with pytest.raises(ValueError, match="needs local_heads of at least 1"):
-        TrainConfig(local_heads=0, global_cls=True).validate()
-    TrainConfig(global_cls=True).validate()  # with the default local heads it is a lever like the others
+        TrainConfig(local_heads=0, global_cls=True)
+    TrainConfig(global_cls=True)  # with the default local heads it is a lever like the others

@@ -25,6 +25,7 @@ from bert_demo.train_config import (
     FinetuneConfig,
     TrainConfig,
     bounds,
+    check_limits,
     choices,
     kind,
     label,
@@ -86,10 +87,11 @@ class Forms:
             raise ValueError(f"unknown corpus {bad!r}: choose from {', '.join(APP_SOURCES)} or upload a .txt file")
         if not sources and not upload:
             raise ValueError("choose a corpus or upload a .txt file to train on")
+        check_limits(values, self.caps.limits)
         steps = values["steps"]
         config = TrainConfig(**values, corpus=",".join(sources) or "upload", log_every=max(1, steps // 50),
-                             eval_every=max(10, math.ceil(steps / 6)), save_every=10**9, device=self.catalog.torch_device())
-        config.validate(self.caps.limits)
+                             eval_every=max(10, math.ceil(steps / 6)), save_every=10**9,
+                             device=self.catalog.torch_device())
         start = config.preset
         if init_from:
             folder = self._continuable(init_from, viewer)
@@ -141,7 +143,6 @@ class Forms:
                                 outside="none" if upload else APP_FINETUNE["outside"].get(task, "none"),
                                 device=self.catalog.torch_device(),
                                 eval_every=max(1, steps // APP_FINETUNE["validations"]), log_every=max(1, steps // 20))
-        config.validate()
         stamp = time.strftime("%Y%m%d-%H%M%S")
         config.out = str(self.runs / f"{stem}-{'upload' if upload else task}-"
                                               f"{train_examples or 'all'}-{init}-{stamp}")
