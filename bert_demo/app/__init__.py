@@ -1,4 +1,4 @@
-"""The Gradio app, in small parts: `models` (the catalogue of models), `runs` (the one training slot and its line),
-the events, callable from tests (`asking`: questions to a model; `training`: a run; `choosing`: which model the tabs
-show; `handlers`: what they share), `text` (what the pages say) and `ui` (layout and wiring).
+"""The Gradio app, in small parts that compose: the state (`registry`: `catalog`, `forms`, `disk`, `slot`, `job`),
+visitors' text (`uploads`) and their lines (`admission`, `visitors`), the page (`ui`, `header`) and one module per tab
+(`tabs/`), whose handlers tests call; `text` holds what the pages say.
 """
