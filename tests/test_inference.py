@@ -1,10 +1,20 @@
-"""fill_mask, next_sentence and attention give well-formed answers and clear errors for bad input."""
+"""fill_mask, next_sentence and attention give well-formed answers and clear errors for bad input; attention rollout
+and the display helpers (masks filled in, special tokens dropped) keep what they promise."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from bert_demo.inference import MAX_MASKS, attention, fill_mask, next_sentence, segments
+from bert_demo.inference import (
+    MAX_MASKS,
+    attention,
+    attention_rollout,
+    drop_tokens,
+    fill_in_masks,
+    fill_mask,
+    next_sentence,
+    segments,
+)
 
 
 def test_fill_mask_returns_one_ranked_list_per_mask_left_to_right(trained_tiny, tokenizer):
@@ -84,12 +94,12 @@ def test_next_sentence_with_an_empty_side_is_refused(trained_tiny, tokenizer, a,
         next_sentence(trained_tiny, tokenizer, a, b)
 
 
-def test_attention_returns_tokens_and_row_stochastic_weights_per_layer_and_head(trained_tiny, tokenizer):
+def test_attention_returns_tokens_and_weights_per_layer_and_head(trained_tiny, tokenizer):
+    """(Rows summing to one, on any text: test_inference_properties.py.)"""
     tokens, weights = attention(trained_tiny, tokenizer, "the cat sat.", "the dog sat.")
     assert tokens[0] == "[CLS]" and tokens.count("[SEP]") == 2
     config = trained_tiny.config
     assert weights.shape == (config.num_hidden_layers, config.num_attention_heads, len(tokens), len(tokens))
-    assert torch.allclose(weights.sum(-1), torch.ones(()), atol=1e-5)
 
 
 def test_segments_follow_the_models_segment_ids_even_with_a_sep_typed_inside_sentence_a(trained_tiny, tokenizer):
@@ -105,3 +115,63 @@ def test_attention_of_a_single_sentence_and_too_long_input(trained_tiny, tokeniz
     assert tokens[-1] == "[SEP]" and tokens.count("[SEP]") == 1
     with pytest.raises(ValueError, match="shorten it"):
         attention(trained_tiny, tokenizer, "word " * 600)
+
+
+def random_attention(layers=3, heads=2, tokens=5, seed=0):
+    torch.manual_seed(seed)
+    return torch.randn(layers, heads, tokens, tokens).softmax(dim=-1)
+
+
+def test_rollout_rows_sum_to_one_at_every_depth():
+    rollout = attention_rollout(random_attention())
+    assert rollout.shape == (3, 5, 5)
+    torch.testing.assert_close(rollout.sum(dim=-1), torch.ones(3, 5))
+    assert (rollout >= 0).all()
+
+
+def test_rollout_matches_the_definition():
+    weights = random_attention()
+    eye = torch.eye(5)
+    a = [(w.mean(0) + eye) / (w.mean(0) + eye).sum(-1, keepdim=True) for w in weights]
+    rollout = attention_rollout(weights)
+    torch.testing.assert_close(rollout[0], a[0])
+    torch.testing.assert_close(rollout[1], a[1] @ a[0])
+    torch.testing.assert_close(rollout[2], a[2] @ a[1] @ a[0])
+
+
+def test_rollout_of_self_attention_is_identity_and_of_uniform_is_uniform():
+    eye = torch.eye(4).expand(2, 3, 4, 4)
+    torch.testing.assert_close(attention_rollout(eye)[-1], torch.eye(4))
+    uniform = torch.full((1, 2, 4, 4), 0.25)
+    torch.testing.assert_close(attention_rollout(uniform)[0], 0.5 * torch.eye(4) + 0.125)
+
+
+def test_rollout_refuses_wrong_shapes():
+    with pytest.raises(ValueError, match="layers, heads"):
+        attention_rollout(torch.rand(2, 3, 4))
+
+
+def test_drop_tokens_removes_cls_sep_and_renormalises():
+    tokens = ["[CLS]", "a", "b", "[SEP]"]
+    weights = random_attention(2, 2, 4)
+    kept_tokens, kept = drop_tokens(tokens, weights)
+    assert kept_tokens == ["a", "b"]
+    assert kept.shape == (2, 2, 2, 2)
+    torch.testing.assert_close(kept.sum(-1), torch.ones(2, 2, 2))
+    raw = drop_tokens(tokens, weights, renormalise=False)[1]
+    torch.testing.assert_close(raw, weights[..., 1:3, 1:3])
+    with pytest.raises(ValueError, match="no tokens"):
+        drop_tokens(["[CLS]", "[SEP]"], random_attention(1, 1, 2))
+
+
+def test_fill_in_masks_replaces_each_mask_with_its_best_guess():
+    spans = fill_in_masks("paris is the [MASK] of [mask].", [[("capital", 0.61), ("city", 0.1)], [("france", 0.9)]])
+    assert spans == [("paris is the ", None), ("capital", "61%"), (" of ", None), ("france", "90%"), (".", None)]
+    with pytest.raises(ValueError, match="predictions"):
+        fill_in_masks("no mask here", [[("x", 1.0)]])
+
+
+def test_fill_in_masks_agrees_with_fill_mask(trained_tiny, tokenizer):
+    text = "the [MASK] sat on the [MASK]."
+    spans = fill_in_masks(text, fill_mask(trained_tiny, tokenizer, text, top_k=3))
+    assert [label is not None for _, label in spans] == [False, True, False, True, False]
