@@ -18,7 +18,6 @@ import cProfile
 import pstats
 import tempfile
 import time
-from multiprocessing import forkserver
 from pathlib import Path
 
 import _common  # noqa: F401  (puts the repository root on sys.path)
@@ -39,8 +38,9 @@ def phases(runs: str, precision: str) -> tuple[list[list], str]:
     """The run as the Train tab starts it: (phase, seconds) rows from the arrival of its records, and its folder."""
     registry = Registry(runs_dir=runs, device="cpu")
     backend()  # torch and the training code, as the page's first answer has imported them
-    if run_process.context().get_start_method() == "forkserver":  # and the run's fork server it has started
-        forkserver.ensure_running()
+    first = run_process.context().Process(target=int)  # and the run's fork server, started then, has loaded them too
+    first.start()
+    first.join()
     config = registry.forms.train_config()
     config.precision = precision
     clicked = time.perf_counter()
