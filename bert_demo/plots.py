@@ -87,7 +87,8 @@ def _series(records: Sequence[Record], kind: str, key: str) -> tuple[list[int], 
 def _curves(records: Sequence[Record], key: str, title: str, y_title: str, height: int, from_zero: bool,
             extra: Sequence[dict] = ()) -> go.Figure:
     """Masked LM (left) and next sentence (right) side by side, as their scales differ ~10x; train solid,
-    validation dashed with markers. A loss axis fits the curve (from zero, a fall from 7 to 5 looks flat)."""
+    validation dashed with markers. A loss axis fits the curve (from zero, a fall from 7 to 5 looks flat), but spans
+    at least MIN_LOSS_SPAN (zoomed to the data, the noise of a flat start filled the chart)."""
     traces = []
     for panel, group in enumerate(("mlm", "nsp")):
         for kind in ("train", "val"):
@@ -103,8 +104,20 @@ def _curves(records: Sequence[Record], key: str, title: str, y_title: str, heigh
                      x=dict(title=dict(text="step"), rangemode="tozero", automargin=True),
                      y=dict(rangemode="tozero" if from_zero else "normal", automargin=True))
     panels["yaxis"]["title"] = dict(text=y_title)
+    if not from_zero:  # each panel's axis spans at least MIN_LOSS_SPAN: noise of 0.05 never fills a chart
+        for panel, group in enumerate(("mlm", "nsp")):
+            values = [y for kind in ("train", "val") for y in _series(records, kind, f"{group}_{key}")[1]]
+            if values:
+                panels[f"yaxis{_axis(panel)}"]["range"] = _span(values, MIN_LOSS_SPAN)
     return _figure(traces, title, height, **panels, hovermode="x unified",
                    legend=dict(orientation="h", y=1.14, yanchor="bottom", x=1, xanchor="right", font=dict(size=11)))
+
+
+def _span(values: Sequence[float], least: float) -> list[float]:
+    """An axis range around `values` at least `least` wide, never below 0: a flat, noisy curve looks flat."""
+    low, high = min(values), max(values)
+    pad = max(least - (high - low), 0.0) / 2 + 0.05 * (high - low)
+    return [max(0.0, low - pad), high + pad + max(0.0, pad - low)]
 
 
 def loss_figure(records: Sequence[Record], height: int = 300) -> go.Figure:
@@ -185,60 +198,62 @@ def compare_figure(runs: dict[str, Sequence[Record]], x: str = "tokens") -> go.F
 
 STARTS = {"pretrained": "pre-trained", "random": "random weights", "frozen": "frozen encoder",
           "well-read": "Google's BERT-Mini"}
+MIN_LOSS_SPAN = 1.0  # nats: the least a loss axis shows
 START_COLORS = {"pretrained": "#1f77b4", "random": "#d62728", "frozen": "#7f7f7f", "well-read": "#2ca02c"}
 
 
 def finetune_figure(runs: dict[str, Sequence[Record]], chance: float | None = None, height: int = 340
                     ) -> go.Figure:
     """The experiment's validation accuracy against steps, one curve per start (`runs` maps an init to its
-    records), training accuracy faint beside it; the majority class's share as the line to beat."""
+    records), and the majority class's share as the line to beat, named in the legend (a label on the chart sat on
+    a curve). The accuracy of single training batches swings between 0 and 1 and is left out."""
     traces = []
     for init, records in runs.items():
         name, colour = STARTS.get(init, init), START_COLORS.get(init, "#2ca02c")
-        for kind in ("train", "val"):
-            x, y = _series(records, kind, "acc")
-            label = name + (" (validation)" if kind == "val" else " (training batches)")
-            style = (dict(mode="lines+markers", line=dict(color=colour, width=2.5), marker=dict(size=8))
-                     if kind == "val" else dict(mode="lines", line=dict(color=colour, width=1, dash="dot"),
-                                                opacity=0.5))
-            traces.append(dict(type="scatter", x=x, y=y, name=label, legendgroup=init, **style,
-                               hovertemplate=f"{label}<br>step %{{x}}: %{{y:.3f}}<extra></extra>"))
-    shapes = [] if chance is None else [dict(type="line", xref="paper", x0=0, x1=1, y0=chance, y1=chance,
-                                             line=dict(color="#888", dash="dash", width=1))]
-    notes = [] if chance is None else [dict(text=f"always the commonest class: {chance:.2f}", xref="paper", x=0.99,
-                                            y=chance, yanchor="bottom", xanchor="right", showarrow=False,
-                                            font=dict(size=11, color="#777"))]
+        x, y = _series(records, "val", "acc")
+        traces.append(dict(type="scatter", x=x, y=y, name=f"{name} (validation)", legendgroup=init,
+                           mode="lines+markers", line=dict(color=colour, width=2.5), marker=dict(size=8),
+                           hovertemplate=f"{name}<br>step %{{x}}: %{{y:.3f}}<extra></extra>"))
+    last = max([x for trace in traces for x in trace["x"]] + [1])
+    if chance is not None:
+        traces.append(dict(type="scatter", x=[0, last], y=[chance, chance], mode="lines", hoverinfo="skip",
+                           name=f"always the commonest class: {chance:.2f}", line=dict(color="#888", dash="dash",
+                                                                                        width=1.5)))
     lowest = min([y for trace in traces for y in trace["y"]] + [chance or 1.0, 0.4])  # 0.4: the usual floor
-    return _figure(traces, "Accuracy while fine-tuning", height, shapes=shapes, annotations=notes,
+    return _figure(traces, "Validation accuracy while fine-tuning", height,
                    xaxis=dict(title=dict(text="step"), rangemode="tozero"),
                    yaxis=dict(title=dict(text="accuracy"), range=[max(0.0, lowest - 0.05), 1.0]),
                    legend=dict(orientation="h", y=-0.32, x=0, font=dict(size=11)))
 
 
-def label_count_figure(points: Sequence[tuple[str, int, float]], metric: str = "accuracy", height: int = 320
-                       ) -> go.Figure:
+def label_count_figure(points: Sequence[tuple[str, int, float]], metric: str = "accuracy", floor: float = 0.5,
+                       height: int = 320) -> go.Figure:
     """The test score (`metric`: accuracy, F1, ...) against the number of labelled sentences trained on (log
-    scale), one line per start: `points` are (start, labelled sentences, score), repeated runs of one point
-    averaged."""
+    scale), one line per start: `points` are (start, labelled sentences, score); repeated runs of one point are
+    averaged and their range drawn as an error bar. The axis starts at `floor` (what always answering the commonest
+    class scores, or 0.5) and ends at 1: zoomed to the points, a 0.6-point gap filled the chart."""
     title = f"Test {metric} by number of labels"
     if not points:
         return empty_figure(title, height)
     traces = []
     for init in [i for i in STARTS if any(p[0] == i for p in points)]:
-        sums: dict[int, list[float]] = {}
+        scores: dict[int, list[float]] = {}
         for _, count, accuracy in (p for p in points if p[0] == init):
-            sums.setdefault(count, []).append(accuracy)
-        counts = sorted(sums)
-        means = [sum(sums[c]) / len(sums[c]) for c in counts]
-        runs = [len(sums[c]) for c in counts]
-        traces.append(dict(type="scatter", x=counts, y=means, customdata=runs, name=STARTS[init],
-                           mode="lines+markers", line=dict(color=START_COLORS[init], width=2.5),
-                           marker=dict(size=9), hovertemplate=f"{STARTS[init]}<br>%{{x:,}} labels: %{{y:.3f}} "
-                                                              "(mean of %{customdata} runs)<extra></extra>"))
+            scores.setdefault(count, []).append(accuracy)
+        counts = sorted(scores)
+        means = [sum(scores[c]) / len(scores[c]) for c in counts]
+        spread = dict(type="data", array=[max(scores[c]) - m for c, m in zip(counts, means)],
+                      arrayminus=[m - min(scores[c]) for c, m in zip(counts, means)], thickness=1.5, width=5)
+        traces.append(dict(type="scatter", x=counts, y=means, customdata=[len(scores[c]) for c in counts],
+                           name=STARTS[init], mode="lines+markers", error_y=spread,
+                           line=dict(color=START_COLORS[init], width=2.5), marker=dict(size=9),
+                           hovertemplate=f"{STARTS[init]}<br>%{{x:,}} labels: %{{y:.3f}} "
+                                         "(mean of %{customdata} runs)<extra></extra>"))
+    low = min([floor] + [p[2] for p in points])
     return _figure(traces, title, height,
                    xaxis=dict(title=dict(text="labelled sentences trained on"), type="log",
                               tickvals=[100, 300, 1000, 3000, 10000, 30000, 100000]),
-                   yaxis=dict(title=dict(text=f"test {metric}")),
+                   yaxis=dict(title=dict(text=f"test {metric}"), range=[max(0.0, low - 0.02), 1.0]),
                    legend=dict(orientation="h", y=-0.3, x=0, font=dict(size=11)))
 
 

@@ -77,6 +77,8 @@ def prepare(run: Run) -> Generator[Record, None, Training | None]:
     processes = f" in {run.dist.world_size} processes" if run.dist.world_size > 1 else ""
     yield {"kind": "status", "message": f"training on {run.device.type} in {run.precision}{processes} with "
                                         f"{run.model.num_parameters():,} parameters"}
+    if run.dist.is_main:
+        yield _probe(run)  # the probe's guesses before the first step: what a model knows when it knows nothing
     look = functools.partial(_look, run, items, baseline)
     return Training(run.model, _batches(run, train_ids, special), optimizer, schedule, functools.partial(_loss, cfg),
                 evaluate=functools.partial(_evaluate, run, val_batches, baseline, look), look=look)

@@ -50,10 +50,15 @@ def web(app, chrome):
     page = chrome.new_page(viewport={"width": 1400, "height": 1000})
     page.set_default_timeout(TIMEOUT_MS)
     page.goto(app["url"])
-    page.wait_for_selector("#start")
+    page.wait_for_selector("#fill-label-0 :text('%')")  # the page opens on an answer
     page.wait_for_function("document.querySelector('#model-summary').innerText.includes('layers')")
     yield page
     page.close()
+
+
+def open_train_tab(page) -> None:
+    page.get_by_role("tab", name="Train").click()
+    page.wait_for_selector("#start")
 
 
 def shoot(page, name: str) -> None:
@@ -80,6 +85,7 @@ def trace_length(page, elem_id: str) -> int:
 
 
 def test_a_training_run_draws_a_growing_chart_and_stops_into_a_checkpoint(app, web):
+    open_train_tab(web)
     assert web.locator("#stop").is_disabled()  # nothing to stop yet
     start_training(web, app["corpus"])
     assert web.locator("#stop").is_enabled()
@@ -102,6 +108,7 @@ def test_a_training_run_draws_a_growing_chart_and_stops_into_a_checkpoint(app, w
 
 
 def start_training(page, corpus) -> None:
+    open_train_tab(page)
     page.locator("#corpus .remove-all").click()
     page.locator("#upload input[type=file]").set_input_files(str(corpus))
     wait_text(page, "#upload", "corpus.txt")
@@ -262,6 +269,7 @@ def test_a_run_with_a_timeline_can_be_seen_at_an_earlier_step_and_compared(app, 
 
 
 def test_continuing_the_selected_model_is_labelled_as_such(app, web):
+    open_train_tab(web)
     web.locator("#corpus .remove-all").click()
     web.fill("#typed textarea", "\n\n".join(f"The lighthouse number {i} stood on the rocks. Its keeper lit the lamp "
                                              "every night." for i in range(8)))
@@ -294,7 +302,7 @@ def test_the_fine_tune_tab_trains_both_starts_then_classifies_with_coloured_word
     names = web.evaluate("() => document.querySelector('#ft-curves .js-plotly-plot').data.map(t => t.name)")
     assert "pre-trained (validation)" in names and "random weights (validation)" in names
     wait_text(web, "#ft-verdict", "random weights")
-    assert "-pretrained-" in web.locator("#ft-classifier input").input_value()
+    assert "48 labels · pre-trained" in web.locator("#ft-classifier input").input_value()  # 48: 80% of 60 rows
     web.fill("#ft-text-a textarea", "the cat was happy.")
     web.click("#ft-button")
     web.wait_for_selector("#ft-label :text('%')")
@@ -303,3 +311,35 @@ def test_the_fine_tune_tab_trains_both_starts_then_classifies_with_coloured_word
     shoot(web, "finetune")
     web.set_viewport_size({"width": 390, "height": 900})
     shoot(web, "finetune-phone")
+
+
+def test_the_page_opens_on_the_models_answer_within_10_s_without_a_click(app, chrome):
+    page = chrome.new_page(viewport={"width": 1400, "height": 900})
+    started = time.monotonic()
+    page.goto(app["url"])
+    page.wait_for_selector("#fill-label-0 :text('%')", timeout=10_000)
+    assert time.monotonic() - started < 10 and page.locator("#fill-sentence").is_visible()
+    shoot(page, "arrival")
+    page.close()
+
+
+def test_on_a_phone_every_tab_is_one_tap_away(app, chrome):
+    page = chrome.new_page(viewport={"width": 390, "height": 844})
+    page.goto(app["url"])
+    page.wait_for_selector("#fill-label-0 :text('%')")
+    for name in ("Fill-mask", "Next sentence", "Attention", "Embeddings", "Train", "Fine-tune", "Model"):
+        assert page.get_by_role("tab", name=name).is_visible(), name  # a button of its own, no overflow menu
+    page.get_by_role("tab", name="Model").click()
+    page.wait_for_selector("#model-info :text('parameters')")
+    shoot(page, "tabs-phone")
+    page.close()
+
+
+def test_the_train_tabs_buttons_and_status_are_in_view_when_it_opens(app, chrome):
+    page = chrome.new_page(viewport={"width": 1400, "height": 900})
+    page.goto(app["url"])
+    open_train_tab(page)
+    for selector in ("#start", "#stop", "#status"):
+        box = page.locator(selector).bounding_box()
+        assert box is not None and box["y"] + box["height"] <= 900, selector  # no scrolling to press Start
+    page.close()

@@ -99,7 +99,8 @@ def test_an_ended_run_is_no_longer_live_and_on_a_gpu_gives_its_model_back(roots,
     assert registry.slot.job.trainer.model is None and emptied == [True]
 
 
-def test_the_waiting_line_states_the_time_left_the_run_in_progress_measured(roots, tmp_path):
+def test_the_waiting_line_states_the_time_left_of_every_run_ahead_at_the_pace_the_run_in_progress_measured(roots,
+                                                                                                       tmp_path):
     registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=tmp_path / "runs", device="cpu")
     release = threading.Event()
 
@@ -117,6 +118,9 @@ def test_the_waiting_line_states_the_time_left_the_run_in_progress_measured(root
     job.start()
     while len(job.records) < 2:
         time.sleep(0.01)
-    assert registry.slot.time_left_now() == " The run training now has about 18 min left."
+    assert registry.slot.time_left_now() == " The runs ahead of yours have about 18 min left."
+    with registry.slot.turn("someone", runs=2), registry.slot.turn("me", runs=1) as mine:
+        # an experiment of two runs waits ahead: each taken to last as long as the run training now
+        assert registry.slot.time_left_now(mine) == " The runs ahead of yours have about 54 min left."
     release.set()
     job.thread.join(timeout=10)

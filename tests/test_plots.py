@@ -164,13 +164,21 @@ def test_a_fine_tuning_run_is_compared_by_its_classification_accuracy_and_loss()
     assert drawn[("pre-trained", "x")] == [0.05] * 4  # a pre-training run keeps its masked-LM curves
 
 
-def test_the_fine_tuning_chart_draws_each_starts_validation_and_training_accuracy():
+def test_the_fine_tuning_chart_draws_each_starts_validation_accuracy_and_names_the_line_to_beat():
     runs = {"pretrained": [{"kind": "train", "step": 5, "acc": 0.2}, {"kind": "val", "step": 5, "acc": 0.6}],
             "random": [{"kind": "val", "step": 5, "acc": 0.5}]}
-    fig = plots.finetune_figure(runs)
-    assert [t.name for t in fig.data] == ["pre-trained (training batches)", "pre-trained (validation)",
-                                          "random weights (training batches)", "random weights (validation)"]
-    assert fig.layout.yaxis.range[0] == pytest.approx(0.15)  # low enough for the lowest point
+    fig = plots.finetune_figure(runs, chance=0.52)
+    assert [t.name for t in fig.data] == ["pre-trained (validation)", "random weights (validation)",
+                                          "always the commonest class: 0.52"]  # no swinging batch accuracies
+    assert list(fig.data[-1].y) == [0.52, 0.52] and not fig.layout.annotations  # in the legend, not on a curve
+    assert fig.layout.yaxis.range[0] == pytest.approx(0.35)  # low enough for the lowest point
+
+
+def test_a_flat_noisy_loss_is_drawn_on_an_axis_at_least_one_nat_wide():
+    flat = [{"kind": "train", "step": s, "mlm_loss": 6.95 + 0.03 * (s % 2), "nsp_loss": 0.69} for s in range(1, 9)]
+    fig = plots.loss_figure(flat)
+    low, high = fig.layout.yaxis.range
+    assert high - low >= plots.MIN_LOSS_SPAN and low <= 6.95 and high >= 6.98
 
 
 def test_the_label_count_chart_averages_repeated_runs_of_one_count():
@@ -178,6 +186,9 @@ def test_the_label_count_chart_averages_repeated_runs_of_one_count():
     lines = {t.name: (list(t.x), list(t.y)) for t in fig.data}
     assert lines["pre-trained"][0] == [100] and lines["pre-trained"][1][0] == pytest.approx(0.65)
     assert lines["random weights"] == ([1000], [0.8])
+    spread = fig.data[0].error_y  # the two runs' range around their mean
+    assert list(spread.array) == pytest.approx([0.05]) and list(spread.arrayminus) == pytest.approx([0.05])
+    assert fig.layout.yaxis.range == pytest.approx([0.48, 1.0])  # from the line to beat, not zoomed to the points
     f1 = plots.label_count_figure([("well-read", 100, 0.8)], "F1")  # a GLUE task's own metric names the chart
     assert f1.layout.title.text == "Test F1 by number of labels" and f1.layout.yaxis.title.text == "test F1"
     assert f1.data[0].name == "Google's BERT-Mini"

@@ -98,7 +98,7 @@ def test_a_new_run_over_an_old_folder_starts_its_own_timeline(corpus, tmp_path):
     assert timeline.steps(tmp_path / "run") == [0, 10, 30]
 
 
-def test_a_finished_run_probes_its_last_step_once(corpus, tmp_path):
+def test_a_run_probes_before_its_first_step_and_a_finished_run_its_last_step_once(corpus, tmp_path):
     records = list(pretraining(config(corpus, tmp_path / "run", steps=70, eval_every=60)).run())
-    assert [r["step"] for r in records if r["kind"] == "probe"] == [60, 70]
+    assert [r["step"] for r in records if r["kind"] == "probe"] == [0, 60, 70]
     assert [r["step"] for r in records if r["kind"] == "readout"] == [60, 70]

@@ -22,6 +22,7 @@ from bert_demo.app.folders import (
     FOLDER,
     MODEL_CARD,
     card_text,
+    describe,
     has_classifier,
     model_folders,
     sees,
@@ -84,8 +85,8 @@ class Catalog:
             folders = model_folders(root)
             if key == "runs":
                 folders.sort(key=lambda f: f.stat().st_mtime, reverse=True)
-            entries += [ModelEntry(f"{key}/{f.name}", f"{f.name} ({labels[key]})", f) for f in folders
-                        if key != "runs" or sees(viewer, visible_to(f))]
+            entries += [ModelEntry(f"{key}/{f.name}", describe(f) or f"{f.name} ({labels[key]})", f)
+                        for f in folders if key != "runs" or sees(viewer, visible_to(f))]
         return entries
 
     def choices(self, viewer: str | None = None) -> list[tuple[str, str]]:

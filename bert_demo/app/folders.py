@@ -54,6 +54,28 @@ def _visible_to(record: str, mtime_ns: int) -> str | None:
     return read_metadata(Path(record).parent).get("visible_to") if mtime_ns else None
 
 
+def describe(folder: Path) -> str | None:
+    """A fine-tuned run's label in the model lists, what tells its runs apart (the folder name, cut to fit a list,
+    hid that): "mini-english → movie-reviews · 1,000 labels · pre-trained · 11-26 04:56"; None for other models."""
+    record = folder / METADATA_NAME
+    return _description(str(record), record.stat().st_mtime_ns if record.is_file() else 0)
+
+
+@functools.lru_cache(maxsize=256)
+def _description(record: str, mtime_ns: int) -> str | None:
+    config = (read_metadata(Path(record).parent).get("train_config") or {}) if mtime_ns else {}
+    if "task" not in config:
+        return None
+    start = hub_id_of(config["model"]) or Path(str(config["model"])).name
+    task = config["task"] if "/" not in str(config["task"]) else "your labelled file"
+    labels = f"{config['train_examples']:,} labels" if config.get("train_examples") else "all labels"
+    init = {"pretrained": "pre-trained", "random": "random weights", "frozen": "frozen encoder"}.get(config.get("init"),
+                                                                                                    config.get("init"))
+    day, clock = Path(record).parent.name.rsplit("-", 2)[-2:] if "-" in Path(record).parent.name else ("", "")
+    when = f" · {day[4:6]}-{day[6:8]} {clock[:2]}:{clock[2:4]}" if day.isdigit() and clock.isdigit() else ""
+    return f"{start} → {task} · {labels} · {init}{when}"
+
+
 def sees(viewer: str | None, private_to: str | None) -> bool:
     """Whether a visitor may see a run: runs are public unless private to one browser session."""
     return private_to is None or private_to == viewer

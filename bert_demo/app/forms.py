@@ -107,13 +107,14 @@ class Forms:
         return config
 
     def finetune_config(self, model: str, task: str, train_examples: int | None, init: str,
-                        upload: str | Path | None = None, viewer: str | None = None, well_read: bool = False
-                        ) -> FinetuneConfig:
+                        upload: str | Path | None = None, viewer: str | None = None, well_read: bool = False,
+                        stamp: str | None = None) -> FinetuneConfig:
         """A checked FinetuneConfig for one run of the app's fine-tuning experiment, in `runs/`: the encoder of
         `model` (or its architecture from random weights, `init`) trained on a named task, or on `upload` (the
         private copy of a visitor's labelled file), with the app's budget (APP_FINETUNE). The task is read now, so a
         file that cannot be trained on is refused at once. `well_read` instead fine-tunes the well-read start,
-        APP_FINETUNE["well_read"], from the hub (`model` is then not read)."""
+        APP_FINETUNE["well_read"], from the hub (`model` is then not read). The runs of one experiment share their
+        folder names' `stamp` (default: now), by which the page finds them again."""
         if well_read:
             folder, stem = self._well_read(), APP_FINETUNE["well_read"].split("/")[-1]
         else:
@@ -143,7 +144,7 @@ class Forms:
                                 outside="none" if upload else APP_FINETUNE["outside"].get(task, "none"),
                                 device=self.catalog.torch_device(),
                                 eval_every=max(1, steps // APP_FINETUNE["validations"]), log_every=max(1, steps // 20))
-        stamp = time.strftime("%Y%m%d-%H%M%S")
+        stamp = stamp or time.strftime("%Y%m%d-%H%M%S")
         config.out = str(self.runs / f"{stem}-{'upload' if upload else task}-"
                                               f"{train_examples or 'all'}-{init}-{stamp}")
         return config

@@ -17,6 +17,9 @@ from bert_demo.app.tabs.heads import head_names
 def layout(registry: Registry) -> Components:
     """The introduction, the model selector, the training step, Refresh, and the chosen model in a line."""
     gr.Markdown(text.INTRO)
+    with gr.Row(elem_id="start-here"):
+        links = {tab: gr.Button(words, size="sm", elem_id=f"start-{tab}", min_width=140)
+                 for tab, words in text.START_HERE}
     with gr.Row(equal_height=False):
         model = gr.Dropdown(choices=registry.catalog.choices(), value=registry.catalog.default_model(),
                             allow_custom_value=True,
@@ -31,7 +34,7 @@ def layout(registry: Registry) -> Components:
         refresh = gr.Button("↻ Refresh list", elem_id="refresh", scale=0, min_width=130, size="sm")
     summary = gr.Markdown(text.NO_MODEL if registry.catalog.default_model() is None else "",
                           elem_id="model-summary")
-    return {"model": model, "step": step, "refresh": refresh, "summary": summary}
+    return {"model": model, "step": step, "refresh": refresh, "summary": summary, "start_here": links}
 
 
 def wire(demo: gr.Blocks, c: Components, bound: Callable[[Callable], Callable]) -> None:
@@ -45,6 +48,8 @@ def wire(demo: gr.Blocks, c: Components, bound: Callable[[Callable], Callable]) 
         c["att_examples"].load_input_event.then(bound(narrow), asked, [c["layer"], c["head"]],
                                                 api_visibility="private")
     c["refresh"].click(bound(refresh), c["model"], [c["model"], c["compare_runs"]], api_visibility="private")
+    for tab, button in c["start_here"].items():
+        button.click(go_to(tab), None, c["tabs"], api_visibility="private", queue=False)
     demo.load(bound(refresh), c["model"], [c["model"], c["compare_runs"]], api_visibility="private").then(
         bound(selected), asked, chosen, api_visibility="private")
 
@@ -98,3 +103,10 @@ def refresh(registry: Registry, model_name: str | None, owner: str | None = None
     choices = registry.catalog.choices(owner)
     return {"model": gr.Dropdown(choices=choices, value=model_name or registry.catalog.default_model(owner)),
             "compare_runs": gr.Dropdown(choices=choices)}
+
+
+def go_to(tab: str) -> Callable[[], gr.Tabs]:
+    """A handler that opens `tab` (the start-here row's buttons and the Model tab's links)."""
+    def go() -> gr.Tabs:
+        return gr.Tabs(selected=tab)
+    return go

@@ -95,6 +95,13 @@ class TrainingJob:
         return self.records[-1] if self.records and self.records[-1].get("kind") == "done" else None
 
     @property
+    def seconds_total(self) -> float:
+        """How long the whole run takes at its measured pace (0 before it knows): what the line's estimates count
+        for each run still to come."""
+        left = self.seconds_left
+        return 0.0 if left is None else left + time.perf_counter() - self.started
+
+    @property
     def seconds_left(self) -> float | None:
         """Time left, from the run's measured pace between its first and latest training records (None before two:
         a guess from the settings alone would be wrong by an order of magnitude between a CPU and a GPU)."""

@@ -17,10 +17,13 @@ if TYPE_CHECKING:
     from bert_demo.app.job import TrainingJob
 
 INTRO = """# BERT, from scratch
-Pre-train a small BERT on real text, then look inside it: what it guesses for a `[MASK]`, whether one sentence
-follows another, and where each attention head looks. Then fine-tune it on a task and see what pre-training bought.
-Everything runs on this machine's CPU (or GPU when present).
+A small BERT, built and pre-trained by this project on a few million words of English. Below, it already fills in
+the `[MASK]` of a sentence: change the sentence and press Enter. Then look inside it, train your own, and fine-tune
+it to see what pre-training bought.
 """
+
+START_HERE = (("fill", "① Its guesses"), ("attention", "② Where it looks"), ("train", "③ Train your own"),
+              ("finetune", "④ What pre-training buys"))  # (tab, words): the start-here row's buttons
 
 EXPLAINER = """### How BERT is built (Devlin et al. 2019)
 1. **Embeddings.** Text is split into WordPiece tokens; `[CLS]` starts the input and `[SEP]` ends each sentence.
@@ -40,6 +43,18 @@ EXPLAINER = """### How BERT is built (Devlin et al. 2019)
 Pre-training teaches both tasks at once: watch the two losses fall in the Train tab. The Fine-tune tab then trains
 the same classifier from the pre-trained encoder and from random weights, so you see what pre-training bought.
 """
+
+TRAIN_IDLE = ("Press **Start training** to pre-train a small BERT from scratch: what it is doing, the curves and its "
+              "guesses appear here as it learns.")
+PHASES = {  # what a run's preparation is doing, by how its status begins: said beside the status
+    "loading corpus": "reading the text (a named corpus is fetched once, then read from the cache)",
+    "preparing the tokenizer": "learning a vocabulary of word pieces from the text: a few seconds, kept for the "
+                               "next run on the same corpus",
+    "building pre-training examples": "cutting the text into word pieces and sentence pairs to mask: a few seconds",
+    "training on": "building the model; the first steps come next",
+    "loading the labelled examples": "reading the labelled sentences",
+    "starting the classifier": "building the classifier on the encoder",
+}
 
 NO_MODEL = ("⚠️ There is no model yet: train one in the **Train** tab (a few minutes with the defaults). "
             "It then appears in the model selector.")
@@ -69,7 +84,9 @@ def job_status(job: TrainingJob) -> str:
     train = [r for r in job.records if r.get("kind") == "train"]
     if not train:
         statuses = [r["message"] for r in job.records if r.get("kind") == "status"]
-        return f"Preparing ({clock(elapsed)}): {statuses[-1] if statuses else 'starting'}…"
+        status = statuses[-1] if statuses else "starting its process"
+        gloss = next((words for start, words in PHASES.items() if status.startswith(start)), "")
+        return f"Preparing ({clock(elapsed)}): {status}…" + (f" *({gloss})*" if gloss else "")
     last = train[-1]
     source = getattr(job.trainer.config, "init_from", None)  # a fine-tuning run has none
     prefix = f"Continuing {Path(source).name} · " if source else ""  # domain adaptation, said on every line

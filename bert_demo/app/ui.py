@@ -110,15 +110,17 @@ def build_demo(registry: Registry | None = None) -> gr.Blocks:
     # gradio keeps uploads in its cache: every 10 minutes, delete those older than an hour
     with Blocks(title="BERT from scratch", delete_cache=(600, 3600)) as demo:
         c: Components = header.layout(registry)
-        with gr.Tabs(elem_id="tabs") as tabs:
-            c.update(train.layout(registry))
+        # the page opens on an answer (Fill-mask, its first example already filled in); on a phone the tab bar
+        # wraps onto two lines, so that every tab is one tap away
+        with gr.Tabs(elem_id="tabs", selected="fill", overflow_behavior="wrap") as tabs:
             c.update(fill.layout(examples, heads))
             c.update(nsp.layout(examples))
             c.update(attention.layout(examples))
             c.update(embeddings.layout())
+            c.update(train.layout(registry))
             c.update(finetune.layout(registry))
             c.update(model.layout())
-        c["tabs"] = tabs
+        c["tabs"], c["page"] = tabs, demo
         admission = Admission()
 
         def bound(handler: Callable) -> Callable:

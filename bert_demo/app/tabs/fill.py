@@ -61,11 +61,13 @@ def layout(examples: Examples | None, heads: list[str]) -> Components:
 
 
 def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
-    """Predict (button or Enter), a click on a word, the attribution and the head-importance map."""
+    """Predict (button or Enter, and once when the page opens), a click on a word, the attribution and the
+    head-importance map."""
     inputs = [c[name] for name in ("model", "fill_text", "top_k", "heads_off", "step")]
     outputs = [c["filled"], c["layer_table"], c["words"], *[c[f"mask_label_{i}"] for i in range(MAX_LABELS)]]
     gr.on([c["fill_button"].click, c["fill_text"].submit], bound(fill_mask), inputs, outputs, api_name="fill_mask",
           show_progress="hidden")  # fast; an error is a toast, the last answer stays
+    c["page"].load(bound(fill_mask), inputs, outputs, api_visibility="private")  # the page opens on an answer
     c["words"].select(_mask_clicked, c["fill_text"], c["fill_text"], api_visibility="private", queue=False).then(
         bound(fill_mask), inputs, outputs, api_visibility="private", show_progress="hidden")
     asked = [c[name] for name in ("model", "fill_text", "step")]

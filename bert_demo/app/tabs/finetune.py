@@ -25,14 +25,15 @@ from bert_demo.app.handlers import Components, Outputs, friendly
 from bert_demo.app.job import TrainingJob
 from bert_demo.app.registry import Registry
 from bert_demo.app.tabs import classifier, train
-from bert_demo.app.tabs.classifier import start_of
+from bert_demo.app.folders import describe
+from bert_demo.app.tabs.classifier import default_classifier, start_of
 from bert_demo.app.tabs.train import STOP_ACTIVE, STOP_IDLE, UPDATE_EVERY_S
 from bert_demo.app.text import WELL_READ
 from bert_demo.app.uploads import discard, private_copy
 from bert_demo.config import WEIGHTS_NAME, read_metadata
 from bert_demo.labelled import FILE_TYPES, TASKS
 from bert_demo.records import Record
-from bert_demo.train_config import APP_FINETUNE
+from bert_demo.train_config import APP_FINETUNE, FinetuneConfig
 
 ALL = "all"
 LABEL_CHOICES = [str(n) if n else ALL for n in APP_FINETUNE["label_counts"]]  # what the radio offers
@@ -70,9 +71,7 @@ def layout(registry: Registry) -> Components:
                 with gr.Row():
                     c["ft_start"] = gr.Button("Fine-tune and compare", variant="primary", elem_id="ft-start")
                     c["ft_stop"] = gr.Button("Stop", variant="secondary", elem_id="ft-stop", interactive=False)
-                gr.Markdown(f"<small>Each run: {APP_FINETUNE['epochs']} passes over the labelled sentences, at most "
-                            f"{APP_FINETUNE['max_steps']} steps of 32; the default pair takes about 3½ minutes on 2 "
-                            "CPU cores. Runs share the training slot with the Train tab.</small>")
+                c["ft_estimate"] = gr.Markdown(_time_note(registry, None), elem_id="ft-estimate")
             with gr.Column(scale=2):
                 c["ft_status"] = gr.Markdown("Press **Fine-tune and compare**.", elem_id="ft-status")
                 c["ft_curves"] = gr.Plot(plots.empty_figure("Accuracy, live while fine-tuning"),
@@ -100,7 +99,11 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
                         show_progress_on=[c["ft_status"]])
     c["ft_stop"].click(bound(stop), None, c["ft_status"], api_visibility="private", queue=False)
     gr.on([c["ft_tab"].select, c["ft_task"].change], bound(opened), [c["model"], c["ft_task"], c["ft_classifier"]],
-          [c["ft_counts"], c["ft_classifier"]], api_visibility="private")
+          [c["ft_counts"], c["ft_classifier"], c["ft_estimate"]], api_visibility="private")
+    c["page"].load(bound(last_experiment), None, [c[name] for name in ("ft_status", "ft_curves", "ft_verdict",
+                                                                       "ft_counts", "ft_changes", "ft_classifier",
+                                                                       "ft_stop", "model")],
+                   api_visibility="private")  # what a reload would otherwise lose
 
 
 @friendly
@@ -109,18 +112,19 @@ def finetune(registry: Registry, model: str, task: str, upload: str | None, labe
     """Fine-tune `model` on `task` (or an uploaded labelled file) with the first `labels` labelled sentences, then
     each start in `compare` ("random", "frozen", "well-read") with the same budget, one after the other in the
     training slot; stream one chart of their validation accuracy, and end with the gap in a sentence."""
-    starts = ["pretrained", *_comparisons(compare)]
-    with _labelled_copy(upload) as upload:
-        configs = {start: _start_config(registry, model, task, _label_count(labels), start, upload, owner)
+    starts, stamp = ["pretrained", *_comparisons(compare)], time.strftime("%Y%m%d-%H%M%S")
+    with _labelled_copy(upload) as upload, registry.slot.turn(owner, len(starts)) as turn:
+        configs = {start: _start_config(registry, model, task, _label_count(labels), start, upload, owner, stamp)
                    for start in starts}  # every refusal (an unreachable hub included) comes before the first run
         finished: dict[str, list[Record]] = {}
-        for number, (start, config) in enumerate(configs.items(), start=1):
-            job = yield from _take_slot(registry, config, owner)
+        for number, (start, config) in enumerate(configs.items(), start=1):  # one turn: nobody's run between
+            job = yield from _take_slot(registry, config, owner, turn)
             if job is None:
                 yield {"ft_status": "You left the line: the experiment stopped.", "ft_stop": STOP_IDLE}
                 return
             try:
-                yield from _follow(job, finished, start, f"Run {number} of {len(configs)}, {plots.STARTS[start]}")
+                yield from _follow(job, finished, start, f"Run {number} of {len(configs)}, {plots.STARTS[start]}",
+                                   len(configs) - number)
             finally:
                 if job.done is None:  # the visitor went away: end the run, keep what it learned
                     job.stop()
@@ -136,19 +140,20 @@ def finetune(registry: Registry, model: str, task: str, upload: str | None, labe
 
 
 def _start_config(registry: Registry, model: str, task: str, labels: int | None, start: str, upload: str | None,
-                  owner: str | None):
+                  owner: str | None, stamp: str):
     """The run of one start: the selected model fine-tuned (or frozen), its architecture from random weights, or
     the well-read model fine-tuned."""
+    forms = registry.forms
     if start == WELL_READ:
-        return registry.forms.finetune_config(model, task, labels, "pretrained", upload, owner, well_read=True)
-    return registry.forms.finetune_config(model, task, labels, start, upload, owner)
+        return forms.finetune_config(model, task, labels, "pretrained", upload, owner, well_read=True, stamp=stamp)
+    return forms.finetune_config(model, task, labels, start, upload, owner, stamp=stamp)
 
 
-def _take_slot(registry: Registry, config, owner: str | None) -> Iterator[Outputs]:
-    """Wait in line for the training slot (showing the place in line); the started job, or None if the visitor
-    left the line."""
+def _take_slot(registry: Registry, config, owner: str | None, turn) -> Iterator[Outputs]:
+    """Wait in line for the training slot (showing the place in line) on the experiment's `turn`; the started job,
+    or None if the visitor left the line."""
     job = None
-    for update in registry.slot.run_in_line(config, owner):
+    for update in registry.slot.run_in_line(config, owner, turn=turn):
         if isinstance(update, str):
             yield {"ft_status": update, "ft_stop": STOP_ACTIVE}
         else:
@@ -156,31 +161,72 @@ def _take_slot(registry: Registry, config, owner: str | None) -> Iterator[Output
     return job
 
 
-def _follow(job: TrainingJob, finished: dict[str, list[Record]], start: str, title: str) -> Iterator[Outputs]:
-    """The status line and the chart (the finished runs' curves and this one's) about once a second."""
+def _follow(job: TrainingJob, finished: dict[str, list[Record]], start: str, title: str, rest: int
+            ) -> Iterator[Outputs]:
+    """The status line and the chart (the finished runs' curves and this one's) about once a second; `rest` runs
+    of the experiment come after this one."""
     seen, last = 0, 0.0
     yield {"ft_status": f"{title}: {text.job_status(job)}", "ft_stop": STOP_ACTIVE, "ft_verdict": ""}
     while job.done is None:
         seen += len(job.wait(seen, timeout=UPDATE_EVERY_S / 2))
         if job.done is None and time.monotonic() - last >= UPDATE_EVERY_S:
             last = time.monotonic()
-            yield {"ft_status": f"{title}: {text.job_status(job)}",
+            yield {"ft_status": f"{title}: {text.job_status(job)}{_experiment_left(job, rest)}",
                    "ft_curves": plots.finetune_figure({**finished, start: job.records}, _chance(job.records))}
 
 
-def _ended(registry: Registry, model: str, configs: dict, finished: dict[str, list[Record]], owner: str | None
-           ) -> Outputs:
+def _experiment_left(job: TrainingJob, rest: int) -> str:
+    """The experiment's time left, its runs to come each taken to last as long as this one at its measured pace."""
+    left = job.seconds_left
+    if not rest or left is None:
+        return ""
+    return f" · about {text.clock(left + rest * job.seconds_total)} left for the whole experiment"
+
+
+def _ended(registry: Registry, model: str, configs: dict, finished: dict[str, list[Record]], owner: str | None,
+           status: str = "Done") -> Outputs:
     """The last update: both curves, the sentence with the gap, the label-count chart, the new classifier chosen."""
     pretrained = configs["pretrained"]
     newest = f"runs/{Path(pretrained.out).name}"
-    return {"ft_status": f"Done: {len(configs)} runs of {pretrained.steps} steps each. The fine-tuned model is "
-                         f"saved as {newest}: try it below.",
+    runs = f"{len(configs)} runs of {pretrained.steps} steps each" if len(configs) > 1 else \
+        f"1 run of {pretrained.steps} steps"
+    return {"ft_status": f"{status}: {runs}. The fine-tuned model is saved as {newest}: try it below.",
             "ft_stop": STOP_IDLE, "ft_curves": plots.finetune_figure(finished, _chance(finished["pretrained"])),
             "ft_verdict": text.verdict(finished, pretrained.train_examples, pretrained.outside),
             "ft_counts": label_counts(registry, model, pretrained.task, owner)["ft_counts"],
             "ft_changes": plots.layer_change_figure(layer_changes(configs)),
             "ft_classifier": gr.Dropdown(choices=registry.catalog.classifier_choices(owner), value=newest),
             "model": gr.Dropdown(choices=registry.catalog.choices(owner))}
+
+
+@friendly
+def last_experiment(registry: Registry, owner: str | None = None) -> Outputs:
+    """The newest finished experiment this visitor may see, rebuilt from its runs' records when the page opens:
+    its curves, verdict, label-count chart and layer chart stay after a reload (nothing, if there is none)."""
+    runs = [(entry, read_metadata(entry.folder)) for entry in registry.catalog.list_models(owner)
+            if entry.folder is not None and entry.name.startswith("runs/")]
+    runs = [(entry, metadata) for entry, metadata in runs if metadata.get("origin") == "app"
+            and "task" in (metadata.get("train_config") or {}) and "test_acc" in text.final_record(
+                metadata.get("history") or [])]
+    newest = next(((e, m) for e, m in runs if m["train_config"].get("init") == "pretrained"
+                   and start_of(m["train_config"], None) != WELL_READ), None)
+    if newest is None:
+        return {name: gr.skip() for name in ("ft_status", "ft_curves", "ft_verdict", "ft_counts", "ft_changes",
+                                             "ft_classifier", "ft_stop", "model")}
+    stamp = newest[0].folder.name.rsplit("-", 2)[-2:]  # the experiment's runs share the end of their names
+    siblings = [(e, m) for e, m in runs if e.folder.name.rsplit("-", 2)[-2:] == stamp
+                and m["train_config"]["task"] == newest[1]["train_config"]["task"]
+                and m["train_config"].get("train_examples") == newest[1]["train_config"].get("train_examples")]
+    configs, finished = {}, {}
+    for _, metadata in siblings:
+        config = FinetuneConfig.from_dict(metadata["train_config"])
+        start = WELL_READ if start_of(metadata["train_config"], None) == WELL_READ else config.init
+        configs.setdefault(start, config)
+        finished.setdefault(start, metadata["history"])
+    order = [start for start in ("pretrained", "random", "frozen", WELL_READ) if start in configs]  # as it ran
+    configs, finished = {start: configs[start] for start in order}, {start: finished[start] for start in order}
+    return _ended(registry, newest[1]["train_config"]["model"], configs, finished, owner,
+                  status="The last experiment here")
 
 
 def layer_changes(configs: dict) -> dict[str, list[tuple[str, float]]]:
@@ -216,7 +262,7 @@ def label_counts(registry: Registry, model: str, task: str, owner: str | None = 
     if task not in backend().labelled.TASKS:  # a visitor's file: each upload is a task of its own
         return {"ft_counts": plots.label_count_figure(points)}
     key = {"accuracy": "acc"}.get(backend().labelled.TASKS[task].metric, backend().labelled.TASKS[task].metric)
-    size = None
+    size, floor = None, 0.5
     for run in registry.catalog.list_models(owner):
         if run.folder is None or not run.name.startswith("runs/"):
             continue
@@ -228,7 +274,8 @@ def label_counts(registry: Registry, model: str, task: str, owner: str | None = 
         if config.get("train_examples") is None and size is None:
             size = _train_size(task)
         points.append((start, config.get("train_examples") or size, float(final[f"test_{key}"])))
-    return {"ft_counts": plots.label_count_figure(points, text.METRICS[key])}
+        floor = min(floor, final.get("test_majority", floor)) if key == "acc" else 0.0  # F1, MCC: 0 is chance
+    return {"ft_counts": plots.label_count_figure(points, text.METRICS[key], floor)}
 
 
 def _train_size(task: str) -> int:
@@ -241,15 +288,29 @@ def stop(registry: Registry, owner: str | None) -> Outputs:
 
 
 @friendly
-def opened(registry: Registry, model: str | None, task: str | None, classifier: str | None,
+def opened(registry: Registry, model: str | None, task: str | None, chosen: str | None,
            owner: str | None = None) -> Outputs:
-    """When the tab opens or the task changes: the label-count chart for this model and task, and the fine-tuned
-    models this visitor may ask (the one chosen stays chosen)."""
+    """When the tab opens or the task changes: the label-count chart for this model and task, the fine-tuned
+    models this visitor may ask (the one chosen stays chosen), and how long runs took here."""
     choices = registry.catalog.classifier_choices(owner)
     names = [name for _, name in choices]
     counts = label_counts(registry, model, task, owner) if model and task else {"ft_counts": gr.skip()}
-    return {**counts, "ft_classifier": gr.Dropdown(choices=choices, value=classifier if classifier in names else
-                                                   classifier.default_classifier(registry, owner))}
+    return {**counts, "ft_classifier": gr.Dropdown(choices=choices, value=chosen if chosen in names else
+                                                   default_classifier(registry, owner)),
+            "ft_estimate": _time_note(registry, owner)}
+
+
+def _time_note(registry: Registry, owner: str | None) -> str:
+    """How long the experiment's runs take, as the latest ones here took (measured on this machine, under whatever
+    load it had), or that the first one will tell."""
+    took = [float(read_metadata(e.folder).get("elapsed", 0.0)) for e in registry.catalog.list_models(owner)
+            if e.folder is not None and e.name.startswith("runs/") and describe(e.folder)][:4]
+    budget = (f"Each run: {APP_FINETUNE['epochs']} passes over the labelled sentences, at most "
+              f"{APP_FINETUNE['max_steps']} steps of 32. Runs share the training slot with the Train tab")
+    if not took:
+        return f"<small>{budget}; the first experiment here shows how long one takes.</small>"
+    return (f"<small>{budget}. The latest runs here took {', '.join(text.clock(t) for t in took)}: an experiment "
+            "takes that for each start.</small>")
 
 
 def _comparisons(compare: list[str] | None) -> list[str]:

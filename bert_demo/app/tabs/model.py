@@ -8,6 +8,7 @@ import gradio as gr
 
 from bert_demo.app import text
 from bert_demo.app.handlers import Components, Outputs, friendly
+from bert_demo.app.header import go_to
 from bert_demo.app.registry import Registry
 
 
@@ -36,13 +37,7 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
     """Download, and the links to the other tabs."""
     c["download"].click(bound(download), c["model"], c["download_file"], api_visibility="private")
     for tab, button in c["links"].items():
-        button.click(_go_to(tab), None, c["tabs"], api_visibility="private", queue=False)
-
-
-def _go_to(tab: str) -> Callable[[], gr.Tabs]:
-    def go() -> gr.Tabs:
-        return gr.Tabs(selected=tab)
-    return go
+        button.click(go_to(tab), None, c["tabs"], api_visibility="private", queue=False)
 
 
 @friendly

@@ -15,6 +15,7 @@ from bert_demo.app.handlers import Components, Outputs, friendly
 from bert_demo.app.job import TrainingJob
 from bert_demo.app.registry import Registry
 from bert_demo.app.uploads import discard, private_text
+from bert_demo.config import read_metadata
 from bert_demo.sources import APP_SOURCES
 from bert_demo.train_config import APP_RUN, default, label
 
@@ -31,39 +32,48 @@ UPLOADED, TYPED = "the uploaded file", "the typed text"  # how the registry's re
 def layout(registry: Registry) -> Components:
     """The run's settings and buttons (left), its live charts, probe and held-out guesses (right)."""
     caps = registry.caps
-    with gr.Tab("Train", id="train", elem_id="tab-train"), gr.Row():
-        with gr.Column(scale=1, min_width=300):
-            c = _form(caps)
-            c["start_from"] = gr.Radio(list(STARTS), value=START_RANDOM, label="Start from", elem_id="start-from",
-                                       info="Continuing a model teaches it a new corpus (domain adaptation): its "
-                                            "size and vocabulary stay, the model size and vocabulary above are "
-                                            "ignored")
-            with gr.Row():
-                c["start"] = gr.Button("Start training", variant="primary", elem_id="start")
-                c["stop"] = gr.Button("Stop", variant="secondary", elem_id="stop", interactive=False)
-            gr.Markdown(f"<small>{text.caps_text(caps, registry.device)}</small>")
-        with gr.Column(scale=2):
-            c["status"] = gr.Markdown("Press **Start training** to pre-train a small BERT from scratch.",
-                                      elem_id="status")
-            c["loss_plot"] = gr.Plot(plots.empty_figure("Loss appears here once training starts"),
-                                     elem_id="loss-plot", show_label=False)
-            c["accuracy_plot"] = gr.Plot(plots.empty_figure("Accuracy"), elem_id="accuracy-plot", show_label=False)
-            with gr.Row(equal_height=True):
-                c["lr_plot"] = gr.Plot(plots.empty_figure("Learning rate"), elem_id="lr-plot", show_label=False)
-                c["probe"] = gr.Label(label=PROBE_LABEL, num_top_classes=5, elem_id="probe", show_heading=False)
-            c["readout"] = gr.Markdown(elem_id="readout")
-            c["checkpoint_file"] = gr.File(label="Checkpoint (Hugging Face format, zip)", visible=False,
-                                           elem_id="checkpoint-file", interactive=False)
-            with gr.Accordion("Compare runs: which settings learned faster?", open=False):
-                with gr.Row(equal_height=True):
-                    # custom values: runs trained after the page was built (the handler checks each name)
-                    c["compare_runs"] = gr.Dropdown(registry.catalog.choices(), multiselect=True, label="Runs",
-                                                    elem_id="compare-runs", scale=3, allow_custom_value=True)
-                    c["compare_x"] = gr.Radio(["tokens", "time"], value="tokens", label="Against",
-                                              elem_id="compare-x", scale=1, min_width=160)
-                c["compare_button"] = gr.Button("Compare", elem_id="compare-button", size="sm")
-                c["compare_runs_plot"] = gr.Plot(plots.empty_figure("Choose runs, then Compare", height=200),
-                                                 show_label=False, elem_id="compare-runs-plot")
+    with gr.Tab("Train", id="train", elem_id="tab-train"):
+        with gr.Row(equal_height=True, elem_id="train-controls"):  # the buttons beside what they start: in view
+            c = {"start": gr.Button("Start training", variant="primary", elem_id="start", scale=1, min_width=150),
+                 "stop": gr.Button("Stop", variant="secondary", elem_id="stop", interactive=False, scale=0,
+                                   min_width=90),
+                 "status": gr.Markdown(text.TRAIN_IDLE, elem_id="status")}
+        with gr.Row():
+            with gr.Column(scale=1, min_width=300):
+                c.update(_form(caps))
+                c["start_from"] = gr.Radio(list(STARTS), value=START_RANDOM, label="Start from",
+                                           elem_id="start-from",
+                                           info="Continuing a model teaches it a new corpus (domain adaptation): "
+                                                "its size and vocabulary stay, the model size and vocabulary "
+                                                "above are ignored")
+                gr.Markdown(f"<small>{text.caps_text(caps, registry.device)}</small>")
+            with gr.Column(scale=2):
+                c.update(_charts(registry))
+    return c
+
+
+def _charts(registry: Registry) -> Components:
+    """The live run's charts, probe, held-out guesses and zip, and the comparison of earlier runs."""
+    c = {}
+    c["loss_plot"] = gr.Plot(plots.empty_figure("Loss appears here once training starts"),
+                             elem_id="loss-plot", show_label=False)
+    c["accuracy_plot"] = gr.Plot(plots.empty_figure("Accuracy"), elem_id="accuracy-plot", show_label=False)
+    with gr.Row(equal_height=True):
+        c["lr_plot"] = gr.Plot(plots.empty_figure("Learning rate"), elem_id="lr-plot", show_label=False)
+        c["probe"] = gr.Label(label=PROBE_LABEL, num_top_classes=5, elem_id="probe", show_heading=False)
+    c["readout"] = gr.Markdown(elem_id="readout")
+    c["checkpoint_file"] = gr.File(label="Checkpoint (Hugging Face format, zip)", visible=False,
+                                   elem_id="checkpoint-file", interactive=False)
+    with gr.Accordion("Compare runs: which settings learned faster?", open=False):
+        with gr.Row(equal_height=True):
+            # custom values: runs trained after the page was built (the handler checks each name)
+            c["compare_runs"] = gr.Dropdown(registry.catalog.choices(), multiselect=True, label="Runs",
+                                            elem_id="compare-runs", scale=3, allow_custom_value=True)
+            c["compare_x"] = gr.Radio(["tokens", "time"], value="tokens", label="Against",
+                                      elem_id="compare-x", scale=1, min_width=160)
+        c["compare_button"] = gr.Button("Compare", elem_id="compare-button", size="sm")
+        c["compare_runs_plot"] = gr.Plot(plots.empty_figure("Choose runs, then Compare", height=200),
+                                         show_label=False, elem_id="compare-runs-plot")
     return c
 
 
@@ -115,6 +125,8 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
     c["stop"].click(bound(stop), None, c["status"], api_visibility="private", queue=False)
     c["compare_button"].click(bound(compare_runs), [c["compare_runs"], c["compare_x"]], c["compare_runs_plot"],
                               api_name="compare_runs")
+    c["page"].load(bound(last_run), None, [c["status"], c["loss_plot"], c["accuracy_plot"], c["lr_plot"]],
+                   api_visibility="private")  # what a reload would otherwise lose
 
 
 @friendly
@@ -227,6 +239,21 @@ def training_outputs(registry: Registry, job: TrainingJob, owner: str | None, fi
 
 
 @friendly
+def last_run(registry: Registry, owner: str | None = None) -> Outputs:
+    """The newest pre-training run trained here that this visitor may see, drawn from its records when the page
+    opens: its charts and how it ended stay after a reload (nothing, if there is none)."""
+    for entry in registry.catalog.list_models(owner):
+        metadata = read_metadata(entry.folder) if entry.folder is not None and entry.name.startswith("runs/") else {}
+        config = metadata.get("train_config") or {}
+        if metadata.get("origin") == "app" and "corpus" in config and metadata.get("history"):
+            steps, took = metadata.get("step", 0), text.clock(float(metadata.get("elapsed", 0.0)))
+            return {"status": f"The last run trained here: {entry.name}, {steps:,} of {config.get('steps', steps):,} "
+                              f"steps in {took}. Choose it in the Model list to look inside it, or start your own.",
+                    **_figures(metadata["history"])}
+    return {name: gr.skip() for name in ("status", "loss_plot", "accuracy_plot", "lr_plot")}
+
+
+@friendly
 def compare_runs(registry: Registry, names: list[str] | None, x_axis: str = "tokens", owner: str | None = None
                  ) -> Outputs:
     """Earlier runs' curves on one chart (from the app or the CLI: each folder keeps its history)."""
@@ -243,10 +270,11 @@ def compare_runs(registry: Registry, names: list[str] | None, x_axis: str = "tok
 
 def stop(registry: Registry, owner: str | None) -> Outputs:
     """Stop the visitor's own run, or take them out of the line; another visitor's run is left alone."""
-    waiting = any(ticket.owner == owner for ticket in registry.slot.line)
+    job = registry.slot.job
+    training = job is not None and job.running and owner is not None and job.owner == owner
     if registry.slot.stop(owner):
-        return {"status": "Leaving the line…" if waiting else
-                "Stopping after the current step, then saving the checkpoint…"}
-    if registry.slot.job is not None and registry.slot.job.running:
+        return {"status": "Stopping after the current step, then saving the checkpoint…" if training else
+                "Leaving the line…"}
+    if job is not None and job.running:
         gr.Warning("This run was started by someone else; only they can stop it, and it ends by itself.")
     return {"status": gr.skip()}
