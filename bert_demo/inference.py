@@ -1,5 +1,6 @@
 """What a trained BERT can be asked: fill in [MASK]s, judge a sentence pair, show its attention, and look inside:
-guesses at every layer, heads switched off and their importance, and neighbours in the embedding space.
+guesses at every layer, heads switched off and their importance, and words projected from the embedding space
+(`neighbours` holds what lies near a word).
 
 These are the backend functions that the app, the CLI and the tests all call. Bad input raises ValueError with a
 message meant for a person; nothing is silently truncated.
@@ -142,38 +143,6 @@ def segments(tokenizer: BertTokenizerFast, text_a: str, text_b: str | None = Non
     text_b = None if text_b is None else _read(text_b, "sentence B", tokenizer)
     ids = tokenizer(text_a, text_b, return_token_type_ids=True)["token_type_ids"]
     return ["A" if segment == 0 else "B" for segment in ids]
-
-
-def neighbours(model: BertForPreTraining, tokenizer: BertTokenizerFast, word: str, k: int = 10,
-               text: str | None = None, layer: int = 0) -> list[tuple[str, float]]:
-    """The `k` vocabulary tokens whose input embeddings are closest (cosine) to a vector for `word`.
-
-    Without `text` the vector is the word's own input embedding, and the word itself is left out. With `text` it is
-    the word's hidden state at `layer` (0: after the embedding layer, L: the last) where it first occurs in the
-    text: how far context has moved it from the word it started as.
-    """
-    check_top_k(k)
-    token_id = _single_token(tokenizer, word)
-    table = model.bert.embeddings.word_embeddings.weight  # (V, H)
-    if text is None:
-        vector = table[token_id]
-    else:
-        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer <= model.config.num_hidden_layers:
-            raise ValueError(f"layer must be a whole number from 0 to {model.config.num_hidden_layers}, got {layer!r}")
-        batch = _encode(model, tokenizer, _read(text, "the sentence", tokenizer))
-        where = (batch["input_ids"][0] == token_id).nonzero()
-        if not len(where):
-            raise ValueError(f"{word!r} does not occur in the sentence: pick one of its words")
-        with _evaluating(model):
-            hidden, _ = model.bert(batch["input_ids"], batch["token_type_ids"], None, False)
-        vector = hidden[layer][0, int(where[0])]
-    with torch.inference_mode():
-        similarity = F.cosine_similarity(table.float(), vector.float()[None], dim=-1)  # (V,)
-        similarity[tokenizer.all_special_ids] = -2  # never a neighbour
-        if text is None:
-            similarity[token_id] = -2
-        best, ids = similarity.topk(k)
-    return list(zip(tokenizer.convert_ids_to_tokens(ids.tolist()), best.tolist()))
 
 
 def embedding_projection(model: BertForPreTraining, tokenizer: BertTokenizerFast, words: list[str]

@@ -70,7 +70,7 @@ def test_the_readme_gradio_client_examples_run_as_written_from_a_fresh_client(ap
     assert run["status"].startswith("Finished 50 steps")
     assert run["status"] in capsys.readouterr().out  # the loop printed each status
     assert run["ft_status"].startswith("Done: 2 runs")
-    assert "random weights" in run["verdict"] and len(plot_data(run["curves"])) == 4
+    assert "random weights" in run["verdict"] and len(plot_data(run["curves"])) == 3  # two starts, the line to beat
     assert {c["label"] for c in run["probabilities"]["confidences"]} == {"negative", "positive"}
     assert [w["token"] for w in run["coloured"]["value"] if w["class_or_confidence"] is not None][:2] == ["a",
                                                                                                        "gripping"]

@@ -1,4 +1,4 @@
-"""Looking inside: guesses at every layer, heads switched off and their importance, and embedding neighbours.
+"""Looking inside: guesses at every layer, heads switched off and their importance, and the embedding projection.
 References: `transformers` on the same weights (heads switched off by a hook), and small hand-built tables."""
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from bert_demo.inference import (
     fill_mask,
     head_importance,
     layer_predictions,
-    neighbours,
     next_sentence,
 )
 from bert_demo.checkpoint import save_pretrained
@@ -150,32 +149,6 @@ def with_embeddings(model, tokenizer, rows):
         for token, values in rows.items():
             table[tokenizer.convert_tokens_to_ids(token), :len(values)] = torch.tensor(values)
     return model
-
-
-def test_neighbours_are_the_cosine_nearest_rows_never_the_word_or_a_special_token(trained_tiny, tokenizer):
-    rows = {"cat": [1, 0], "mat": [5, 0], "dog": [1, 1], "sun": [2, 6], "[CLS]": [2, 0], "[MASK]": [1, 0]}
-    others = {token: [0, 0, 1] for token in tokenizer.get_vocab() if token not in rows}  # at 90 degrees: cosine 0
-    model = with_embeddings(trained_tiny, tokenizer, {**others, **rows})
-    found = neighbours(model, tokenizer, "cat", k=3)  # by dot product: mat, sun, dog; by distance: dog first
-    assert [token for token, _ in found] == ["mat", "dog", "sun"]
-    assert [similarity for _, similarity in found] == pytest.approx([1, 0.5 ** 0.5, 0.1 ** 0.5], abs=1e-6)
-
-
-def test_neighbours_in_context_start_near_the_word_and_move_with_depth(trained_tiny, tokenizer):
-    sentence = "the cat sat on the mat."
-    at_input = neighbours(trained_tiny, tokenizer, "cat", k=3, text=sentence, layer=0)
-    last = trained_tiny.config.num_hidden_layers
-    at_last = neighbours(trained_tiny, tokenizer, "cat", k=3, text=sentence, layer=last)
-    assert at_input[0][0] == "cat" and at_input != at_last
-    with pytest.raises(ValueError, match="does not occur in the sentence"):
-        neighbours(trained_tiny, tokenizer, "dog", text=sentence)
-    with pytest.raises(ValueError, match="layer must be a whole number from 0 to"):
-        neighbours(trained_tiny, tokenizer, "cat", text=sentence, layer=99)
-
-
-def test_a_word_that_is_not_one_token_is_refused_with_its_pieces(trained_tiny, tokenizer):
-    with pytest.raises(ValueError, match="not one token .*becomes"):
-        neighbours(trained_tiny, tokenizer, "xylophonist")
 
 
 def test_projection_is_centred_never_stretches_distances_and_keeps_the_most_spread(trained_tiny, tokenizer):

@@ -20,8 +20,8 @@ _LOADED: SimpleNamespace | None = None
 
 
 def backend() -> SimpleNamespace:
-    """The modules the app calls: torch, attribution, checkpoint, evaluate, inference, labelled, pretraining_data,
-    timeline, trainer, weight_change."""
+    """The modules the app calls: torch, attribution, checkpoint, evaluate, inference, labelled, neighbours,
+    pretraining_data, timeline, trainer, weight_change."""
     global _LOADED
     if _LOADED is None:
         with _IMPORTING:
@@ -34,6 +34,7 @@ def backend() -> SimpleNamespace:
                     evaluate,
                     inference,
                     labelled,
+                    neighbours,
                     pretraining_data,
                     timeline,
                     trainer,
@@ -47,6 +48,7 @@ def backend() -> SimpleNamespace:
 
                 _LOADED = SimpleNamespace(torch=torch, attribution=attribution, checkpoint=checkpoint,
                                           evaluate=evaluate, inference=inference, labelled=labelled,
+                                          neighbours=neighbours,
                                           pretraining_data=pretraining_data, timeline=timeline, trainer=trainer,
                                           weight_change=weight_change)
     return _LOADED

@@ -106,10 +106,11 @@ def model_markdown(info: dict[str, Any]) -> str:
              f"**{info['parameters']:,} parameters** · runs on **{info['device']}** · "
              f"vocabulary {info['vocab_size']:,} WordPiece tokens",
              "",
-             "| layers (L) | hidden size (H) | heads (A) | feed-forward | max positions | dropout |",
-             "|---|---|---|---|---|---|",
-             f"| {c['num_hidden_layers']} | {c['hidden_size']} | {c['num_attention_heads']} | "
-             f"{c['intermediate_size']} | {c['max_position_embeddings']} | {c['hidden_dropout_prob']} |"]
+             "| size | |",  # one setting a row: six columns were cut off beside the explainer, and on a phone
+             "|---|---|",
+             f"| layers (L) | {c['num_hidden_layers']} |", f"| hidden size (H) | {c['hidden_size']} |",
+             f"| heads (A) | {c['num_attention_heads']} |", f"| feed-forward | {c['intermediate_size']} |",
+             f"| max positions | {c['max_position_embeddings']} |", f"| dropout | {c['hidden_dropout_prob']} |"]
     if info.get("missing_weights"):
         lines += ["", f"⚠️ The checkpoint had no weights for {len(info['missing_weights'])} tensors (e.g. "
                       f"`{info['missing_weights'][0]}`): those parts are random."]
@@ -288,7 +289,7 @@ def nsp_chance_note(records: list[dict[str, Any]]) -> str:
 
 def attribution_spans(tokens: list[str], scores: list[float]) -> list[tuple[str, float | None]]:
     """Whole words with their summed WordPiece attributions, scaled so that the strongest is ±1 (HighlightedText
-    colours a number from blue, -1, to red, +1), with spaces between them and a bar between the two sentences."""
+    colours a number from purple, -1, to red, +1), with spaces between them and a bar between the two sentences."""
     words: list[list] = []
     for token, score in zip(tokens, scores):
         if token == "[SEP]":
@@ -307,10 +308,18 @@ def attribution_spans(tokens: list[str], scores: list[float]) -> list[tuple[str,
     return spans[:-1]
 
 
+# gradio's HighlightedText draws a score s > 0 in rgba(239, 68, 60, s) and s < 0 in rgba(128, 90, 213, -s)
+ATTRIBUTION_KEY = ('<small>Key: <span style="background: rgba(239, 68, 60, 0.7); padding: 0 0.4em">raised it</span> '
+                   '<span style="background: rgba(239, 68, 60, 0.25); padding: 0 0.4em">a little</span> '
+                   '<span style="padding: 0 0.4em">no effect</span> '
+                   '<span style="background: rgba(128, 90, 213, 0.25); padding: 0 0.4em">lowered it a little</span> '
+                   '<span style="background: rgba(128, 90, 213, 0.7); padding: 0 0.4em">lowered it</span></small>')
+
+
 def attribution_caption(lead: str, result: Any) -> str:
     """What an attribution's coloured words mean, with the probability it explains and its completeness gap."""
     return (f"{lead}: the model gives it {result.output:.2f}, and {result.baseline:.2f} with every word blanked out. "
-            f"Red words raised it, blue ones lowered it; the colours add up to the difference within "
+            f"Red words raised it, purple ones lowered it; the colours add up to the difference within "
             f"{result.gap:.1%}.")
 
 

@@ -25,12 +25,10 @@ def layout(registry: Registry) -> Components:
     gr.Markdown("### Ask a fine-tuned model\nIts answer, and which words drove it: integrated gradients "
                 "(Sundararajan et al. 2017) follow the decision from a sentence with every word blanked out to "
                 "the real one.")
+    chosen = default_classifier(registry)
+    c["ft_classifier"] = gr.Dropdown(registry.catalog.classifier_choices(), value=chosen, label="Fine-tuned model",
+                                     elem_id="ft-classifier", allow_custom_value=True)  # a row: its label is long
     with gr.Row(equal_height=True):
-        chosen = default_classifier(registry)
-        c["ft_classifier"] = gr.Dropdown(registry.catalog.classifier_choices(), value=chosen,
-                                         label="Fine-tuned model",
-                                         elem_id="ft-classifier", allow_custom_value=True, scale=2,
-                                         min_width=240)
         c["ft_text_a"] = gr.Textbox("a gripping, funny and surprisingly moving film.", label="Sentence",
                                     elem_id="ft-text-a", scale=3, min_width=240)
         c["ft_text_b"] = gr.Textbox("", label="Second sentence (pair tasks only)", elem_id="ft-text-b",
@@ -38,8 +36,10 @@ def layout(registry: Registry) -> Components:
     c["ft_button"] = gr.Button("Classify", variant="primary", elem_id="ft-button")
     with gr.Row():
         c["ft_label"] = gr.Label(label="Classes", elem_id="ft-label", scale=1, min_width=240)
-        c["ft_words"] = gr.HighlightedText(label="Which words drove the decision", elem_id="ft-words",
-                                           show_legend=False, combine_adjacent=False, scale=2, min_width=240)
+        with gr.Column(scale=2, min_width=240):
+            c["ft_words"] = gr.HighlightedText(label="Which words drove the decision", elem_id="ft-words",
+                                               show_legend=False, combine_adjacent=False)
+            gr.Markdown(text.ATTRIBUTION_KEY, elem_classes="attribution-key")
     with gr.Accordion("Attention before and after fine-tuning", open=False):
         with gr.Row(equal_height=True):
             layers = (registry.catalog.config_of(chosen)[1].num_hidden_layers if chosen

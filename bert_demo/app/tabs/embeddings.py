@@ -29,7 +29,8 @@ def layout() -> Components:
                                         label="After layer (with a sentence)", scale=2)}
         c["emb_button"] = gr.Button("Find neighbours", variant="primary", elem_id="emb-button")
         c["neighbours_caption"] = gr.Markdown(elem_id="neighbours-caption")
-        c["neighbours_table"] = gr.Dataframe(headers=["token", "cosine similarity"], elem_id="neighbours-table",
+        c["neighbours_table"] = gr.Dataframe(headers=["token", "in the reference sentence", "cosine similarity"],
+                                             elem_id="neighbours-table", wrap=True,
                                              interactive=False, show_label=False)
         with gr.Row(equal_height=True):
             c["emb_words"] = gr.Textbox(value=PROJECTED_WORDS, label="Words to project (3 to 60)",
@@ -53,16 +54,23 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
 @friendly
 def neighbours(registry: Registry, model_name: str, word: str, sentence: str, layer: float, step: str = FINAL,
                owner: str | None = None) -> Outputs:
-    """The word's nearest tokens in the embedding table, or of its hidden state at `layer` in `sentence`."""
+    """The word's nearest tokens in the embedding table, or, in `sentence`, the nearest words of the reference
+    sentences at the same `layer`; the caption says which was compared with which."""
     loaded = load_at(registry, model_name, step, owner, encoder=True)
     in_context = (sentence or "").strip() or None
-    found = backend().inference.neighbours(loaded.model, loaded.tokenizer, (word or "").strip(), NEIGHBOURS,
-                                           text=in_context, layer=int(layer))
-    where = f"its hidden state after layer {int(layer)} in the sentence" if in_context else "its input embedding"
-    if in_context and int(layer) == 0:
-        where = "its embedding in the sentence (word + position + segment)"
-    return {"neighbours_table": [[token, round(similarity, 3)] for token, similarity in found],
-            "neighbours_caption": f"Nearest tokens to “{word.strip()}” by cosine similarity to {where}."}
+    found = backend().neighbours.neighbours(loaded.model, loaded.tokenizer, (word or "").strip(), NEIGHBOURS,
+                                            text=in_context, layer=int(layer))
+    if in_context:
+        where = "its embedding in the sentence (word + position + segment)" if int(layer) == 0 else \
+            f"its hidden state after layer {int(layer)}"
+        caption = (f"Nearest words to “{word.strip()}” in your sentence, by cosine similarity of {where} to the "
+                   f"same layer's states of the words of {len(backend().neighbours.REFERENCE)} everyday reference "
+                   "sentences: like with like, as exBERT compares.")
+    else:
+        caption = (f"Nearest tokens to “{word.strip()}” by cosine similarity of input embeddings (rows of the "
+                   "embedding table), leaving out the quarter of the vocabulary the model saw least in training.")
+    return {"neighbours_table": [[n.token, n.sentence, round(n.similarity, 3)] for n in found],
+            "neighbours_caption": caption}
 
 
 @friendly

@@ -39,8 +39,9 @@ def layout(examples: Examples | None, heads: list[str]) -> Components:
         c["mask_words_button"] = gr.Button("Which words led to the first guess?", size="sm",
                                            elem_id="mask-words-button")
         c["mask_words"] = gr.HighlightedText(label="Press the button: integrated gradients colour each word by how "
-                                                   "much it raised (red) or lowered (blue) the first guess",
+                                                   "much it raised (red) or lowered (purple) the first guess",
                                              elem_id="mask-words", show_legend=False, combine_adjacent=False)
+        gr.Markdown(text.ATTRIBUTION_KEY, elem_classes="attribution-key")
         with gr.Column(visible=examples is not None, elem_id="fill-examples") as c["fill_examples"]:
             if examples:
                 gr.Examples([[t] for t in examples.fill_mask], inputs=[c["fill_text"]],
