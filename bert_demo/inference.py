@@ -7,9 +7,11 @@ message meant for a person; nothing is silently truncated.
 """
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -134,6 +136,42 @@ def attention(
         _, attentions = model.bert(batch["input_ids"], batch["token_type_ids"], None, True, heads)
     weights = torch.stack([a[0] for a in attentions]).float().cpu()  # (L, A, T, T)
     return tokenizer.convert_ids_to_tokens(batch["input_ids"][0].tolist()), weights
+
+
+class QueryKey(NamedTuple):
+    """How one head weighs the tokens for one query token (what bertviz's neuron view shows)."""
+
+    tokens: list[str]
+    query: Tensor  # (D,): the query vector of the token asking
+    keys: Tensor  # (T, D): the key vector of every token
+    scores: Tensor  # (T,): query · key / sqrt(D)
+    weights: Tensor  # (T,): softmax of the scores, the head's attention row for this token
+
+
+def query_key(model: BertForPreTraining, tokenizer: BertTokenizerFast, text_a: str, text_b: str | None,
+              layer: int, head: int, position: int) -> QueryKey:
+    """The query vector of the token at `position`, every token's key vector, and how their products make the
+    head's weights (Vaswani et al. 2017, §3.2.1): head `head` of layer `layer`, both from 1. The weights are that
+    row of `attention`'s weights."""
+    config = model.config
+    for name, value, top in (("layer", layer, config.num_hidden_layers), ("head", head, config.num_attention_heads)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
+            raise ValueError(f"{name} must be a whole number from 1 to {top}, got {value!r}")
+    text_a = _read(text_a, "the sentence" if text_b is None else "sentence A", tokenizer)
+    text_b = None if text_b is None else _read(text_b, "sentence B", tokenizer)
+    batch = _encode(model, tokenizer, text_a, text_b)
+    tokens = tokenizer.convert_ids_to_tokens(batch["input_ids"][0].tolist())
+    if isinstance(position, bool) or not isinstance(position, int) or not 0 <= position < len(tokens):
+        raise ValueError(f"the query token must be one of the {len(tokens)} tokens, numbered from 0")
+    size = config.hidden_size // config.num_attention_heads
+    dims = slice((head - 1) * size, head * size)
+    with _evaluating(model):
+        hidden, _ = model.bert(batch["input_ids"], batch["token_type_ids"], None, False)
+        heads = model.bert.encoder.layer[layer - 1].attention.self
+        x = hidden[layer - 1][0]  # (T, H): what the layer reads
+        query, keys = heads.query(x)[position, dims].float().cpu(), heads.key(x)[:, dims].float().cpu()  # (D,), (T, D)
+    scores = keys @ query / math.sqrt(size)
+    return QueryKey(tokens, query, keys, scores, scores.softmax(dim=-1))
 
 
 def segments(tokenizer: BertTokenizerFast, text_a: str, text_b: str | None = None) -> list[str]:

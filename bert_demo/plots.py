@@ -1,31 +1,25 @@
-"""Plotly figures for the app: training curves from trainer records, attention maps from weight tensors.
+"""Plotly figures for the app: training and fine-tuning curves from a run's records (`maps` draws what is inside a
+model: attention maps, head importance, the projection).
 
-Pure functions: records or tensors in, `go.Figure` out. Each figure is built in one go from plain dicts (`_figure`,
+Pure functions: records in, `go.Figure` out. Each figure is built in one go from plain dicts (`_figure`,
 with `_panels` laying out side-by-side charts): plotly's `make_subplots` and `update_*` calls walk the figure's
 object tree on every call: they took most of an attention request's time and 49 ms of every live training update.
-`template="none"` keeps each figure's JSON small (it is sent to the browser on every live update). Each attention
-map's colour scale runs from 0 to its largest weight, so flat maps stay readable (the colour bar says where the top
-is); hovering a cell shows "query → key: weight".
+`template="none"` keeps each figure's JSON small (it is sent to the browser on every live update).
 """
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 
 from bert_demo.records import Record
-
-if TYPE_CHECKING:  # torch is not imported at start-up: the app's page appears before torch has loaded
-    from torch import Tensor
 
 TEMPLATE = "none"
 COLORS = {"mlm": "#1f77b4", "nsp": "#d62728", "lr": "#2ca02c"}
 COLORSCALE = "Blues"
 FONT = dict(family="system-ui, sans-serif", size=12)
 MARGIN = dict(l=60, r=20, t=80, b=50)
-MAX_ATTENTION_TOKENS = 128  # the longest input the attention heatmaps draw (the shipped model trained on 128)
 
 
 SUBPLOT_TITLE_FONT = dict(size=12, color="#555")
@@ -271,138 +265,3 @@ def layer_change_figure(changes: dict[str, Sequence[tuple[str, float]]], height:
 
 # ----------------------------------------------------------------------------------------------------------------
 # attention
-
-
-def _labels(tokens: Sequence[str]) -> list[str]:
-    """Axis labels; repeated tokens stay separate cells because the axes are numeric positions."""
-    return [str(t) for t in tokens]
-
-
-def _hover(queries: Sequence[str], keys: Sequence[str], weights: Tensor) -> list[list[str]]:
-    """Hover text from the weights themselves (formatting the 4-decimal cell values again could round twice)."""
-    rows = weights.detach().float().cpu().tolist()
-    return [[f"{q} → {k}: {w:.3f}" for k, w in zip(keys, row)] for q, row in zip(queries, rows)]
-
-
-def _matrix(weights: Tensor) -> list[list[float]]:
-    return [[round(float(w), 4) for w in row] for row in weights.detach().float().cpu().tolist()]
-
-
-def _check(queries: Sequence[str], keys: Sequence[str], weights: Tensor, dims: int) -> None:
-    if max(len(queries), len(keys)) > MAX_ATTENTION_TOKENS:  # a 512-token grid is megabytes sent, nothing readable
-        raise ValueError(f"the attention view draws at most {MAX_ATTENTION_TOKENS} tokens and this input has "
-                         f"{max(len(queries), len(keys))}: shorten the sentences")
-    if weights.dim() != dims or weights.shape[-1] != len(keys) or weights.shape[-2] != len(queries):
-        raise ValueError(f"attention weights of shape {tuple(weights.shape)} do not match {len(queries)} query and "
-                         f"{len(keys)} key tokens")
-
-
-def _tick_font(n: int) -> int:
-    return 12 if n <= 24 else 10 if n <= 48 else 8
-
-
-def _distinct(labels: Sequence[str]) -> list[str]:
-    """Labels made distinct with zero-width spaces ("the", "the\u200b"): a category axis merges equal labels,
-    and a repeated token must stay its own row; the spaces do not show."""
-    seen: dict[str, int] = {}
-    out = []
-    for label in labels:
-        out.append(label + "\u200b" * seen.get(label, 0))
-        seen[label] = seen.get(label, 0) + 1
-    return out
-
-
-def colour_top(weights: Tensor) -> float:
-    """The top of a map's colour scale: its largest weight, so that a flat map (an average, a rollout) still
-    shows its structure instead of washing out against a fixed 0-1 scale."""
-    return max(float(weights.max()), 0.01)
-
-
-def attention_heatmap(tokens: Sequence[str], weights: Tensor, title: str = "", keys: Sequence[str] | None = None,
-                      top: float | None = None, paired: bool = False) -> go.Figure:
-    """One attention map, weights[query, key]: each row is where one token looks. `keys` names the columns when
-    they are not the same tokens as the rows (sentence A's attention to sentence B, say). `top` fixes the colour
-    scale's top, so that two maps shown side by side mean the same by the same colour; a `paired` map (half a
-    row, or a phone's width) fills its space, its cells no longer square: the colour bar lies above it and the
-    axes say only "query" and "key"."""
-    keys = tokens if keys is None else keys
-    _check(tokens, keys, weights, 2)
-    rows, cols = _labels(tokens), _labels(keys)
-    bar = (dict(orientation="h", thickness=10, len=0.9, y=1.0, yanchor="bottom", ypad=4,
-                title=dict(text="weight", side="right")) if paired else dict(title=dict(text="weight"), thickness=12))
-    trace = dict(type="heatmap", z=_matrix(weights), x=list(range(len(cols))), y=list(range(len(rows))), zmin=0,
-                 zmax=top or colour_top(weights), colorscale=COLORSCALE, text=_hover(rows, cols, weights),
-                 hovertemplate="%{text}<extra></extra>", colorbar=bar, xgap=1, ygap=1)
-    n = max(len(rows), len(cols))
-    axis = dict(tickmode="array", tickfont=dict(size=_tick_font(n)), showgrid=False, zeroline=False, automargin=True)
-    side = min(900, max(360, 26 * n + 170))
-    key, query = ("key", "query") if paired else ("key: the token attended to", "query: the token attending")
-    return _figure([trace], title, side + (40 if paired else 0), plot_bgcolor="white",
-                   margin={**MARGIN, "t": 120} if paired else MARGIN,  # the title, then the colour bar
-                   xaxis=dict(axis, tickvals=list(range(len(cols))), ticktext=cols, tickangle=-60, constrain="domain",
-                              title=dict(text=key, standoff=12)),
-                   yaxis=dict(axis, tickvals=list(range(len(rows))), ticktext=rows, autorange="reversed",
-                              title=dict(text=query, standoff=8),
-                              # square cells with the labels beside; a paired map fills its half row or phone width
-                              **({} if paired else dict(scaleanchor="x", constrain="domain"))))
-
-
-GRID_COLUMNS = 2  # two heads a row: each map is wide enough for its token labels at 1400 px
-GRID_LABELS_UP_TO = 48  # tokens; past this the labels overlap and only hovering names a cell
-
-
-def attention_grid(tokens: Sequence[str], weights: Tensor, title: str = "", keys: Sequence[str] | None = None
-                   ) -> go.Figure:
-    """All heads of one layer, two a row, weights[head, query, key], on one colour scale shared by the heads.
-
-    """
-    keys = tokens if keys is None else keys
-    _check(tokens, keys, weights, 3)
-    row_labels, col_labels = _labels(tokens), _labels(keys)
-    heads, n = weights.shape[0], max(len(row_labels), len(col_labels))
-    cols = min(GRID_COLUMNS, heads)
-    rows = math.ceil(heads / cols)
-    labelled = n <= GRID_LABELS_UP_TO
-    axis = dict(type="category", showticklabels=labelled, tickfont=dict(size=_tick_font(n)), showgrid=False,
-                zeroline=False)
-    layout = _panels(heads, cols, h_gap=0.12, v_gap=0.25 / rows, titles=[f"head {h + 1}" for h in range(heads)],
-                     x=dict(axis, tickangle=-90), y=dict(axis, autorange="reversed"))
-    # the tokens themselves are the axes (kept distinct), so hovering names a cell without a text per cell:
-    # that text was three quarters of the figure's JSON, sent and parsed on every request
-    rows_, columns = _distinct(row_labels), _distinct(col_labels)
-    traces = [dict(type="heatmap", z=_matrix(weights[h]), x=columns, y=rows_, coloraxis="coloraxis", **_on(h),
-                   hovertemplate=f"head {h + 1}<br>%{{y}} → %{{x}}: %{{z:.3f}}<extra></extra>")
-              for h in range(heads)]
-    label_room = 9 * max(len(t) for t in row_labels + col_labels) if labelled else 0
-    return _figure(traces, title, rows * (max(220, 13 * n) + label_room + 40) + 80, plot_bgcolor="white", **layout,
-                   coloraxis=dict(colorscale=COLORSCALE, cmin=0, cmax=colour_top(weights),
-                                  colorbar=dict(title=dict(text="weight"), thickness=12)))
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# looking inside: head importance and the embedding space
-
-
-def head_importance_figure(labels: Sequence[str], drops: Tensor) -> go.Figure:
-    """drops[target, layer, head] as one heatmap per target, one under another (readable on a phone too): red
-    where switching a head off costs the answer probability, blue where the head was working against it."""
-    targets, layers, heads = drops.shape
-    top = max(float(drops.abs().max()), 0.01)
-    traces = [dict(type="heatmap", z=[[round(float(v), 4) for v in row] for row in drops[t].tolist()],
-                   x=[f"H{h + 1}" for h in range(heads)], y=[f"L{i + 1}" for i in range(layers)],
-                   coloraxis="coloraxis", xgap=2, ygap=2, **_on(t),
-                   hovertemplate="layer %{y}, head %{x}: %{z:+.3f}<extra></extra>") for t in range(targets)]
-    layout = _panels(targets, 1, h_gap=0.0, v_gap=0.3 / targets, titles=list(labels), y=dict(autorange="reversed"))
-    return _figure(traces, "What each head adds", targets * (26 * layers + 70) + 90, plot_bgcolor="white", **layout,
-                   coloraxis=dict(colorscale="RdBu", reversescale=True, cmin=-top, cmax=top,
-                                  colorbar=dict(title=dict(text="drop"), thickness=12)))
-
-
-def projection_figure(points: Sequence[tuple[str, float, float]]) -> go.Figure:
-    """Words at their embeddings' first two principal components, each labelled."""
-    trace = dict(type="scatter", x=[x for _, x, _ in points], y=[y for _, _, y in points], mode="markers+text",
-                 text=[w for w, _, _ in points], textposition="top center", marker=dict(size=9, color=COLORS["mlm"]),
-                 hovertemplate="%{text}: (%{x:.2f}, %{y:.2f})<extra></extra>")
-    return _figure([trace], "Embedding space (PCA)", 460,
-                   xaxis=dict(title=dict(text="principal component 1"), zeroline=False),
-                   yaxis=dict(title=dict(text="principal component 2"), zeroline=False))

@@ -119,7 +119,7 @@ def test_a_step_the_run_kept_answers_at_that_step_and_is_compared(app):
     early, *_ = client.predict("runs/a", "the [MASK] sat on the mat.", 3, [], "0", api_name="/fill_mask")
     late, *_ = client.predict("runs/a", "the [MASK] sat on the mat.", 3, [], "final", api_name="/fill_mask")
     assert early["value"] != late["value"]
-    _, _, caption, compared = client.predict("runs/a", "the cat sat.", "", 1, 1, "one head", False, "every token",
+    _, _, caption, compared, *_ = client.predict("runs/a", "the cat sat.", "", 1, 1, "one head", False, "every token",
                                              "final", "10", api_name="/attention")
     assert "at two steps of training" in caption and compared["visible"]  # an update: the plot shows
     assert "Step 10" in json.loads(compared["value"]["plot"])["layout"]["title"]["text"]

@@ -208,6 +208,23 @@ def test_attention_renders_a_heatmap_with_tokens_and_hover_text(web):
     shoot(web, "attention-rollout")
 
 
+def test_a_model_view_thumbnail_opens_its_head_and_the_neuron_view_draws_its_weights(web):
+    web.get_by_role("tab", name="Attention").click()
+    web.fill("#att-a textarea", "the cat sat.")
+    web.fill("#att-b textarea", "")
+    web.click("#att-button")
+    web.wait_for_selector("#model-view button:has-text('L2 H2')")
+    web.locator("#model-view button:has-text('L2 H2')").click()
+    web.wait_for_function("document.querySelector('#att-plot .js-plotly-plot').layout.title.text"
+                          ".startsWith('Layer 2, head 2')")
+    web.get_by_text("Neuron view: how the head above weighs").click()
+    web.click("#neuron-button")
+    web.wait_for_function("(() => { const p = document.querySelector('#neuron-plot .js-plotly-plot');"
+                          " return p && p.layout.title.text.includes('Layer 2, head 2'); })()")
+    assert web.evaluate("() => document.querySelector('#neuron-plot .js-plotly-plot').data.length") == 3
+    shoot(web, "attention-neuron")
+
+
 def test_attention_pair_filter_shows_sentence_a_against_sentence_b(web):
     web.get_by_role("tab", name="Attention").click()
     web.fill("#att-a textarea", "the cat sat.")

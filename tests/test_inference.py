@@ -13,6 +13,7 @@ from bert_demo.inference import (
     fill_in_masks,
     fill_mask,
     next_sentence,
+    query_key,
     segments,
 )
 
@@ -100,6 +101,23 @@ def test_attention_returns_tokens_and_weights_per_layer_and_head(trained_tiny, t
     assert tokens[0] == "[CLS]" and tokens.count("[SEP]") == 2
     config = trained_tiny.config
     assert weights.shape == (config.num_hidden_layers, config.num_attention_heads, len(tokens), len(tokens))
+
+
+def test_query_key_weights_are_the_heads_attention_row_made_from_query_and_keys(trained_tiny, tokenizer):
+    tokens, weights = attention(trained_tiny, tokenizer, "the cat sat.", "it purred.")
+    made = query_key(trained_tiny, tokenizer, "the cat sat.", "it purred.", layer=2, head=2, position=3)
+    assert made.tokens == tokens and made.keys.shape == (len(tokens), made.query.shape[0])
+    assert torch.allclose(made.weights, weights[1, 1, 3], atol=1e-5)
+    assert torch.allclose(made.scores, made.keys @ made.query / made.query.shape[0] ** 0.5)
+
+
+@pytest.mark.parametrize("layer, head, position, message", [
+    (0, 1, 1, "layer must be a whole number from 1 to 2"), (1, 3, 1, "head must be a whole number from 1 to 2"),
+    (1, 1, 99, "one of the 6 tokens"), (1.5, 1, 1, "layer must be"), (1, 1, -1, "one of the 6 tokens")])
+def test_query_key_refuses_a_layer_head_or_token_that_is_not_there(trained_tiny, tokenizer, layer, head, position,
+                                                                    message):
+    with pytest.raises(ValueError, match=message):
+        query_key(trained_tiny, tokenizer, "the cat sat.", None, layer, head, position)
 
 
 def test_segments_follow_the_models_segment_ids_even_with_a_sep_typed_inside_sentence_a(trained_tiny, tokenizer):

@@ -48,11 +48,11 @@ def points(output) -> int:
     return len(data[0]["x"]) if data else 0
 
 
-def test_the_api_has_exactly_the_twelve_named_endpoints(client):
+def test_the_api_has_exactly_the_thirteen_named_endpoints(client):
     api = client.view_api(print_info=False, return_format="dict")
     assert set(api["named_endpoints"]) == {"/train", "/compare_runs", "/fill_mask", "/head_importance",
                                            "/next_sentence", "/attention", "/neighbours", "/projection",
-                                           "/finetune", "/classify", "/attribution", "/attention_change"}
+                                           "/finetune", "/classify", "/attribution", "/attention_change", "/neuron"}
     assert not api["unnamed_endpoints"]
 
 
@@ -92,7 +92,7 @@ def test_next_sentence_gives_a_probability(client):
 
 @pytest.mark.parametrize("view", [VIEW_HEAD, VIEW_AVERAGE, VIEW_ROLLOUT])
 def test_attention_draws_a_head_and_the_grid_of_heads(client, view):
-    main, grid, caption, _ = client.predict(MODEL, "the cat sat.", "it purred.", 2, 2, view, False,
+    main, grid, caption, *_ = client.predict(MODEL, "the cat sat.", "it purred.", 2, 2, view, False,
                                          api_name="/attention")
     heatmap = plot_data(main)[0]
     assert heatmap["type"] == "heatmap" and heatmap["zmax"] == pytest.approx(max(map(max, heatmap["z"])), abs=1e-4)
@@ -104,7 +104,7 @@ def test_attention_draws_a_head_and_the_grid_of_heads(client, view):
 
 
 def test_attention_can_hide_cls_and_sep_and_clamps_the_layer(client):
-    main, _, caption, _ = client.predict(MODEL, "the cat sat.", "", 40, 1, VIEW_HEAD, True, api_name="/attention")
+    main, _, caption, *_ = client.predict(MODEL, "the cat sat.", "", 40, 1, VIEW_HEAD, True, api_name="/attention")
     layout = json.loads(main["plot"])["layout"]
     assert caption.startswith(f"{len(layout['xaxis']['ticktext'])} tokens shown")  # counted after hiding
     assert "[CLS]" not in layout["xaxis"]["ticktext"] and layout["title"]["text"].startswith("Layer 2, head 1")
@@ -156,7 +156,7 @@ def test_neighbours_and_projection_answer_and_explain_a_word_that_is_not_one_tok
 
 
 def test_attention_pair_filter_keeps_sentence_a_looking_at_b_and_needs_a_sentence_b(client):
-    main, grid, caption, _ = client.predict(MODEL, "the cat sat.", "it purred.", 1, 1, VIEW_HEAD, True,
+    main, grid, caption, *_ = client.predict(MODEL, "the cat sat.", "it purred.", 1, 1, VIEW_HEAD, True,
                                          attention.PAIR_A_TO_B, api_name="/attention")
     layout = json.loads(main["plot"])["layout"]
     assert layout["yaxis"]["ticktext"] == ["the", "cat", "sat", "."]
@@ -168,6 +168,23 @@ def test_attention_pair_filter_keeps_sentence_a_looking_at_b_and_needs_a_sentenc
     with pytest.raises(AppError, match="needs a sentence B"):
         client.predict(MODEL, "the cat sat.", "", 1, 1, VIEW_HEAD, False, attention.PAIR_B_TO_A,
                        api_name="/attention")
+
+
+def test_attention_draws_the_model_view_of_every_head_and_offers_every_token_to_the_neuron_view(client):
+    *_, gallery, token = client.predict(MODEL, "the cat sat.", "", 1, 1, VIEW_HEAD, False, api_name="/attention")
+    assert [item["caption"] for item in gallery["value"]] == ["L1 H1", "L1 H2", "L2 H1", "L2 H2"]  # 2 layers x 2 heads
+    assert gallery["columns"] == 2  # a row a layer
+    assert token["choices"][2] == ["2: cat", 2] and len(token["choices"]) == 6
+    assert token["value"] == 1  # the first word, not [CLS]
+
+
+def test_neuron_view_draws_query_keys_and_the_weights_they_make(client):
+    figure = json.loads(client.predict(MODEL, "the cat sat.", "", 2, 1, 2, api_name="/neuron")["plot"])
+    assert "“cat” weighs each token" in figure["layout"]["title"]["text"]
+    weights = [trace for trace in figure["data"] if trace["type"] == "bar"][-1]
+    assert weights["x"][0] is None and sum(weights["x"][1:]) == pytest.approx(1, abs=1e-3)  # no bar for the query row
+    with pytest.raises(AppError, match="one of the 6 tokens"):
+        client.predict(MODEL, "the cat sat.", "", 2, 1, 9, api_name="/neuron")
 
 
 def test_the_head_control_is_greyed_out_in_views_where_it_does_nothing():

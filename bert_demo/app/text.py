@@ -308,6 +308,13 @@ def attribution_spans(tokens: list[str], scores: list[float]) -> list[tuple[str,
     return spans[:-1]
 
 
+NEURON_VIEW = ("A head's weight from token *i* to token *j* is made from two vectors the layer computes from each "
+               "token: *i*'s **query** and *j*'s **key**. Multiplied dimension by dimension and summed, divided by "
+               "√(head size), they give a score; the softmax of the scores over all *j* gives the weights "
+               "(Vaswani et al. 2017, §3.2.1). Red is positive, blue negative. A stripe down the middle panel, a "
+               "dimension large for every key, adds the same to every score, and so changes no weight. On a phone, "
+               "swipe the chart sideways.")
+
 # gradio's HighlightedText draws a score s > 0 in rgba(239, 68, 60, s) and s < 0 in rgba(128, 90, 213, -s)
 ATTRIBUTION_KEY = ('<small>Key: <span style="background: rgba(239, 68, 60, 0.7); padding: 0 0.4em">raised it</span> '
                    '<span style="background: rgba(239, 68, 60, 0.25); padding: 0 0.4em">a little</span> '

@@ -50,6 +50,13 @@ CSS = """
 #readout td:nth-child(3) { min-width: 9em; }
 #pair { min-width: min(260px, 100%) !important; }  /* gradio puts both in one form: on a phone, Hide wraps below */
 #hide { min-width: min(200px, 100%) !important; }
+#model-view .grid-container {  /* bertviz's model view: a row a layer, small squares that shrink on a phone */
+  grid-template-columns: repeat(var(--grid-cols), minmax(0, 84px)); grid-template-rows: none; grid-auto-rows: auto; }
+#model-view .thumbnail-item { aspect-ratio: 1; }
+#model-view .grid-wrap { min-height: 0 !important; }
+#model-view .caption-label { max-width: 100%; padding: 0 0.25em; }
+#neuron-plot .js-plotly-plot { min-width: 760px; }  /* three panels side by side: a phone scrolls them */
+#neuron-plot > div { overflow-x: auto; }
 """ + ", ".join(f"#fill-label-{i}:has(> .empty)" for i in range(1, MAX_LABELS)) + """ { display: none !important; }
 """  # a ranked list is drawn only for a [MASK] the sentence has: answers are values, not visibility updates
 def launch_kwargs(registry: Registry | None = None) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from typing import Any
 
 import gradio as gr
 
-from bert_demo import plots
+from bert_demo import maps, plots
 from bert_demo.app import text
 from bert_demo.app.backend import backend
 from bert_demo.app.folders import Examples
@@ -61,6 +61,17 @@ def layout(examples: Examples | None) -> Components:
             c["compare_plot"] = gr.Plot(visible=False, show_label=False, elem_id="compare-plot", min_width=300)
         c["grid_plot"] = gr.Plot(plots.empty_figure("All heads of the layer, side by side", height=240),
                                  show_label=False, elem_id="grid-plot")
+        with gr.Accordion("Model view: every head of every layer (click one to open it above)", open=True):
+            c["model_view"] = gr.Gallery(show_label=False, elem_id="model-view", columns=4, height="auto",
+                                         allow_preview=False, object_fit="contain", interactive=False)
+        with gr.Accordion("Neuron view: how the head above weighs the tokens for one of them", open=False):
+            gr.Markdown(text.NEURON_VIEW)
+            with gr.Row(equal_height=True):
+                c["neuron_token"] = gr.Dropdown(choices=[], label="Query token", elem_id="neuron-token", scale=3,
+                                                allow_custom_value=True)
+                c["neuron_button"] = gr.Button("Show how", elem_id="neuron-button", scale=1, min_width=120)
+            c["neuron_plot"] = gr.Plot(plots.empty_figure("Choose a query token, then Show how", height=240),
+                                       show_label=False, elem_id="neuron-plot")
     c["attention_tab"] = tab
     return c
 
@@ -70,7 +81,8 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
     opening the tab draws the current example."""
     inputs = [c[name] for name in ("model", "att_a", "att_b", "layer", "head", "view", "hide", "pair", "step",
                                    "compare")]
-    outputs = [c[name] for name in ("att_plot", "grid_plot", "att_caption", "compare_plot")]
+    outputs = [c[name] for name in ("att_plot", "grid_plot", "att_caption", "compare_plot", "model_view",
+                                    "neuron_token")]
     gr.on([c["att_button"].click, c["att_a"].submit, c["att_b"].submit, c["layer"].release, c["head"].release,
            c["view"].input, c["hide"].input, c["pair"].input, c["compare"].input], bound(attention), inputs, outputs,
           api_name="attention", trigger_mode="always_last", show_progress_on=[c["att_plot"]])
@@ -78,6 +90,19 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
     c["view"].change(_head_control, c["view"], c["head"], api_visibility="private", queue=False)
     c["attention_tab"].select(bound(attention), inputs, outputs, api_visibility="private",
                               show_progress_on=[c["att_plot"]])
+    opened = c["model_view"].select(_head_opened, None, [c["layer"], c["head"], c["view"]],
+                                    api_visibility="private", queue=False)
+    opened.then(bound(attention), inputs, outputs, api_visibility="private", show_progress_on=[c["att_plot"]])
+    opened.then(None, js=SCROLL_TO_MAP, queue=False)
+    gr.on([c["neuron_button"].click, c["neuron_token"].input], bound(neuron),
+          [c[name] for name in ("model", "att_a", "att_b", "layer", "head", "neuron_token", "step")],
+          c["neuron_plot"], api_name="neuron", show_progress_on=[c["neuron_plot"]])
+
+
+def _head_opened(event: gr.SelectData) -> tuple:
+    """A click on the model view's thumbnail `event.index` (layer by layer, head by head) opens that head."""
+    layer, head = event.value["caption"].split()  # "L2 H3"
+    return int(layer[1:]), int(head[1:]), VIEWS["head"]
 
 
 def _head_control(view: str) -> gr.Slider:
@@ -96,17 +121,20 @@ def attention(registry: Registry, model_name: str, text_a: str, text_b: str, lay
     shown = _attention_map(load_at(registry, model_name, step, owner, encoder=True), text_a, text_b, layer, head, view,
                            hide, pair)
     comparing = compare != NO_COMPARE
-    outputs = {"att_plot": plots.attention_heatmap(shown.rows, shown.matrix,
+    outputs = {"att_plot": maps.attention_heatmap(shown.rows, shown.matrix,
                                                    step_name(step) if comparing else shown.title, keys=shown.cols),
-               "grid_plot": plots.attention_grid(shown.rows, shown.heads, f"All {len(shown.heads)} heads of layer "
+               "grid_plot": maps.attention_grid(shown.rows, shown.heads, f"All {len(shown.heads)} heads of layer "
                                                  f"{shown.layer}", keys=shown.cols),
                "att_caption": text.attention_caption(len(shown.rows), len(shown.cols), shown.layers,
                                                      len(shown.heads), view == VIEW_ROLLOUT, shown.source),
-               "compare_plot": gr.Plot(visible=False)}
+               "compare_plot": gr.Plot(visible=False),
+               "model_view": gr.Gallery(maps.attention_thumbnails(shown.weights), columns=shown.weights.shape[1]),
+               "neuron_token": gr.Dropdown(choices=[(f"{i}: {t}", i) for i, t in enumerate(shown.tokens)],
+                                           value=min(1, len(shown.tokens) - 1))}
     if comparing:
         other = _attention_map(load_at(registry, model_name, compare, owner, encoder=True), text_a, text_b, layer, head,
                                view, hide, pair)
-        outputs["compare_plot"] = gr.Plot(plots.attention_heatmap(other.rows, other.matrix, step_name(compare),
+        outputs["compare_plot"] = gr.Plot(maps.attention_heatmap(other.rows, other.matrix, step_name(compare),
                                                                   keys=other.cols), visible=True)
         outputs["att_caption"] = f"**{shown.title}**, at two steps of training. " + outputs["att_caption"]
     return outputs
@@ -124,6 +152,8 @@ class _Map:
     layer: int
     layers: int
     source: str | None  # "A" or "B" when only one sentence's attention to the other is kept
+    tokens: list[str]  # every token, unfiltered
+    weights: Any  # every head of every layer, unfiltered: weights[layer, head, query, key]
 
 
 def _attention_map(loaded: Any, text_a: str, text_b: str | None, layer: float, head: float, view: str,
@@ -155,9 +185,25 @@ def _attention_map(loaded: Any, text_a: str, text_b: str | None, layer: float, h
         matrix, heads = matrix[rows][:, cols], heads[:, rows][:, :, cols]
         shown, keys = [shown[i] for i in rows], [shown[i] for i in cols]
         title += f", sentence {source} → sentence {target}"
-    return _Map(shown, keys, matrix, heads, title, layer, n_layers, source)
+    return _Map(shown, keys, matrix, heads, title, layer, n_layers, source, tokens, weights)
 
 
 def view_changed(view: str) -> Outputs:
     """The Head slider only matters for the one-head view: grey it out in the others."""
     return {"head": gr.Slider(interactive=view == VIEW_HEAD)}
+
+
+@friendly
+def neuron(registry: Registry, model_name: str, text_a: str, text_b: str, layer: float, head: float,
+           position: float | None, step: str = FINAL, owner: str | None = None) -> Outputs:
+    """How head `head` of layer `layer` weighs the tokens for the token at `position` (bertviz's neuron view): its
+    query vector, every key vector, their product and the weights it makes."""
+    if position is None or position == "":
+        raise ValueError("choose a query token first: press Show attention, then pick one of its tokens")
+    loaded = load_at(registry, model_name, step, owner, encoder=True)
+    text_b = (text_b or "").strip() or None
+    made = backend().inference.query_key(loaded.model, loaded.tokenizer, text_a, text_b, int(layer), int(head),
+                                          int(float(position)))
+    title = f"Layer {int(layer)}, head {int(head)}: how “{made.tokens[int(float(position))]}” weighs each token"
+    return {"neuron_plot": maps.neuron_figure(made.tokens, int(float(position)), made.query, made.keys, made.weights,
+                                              title)}

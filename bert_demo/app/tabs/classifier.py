@@ -8,7 +8,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from bert_demo import plots
+from bert_demo import maps, plots
 from bert_demo.app import text
 from bert_demo.app.backend import backend
 from bert_demo.app.folders import hub_id_of
@@ -128,10 +128,10 @@ def attention_change(registry: Registry, classifier: str, text_a: str, text_b: s
     shown = min(max(int(layer), 1), len(moved))
     per_layer = ", ".join(f"layer {i + 1}: {value:.2f}" for i, value in enumerate(moved.tolist()))
     was, now = before[shown - 1].mean(0), after[shown - 1].mean(0)  # (T, T): the layer's mean over heads
-    top = max(plots.colour_top(was), plots.colour_top(now))  # one scale: the same colour means the same weight
-    return {"ft_att_before": plots.attention_heatmap(tokens, was, f"Layer {shown}, before (mean of heads)",
+    top = max(maps.colour_top(was), maps.colour_top(now))  # one scale: the same colour means the same weight
+    return {"ft_att_before": maps.attention_heatmap(tokens, was, f"Layer {shown}, before (mean of heads)",
                                                      top=top, paired=True),
-            "ft_att_after": plots.attention_heatmap(tokens, now, f"Layer {shown}, after", top=top, paired=True),
+            "ft_att_after": maps.attention_heatmap(tokens, now, f"Layer {shown}, after", top=top, paired=True),
             "ft_att_caption": f"Share of attention that moved, averaged over heads and tokens: {per_layer}."}
 
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import gradio as gr
 
-from bert_demo import plots
+from bert_demo import maps, plots
 from bert_demo.app.backend import backend
 from bert_demo.app.handlers import FINAL, Components, Outputs, friendly, load_at
 from bert_demo.app.registry import Registry
@@ -80,4 +80,4 @@ def projection(registry: Registry, model_name: str, words: str, step: str = FINA
     loaded = load_at(registry, model_name, step, owner, encoder=True)
     listed = [w for w in (words or "").replace(",", " ").split() if w]
     points = backend().inference.embedding_projection(loaded.model, loaded.tokenizer, listed)
-    return {"projection_plot": plots.projection_figure(points)}
+    return {"projection_plot": maps.projection_figure(points)}

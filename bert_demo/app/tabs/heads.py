@@ -6,7 +6,7 @@ from typing import Any
 
 import gradio as gr
 
-from bert_demo import plots
+from bert_demo import maps, plots
 from bert_demo.app.backend import backend
 from bert_demo.app.handlers import Components, load_at
 from bert_demo.app.registry import Registry
@@ -27,7 +27,7 @@ def importance_figure(registry: Registry, model_name: str, step: str, owner: str
                        text_b: str | None = None) -> Any:
     loaded = load_at(registry, model_name, step, owner)
     labels, drops = backend().inference.head_importance(loaded.model, loaded.tokenizer, text_a, text_b)
-    return plots.head_importance_figure(labels[:MAX_IMPORTANCE], drops[:MAX_IMPORTANCE])
+    return maps.head_importance_figure(labels[:MAX_IMPORTANCE], drops[:MAX_IMPORTANCE])
 
 
 def head_mask(heads_off: list[str] | None, config: Any) -> list[list[float]] | None:
