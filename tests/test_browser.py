@@ -330,6 +330,36 @@ def test_the_fine_tune_tab_trains_both_starts_then_classifies_with_coloured_word
     shoot(web, "finetune-phone")
 
 
+BROKEN_WORDS = """(root) => {
+  const found = [], walker = document.createTreeWalker(document.querySelector(root), NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    if (!node.parentElement.offsetParent) continue;
+    for (const match of node.textContent.matchAll(/\\S+/g)) {
+      const range = document.createRange();
+      range.setStart(node, match.index);
+      range.setEnd(node, match.index + match[0].length);
+      const lines = new Set([...range.getClientRects()].filter(r => r.width > 0).map(r => Math.round(r.top)));
+      if (lines.size > 1) found.push(match[0]);
+    }
+  }
+  return found;
+}"""  # the words under `root` that are drawn across two lines
+
+
+@pytest.mark.parametrize("width", [1400, 390])
+def test_fill_mask_never_breaks_a_word_across_lines(app, chrome, width):
+    page = chrome.new_page(viewport={"width": width, "height": 900})
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(app["url"])
+    page.fill("#fill-text textarea", "our unfriendly neighbours were extraordinarily [MASK] and [MASK] about the "
+                                     "disappointingly [MASK] arrangements.")
+    page.click("#fill-button")
+    wait_text(page, "#fill-sentence", "disappointingly")
+    assert page.evaluate(BROKEN_WORDS, "#tab-fill") == []
+    shoot(page, f"fill-mask-{width}")
+    page.close()
+
+
 def test_the_page_opens_on_the_models_answer_within_10_s_without_a_click(app, chrome):
     page = chrome.new_page(viewport={"width": 1400, "height": 900})
     started = time.monotonic()

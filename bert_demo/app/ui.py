@@ -50,6 +50,7 @@ CSS = """
 #readout td:nth-child(3) { min-width: 9em; }
 #pair { min-width: min(260px, 100%) !important; }  /* gradio puts both in one form: on a phone, Hide wraps below */
 #hide { min-width: min(200px, 100%) !important; }
+.textfield { word-break: normal !important; overflow-wrap: break-word; }  /* highlighted text: words stay whole */
 #model-view .grid-container {  /* bertviz's model view: a row a layer, small squares that shrink on a phone */
   grid-template-columns: repeat(var(--grid-cols), minmax(0, 84px)); grid-template-rows: none; grid-auto-rows: auto; }
 #model-view .thumbnail-item { aspect-ratio: 1; }
