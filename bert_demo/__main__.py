@@ -54,7 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     card = commands.add_parser("card", help="measure a checkpoint and write its model card and learning curve")
     card.add_argument("folder")
     card.add_argument("--corpora", help="corpora whose held-out documents to score (default: those it trained on)")
-    card.add_argument("--outside", default="lee", help="text it never saw, scored whole")
+    card.add_argument("--outside", default="lee,parlspeech",
+                      help="texts reserved for evaluation, which it never saw, scored whole (comma-separated)")
     card.add_argument("--batches", type=int, default=50, help="at most this many batches of 32 per corpus")
     card.set_defaults(command=card_command)
     evaluate = commands.add_parser("eval", help="held-out masked-LM and NSP metrics of a checkpoint")
@@ -181,7 +182,8 @@ def card_command(args: argparse.Namespace) -> int:
     from bert_demo.model_card import write_card
 
     corpora = [c.strip() for c in (args.corpora or "").split(",") if c.strip()]
-    card = write_card(args.folder, corpora or None, args.outside, args.batches)
+    outside = [c.strip() for c in args.outside.split(",") if c.strip()]
+    card = write_card(args.folder, corpora or None, outside, args.batches)
     print(f"wrote {card} and its learning curve")
     return 0
 

@@ -8,6 +8,8 @@ SVG by `learning_curve_svg`. History stays in git, not in the card.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
@@ -18,6 +20,7 @@ from bert_demo.evaluate import evaluate
 from bert_demo.inference import fill_mask
 from bert_demo.corpus import source_parts
 from bert_demo.sources import MIXES, SOURCES
+from bert_demo.train_config import TrainConfig
 
 CURVE_NAME = "learning-curve.svg"
 # Plain sentences and words that fit them: "knows" means one of them is among the top 3 guesses.
@@ -83,38 +86,74 @@ def _tokens(n: float) -> str:
     return f"{n / 1e9:g}B" if n >= 1e9 else f"{n / 1e6:g}M" if n >= 1e6 else f"{n / 1e3:g}k" if n >= 1e3 else f"{n:g}"
 
 
-def write_card(folder: str | Path, corpora: list[str] | None = None, outside: str = "lee", batches: int = 50
-               ) -> Path:
+def write_card(folder: str | Path, corpora: list[str] | None = None, outside: Sequence[str] = ("lee",),
+               batches: int = 50) -> Path:
     """Measure the checkpoint in `folder` and write its README.md and learning curve; return the card's path.
-    `corpora` defaults to those the run trained on."""
+    `corpora` defaults to those the run trained on; `outside` names texts reserved for evaluation, scored whole."""
     folder = Path(folder)
     model, tokenizer = load_pretrained(folder)
     metadata = read_metadata(folder)
     config = metadata.get("train_config", {})
-    corpora = corpora or [c for c in str(config.get("corpus", "")).split(",") if c]
-    metrics = {corpus: evaluate(folder, corpus, max_batches=batches, reference=True) for corpus in [*corpora, outside]}
+    trained = source_parts(str(config.get("corpus", "")))
+    corpora = corpora or trained
+    metrics = {corpus: evaluate(folder, corpus, max_batches=batches, reference=True) for corpus in [*corpora, *outside]}
     (folder / CURVE_NAME).write_text(learning_curve_svg(metadata.get("history", []), f"{folder.name}: learning curve"))
     card = folder / "README.md"
-    card.write_text(_card_text(folder.name, model, metadata, config, metrics, knowledge(model, tokenizer), outside))
+    card.write_text(_card_text(folder.name, model, metadata, config, metrics, knowledge(model, tokenizer),
+                               list(outside), len(trained)))
     return card
 
 
-def _card_text(name: str, model, metadata: dict, config: dict, metrics: dict, known: list[dict], outside: str) -> str:
+def how_long(metadata: dict) -> str:
+    """"N steps (T hours on H, computing in P; the weights are fp32)", from a run's records."""
     seconds = float(metadata.get("elapsed", 0.0))
     took = f"{seconds / 3600:.1f} hours" if seconds >= 3600 else f"{max(1, round(seconds / 60))} minutes"
     hardware = " and ".join(trained_on(metadata)) or "an unrecorded machine"
     # runs saved before runs recorded their precision computed in bf16 on a GPU and in fp32 on a CPU
     precision = metadata.get("precision") or ("bf16" if metadata.get("device") == "cuda" else "fp32")
-    flags = " ".join(f"--{key.replace('_', '-')} {config[key]}" for key in
-                     ("preset", "corpus", "steps", "batch_size", "seq_len", "vocab_size") if key in config)
+    return f"{metadata.get('step', 0):,} steps ({took} on {hardware}, computing in {precision}; the weights are fp32)"
+
+
+def continued_from(config: dict) -> list[str]:
+    """For a run that continued another model: what that model's own training was (its records, where the folder
+    is still here), so the card accounts for all the compute."""
+    start = config.get("init_from")
+    if not start:
+        return []
+    if not (Path(start) / "config.json").is_file():
+        return [f"It continues `{start}` (its folder is no longer here: its own card says how it was trained).", ""]
+    earlier = read_metadata(start)
+    corpus = (earlier.get("train_config") or {}).get("corpus", "its corpus")
+    return [f"It continues `{start}`, which this project's code pre-trained first on `{corpus}` for "
+            f"{how_long(earlier)}.", ""]
+
+
+NOT_IN_COMMAND = {"out", "eval_every", "save_every", "log_every", "device"}  # where it ran, not what it learned
+
+
+def command(config: dict, name: str) -> str:
+    """The one command that trains this model: its corpus, steps and shape, then every other setting the run
+    changed from the defaults (a continued run's shape and vocabulary come from the model it continues)."""
+    defaults = asdict(TrainConfig())
+    shown = ["corpus", "steps", "batch_size", "seq_len"]
+    if not config.get("init_from"):
+        shown = ["preset", *shown, "vocab_size"]
+    shown += [key for key, value in config.items() if key not in {*shown, "preset", "vocab_size", *NOT_IN_COMMAND}
+              and value is not None and value != defaults.get(key)]
+    flags = " ".join(f"--{key.replace('_', '-')} {config[key]}" for key in shown if key in config)
+    return f"python -m bert_demo train {flags} --out checkpoints/{name}"
+
+
+def _card_text(name: str, model, metadata: dict, config: dict, metrics: dict, known: list[dict], outside: list[str],
+               trained: int) -> str:
     lines = ["---", "language: en", "library_name: transformers", "tags: [bert, fill-mask, from-scratch, bert-demo]",
              "---", "", f"# {name}: a small BERT pre-trained from scratch", "",
              f"{model.config.num_hidden_layers} layers, hidden size {model.config.hidden_size}, "
              f"{model.config.num_attention_heads} heads, vocabulary {model.config.vocab_size:,}; "
              f"{model.num_parameters():,} parameters. Trained by this project's code with masked-language modelling "
-             f"and next-sentence prediction for {metadata.get('step', 0):,} steps ({took} on {hardware}, computing in "
-             f"{precision}; the weights are fp32) with one command:", "",
-             f"```bash\npython -m bert_demo train {flags} --out checkpoints/{name}\n```", "",
+             f"and next-sentence prediction for {how_long(metadata)} with one command:", "",
+             f"```bash\n{command(config, name)}\n```", "",
+             *continued_from(config),
              "Stopped with Ctrl-C, such a run continues on the same schedule with `python -m bert_demo train "
              "--resume` and its folder; a shipped copy leaves out the optimizer state (`optimizer.safetensors`) that "
              "this needs.", "",
@@ -122,16 +161,19 @@ def _card_text(name: str, model, metadata: dict, config: dict, metrics: dict, kn
              "| sentence | top 3 guesses | a fitting word among them |", "|---|---|---|"]
     lines += [f"| {row['text']} | {', '.join(token for token, _ in row['guesses'])} | "
               f"{'yes' if row['knows'] else 'no'} |" for row in known]
+    held_out = [corpus for corpus in metrics if corpus not in outside]
+    which = ("each corpus it trained on" if len(held_out) >= trained
+             else f"{len(held_out)} of the {trained} corpora it trained on")
+    never = "; ".join(f"`{text}` ({SOURCES[text].about})" for text in outside)
     lines += ["", "## Metrics", "",
-              "Held-out documents of each corpus it trained on, and all of "
-              f"`{outside}` ({SOURCES[outside].about}), which it never saw. MLM: every target replaced by [MASK]. "
-              "Our code and `transformers` give the same numbers:", "",
+              f"Held-out documents of {which}, and all of {never}, which it never saw. MLM: every target replaced by "
+              "[MASK]. Our code and `transformers` give the same numbers:", "",
               "| text | MLM accuracy | perplexity | NSP accuracy | same through transformers |",
               "|---|---|---|---|---|"]
     for corpus, result in metrics.items():
         ours, theirs = result["ours"], result["transformers"]
         same = all(abs(ours[k] - theirs[k]) < 1e-4 for k in ("mlm_acc", "nsp_acc"))
-        label = f"{corpus} (never seen)" if corpus == outside else f"{corpus} (held out)"
+        label = f"{corpus} (never seen)" if corpus in outside else f"{corpus} (held out)"
         lines.append(f"| {label} | {ours['mlm_acc']:.3f} | {ours['mlm_ppl']:.1f} | {ours['nsp_acc']:.3f} | "
                      f"{'yes' if same else 'NO'} |")
     lines += ["", f"![learning curve]({CURVE_NAME})", "", "## Data", ""]

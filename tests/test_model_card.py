@@ -7,7 +7,8 @@ import xml.etree.ElementTree as ET
 import pytest
 import torch
 
-from bert_demo.model_card import CURVE_NAME, PLAIN_SENTENCES, knowledge, learning_curve_svg, write_card
+from bert_demo.model_card import (CURVE_NAME, PLAIN_SENTENCES, command, continued_from, knowledge, learning_curve_svg,
+                                  write_card)
 from bert_demo.runtime import describe_hardware, resolve_precision
 from bert_demo.train_config import TrainConfig
 from bert_demo.trainer import pretraining
@@ -42,7 +43,7 @@ def test_the_card_reports_held_out_and_never_seen_text_through_ours_and_transfor
     config = TrainConfig(preset="tiny", corpus=str(corpus), steps=20, batch_size=4, seq_len=32, vocab_size=300,
                          out=str(tmp_path / "run"), eval_every=10)
     list(pretraining(config).run())
-    card = write_card(tmp_path / "run", outside="lee", batches=2).read_text()  # its own corpus by default
+    card = write_card(tmp_path / "run", outside=["lee"], batches=2).read_text()  # its own corpus by default
     assert f"| {corpus} (held out) |" in card and "| lee (never seen) |" in card
     assert card.count("| yes |") == 2  # ours and transformers agree on both
     assert "python -m bert_demo train --preset tiny" in card and f"![learning curve]({CURVE_NAME})" in card
@@ -50,3 +51,15 @@ def test_the_card_reports_held_out_and_never_seen_text_through_ours_and_transfor
     assert f"on {describe_hardware(cpu)}, computing in {resolve_precision('auto', cpu)}; the weights are fp32) with " \
            "one command" in card
     assert (tmp_path / "run" / CURVE_NAME).read_text().startswith("<svg")
+
+
+def test_the_command_is_the_one_that_ran_including_a_continued_runs_start_and_changed_settings(tmp_path):
+    fresh = {"preset": "mini", "corpus": "news", "steps": 100, "batch_size": 32, "seq_len": 128, "vocab_size": 8192,
+             "lr": TrainConfig().lr, "out": "/somewhere", "eval_every": 7}
+    assert command(fresh, "m") == ("python -m bert_demo train --preset mini --corpus news --steps 100 --batch-size 32 "
+                                   "--seq-len 128 --vocab-size 8192 --out checkpoints/m")  # defaults and places left out
+    continued = {**fresh, "preset": "tiny", "init_from": str(tmp_path / "gone"), "lr": 5e-4, "warmup_steps": 1000}
+    line = command(continued, "m")
+    assert "--preset" not in line and "--vocab-size" not in line  # the model it continues decides them
+    assert f"--lr 0.0005 --init-from {tmp_path / 'gone'} --warmup-steps 1000" in line
+    assert "no longer here" in continued_from(continued)[0] and continued_from(fresh) == []
