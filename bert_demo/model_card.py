@@ -114,18 +114,24 @@ def how_long(metadata: dict) -> str:
     return f"{metadata.get('step', 0):,} steps ({took} on {hardware}, computing in {precision}; the weights are fp32)"
 
 
-def continued_from(config: dict) -> list[str]:
-    """For a run that continued another model: what that model's own training was (its records, where the folder
-    is still here), so the card accounts for all the compute."""
-    start = config.get("init_from")
-    if not start:
-        return []
-    if not (Path(start) / "config.json").is_file():
-        return [f"It continues `{start}` (its folder is no longer here: its own card says how it was trained).", ""]
-    earlier = read_metadata(start)
-    corpus = (earlier.get("train_config") or {}).get("corpus", "its corpus")
-    return [f"It continues `{start}`, which this project's code pre-trained first on `{corpus}` for "
-            f"{how_long(earlier)}.", ""]
+def continued_from(config: dict, depth: int = 5) -> list[str]:
+    """For a run that continued another model: how that model was trained, and what it continued in turn (from
+    their records, where the folders are still here), so the card accounts for all the compute."""
+    lines, start = [], config.get("init_from")
+    while start and len(lines) < depth:
+        if not (Path(start) / "config.json").is_file():
+            lines.append(f"It continues `{start}` (its folder is no longer here: its own card says how it was "
+                         "trained).")
+            break
+        earlier = read_metadata(start)
+        stored = earlier.get("train_config") or {}
+        planned, done = stored.get("steps", 0), earlier.get("step", 0)
+        stopped = f", stopped at step {done:,} of {planned:,}" if done < planned else ""
+        lines.append(f"It continues `{start}`, trained by this project's code on `{stored.get('corpus', 'a corpus')}`"
+                     f" for {how_long(earlier)}{stopped}: `{command(stored, Path(start).name)}`.")
+        start = stored.get("init_from")
+    return [" ".join(line if i == 0 else line.replace("It continues", "That continues", 1)
+                     for i, line in enumerate(lines)), ""] if lines else []
 
 
 NOT_IN_COMMAND = {"out", "eval_every", "save_every", "log_every", "device"}  # where it ran, not what it learned

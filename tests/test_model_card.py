@@ -56,10 +56,30 @@ def test_the_card_reports_held_out_and_never_seen_text_through_ours_and_transfor
 def test_the_command_is_the_one_that_ran_including_a_continued_runs_start_and_changed_settings(tmp_path):
     fresh = {"preset": "mini", "corpus": "news", "steps": 100, "batch_size": 32, "seq_len": 128, "vocab_size": 8192,
              "lr": TrainConfig().lr, "out": "/somewhere", "eval_every": 7}
-    assert command(fresh, "m") == ("python -m bert_demo train --preset mini --corpus news --steps 100 --batch-size 32 "
-                                   "--seq-len 128 --vocab-size 8192 --out checkpoints/m")  # defaults and places left out
+    assert command(fresh, "m") == ("python -m bert_demo train --preset mini --corpus news --steps 100 "
+                                   "--batch-size 32 --seq-len 128 --vocab-size 8192 --out checkpoints/m")
+    # the defaults and where it ran are left out
     continued = {**fresh, "preset": "tiny", "init_from": str(tmp_path / "gone"), "lr": 5e-4, "warmup_steps": 1000}
     line = command(continued, "m")
     assert "--preset" not in line and "--vocab-size" not in line  # the model it continues decides them
     assert f"--lr 0.0005 --init-from {tmp_path / 'gone'} --warmup-steps 1000" in line
     assert "no longer here" in continued_from(continued)[0] and continued_from(fresh) == []
+
+
+def test_a_continued_models_card_names_every_earlier_stage_with_its_command(tmp_path):
+    import json
+
+    def saved(name, config):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text("{}")
+        (tmp_path / name / "bert_demo.json").write_text(json.dumps({"train_config": config, "step": 10,
+                                                                     "elapsed": 60.0, "precision": "fp32"}))
+        return str(tmp_path / name)
+
+    first = saved("first", {"preset": "mini", "corpus": "news", "steps": 10})
+    second = saved("second", {"corpus": "v3", "steps": 20, "init_from": first})
+    text = continued_from({"corpus": "everyday", "init_from": second})[0]
+    assert text.startswith(f"It continues `{second}`, trained by this project's code on `v3`")
+    assert "stopped at step 10 of 20" in text and "stopped at step 10 of 10" not in text
+    assert f"That continues `{first}`, trained by this project's code on `news` for 10 steps" in text
+    assert "--init-from" in text and "python -m bert_demo train --preset mini --corpus news --steps 10" in text

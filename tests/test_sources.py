@@ -225,6 +225,14 @@ def test_v3_is_every_offline_training_source_and_the_app_offers_neither_it_nor_i
         assert name not in sources.SOURCES and all(sources.SOURCES[part].training for part in parts), name
 
 
+def test_the_everyday_mix_is_v3_without_manuals_scripture_dictionaries_verse_or_games():
+    everyday, v3 = sources.MIXES["everyday"], sources.MIXES["v3"]
+    left_out = {"foldoc", "jargon", "python-docs", "django-docs", "postgres-docs", "linux-docs", "perl-docs",
+                "manpages", "sqlite-docs", "git-docs", "bible", "mhcc", "wordnet", "devil", "shakespeare", "milton",
+                "cataclysm", "endless-sky", "crawl", "wesnoth", "crossfire"}
+    assert set(everyday) == set(v3) - left_out and everyday[:5] == V3_BEFORE
+
+
 def test_the_command_line_accepts_a_mix_as_its_corpus():
     args = build_parser().parse_args(["train", "--corpus", "v3,wiki", "--steps", "10"])
     assert TrainConfig(**given_flags(args)).corpus == "v3,wiki"  # checked when it is made
