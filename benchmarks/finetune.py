@@ -6,6 +6,7 @@ domain, with all labels and with few. Also the time of one integrated-gradients 
     python benchmarks/finetune.py --seeds 0 --sizes 500 --inits pretrained,random
     python benchmarks/finetune.py --lrs 3e-5,1e-4,3e-4,1e-3 --inits pretrained,random --jobs 12   # a grid
     python benchmarks/finetune.py --from-log finetune.jsonl           # the summary of rows already run
+    python benchmarks/finetune.py --app-budget --sizes 100,300,1000,all --inits pretrained,random   # the tab's runs
     python benchmarks/finetune.py --write-task-text movies.txt        # the training sentences, unlabelled
 
 Each start's settings are chosen fairly: for each start and label count, the learning rate (and the epochs, where
@@ -30,7 +31,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 import _common  # noqa: F401  (puts the repository root on sys.path)
 from _common import print_table
 
-from bert_demo.train_config import FinetuneConfig
+from bert_demo.train_config import FinetuneConfig, app_finetune_steps
 
 DEFAULT_MODEL = "checkpoints/mini-english"
 
@@ -40,14 +41,16 @@ def run_one(args: argparse.Namespace, init: str, size: int | None, seed: int, lr
     import torch
 
     from bert_demo.finetune import finetuning
+    from bert_demo.labelled import load_task
 
     torch.set_num_threads(max(1, _common.cores() // max(1, args.jobs)))
     reinit_pooler = args.reinit_pooler and init == "pretrained"  # a random start's pooler is new anyway
     with tempfile.TemporaryDirectory() as out:
+        steps = app_finetune_steps(size or len(load_task(args.task)["train"])) if args.app_budget else None
         config = FinetuneConfig(model=args.model, task=args.task, outside=args.outside, init=init,
-                                train_examples=size, epochs=epochs, lr=lr, batch_size=args.batch_size, seed=seed,
-                                reinit_pooler=reinit_pooler, layer_decay=args.layer_decay, out=f"{out}/run",
-                                eval_every=10**6, log_every=10**6)
+                                train_examples=size, epochs=epochs, steps=steps, lr=lr, batch_size=args.batch_size,
+                                seed=seed, reinit_pooler=reinit_pooler, layer_decay=args.layer_decay,
+                                out=f"{out}/run", eval_every=10**6, log_every=10**6)
         started = time.perf_counter()
         final = [r for r in finetuning(config).run() if r["kind"] == "val"][-1]
         return {"model": args.model, "init": init, "labels": size or "all", "seed": seed, "lr": lr, "epochs": epochs,
@@ -180,6 +183,8 @@ def main() -> None:
     parser.add_argument("--reinit-pooler", action="store_true", help="start the pooler anew (pre-trained starts)")
     parser.add_argument("--layer-decay", type=float, default=1.0, help="layer-wise learning-rate decay (1: off)")
     parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--app-budget", action="store_true",
+                        help="the Fine-tune tab's budget: APP_FINETUNE's passes, at most its max_steps a run")
     parser.add_argument("--jobs", type=int, default=1, help="runs at once, each in a process of its own")
     parser.add_argument("--log", default="finetune.jsonl")
     parser.add_argument("--resume", action="store_true", help="skip the runs --log already holds")

@@ -245,6 +245,12 @@ APP_FINETUNE: dict[str, Any] = {"task": "movie-reviews", "train_examples": 1000,
                                             "sst2": "movie-reviews"}}
 
 
+def app_finetune_steps(examples: int) -> int:
+    """The Fine-tune tab's budget for a run on `examples` labelled sentences: APP_FINETUNE's passes over them in
+    batches of FinetuneConfig's size, at most its `max_steps`."""
+    return min(math.ceil(APP_FINETUNE["epochs"] * examples / FinetuneConfig.batch_size), APP_FINETUNE["max_steps"])
+
+
 def label(name: str) -> str:
     """How a setting is named to people: its label, else its field name."""
     return _field(name).metadata["label"] or name

@@ -34,6 +34,7 @@ def app(served_app, tmp_path_factory):
     base = tmp_path_factory.mktemp("api-examples")
     with served_app(base) as served, pytest.MonkeyPatch.context() as patch:
         patch.setattr("bert_demo.app.forms.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 2, "validations": 1})
+        patch.setattr("bert_demo.train_config.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 2, "validations": 1})
         shutil.copytree(ROOT / "checkpoints" / "mini-english", base / "checkpoints" / "mini-english")
         for name, lr in [("a", 1e-3), ("b", 3e-3)]:
             list(pretraining(TrainConfig(preset="tiny", corpus=str(served["corpus"]), steps=40, batch_size=4, seq_len=32,

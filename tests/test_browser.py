@@ -304,6 +304,7 @@ def test_the_fine_tune_tab_trains_both_starts_then_classifies_with_coloured_word
     from bert_demo.train_config import APP_FINETUNE
 
     monkeypatch.setattr("bert_demo.app.forms.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 6})
+    monkeypatch.setattr("bert_demo.train_config.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 6})
     rows = [{"text": f"the cat was {'happy' if i % 2 else 'sad'}.", "label": "yes" if i % 2 else "no"}
             for i in range(60)]
     labelled = tmp_path / "mine.jsonl"

@@ -57,6 +57,7 @@ def experiment(registry, tmp_path_factory):
     budget = {**APP_FINETUNE, "max_steps": 15}
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("bert_demo.app.forms.APP_FINETUNE", budget)
+        patch.setattr("bert_demo.train_config.APP_FINETUNE", budget)
         updates = list(finetune.finetune(registry, "checkpoints/tiny-test", "movie-reviews", upload, "100",
                                        ["random"], owner=OWNER))
     return updates
@@ -290,6 +291,7 @@ def test_a_fine_tuning_run_in_progress_is_not_offered_as_the_live_model_for_the_
     budget = {**APP_FINETUNE, "max_steps": 200}
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("bert_demo.app.forms.APP_FINETUNE", budget)
+        patch.setattr("bert_demo.train_config.APP_FINETUNE", budget)
         updates = finetune.finetune(registry, "checkpoints/tiny-test", "movie-reviews", upload, "100", [],
                                   owner=OWNER)
         try:
@@ -347,6 +349,7 @@ def test_google_bert_mini_joins_the_experiment_as_a_third_start_from_the_hub(reg
     monkeypatch.setattr(registry.catalog, "allow_hub", True)
     monkeypatch.setattr("bert_demo.checkpoint.download", lambda name, cache_dir=None, check=None: hub)
     monkeypatch.setattr("bert_demo.app.forms.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 8})
+    monkeypatch.setattr("bert_demo.train_config.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 8})
     upload, owner = write(tmp_path / "mine.jsonl", rows()), "visitor-2"
     final = list(finetune.finetune(registry, "checkpoints/tiny-test", "movie-reviews", upload, "100",
                                  ["random", text.WELL_READ], owner=owner))[-1]

@@ -239,6 +239,7 @@ def test_a_fine_tune_through_the_api_streams_curves_and_leaves_a_classifier_that
     upload = tmp_path / "mine.jsonl"
     upload.write_text("\n".join(json.dumps(row) for row in rows))
     monkeypatch.setattr("bert_demo.app.forms.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 4})
+    monkeypatch.setattr("bert_demo.train_config.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 4})
     job = client.submit(MODEL, "movie-reviews", handle_file(str(upload)), "100", ["random"], api_name="/finetune")
     outputs = list(job)[-1]
     status, curves, verdict, counts, changes, classifier, selector = outputs

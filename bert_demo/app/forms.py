@@ -24,6 +24,7 @@ from bert_demo.train_config import (
     APP_RUN,
     FinetuneConfig,
     TrainConfig,
+    app_finetune_steps,
     bounds,
     check_limits,
     choices,
@@ -138,8 +139,7 @@ class Forms:
                              f"{', '.join(labelled.FILE_TYPES)} file")
         examples = min(train_examples or len(data["train"]), len(data["train"]))
         train_examples = examples if train_examples else None  # what the run trains on, said as it is
-        steps = min(math.ceil(APP_FINETUNE["epochs"] * examples / FinetuneConfig.batch_size),
-                    APP_FINETUNE["max_steps"])
+        steps = app_finetune_steps(examples)
         config = FinetuneConfig(model=str(folder), task=task, init=init, train_examples=train_examples, steps=steps,
                                 outside="none" if upload else APP_FINETUNE["outside"].get(task, "none"),
                                 device=self.catalog.torch_device(),
