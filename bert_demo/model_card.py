@@ -139,14 +139,16 @@ NOT_IN_COMMAND = {"out", "eval_every", "save_every", "log_every", "device"}  # w
 
 def command(config: dict, name: str) -> str:
     """The one command that trains this model: its corpus, steps and shape, then every other setting the run
-    changed from the defaults (a continued run's shape and vocabulary come from the model it continues)."""
+    changed from the defaults (a continued run's shape and vocabulary come from the model it continues). Each model
+    is named as `checkpoints/<its name>`, so a chain of stages reads as one recipe."""
     defaults = asdict(TrainConfig())
     shown = ["corpus", "steps", "batch_size", "seq_len"]
     if not config.get("init_from"):
         shown = ["preset", *shown, "vocab_size"]
     shown += [key for key, value in config.items() if key not in {*shown, "preset", "vocab_size", *NOT_IN_COMMAND}
               and value is not None and value != defaults.get(key)]
-    flags = " ".join(f"--{key.replace('_', '-')} {config[key]}" for key in shown if key in config)
+    values = {**config, "init_from": f"checkpoints/{Path(str(config.get('init_from'))).name}"}  # as --out names it
+    flags = " ".join(f"--{key.replace('_', '-')} {values[key]}" for key in shown if key in config)
     return f"python -m bert_demo train {flags} --out checkpoints/{name}"
 
 

@@ -62,7 +62,7 @@ def test_the_command_is_the_one_that_ran_including_a_continued_runs_start_and_ch
     continued = {**fresh, "preset": "tiny", "init_from": str(tmp_path / "gone"), "lr": 5e-4, "warmup_steps": 1000}
     line = command(continued, "m")
     assert "--preset" not in line and "--vocab-size" not in line  # the model it continues decides them
-    assert f"--lr 0.0005 --init-from {tmp_path / 'gone'} --warmup-steps 1000" in line
+    assert "--lr 0.0005 --init-from checkpoints/gone --warmup-steps 1000" in line
     assert "no longer here" in continued_from(continued)[0] and continued_from(fresh) == []
 
 
