@@ -116,7 +116,8 @@ def how_long(metadata: dict) -> str:
 
 def continued_from(config: dict, depth: int = 5) -> list[str]:
     """For a run that continued another model: how that model was trained, and what it continued in turn (from
-    their records, where the folders are still here), so the card accounts for all the compute."""
+    their records, where the folders are still here), so the card accounts for all the compute. Each is named as
+    its command's `--out` names it, `checkpoints/<name>`."""
     lines, start = [], config.get("init_from")
     while start and len(lines) < depth:
         if not (Path(start) / "config.json").is_file():
@@ -127,7 +128,8 @@ def continued_from(config: dict, depth: int = 5) -> list[str]:
         stored = earlier.get("train_config") or {}
         planned, done = stored.get("steps", 0), earlier.get("step", 0)
         stopped = f", stopped at step {done:,} of {planned:,}" if done < planned else ""
-        lines.append(f"It continues `{start}`, trained by this project's code on `{stored.get('corpus', 'a corpus')}`"
+        lines.append(f"It continues `checkpoints/{Path(start).name}`, trained by this project's code on "
+                     f"`{stored.get('corpus', 'a corpus')}`"
                      f" for {how_long(earlier)}{stopped}: `{command(stored, Path(start).name)}`.")
         start = stored.get("init_from")
     return [" ".join(line if i == 0 else line.replace("It continues", "That continues", 1)

@@ -79,7 +79,7 @@ def test_a_continued_models_card_names_every_earlier_stage_with_its_command(tmp_
     first = saved("first", {"preset": "mini", "corpus": "news", "steps": 10})
     second = saved("second", {"corpus": "v3", "steps": 20, "init_from": first})
     text = continued_from({"corpus": "everyday", "init_from": second})[0]
-    assert text.startswith(f"It continues `{second}`, trained by this project's code on `v3`")
+    assert text.startswith("It continues `checkpoints/second`, trained by this project's code on `v3`")
     assert "stopped at step 10 of 20" in text and "stopped at step 10 of 10" not in text
-    assert f"That continues `{first}`, trained by this project's code on `news` for 10 steps" in text
+    assert "That continues `checkpoints/first`, trained by this project's code on `news` for 10 steps" in text
     assert "--init-from" in text and "python -m bert_demo train --preset mini --corpus news --steps 10" in text
