@@ -134,8 +134,11 @@ def _training_lines(info: dict[str, Any]) -> list[str]:
                 f"Task **{task}**, from {start} **{model}**, {labels} labelled sentences, "
                 f"{info.get('step') or 0:,} of {train.get('steps'):,} steps, batch {train.get('batch_size')}, "
                 f"peak learning rate {train.get('lr'):g}{spent}."]
+    start = train.get("init_from")  # a continued run has its start's shape, whatever preset its config names
+    shape = (f"continued from **{hub_id_of(str(start)) or Path(str(start)).name}**" if start
+             else f"preset **{train.get('preset')}**")
     return ["#### Training",
-            f"Corpus **{corpus_name(train.get('corpus', '?'))}**, preset **{train.get('preset')}**, "
+            f"Corpus **{corpus_name(train.get('corpus', '?'))}**, {shape}, "
             f"{info.get('step') or 0:,} of {train.get('steps'):,} steps, batch {train.get('batch_size')}, "
             f"sequence length {train.get('seq_len')}, peak learning rate {train.get('lr'):g}{spent}."]
 
