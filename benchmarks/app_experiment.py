@@ -1,7 +1,7 @@
 """The Fine-tune tab's experiment as a visitor runs it: the tab's own handler, from the click to the verdict, with the
 app's budget (`APP_FINETUNE`), in the training slot's run process. Prints each phase's time and the final scores.
 
-    python benchmarks/app_experiment.py                          # the default: 1,000 labels, pre-trained and random
+    python benchmarks/app_experiment.py                          # the default: 300 labels, pre-trained and random
     python benchmarks/app_experiment.py --labels 300 --compare random,frozen
 
 Runs go to a temporary folder. Run nothing else meanwhile: the seconds are shared.
