@@ -107,9 +107,10 @@ def summarise(rows: list[dict]) -> dict[tuple, dict]:
             for r in rows]
     cells: dict[tuple, list[dict]] = {}
     for row in rows:
-        cells.setdefault((start_name(row), str(row["labels"]), row["lr"], row["epochs"]), []).append(row)
+        # the steps too: the tab's budget (--app-budget) caps them, so the same epochs may mean other steps
+        cells.setdefault((start_name(row), str(row["labels"]), row["lr"], row["epochs"], row["steps"]), []).append(row)
     table = []
-    for (start, labels, lr, epochs), group in cells.items():
+    for (start, labels, lr, epochs, _), group in cells.items():
         table.append([labels, start, f"{lr:g}" if lr else "?", f"{epochs:g}" if epochs else "?", len(group),
                       group[0]["steps"], _mean_sd([r["val_acc"] for r in group]),
                       _mean_sd([r["test_acc"] for r in group]), _mean_sd([r["outside_acc"] for r in group]),
@@ -121,9 +122,9 @@ def summarise(rows: list[dict]) -> dict[tuple, dict]:
                 table)
     chosen: dict[tuple, dict] = {}
     seeds = {}  # a start's most seeds in any cell: cells with fewer (a grid cut short) are not chosen
-    for (start, labels, _, _), group in cells.items():
+    for (start, labels, *_), group in cells.items():
         seeds[start, labels] = max(seeds.get((start, labels), 0), len(group))
-    for (start, labels, lr, epochs), group in cells.items():
+    for (start, labels, lr, epochs, _), group in cells.items():
         val = statistics.mean(r["val_acc"] for r in group)
         best = chosen.get((start, labels))
         if len(group) == seeds[start, labels] and (best is None or val > best["val"]):
