@@ -97,11 +97,18 @@ def write_card(folder: str | Path, corpora: list[str] | None = None, outside: Se
     trained = source_parts(str(config.get("corpus", "")))
     corpora = corpora or trained
     metrics = {corpus: evaluate(folder, corpus, max_batches=batches, reference=True) for corpus in [*corpora, *outside]}
-    (folder / CURVE_NAME).write_text(learning_curve_svg(metadata.get("history", []), f"{folder.name}: learning curve"))
+    (folder / CURVE_NAME).write_text(learning_curve_svg(metadata.get("history", []), curve_title(folder.name, config)))
     card = folder / "README.md"
     card.write_text(_card_text(folder.name, model, metadata, config, metrics, knowledge(model, tokenizer),
                                list(outside), len(trained)))
     return card
+
+
+def curve_title(name: str, config: dict) -> str:
+    """The learning curve's title: a continued run's curve starts where its start left off, and says so."""
+    start = config.get("init_from")
+    return (f"{name}: learning curve, continuing {Path(str(start)).name} (tokens seen since)" if start
+            else f"{name}: learning curve")
 
 
 def how_long(metadata: dict) -> str:

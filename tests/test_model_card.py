@@ -7,8 +7,8 @@ import xml.etree.ElementTree as ET
 import pytest
 import torch
 
-from bert_demo.model_card import (CURVE_NAME, PLAIN_SENTENCES, command, continued_from, knowledge, learning_curve_svg,
-                                  write_card)
+from bert_demo.model_card import (CURVE_NAME, PLAIN_SENTENCES, command, continued_from, curve_title, knowledge,
+                                  learning_curve_svg, write_card)
 from bert_demo.runtime import describe_hardware, resolve_precision
 from bert_demo.train_config import TrainConfig
 from bert_demo.trainer import pretraining
@@ -28,6 +28,12 @@ def test_the_learning_curve_is_an_svg_with_one_point_per_validation():
     assert "a <title> & more" in texts and "tokens seen" in texts and "10M" in texts
     with pytest.raises(ValueError, match="no validation records"):
         learning_curve_svg([history[1]], "t")
+
+
+def test_a_continued_models_curve_says_it_starts_where_its_start_left_off():
+    assert curve_title("v3", {"init_from": "runs/v3-stage1"}) == ("v3: learning curve, continuing v3-stage1 (tokens "
+                                                                   "seen since)")
+    assert curve_title("mini", {"preset": "mini"}) == "mini: learning curve"
 
 
 def test_a_plain_sentence_counts_as_known_only_with_a_fitting_word_in_the_top_3(trained_tiny, tokenizer):
