@@ -1,14 +1,13 @@
-"""Pre-training on a lent GPU as one prepared call: pack the corpus here, train there for a set number of minutes,
-join the checkpoint here.
+"""Pre-training on a lent GPU in one prepared call: pack here, train there for set minutes, join the parts here.
 
 Why: the lent machine reaches no package registry and runs one command of at most 10 minutes; what travels there is
-the working tree plus at most 64 MiB of carried files, and what comes back is at most 16 MiB a file. So the corpus
-travels as its parsed caches, compressed (the everyday mix: 57 MB of JSON, 14 MB as xz); the run's length is set
+the working tree and the carried files, 64 MiB in all, and what comes back is at most 16 MiB a file. So the corpus
+travels as its parsed caches, compressed (the everyday mix: 57 MB of JSON, 13 MiB as xz); the run's length is set
 there from a step time measured there, so that its learning-rate schedule ends when the time does (a run cut short
 stops mid-schedule, its rate still high); and the checkpoint comes back in parts, each with its SHA-256, joined and
 checked here. A run that overstays its time is stopped as Ctrl-C stops it: the step finishes and it saves.
 
-    python benchmarks/gpu_pretrain.py pack --corpus everyday                      # here: gpu-carry/corpus.tar.xz
+    python benchmarks/gpu_pretrain.py pack --corpus everyday                      # here: gpu-carry/ (corpus, wheels)
     python benchmarks/gpu_pretrain.py train --minutes 7 --out "$OUT/run" -- --init-from checkpoints/mini-english \\
         --corpus everyday --batch-size 256 --lr 5e-4 --warmup-steps 300          # there, with carry ["gpu-carry"]
     python benchmarks/gpu_pretrain.py join FILES_AT/run runs/mini-english-gpu     # here, from what came back
@@ -20,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -42,6 +42,10 @@ MANIFEST = "parts.json"
 KEPT = ("model.safetensors", "optimizer.safetensors", "config.json", "bert_demo.json", "tokenizer.json",
         "tokenizer_config.json", "vocab.txt")  # what --resume and the card need; the timeline stays there
 CALIBRATION_STEPS = 60
+# What `bert_demo train` imports. The lent machine has torch and transformers (with tokenizers and safetensors), and no
+# registry: the pure-Python ones travel as wheels, the others must be there.
+CARRIED_WHEELS = ("einops", "tqdm")
+NEEDED_THERE = ("torch", "transformers", "tokenizers", "safetensors")
 
 
 def pack(corpus: str, archive: Path = CARRY) -> Path:
@@ -56,6 +60,26 @@ def pack(corpus: str, archive: Path = CARRY) -> Path:
         for file in files:
             tar.add(file, arcname=file.name)
     return archive
+
+
+def pack_wheels(folder: Path = CARRY.parent / "wheels") -> None:
+    """The pure-Python packages `bert_demo train` needs that the lent machine may lack, as wheels from PyPI, at the
+    versions requirements.txt pins."""
+    pins = [line.strip() for line in (ROOT / "requirements.txt").read_text().splitlines()
+            if line.split("==")[0].strip() in CARRIED_WHEELS]
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "-d",
+                    str(folder), *pins], check=True)
+
+
+def install_missing(folder: Path = CARRY.parent / "wheels") -> None:
+    """Install the carried wheels the machine lacks; stop at once, before any work, if something else is missing."""
+    absent = [name for name in NEEDED_THERE if importlib.util.find_spec(name) is None]
+    if absent:
+        raise SystemExit(f"this machine lacks {', '.join(absent)}, which cannot travel as a pure-Python wheel")
+    missing = [name for name in CARRIED_WHEELS if importlib.util.find_spec(name) is None]
+    if missing:
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--find-links", str(folder),
+                        *missing], check=True)
 
 
 def unpack(archive: Path, folder: Path) -> None:
@@ -147,7 +171,7 @@ def join(parts_folder: Path, out: Path) -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    packing = commands.add_parser("pack", help="here: the corpus's parsed caches into gpu-carry/corpus.tar.xz")
+    packing = commands.add_parser("pack", help="here: the corpus's parsed caches and the wheels into gpu-carry/")
     packing.add_argument("--corpus", default="everyday")
     training = commands.add_parser("train", help="there: unpack, measure a step, train for --minutes, split")
     training.add_argument("--minutes", type=float, default=7.0)
@@ -159,8 +183,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.command == "pack":
         archive = pack(args.corpus)
-        print(f"{archive}: {archive.stat().st_size / 2**20:.1f} MiB")
+        pack_wheels()
+        print(f"{archive}: {archive.stat().st_size / 2**20:.1f} MiB, and the wheels of {', '.join(CARRIED_WHEELS)}")
     elif args.command == "train":
+        install_missing()
         cache = Path(tempfile.mkdtemp(prefix="bert-demo-cache-"))
         unpack(CARRY, cache)
         os.environ["BERT_DEMO_CACHE"] = str(cache)

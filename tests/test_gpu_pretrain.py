@@ -73,3 +73,12 @@ def test_a_damaged_part_leaves_no_checkpoint(gpu_pretrain, tmp_path):
     with pytest.raises(SystemExit, match="SHA-256 differs"):
         gpu_pretrain.join(tmp_path / "run", tmp_path / "joined")
     assert [p.name for p in tmp_path.iterdir() if "joined" in p.name] == []
+
+
+def test_a_machine_without_torch_is_refused_before_any_work(gpu_pretrain, monkeypatch):
+    calls = []
+    monkeypatch.setattr(gpu_pretrain.importlib.util, "find_spec", lambda name: None if name == "torch" else object())
+    monkeypatch.setattr(gpu_pretrain.subprocess, "run", lambda *a, **k: calls.append(a))
+    with pytest.raises(SystemExit, match="lacks torch"):
+        gpu_pretrain.install_missing()
+    assert calls == []
