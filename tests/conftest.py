@@ -2,6 +2,7 @@
 checkpoints, corpora and a served app (fixtures that return the helper, so test modules never import each other)."""
 from __future__ import annotations
 
+import copy
 import importlib
 import os
 import socket
@@ -157,6 +158,17 @@ def _write_corpus(path: Path, documents: int = 60) -> Path:
     return path
 
 
+def _with_embeddings(model, tokenizer, rows: dict[str, list[float]]):
+    """A copy of `model` whose embedding table is 0 but for `rows` (token: its first coordinates)."""
+    model = copy.deepcopy(model)
+    with torch.no_grad():
+        table = model.bert.embeddings.word_embeddings.weight
+        table.zero_()
+        for token, values in rows.items():
+            table[tokenizer.convert_tokens_to_ids(token), :len(values)] = torch.tensor(values)
+    return model
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -209,6 +221,11 @@ def make_checkpoint():
 @pytest.fixture(scope="session")
 def write_corpus():
     return _write_corpus
+
+
+@pytest.fixture(scope="session")
+def with_embeddings():
+    return _with_embeddings
 
 
 @pytest.fixture(scope="session")

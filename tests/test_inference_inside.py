@@ -2,7 +2,6 @@
 References: `transformers` on the same weights (heads switched off by a hook), and small hand-built tables."""
 from __future__ import annotations
 
-import copy
 from contextlib import contextmanager
 
 import numpy as np
@@ -140,17 +139,6 @@ def test_head_importance_of_a_pair_is_the_drop_in_the_is_next_probability(traine
     assert labels == ["B follows A"] and drops[0, 0, 1] == pytest.approx(expected, abs=1e-5)
 
 
-def with_embeddings(model, tokenizer, rows):
-    """A copy of `model` whose embedding table is 0 but for `rows` (token: its first coordinates)."""
-    model = copy.deepcopy(model)
-    with torch.no_grad():
-        table = model.bert.embeddings.word_embeddings.weight
-        table.zero_()
-        for token, values in rows.items():
-            table[tokenizer.convert_tokens_to_ids(token), :len(values)] = torch.tensor(values)
-    return model
-
-
 def test_projection_is_centred_never_stretches_distances_and_keeps_the_most_spread(trained_tiny, tokenizer):
     words = ["cat", "dog", "paris", "berlin", "sun", "water"]
     points = embedding_projection(trained_tiny, tokenizer, words)
@@ -166,7 +154,7 @@ def test_projection_is_centred_never_stretches_distances_and_keeps_the_most_spre
         embedding_projection(trained_tiny, tokenizer, ["cat", "dog"])
 
 
-def test_points_on_a_plane_project_to_their_own_centred_coordinates(trained_tiny, tokenizer):
+def test_points_on_a_plane_project_to_their_own_centred_coordinates(trained_tiny, tokenizer, with_embeddings):
     plane = {"cat": (3, 0), "dog": (-3, 0), "sun": (0, 1), "water": (0, -1)}  # wider along the first axis
     rows = {word: [2 + x, 2 + y, 2, 2, 2] for word, (x, y) in plane.items()}  # an offset that centring removes
     points = embedding_projection(with_embeddings(trained_tiny, tokenizer, rows), tokenizer, list(plane))

@@ -3,26 +3,13 @@ table (without the tokens training hardly showed), or, in a sentence, the refere
 layer."""
 from __future__ import annotations
 
-import copy
-
 import pytest
-import torch
 
 from bert_demo.neighbours import REFERENCE, neighbours, rare_tokens
 
 
-def with_embeddings(model, tokenizer, rows):
-    """A copy of `model` whose embedding table is 0 but for `rows` (token: its first coordinates)."""
-    model = copy.deepcopy(model)
-    with torch.no_grad():
-        table = model.bert.embeddings.word_embeddings.weight
-        table.zero_()
-        for token, values in rows.items():
-            table[tokenizer.convert_tokens_to_ids(token), :len(values)] = torch.tensor(values)
-    return model
-
-
-def test_neighbours_are_the_cosine_nearest_rows_never_the_word_or_a_special_token(trained_tiny, tokenizer):
+def test_neighbours_are_the_cosine_nearest_rows_never_the_word_or_a_special_token(trained_tiny, tokenizer,
+                                                                                  with_embeddings):
     rows = {"cat": [1, 0], "mat": [5, 0], "dog": [1, 1], "sun": [2, 6], "[CLS]": [2, 0], "[MASK]": [1, 0]}
     others = {token: [0, 0, 1] for token in tokenizer.get_vocab() if token not in rows}  # at 90 degrees: cosine 0
     model = with_embeddings(trained_tiny, tokenizer, {**others, **rows})
@@ -52,7 +39,7 @@ def test_a_word_that_is_not_one_token_is_refused_with_its_pieces(trained_tiny, t
         neighbours(trained_tiny, tokenizer, "xylophonist")
 
 
-def test_the_tokens_training_hardly_showed_are_never_offered_as_neighbours(trained_tiny, tokenizer):
+def test_the_tokens_training_hardly_showed_are_never_offered_as_neighbours(trained_tiny, tokenizer, with_embeddings):
     rows = {"cat": [1, 0], "mat": [5, 0], "dog": [1, 1]}
     model = with_embeddings(trained_tiny, tokenizer, rows)
     model.cls.predictions.bias.data.fill_(0.0)
