@@ -66,7 +66,7 @@ def _description(record: str, mtime_ns: int) -> str | None:
     config = (read_metadata(Path(record).parent).get("train_config") or {}) if mtime_ns else {}
     if "task" not in config:
         return None
-    start = hub_id_of(config["model"]) or Path(str(config["model"])).name
+    start = short_name(config["model"])
     task = config["task"] if "/" not in str(config["task"]) else "your labelled file"
     labels = f"{config['train_examples']:,} labels" if config.get("train_examples") else "all labels"
     init = {"pretrained": "pre-trained", "random": "random weights", "frozen": "frozen encoder"}.get(config.get("init"),
@@ -92,6 +92,11 @@ def hub_id_of(folder: str | Path) -> str | None:
     """The hub id of a folder in the hub's cache (models--owner--name/snapshots/<commit>), else None."""
     cached = next((part for part in Path(folder).parts if part.startswith("models--")), None)
     return cached.removeprefix("models--").replace("--", "/") if cached else None
+
+
+def short_name(model: str | Path) -> str:
+    """A model as people know it: its hub id where it is in the hub's cache, else its folder's name."""
+    return hub_id_of(model) or Path(str(model)).name
 
 
 def weights_time(folder: Path | None) -> float:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bert_demo import plots
-from bert_demo.app.folders import hub_id_of
+from bert_demo.app.folders import short_name
 from bert_demo.records import Record
 from bert_demo.train_config import APP_FINETUNE
 
@@ -129,13 +129,13 @@ def _training_lines(info: dict[str, Any]) -> list[str]:
                  "random": "random weights, in the shape of"}.get(train.get("init"), "")
         labels = f"{train['train_examples']:,}" if train.get("train_examples") else "all"
         task = "an uploaded labelled file" if any(c in str(train["task"]) for c in "/\\.") else train["task"]
-        model = hub_id_of(str(train.get("model"))) or Path(str(train.get("model"))).name
+        model = short_name(str(train.get("model")))
         return ["#### Fine-tuning",
                 f"Task **{task}**, from {start} **{model}**, {labels} labelled sentences, "
                 f"{info.get('step') or 0:,} of {train.get('steps'):,} steps, batch {train.get('batch_size')}, "
                 f"peak learning rate {train.get('lr'):g}{spent}."]
     start = train.get("init_from")  # a continued run has its start's shape, whatever preset its config names
-    shape = (f"continued from **{hub_id_of(str(start)) or Path(str(start)).name}**" if start
+    shape = (f"continued from **{short_name(str(start))}**" if start
              else f"preset **{train.get('preset')}**")
     return ["#### Training",
             f"Corpus **{corpus_name(train.get('corpus', '?'))}**, {shape}, "
