@@ -71,7 +71,7 @@ def phases(runs: str, precision: str) -> tuple[list[list], str]:
 
 def profile(runs: str, precision: str) -> tuple[list[list], str]:
     """The same config's pre-training in this process, under cProfile: the cumulative seconds of what is not a step."""
-    config = Registry(runs_dir=runs, device="cpu").train_config()
+    config = Registry(runs_dir=runs, device="cpu").forms.train_config()
     config.out, config.precision = str(Path(runs) / "profiled"), precision
     profiler = cProfile.Profile()
     started = time.perf_counter()
