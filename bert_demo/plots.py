@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 
 from bert_demo.records import Record
+from bert_demo.train_config import STARTS
 
 TEMPLATE = "none"
 COLORS = {"mlm": "#1f77b4", "nsp": "#d62728", "lr": "#2ca02c"}
@@ -190,8 +191,6 @@ def compare_figure(runs: dict[str, Sequence[Record]], x: str = "tokens") -> go.F
 # ----------------------------------------------------------------------------------------------------------------
 # fine-tuning
 
-STARTS = {"pretrained": "pre-trained", "random": "random weights", "frozen": "frozen encoder",
-          "well-read": "Google's BERT-Mini"}
 MIN_LOSS_SPAN = 1.0  # nats: the least a loss axis shows
 START_COLORS = {"pretrained": "#1f77b4", "random": "#d62728", "frozen": "#7f7f7f", "well-read": "#2ca02c"}
 

@@ -19,6 +19,9 @@ from bert_demo.sources import MIXES, TRAINING_SOURCES
 SCHEDULES = ("linear", "triangle")
 PRECISIONS = ("auto", "fp32", "bf16")
 INITS = ("pretrained", "random", "frozen")  # how a fine-tuning run starts
+# each start as people read it; "well-read" is the Fine-tune tab's third start, APP_FINETUNE["well_read"]
+STARTS = {"pretrained": "pre-trained", "random": "random weights", "frozen": "frozen encoder",
+          "well-read": "Google's BERT-Mini"}
 MACHINES = ("cpu", "gpu")
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bert_demo.config import CONFIG_NAME, METADATA_NAME, OPTIMIZER_NAME, WEIGHTS_NAME, read_config, read_metadata
+from bert_demo.train_config import STARTS
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +70,7 @@ def _description(record: str, mtime_ns: int) -> str | None:
     start = short_name(config["model"])
     task = config["task"] if "/" not in str(config["task"]) else "your labelled file"
     labels = f"{config['train_examples']:,} labels" if config.get("train_examples") else "all labels"
-    init = {"pretrained": "pre-trained", "random": "random weights", "frozen": "frozen encoder"}.get(config.get("init"),
-                                                                                                    config.get("init"))
+    init = STARTS.get(config.get("init"), config.get("init"))
     day, clock = Path(record).parent.name.rsplit("-", 2)[-2:] if "-" in Path(record).parent.name else ("", "")
     when = f" · {day[4:6]}-{day[6:8]} {clock[:2]}:{clock[2:4]}" if day.isdigit() and clock.isdigit() else ""
     return f"{start} → {task} · {labels} · {init}{when}"
