@@ -94,6 +94,15 @@ def test_a_reloaded_page_rebuilds_the_last_experiment_its_visitor_may_see_from_t
     assert all(update == gr.skip() for update in hidden.values())
 
 
+def test_a_reloaded_page_reads_no_weights_again_for_the_layer_chart(registry, experiment, monkeypatch):
+    finetune.last_experiment(registry, OWNER)  # the first page load after the experiment may read them
+    reads = []
+    checkpoint = finetune.backend().checkpoint
+    monkeypatch.setattr(checkpoint, "read_weights", lambda *a, **k: reads.append(a) or {})
+    rebuilt = finetune.last_experiment(registry, OWNER)
+    assert reads == [] and rebuilt["ft_changes"].data  # the same chart, from what the first load measured
+
+
 def test_the_layer_chart_shows_how_far_each_part_moved_from_where_each_start_began(experiment):
     bars = {trace.name: dict(zip(trace.x, trace.y)) for trace in experiment[-1]["ft_changes"].data}
     assert set(bars) == {"pre-trained", "random weights"}  # the random start from its step-0 snapshot

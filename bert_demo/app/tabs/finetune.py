@@ -11,6 +11,7 @@ to the classifier it leaves behind (`classifier`).
 """
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -234,22 +235,33 @@ def layer_changes(configs: dict) -> dict[str, list[tuple[str, float]]]:
     for a pre-trained, frozen or well-read start, the run's step-0 snapshot for a random one (a start is skipped
     when its "before" is gone: no snapshot, or a hub model pruned from the cache). `configs` maps each start to its
     run's config."""
-    checkpoint, timeline = backend().checkpoint, backend().timeline
     changes = {}
     for start, config in configs.items():
-        after = Path(config.out)
-        if not (after / WEIGHTS_NAME).is_file():
-            continue
-        if config.init == "random":
-            if 0 not in timeline.steps(after):
-                continue
-            before = timeline.load(after, 0)
-        elif (Path(config.model) / WEIGHTS_NAME).is_file():
-            before = checkpoint.read_weights(Path(config.model))
-        else:
-            continue
-        changes[start] = backend().weight_change.relative_change(before, checkpoint.read_weights(after))
+        after, model = Path(config.out) / WEIGHTS_NAME, Path(config.model) / WEIGHTS_NAME
+        times = [file.stat().st_mtime if file.is_file() else 0.0 for file in (after, model)]
+        moved = _moved(str(config.out), config.init == "random", str(config.model), *times)
+        if moved is not None:
+            changes[start] = list(moved)
     return changes
+
+
+@functools.lru_cache(maxsize=64)
+def _moved(after: str, from_snapshot: bool, model: str, after_time: float, model_time: float
+           ) -> tuple[tuple[str, float], ...] | None:
+    """One run's change (None when a side is gone), kept per the two weights files' times: every page load
+    rebuilds the last experiment's layer chart, and reading both models' weights each time is the slow part."""
+    checkpoint, timeline = backend().checkpoint, backend().timeline
+    if not after_time:
+        return None
+    if from_snapshot:
+        if 0 not in timeline.steps(Path(after)):
+            return None
+        before = timeline.load(Path(after), 0)
+    elif model_time:
+        before = checkpoint.read_weights(Path(model))
+    else:
+        return None
+    return tuple(backend().weight_change.relative_change(before, checkpoint.read_weights(Path(after))))
 
 
 @friendly
