@@ -14,6 +14,7 @@ Shapes: B batch, T tokens (the longest example in the batch).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import random
 from array import array
 from collections.abc import Iterator, Sequence
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from transformers import PreTrainedTokenizerBase
 
 from bert_demo.model import IGNORE_INDEX
@@ -28,6 +30,7 @@ from bert_demo.model import IGNORE_INDEX
 Document = list[Sequence[int]]  # a document: sentences of token ids (int32 arrays), without special tokens
 IS_NEXT, NOT_NEXT = 0, 1  # NSP labels, as in Hugging Face: 0 = "B follows A"
 MIN_DOCUMENTS = 2  # in each split: a random "next sentence" must come from another document
+MIN_SHARD_DOCUMENTS = 8  # fewer a shard, and the shards read the whole corpus and share its examples instead
 
 
 @dataclass(frozen=True)
@@ -230,7 +233,15 @@ class MaskingCollator:
 
 
 class PretrainingData:
-    """An endless stream of masked batches: examples re-paired every epoch, masks redrawn every batch."""
+    """An endless stream of masked batches: examples re-paired every epoch, masks redrawn every batch.
+
+    The stream is cut into shards, one for each process that builds batches (`shards` of them: every torchrun rank
+    times its data workers). Each epoch, shard s makes its examples from its own share of the documents, a share
+    drawn afresh from the epoch's shuffle, so a shard's work (and its pause at an epoch's end) is 1/shards of the
+    corpus's, and the shards' batches together read every document once an epoch. A corpus too small to share out
+    (fewer than `MIN_SHARD_DOCUMENTS` documents a shard) is read whole by every shard, each taking every shards-th
+    example.
+    """
 
     def __init__(self, documents: Sequence[Document], special: SpecialIds, max_seq_len: int = 128,
                  batch_size: int = 32, max_predictions: int = 20, seed: int = 0, short_seq_prob: float = 0.1,
@@ -242,17 +253,40 @@ class PretrainingData:
         self.special = special
         self.collate = MaskingCollator(special, max_predictions, **masking)
 
-    def batches(self) -> Iterator[dict[str, Tensor]]:
-        """Batches forever; with world_size > 1 each rank takes its own share of every epoch's examples."""
-        rng = random.Random(self.seed)
-        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + self.rank)
-        while True:
-            examples = create_examples(self.documents, self.special, self.max_seq_len, rng, self.short_seq_prob)[
-                self.rank::self.world_size]
+    def batches(self, workers: int = 0, pin_memory: bool = False) -> Iterator[dict[str, Tensor]]:
+        """This rank's batches forever. With `workers`, that many processes build them ahead of the training step
+        (a DataLoader, its batches taken from the workers in turn, so the stream is the same on every run), in page-
+        locked memory if `pin_memory` (a GPU then copies them while it computes)."""
+        if workers == 0:
+            return self.shard_batches(self.rank, self.world_size)
+        loader = DataLoader(_Shards(self, workers), batch_size=None, num_workers=workers, pin_memory=pin_memory,
+                            prefetch_factor=4)
+        return iter(loader)
+
+    def shard_batches(self, shard: int, shards: int) -> Iterator[dict[str, Tensor]]:
+        """Shard `shard` of `shards`: each epoch, examples from its share of the documents, then their batches."""
+        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + shard)
+        for epoch in itertools.count():
+            documents, stride = self._share(epoch, shard, shards)
+            # sharing one epoch's examples out by stride, every shard must draw the same examples
+            rng = random.Random(f"{self.seed}:{epoch}" if stride else f"{self.seed}:{epoch}:{shard}")
+            examples = create_examples(documents, self.special, self.max_seq_len, rng, self.short_seq_prob)
+            examples = examples[shard::shards] if stride else examples
             if len(examples) < self.batch_size:
                 examples = examples * (self.batch_size // max(len(examples), 1) + 1)  # a tiny corpus: repeat it
             for start in range(0, len(examples) - self.batch_size + 1, self.batch_size):
                 yield self.collate(examples[start:start + self.batch_size], generator)
+
+    def _share(self, epoch: int, shard: int, shards: int) -> tuple[Sequence[Document], bool]:
+        """The documents shard `shard` reads in `epoch`, and whether it must take every shards-th example of them
+        (a corpus too small to share out by documents)."""
+        if shards == 1:
+            return self.documents, False
+        if len(self.documents) < MIN_SHARD_DOCUMENTS * shards:
+            return self.documents, True
+        order = list(range(len(self.documents)))
+        random.Random(f"{self.seed}:{epoch}").shuffle(order)
+        return [self.documents[i] for i in order[shard::shards]], False
 
     def fixed_batches(self, n: int, seed: int = 0) -> list[dict[str, Tensor]]:
         """The same n batches every time (for validation): examples and masks drawn from `seed`."""
@@ -260,3 +294,15 @@ class PretrainingData:
         examples = create_examples(self.documents, self.special, self.max_seq_len, rng, self.short_seq_prob)
         batches = [examples[i:i + self.batch_size] for i in range(0, len(examples), self.batch_size)][:n]
         return [self.collate(chunk, generator) for chunk in batches]
+
+
+class _Shards(IterableDataset):
+    """A DataLoader's view of the stream: worker w of a rank's W builds shard rank * W + w of world_size * W."""
+
+    def __init__(self, data: PretrainingData, workers: int):
+        self.data, self.workers = data, workers
+
+    def __iter__(self) -> Iterator[dict[str, Tensor]]:
+        worker = get_worker_info()
+        index = worker.id if worker is not None else 0
+        return self.data.shard_batches(self.data.rank * self.workers + index, self.data.world_size * self.workers)

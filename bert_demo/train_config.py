@@ -135,6 +135,9 @@ class TrainConfig(RunConfig):
     val_fraction: float = setting(0.05, "share of documents held out for validation", label="validation share",
                                   low=0.01, high=0.49)
     eval_batches: int = setting(8, "validation batches of 32", low=1, high=10_000)
+    data_workers: int | None = setting(None, "processes that build batches ahead of the training step (default: "
+                                             "none on a CPU, whose cores the step needs; up to 8 on a GPU)",
+                                       label="data workers", low=0, high=64, cpu=0, gpu=8)
     tokenizer: str | None = setting(None, "reuse the tokenizer of this checkpoint folder")
     init_from: str | None = setting(None, "start from this checkpoint folder's weights and tokenizer instead of "
                                           "random ones: continued pre-training on a new corpus (domain adaptation); "

@@ -36,7 +36,7 @@ from bert_demo.pretraining_data import (
 )
 from bert_demo.recipe import initialise, optimizer_and_schedule, set_dropout, unigram_log_probs
 from bert_demo.records import ProbeRecord, ReadoutRecord, Record
-from bert_demo.runtime import Batch
+from bert_demo.runtime import Batch, data_workers
 from bert_demo.tokenizer import load_tokenizer, tokenizer_from_vocab, train_tokenizer, vocabulary
 from bert_demo.train_config import TrainConfig
 
@@ -141,15 +141,18 @@ def _data(cfg: TrainConfig, documents: list[Document], special: SpecialIds, seed
 
 
 def _batches(run: Run, train_ids: list[Document], special: SpecialIds) -> Iterator[Batch]:
-    """Training batches for ever, this rank's share; with a length curriculum, short examples first."""
+    """Training batches for ever, this rank's share, built ahead of the step by the run's data workers; with a
+    length curriculum, short examples first (their workers end when the curriculum does)."""
     cfg, rank, world = run.config, run.dist.rank, run.dist.world_size
     seed = cfg.seed + run.step  # a resumed run draws new batches, not the ones it already saw
-    batches = _data(cfg, train_ids, special, seed, cfg.batch_size, rank, world, mask_prob=cfg.mask_prob).batches()
+    workers = data_workers(cfg.data_workers, run.device, world)
+    pin = run.device.type == "cuda"
     if run.step < cfg.short_seq_steps:
         short = _data(cfg, train_ids, special, seed, cfg.batch_size, rank, world, mask_prob=cfg.mask_prob,
                       seq_len=cfg.short_seq_len)
-        batches = itertools.chain(itertools.islice(short.batches(), cfg.short_seq_steps - run.step), batches)
-    return batches
+        yield from itertools.islice(short.batches(workers, pin), cfg.short_seq_steps - run.step)
+    yield from _data(cfg, train_ids, special, seed, cfg.batch_size, rank, world, mask_prob=cfg.mask_prob).batches(
+        workers, pin)
 
 
 def _model(run: Run, counts: Tensor) -> BertForPreTraining:

@@ -1,6 +1,7 @@
 """Pre-training examples follow BERT's recipe: statistics over many examples, checked against the paper's numbers."""
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -135,12 +136,49 @@ def test_all_mask_evaluation_replaces_every_target_with_mask():
         assert (batch["input_ids"][targets] == SPECIAL.mask).all()
 
 
+def unmasked(batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """A batch's token ids as they were before masking."""
+    return torch.where(batch["mlm_labels"] != IGNORE_INDEX, batch["mlm_labels"], batch["input_ids"])
+
+
+def first_documents(batch: dict[str, torch.Tensor]) -> set[int]:
+    """The documents the batch's A segments come from (the token after [CLS])."""
+    return {document_of(int(token)) for token in unmasked(batch)[:, 1]}
+
+
+def test_shards_read_disjoint_documents_in_an_epoch_and_every_document_in_turn():
+    data = PretrainingData(numbered_documents(40), SPECIAL, max_seq_len=64, batch_size=4)
+    epoch = [list(itertools.islice(data.shard_batches(shard, 2), 5)) for shard in range(2)]
+    read = [set().union(*map(first_documents, batches)) for batches in epoch]
+    assert read[0] and read[1] and not read[0] & read[1]
+    later = set().union(*map(first_documents, itertools.islice(data.shard_batches(0, 2), 400)))
+    assert later == set(range(40))  # the epochs' shares are drawn afresh: shard 0 reads every document in time
+
+
+def test_a_corpus_too_small_to_share_out_by_documents_is_shared_out_by_examples():
+    documents = numbered_documents(6)  # fewer than MIN_SHARD_DOCUMENTS a shard
+    data = PretrainingData(documents, SPECIAL, max_seq_len=64, batch_size=2, short_seq_prob=0.0)
+    rows = [unmasked(next(data.shard_batches(shard, 2))) for shard in range(2)]
+    whole = create_examples(documents, SPECIAL, 64, random.Random("0:0"), 0.0)
+    assert [list(e.input_ids) for e in whole[0:4:2]] == [r[r != SPECIAL.pad].tolist() for r in rows[0]]
+    assert [list(e.input_ids) for e in whole[1:4:2]] == [r[r != SPECIAL.pad].tolist() for r in rows[1]]
+
+
 def test_ranks_take_disjoint_shares_of_each_epoch():
     docs = numbered_documents()
     streams = [PretrainingData(docs, SPECIAL, max_seq_len=64, batch_size=4, rank=r, world_size=2).batches()
                for r in range(2)]
-    first = [next(s)["mlm_labels"].clone() for s in streams]
-    assert not torch.equal(first[0], first[1])
+    read = [set().union(*map(first_documents, itertools.islice(s, 3))) for s in streams]
+    assert read[0] and read[1] and not read[0] & read[1]
+
+
+def test_workers_build_the_same_stream_as_their_shards_taken_in_turn():
+    data = PretrainingData(numbered_documents(40), SPECIAL, max_seq_len=64, batch_size=4, rank=1, world_size=2)
+    with_workers = list(itertools.islice(data.batches(workers=2), 6))
+    shards = [data.shard_batches(2, 4), data.shard_batches(3, 4)]  # rank 1's workers build shards 2 and 3 of 4
+    in_turn = [next(shards[i % 2]) for i in range(6)]
+    for got, expected in zip(with_workers, in_turn, strict=True):
+        assert all(torch.equal(got[key], expected[key]) for key in expected)
 
 
 def test_validation_split_holds_out_whole_documents():

@@ -1,0 +1,106 @@
+"""Does the data keep the step busy? A real pre-training run's tokens/s against its training step alone.
+
+Why: on an H200 a run of mini trained at 0.45-0.55 M tokens/s while its step alone (bench_train.py) ran at 2.2 M: the
+batches were built in the training process between steps. Now data workers build them ahead (`--data-workers`,
+`PretrainingData.batches`). This script measures, in one process and on the same corpus, shape and batch:
+
+1. the run: `python -m bert_demo train`'s own loop for --steps, its tokens/s as its records report them (real
+   tokens, padding not counted; the first record, which holds the start-up, left out), for each --workers count;
+2. the data alone: how many batches a second the pipeline makes with each --workers count;
+3. the step alone: bench_train.py's training step (forward in the run's precision, backward, clipping, AdamW) on
+   batches of the same pipeline already on the device, median of --step-repeats steps.
+
+The target (issue 49): on a GPU, the run at >= 80% of the step alone. On a CPU the data is a few ms beside a step of
+hundreds, and the run there must be no slower than before the workers came (compare with 0 workers).
+
+    python benchmarks/bench_pipeline.py --preset mini --batch 32 --corpus wiki --steps 40 --workers 0,1
+    python benchmarks/bench_pipeline.py --preset small --vocab 16384 --batch 256 --corpus everyday --steps 300 \\
+        --workers 0,8                                                                        # on a GPU
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from _common import interleaved_times, print_table
+
+import torch
+from bench_train import step_fn
+
+from bert_demo.config import PRESETS
+from bert_demo.corpus import load_corpus
+from bert_demo.model import BertForPreTraining
+from bert_demo.pretraining_data import SpecialIds, split_documents
+from bert_demo.recipe import set_dropout
+from bert_demo.tokenizer import load_tokenizer
+from bert_demo.train_config import TrainConfig
+from bert_demo.trainer import _data, _ids, pretraining
+
+
+def run_speed(config: TrainConfig) -> float:
+    """Median tokens/s of a run's training records, the first one (start-up, first batches) left out."""
+    records = [r for r in pretraining(config).run() if r["kind"] == "train"]
+    return statistics.median(r["tokens_per_s"] for r in records[1:])
+
+
+def data_speed(data, workers: int, batches: int) -> float:
+    """Batches a second from the pipeline, after its first batch (the workers' start and first epoch)."""
+    stream = data.batches(workers)
+    next(stream)
+    start = time.perf_counter()
+    for _ in range(batches):
+        next(stream)
+    return batches / (time.perf_counter() - start)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--preset", default="mini", choices=sorted(PRESETS))
+    p.add_argument("--vocab", type=int, default=8192)
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--seq", type=int, default=128)
+    p.add_argument("--corpus", default="wiki")
+    p.add_argument("--steps", type=int, default=40, help="steps of each run")
+    p.add_argument("--workers", default="0,1", help="data-worker counts to compare, comma-separated")
+    p.add_argument("--step-repeats", type=int, default=20)
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--compile", action="store_true", help="torch.compile the run's model (and the step alone's)")
+    args = p.parse_args()
+    counts = [int(w) for w in args.workers.split(",")]
+    device = torch.device(args.device)
+    with tempfile.TemporaryDirectory() as scratch:
+        config = TrainConfig(preset=args.preset, vocab_size=args.vocab, batch_size=args.batch, seq_len=args.seq,
+                             corpus=args.corpus, steps=args.steps, log_every=max(1, args.steps // 10),
+                             eval_every=10**6, save_every=10**6, device=args.device, compile=args.compile,
+                             out=str(Path(scratch) / "run"))
+        runs = {w: run_speed(TrainConfig.from_dict({**config.to_dict(), "data_workers": w})) for w in counts}
+        tokenizer = load_tokenizer(config.out)
+    train_docs, _ = split_documents(load_corpus(config.corpus), config.val_fraction, config.seed)
+    data = _data(config, _ids(config, tokenizer, train_docs, "train"), SpecialIds.from_tokenizer(tokenizer), 0,
+                 config.batch_size, mask_prob=config.mask_prob)
+    made = {w: data_speed(data, w, max(20, args.step_repeats)) for w in counts}
+
+    batches = [{k: v.to(device) for k, v in b.items()} for b in itertools.islice(data.batches(), 4)]
+    model = BertForPreTraining(PRESETS[args.preset].with_vocab(len(tokenizer)))
+    set_dropout(model, config.dropout)
+    model = model.to(device).train()
+    step, _ = step_fn("ours", torch.compile(model) if args.compile else model, batches, device, config.precision)
+    alone = statistics.median(interleaved_times({"step": step}, args.step_repeats, 3, device)["step"])
+    tokens = statistics.mean(float(b["attention_mask"].sum()) for b in batches)
+    step_speed = tokens / alone
+
+    print(f"{args.preset} V={len(tokenizer)}, batch {args.batch}x{args.seq}, corpus {args.corpus}, "
+          f"{device.type}{', compiled' if args.compile else ''}; runs of {args.steps} steps")
+    print(f"the step alone: {alone * 1000:.1f} ms, {step_speed:,.0f} real tokens/s ({tokens:.0f} a batch)")
+    rows = [[w, f"{made[w]:.1f}", f"{made[w] * tokens:,.0f}", f"{runs[w]:,.0f}", f"{runs[w] / step_speed:.0%}"]
+            for w in counts]
+    print_table(["data workers", "batches/s made", "tokens/s made", "run tokens/s", "run / step alone"], rows)
+    print("target: on a GPU, the run at >= 80% of the step alone")
+
+
+if __name__ == "__main__":
+    main()
