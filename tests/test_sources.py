@@ -175,9 +175,10 @@ def test_the_outside_evaluation_text_is_refused_as_a_file_a_copy_or_a_part_of_on
 
 V3_BEFORE = ("wiki", "news", "sotu", "brown", "moby-dick")  # the offline sources that came before corpus v3
 V4_NEW = ("chitchat", "multiwoz", "bbc-news")  # the everyday sources that came with corpus v4
+# manuals, scripture, dictionaries, verse and game text
 NOT_EVERYDAY = {"foldoc", "jargon", "python-docs", "django-docs", "postgres-docs", "linux-docs", "perl-docs",
                 "manpages", "sqlite-docs", "git-docs", "bible", "mhcc", "wordnet", "devil", "shakespeare", "milton",
-                "cataclysm", "endless-sky", "crawl", "wesnoth", "crossfire"}  # manuals, scripture, dictionaries, verse, games
+                "cataclysm", "endless-sky", "crawl", "wesnoth", "crossfire"}
 
 
 def fake_sources(monkeypatch, names) -> list[str]:
@@ -235,7 +236,7 @@ def test_the_everyday_mix_is_v3_without_manuals_scripture_dictionaries_verse_or_
     assert set(everyday) == set(v3) - NOT_EVERYDAY and everyday[:5] == V3_BEFORE
 
 
-def test_v4_is_everyday_then_the_new_everyday_sources_without_manuals_scripture_dictionaries_verse_or_games():
+def test_v4_is_everyday_then_the_new_sources_without_manuals_scripture_dictionaries_verse_or_games():
     v4 = sources.MIXES["v4"]
     assert v4 == (*sources.MIXES["everyday"], *V4_NEW) and not NOT_EVERYDAY & set(v4)
 
