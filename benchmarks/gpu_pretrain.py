@@ -1,29 +1,40 @@
 """Pre-training on a lent GPU in one prepared call: pack here, train there for set minutes, join the parts here.
 
 Why: the lent machine reaches no package registry and runs one command of at most 10 minutes; what travels there is
-the working tree and the carried files, 64 MiB in all, and what comes back is at most 16 MiB a file. So the corpus
-travels as its parsed caches, compressed (the everyday mix: 57 MB of JSON, 13 MiB as xz); the run's length is set
-there from a step time measured there, so that its learning-rate schedule ends when the time does (a run cut short
-stops mid-schedule, its rate still high); and the checkpoint comes back in parts, each with its SHA-256, joined and
-checked here. A run that overstays its time is stopped as Ctrl-C stops it: the step finishes and it saves.
+the working tree and the carried files, 64 MiB in all, and what comes back is at most 8 files of 16 MiB, 64 MiB in
+all. So:
+- the corpus travels as its parsed caches, compressed (corpus v4: 12.8 M words in 18 MiB of xz), with the vocabulary
+  trained here on the run's training documents, kept where the run there finds it (the cache's `prepared/`);
+- the run's length is set there from a step time measured there, so that its learning-rate schedule ends when the
+  time does (a run cut short stops mid-schedule, its rate still high); a run given `--steps` instead keeps its
+  schedule, trains until the time is up, and goes on in a later call (`pack --continue`, then `--resume`);
+- the checkpoint comes back as one archive cut into parts, each with its SHA-256, joined and checked here; its weights
+  in bf16 where fp32 would not fit (BERT-Small at 16,384 entries: 87 MB in fp32, 44 MB in bf16), its AdamW moments
+  only where they fit too (a run resumed without them warms up again, `recipe.optimizer_and_schedule`).
+A run that overstays its time is stopped as Ctrl-C stops it: the step finishes and it saves.
 
-    python benchmarks/gpu_pretrain.py pack --corpus everyday                      # here: gpu-carry/ (corpus, wheels)
-    python benchmarks/gpu_pretrain.py train --minutes 7 --out "$OUT/run" -- --init-from checkpoints/mini-english \\
-        --corpus everyday --batch-size 256 --lr 5e-4 --warmup-steps 300          # there, with carry ["gpu-carry"]
-    python benchmarks/gpu_pretrain.py join FILES_AT/run runs/mini-english-gpu     # here, from what came back
+    python benchmarks/gpu_pretrain.py pack --corpus v4 --vocab-size 16384         # here: gpu-carry/
+    python benchmarks/gpu_pretrain.py train --minutes 8 --out "$OUT/run" -- --preset small --corpus v4 \\
+        --vocab-size 16384 --batch-size 256 --lr 1e-3 --warmup-steps 300            # there, with carry ["gpu-carry"]
+    python benchmarks/gpu_pretrain.py join FILES_AT/run runs/small-v4               # here, from what came back
+
+A later call goes on from what came back: `pack --corpus v4 --vocab-size 16384 --continue runs/small-v4`, then
+`train ... -- --resume gpu-carry/start --steps N` (the run's settings come from its checkpoint).
 
 `train --minutes 2 ... --device cpu --batch-size 8` runs the same path at small scale on a CPU, as a proof of the
-command before a GPU is lent (tests/test_gpu_pretrain.py runs pack, split and join).
+command before a GPU is lent (tests/test_gpu_pretrain.py runs pack, a small train, split and join).
 """
 from __future__ import annotations
 
 import argparse
 import hashlib
 import importlib.util
+import io
 import json
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tarfile
@@ -36,33 +47,59 @@ import _common  # noqa: F401  (puts the repository root on sys.path)
 from bert_demo.corpus import CACHE_VERSION, cache_folder, load_corpus, source_parts
 
 ROOT = Path(__file__).resolve().parents[1]
-CARRY = ROOT / "gpu-carry" / "corpus.tar.xz"
-PART_BYTES = 15 * 2**20  # under the 16 MiB a returned file may hold
+CARRY = ROOT / "gpu-carry"
+CORPUS = CARRY / "corpus.tar.xz"
+START = CARRY / "start"  # the checkpoint a later call continues, weights in bf16
+MiB = 2**20
+TRAVEL_BYTES = 64 * MiB  # the working tree and the carried files, in all
+RETURN_FILES, RETURN_FILE_BYTES, RETURN_BYTES = 8, 16 * MiB, 64 * MiB  # what may come back
+PART_BYTES = 15 * MiB
+BUNDLE_BYTES = 4 * PART_BYTES  # the returned archive: 4 parts and the manifest, within every limit above
 MANIFEST = "parts.json"
-KEPT = ("model.safetensors", "optimizer.safetensors", "config.json", "bert_demo.json", "tokenizer.json",
-        "tokenizer_config.json", "vocab.txt")  # what --resume and the card need; the timeline stays there
-CALIBRATION_STEPS = 60
+WEIGHTS, OPTIMIZER = "model.safetensors", "optimizer.safetensors"
+KEPT = (WEIGHTS, OPTIMIZER, "config.json", "bert_demo.json", "tokenizer.json", "tokenizer_config.json",
+        "vocab.txt")  # what --resume and the card need; the timeline stays there
+CALIBRATION_STEPS = 60  # with a validation (every 40th step): its time is measured too
 # What `bert_demo train` imports. The lent machine has torch and transformers (with tokenizers and safetensors), and no
 # registry: the pure-Python ones travel as wheels, the others must be there.
 CARRIED_WHEELS = ("einops", "tqdm")
 NEEDED_THERE = ("torch", "transformers", "tokenizers", "safetensors")
 
 
-def pack(corpus: str, archive: Path = CARRY) -> Path:
-    """The parsed caches of `corpus`'s sources in one xz archive (each source fetched and parsed first if needed)."""
+# ---------------------------------------------------------------------------------------------------------------
+# here, before the call
+
+
+def pack(corpus: str, archive: Path = CORPUS, vocab_size: int | None = None) -> Path:
+    """The parsed caches of `corpus`'s sources in one xz archive (each source fetched and parsed first if needed),
+    with the run's vocabulary of `vocab_size` trained here on its training documents, as the trainer keeps it."""
     folder = cache_folder()
     files = []
     for part in source_parts(corpus):
         load_corpus(part)  # fetched and parsed into the cache once
         files.append(folder / f"{part}-v{CACHE_VERSION}.json")
+    if vocab_size:
+        files.append(_vocabulary_file(corpus, vocab_size))
     archive.parent.mkdir(parents=True, exist_ok=True)
     with tarfile.open(archive, "w:xz") as tar:
         for file in files:
-            tar.add(file, arcname=file.name)
+            tar.add(file, arcname=file.relative_to(folder).as_posix())
     return archive
 
 
-def pack_wheels(folder: Path = CARRY.parent / "wheels") -> None:
+def _vocabulary_file(corpus: str, vocab_size: int) -> Path:
+    """Train (or read back) the vocabulary a run on `corpus` trains first, and return the cache file it is kept in."""
+    from bert_demo.prepared import vocabulary_file
+    from bert_demo.pretraining_data import split_documents
+    from bert_demo.train_config import TrainConfig
+    from bert_demo.trainer import corpus_tokenizer, vocabulary_key
+
+    config = TrainConfig(corpus=corpus, vocab_size=vocab_size)
+    corpus_tokenizer(config, split_documents(load_corpus(corpus), config.val_fraction, config.seed)[0])
+    return vocabulary_file(vocabulary_key(config))
+
+
+def pack_wheels(folder: Path = CARRY / "wheels") -> None:
     """The pure-Python packages `bert_demo train` needs that the lent machine may lack, as wheels from PyPI, at the
     versions requirements.txt pins."""
     pins = [line.strip() for line in (ROOT / "requirements.txt").read_text().splitlines()
@@ -71,7 +108,35 @@ def pack_wheels(folder: Path = CARRY.parent / "wheels") -> None:
                     str(folder), *pins], check=True)
 
 
-def install_missing(folder: Path = CARRY.parent / "wheels") -> None:
+def pack_start(run: Path, folder: Path = START) -> Path:
+    """A checkpoint to go on from in a later call: its weights in bf16 (half the bytes), its AdamW moments left here
+    (they would not fit), the rest as it is."""
+    from safetensors.torch import load_file, save_file
+
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    for name in KEPT:
+        if name not in (WEIGHTS, OPTIMIZER) and (run / name).is_file():
+            shutil.copy2(run / name, folder / name)
+    weights = load_file(str(run / WEIGHTS))
+    save_file({k: v.bfloat16() if v.is_floating_point() else v for k, v in weights.items()}, str(folder / WEIGHTS))
+    return folder
+
+
+def travel_bytes(root: Path = ROOT) -> int:
+    """What a call sends: the tracked files and the untracked ones git does not ignore, and the carried folder."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root,
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    files = [root / name for name in listed if name and (root / name).is_file()]
+    carried = [f for f in (root / CARRY.name).rglob("*") if f.is_file()]
+    return sum(f.stat().st_size for f in files + carried)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# there
+
+
+def install_missing(folder: Path = CARRY / "wheels") -> None:
     """Install the carried wheels the machine lacks; stop at once, before any work, if something else is missing."""
     absent = [name for name in NEEDED_THERE if importlib.util.find_spec(name) is None]
     if absent:
@@ -83,12 +148,15 @@ def install_missing(folder: Path = CARRY.parent / "wheels") -> None:
 
 
 def unpack(archive: Path, folder: Path) -> None:
-    """The caches back into `folder`: plain files with plain names only, never a path outside it."""
+    """The caches back into `folder`: plain files, at the top or in `prepared/`, never a path outside it."""
     folder.mkdir(parents=True, exist_ok=True)
     with tarfile.open(archive, "r:xz") as tar:
         for member in tar.getmembers():
-            if not member.isfile() or Path(member.name).name != member.name or member.name.startswith("."):
+            parts = Path(member.name).parts
+            plain = len(parts) == 1 or (len(parts) == 2 and parts[0] == "prepared")
+            if not member.isfile() or not plain or parts[-1].startswith("."):
                 raise SystemExit(f"{archive}: {member.name!r} is not a cache file")
+            (folder / member.name).parent.mkdir(exist_ok=True)
             (folder / member.name).write_bytes(tar.extractfile(member).read())
 
 
@@ -105,65 +173,154 @@ def _train(args: list[str], out: Path, steps: int, deadline: float) -> None:
         raise SystemExit(f"training ended with exit status {process.returncode}")
 
 
-def step_seconds(run: Path) -> float:
-    """Seconds per step between the first and last training records of a run (preparation and the first step's
-    warm-up excluded)."""
-    records = [r for r in json.loads((run / "bert_demo.json").read_text())["history"] if r["kind"] == "train"]
-    first, last = records[0], records[-1]
-    return (last["elapsed"] - first["elapsed"]) / (last["step"] - first["step"])
+def timings(run: Path) -> tuple[float, float]:
+    """Seconds a step and seconds a validation, from the calibration run's records (one every 10 steps): a step from
+    the intervals without a validation (the median), a validation from what the intervals after one took more."""
+    history = json.loads((run / "bert_demo.json").read_text())["history"]
+    marks = [r for r in history if r["kind"] == "train"]
+    validated = {r["step"] for r in history if r["kind"] == "val"}
+    intervals = [(b["elapsed"] - a["elapsed"], b["step"] - a["step"], a["step"] in validated)
+                 for a, b in zip(marks, marks[1:])]
+    plain = [seconds / steps for seconds, steps, with_val in intervals if not with_val]
+    if not plain:
+        raise SystemExit(f"the calibration run stopped at step {marks[-1]['step'] if marks else 0}, before it had "
+                         "measured a step: the time ran out (give more minutes)")
+    step = statistics.median(plain)
+    extra = [seconds - steps * step for seconds, steps, with_val in intervals if with_val]
+    return step, max(0.0, statistics.mean(extra)) if extra else 0.0
 
 
-def train(args: list[str], out: Path, minutes: float, margin: float = 0.1) -> int:
-    """Measure a step, then train for as many steps as `minutes` hold (less `margin` for validation and saving);
-    return the steps planned."""
+def _option(args: list[str], flag: str) -> str | None:
+    return next((args[i + 1] for i in range(len(args) - 1) if args[i] == flag), None)
+
+
+def _without(args: list[str], *flags: str) -> list[str]:
+    """`args` less each of `flags` and its value."""
+    kept, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in flags:
+            skip = True
+        else:
+            kept.append(arg)
+    return kept
+
+
+def _started_at(args: list[str]) -> int:
+    """The step a resumed run starts from (0 for a new run)."""
+    resume = _option(args, "--resume")
+    return int(json.loads((Path(resume) / "bert_demo.json").read_text()).get("step", 0)) if resume else 0
+
+
+def train(args: list[str], out: Path, minutes: float, margin: float = 0.1, validations: int = 5) -> int:
+    """Measure a step and a validation, then train: for as many steps as `minutes` hold (less `margin` for the
+    start and the save), or, where `args` give --steps, towards them until the time is up. Return the last step
+    planned."""
     deadline = time.time() + 60 * minutes
+    start = _started_at(args)
+    probe_args = _without(args, "--steps", "--warmup-steps", "--eval-every", "--log-every", "--save-every")
     with tempfile.TemporaryDirectory() as scratch:
         probe = Path(scratch) / "probe"
-        _train([*args, "--log-every", "20", "--eval-every", "1000000", "--save-every", "1000000"], probe,
-               CALIBRATION_STEPS, deadline)
-        seconds = step_seconds(probe)
-    steps = int((deadline - time.time()) * (1 - margin) / seconds)
-    if steps < 1:
-        raise SystemExit(f"no time left to train: a step takes {seconds:.3f} s")
-    print(f"a step takes {seconds * 1000:.1f} ms: training {steps:,} steps", flush=True)
-    _train([*args, "--eval-every", str(max(1, steps // 5)), "--save-every", str(steps)], out, steps, deadline)
+        _train([*probe_args, "--warmup-steps", "0", "--log-every", "10", "--eval-every", "40", "--save-every",
+                "1000000"], probe, start + CALIBRATION_STEPS, deadline)
+        step, validation = timings(probe)
+    fixed, warmup = _option(args, "--steps"), _option(args, "--warmup-steps")
+    last, reachable = plan(start, int(fixed) if fixed else None, int(warmup or 0), step, validation,
+                           (deadline - time.time()) * (1 - margin), validations)
+    print(f"a step takes {step * 1000:.1f} ms, a validation {validation:.1f} s: training from step {start:,} to "
+          f"{min(last, start + reachable):,} of {last:,}", flush=True)
+    run_args = _without(args, "--steps", "--eval-every", "--save-every")
+    _train([*run_args, "--eval-every", str(max(1, reachable // validations)), "--save-every", str(last)], out, last,
+           deadline)
     split(out)
-    return steps
+    return last
 
 
-def split(run: Path, part_bytes: int = PART_BYTES) -> dict:
-    """Cut each file a checkpoint needs into parts of at most `part_bytes`, beside a manifest of their SHA-256."""
-    manifest = {}
+def plan(start: int, fixed: int | None, warmup: int, step: float, validation: float, seconds: float,
+         validations: int) -> tuple[int, int]:
+    """The run's last step, and how many steps `seconds` hold with `validations` validations: a run of fixed length
+    keeps its last step; otherwise the last step is as far as the time reaches, so that the schedule ends with it."""
+    reachable = int((seconds - validations * validation) / step)
+    if reachable < 1:
+        raise SystemExit(f"no time left to train: a step takes {step:.3f} s, a validation {validation:.1f} s")
+    last = fixed if fixed is not None else start + reachable
+    if warmup > last - start and fixed is None:
+        raise SystemExit(f"the time holds {reachable:,} steps, fewer than the {warmup:,} warm-up steps asked for: "
+                         "give more minutes or a shorter warm-up")
+    return last, reachable
+
+
+def split(run: Path, part_bytes: int = PART_BYTES, budget: int = BUNDLE_BYTES) -> dict:
+    """Pack the files a checkpoint needs into one archive within `budget` (weights in bf16 if fp32 would not fit,
+    the AdamW moments only if they fit too), cut it into parts of at most `part_bytes`, and write a manifest of
+    their SHA-256; the originals and the timeline go."""
+    from safetensors.torch import load_file, save_file
+
+    present = [name for name in KEPT if (run / name).is_file()]
+    weights_in = "fp32"
+    if len(_archive(run, [n for n in present if n != OPTIMIZER])) > budget:
+        weights = load_file(str(run / WEIGHTS))
+        save_file({k: v.bfloat16() if v.is_floating_point() else v for k, v in weights.items()}, str(run / WEIGHTS))
+        weights_in = "bf16"
+    data = _archive(run, present)
+    if len(data) > budget and OPTIMIZER in present:
+        present.remove(OPTIMIZER)
+        data = _archive(run, present)
+    if len(data) > budget:
+        raise SystemExit(f"the checkpoint needs {len(data) / MiB:.1f} MiB even in bf16: more than the "
+                         f"{budget / MiB:.0f} MiB that may come back")
+    parts = []
+    for i in range(0, len(data), part_bytes):
+        parts.append(f"checkpoint.tar.part{len(parts):02d}")
+        (run / parts[-1]).write_bytes(data[i:i + part_bytes])
+    manifest = {"parts": parts, "sha256": hashlib.sha256(data).hexdigest(), "files": present,
+                "weights": weights_in, "optimizer": OPTIMIZER in present}
     for name in KEPT:
-        file = run / name
-        if not file.is_file():
-            continue
-        data, parts = file.read_bytes(), []
-        for i in range(0, max(1, len(data)), part_bytes):
-            parts.append(f"{name}.part{len(parts):02d}")
-            (run / parts[-1]).write_bytes(data[i:i + part_bytes])
-        manifest[name] = {"parts": parts, "sha256": hashlib.sha256(data).hexdigest()}
-        file.unlink()
+        (run / name).unlink(missing_ok=True)
     shutil.rmtree(run / "timeline", ignore_errors=True)
     (run / MANIFEST).write_text(json.dumps(manifest, indent=1))
     return manifest
 
 
+def _archive(run: Path, names: list[str]) -> bytes:
+    """The named files of `run` as one uncompressed tar archive (bf16 and fp32 weights barely compress)."""
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w") as tar:
+        for name in names:
+            tar.add(run / name, arcname=name)
+    return archive.getvalue()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# here, after the call
+
+
 def join(parts_folder: Path, out: Path) -> Path:
-    """Rebuild the checkpoint from its parts into `out`, each file checked against its SHA-256; `out` appears whole
-    or not at all."""
+    """Rebuild the checkpoint from its parts into `out`, checked against its SHA-256, its weights back in fp32
+    (a bf16 weight is exactly a fp32 one); `out` appears whole or not at all."""
+    from safetensors.torch import load_file, save_file
+
     if out.exists():
         raise SystemExit(f"{out} exists already: name a new folder")
     manifest = json.loads((parts_folder / MANIFEST).read_text())
+    data = b"".join((parts_folder / part).read_bytes() for part in manifest["parts"])
+    if hashlib.sha256(data).hexdigest() != manifest["sha256"]:
+        raise SystemExit(f"{parts_folder}: its parts do not make the archive that was sent (SHA-256 differs)")
+    out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}-"))
-    for name, entry in manifest.items():
-        if name not in KEPT:
-            raise SystemExit(f"{parts_folder / MANIFEST}: {name!r} is not a checkpoint file")
-        data = b"".join((parts_folder / part).read_bytes() for part in entry["parts"])
-        if hashlib.sha256(data).hexdigest() != entry["sha256"]:
-            shutil.rmtree(tmp)
-            raise SystemExit(f"{name}: its parts do not make the file that was sent (SHA-256 differs)")
-        (tmp / name).write_bytes(data)
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
+            for member in tar.getmembers():
+                if not member.isfile() or member.name not in KEPT:
+                    raise SystemExit(f"{parts_folder}: {member.name!r} is not a checkpoint file")
+                (tmp / member.name).write_bytes(tar.extractfile(member).read())
+        if manifest["weights"] != "fp32":
+            weights = load_file(str(tmp / WEIGHTS))
+            save_file({k: v.float() if v.is_floating_point() else v for k, v in weights.items()}, str(tmp / WEIGHTS))
+    except BaseException:
+        shutil.rmtree(tmp)
+        raise
     os.replace(tmp, out)
     return out
 
@@ -171,10 +328,13 @@ def join(parts_folder: Path, out: Path) -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    packing = commands.add_parser("pack", help="here: the corpus's parsed caches and the wheels into gpu-carry/")
-    packing.add_argument("--corpus", default="everyday")
+    packing = commands.add_parser("pack", help="here: the corpus's caches, its vocabulary and the wheels into "
+                                               "gpu-carry/, and a checkpoint to go on from")
+    packing.add_argument("--corpus", default="v4")
+    packing.add_argument("--vocab-size", type=int, help="train the run's vocabulary of this size here")
+    packing.add_argument("--continue", dest="start", type=Path, help="a checkpoint the next call goes on from")
     training = commands.add_parser("train", help="there: unpack, measure a step, train for --minutes, split")
-    training.add_argument("--minutes", type=float, default=7.0)
+    training.add_argument("--minutes", type=float, default=8.0)
     training.add_argument("--out", type=Path, required=True)
     training.add_argument("train_args", nargs=argparse.REMAINDER, help="after --: the arguments of bert_demo train")
     joining = commands.add_parser("join", help="here: the parts that came back into a checkpoint folder")
@@ -182,13 +342,19 @@ def main() -> None:
     joining.add_argument("out", type=Path)
     args = parser.parse_args()
     if args.command == "pack":
-        archive = pack(args.corpus)
+        archive = pack(args.corpus, vocab_size=args.vocab_size)
         pack_wheels()
-        print(f"{archive}: {archive.stat().st_size / 2**20:.1f} MiB, and the wheels of {', '.join(CARRIED_WHEELS)}")
+        if args.start:
+            pack_start(args.start)
+        total = travel_bytes()
+        print(f"{archive}: {archive.stat().st_size / MiB:.1f} MiB; a call sends {total / MiB:.1f} MiB of the "
+              f"{TRAVEL_BYTES / MiB:.0f} MiB that may travel")
+        if total > TRAVEL_BYTES:
+            raise SystemExit("too much to travel: carry less (a smaller corpus), or leave a checkpoint out")
     elif args.command == "train":
         install_missing()
         cache = Path(tempfile.mkdtemp(prefix="bert-demo-cache-"))
-        unpack(CARRY, cache)
+        unpack(CORPUS, cache)
         os.environ["BERT_DEMO_CACHE"] = str(cache)
         train([a for a in args.train_args if a != "--"], args.out, args.minutes)
     else:

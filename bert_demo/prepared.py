@@ -27,9 +27,14 @@ from bert_demo.tokenizer import tokenizer_from_vocab, vocabulary
 VERSION = 1  # bump when tokenizing or the vocabulary's training changes, so that older files are not read
 
 
+def vocabulary_file(key: str) -> Path:
+    """Where the vocabulary kept under `key` lies (what a GPU machine is sent, so that its run need not train it)."""
+    return _folder() / f"vocab-{_digest(key)}.txt"
+
+
 def cached_vocabulary(key: str, make: Callable[[], BertTokenizerFast]) -> BertTokenizerFast:
     """The tokenizer whose vocabulary was kept under `key`, else `make()`'s, kept there for next time."""
-    path = _folder() / f"vocab-{_digest(key)}.txt"
+    path = vocabulary_file(key)
     try:
         tokens = path.read_text(encoding="utf-8").split("\n")
         if len(tokens) > 5:

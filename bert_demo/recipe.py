@@ -159,14 +159,25 @@ def lr_multiplier(step: int, warmup: int, total: int, shape: str = "linear") -> 
 def optimizer_and_schedule(model: torch.nn.Module, cfg: RunConfig, done: int = 0, resume: Path | None = None
                            ) -> tuple[torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
     """AdamW (`make_optimizer`), carrying on with the moments a resumed run saved in `resume`, and the schedule
-    (`lr_multiplier`, warm-up 10% of the steps unless given) picked up at step `done`, not restarted."""
+    (`lr_multiplier`, warm-up 10% of the steps unless given) picked up at step `done`, not restarted.
+
+    A resumed run whose folder holds no moments (a checkpoint sent back from a GPU without them, where they would not
+    fit) starts AdamW afresh, and warms up again over the run's warm-up steps: the first steps of a fresh AdamW move
+    every weight by about the learning rate whatever its gradient, which at the schedule's rate would undo some of
+    what the run learned."""
     optimizer = make_optimizer(model, cfg)
-    if resume is not None and (resume / OPTIMIZER_NAME).is_file():
-        device = str(next(model.parameters()).device)
-        load_optimizer_tensors(optimizer, load_file(str(resume / OPTIMIZER_NAME), device=device))
+    restarted = False
+    if resume is not None:
+        if (resume / OPTIMIZER_NAME).is_file():
+            device = str(next(model.parameters()).device)
+            load_optimizer_tensors(optimizer, load_file(str(resume / OPTIMIZER_NAME), device=device))
+        else:
+            restarted = done > 0
     warmup = cfg.warmup_steps if cfg.warmup_steps is not None else cfg.steps // 10
+    rewarm = warmup if restarted else 0
     schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: lr_multiplier(step + done, warmup, cfg.steps, cfg.schedule))
+        optimizer, lambda step: lr_multiplier(step + done, warmup, cfg.steps, cfg.schedule)
+        * min(1.0, (step + 1) / (rewarm + 1)))
     return optimizer, schedule
 
 

@@ -94,15 +94,27 @@ def _tokenizer(run: Run, train_docs: list[list[str]]) -> BertTokenizerFast:
         return load_tokenizer(cfg.tokenizer or cfg.init_from)
     if not run.dist.is_main:
         return _broadcast_vocabulary(run, None)
+    tokenizer = corpus_tokenizer(cfg, train_docs)
+    return _broadcast_vocabulary(run, tokenizer) if run.dist.world_size > 1 else tokenizer
+
+
+def corpus_tokenizer(cfg: TrainConfig, train_docs: list[list[str]]) -> BertTokenizerFast:
+    """A WordPiece vocabulary of the run's size trained on its training documents; for a named corpus, kept in the
+    cache (`prepared`) and read back from there, by this run and any later one on the same corpus and split."""
 
     def make() -> BertTokenizerFast:
         # min_frequency=1: on a small corpus words seen once still get whole-word entries; on a large one the
         # vocabulary size, not the frequency floor, decides what is kept
         return train_tokenizer(train_docs, vocab_size=cfg.vocab_size, min_frequency=1)
 
+    key = vocabulary_key(cfg)
+    return make() if key is None else cached_vocabulary(key, make)
+
+
+def vocabulary_key(cfg: TrainConfig) -> str | None:
+    """What the run's vocabulary is kept under in the cache (`prepared`); None for a visitor's file."""
     key = _kept_as(cfg, "train")
-    tokenizer = make() if key is None else cached_vocabulary(f"{key}|{cfg.vocab_size}", make)
-    return _broadcast_vocabulary(run, tokenizer) if run.dist.world_size > 1 else tokenizer
+    return None if key is None else f"{key}|{cfg.vocab_size}"
 
 
 def _broadcast_vocabulary(run: Run, tokenizer: BertTokenizerFast | None) -> BertTokenizerFast:

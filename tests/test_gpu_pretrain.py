@@ -1,5 +1,6 @@
-"""benchmarks/gpu_pretrain.py: the corpus travels to a lent GPU whole, and a checkpoint comes back from it in parts
-that join into the same files, or into nothing."""
+"""benchmarks/gpu_pretrain.py: the corpus and its vocabulary travel to a lent GPU whole, a run there is timed and
+planned from a step measured there, and its checkpoint comes back within the machine's limits (at most 8 files of
+16 MiB) in parts that join into the same files, or into nothing."""
 from __future__ import annotations
 
 import importlib.util
@@ -9,6 +10,8 @@ import tarfile
 from pathlib import Path
 
 import pytest
+import torch
+from safetensors.torch import load_file, save_file
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_pretrain.py"
 
@@ -23,56 +26,130 @@ def gpu_pretrain():
     return module
 
 
-def test_pack_then_unpack_gives_back_each_sources_cache(gpu_pretrain, tmp_path, monkeypatch):
+def test_pack_then_unpack_gives_back_each_sources_cache_and_the_vocabulary(gpu_pretrain, tmp_path, monkeypatch):
     cache = tmp_path / "cache"
-    cache.mkdir()
+    (cache / "prepared").mkdir(parents=True)
     for part in ("news", "wiki"):
         (cache / f"{part}-v{gpu_pretrain.CACHE_VERSION}.json").write_text(json.dumps({"part": part}))
+    vocabulary = cache / "prepared" / "vocab-0123.txt"
+    vocabulary.write_text("[PAD]\n[UNK]")
     monkeypatch.setenv("BERT_DEMO_CACHE", str(cache))
     monkeypatch.setattr(gpu_pretrain, "load_corpus", lambda part: None)  # already cached: nothing to fetch
-    archive = gpu_pretrain.pack("news,wiki", tmp_path / "carry" / "corpus.tar.xz")
+    monkeypatch.setattr(gpu_pretrain, "_vocabulary_file", lambda corpus, size: vocabulary)
+    archive = gpu_pretrain.pack("news,wiki", tmp_path / "carry" / "corpus.tar.xz", vocab_size=300)
     gpu_pretrain.unpack(archive, tmp_path / "there")
-    assert sorted(p.name for p in (tmp_path / "there").iterdir()) == sorted(p.name for p in cache.iterdir())
-    assert all((tmp_path / "there" / p.name).read_bytes() == p.read_bytes() for p in cache.iterdir())
+    sent = sorted(p.relative_to(cache) for p in cache.rglob("*") if p.is_file())
+    assert sorted(p.relative_to(tmp_path / "there") for p in (tmp_path / "there").rglob("*") if p.is_file()) == sent
+    assert all((tmp_path / "there" / p).read_bytes() == (cache / p).read_bytes() for p in sent)
 
 
-def test_unpack_refuses_a_path_outside_the_cache(gpu_pretrain, tmp_path):
+@pytest.mark.parametrize("name", ["../escaped.json", "prepared/../../escaped.json", "a/b.json", ".hidden"])
+def test_unpack_refuses_a_path_outside_the_cache(gpu_pretrain, tmp_path, name):
     archive = tmp_path / "evil.tar.xz"
     with tarfile.open(archive, "w:xz") as tar:
-        info = tarfile.TarInfo("../escaped.json")
+        info = tarfile.TarInfo(name)
         info.size = 2
         tar.addfile(info, io.BytesIO(b"{}"))
     with pytest.raises(SystemExit, match="not a cache file"):
         gpu_pretrain.unpack(archive, tmp_path / "cache")
-    assert not (tmp_path / "escaped.json").exists()
+    assert not (tmp_path / "escaped.json").exists() and not (tmp_path / "cache" / "a").exists()
 
 
-def _checkpoint(folder: Path) -> dict[str, bytes]:
+def _checkpoint(folder: Path, weights: int = 1000, optimizer: bool = True) -> dict[str, bytes]:
+    """A checkpoint folder: `weights` fp32 numbers, AdamW's moments (twice as many), a config and a timeline."""
     folder.mkdir()
-    files = {"model.safetensors": bytes(range(256)) * 41, "config.json": b'{"hidden_size": 8}'}
-    for name, data in files.items():
-        (folder / name).write_bytes(data)
+    torch.manual_seed(0)
+    save_file({"w": torch.randn(weights), "step": torch.tensor([3])}, str(folder / "model.safetensors"))
+    if optimizer:
+        save_file({"m": torch.randn(2 * weights)}, str(folder / "optimizer.safetensors"))
+    (folder / "config.json").write_bytes(b'{"hidden_size": 8}')
     (folder / "timeline").mkdir()
+    return {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+
+
+def _returned(folder: Path, gpu_pretrain) -> list[Path]:
+    """What would come back from $OUT/run: every file, each checked against the call's limits."""
+    files = [p for p in folder.rglob("*") if p.is_file()]
+    assert len(files) <= gpu_pretrain.RETURN_FILES - 1  # one file is left for a log
+    assert all(p.stat().st_size <= gpu_pretrain.RETURN_FILE_BYTES for p in files)
+    assert sum(p.stat().st_size for p in files) <= gpu_pretrain.RETURN_BYTES
     return files
 
 
 def test_a_split_checkpoint_joins_into_the_same_files(gpu_pretrain, tmp_path):
     files = _checkpoint(tmp_path / "run")
-    manifest = gpu_pretrain.split(tmp_path / "run", part_bytes=1000)
-    assert len(manifest["model.safetensors"]["parts"]) == 11 and not (tmp_path / "run" / "timeline").exists()
-    assert all(p.stat().st_size <= 1000 for p in (tmp_path / "run").glob("*.part*"))
+    manifest = gpu_pretrain.split(tmp_path / "run", part_bytes=8000, budget=30_000)  # a tar pads to 10,240 bytes
+    assert len(manifest["parts"]) == 3 and manifest["weights"] == "fp32" and manifest["optimizer"]
+    assert sorted(p.name for p in _returned(tmp_path / "run", gpu_pretrain)) == [*manifest["parts"], "parts.json"]
     out = gpu_pretrain.join(tmp_path / "run", tmp_path / "joined")
     assert {p.name: p.read_bytes() for p in out.iterdir()} == files
 
 
+def test_weights_come_back_through_bf16_and_without_the_moments_where_fp32_would_not_fit(gpu_pretrain, tmp_path):
+    _checkpoint(tmp_path / "run", weights=6000)  # fp32: 24 kB of weights, 48 kB of moments
+    sent = load_file(str(tmp_path / "run" / "model.safetensors"))
+    manifest = gpu_pretrain.split(tmp_path / "run", part_bytes=8000, budget=30_000)
+    assert manifest["weights"] == "bf16" and not manifest["optimizer"]
+    _returned(tmp_path / "run", gpu_pretrain)
+    back = load_file(str(gpu_pretrain.join(tmp_path / "run", tmp_path / "joined") / "model.safetensors"))
+    assert back["w"].dtype == torch.float32 and torch.equal(back["w"], sent["w"].bfloat16().float())
+    assert torch.equal(back["step"], sent["step"]) and not (tmp_path / "joined" / "optimizer.safetensors").exists()
+
+
+def test_a_checkpoint_too_big_even_in_bf16_is_refused_before_anything_is_cut(gpu_pretrain, tmp_path):
+    files = _checkpoint(tmp_path / "run", weights=6000, optimizer=False)  # 12 kB even in bf16
+    with pytest.raises(SystemExit, match="even in bf16"):
+        gpu_pretrain.split(tmp_path / "run", part_bytes=8000, budget=10_000)
+    assert "model.safetensors" in files and (tmp_path / "run" / "config.json").exists()
+
+
 def test_a_damaged_part_leaves_no_checkpoint(gpu_pretrain, tmp_path):
     _checkpoint(tmp_path / "run")
-    gpu_pretrain.split(tmp_path / "run", part_bytes=1000)
-    part = tmp_path / "run" / "model.safetensors.part03"
+    manifest = gpu_pretrain.split(tmp_path / "run", part_bytes=8000, budget=30_000)
+    part = tmp_path / "run" / manifest["parts"][1]
     part.write_bytes(b"x" + part.read_bytes()[1:])
     with pytest.raises(SystemExit, match="SHA-256 differs"):
         gpu_pretrain.join(tmp_path / "run", tmp_path / "joined")
     assert [p.name for p in tmp_path.iterdir() if "joined" in p.name] == []
+
+
+def test_a_continuation_is_sent_with_bf16_weights_and_without_the_moments(gpu_pretrain, tmp_path):
+    _checkpoint(tmp_path / "run")
+    start = gpu_pretrain.pack_start(tmp_path / "run", tmp_path / "start")
+    assert sorted(p.name for p in start.iterdir()) == ["config.json", "model.safetensors"]
+    assert load_file(str(start / "model.safetensors"))["w"].dtype == torch.bfloat16
+
+
+def test_timings_take_a_step_from_the_plain_intervals_and_a_validation_from_the_others(gpu_pretrain, tmp_path):
+    history = [{"kind": "train", "step": s, "elapsed": 5.0 + 0.1 * (s - 10) + (2.0 if s > 40 else 0.0)}
+               for s in range(10, 70, 10)]
+    history.insert(4, {"kind": "val", "step": 40, "elapsed": 9.0})
+    (tmp_path / "bert_demo.json").write_text(json.dumps({"history": history}))
+    step, validation = gpu_pretrain.timings(tmp_path)
+    assert step == pytest.approx(0.1) and validation == pytest.approx(2.0)
+
+
+def test_the_probe_leaves_out_the_runs_length_and_warm_up_and_the_run_keeps_them(gpu_pretrain):
+    args = ["--preset", "small", "--warmup-steps", "300", "--steps", "9000", "--lr", "1e-3"]
+    assert gpu_pretrain._without(args, "--steps", "--warmup-steps") == ["--preset", "small", "--lr", "1e-3"]
+    assert gpu_pretrain._option(args, "--steps") == "9000" and gpu_pretrain._option(args, "--resume") is None
+
+
+def test_a_plan_ends_the_schedule_with_the_time_unless_the_run_has_a_fixed_length(gpu_pretrain):
+    # 100 s hold 5 validations of 2 s and 900 steps of 0.1 s
+    assert gpu_pretrain.plan(0, None, 300, 0.1, 2.0, 100.0, 5) == (900, 900)
+    assert gpu_pretrain.plan(5000, None, 300, 0.1, 2.0, 100.0, 5) == (5900, 900)  # a continued run goes on
+    assert gpu_pretrain.plan(5000, 20000, 300, 0.1, 2.0, 100.0, 5) == (20000, 900)  # the rest in later calls
+    with pytest.raises(SystemExit, match="fewer than the 1,000 warm-up steps"):
+        gpu_pretrain.plan(0, None, 1000, 0.1, 2.0, 100.0, 5)
+    with pytest.raises(SystemExit, match="no time left"):
+        gpu_pretrain.plan(0, None, 0, 0.1, 2.0, 9.0, 5)
+
+
+def test_a_calibration_cut_short_says_the_time_ran_out(gpu_pretrain, tmp_path):
+    (tmp_path / "bert_demo.json").write_text(json.dumps({"history": [{"kind": "train", "step": 10, "elapsed": 9}]}))
+    with pytest.raises(SystemExit, match="the time ran out"):
+        gpu_pretrain.timings(tmp_path)
 
 
 def test_a_machine_without_torch_is_refused_before_any_work(gpu_pretrain, monkeypatch):
@@ -82,3 +159,27 @@ def test_a_machine_without_torch_is_refused_before_any_work(gpu_pretrain, monkey
     with pytest.raises(SystemExit, match="lacks torch"):
         gpu_pretrain.install_missing()
     assert calls == []
+
+
+def test_pack_then_a_small_timed_run_then_split_and_join_give_a_model_on_the_carried_vocabulary(
+        gpu_pretrain, tmp_path, monkeypatch):
+    """The whole path at small scale on this CPU: the run there trains on the vocabulary packed here (it does not
+    train its own), after a calibration run that measured its step, and comes back within the limits."""
+    from bert_demo.checkpoint import load_pretrained, read_metadata
+    from bert_demo.tokenizer import vocabulary
+
+    monkeypatch.setenv("BERT_DEMO_CACHE", str(tmp_path / "here"))
+    archive = gpu_pretrain.pack("wiki", tmp_path / "carry" / "corpus.tar.xz", vocab_size=300)
+    gpu_pretrain.unpack(archive, tmp_path / "there")
+    [sent] = (tmp_path / "there" / "prepared").glob("vocab-*.txt")
+    packed = sent.read_text(encoding="utf-8").split("\n")
+    packed[-20:] = packed[-20:][::-1]  # a vocabulary no training there would make: the run must read this one
+    sent.write_text("\n".join(packed), encoding="utf-8")
+    monkeypatch.setenv("BERT_DEMO_CACHE", str(tmp_path / "there"))
+    last = gpu_pretrain.train(["--preset", "tiny", "--corpus", "wiki", "--vocab-size", "300", "--batch-size", "4",
+                               "--seq-len", "32", "--device", "cpu", "--warmup-steps", "5", "--steps", "70",
+                               "--eval-batches", "1"], tmp_path / "out" / "run", minutes=5)
+    _returned(tmp_path / "out", gpu_pretrain)
+    model, tokenizer = load_pretrained(gpu_pretrain.join(tmp_path / "out" / "run", tmp_path / "joined"))
+    assert vocabulary(tokenizer) == packed and model.config.vocab_size == len(packed)
+    assert read_metadata(tmp_path / "joined")["step"] == last == 70

@@ -7,7 +7,11 @@ import torch
 from bert_demo.config import PRESETS
 from bert_demo.model import BertForPreTraining
 from bert_demo.pretraining_data import token_counts
-from bert_demo.recipe import initialise, lr_multiplier, set_dropout, sinusoids, unigram_log_probs
+from bert_demo.checkpoint import optimizer_tensors
+from bert_demo.config import OPTIMIZER_NAME
+from bert_demo.recipe import (initialise, lr_multiplier, optimizer_and_schedule, set_dropout, sinusoids,
+                              unigram_log_probs)
+from bert_demo.train_config import TrainConfig
 
 
 def fresh(seed: int = 0) -> BertForPreTraining:
@@ -64,6 +68,28 @@ def test_triangle_schedule_starts_at_a_quarter_peaks_at_warmup_and_ends_at_zero(
     assert values.index(max(values)) == 30
     assert all(a < b for a, b in zip(values[:30], values[1:31]))
     assert all(a > b for a, b in zip(values[30:100], values[31:101]))
+
+
+def rates(model, config, done, folder) -> list[float]:
+    """The learning rates of a run's next steps, resumed at step `done` from `folder`."""
+    optimizer, schedule = optimizer_and_schedule(model, config, done, folder)
+    seen = []
+    for _ in range(4):
+        seen.append(schedule.get_last_lr()[0])
+        optimizer.step()
+        schedule.step()
+    return seen
+
+
+def test_a_run_resumed_without_its_adam_moments_warms_up_again_and_one_with_them_does_not(tmp_path):
+    from safetensors.torch import save_file
+
+    model, config = fresh(), TrainConfig(steps=1000, warmup_steps=3, lr=1e-3)
+    on_schedule = [1e-3 * lr_multiplier(step, 3, 1000) for step in range(500, 504)]
+    assert rates(model, config, 500, tmp_path) == pytest.approx([r * k / 4 for r, k in zip(on_schedule, (1, 2, 3, 4))])
+    optimizer, _ = optimizer_and_schedule(model, config)
+    save_file(optimizer_tensors(optimizer), str(tmp_path / OPTIMIZER_NAME))
+    assert rates(model, config, 500, tmp_path) == pytest.approx(on_schedule)
 
 
 def test_an_unknown_schedule_is_refused_with_the_known_names():
