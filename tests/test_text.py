@@ -21,6 +21,6 @@ def test_a_model_trained_from_scratch_is_described_by_its_preset():
 
 def test_a_continued_model_names_the_model_it_continued_never_the_preset_its_config_carries():
     config = {**TRAINED, "corpus": "everyday", "init_from": "runs/v3-stage1"}  # preset "tiny" is the unused default
-    shown = model_markdown(info("checkpoints/mini-english-v3", config))
+    shown = model_markdown(info("runs/mini-english-v3", config))
     assert "Corpus **everyday**, continued from **v3-stage1**, 100 of 100 steps" in shown
     assert "tiny" not in shown
