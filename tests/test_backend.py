@@ -3,6 +3,7 @@ says so), the run's fork server where there is none, and freed heap memory hande
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -51,3 +52,19 @@ def test_the_app_hands_freed_heap_memory_back_to_the_system_while_it_runs(monkey
     while len(trims) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert len(trims) >= 2
+
+
+def test_a_pre_training_checkpoint_is_read_and_shown_on_a_machine_without_datasets(make_checkpoint, tmp_path):
+    """The lent GPU machine has no `datasets`: only fine-tuning needs it, so only fine-tuning may import it."""
+    import subprocess
+    import sys
+
+    make_checkpoint(tmp_path / "runs" / "a-run")
+    code = ("import sys; sys.modules['datasets'] = None  # import datasets now fails, as where it is absent\n"
+            "from bert_demo.app.registry import Registry\n"
+            f"registry = Registry(checkpoints_dir={str(tmp_path / 'none')!r}, runs_dir={str(tmp_path / 'runs')!r}, "
+            "device='cpu', allow_hub=False)\n"
+            "print(registry.catalog.load_at('runs/a-run', None).model.config.hidden_size)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0 and done.stdout.split()[-1] == "128", done.stderr[-2000:]

@@ -11,15 +11,29 @@ import os
 import threading
 import time
 from pathlib import Path
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 
 GPU_DRIVER_SIGNS = ("/proc/driver/nvidia/version", "/dev/dxg")  # NVIDIA's Linux driver; WSL2's GPU
 TRIM_EVERY_S = 60.0  # how often the app hands the freed memory of its C heap back to the system
 _IMPORTING = threading.Lock()
-_LOADED: SimpleNamespace | None = None
 
 
-def backend() -> SimpleNamespace:
+class Backend(SimpleNamespace):
+    """The modules the app calls, as attributes; `labelled` is imported when first asked for."""
+
+    @property
+    def labelled(self) -> ModuleType:
+        """The fine-tuning data (it needs `datasets`): imported where fine-tuning is asked for, so that a machine
+        without `datasets`, such as a lent GPU's, still reads and shows pre-training checkpoints."""
+        from bert_demo import labelled
+
+        return labelled
+
+
+_LOADED: Backend | None = None
+
+
+def backend() -> Backend:
     """The modules the app calls: torch, attribution, checkpoint, evaluate, inference, labelled, neighbours,
     pretraining_data, timeline, trainer, weight_change."""
     global _LOADED
@@ -33,7 +47,6 @@ def backend() -> SimpleNamespace:
                     checkpoint,
                     evaluate,
                     inference,
-                    labelled,
                     neighbours,
                     pretraining_data,
                     timeline,
@@ -46,11 +59,9 @@ def backend() -> SimpleNamespace:
                     run_process.warm_up()  # a visitor who asks questions may train next: have the run's process ready
                 threading.Thread(target=_trim_heap, name="trim-heap", daemon=True).start()
 
-                _LOADED = SimpleNamespace(torch=torch, attribution=attribution, checkpoint=checkpoint,
-                                          evaluate=evaluate, inference=inference, labelled=labelled,
-                                          neighbours=neighbours,
-                                          pretraining_data=pretraining_data, timeline=timeline, trainer=trainer,
-                                          weight_change=weight_change)
+                _LOADED = Backend(torch=torch, attribution=attribution, checkpoint=checkpoint, evaluate=evaluate,
+                                  inference=inference, neighbours=neighbours, pretraining_data=pretraining_data,
+                                  timeline=timeline, trainer=trainer, weight_change=weight_change)
     return _LOADED
 
 
