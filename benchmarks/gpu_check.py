@@ -17,6 +17,10 @@ What it checks, each beside a reference measured in the same run:
 6. the app's default run (APP_RUN) trained on the GPU: time, held-out MLM and next-sentence accuracy;
 7. each backend function behind the app's endpoints, once, on the GPU, with its answer compared to the CPU's.
    The gradio layer itself is started only where gradio is installed.
+
+It needs nothing a lent GPU machine lacks (no gensim, no datasets, no registry): the compile check trains on a corpus
+file it writes, and the app's default run reads news and wiki from the carried corpus (`gpu_pretrain.py pack`, carry
+["gpu-carry"]); without it that row says so.
 """
 from __future__ import annotations
 
@@ -56,14 +60,21 @@ def gpu_tests() -> Row:
     return ["GPU-marked tests and test_runtime.py", summary.strip("= "), "all pass" if code == 0 else "FAILED"]
 
 
+def corpus_file(folder: str, documents: int = 200) -> Path:
+    """A corpus file of `documents` short documents, written here: text that needs no package to read."""
+    corpus = Path(folder) / "corpus.txt"
+    corpus.write_text("\n\n".join(f"Document {d} begins here. It has a second sentence about item {d % 97}. And a "
+                                  f"third one about topic {d % 7}, which is long enough to fill some tokens."
+                                  for d in range(documents)))
+    return corpus
+
+
 def torchrun_ranks() -> Row:
     count = torch.cuda.device_count()
     if count < 2:
         return ["each torchrun rank on its own GPU", f"{count} GPU: not checkable here", "CPU test only"]
     with tempfile.TemporaryDirectory() as out:
-        corpus = Path(out) / "corpus.txt"
-        corpus.write_text("\n\n".join(f"Document {d} begins here. It has a second sentence. And a third one about "
-                                      f"topic {d % 7}." for d in range(200)))
+        corpus = corpus_file(out)
         code, output = run(["torchrun", "--standalone", f"--nproc_per_node={count}", "-m", "bert_demo", "train",
                             "--preset", "tiny", "--corpus", str(corpus), "--steps", "10", "--batch-size", "8",
                             "--seq-len", "64", "--vocab-size", "300", "--device", "cuda", "--out", f"{out}/run"])
@@ -83,15 +94,15 @@ def throughput(preset: str, vocab: int, batch: int, seq: int) -> Row:
 
 
 def compiled() -> Row:
-    """The trainer with --compile against without, the same mini run on the cached wiki corpus."""
+    """The trainer with --compile against without, the same mini run on a corpus file written here."""
     from bert_demo.train_config import TrainConfig
     from bert_demo.trainer import pretraining
 
     speed = {}
     for compile_ in (False, True):
         with tempfile.TemporaryDirectory() as out:
-            config = TrainConfig(preset="mini", corpus="wiki", steps=200, log_every=50, eval_every=200, device="cuda",
-                                 out=f"{out}/run", compile=compile_)
+            config = TrainConfig(preset="mini", corpus=str(corpus_file(out, 5000)), vocab_size=2048, steps=200,
+                                 log_every=50, eval_every=200, device="cuda", out=f"{out}/run", compile=compile_)
             records = [r for r in pretraining(config).run() if r["kind"] == "train"]
             speed[compile_] = statistics.median(r["tokens_per_s"] for r in records[1:])  # after the first compiles
     return ["trainer --compile / eager, mini 32x128, tokens/s after step 50",
@@ -161,9 +172,16 @@ def synchronisations() -> Row:
 
 
 def app_default_run() -> list[Row]:
+    from bert_demo.corpus import load_corpus, source_parts
     from bert_demo.evaluate import evaluate
     from bert_demo.train_config import APP_RUN, TrainConfig
     from bert_demo.trainer import pretraining
+
+    try:
+        for part in source_parts(APP_RUN["corpus"]):
+            load_corpus(part)
+    except Exception as exc:  # noqa: BLE001  (no package, no registry: the row says which)
+        return [["the app's default run on the GPU", "not run", f"its corpus cannot be read here: {exc}"[:120]]]
 
     with tempfile.TemporaryDirectory() as out:
         config = TrainConfig(**APP_RUN, out=f"{out}/run", device="cuda", log_every=20,
@@ -225,6 +243,12 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("gpu_check: no CUDA GPU on this machine (torch.cuda.is_available() is False): nothing to check.")
         return 0
+    carried = ROOT / "gpu-carry" / "corpus.tar.xz"
+    if carried.is_file() and "BERT_DEMO_CACHE" not in os.environ:  # the corpus sent with the call: read, not fetched
+        from gpu_pretrain import unpack
+
+        os.environ["BERT_DEMO_CACHE"] = tempfile.mkdtemp(prefix="bert-demo-cache-")
+        unpack(carried, Path(os.environ["BERT_DEMO_CACHE"]))
     props = torch.cuda.get_device_properties(0)
     print(f"GPU: {props.name}, {props.total_memory / 2**30:.0f} GiB, compute capability {props.major}.{props.minor}; "
           f"torch {torch.__version__}")
