@@ -50,6 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CARRY = ROOT / "gpu-carry"
 CORPUS = CARRY / "corpus.tar.xz"
 START = CARRY / "start"  # the checkpoint a later call continues, weights in bf16
+HOME = ROOT / "gpu-home"  # the shipped weights, kept out of the working tree while a continuation travels
 MiB = 2**20
 TRAVEL_BYTES = 64 * MiB  # the working tree and the carried files, in all
 RETURN_FILES, RETURN_FILE_BYTES, RETURN_BYTES = 8, 16 * MiB, 64 * MiB  # what may come back
@@ -121,6 +122,27 @@ def pack_start(run: Path, folder: Path = START) -> Path:
     weights = load_file(str(run / WEIGHTS))
     save_file({k: v.bfloat16() if v.is_floating_point() else v for k, v in weights.items()}, str(folder / WEIGHTS))
     return folder
+
+
+def leave_home(root: Path = ROOT, home: Path = HOME) -> list[Path]:
+    """Move the shipped models' weights out of the working tree (into git-ignored `home`), so that a call can carry
+    a checkpoint to go on from beside the corpus; `come_back` returns them. What stays home is listed."""
+    moved = []
+    for weights in sorted((root / "checkpoints").glob(f"*/{WEIGHTS}")):
+        target = home / weights.relative_to(root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(weights, target)
+        moved.append(weights.relative_to(root))
+    return moved
+
+
+def come_back(root: Path = ROOT, home: Path = HOME) -> list[Path]:
+    """Return the weights `leave_home` moved, each to where it was."""
+    returned = []
+    for weights in sorted(home.glob(f"checkpoints/*/{WEIGHTS}")):
+        os.replace(weights, root / weights.relative_to(home))
+        returned.append(weights.relative_to(home))
+    return returned
 
 
 def travel_bytes(root: Path = ROOT) -> int:
@@ -233,8 +255,23 @@ def train(args: list[str], out: Path, minutes: float, margin: float = 0.1, valid
     run_args = _without(args, "--steps", "--eval-every", "--save-every")
     _train([*run_args, "--eval-every", str(max(1, reachable // validations)), "--save-every", str(last)], out, last,
            deadline)
+    print(summary(out), flush=True)
     split(out)
     return last
+
+
+def summary(run: Path) -> str:
+    """One line on what the run did: its steps and tokens, its speed (the median of its training records, the first
+    one left out) and its last validation."""
+    metadata = json.loads((run / "bert_demo.json").read_text())
+    history = metadata["history"]
+    speeds = [r["tokens_per_s"] for r in history if r["kind"] == "train"][1:]
+    val = next((r for r in reversed(history) if r["kind"] == "val"), {})
+    tokens = history[-1]["tokens"] if history else 0
+    return (f"run: step {metadata['step']:,}, {tokens / 1e6:,.1f} M tokens, "
+            f"{statistics.median(speeds) if speeds else 0:,.0f} real tokens/s (median of its records), "
+            f"{metadata['elapsed']:.0f} s; last validation: MLM {val.get('mlm_acc', float('nan')):.3f}, "
+            f"NSP {val.get('nsp_acc', float('nan')):.3f}")
 
 
 def plan(start: int, fixed: int | None, warmup: int, step: float, validation: float, seconds: float,
@@ -333,6 +370,9 @@ def main() -> None:
     packing.add_argument("--corpus", default="v4")
     packing.add_argument("--vocab-size", type=int, help="train the run's vocabulary of this size here")
     packing.add_argument("--continue", dest="start", type=Path, help="a checkpoint the next call goes on from")
+    commands.add_parser("leave-home", help="here, before a call that carries a checkpoint: the shipped models' "
+                                           "weights out of the working tree, into gpu-home/")
+    commands.add_parser("come-back", help="here, after that call: the shipped models' weights back")
     training = commands.add_parser("train", help="there: unpack, measure a step, train for --minutes, split")
     training.add_argument("--minutes", type=float, default=8.0)
     training.add_argument("--out", type=Path, required=True)
@@ -350,7 +390,13 @@ def main() -> None:
         print(f"{archive}: {archive.stat().st_size / MiB:.1f} MiB; a call sends {total / MiB:.1f} MiB of the "
               f"{TRAVEL_BYTES / MiB:.0f} MiB that may travel")
         if total > TRAVEL_BYTES:
-            raise SystemExit("too much to travel: carry less (a smaller corpus), or leave a checkpoint out")
+            raise SystemExit("too much to travel: leave the shipped weights at home for the call (`leave-home`, "
+                             "then `come-back` after it), or carry a smaller corpus")
+    elif args.command == "leave-home":
+        print("\n".join(f"left home: {path}" for path in leave_home()) or "nothing to leave home")
+        print(f"a call sends {travel_bytes() / MiB:.1f} MiB of the {TRAVEL_BYTES / MiB:.0f} MiB that may travel")
+    elif args.command == "come-back":
+        print("\n".join(f"back: {path}" for path in come_back()) or "nothing was at home")
     elif args.command == "train":
         install_missing()
         cache = Path(tempfile.mkdtemp(prefix="bert-demo-cache-"))

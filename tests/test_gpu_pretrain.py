@@ -183,3 +183,27 @@ def test_pack_then_a_small_timed_run_then_split_and_join_give_a_model_on_the_car
     model, tokenizer = load_pretrained(gpu_pretrain.join(tmp_path / "out" / "run", tmp_path / "joined"))
     assert vocabulary(tokenizer) == packed and model.config.vocab_size == len(packed)
     assert read_metadata(tmp_path / "joined")["step"] == last == 70
+
+
+def test_what_travels_is_the_tracked_and_unignored_files_and_the_carry_less_the_weights_left_home(
+        gpu_pretrain, tmp_path):
+    import subprocess
+
+    root = tmp_path / "repo"
+    (root / "checkpoints" / "mini").mkdir(parents=True)
+    (root / "gpu-carry").mkdir()
+    ignore = "/gpu-carry/\n/gpu-home/\n/runs/\n"
+    (root / ".gitignore").write_text(ignore)
+    files = {"checkpoints/mini/model.safetensors": 5000, "checkpoints/mini/config.json": 70,
+             "gpu-carry/corpus.tar.xz": 900, "notes.txt": 30}
+    for name, size in files.items():
+        (root / name).write_bytes(b"x" * size)
+    (root / "runs").mkdir()
+    (root / "runs" / "ignored.bin").write_bytes(b"x" * 10_000)
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    subprocess.run(["git", "add", ".gitignore", "checkpoints"], cwd=root, check=True)
+    assert gpu_pretrain.travel_bytes(root) == sum(files.values()) + len(ignore)
+    assert gpu_pretrain.leave_home(root, root / "gpu-home") == [Path("checkpoints/mini/model.safetensors")]
+    assert gpu_pretrain.travel_bytes(root) == sum(files.values()) + len(ignore) - 5000
+    gpu_pretrain.come_back(root, root / "gpu-home")
+    assert (root / "checkpoints" / "mini" / "model.safetensors").read_bytes() == b"x" * 5000

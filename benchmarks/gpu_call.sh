@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# One call on a lent GPU (benchmarks/README.md, "Training the shipped model on a GPU"): BERT-Small trained from
+# scratch on corpus v4 for MINUTES, its checkpoint sent back in parts ($OUT/run), then its training step alone,
+# eager and compiled, for the run's shape and batch, to set beside the run's own speed (issue 49's target: the run at
+# >= 80% of the step alone) and to decide --compile for the next call. Prepared here with
+#     python benchmarks/gpu_pretrain.py pack --corpus v4 --vocab-size 16384
+# and run there with carry ["gpu-carry"] and timeout_s 600:
+#     bash benchmarks/gpu_call.sh
+# A later call goes on from what came back: pack with --continue runs/<name>, then RESUME=1 bash benchmarks/gpu_call.sh
+# (with STEPS, the run's last step, for a schedule that spans several calls). EXTRA adds flags of bert_demo train
+# (later flags win), BENCH=0 leaves out the step alone: the proof at small scale on a CPU is
+#     OUT=/tmp/out MINUTES=3 BENCH=0 EXTRA="--preset tiny --batch-size 8 --device cpu" bash benchmarks/gpu_call.sh
+set -uo pipefail
+export PYTHONUNBUFFERED=1 TQDM_DISABLE=1
+MINUTES=${MINUTES:-6.5}
+SHAPE=(--preset small --vocab-size 16384 --batch-size 256 --seq-len 128)
+RECIPE=(--corpus v4 --lr 7e-4 --warmup-steps 1000)
+if [ "${RESUME:-0}" = 1 ]; then
+  ARGS=(--resume gpu-carry/start ${STEPS:+--steps "$STEPS"} ${EXTRA:-})
+else
+  ARGS=("${SHAPE[@]}" "${RECIPE[@]}" ${STEPS:+--steps "$STEPS"} ${EXTRA:-})
+fi
+command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+python benchmarks/gpu_pretrain.py train --minutes "$MINUTES" --out "$OUT/run" -- "${ARGS[@]}" 2>&1 | tee "$OUT/log"
+trained=${PIPESTATUS[0]}
+if [ "${BENCH:-1}" = 0 ]; then exit "$trained"; fi
+echo "== the step alone, eager, then compiled (small, V=16,384, 256 x 128, bf16)" | tee -a "$OUT/log"
+timeout 90 python benchmarks/bench_train.py --preset small --vocab 16384 --batch 256 --seq 128 --steps 20 \
+  --warmup 5 2>&1 | tail -6 | tee -a "$OUT/log"
+timeout 120 python benchmarks/bench_train.py --preset small --vocab 16384 --batch 256 --seq 128 --steps 20 \
+  --warmup 8 --compile 2>&1 | tail -6 | tee -a "$OUT/log"
+grep -h "^run: \|^a step takes" "$OUT/log"
+exit "$trained"
