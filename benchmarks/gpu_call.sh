@@ -9,12 +9,13 @@
 # A later call goes on from what came back: pack with --continue runs/<name>, then RESUME=1 bash benchmarks/gpu_call.sh
 # (with STEPS, the run's last step, for a schedule that spans several calls). EXTRA adds flags of bert_demo train
 # (later flags win), BENCH=0 leaves out the step alone: the proof at small scale on a CPU is
-#     OUT=/tmp/out MINUTES=3 BENCH=0 EXTRA="--preset tiny --batch-size 8 --device cpu" bash benchmarks/gpu_call.sh
+#     OUT=/tmp/out MINUTES=10 BENCH=0 EXTRA="--preset tiny --batch-size 8 --device cpu --eval-every 200" \
+#         bash benchmarks/gpu_call.sh
 set -uo pipefail
 export PYTHONUNBUFFERED=1 TQDM_DISABLE=1
 MINUTES=${MINUTES:-6.5}
 SHAPE=(--preset small --vocab-size 16384 --batch-size 256 --seq-len 128)
-RECIPE=(--corpus v4 --lr 7e-4 --warmup-steps 1000)
+RECIPE=(--corpus v4 --lr 7e-4 --warmup-steps 1000 --eval-every 2000 --log-every 50 --save-every 1000000)
 if [ "${RESUME:-0}" = 1 ]; then
   ARGS=(--resume gpu-carry/start ${STEPS:+--steps "$STEPS"} ${EXTRA:-})
 else

@@ -5,9 +5,10 @@ the working tree and the carried files, 64 MiB in all, and what comes back is at
 all. So:
 - the corpus travels as its parsed caches, compressed (corpus v4: 12.8 M words in 18 MiB of xz), with the vocabulary
   trained here on the run's training documents, kept where the run there finds it (the cache's `prepared/`);
-- the run's length is set there from a step time measured there, so that its learning-rate schedule ends when the
-  time does (a run cut short stops mid-schedule, its rate still high); a run given `--steps` instead keeps its
-  schedule, trains until the time is up, and goes on in a later call (`pack --continue`, then `--resume`);
+- the run's length is set there from its own pace, measured over its first steps (`bert_demo train --minutes`), so
+  that its learning-rate schedule ends when the time does (a run cut short stops mid-schedule, its rate still
+  high); a run given `--steps` instead keeps its schedule, trains until the time is up, and goes on in a later call
+  (`pack --continue`, then `--resume`);
 - the checkpoint comes back as one archive cut into parts, each with its SHA-256, joined and checked here; its weights
   in bf16 where fp32 would not fit (BERT-Small at 16,384 entries: 87 MB in fp32, 44 MB in bf16), its AdamW moments
   only where they fit too (a run resumed without them warms up again, `recipe.optimizer_and_schedule`).
@@ -15,13 +16,13 @@ A run that overstays its time is stopped as Ctrl-C stops it: the step finishes a
 
     python benchmarks/gpu_pretrain.py pack --corpus v4 --vocab-size 16384         # here: gpu-carry/
     python benchmarks/gpu_pretrain.py train --minutes 8 --out "$OUT/run" -- --preset small --corpus v4 \\
-        --vocab-size 16384 --batch-size 256 --lr 1e-3 --warmup-steps 300            # there, with carry ["gpu-carry"]
+        --vocab-size 16384 --batch-size 256 --lr 7e-4 --warmup-steps 1000 --eval-every 2000  # there: gpu_call.sh
     python benchmarks/gpu_pretrain.py join FILES_AT/run runs/small-v4               # here, from what came back
 
 A later call goes on from what came back: `pack --corpus v4 --vocab-size 16384 --continue runs/small-v4`, then
 `train ... -- --resume gpu-carry/start --steps N` (the run's settings come from its checkpoint).
 
-`train --minutes 2 ... --device cpu --batch-size 8` runs the same path at small scale on a CPU, as a proof of the
+`train --minutes 3 ... --device cpu --batch-size 8` runs the same path at small scale on a CPU, as a proof of the
 command before a GPU is lent (tests/test_gpu_pretrain.py runs pack, a small train, split and join).
 """
 from __future__ import annotations
@@ -60,7 +61,6 @@ MANIFEST = "parts.json"
 WEIGHTS, OPTIMIZER = "model.safetensors", "optimizer.safetensors"
 KEPT = (WEIGHTS, OPTIMIZER, "config.json", "bert_demo.json", "tokenizer.json", "tokenizer_config.json",
         "vocab.txt")  # what --resume and the card need; the timeline stays there
-CALIBRATION_STEPS = 60  # with a validation (every 40th step): its time is measured too
 # What `bert_demo train` imports. The lent machine has torch and transformers (with tokenizers and safetensors), and no
 # registry: the pure-Python ones travel as wheels, the others must be there.
 CARRIED_WHEELS = ("einops", "tqdm")
@@ -182,9 +182,10 @@ def unpack(archive: Path, folder: Path) -> None:
             (folder / member.name).write_bytes(tar.extractfile(member).read())
 
 
-def _train(args: list[str], out: Path, steps: int, deadline: float) -> None:
-    """`python -m bert_demo train` for `steps`, stopped as Ctrl-C stops it (finish the step, save) at `deadline`."""
-    command = [sys.executable, "-m", "bert_demo", "train", *args, "--steps", str(steps), "--out", str(out)]
+def _train(args: list[str], out: Path, deadline: float) -> None:
+    """`python -m bert_demo train`, stopped as Ctrl-C stops it (finish the step, save) if it is still running at
+    `deadline`."""
+    command = [sys.executable, "-m", "bert_demo", "train", *args, "--out", str(out)]
     process = subprocess.Popen(command, cwd=ROOT)
     try:
         process.wait(timeout=max(1.0, deadline - time.time()))
@@ -195,69 +196,16 @@ def _train(args: list[str], out: Path, steps: int, deadline: float) -> None:
         raise SystemExit(f"training ended with exit status {process.returncode}")
 
 
-def timings(run: Path) -> tuple[float, float]:
-    """Seconds a step and seconds a validation, from the calibration run's records (one every 10 steps): a step from
-    the intervals without a validation (the median), a validation from what the intervals after one took more."""
-    history = json.loads((run / "bert_demo.json").read_text())["history"]
-    marks = [r for r in history if r["kind"] == "train"]
-    validated = {r["step"] for r in history if r["kind"] == "val"}
-    intervals = [(b["elapsed"] - a["elapsed"], b["step"] - a["step"], a["step"] in validated)
-                 for a, b in zip(marks, marks[1:])]
-    plain = [seconds / steps for seconds, steps, with_val in intervals if not with_val]
-    if not plain:
-        raise SystemExit(f"the calibration run stopped at step {marks[-1]['step'] if marks else 0}, before it had "
-                         "measured a step: the time ran out (give more minutes)")
-    step = statistics.median(plain)
-    extra = [seconds - steps * step for seconds, steps, with_val in intervals if with_val]
-    return step, max(0.0, statistics.mean(extra)) if extra else 0.0
-
-
-def _option(args: list[str], flag: str) -> str | None:
-    return next((args[i + 1] for i in range(len(args) - 1) if args[i] == flag), None)
-
-
-def _without(args: list[str], *flags: str) -> list[str]:
-    """`args` less each of `flags` and its value."""
-    kept, skip = [], False
-    for arg in args:
-        if skip:
-            skip = False
-        elif arg in flags:
-            skip = True
-        else:
-            kept.append(arg)
-    return kept
-
-
-def _started_at(args: list[str]) -> int:
-    """The step a resumed run starts from (0 for a new run)."""
-    resume = _option(args, "--resume")
-    return int(json.loads((Path(resume) / "bert_demo.json").read_text()).get("step", 0)) if resume else 0
-
-
-def train(args: list[str], out: Path, minutes: float, margin: float = 0.1, validations: int = 5) -> int:
-    """Measure a step and a validation, then train: for as many steps as `minutes` hold (less `margin` for the
-    start and the save), or, where `args` give --steps, towards them until the time is up. Return the last step
-    planned."""
+def train(args: list[str], out: Path, minutes: float, margin_s: float = 45.0) -> None:
+    """Train on a time budget: the run sets its own steps from its measured pace (`--minutes`, less `margin_s` for
+    the final save), so that its schedule ends with the time; or, where `args` give --steps, towards them until the
+    time is up, to go on in a later call. Then print what it did and cut it into parts."""
     deadline = time.time() + 60 * minutes
-    start = _started_at(args)
-    probe_args = _without(args, "--steps", "--warmup-steps", "--eval-every", "--log-every", "--save-every")
-    with tempfile.TemporaryDirectory() as scratch:
-        probe = Path(scratch) / "probe"
-        _train([*probe_args, "--warmup-steps", "0", "--log-every", "10", "--eval-every", "40", "--save-every",
-                "1000000"], probe, start + CALIBRATION_STEPS, deadline)
-        step, validation = timings(probe)
-    fixed, warmup = _option(args, "--steps"), _option(args, "--warmup-steps")
-    last, reachable = plan(start, int(fixed) if fixed else None, int(warmup or 0), step, validation,
-                           (deadline - time.time()) * (1 - margin), validations)
-    print(f"a step takes {step * 1000:.1f} ms, a validation {validation:.1f} s: training from step {start:,} to "
-          f"{min(last, start + reachable):,} of {last:,}", flush=True)
-    run_args = _without(args, "--steps", "--eval-every", "--save-every")
-    _train([*run_args, "--eval-every", str(max(1, reachable // validations)), "--save-every", str(last)], out, last,
-           deadline)
+    if "--steps" not in args:
+        args = [*args, "--minutes", f"{minutes - margin_s / 60:.3f}"]
+    _train(args, out, deadline)
     print(summary(out), flush=True)
     split(out)
-    return last
 
 
 def summary(run: Path) -> str:
@@ -272,20 +220,6 @@ def summary(run: Path) -> str:
             f"{statistics.median(speeds) if speeds else 0:,.0f} real tokens/s (median of its records), "
             f"{metadata['elapsed']:.0f} s; last validation: MLM {val.get('mlm_acc', float('nan')):.3f}, "
             f"NSP {val.get('nsp_acc', float('nan')):.3f}")
-
-
-def plan(start: int, fixed: int | None, warmup: int, step: float, validation: float, seconds: float,
-         validations: int) -> tuple[int, int]:
-    """The run's last step, and how many steps `seconds` hold with `validations` validations: a run of fixed length
-    keeps its last step; otherwise the last step is as far as the time reaches, so that the schedule ends with it."""
-    reachable = int((seconds - validations * validation) / step)
-    if reachable < 1:
-        raise SystemExit(f"no time left to train: a step takes {step:.3f} s, a validation {validation:.1f} s")
-    last = fixed if fixed is not None else start + reachable
-    if warmup > last - start and fixed is None:
-        raise SystemExit(f"the time holds {reachable:,} steps, fewer than the {warmup:,} warm-up steps asked for: "
-                         "give more minutes or a shorter warm-up")
-    return last, reachable
 
 
 def split(run: Path, part_bytes: int = PART_BYTES, budget: int = BUNDLE_BYTES) -> dict:

@@ -45,9 +45,11 @@ from bert_demo.runtime import (
     to_device,
     wrap_for_training,
 )
-from bert_demo.train_config import RunConfig
+from bert_demo.train_config import RunConfig, bounds
 
 TRIM_EVERY = 50  # steps between handing freed heap memory back to the operating system (see release_free_memory)
+PACE_STEPS = (10, 60)  # a run on a time budget times its steps between these two of its own, then sets its length
+RESERVE = 0.1  # the share of a time budget's rest kept for validations, the final save and a slower stretch
 
 Metrics = dict[str, tuple[Tensor | float, Tensor | float]]  # name: (sum, count), averaged as sum / count per record
 Loss = Callable[[Any, Batch, Batch], tuple[Tensor, Metrics]]  # (output, CPU micro-batch, CPU batch): loss, metrics
@@ -193,6 +195,14 @@ class Run:
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)
         return bool(flag.item())
 
+    def agree(self, value: int, choose: Callable[[int, int], int]) -> int:
+        """One value for every rank of a torchrun job (`choose`: min or max of theirs); alone, `value`."""
+        if self.dist.world_size == 1:
+            return value
+        tensor = torch.tensor([value], device=self.device)
+        dist.all_reduce(tensor, op=dist.ReduceOp.MIN if choose is min else dist.ReduceOp.MAX)
+        return int(tensor.item())
+
     def nothing_written(self) -> DoneRecord:
         """The last record of a run stopped before its first step: the output folder keeps what it held."""
         return {"kind": "done", "reason": "stopped", "step": self.step, "checkpoint": None,
@@ -276,6 +286,9 @@ def train(run: Run, task: Training, started: float) -> Iterator[Record]:
     window, first_step = Window(), control.step
     tokens_seen = int(run.history[-1]["tokens"]) if run.history else 0
     taken = timeline.steps(cfg.out) if run._owns_timeline else []  # a resumed run's: never taken twice
+    budget = Budget(started + 60 * cfg.minutes, first_step) if cfg.minutes else None
+    if budget is not None:
+        cfg.steps = bounds("steps")[1]  # until the pace is known; then the time decides
     due = set(timeline.snapshot_steps(cfg.steps)) - set(taken)
     if main and control.step in due:
         yield from run.take_snapshot()
@@ -303,6 +316,15 @@ def train(run: Run, task: Training, started: float) -> Iterator[Record]:
             control.step += 1
         control.after_step()
         step = control.step
+        if budget is not None:
+            planned = budget.after(step)
+            if planned is not None:
+                cfg.steps = run.agree(planned, min)
+                due = set(timeline.snapshot_steps(cfg.steps)) - set(taken)
+                yield {"kind": "status", "step": step, "message": f"{budget.pace * 1000:.1f} ms a step: "
+                       f"{cfg.steps:,} steps fit the {cfg.minutes:g} minutes"}
+            if budget.spent():
+                run.stop()
         if main and step in due:
             yield from run.take_snapshot()
         if step % TRIM_EVERY == 0:
@@ -324,6 +346,30 @@ def train(run: Run, task: Training, started: float) -> Iterator[Record]:
     if main and control.step < cfg.steps and control.step % cfg.eval_every:  # stopped between two validations
         yield from task.look()
     yield run.finish("finished" if control.step >= cfg.steps else "stopped", started, optimizer)
+
+
+class Budget:
+    """A run's time budget (`--minutes`): the pace of its steps between PACE_STEPS of its own, then the last step
+    that the time left holds, less RESERVE of it."""
+
+    def __init__(self, deadline: float, first_step: int):
+        self.deadline, self.first_step = deadline, first_step
+        self.pace: float | None = None
+        self._mark: float | None = None
+
+    def after(self, step: int) -> int | None:
+        """Called after each step; at the second of PACE_STEPS, the run's last step (once)."""
+        taken = step - self.first_step
+        if taken == PACE_STEPS[0]:
+            self._mark = time.perf_counter()
+        if taken != PACE_STEPS[1]:
+            return None
+        now = time.perf_counter()
+        self.pace = (now - self._mark) / (PACE_STEPS[1] - PACE_STEPS[0])
+        return step + max(1, int((self.deadline - now) * (1 - RESERVE) / self.pace))
+
+    def spent(self) -> bool:
+        return time.perf_counter() >= self.deadline
 
 
 def _accumulate(run: Run, task: Training, forward: torch.nn.Module, batch: Batch, window: Window) -> Any:

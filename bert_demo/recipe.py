@@ -173,10 +173,11 @@ def optimizer_and_schedule(model: torch.nn.Module, cfg: RunConfig, done: int = 0
             load_optimizer_tensors(optimizer, load_file(str(resume / OPTIMIZER_NAME), device=device))
         else:
             restarted = done > 0
-    warmup = cfg.warmup_steps if cfg.warmup_steps is not None else cfg.steps // 10
-    rewarm = warmup if restarted else 0
+    warmup = lambda: cfg.warmup_steps if cfg.warmup_steps is not None else cfg.steps // 10  # noqa: E731  (a run
+    # on a time budget sets its steps once it has measured its pace: its default warm-up follows them)
+    rewarm = warmup() if restarted else 0
     schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: lr_multiplier(step + done, warmup, cfg.steps, cfg.schedule)
+        optimizer, lambda step: lr_multiplier(step + done, warmup(), cfg.steps, cfg.schedule)
         * min(1.0, (step + 1) / (rewarm + 1)))
     return optimizer, schedule
 

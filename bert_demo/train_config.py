@@ -77,6 +77,10 @@ class RunConfig:
                                      "AVX-512 BF16 or AMX; fp32 elsewhere); weights, optimizer and checkpoints stay fp32",
                              choices=PRECISIONS)
     compile: bool = setting(False, "torch.compile the model (off by default: Spaces' ZeroGPU forbids it)")
+    minutes: float | None = setting(None, "train for this long, preparation included, instead of a set number of "
+                                          "steps: the run measures its pace over its first steps, then sets --steps "
+                                          "so that its schedule ends with the time (cramming's budget); a run that "
+                                          "falls behind stops at the time and saves", low=0.05, high=10_080.0)
 
     def __post_init__(self) -> None:
         self.validate()  # a config is checked once, when it is made: a run never holds one no run can use
@@ -87,7 +91,8 @@ class RunConfig:
             _check(f, getattr(self, f.name), None, on_machine=False)
         if self.batch_size % self.grad_accum:
             raise ValueError(f"batch size {self.batch_size} must be a multiple of grad_accum {self.grad_accum}")
-        if self.warmup_steps is not None and self.steps is not None and self.warmup_steps > self.steps:
+        if self.warmup_steps is not None and self.steps is not None and self.warmup_steps > self.steps \
+                and self.minutes is None:  # on a time budget the steps are set later, by the pace
             raise ValueError("warm-up steps must be between 0 and steps")
 
     @classmethod

@@ -118,3 +118,47 @@ def test_the_window_averages_each_metric_over_its_own_count_and_starts_again():
     metrics = window.flush()
     assert metrics["loss"] == 3.0 and metrics["acc"] == 0.5 and metrics["tokens_per_s"] > 0
     assert window.flush() == {"tokens_per_s": 0.0}  # a flushed window is empty
+
+
+class Clock:
+    """A clock that moves only when told: each optimizer step takes `per_step` seconds (see `tick`)."""
+
+    def __init__(self, per_step: float):
+        self.now, self.per_step = 0.0, per_step
+
+    def __call__(self) -> float:
+        return self.now
+
+    def tick(self) -> None:
+        self.now += self.per_step
+
+
+def test_a_run_on_a_time_budget_sets_its_steps_from_its_pace_so_that_it_ends_with_the_time(tokenizer, tmp_path,
+                                                                                           monkeypatch):
+    import bert_demo.loop as loop
+
+    clock = Clock(per_step=0.0625)
+    monkeypatch.setattr(loop.time, "perf_counter", clock)
+    control = Control(after_step=clock.tick)
+    records = list(training_run(tokenizer, tmp_path, {}, control, minutes=0.1, eval_every=1000).run())
+    # 6 s in all; at step 60, 3.75 s are gone and a step takes 0.0625 s: 90% of the 2.25 s left hold 32 more steps
+    planned = next(r for r in records if r["kind"] == "status" and "fit the" in r["message"])
+    assert planned["step"] == 60 and "92 steps fit the 0.1 minutes" in planned["message"]
+    assert records[-1]["reason"] == "finished" and records[-1]["step"] == 92 and clock.now < 6
+
+
+def test_a_run_on_a_time_budget_that_falls_behind_stops_at_the_time_and_saves(tokenizer, tmp_path, monkeypatch):
+    import bert_demo.loop as loop
+
+    clock = Clock(per_step=0.0625)
+    monkeypatch.setattr(loop.time, "perf_counter", clock)
+
+    def slower_after_its_pace_is_taken() -> None:
+        clock.tick()
+        if clock.now >= 3.75:
+            clock.per_step = 0.1875  # three times slower than measured: the plan of 92 steps cannot be kept
+    records = list(training_run(tokenizer, tmp_path, {}, Control(after_step=slower_after_its_pace_is_taken),
+                                minutes=0.1, eval_every=1000).run())
+    done = records[-1]
+    assert done["reason"] == "stopped" and done["step"] == 72 and done["checkpoint"]
+    assert clock.now == 6.0  # the step that reached the time was the last
