@@ -12,7 +12,7 @@
 #     OUT=/tmp/out MINUTES=10 BENCH=0 EXTRA="--preset tiny --batch-size 8 --device cpu --eval-every 200" \
 #         bash benchmarks/gpu_call.sh
 set -uo pipefail
-export PYTHONUNBUFFERED=1 TQDM_DISABLE=1
+export PYTHONUNBUFFERED=1
 MINUTES=${MINUTES:-6.5}
 SHAPE=(--preset small --vocab-size 16384 --batch-size 256 --seq-len 128)
 RECIPE=(--corpus v4 --lr 7e-4 --warmup-steps 1000 --eval-every 2000 --log-every 50 --save-every 1000000)

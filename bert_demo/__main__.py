@@ -89,7 +89,8 @@ def train_command(args: argparse.Namespace) -> int:
         config = TrainConfig.from_dict(overrides)
     trainer = pretraining(config, resume=args.resume)
     signal.signal(signal.SIGINT, lambda *_: trainer.stop())  # Ctrl-C: finish the step, save, exit
-    progress = tqdm(total=config.steps, initial=trainer.step, unit="step", disable=not trainer.dist.is_main)
+    progress = tqdm(total=config.steps, initial=trainer.step, unit="step",
+                    disable=None if trainer.dist.is_main else True)  # None: no bar where there is no terminal
     done = {}
     try:
         for record in trainer.run():
@@ -150,6 +151,11 @@ def report(record: Record, progress: tqdm, write: Callable[[str], None]) -> Reco
     kind = record["kind"]
     if kind == "status":
         write(record["message"])
+        if "steps" in record:  # a run on a time budget has set its length
+            progress.total = record["steps"]
+    elif kind == "train" and progress.disable:  # no terminal (a log file): a line a record
+        write(f"step {record['step']}: MLM loss {record['mlm_loss']:.3f} acc {record['mlm_acc']:.3f} | NSP loss "
+              f"{record['nsp_loss']:.3f} | {record['tokens_per_s']:,.0f} tokens/s")
     elif kind == "train":
         progress.update(record["step"] - progress.n)
         progress.set_postfix(mlm=f"{record['mlm_loss']:.3f}", nsp=f"{record['nsp_loss']:.3f}",

@@ -321,8 +321,8 @@ def train(run: Run, task: Training, started: float) -> Iterator[Record]:
             if planned is not None:
                 cfg.steps = run.agree(planned, min)
                 due = set(timeline.snapshot_steps(cfg.steps)) - set(taken)
-                yield {"kind": "status", "step": step, "message": f"{budget.pace * 1000:.1f} ms a step: "
-                       f"{cfg.steps:,} steps fit the {cfg.minutes:g} minutes"}
+                yield {"kind": "status", "step": step, "steps": cfg.steps, "message": f"{budget.pace * 1000:.1f} "
+                       f"ms a step: {cfg.steps:,} steps fit the {cfg.minutes:g} minutes"}
             if budget.spent():
                 run.stop()
         if main and step in due:

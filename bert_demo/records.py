@@ -9,11 +9,13 @@ HISTORY_KINDS = ("train", "val")  # the records a run keeps in its checkpoint's 
 
 
 class StatusRecord(TypedDict):
-    """A phase of the preparation ("loading corpus 'wiki'"), or a problem the run survived (a failed save)."""
+    """A phase of the preparation ("loading corpus 'wiki'"), a problem the run survived (a failed save), or the
+    length a run on a time budget has set itself (`steps`)."""
 
     kind: Literal["status"]
     message: str
     step: NotRequired[int]
+    steps: NotRequired[int]
 
 
 class TrainRecord(TypedDict):

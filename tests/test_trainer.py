@@ -205,6 +205,23 @@ def test_unknown_or_missing_devices_are_refused_with_a_clear_message(stories_fil
         pretraining(tiny_config(stories_file, tmp_path / "run", device=absent))
 
 
+def test_cli_writes_a_line_a_record_where_there_is_no_terminal_and_takes_the_length_a_budget_sets(
+        stories_file, tmp_path, capsys):
+    from tqdm import tqdm
+
+    from bert_demo.__main__ import main, report
+
+    assert main(["train", "--preset", "tiny", "--corpus", stories_file, "--batch-size", "8", "--seq-len", "32",
+                 "--vocab-size", "200", "--val-fraction", "0.2", "--eval-batches", "1", "--log-every", "10",
+                 "--steps", "20", "--out", str(tmp_path / "run")]) == 0
+    shown = capsys.readouterr()
+    assert "step 10: MLM loss" in shown.out and "step 20: MLM loss" in shown.out
+    assert "\r" not in shown.err  # no progress bar redrawn into a log
+    progress = tqdm(total=200, disable=True)
+    report({"kind": "status", "step": 60, "steps": 5000, "message": "5,000 steps fit"}, progress, lambda _: None)
+    assert progress.total == 5000
+
+
 def test_cli_resume_writes_back_to_the_resumed_folder_on_this_machines_device_and_lists_both_machines(
         stories_file, tmp_path):
     from bert_demo.__main__ import main
