@@ -39,6 +39,7 @@ def test_uploads_are_refused_past_an_addresss_share_or_the_total_until_the_old_o
     assert ledger.refusal("151.101.1.69", 2 * MB).startswith("Uploads fill 9.0 MB of the 10 MB this app keeps for them")
     now[0] += 1801  # gradio has deleted them
     assert ledger.held() == 0 and ledger.refusal("93.184.216.34", 4 * MB) is None
+    assert ledger.refusal("93.184.216.34", 5 * MB).endswith("and this one is 5.0 MB: upload a smaller file")
 
 
 def asgi(limits: Limits, path: str, chunks: list[bytes], length: int | None = None) -> list[dict]:
@@ -77,8 +78,8 @@ def test_a_body_without_its_length_is_refused_once_its_bytes_pass_the_limit_and_
     limits = Limits(reading_app, max_body=3 * MB, uploads=UploadLedger())
     sent = asgi(limits, "/gradio_api/call/fill_mask", [b"x" * MB] * 8)
     assert [m.get("status") for m in sent if m["type"] == "http.response.start"] == [413]
-    assert json.loads(sent[-1]["body"])["detail"] == ("This request is over 3.0 MB; the app takes at most 3.0 MB in "
-                                                      "one request: an upload or a typed text may be 1.0 MB")
+    assert json.loads(sent[-1]["body"])["detail"] == ("What you sent is over 3.0 MB; the app takes at most 3.0 MB at "
+                                                      "once: an upload or a typed text may be 1.0 MB")
     assert asgi(limits, "/gradio_api/call/fill_mask", [b"x" * MB] * 2)[-1]["body"] == str(2 * MB).encode()
 
 
@@ -107,7 +108,7 @@ def test_a_body_over_the_limit_is_refused_at_once_by_its_length_or_its_bytes_and
         response = httpx.post(f"{app['url']}gradio_api/call/fill_mask", content=sent, timeout=60,
                               headers={"content-type": "application/json"})
         assert response.status_code == 413 and time.perf_counter() - started < 10
-        assert "the app takes at most 21 MB in one request: an upload or a typed text may be 10 MB" in \
+        assert "the app takes at most 21 MB at once: an upload or a typed text may be 10 MB" in \
             response.json()["detail"]
     question = {"data": [MODEL, "the [MASK] sat.", 3, [], "final"]}
     assert httpx.post(f"{app['url']}gradio_api/call/fill_mask", json=question, timeout=60).status_code == 200

@@ -76,11 +76,11 @@ class UploadLedger:
         total = self.held(besides=besides)
         if total + size > self.total:
             return (f"Uploads fill {_mb(total)} of the {_mb(self.total)} this app keeps for them, and this one is "
-                    f"{_mb(size)}: try again in {self._ready_in(None)}")
+                    f"{_mb(size)}: {self._when(None)}")
         mine = self.held(address, besides) if address is not None else 0
         if address is not None and mine + size > self.per_address:
             return (f"Uploads from your network fill {_mb(mine)} of the {_mb(self.per_address)} one network may keep "
-                    f"here, and this one is {_mb(size)}: try again in {self._ready_in(address)}")
+                    f"here, and this one is {_mb(size)}: {self._when(address)}")
         return None
 
     def add(self, address: str | None, size: int) -> _Upload:
@@ -97,11 +97,13 @@ class UploadLedger:
         now = time.monotonic()
         self.uploads = [u for u in self.uploads if now - u.came < self.kept_s]
 
-    def _ready_in(self, address: str | None) -> str:
-        """When the oldest upload counted against `address` (or against the total) is deleted."""
-        oldest = min(u.came for u in self.uploads if address is None or u.address == address)
-        minutes = max(1, round((oldest + self.kept_s - time.monotonic()) / 60))
-        return f"about {minutes} minute{'s' if minutes > 1 else ''}, when older uploads are deleted"
+    def _when(self, address: str | None) -> str:
+        """When there will be room: once the oldest upload counted against `address` (or the total) is deleted."""
+        came = [u.came for u in self.uploads if address is None or u.address == address]
+        if not came:  # nothing is held: this upload alone is more than may be kept
+            return "upload a smaller file"
+        minutes = max(1, round((min(came) + self.kept_s - time.monotonic()) / 60))
+        return f"try again in about {minutes} minute{'s' if minutes > 1 else ''}, when older uploads are deleted"
 
 
 class _TooLarge(Exception):
@@ -164,9 +166,9 @@ class Limits:
             await _refuse(receive, send, state["refusal"], plain=upload is not None)
 
     def _body_refusal(self, size: int | None) -> str:
-        told = f"This request is {_mb(size)}" if size is not None else f"This request is over {_mb(self.max_body)}"
-        return (f"{told}; the app takes at most {_mb(self.max_body)} in one request: an upload or a typed text may be "
-                f"{_mb((self.max_body - 2**20) // 2)}")
+        told = _mb(size) if size is not None else f"over {_mb(self.max_body)}"
+        return (f"What you sent is {told}; the app takes at most {_mb(self.max_body)} at once: an upload or a typed "
+                f"text may be {_mb((self.max_body - 2**20) // 2)}")
 
 
 async def _refuse(receive: Receive, send: Send, message: str, plain: bool) -> None:
