@@ -127,3 +127,9 @@ def test_uploads_from_one_address_past_its_share_are_refused_and_another_address
                                                                   "MB one network may keep here")
     assert "try again in about 35 minutes" in refused.text
     assert upload("151.101.1.69", 3).status_code == 200
+
+
+def test_gradios_screen_recording_processing_which_runs_ffmpeg_is_not_offered(app):
+    response = httpx.post(f"{app['url']}gradio_api/process_recording", timeout=60,
+                          files={"video": ("recording.mp4", b"\x00" * 100_000, "video/mp4")})
+    assert response.status_code == 403 and response.text == "This app does not process screen recordings"

@@ -12,6 +12,9 @@ Gradio keeps every upload (`/upload`) in its store until it deletes it `UPLOAD_R
 `UPLOAD_SWEEP_S`). Ten 9 MB files from one address were all kept for an hour. `UploadLedger` counts what the uploads
 of that time hold, by address, and an upload that would pass `UPLOADS_TOTAL_BYTES`, or its address's
 `UPLOADS_PER_ADDRESS_BYTES`, is refused before it is read, with when there will be room.
+
+Gradio also offers every visitor `/process_recording`, which runs ffmpeg on a posted video (its screen recorder's
+trimming): CPU the app has no use for, so it is refused, and the page keeps the recording as it was.
 """
 from __future__ import annotations
 
@@ -33,6 +36,7 @@ UPLOAD_SWEEP_S = 300  # and looks for such uploads this often
 UPLOADS_TOTAL_BYTES = 400 * 2**20  # what every upload of the last UPLOAD_RETENTION_S may hold together
 UPLOADS_PER_ADDRESS_BYTES = 40 * 2**20  # and the uploads from one address (four files at the largest size)
 UPLOAD_PATH = "/gradio_api/upload"
+RECORDING_PATH = "/gradio_api/process_recording"  # gradio runs ffmpeg on any visitor's video there: not offered
 DRAIN_BYTES = 256 * 2**20  # how much of a refused body is read and dropped before the connection is closed
 
 Scope = dict[str, Any]
@@ -121,6 +125,9 @@ class Limits:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        if scope["path"].endswith(RECORDING_PATH):  # the page keeps the recording unprocessed when refused
+            await _refuse(receive, send, "This app does not process screen recordings", plain=True, status=403)
+            return
         declared = _content_length(scope)
         upload = scope["method"] == "POST" and scope["path"].endswith(UPLOAD_PATH)
         address = address_of(Request(scope)) if upload else None
@@ -171,12 +178,12 @@ class Limits:
                 f"text may be {_mb((self.max_body - 2**20) // 2)}")
 
 
-async def _refuse(receive: Receive, send: Send, message: str, plain: bool) -> None:
-    """Answer 413 with `message` (plain text for an upload, which the page shows as it comes; JSON's "detail"
+async def _refuse(receive: Receive, send: Send, message: str, plain: bool, status: int = 413) -> None:
+    """Answer `status` with `message` (plain text for an upload, which the page shows as it comes; JSON's "detail"
     elsewhere, which the page shows for a question), read and drop the rest of the body, and close."""
     log.warning("request refused: %s", message)
     body = message.encode() if plain else json.dumps({"detail": message}).encode()
-    await send({"type": "http.response.start", "status": 413,
+    await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"text/plain; charset=utf-8" if plain else b"application/json"),
                             (b"content-length", str(len(body)).encode()), (b"connection", b"close")]})
     dropped = 0
