@@ -268,6 +268,15 @@ def test_a_forged_path_is_refused_without_naming_any_of_the_servers_folders(app)
         assert os.getcwd() not in message and path not in message and "/tmp" not in message
 
 
+def test_a_file_given_by_its_web_address_is_refused_before_gradio_downloads_it_into_its_store(app):
+    """gradio downloads a FileData's URL into its upload store, of any size: a way around the upload caps."""
+    for upload in [{"path": "https://example.com/huge.txt", "meta": {"_type": "gradio.FileData"}},
+                   {"path": None, "url": "http://example.com/huge.txt", "meta": {"_type": "gradio.FileData"}}]:
+        event, message = call(app["url"], "train", [[], upload, "tiny", 10, 4, 1e-3, 32, 512, False, START_RANDOM,
+                                                     MODEL, ""])
+        assert event == "error" and message.startswith("Give the file itself, not its web address")
+
+
 def test_a_long_value_gradio_refuses_comes_back_cut_short(app):
     """gradio's "Value: ... is not in the list of choices" repeated a visitor's value whole."""
     event, message = call(app["url"], "attention", [MODEL, "the cat sat.", "", 1, 1, "x" * 5000, False,

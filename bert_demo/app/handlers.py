@@ -17,6 +17,7 @@ from typing import Any
 
 import gradio as gr
 from gradio.exceptions import ComponentProcessingError, InvalidPathError
+from gradio_client.utils import is_http_url_like
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +26,8 @@ Components = dict[str, Any]  # a page's components by name, as the tabs' layouts
 FINAL, NO_COMPARE = "final", "none"  # the timeline choices that mean "the weights as they are now" and "no comparison"
 NOT_UPLOADED = ("That file was not uploaded to this app: upload it (on the page, or with gradio_client's handle_file), "
                 "then ask again")
+WEB_ADDRESS = ("Give the file itself, not its web address: download it, then upload it (on the page, or with "
+               "gradio_client's handle_file and the file's path)")
 MAX_MESSAGE_CHARS = 400  # a refusal longer than this repeats some input at length: its middle is cut
 
 
@@ -79,6 +82,9 @@ class Blocks(gr.Blocks):
     instead of gradio's 30-line traceback, which a visitor could make the server print as often as they like."""
 
     async def preprocess_data(self, block_fn, inputs, *args, **kwargs):
+        if _names_a_web_address(inputs):  # gradio would download it into its upload store, of any size
+            log.warning("%s refused: a file given as a web address", block_fn.name)
+            raise gr.Error(WEB_ADDRESS, print_exception=False)
         try:
             return await super().preprocess_data(block_fn, inputs, *args, **kwargs)
         except gr.Error as exc:
@@ -94,6 +100,17 @@ class Blocks(gr.Blocks):
         refusal.print_exception = False
         log.warning("%s refused by gradio: %s", block_fn.name, str(refusal.message)[:200].replace("\n", " "))
         raise refusal from None
+
+
+def _names_a_web_address(value: Any) -> bool:
+    """Whether an event's inputs give a file by its web address (gradio_client's `handle_file("https://...")`)."""
+    if isinstance(value, dict):
+        if (value.get("meta") or {}).get("_type") == "gradio.FileData":
+            return any(is_http_url_like(str(value.get(key) or "")) for key in ("path", "url"))
+        return any(_names_a_web_address(item) for item in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_names_a_web_address(item) for item in value)
+    return False
 
 
 def _unreadable(inputs: list, gradio_message: str) -> str:
