@@ -46,7 +46,7 @@ class Share:
 
 
 MAX_OPEN = 6  # questions one visitor may have open at once (a page load asks four, one after another)
-ADDRESS_WAITING = 24  # questions from one address that may wait for its own to be answered; more are refused
+ADDRESS_WAITING = 64  # questions from one address that may wait for its own (a classroom's page loads); more: refused
 HEAVY = Share(heavy=True)  # the model run for every token or layer, or many figures: attention maps, neighbours
 SLOW = Share(running=2, waiting=4, heavy=True)  # seconds a question: a longer line would only be a longer wait
 SHARES = {"attention": HEAVY, "neuron": HEAVY, "neighbours": HEAVY,
