@@ -1,16 +1,16 @@
 """Who a request comes from: a browser session, and the network address behind it.
 
 A private run belongs to a browser session (gradio's `session_hash`). Every per-visitor limit is kept by session
-and by address as well: a script picks a new session with every `Client` (and gradio's `/call/` API with every
-call), but not a new address, so a fresh session brings no fresh share of the lines, the disk or the training slot.
-Requests from this host's own network (loopback, private and carrier-grade NAT addresses) have no address: the
-person at the machine is limited by session alone.
+and by address as well: a script picks a new session with every `Client`, but not a new address, so a fresh session
+no longer brings a fresh share of the disk or a fresh place in the training line. Requests from this host's own
+network (loopback, private addresses) have no address: the person at the machine is limited by session alone.
 
-Behind a proxy, X-Forwarded-For names whom it forwards, but any client can write that header itself. The app
-believes it only from the proxies it trusts: the addresses or networks in $BERT_DEMO_TRUSTED_PROXIES
-(comma-separated), or, on a Hugging Face Space ($SPACE_ID set), whose only way in is the platform's proxy, the
-private networks (`SPACE_PROXIES`). Elsewhere no proxy is trusted unless named. An IPv6 visitor is their /64: a
-subscriber is given a whole /64, and picks a new address in it at will.
+The address: gradio's `/call/` API makes a new session for every call too, and no new address. Carrier-grade NAT
+addresses (100.64.0.0/10) are not public either. Behind a proxy, X-Forwarded-For names whom it forwards, but any
+client can write that header itself: the app believes it only from the proxies it trusts, the addresses or networks
+in $BERT_DEMO_TRUSTED_PROXIES (comma-separated), or, on a Hugging Face Space ($SPACE_ID set), whose only way in is
+the platform's proxy, the private networks (`SPACE_PROXIES`). Elsewhere no proxy is trusted unless named. An IPv6
+visitor is their /64: a subscriber is given a whole /64, and picks a new address in it at will.
 """
 from __future__ import annotations
 
