@@ -147,8 +147,10 @@ class Admission:
         address = getattr(visitor, "address", None)
         if session is not None:
             self._check_session(session, line)
-        if address is not None:
+        if address is not None and not self._address_has_room(address, line):
             await self._address_turn(address, line)
+            if session is not None:  # its own session may have asked more meanwhile
+                self._check_session(session, line)
         keys = [key for key in (session, ("address", address) if address is not None else None) if key is not None]
         for key in keys:
             self.open[key] += 1
@@ -175,25 +177,23 @@ class Admission:
             raise Refused(f"you have {held} question{'s' if held > 1 else ''} of this kind still being answered: "
                           f"try again in about {line.wait_s()} s, once {'they are' if held > 1 else 'it is'}")
 
-    async def _address_turn(self, address: str, line: Line) -> None:
-        """Return once `address` has room, in all and in `line`: at once, or after some of its own questions are
-        answered; `Refused` at once where too many of its questions wait already."""
+    def _address_has_room(self, address: str, line: Line) -> bool:
         key = ("address", address)
+        return self.open[key] < self.max_open and line.held[key] < line.share.per_visitor
 
-        def room() -> bool:
-            return self.open[key] < self.max_open and line.held[key] < line.share.per_visitor
-
-        if room():
-            return
+    async def _address_turn(self, address: str, line: Line) -> None:
+        """Return once `address` has room, in all and in `line`, after some of its own questions are answered;
+        `Refused` at once where too many of its questions wait already."""
         if self.held_back[address] >= self.address_waiting:
-            raise Refused(f"your network has {self.open[key]} questions being answered and {self.held_back[address]}"
-                          " more waiting, the most one network may have: wait for their answers, then ask again")
+            raise Refused(f"your network has {self.open[('address', address)]} questions being answered and "
+                          f"{self.held_back[address]} more waiting, the most one network may have: wait for their "
+                          "answers, then ask again")
         if self._freed is None:
             self._freed = asyncio.Condition()
         self.held_back[address] += 1
         try:
             async with self._freed:
-                await self._freed.wait_for(room)
+                await self._freed.wait_for(lambda: self._address_has_room(address, line))
         finally:
             _count_down(self.held_back, address)
 
