@@ -1,4 +1,5 @@
-"""A public Space's visitors attack the app as issues 27 and 51 found: each finding reproduced over HTTP on 127.0.0.1."""
+"""A public Space's visitors attack the app as issues 27 and 51 found: each finding reproduced over HTTP on
+127.0.0.1."""
 from __future__ import annotations
 
 import json
@@ -26,6 +27,13 @@ RUN = {"corpus": [], "preset": "tiny", "steps": 1000, "batch_size": 4, "lr": 1e-
 @pytest.fixture()
 def app(served_app, tmp_path):
     with served_app(tmp_path) as served:
+        yield served
+
+
+@pytest.fixture(scope="module")
+def shared_app(served_app, tmp_path_factory):
+    """One app for the tests whose questions change nothing in it (refusals)."""
+    with served_app(tmp_path_factory.mktemp("shared")) as served:
         yield served
 
 
@@ -245,7 +253,8 @@ def test_a_flood_through_call_from_one_address_holds_its_share_and_another_visit
                                       for message in refusals)
 
 
-def test_a_forged_x_forwarded_for_from_an_untrusted_peer_names_no_one_in_the_app_or_in_uvicorn(app, monkeypatch):
+def test_a_forged_x_forwarded_for_from_an_untrusted_peer_names_no_one_in_the_app_or_in_uvicorn(shared_app,
+                                                                                                  monkeypatch):
     """uvicorn believed the header from loopback and handed the app the forged address as the peer."""
     from bert_demo.app import ui
 
@@ -253,33 +262,33 @@ def test_a_forged_x_forwarded_for_from_an_untrusted_peer_names_no_one_in_the_app
     monkeypatch.setattr(ui, "visitor_of", lambda request: seen.append(real(request)) or seen[-1])
     forged = {"X-Forwarded-For": "93.184.216.34"}
     question = [MODEL, "the [MASK] sat.", 3, [], "final"]
-    assert call(app["url"], "fill_mask", question, forged)[0] == "complete"
+    assert call(shared_app["url"], "fill_mask", question, forged)[0] == "complete"
     monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1")  # loopback named as the proxy: now it is believed
-    assert call(app["url"], "fill_mask", question, forged)[0] == "complete"
+    assert call(shared_app["url"], "fill_mask", question, forged)[0] == "complete"
     assert [visitor.address for visitor in seen] == [None, "93.184.216.34"]
 
 
-def test_a_forged_path_is_refused_without_naming_any_of_the_servers_folders(app):
+def test_a_forged_path_is_refused_without_naming_any_of_the_servers_folders(shared_app):
     for path in ["secret.txt", "../x.txt", "/etc/passwd"]:
         upload = {"path": path, "meta": {"_type": "gradio.FileData"}}
-        event, message = call(app["url"], "train", [[], upload, "tiny", 10, 4, 1e-3, 32, 512, False,
-                                                     START_RANDOM, MODEL, ""])
+        event, message = call(shared_app["url"], "train", [[], upload, "tiny", 10, 4, 1e-3, 32, 512, False,
+                                                            START_RANDOM, MODEL, ""])
         assert event == "error" and message.startswith("That file was not uploaded to this app")
         assert os.getcwd() not in message and path not in message and "/tmp" not in message
 
 
-def test_a_file_given_by_its_web_address_is_refused_before_gradio_downloads_it_into_its_store(app):
+def test_a_file_given_by_its_web_address_is_refused_before_gradio_downloads_it_into_its_store(shared_app):
     """gradio downloads a FileData's URL into its upload store, of any size: a way around the upload caps."""
     for upload in [{"path": "https://example.com/huge.txt", "meta": {"_type": "gradio.FileData"}},
                    {"path": None, "url": "http://example.com/huge.txt", "meta": {"_type": "gradio.FileData"}}]:
-        event, message = call(app["url"], "train", [[], upload, "tiny", 10, 4, 1e-3, 32, 512, False, START_RANDOM,
-                                                     MODEL, ""])
+        event, message = call(shared_app["url"], "train", [[], upload, "tiny", 10, 4, 1e-3, 32, 512, False,
+                                                            START_RANDOM, MODEL, ""])
         assert event == "error" and message.startswith("Give the file itself, not its web address")
 
 
-def test_a_long_value_gradio_refuses_comes_back_cut_short(app):
+def test_a_long_value_gradio_refuses_comes_back_cut_short(shared_app):
     """gradio's "Value: ... is not in the list of choices" repeated a visitor's value whole."""
-    event, message = call(app["url"], "attention", [MODEL, "the cat sat.", "", 1, 1, "x" * 5000, False,
-                                                       "every token", "final", "none"])
+    event, message = call(shared_app["url"], "attention", [MODEL, "the cat sat.", "", 1, 1, "x" * 5000, False,
+                                                              "every token", "final", "none"])
     assert event == "error" and "not in the list of choices" in message
     assert len(message) < 600 and "x" * 300 not in message
