@@ -11,4 +11,6 @@ if __name__ != "__mp_main__":  # the name multiprocessing gives this file in a t
     demo = build_demo(registry)
 
 if __name__ == "__main__":
-    demo.launch(**launch_kwargs(registry))
+    demo.launch(prevent_thread_lock=True, **launch_kwargs(registry))
+    registry.warm_up()  # torch and the default model load in the background once the page is served
+    demo.block_thread()

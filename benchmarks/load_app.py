@@ -14,6 +14,18 @@ this machine), throughput, errors and mismatches, and the run's speed under the 
 (measured first, for SOLO_S seconds). It exits 1 on any error or mismatch.
 
     python benchmarks/load_app.py [--users 20] [--requests 6] [--model checkpoints/mini-english] [--client http]
+
+With --floods it measures instead what one script from one address does to everyone else (issue 51): for each flood
+(Fill-mask, Attention, and a mix of attention, neuron, neighbours, head importance, next sentence and projection),
+--flood-threads threads send questions through gradio's plain API (`/gradio_api/call/<name>`, a new session for
+every call) from one address for --flood-s seconds, while another visitor, from another address with a session of
+its own, asks Fill-mask once a second; every one of its questions must be answered within 5 s. Then one 60 MB body
+is posted: it must be refused within 3 s, and the app's memory must not grow by 150 MB. The addresses are written in
+X-Forwarded-For, with loopback named as the trusted proxy (BERT_DEMO_TRUSTED_PROXIES=127.0.0.1), as a Space's proxy
+writes them; an app from before issue 51 believed the header from loopback through uvicorn. --app-root runs another
+checkout's app.py (the code before a change, from `git worktree add`) under this script.
+
+    python benchmarks/load_app.py --floods [--flood-threads 30] [--flood-s 20] [--app-root DIR]
 """
 from __future__ import annotations
 
@@ -27,6 +39,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,6 +51,9 @@ SUBJECTS = ["the river", "my sister", "the old train", "a small dog", "the city 
 TRAIN_ARGS = (["wiki"], None, "tiny", 1000, 16, 1e-3, 64, 4096)  # corpus, upload, preset, steps, batch, lr, seq, V
 SOLO_S = 8.0  # seconds the run trains alone first, to measure its solo speed
 TARGETS_S = {"/fill_mask": 1.0, "/next_sentence": 1.0, "/attention": 2.0}  # p95 latency under load
+FLOOD_FROM, VISITOR_FROM = "93.184.216.34", "151.101.1.69"  # the flood's address, and the other visitor's
+OTHERS_TARGET_S = 5.0  # the other visitor's Fill-mask, answered every time within this, under any flood
+BODY_MB, BODY_TARGET_S, BODY_GROWTH_MB = 60, 3.0, 150  # a body that size: refused within, memory growing less than
 
 
 @dataclass
@@ -78,17 +94,18 @@ class HttpClient:
     session like a browser tab: what a remote user costs the server, without gradio_client's own CPU (about 50 ms
     a request, on the same cores as the server when the users run here). Inputs left out take their defaults."""
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, address: str | None = None, session: bool = True):
         import httpx
 
-        self.http = httpx.Client(base_url=url, timeout=120)
+        headers = {"X-Forwarded-For": address} if address else {}  # whom a trusted proxy says it forwards
+        self.http = httpx.Client(base_url=url, timeout=120, headers=headers)
         self.endpoints = self.http.get("gradio_api/info").raise_for_status().json()["named_endpoints"]
-        self.session = uuid.uuid4().hex
+        self.session = uuid.uuid4().hex if session else None  # None: gradio makes a new session for every call
 
     def predict(self, *inputs, api_name: str):
         defaults = [p["parameter_default"] for p in self.endpoints[api_name]["parameters"][len(inputs):]]
-        posted = self.http.post(f"gradio_api/call{api_name}", json={"data": [*inputs, *defaults],
-                                                                     "session_hash": self.session})
+        session = {"session_hash": self.session} if self.session else {}
+        posted = self.http.post(f"gradio_api/call{api_name}", json={"data": [*inputs, *defaults], **session})
         event_id = posted.raise_for_status().json()["event_id"]
         with self.http.stream("GET", f"gradio_api/call{api_name}/{event_id}") as stream:
             event = None
@@ -252,13 +269,13 @@ def wait_for_checkpoint(runs: Path, timeout: float) -> str | None:
     return None
 
 
-def launch(model_dir: Path, runs: Path) -> tuple[str, subprocess.Popen, Path]:
+def launch(model_dir: Path, runs: Path, app_root: Path = ROOT) -> tuple[str, subprocess.Popen, Path]:
     port = free_port()
     log = runs / "app.log"
     env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port),
            "GRADIO_ANALYTICS_ENABLED": "False", "BERT_DEMO_RUNS": str(runs), "BERT_DEMO_HUB": "0",
-           "BERT_DEMO_CHECKPOINTS": str(model_dir.parent)}
-    process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=open(log, "w"),
+           "BERT_DEMO_CHECKPOINTS": str(model_dir.parent), "BERT_DEMO_TRUSTED_PROXIES": "127.0.0.1"}
+    process = subprocess.Popen([sys.executable, "app.py"], cwd=app_root, env=env, stdout=open(log, "w"),
                                stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
     wait_for_page(url, process, timeout=120)
@@ -281,6 +298,150 @@ def report(requests: list[Request], run: Run, wall: float, users: int, steps: tu
     print(f"then the run was cancelled: checkpoint {'runs/' + run.saved if run.saved else 'MISSING'}")
 
 
+def flood_question(kind: str, i: int, model: str) -> tuple[str, tuple]:
+    """The i-th question of a flood of `kind`: Fill-mask, Attention, or each of the mixed kinds in turn."""
+    sentence = f"{SUBJECTS[i % len(SUBJECTS)]} saw {i} boats on the lake."
+    mixed = [("/attention", (model, sentence, "", 2, 1, "one head", False)),
+             ("/neuron", (model, sentence, "", 2, 1, 1)),
+             ("/neighbours", (model, "river", f"the river ran past {i} houses.", 2)),
+             ("/head_importance", (model, f"the [MASK] saw {i} boats on the lake.")),
+             ("/next_sentence", (model, sentence, "then everyone went home.")),
+             ("/projection", (model, "monday friday paris london king queen man woman"))]
+    if kind == "fill_mask":
+        return "/fill_mask", (model, f"{SUBJECTS[i % len(SUBJECTS)]} saw {i} [MASK] on the lake.", 5)
+    if kind == "attention":
+        return mixed[0]
+    return mixed[i % len(mixed)]
+
+
+def flooder(url: str, kind: str, model: str, number: int, stop: threading.Event, out: Counter) -> None:
+    """One thread of a flood: questions one after another from FLOOD_FROM, a new session for each, until `stop`."""
+    client, i = HttpClient(url, FLOOD_FROM, session=False), number * 100_000
+    while not stop.is_set():
+        endpoint, inputs = flood_question(kind, i, model)
+        i += 1
+        try:
+            client.predict(*inputs, api_name=endpoint)
+            out["answered"] += 1
+        except RuntimeError:  # the app answered with a message: refused
+            out["refused"] += 1
+        except Exception:  # noqa: BLE001  a failed connection or an HTTP error
+            out["failed"] += 1
+
+
+def flood(url: str, kind: str, model: str, threads: int, seconds: float) -> tuple[Counter, list[Request]]:
+    """`threads` flooders of `kind` for `seconds`; meanwhile, from 2 s in, another visitor asks Fill-mask once a
+    second. Returns what the flood got, and the other visitor's questions."""
+    stop, counts = threading.Event(), [Counter() for _ in range(threads)]  # one a thread: no count is lost
+    workers = [threading.Thread(target=flooder, args=(url, kind, model, n, stop, counts[n])) for n in range(threads)]
+    for worker in workers:
+        worker.start()
+    other, asked = HttpClient(url, VISITOR_FROM), []
+    began = time.perf_counter()
+    time.sleep(2.0)
+    while time.perf_counter() - began < seconds:
+        _, inputs = inputs_for(0, 3 * len(asked), model)  # a Fill-mask question, unique to its turn
+        request, started = Request(0, "/fill_mask", inputs), time.perf_counter()
+        try:
+            request.output = other.predict(*inputs, api_name="/fill_mask")
+        except Exception as exc:  # noqa: BLE001  a refusal is a finding to report
+            request.error = f"{type(exc).__name__}: {exc}"
+        request.seconds = time.perf_counter() - started
+        asked.append(request)
+        time.sleep(max(0.0, 1.0 - request.seconds))
+    stop.set()
+    for worker in workers:
+        worker.join(timeout=120)
+    return sum(counts, Counter()), asked
+
+
+def rss_mb(pid: int) -> float:
+    """The resident memory of a process, in MB (Linux)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def big_body(url: str, model: str, pid: int) -> dict:
+    """Post one BODY_MB body (a Fill-mask question whose text is that long) with its Content-Length, sampling the
+    app's memory meanwhile: how long until the answer (the refusal, or the answer on the event stream of a body
+    that was taken), what it said, and the memory before, at its peak and 5 s after."""
+    import httpx
+
+    body = json.dumps({"data": [model, "x" * (BODY_MB * 2**20), 5, [], "final"]}).encode()
+    before, peak, done = rss_mb(pid), [0.0], threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], rss_mb(pid))
+            time.sleep(0.05)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    started = time.perf_counter()
+    try:
+        response = httpx.post(f"{url}gradio_api/call/fill_mask", content=body, timeout=300,
+                              headers={"content-type": "application/json"})
+        said = f"HTTP {response.status_code}: {response.text[:160]}"
+        if response.status_code == 200:  # taken: the answer comes on the event stream
+            answer = httpx.get(f"{url}gradio_api/call/fill_mask/{response.json()['event_id']}", timeout=300)
+            said = f"taken, then on its event stream: {' '.join(answer.text.split())[:160]}"
+    except Exception as exc:  # noqa: BLE001  a closed connection is an answer too
+        said = f"{type(exc).__name__}: {exc}"
+    seconds = time.perf_counter() - started
+    time.sleep(5.0)
+    done.set()
+    sampler.join()
+    return {"seconds": seconds, "said": said, "before": before, "peak": peak[0], "after": rss_mb(pid)}
+
+
+def floods(args: argparse.Namespace) -> int:
+    """Issue 51's floods and big body against `python app.py` from `args.app_root`, with the verdict on each."""
+    model_name, problems, rows = f"checkpoints/{args.model.name}", [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        url, process, _ = launch(args.model.resolve(), Path(tmp), args.app_root.resolve())
+        try:
+            warm_up(url, model_name)
+            alone = [Request(0, "/fill_mask", inputs_for(0, 3 * i, model_name)[1]) for i in range(5)]
+            for request in alone:
+                started = time.perf_counter()
+                HttpClient(url, VISITOR_FROM).predict(*request.inputs, api_name="/fill_mask")
+                request.seconds = time.perf_counter() - started
+            for kind in ("fill_mask", "attention", "mixed"):
+                got, asked = flood(url, kind, model_name, args.flood_threads, args.flood_s)
+                times = [r.seconds for r in asked]
+                answered = [r for r in asked if not r.error]
+                met = len(answered) == len(asked) and max(times) <= OTHERS_TARGET_S
+                rows.append([kind, got["answered"], got["refused"], got["failed"], len(asked),
+                             len(asked) - len(answered), f"{percentile(times, 50):.2f}", f"{max(times):.2f}",
+                             "met" if met else "NOT met"])
+                problems += [] if met else [f"{kind} flood: the other visitor's Fill-mask was refused "
+                                            f"{len(asked) - len(answered)} of {len(asked)} times, slowest "
+                                            f"{max(times):.1f} s"]
+                problems += [f"  {r.error[:200]}" for r in asked if r.error][:3]
+            body = big_body(url, model_name, process.pid)
+        finally:
+            process.terminate()
+            process.wait(30)
+    print(f"{args.flood_threads} threads from one address through /gradio_api/call/ (a new session a call) for "
+          f"{args.flood_s:g} s, while another visitor asked Fill-mask once a second; that visitor's Fill-mask alone: "
+          f"{', '.join(f'{r.seconds:.2f}' for r in alone)} s")
+    print_table(["flood", "flood answered", "flood refused", "flood failed", "other asked", "other refused",
+                 "other p50 s", "other max s", f"all answered in {OTHERS_TARGET_S:g} s"], rows)
+    grew = body["after"] - body["before"]
+    body_met = body["seconds"] <= BODY_TARGET_S and max(grew, body["peak"] - body["before"]) < BODY_GROWTH_MB
+    print(f"a {BODY_MB} MB body: answered in {body['seconds']:.2f} s ({body['said']}); the app's memory "
+          f"{body['before']:.0f} MB before, {body['peak']:.0f} MB at its peak, {body['after']:.0f} MB 5 s after "
+          f"(target: refused within {BODY_TARGET_S:g} s, growing less than {BODY_GROWTH_MB} MB): "
+          f"{'met' if body_met else 'NOT met'}")
+    problems += [] if body_met else [f"the {BODY_MB} MB body: {body['seconds']:.1f} s, +{grew:.0f} MB after"]
+    print(f"problems: {len(problems)}")
+    for line in problems:
+        print("  ", line)
+    return 1 if problems else 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--users", type=int, default=20)
@@ -288,13 +449,19 @@ def main() -> int:
     p.add_argument("--model", type=Path, default=ROOT / "checkpoints" / "mini-english")
     p.add_argument("--client", choices=["gradio", "http"], default="gradio",
                    help="the users' client: gradio_client, or gradio's plain HTTP API (far less CPU on this machine)")
+    p.add_argument("--floods", action="store_true", help="issue 51's floods from one address and a 60 MB body")
+    p.add_argument("--flood-threads", type=int, default=30, help="threads of each flood")
+    p.add_argument("--flood-s", type=float, default=20.0, help="seconds each flood lasts")
+    p.add_argument("--app-root", type=Path, default=ROOT, help="the checkout whose app.py is started")
     args = p.parse_args()
     sys.path.insert(0, str(ROOT))
+    if args.floods:
+        return floods(args)
     from bert_demo.checkpoint import load_pretrained
 
     model_name = f"checkpoints/{args.model.name}"
     with tempfile.TemporaryDirectory() as tmp:
-        url, process, log = launch(args.model.resolve(), Path(tmp))
+        url, process, log = launch(args.model.resolve(), Path(tmp), args.app_root.resolve())
         requests: list[Request] = []
         alone: list[Request] = []  # the same load with no training run: what the serving stack alone allows
         run, stop = Run(), threading.Event()

@@ -26,6 +26,8 @@ MAX_MASKS = 20
 MAX_TOP_K = 50
 MAX_TEXT_CHARS = 5000
 MAX_PROJECTED = 60  # words in one embedding projection: more is unreadable as a scatter plot
+ECHO_CHARS = 40  # the most of a visitor's input a message repeats (a 5,000-character word came back whole)
+SHOWN_PIECES = 8  # and the most of its WordPiece pieces
 IMPORTANCE_CHUNK = 48  # heads switched off per forward pass in head_importance: bounds its memory on `base`
 MAX_IMPORTANCE_WORK = 16 * 512  # tokens x heads per head-importance request: mini at full length, base at 56 tokens
 _MASK_PATTERN = re.compile(r"\[\s*mask\s*\]", re.IGNORECASE)
@@ -156,7 +158,7 @@ def query_key(model: BertForPreTraining, tokenizer: BertTokenizerFast, text_a: s
     config = model.config
     for name, value, top in (("layer", layer, config.num_hidden_layers), ("head", head, config.num_attention_heads)):
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
-            raise ValueError(f"{name} must be a whole number from 1 to {top}, got {value!r}")
+            raise ValueError(f"{name} must be a whole number from 1 to {top}, got {echo(value)}")
     text_a = _read(text_a, "the sentence" if text_b is None else "sentence A", tokenizer)
     text_b = None if text_b is None else _read(text_b, "sentence B", tokenizer)
     batch = _encode(model, tokenizer, text_a, text_b)
@@ -188,7 +190,7 @@ def embedding_projection(model: BertForPreTraining, tokenizer: BertTokenizerFast
     """Each word with its input embedding projected onto the words' first two principal components (PCA)."""
     if not isinstance(words, list) or not 3 <= len(words) <= MAX_PROJECTED:
         count = len(words) if isinstance(words, list) else words
-        raise ValueError(f"give from 3 to {MAX_PROJECTED} words to project, got {count!r}")
+        raise ValueError(f"give from 3 to {MAX_PROJECTED} words to project, got {echo(count)}")
     ids = [_single_token(tokenizer, word) for word in words]
     with torch.inference_mode():
         vectors = model.bert.embeddings.word_embeddings.weight[ids].float().cpu()  # (W, H)
@@ -200,13 +202,19 @@ def embedding_projection(model: BertForPreTraining, tokenizer: BertTokenizerFast
     return [(word, float(x), float(y)) for word, (x, y) in zip(words, xy.tolist())]
 
 
+def echo(value: object) -> str:
+    """A visitor's input as a message repeats it: quoted, and cut short."""
+    text = repr(value)
+    return text if len(text) <= ECHO_CHARS else f"{text[:ECHO_CHARS - 1]}…"
+
+
 def _single_token(tokenizer: BertTokenizerFast, word: str) -> int:
     """The vocabulary id of a word that is one WordPiece token; otherwise a message that shows how it splits."""
     word = _check_text(word, "the word")
     pieces = tokenizer.tokenize(word)
     if len(pieces) != 1 or pieces[0] == tokenizer.unk_token:
-        shown = ", ".join(pieces) or "nothing"
-        raise ValueError(f"{word!r} is not one token in this model's vocabulary (it becomes {shown}): "
+        shown = ", ".join(pieces[:SHOWN_PIECES]) + (", ..." if len(pieces) > SHOWN_PIECES else "") or "nothing"
+        raise ValueError(f"{echo(word)} is not one token in this model's vocabulary (it becomes {shown}): "
                          "pick a word the vocabulary holds whole")
     return tokenizer.convert_tokens_to_ids(pieces[0])
 
@@ -224,7 +232,7 @@ def _check_importance_work(model: BertForPreTraining, tokenizer: BertTokenizerFa
 
 def check_top_k(top_k: int) -> None:
     if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
-        raise ValueError(f"top_k must be a whole number from 1 to {MAX_TOP_K}, got {top_k!r}")
+        raise ValueError(f"top_k must be a whole number from 1 to {MAX_TOP_K}, got {echo(top_k)}")
 
 
 def _masked_batch(model: BertForPreTraining, tokenizer: BertTokenizerFast, text: str

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from transformers import BertTokenizerFast
 
-from bert_demo.inference import _encode, _evaluating, _read, _single_token, check_top_k
+from bert_demo.inference import _encode, _evaluating, _read, _single_token, check_top_k, echo
 from bert_demo.model import BertForPreTraining
 
 RARE_SHARE = 0.25  # the share of the vocabulary, rarest by output bias, never offered as a neighbour
@@ -84,11 +84,11 @@ def neighbours(model: BertForPreTraining, tokenizer: BertTokenizerFast, word: st
         return _in_table(model, tokenizer, token_id, k)
     layers = model.config.num_hidden_layers
     if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer <= layers:
-        raise ValueError(f"layer must be a whole number from 0 to {layers}, got {layer!r}")
+        raise ValueError(f"layer must be a whole number from 0 to {layers}, got {echo(layer)}")
     batch = _encode(model, tokenizer, _read(text, "the sentence", tokenizer))
     where = (batch["input_ids"][0] == token_id).nonzero()
     if not len(where):
-        raise ValueError(f"{word!r} does not occur in the sentence: pick one of its words")
+        raise ValueError(f"{echo(word)} does not occur in the sentence: pick one of its words")
     with _evaluating(model):
         hidden, _ = model.bert(batch["input_ids"], batch["token_type_ids"], None, False)
     return _in_sentences(model, tokenizer, hidden[layer][0, int(where[0])], layer, k)

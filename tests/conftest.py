@@ -176,16 +176,18 @@ def free_port() -> int:
 
 
 @contextmanager
-def _served_app(base: Path) -> Iterator[dict]:
-    """The app on a free 127.0.0.1 port over a random tiny checkpoint in `base`; its run stopped at the end."""
+def _served_app(base: Path, admission=None, uploads=None) -> Iterator[dict]:
+    """The app on a free 127.0.0.1 port over a random tiny checkpoint in `base`; its run stopped at the end. An
+    `admission` (`bert_demo.app.admission.Admission`) or an upload ledger (`http_limits.UploadLedger`) with small
+    limits replaces the app's own."""
     from bert_demo.app.ui import build_demo, launch_kwargs  # gradio, imported only by the tests that serve the app
 
     _make_checkpoint(base / "checkpoints" / "tiny-test")
     registry = Registry(checkpoints_dir=base / "checkpoints", runs_dir=base / "runs", device="cpu", allow_hub=False)
-    demo = build_demo(registry)
+    demo = build_demo(registry, admission)
     port = free_port()
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                **launch_kwargs(registry))
+                **launch_kwargs(registry, uploads))
     try:
         yield {"url": f"http://127.0.0.1:{port}/", "registry": registry, "corpus": _write_corpus(base / "corpus.txt"),
                "demo": demo}

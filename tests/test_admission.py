@@ -1,12 +1,14 @@
 """bert_demo/app/admission.py: each kind of question waits in its own line, a full line refuses at once with when to
-try again, and one visitor cannot hold more than their share of open questions."""
+try again, the heavy kinds share one cap, and one visitor, by session and by address, cannot hold more than their
+share of open questions or of a line."""
 from __future__ import annotations
 
 import asyncio
 
 import pytest
 
-from bert_demo.app.admission import Admission, Refused, Share
+from bert_demo.app.admission import SHARES, Admission, Refused, Share, cores
+from bert_demo.app.visitors import Visitor
 
 
 async def asked(admission: Admission, name: str, visitor: str | None, done: asyncio.Event, log: list) -> None:
@@ -89,3 +91,75 @@ def test_a_question_that_fails_gives_its_places_back():
             log.append("answered after the failure")
 
     assert run(scenario) == ["answered after the failure"]
+
+
+def test_one_address_holds_at_most_max_open_questions_across_its_sessions_and_the_next_wait_their_turn():
+    """gradio's /call/ API makes a new session for every call: counted by address too, a flood from one address
+    holds `max_open` places, a few more wait for them, the rest are refused, and another address is not slowed."""
+    admission = Admission({"kind": Share(running=4, waiting=12)}, max_open=2, address_waiting=1)
+
+    async def scenario(log):
+        done = asyncio.Event()
+        flood = [asyncio.create_task(asked(admission, "kind", Visitor(f"call-{i}", "93.184.216.34"), done, log))
+                 for i in range(5)]
+        await asyncio.sleep(0.01)
+        assert [entry[0] for entry in log].count("answering") == 2
+        assert admission.held_back == {"93.184.216.34": 1}
+        other = asyncio.create_task(asked(admission, "kind", Visitor("other", "151.101.1.69"), done, log))
+        await asyncio.sleep(0.01)
+        assert ("answering", "kind", "other") in log  # another address: at once, the line has room
+        done.set()
+        await asyncio.gather(*flood, other)
+
+    log = run(scenario)
+    refused = [entry for entry in log if entry[0] == "refused"]
+    assert len(refused) == 2 and all("your network has 2 questions being answered and 1 more waiting" in r[2]
+                                     for r in refused)
+    assert [entry[0] for entry in log].count("answered") == 4  # the two first, the one that waited, the other
+    assert admission.open == {} and admission.held_back == {}
+
+
+def test_one_visitor_holds_at_most_a_quarter_of_a_lines_places_by_session_and_by_address():
+    admission = Admission({"kind": Share(running=2, waiting=6)})  # 8 places: 2 for one visitor
+
+    async def scenario(log):
+        done = asyncio.Event()
+        mine = [asyncio.create_task(asked(admission, "kind", Visitor("me"), done, log)) for _ in range(3)]
+        network = [asyncio.create_task(asked(admission, "kind", Visitor(f"s{i}", "93.184.216.34"), done, log))
+                   for i in range(3)]
+        await asyncio.sleep(0.01)
+        assert admission.line("kind").held[("address", "93.184.216.34")] == 2
+        assert admission.held_back == {"93.184.216.34": 1}  # the third of the address waits for its own
+        done.set()
+        await asyncio.gather(*mine, *network)
+
+    log = run(scenario)
+    refused = [entry for entry in log if entry[0] == "refused"]
+    assert len(refused) == 1 and "you have 2 questions of this kind still being answered" in refused[0][2]
+    assert [entry[0] for entry in log].count("answered") == 5
+
+
+def test_heavy_kinds_share_one_cap_and_a_light_question_never_waits_for_it():
+    admission = Admission({"attention": Share(heavy=True), "neighbours": Share(heavy=True)}, heavy_at_once=1)
+
+    async def scenario(log):
+        heavy_done, light_done = asyncio.Event(), asyncio.Event()
+        first = asyncio.create_task(asked(admission, "attention", "a", heavy_done, log))
+        second = asyncio.create_task(asked(admission, "neighbours", "b", heavy_done, log))
+        await asyncio.sleep(0.01)
+        assert [entry[1] for entry in log if entry[0] == "answering"] == ["attention"]  # the other kind waits
+        assert admission.line("neighbours").waiting == 1
+        light_done.set()
+        await asked(admission, "fill_mask", "c", light_done, log)  # answered while the heavy cap is full
+        heavy_done.set()
+        await asyncio.gather(first, second)
+
+    log = run(scenario)
+    assert [entry[1] for entry in log if entry[0] == "answered"] == ["fill_mask", "attention", "neighbours"]
+
+
+def test_the_heavy_kinds_are_capped_near_the_cores_and_fill_mask_and_next_sentence_are_not_among_them():
+    assert Admission().heavy_at_once == cores()
+    heavy = {name for name, share in SHARES.items() if share.heavy}
+    assert {"attention", "neuron", "neighbours", "importance", "attribution"} <= heavy
+    assert not {"fill_mask", "next_sentence"} & heavy

@@ -1,14 +1,22 @@
-"""A public Space's visitors attack the app as issue 27 found: each finding reproduced over HTTP on 127.0.0.1."""
+"""A public Space's visitors attack the app as issues 27 and 51 found: each finding reproduced over HTTP on
+127.0.0.1."""
 from __future__ import annotations
 
+import json
 import logging
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 import pytest
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
+
+from bert_demo.app.admission import Admission
+from bert_demo.app.tabs.train import START_RANDOM
+from bert_demo.app.visitors import TRUSTED_PROXIES_ENV
 
 MODEL = "checkpoints/tiny-test"  # the checkpoint the served app is given (conftest.py)
 
@@ -19,6 +27,13 @@ RUN = {"corpus": [], "preset": "tiny", "steps": 1000, "batch_size": 4, "lr": 1e-
 @pytest.fixture()
 def app(served_app, tmp_path):
     with served_app(tmp_path) as served:
+        yield served
+
+
+@pytest.fixture(scope="module")
+def shared_app(served_app, tmp_path_factory):
+    """One app for the tests whose questions change nothing in it (refusals)."""
+    with served_app(tmp_path_factory.mktemp("shared")) as served:
         yield served
 
 
@@ -168,12 +183,12 @@ def test_a_flood_of_slow_questions_is_refused_at_once_while_another_visitors_fil
     assert all("try again in about" in refusal for refusal in refusals)
 
 
-def test_new_sessions_from_one_address_get_no_more_places_in_line_than_its_share(app):
-    """A script made a new `Client` (a new session) for each run it queued; limits are kept by address too, as
-    gradio reports it: behind a proxy (here: loopback, as a Space's proxy is a private address), the address the
-    proxy forwards."""
+def test_new_sessions_from_one_address_get_no_more_places_in_line_than_its_share(app, monkeypatch):
+    """A script made a new `Client` (a new session) for each run it queued; limits are kept by address too: behind
+    a proxy the app trusts (here: loopback, named as a Space's proxy would be), the address the proxy forwards."""
     from bert_demo.app.slot import ADDRESS_PLACES
 
+    monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1")
     registry = app["registry"]
     registry.slot.max_waiting = 4
     one = {"X-Forwarded-For": "93.184.216.34"}
@@ -189,3 +204,91 @@ def test_new_sessions_from_one_address_get_no_more_places_in_line_than_its_share
     for job in (elsewhere, queued, running):
         job.cancel()
     registry.slot.job.thread.join(timeout=60)
+
+
+def call(url: str, name: str, data: list, headers: dict | None = None) -> tuple[str, object]:
+    """One question through gradio's plain API (`POST /gradio_api/call/<name>`, a new session each time, then its
+    event stream): ("complete", the outputs) or ("error", the message)."""
+    posted = httpx.post(f"{url}gradio_api/call/{name}", json={"data": data}, headers=headers, timeout=60)
+    event_id = posted.raise_for_status().json()["event_id"]
+    event = None
+    with httpx.stream("GET", f"{url}gradio_api/call/{name}/{event_id}", headers=headers, timeout=60) as stream:
+        for line in stream.iter_lines():
+            if line.startswith("event:"):
+                event = line.removeprefix("event:").strip()
+            elif line.startswith("data:") and event in ("complete", "error"):
+                data = json.loads(line.removeprefix("data:"))
+                return event, data["error"] if event == "error" and isinstance(data, dict) else data
+    raise AssertionError(f"the event stream of /{name} ended without an answer")
+
+
+def test_a_flood_through_call_from_one_address_holds_its_share_and_another_visitors_fill_mask_answers(
+        served_app, tmp_path, monkeypatch):
+    """Issue 51: 30 threads on /call/fill_mask from one address filled Fill-mask's line (a new session per call),
+    and another visitor was refused. Counted by address, the flood holds `max_open` places, a few more of it wait
+    for them, the rest are refused at once, and the other visitor is answered."""
+    from bert_demo.app.backend import backend
+
+    inference = backend().inference
+    real = inference.layer_predictions
+
+    def slow(*args, **kwargs):  # long enough for the whole flood to arrive while the first are answered
+        time.sleep(1.5)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(inference, "layer_predictions", slow)
+    monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1")
+    flood_from = {"X-Forwarded-For": "93.184.216.34"}
+    question = [MODEL, "the [MASK] sat.", 3, [], "final"]
+    with served_app(tmp_path, admission=Admission(max_open=2, address_waiting=2)) as app, \
+            ThreadPoolExecutor(8) as pool:
+        flood = [pool.submit(call, app["url"], "fill_mask", question, flood_from) for _ in range(8)]
+        time.sleep(1.0)
+        started = time.perf_counter()
+        event, _ = call(app["url"], "fill_mask", question, {"X-Forwarded-For": "151.101.1.69"})
+        assert event == "complete" and time.perf_counter() - started < 10
+        answers = [future.result() for future in flood]
+    refusals = [message for event, message in answers if event == "error"]
+    assert len(refusals) == 4 and all("Your network has 2 questions being answered and 2 more waiting" in message
+                                      for message in refusals)
+
+
+def test_a_forged_x_forwarded_for_from_an_untrusted_peer_names_no_one_in_the_app_or_in_uvicorn(shared_app,
+                                                                                                  monkeypatch):
+    """uvicorn believed the header from loopback and handed the app the forged address as the peer."""
+    from bert_demo.app import ui
+
+    seen, real = [], ui.visitor_of
+    monkeypatch.setattr(ui, "visitor_of", lambda request: seen.append(real(request)) or seen[-1])
+    forged = {"X-Forwarded-For": "93.184.216.34"}
+    question = [MODEL, "the [MASK] sat.", 3, [], "final"]
+    assert call(shared_app["url"], "fill_mask", question, forged)[0] == "complete"
+    monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1")  # loopback named as the proxy: now it is believed
+    assert call(shared_app["url"], "fill_mask", question, forged)[0] == "complete"
+    assert [visitor.address for visitor in seen] == [None, "93.184.216.34"]
+
+
+def test_a_forged_path_is_refused_without_naming_any_of_the_servers_folders(shared_app):
+    for path in ["secret.txt", "../x.txt", "/etc/passwd"]:
+        upload = {"path": path, "meta": {"_type": "gradio.FileData"}}
+        event, message = call(shared_app["url"], "train", [[], upload, "tiny", 10, 4, 1e-3, 32, 512, False,
+                                                            START_RANDOM, MODEL, ""])
+        assert event == "error" and message.startswith("That file was not uploaded to this app")
+        assert os.getcwd() not in message and path not in message and "/tmp" not in message
+
+
+def test_a_file_given_by_its_web_address_is_refused_before_gradio_downloads_it_into_its_store(shared_app):
+    """gradio downloads a FileData's URL into its upload store, of any size: a way around the upload caps."""
+    for upload in [{"path": "https://example.com/huge.txt", "meta": {"_type": "gradio.FileData"}},
+                   {"path": None, "url": "http://example.com/huge.txt", "meta": {"_type": "gradio.FileData"}}]:
+        event, message = call(shared_app["url"], "train", [[], upload, "tiny", 10, 4, 1e-3, 32, 512, False,
+                                                            START_RANDOM, MODEL, ""])
+        assert event == "error" and message.startswith("Give the file itself, not its web address")
+
+
+def test_a_long_value_gradio_refuses_comes_back_cut_short(shared_app):
+    """gradio's "Value: ... is not in the list of choices" repeated a visitor's value whole."""
+    event, message = call(shared_app["url"], "attention", [MODEL, "the cat sat.", "", 1, 1, "x" * 5000, False,
+                                                              "every token", "final", "none"])
+    assert event == "error" and "not in the list of choices" in message
+    assert len(message) < 600 and "x" * 300 not in message

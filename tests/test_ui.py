@@ -187,6 +187,20 @@ def test_neuron_view_draws_query_keys_and_the_weights_they_make(client):
         client.predict(MODEL, "the cat sat.", "", 2, 1, 9, api_name="/neuron")
 
 
+@pytest.mark.parametrize("position", ["inf", [1, 2], {"a": 1}, 2.5])
+def test_a_query_position_that_is_not_a_whole_number_gets_a_message_and_one_log_line(client, position, caplog):
+    """Issue 51: "inf" raised OverflowError, a list or a dict TypeError: a traceback, and "Something went wrong"."""
+    with pytest.raises(AppError, match=r"The query token is given by its number \(0 for \[CLS\]"):
+        client.predict(MODEL, "the cat sat.", "", 2, 1, position, api_name="/neuron")
+    assert not [r for r in caplog.records if r.exc_info or "unexpected error" in r.getMessage()]
+
+
+def test_a_5000_character_word_is_not_repeated_whole_in_the_message(client):
+    with pytest.raises(AppError, match="is not one token in this model's vocabulary") as refused:
+        client.predict(MODEL, "x" * 4999 + "y", "", 0, api_name="/neighbours")
+    assert "x" * 50 not in str(refused.value) and len(str(refused.value)) < 300
+
+
 def test_the_head_control_is_greyed_out_in_views_where_it_does_nothing():
     assert attention.view_changed(VIEW_HEAD)["head"].interactive is True
     assert attention.view_changed(VIEW_AVERAGE)["head"].interactive is False

@@ -1,11 +1,21 @@
 """bert_demo/app/visitors.py: a visitor is their session, with the address their requests come from; behind a
-proxy that address is the one the proxy saw, never what the client wrote in X-Forwarded-For."""
+proxy the app trusts, that address is the one the proxy saw, never what the client wrote in X-Forwarded-For; the
+carrier-grade NAT range is not public, and an IPv6 visitor is their /64."""
 from __future__ import annotations
 
 import json
 from types import SimpleNamespace
 
-from bert_demo.app.visitors import Visitor, address_of, same_address, visitor_of
+import pytest
+
+from bert_demo.app.visitors import TRUSTED_PROXIES_ENV, Visitor, address_of, same_address, visitor_of
+
+
+@pytest.fixture(autouse=True)
+def no_trust_configured(monkeypatch):
+    """Each test starts off a Space, with no proxy trusted, whatever the machine running the tests says."""
+    monkeypatch.delenv(TRUSTED_PROXIES_ENV, raising=False)
+    monkeypatch.delenv("SPACE_ID", raising=False)
 
 
 def request(peer: str | None, forwarded: str | None = None, session: str | None = "s1") -> SimpleNamespace:
@@ -18,19 +28,63 @@ def test_a_direct_request_is_its_peer_and_a_header_it_wrote_itself_is_ignored():
     assert address_of(request("93.184.216.34", forwarded="151.101.1.69")) == "93.184.216.34"
 
 
-def test_behind_a_proxy_the_last_public_address_it_forwards_is_the_visitor():
-    assert address_of(request("10.0.3.4", forwarded="93.184.216.34")) == "93.184.216.34"  # a Space's proxy
+def test_a_forwarded_address_is_believed_only_from_a_proxy_the_app_trusts(monkeypatch):
+    forged = request("127.0.0.1", forwarded="93.184.216.34")
+    assert address_of(forged) is None  # loopback wrote it, and nobody said loopback is a proxy: by session
+    assert address_of(request("10.0.3.4", forwarded="93.184.216.34")) is None
+    monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1, 10.0.0.0/8")
+    assert address_of(forged) == "93.184.216.34"
+    assert address_of(request("10.0.3.4", forwarded="93.184.216.34")) == "93.184.216.34"
+    assert address_of(request("192.168.1.2", forwarded="93.184.216.34")) is None  # not one of the named proxies
+
+
+def test_on_a_space_its_private_proxy_is_trusted_and_elsewhere_none_unless_named(monkeypatch):
+    behind = request("10.16.3.80", forwarded="93.184.216.34")  # as a Space's proxy forwards a visitor
+    assert address_of(behind) is None
+    monkeypatch.setenv("SPACE_ID", "someone/bert-demo")
+    assert address_of(behind) == "93.184.216.34"
+    monkeypatch.setenv(TRUSTED_PROXIES_ENV, "")  # the owner's word wins: no proxy at all
+    assert address_of(behind) is None
+
+
+def test_behind_trusted_proxies_the_address_the_outermost_one_saw_is_the_visitor(monkeypatch):
+    monkeypatch.setenv(TRUSTED_PROXIES_ENV, "10.0.0.0/8")
     # a client that writes its own header before the proxy adds the address it saw: the proxy's entry wins
     assert address_of(request("10.0.3.4", forwarded="151.101.1.69, 93.184.216.34")) == "93.184.216.34"
     assert address_of(request("10.0.3.4", forwarded="93.184.216.34, 10.1.1.1")) == "93.184.216.34"  # inner proxies
-    assert address_of(request("127.0.0.1", forwarded="not an address")) is None  # this host's own: by session
+    assert address_of(request("10.0.3.4", forwarded="93.184.216.34:51234")) == "93.184.216.34"  # with its port
+    assert address_of(request("10.0.3.4", forwarded="not an address")) is None
+    assert address_of(request("10.0.3.4")) is None  # the proxy itself, forwarding no one
+
+
+def test_the_carrier_grade_nat_range_is_not_public_as_a_peer_or_behind_a_proxy(monkeypatch):
+    assert address_of(request("100.64.3.4")) is None  # a proxy there had counted as one public visitor
+    monkeypatch.setenv(TRUSTED_PROXIES_ENV, "10.0.0.0/8")
+    assert address_of(request("10.0.3.4", forwarded="100.64.3.4")) is None
+
+
+def test_an_ipv6_visitor_is_their_64_so_a_new_address_in_it_is_the_same_visitor(monkeypatch):
+    one = address_of(request("2a00:1450:4001:81c::200e"))
+    assert one == "2a00:1450:4001:81c::/64"
+    assert address_of(request("2a00:1450:4001:81c:1234:5678:9abc:def0")) == one
+    assert address_of(request("2a00:1450:4001:81d::200e")) != one
+    assert address_of(request("::ffff:93.184.216.34")) == "93.184.216.34"  # IPv4 written as IPv6
+    monkeypatch.setenv(TRUSTED_PROXIES_ENV, "fc00::/7")
+    assert address_of(request("fd12::1", forwarded="[2a00:1450:4001:81c::1]:443")) == one
+
+
+def test_a_mistyped_list_of_proxies_is_refused_with_what_is_wrong(monkeypatch):
+    monkeypatch.setenv(TRUSTED_PROXIES_ENV, "10.0.0.0/8, proxy.local")
+    with pytest.raises(ValueError, match=f"\\${TRUSTED_PROXIES_ENV} names 'proxy.local', which is not an address"):
+        address_of(request("10.0.3.4", forwarded="93.184.216.34"))
 
 
 def test_a_visitor_on_this_hosts_own_network_has_no_address_so_sessions_are_not_pooled():
     assert address_of(request("127.0.0.1")) is None and address_of(request("192.168.1.20")) is None
 
 
-def test_a_visitor_is_equal_to_its_session_and_stored_as_it():
+def test_a_visitor_is_equal_to_its_session_and_stored_as_it(monkeypatch):
+    monkeypatch.setenv(TRUSTED_PROXIES_ENV, "10.0.0.0/8")
     visitor = visitor_of(request("10.0.3.4", forwarded="93.184.216.34", session="abc"))
     assert visitor == "abc" and visitor.address == "93.184.216.34" and json.dumps({"v": visitor}) == '{"v": "abc"}'
     assert visitor_of(request("93.184.216.34", session=None)) is None

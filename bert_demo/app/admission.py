@@ -1,36 +1,66 @@
-"""Who may ask what, now: each question's own line, and how many questions one visitor may have open at once.
+"""Who may ask what, now: each question's own line, the cap on heavy work in flight, and how much of them one visitor
+may hold, a visitor being their session and their address.
 
 Gradio's queue is one line of `QUEUE_SIZE` places for every endpoint. Two slow attributions once held both of its
 workers for that endpoint while 32 cheap ones waited behind them, and every other visitor's Fill-mask was then
 refused with "Queue is full" for half a minute. So the app's questions skip gradio's queue (`concurrency_limit=None`)
 and wait here instead, each kind in a line of its own (`Share`): `running` are answered at once, `waiting` more wait
-their turn (an awaited coroutine, no thread), and the next is refused at once with when to try again. A visitor (a
-browser session) has at most `MAX_OPEN` questions open: a script cannot fill a line alone from one page.
+their turn (an awaited coroutine, no thread), and the next is refused at once with when to try again.
+
+Each kind alone ran two at a time, so a mix of kinds ran a dozen heavy questions at once on two cores. The heavy
+kinds (`Share.heavy`: many passes of the model, or many figures) also share one `heavy_at_once` places, as many as
+the machine has cores; Fill-mask, Next sentence and the page's own small questions never wait for them.
+
+A visitor holds at most `MAX_OPEN` questions open, and at most `Share.per_visitor` places in any one line, counted
+both by their session and by their address (`visitors.Visitor`), so the stricter binds: gradio's `/call/` API makes a
+new session for every call, and a script a new `Client` at will, but neither a new address. A session past its share
+is refused at once (one page never asks that much); an address past its share waits for its own questions to be
+answered (a classroom behind one router), up to `ADDRESS_WAITING` of them, and is refused beyond.
 """
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import time
-from collections import defaultdict, deque
-from collections.abc import AsyncIterator
+from collections import Counter, deque
+from collections.abc import AsyncIterator, Hashable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
 class Share:
-    """One kind of question's part of the machine: how many are answered at once, and how many more may wait."""
+    """One kind of question's part of the machine: how many are answered at once, how many more may wait, and
+    whether it is heavy work that counts against the cap all heavy kinds share."""
 
     running: int = 2
     waiting: int = 16
+    heavy: bool = False
+
+    @property
+    def per_visitor(self) -> int:
+        """The places in this line one visitor (a session, or an address) may hold: a quarter of it."""
+        return max(1, (self.running + self.waiting) // 4)
 
 
-MAX_OPEN = 6  # questions one browser session may have open at once (a page load asks four, one after another)
-SLOW = Share(running=2, waiting=4)  # seconds a question: a longer line would only be a longer wait
-SHARES = {"attribution": SLOW, "mask_attribution": SLOW, "importance": SLOW, "pair_importance": SLOW,
+MAX_OPEN = 6  # questions one visitor may have open at once (a page load asks four, one after another)
+ADDRESS_WAITING = 64  # questions from one address that may wait for its own (a classroom's page loads); more: refused
+HEAVY = Share(heavy=True)  # the model run for every token or layer, or many figures: attention maps, neighbours
+SLOW = Share(running=2, waiting=4, heavy=True)  # seconds a question: a longer line would only be a longer wait
+SHARES = {"attention": HEAVY, "neuron": HEAVY, "neighbours": HEAVY,
+          "attribution": SLOW, "mask_attribution": SLOW, "importance": SLOW, "pair_importance": SLOW,
           "attention_change": SLOW}
 TYPICAL_S = 1.0  # what a question is taken to last before its kind has been timed here
+
+
+def cores() -> int:
+    """The CPU cores this process may run on: how much heavy work can be in flight at once."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 class Refused(Exception):
@@ -38,11 +68,13 @@ class Refused(Exception):
 
 
 class Line:
-    """One kind of question's line: a semaphore of `running` places and a count of those waiting for one."""
+    """One kind of question's line: a semaphore of `running` places, a count of those waiting for one, and the
+    places each visitor holds in it."""
 
     def __init__(self, name: str, share: Share):
         self.name, self.share = name, share
         self.running = self.waiting = 0
+        self.held: Counter[Hashable] = Counter()  # places (running or waiting) by session and by address
         self._places: asyncio.Semaphore | None = None  # made on first use, in the event loop that serves the app
         self._seconds: deque[float] = deque(maxlen=20)  # how long the latest answers took
 
@@ -53,7 +85,9 @@ class Line:
         return max(1, round(typical * rounds))
 
     @asynccontextmanager
-    async def place(self) -> AsyncIterator[None]:
+    async def place(self, gate: asyncio.Semaphore | None) -> AsyncIterator[None]:
+        """A place among `running`, and one of `gate`'s places where the kind is heavy; `Refused` at once where
+        the line is full."""
         if self.running >= self.share.running and self.waiting >= self.share.waiting:
             raise Refused(f"{self.share.running} questions of this kind are being answered and {self.waiting} more "
                           f"are waiting, so the app can take no more of them now: try again in about "
@@ -63,6 +97,12 @@ class Line:
         self.waiting += 1
         try:
             await self._places.acquire()
+            try:
+                if gate is not None:
+                    await gate.acquire()
+            except BaseException:
+                self._places.release()
+                raise
         finally:
             self.waiting -= 1
         self.running += 1
@@ -72,17 +112,25 @@ class Line:
         finally:
             self._seconds.append(time.monotonic() - started)
             self.running -= 1
+            if gate is not None:
+                gate.release()
             self._places.release()
 
 
 class Admission:
-    """The lines of one served app, by kind of question, and each visitor's open questions."""
+    """The lines of one served app, by kind of question, the heavy work in flight, and each visitor's open
+    questions by session and by address."""
 
-    def __init__(self, shares: dict[str, Share] | None = None, max_open: int = MAX_OPEN):
+    def __init__(self, shares: dict[str, Share] | None = None, max_open: int = MAX_OPEN,
+                 heavy_at_once: int | None = None, address_waiting: int = ADDRESS_WAITING):
         self.shares = SHARES if shares is None else shares
-        self.max_open = max_open
+        self.max_open, self.address_waiting = max_open, address_waiting
+        self.heavy_at_once = heavy_at_once or cores()
         self.lines: dict[str, Line] = {}
-        self.open: defaultdict[str, int] = defaultdict(int)
+        self.open: Counter[Hashable] = Counter()  # open questions by ("session", s) and ("address", a)
+        self.held_back: Counter[str] = Counter()  # questions waiting for their address's own to be answered
+        self._heavy: asyncio.Semaphore | None = None
+        self._freed: asyncio.Condition | None = None  # notified whenever a question ends
 
     def line(self, name: str) -> Line:
         if name not in self.lines:
@@ -90,19 +138,68 @@ class Admission:
         return self.lines[name]
 
     @asynccontextmanager
-    async def admit(self, name: str, visitor: str | None) -> AsyncIterator[None]:
-        """Hold a place in `name`'s line for `visitor` (None: a request without a session, counted with no one)
-        while the question is answered; `Refused` at once where the visitor or the line has no room left."""
-        if visitor is not None and self.open[visitor] >= self.max_open:
-            raise Refused(f"you have {self.open[visitor]} questions still being answered: wait for their answers, "
-                          "then ask again")
-        if visitor is not None:
-            self.open[visitor] += 1
+    async def admit(self, name: str, visitor: Any) -> AsyncIterator[None]:
+        """Hold a place in `name`'s line for `visitor` (a `visitors.Visitor`, or a plain session; None: a request
+        without a session, counted with no one) while the question is answered; `Refused` at once where the
+        visitor or the line has no room left."""
+        line = self.line(name)
+        session = ("session", str(visitor)) if visitor is not None else None
+        address = getattr(visitor, "address", None)
+        if session is not None:
+            self._check_session(session, line)
+        if address is not None and not self._address_has_room(address, line):
+            await self._address_turn(address, line)
+            if session is not None:  # its own session may have asked more meanwhile
+                self._check_session(session, line)
+        keys = [key for key in (session, ("address", address) if address is not None else None) if key is not None]
+        for key in keys:
+            self.open[key] += 1
+            line.held[key] += 1
         try:
-            async with self.line(name).place():
+            if line.share.heavy and self._heavy is None:
+                self._heavy = asyncio.Semaphore(self.heavy_at_once)
+            async with line.place(self._heavy if line.share.heavy else None):
                 yield
         finally:
-            if visitor is not None:
-                self.open[visitor] -= 1
-                if not self.open[visitor]:
-                    del self.open[visitor]
+            for key in keys:
+                _count_down(self.open, key)
+                _count_down(line.held, key)
+            if self._freed is not None:
+                async with self._freed:
+                    self._freed.notify_all()
+
+    def _check_session(self, session: Hashable, line: Line) -> None:
+        if self.open[session] >= self.max_open:
+            raise Refused(f"you have {self.open[session]} questions still being answered: wait for their answers, "
+                          "then ask again")
+        if line.held[session] >= line.share.per_visitor:
+            held = line.held[session]
+            raise Refused(f"you have {held} question{'s' if held > 1 else ''} of this kind still being answered: "
+                          f"try again in about {line.wait_s()} s, once {'they are' if held > 1 else 'it is'}")
+
+    def _address_has_room(self, address: str, line: Line) -> bool:
+        key = ("address", address)
+        return self.open[key] < self.max_open and line.held[key] < line.share.per_visitor
+
+    async def _address_turn(self, address: str, line: Line) -> None:
+        """Return once `address` has room, in all and in `line`, after some of its own questions are answered;
+        `Refused` at once where too many of its questions wait already."""
+        if self.held_back[address] >= self.address_waiting:
+            raise Refused(f"your network has {self.open[('address', address)]} questions being answered and "
+                          f"{self.held_back[address]} more waiting, the most one network may have: wait for their "
+                          "answers, then ask again")
+        if self._freed is None:
+            self._freed = asyncio.Condition()
+        self.held_back[address] += 1
+        try:
+            async with self._freed:
+                await self._freed.wait_for(lambda: self._address_has_room(address, line))
+        finally:
+            _count_down(self.held_back, address)
+
+
+def _count_down(counter: Counter, key: Hashable) -> None:
+    """One fewer for `key`, with no zero count left behind."""
+    counter[key] -= 1
+    if not counter[key]:
+        del counter[key]

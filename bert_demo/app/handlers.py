@@ -16,13 +16,29 @@ from collections.abc import Callable
 from typing import Any
 
 import gradio as gr
-from gradio.exceptions import ComponentProcessingError
+from gradio.exceptions import ComponentProcessingError, InvalidPathError
+from gradio_client.utils import is_http_url_like
 
 log = logging.getLogger(__name__)
 
 Outputs = dict[str, Any]  # a handler's answer: output names to values
 Components = dict[str, Any]  # a page's components by name, as the tabs' layouts return them
 FINAL, NO_COMPARE = "final", "none"  # the timeline choices that mean "the weights as they are now" and "no comparison"
+NOT_UPLOADED = ("That file was not uploaded to this app: upload it (on the page, or with gradio_client's handle_file), "
+                "then ask again")
+WEB_ADDRESS = ("Give the file itself, not its web address: download it, then upload it (on the page, or with "
+               "gradio_client's handle_file and the file's path)")
+MAX_MESSAGE_CHARS = 400  # a refusal longer than this repeats some input at length: its middle is cut
+
+
+def brief(message: str) -> str:
+    """A refusal as a visitor sees it, with its first letter capitalised: a message that repeats a long input (a
+    5,000-character word, gradio's "Value: ... is not in the list of choices") keeps its start and its end, which
+    say what is wrong and what to do."""
+    message = str(message)
+    if len(message) > MAX_MESSAGE_CHARS:
+        message = f"{message[:MAX_MESSAGE_CHARS * 2 // 3]} … {message[-MAX_MESSAGE_CHARS // 4:]}"
+    return message[:1].upper() + message[1:]
 
 
 def friendly(fn: Callable) -> Callable:
@@ -33,7 +49,7 @@ def friendly(fn: Callable) -> Callable:
         if isinstance(exc, ValueError):
             message = str(exc)
             log.warning("%s refused: %s", fn.__name__, message[:200])
-            return gr.Error(message[:1].upper() + message[1:], print_exception=False)
+            return gr.Error(brief(message), print_exception=False)
         log.exception("unexpected error in %s", fn.__name__)
         return gr.Error(f"Something went wrong ({type(exc).__name__}). Try again, or choose another model.",
                         print_exception=False)
@@ -66,17 +82,35 @@ class Blocks(gr.Blocks):
     instead of gradio's 30-line traceback, which a visitor could make the server print as often as they like."""
 
     async def preprocess_data(self, block_fn, inputs, *args, **kwargs):
+        if _names_a_web_address(inputs):  # gradio would download it into its upload store, of any size
+            log.warning("%s refused: a file given as a web address", block_fn.name)
+            raise gr.Error(WEB_ADDRESS, print_exception=False)
         try:
             return await super().preprocess_data(block_fn, inputs, *args, **kwargs)
         except gr.Error as exc:
             refusal = exc
         except ComponentProcessingError as exc:  # a value the component could not read at all: name the input
             refusal = gr.Error(_unreadable(block_fn.inputs, str(exc)))
+        except InvalidPathError as exc:  # gradio's message names the path, made absolute in the server's folders
+            log.warning("%s refused by gradio: %s", block_fn.name, str(exc)[:200].replace("\n", " "))
+            raise gr.Error(NOT_UPLOADED, print_exception=False) from None
         except ValueError as exc:  # too few inputs, a file that is not one: gradio's first line says what
             refusal = gr.Error(str(exc).strip().split("\n")[0])
+        refusal.message = brief(refusal.message)
         refusal.print_exception = False
         log.warning("%s refused by gradio: %s", block_fn.name, str(refusal.message)[:200].replace("\n", " "))
         raise refusal from None
+
+
+def _names_a_web_address(value: Any) -> bool:
+    """Whether an event's inputs give a file by its web address (gradio_client's `handle_file("https://...")`)."""
+    if isinstance(value, dict):
+        if (value.get("meta") or {}).get("_type") == "gradio.FileData":
+            return any(is_http_url_like(str(value.get(key) or "")) for key in ("path", "url"))
+        return any(_names_a_web_address(item) for item in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_names_a_web_address(item) for item in value)
+    return False
 
 
 def _unreadable(inputs: list, gradio_message: str) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 import gradio as gr
 
 from bert_demo.app import text
-from bert_demo.app.handlers import FINAL, NO_COMPARE, Components, Outputs, timeline_choices
+from bert_demo.app.handlers import FINAL, NO_COMPARE, Components, Outputs, brief, timeline_choices
 from bert_demo.app.registry import Registry
 from bert_demo.app.tabs.heads import head_names
 
@@ -60,7 +60,7 @@ def selected(registry: Registry, model_name: str, layer: float, head: float, own
         catalog = registry.catalog
         summary, info = catalog.model_summary(model_name, owner), catalog.model_info(model_name, owner)
     except ValueError as exc:
-        message = f"⚠️ {str(exc)[:1].upper()}{str(exc)[1:]}"
+        message = f"⚠️ {brief(str(exc))}"
         return {"summary": message, "model_info": message, "model_card": ""}
     card = info.pop("model_card") or "*This checkpoint has no model card (README.md).*"
     entry, config = catalog.config_of(model_name, owner)

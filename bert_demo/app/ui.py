@@ -15,17 +15,19 @@ from typing import Any
 
 import anyio
 import gradio as gr
+from starlette.middleware import Middleware
 
 from bert_demo.app import header
 from bert_demo.app.admission import Admission, Refused
 from bert_demo.app.folders import read_examples
-from bert_demo.app.handlers import Blocks, Components
+from bert_demo.app.handlers import Blocks, Components, brief
+from bert_demo.app.http_limits import UPLOAD_RETENTION_S, UPLOAD_SWEEP_S, Limits, UploadLedger, max_body_bytes
 from bert_demo.app.registry import Registry
 from bert_demo.app.run_process import question_asked
 from bert_demo.app.tabs import attention, classifier, embeddings, fill, finetune, model, nsp, train
 from bert_demo.app.tabs.fill import MAX_LABELS
 from bert_demo.app.tabs.heads import head_names
-from bert_demo.app.visitors import Visitor, visitor_of
+from bert_demo.app.visitors import Visitor, trusted_proxies, visitor_of
 
 log = logging.getLogger(__name__)
 
@@ -60,12 +62,15 @@ CSS = """
 #neuron-plot > div { overflow-x: auto; }
 """ + ", ".join(f"#fill-label-{i}:has(> .empty)" for i in range(1, MAX_LABELS)) + """ { display: none !important; }
 """  # a ranked list is drawn only for a [MASK] the sentence has: answers are values, not visibility updates
-def launch_kwargs(registry: Registry | None = None) -> dict[str, Any]:
-    """What `demo.launch()` needs besides host and port (gradio 6 takes css and theme here)."""
+def launch_kwargs(registry: Registry | None = None, uploads: UploadLedger | None = None) -> dict[str, Any]:
+    """What `demo.launch()` needs besides host and port (gradio 6 takes css and theme here), and the limits on
+    what a request may bring (`http_limits`: its body, and what the uploads of `uploads` may hold)."""
     caps = (registry or Registry()).caps
     theme = gr.themes.Default(font=["system-ui", "Segoe UI", "Roboto", "Helvetica", "Arial", "sans-serif"],
                               font_mono=["ui-monospace", "SFMono-Regular", "Menlo", "Consolas", "monospace"])
-    return {"css": CSS, "theme": theme, "max_file_size": caps.max_upload_bytes}
+    limits = Middleware(Limits, max_body=max_body_bytes(caps.max_upload_bytes), uploads=uploads or UploadLedger())
+    return {"css": CSS, "theme": theme, "max_file_size": caps.max_upload_bytes,
+            "app_kwargs": {"middleware": [limits]}}
 
 
 def wire(handler: Callable, registry: Registry, components: Components, admission: Admission) -> Callable:
@@ -103,20 +108,22 @@ def wire(handler: Callable, registry: Registry, components: Components, admissio
                     return await anyio.to_thread.run_sync(answer, tuple(args), visitor)
             except Refused as refusal:
                 log.warning("%s refused: %s", handler.__name__, refusal)
-                raise gr.Error(str(refusal)[:1].upper() + str(refusal)[1:], print_exception=False) from None
+                raise gr.Error(brief(str(refusal)), print_exception=False) from None
     fn.__name__, fn.__signature__ = handler.__name__, inspect.Signature(parameters)
     fn.__annotations__ = {"request": gr.Request}  # where gradio looks for the request parameter
     return fn
 
 
-def build_demo(registry: Registry | None = None) -> gr.Blocks:
-    """The whole app. `registry` decides where models come from (tests pass one pointing at a temp folder)."""
+def build_demo(registry: Registry | None = None, admission: Admission | None = None) -> gr.Blocks:
+    """The whole app. `registry` decides where models come from (tests pass one pointing at a temp folder), and
+    `admission` how many questions are answered at once (tests pass one with small limits)."""
     registry = registry or Registry()
+    admission = admission or Admission()
     default = registry.catalog.default_model()
     examples = read_examples(registry.catalog.resolve(default).folder) if default else None
     heads = list(head_names(registry.catalog.config_of(default)[1])) if default else []
-    # gradio keeps uploads in its cache: every 10 minutes, delete those older than an hour
-    with Blocks(title="BERT from scratch", delete_cache=(600, 3600)) as demo:
+    trusted_proxies()  # a Space owner's mistyped list of proxies stops the app here, with what is wrong
+    with Blocks(title="BERT from scratch", delete_cache=(UPLOAD_SWEEP_S, UPLOAD_RETENTION_S)) as demo:
         c: Components = header.layout(registry)
         # the page opens on an answer (Fill-mask, its first example already filled in); on a phone the tab bar
         # wraps onto two lines, so that every tab is one tap away
@@ -129,7 +136,6 @@ def build_demo(registry: Registry | None = None) -> gr.Blocks:
             c.update(finetune.layout(registry))
             c.update(model.layout())
         c["tabs"], c["page"] = tabs, demo
-        admission = Admission()
 
         def bound(handler: Callable) -> Callable:
             return wire(handler, registry, c, admission)
@@ -140,5 +146,8 @@ def build_demo(registry: Registry | None = None) -> gr.Blocks:
     # gradio summarises its last 10,000 events with pandas after every event by default: 2 ms a request, 7 ms once
     # a long-lived Space has seen 10,000. Every 50 events is fresh enough for its monitoring page; an owner's wins.
     os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY", str(ANALYTICS_EVERY))
+    # uvicorn believes X-Forwarded-For from loopback and would hand the app a forged address: the app alone decides
+    # whose header it believes (visitors.trusted_proxies)
+    os.environ.setdefault("FORWARDED_ALLOW_IPS", "")
     demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=None)  # each question's line limits it (admission)
     return demo

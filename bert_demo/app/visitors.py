@@ -4,11 +4,27 @@ A private run belongs to a browser session (gradio's `session_hash`). Every per-
 and by address as well: a script picks a new session with every `Client`, but not a new address, so a fresh session
 no longer brings a fresh share of the disk or a fresh place in the training line. Requests from this host's own
 network (loopback, private addresses) have no address: the person at the machine is limited by session alone.
+
+The address: gradio's `/call/` API makes a new session for every call too, and no new address. Carrier-grade NAT
+addresses (100.64.0.0/10) are not public either. Behind a proxy, X-Forwarded-For names whom it forwards, but any
+client can write that header itself: the app believes it only from the proxies it trusts, the addresses or networks
+in $BERT_DEMO_TRUSTED_PROXIES (comma-separated), or, on a Hugging Face Space ($SPACE_ID set), whose only way in is
+the platform's proxy, the private networks (`SPACE_PROXIES`). Elsewhere no proxy is trusted unless named. An IPv6
+visitor is their /64: a subscriber is given a whole /64, and picks a new address in it at will.
 """
 from __future__ import annotations
 
+import functools
 import ipaddress
+import os
 from typing import Any
+
+TRUSTED_PROXIES_ENV = "BERT_DEMO_TRUSTED_PROXIES"
+SPACE_PROXIES = "10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,100.64.0.0/10,fc00::/7"  # where a Space's proxy may be
+IPV6_PREFIX = 64  # the IPv6 addresses that count as one visitor: one subscriber's network
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 class Visitor(str):
@@ -31,20 +47,17 @@ def visitor_of(request: Any) -> Visitor | None:
 
 
 def address_of(request: Any) -> str | None:
-    """The public address a request comes from, as gradio reports it; None for one from this host's own network
-    (loopback or private: the person at the machine, or a proxy that names no one), whose limits are by session.
-    Behind a proxy (a Space's, whose own address is a private one), the proxy's X-Forwarded-For says whom it forwards:
-    the last public address in that list is the one the proxy saw, while the entries before it are whatever the
-    client wrote there. Without a proxy in front, the header is the client's own words and is ignored."""
-    peer = getattr(getattr(request, "client", None), "host", None)
-    if peer is None:
-        return None
-    if not _internal(peer):
-        return peer
+    """The public address a request (gradio's, or starlette's) comes from, as one visitor: an IPv4 address, or an
+    IPv6 /64 network; None for this host's own network, whose limits are by session. Its peer, unless the peer is a
+    trusted proxy: then, reading X-Forwarded-For from the right (each proxy appends the address it saw), the first
+    address that is not a trusted proxy. The entries further left are whatever the client wrote there."""
+    peer = _parse(getattr(getattr(request, "client", None), "host", None))
     headers = getattr(request, "headers", None) or {}
-    hops = [hop.strip() for hop in headers.get("x-forwarded-for", "").split(",")]
-    public = [hop for hop in hops if not _internal(hop)]
-    return public[-1] if public else None
+    hops = [hop for hop in headers.get("x-forwarded-for", "").split(",") if hop.strip()]
+    trusted = trusted_proxies()
+    while peer is not None and any(peer in network for network in trusted):
+        peer = _parse(hops.pop()) if hops else None  # a proxy that forwards no one names no visitor
+    return _visitor_address(peer) if peer is not None and peer.is_global else None
 
 
 def same_address(one: Any, other: Any) -> bool:
@@ -53,10 +66,41 @@ def same_address(one: Any, other: Any) -> bool:
     return address is not None and address == getattr(other, "address", None)
 
 
-def _internal(text: str) -> bool:
-    """A loopback or private address (this host's own network), or not an address at all."""
+def trusted_proxies() -> tuple[Network, ...]:
+    """The networks whose X-Forwarded-For the app believes, from the environment (see the module's docstring)."""
+    default = SPACE_PROXIES if os.environ.get("SPACE_ID") else ""
+    return _networks(os.environ.get(TRUSTED_PROXIES_ENV, default))
+
+
+@functools.lru_cache(maxsize=4)
+def _networks(listed: str) -> tuple[Network, ...]:
+    networks = []
+    for entry in filter(None, (entry.strip() for entry in listed.split(","))):
+        try:
+            networks.append(ipaddress.ip_network(entry, strict=False))
+        except ValueError:
+            raise ValueError(f"${TRUSTED_PROXIES_ENV} names {entry!r}, which is not an address or a network: "
+                             "give addresses or networks such as 10.0.0.0/8, separated by commas") from None
+    return tuple(networks)
+
+
+def _parse(text: str | None) -> Address | None:
+    """An address as a peer or a proxy writes it (with or without a port; IPv6 in brackets or bare), IPv4 inside
+    IPv6 as IPv4; None for anything else."""
+    text = (text or "").strip()
+    if text.startswith("["):  # [2001:db8::1]:443
+        text = text[1:].split("]", 1)[0]
+    elif text.count(":") == 1:  # 93.184.216.34:443
+        text = text.split(":", 1)[0]
     try:
         address = ipaddress.ip_address(text)
     except ValueError:
-        return True
-    return address.is_private or address.is_loopback
+        return None
+    mapped = getattr(address, "ipv4_mapped", None)
+    return mapped if mapped is not None else address
+
+
+def _visitor_address(address: Address) -> str:
+    if address.version == 6:
+        return str(ipaddress.ip_network(f"{address}/{IPV6_PREFIX}", strict=False))
+    return str(address)

@@ -2,6 +2,7 @@
 sentence pair, at any step of a run's training: the layout, its wiring and its handlers."""
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -198,12 +199,25 @@ def neuron(registry: Registry, model_name: str, text_a: str, text_b: str, layer:
            position: float | None, step: str = FINAL, owner: str | None = None) -> Outputs:
     """How head `head` of layer `layer` weighs the tokens for the token at `position` (bertviz's neuron view): its
     query vector, every key vector, their product and the weights it makes."""
-    if position is None or position == "":
-        raise ValueError("choose a query token first: press Show attention, then pick one of its tokens")
+    position = query_position(position)
     loaded = load_at(registry, model_name, step, owner, encoder=True)
     text_b = (text_b or "").strip() or None
     made = backend().inference.query_key(loaded.model, loaded.tokenizer, text_a, text_b, int(layer), int(head),
-                                          int(float(position)))
-    title = f"Layer {int(layer)}, head {int(head)}: how “{made.tokens[int(float(position))]}” weighs each token"
-    return {"neuron_plot": maps.neuron_figure(made.tokens, int(float(position)), made.query, made.keys, made.weights,
-                                              title)}
+                                          position)
+    title = f"Layer {int(layer)}, head {int(head)}: how “{made.tokens[position]}” weighs each token"
+    return {"neuron_plot": maps.neuron_figure(made.tokens, position, made.query, made.keys, made.weights, title)}
+
+
+def query_position(value: Any) -> int:
+    """The query token's number as the dropdown gives it (an int), or an API caller (a float or text): a whole
+    number, or a message that says what to give."""
+    if value is None or value == "":
+        raise ValueError("choose a query token first: press Show attention, then pick one of its tokens")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if isinstance(value, bool) or not number.is_integer():  # inf and nan are not whole numbers either
+        raise ValueError(f"the query token is given by its number (0 for [CLS], 1 for the first word, ...), not "
+                         f"{backend().inference.echo(value)}")
+    return int(number)

@@ -1,0 +1,19 @@
+"""bert_demo/app/handlers.py: a handler's refusal reaches the visitor as a short message, whatever it repeats."""
+from __future__ import annotations
+
+import gradio as gr
+import pytest
+
+from bert_demo.app.handlers import MAX_MESSAGE_CHARS, friendly
+
+
+def test_a_refusal_that_repeats_a_long_input_keeps_its_start_and_end_and_cuts_the_middle():
+    @friendly
+    def handler(word: str) -> None:
+        raise ValueError(f"no model called {word!r}: choose one from the list")
+
+    with pytest.raises(gr.Error) as refused:
+        handler("x" * 5000)
+    message = refused.value.message
+    assert len(message) <= MAX_MESSAGE_CHARS + 3 and "x" * 300 not in message
+    assert message.startswith("No model called 'xxx") and message.endswith(": choose one from the list")

@@ -1,0 +1,135 @@
+"""bert_demo/app/http_limits.py: a body over the largest any form needs is refused before it is read (by its length,
+or by its bytes as they come), with a message; uploads are refused past what the store may hold in all and from one
+address, with when there will be room."""
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import httpx
+import pytest
+
+from bert_demo.app.forms import Caps
+from bert_demo.app.http_limits import UPLOAD_PATH, Limits, UploadLedger, max_body_bytes
+from bert_demo.app.visitors import TRUSTED_PROXIES_ENV
+
+MODEL = "checkpoints/tiny-test"
+MB = 2**20
+
+
+def test_the_largest_body_is_what_the_largest_upload_or_typed_text_needs_in_json():
+    assert max_body_bytes(Caps().max_upload_bytes) == 21 * MB
+    typed = "a line of typed text\n" * (10 * MB // 21)  # at the cap, every line break written as two characters
+    assert len(json.dumps({"data": [[], None, "tiny", 10, 4, 1e-3, 32, 512, False, "x", "m", typed]})) < 21 * MB
+
+
+def test_uploads_are_refused_past_an_addresss_share_or_the_total_until_the_old_ones_are_deleted(monkeypatch):
+    ledger = UploadLedger(total=10 * MB, per_address=4 * MB, kept_s=1800)
+    now = [1000.0]
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+    ledger.add("93.184.216.34", 3 * MB)
+    assert ledger.refusal("93.184.216.34", MB) is None
+    refusal = ledger.refusal("93.184.216.34", 2 * MB)
+    assert refusal == ("Uploads from your network fill 3.0 MB of the 4.0 MB one network may keep here, and this one "
+                       "is 2.0 MB: try again in about 30 minutes, when older uploads are deleted")
+    assert ledger.refusal("151.101.1.69", 2 * MB) is None  # another address
+    ledger.add(None, 6 * MB)  # this host's own network: counted in the total only
+    assert ledger.refusal(None, MB) is None
+    assert ledger.refusal("151.101.1.69", 2 * MB).startswith("Uploads fill 9.0 MB of the 10 MB this app keeps for them")
+    now[0] += 1801  # gradio has deleted them
+    assert ledger.held() == 0 and ledger.refusal("93.184.216.34", 4 * MB) is None
+    assert ledger.refusal("93.184.216.34", 5 * MB).endswith("and this one is 5.0 MB: upload a smaller file")
+
+
+def asgi(limits: Limits, path: str, chunks: list[bytes], length: int | None = None) -> list[dict]:
+    """One request through `limits`, its body sent in `chunks` (with a Content-Length of `length`, if given): the
+    messages sent back."""
+    headers = [(b"content-length", str(length).encode())] if length is not None else []
+    scope = {"type": "http", "method": "POST", "path": path, "headers": headers, "client": ("127.0.0.1", 5000)}
+    pending = [{"type": "http.request", "body": chunk, "more_body": i < len(chunks) - 1}
+               for i, chunk in enumerate(chunks)]
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        return pending.pop(0) if pending else {"type": "http.disconnect"}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    asyncio.run(limits(scope, receive, send))
+    assert not pending  # the whole body was read: by the app, or read and dropped after a refusal
+    return sent
+
+
+async def reading_app(scope, receive, send) -> None:
+    """An app that reads the whole body, as gradio does, then answers 200 with its length."""
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": str(len(body)).encode()})
+
+
+def test_a_body_without_its_length_is_refused_once_its_bytes_pass_the_limit_and_the_app_never_answers():
+    limits = Limits(reading_app, max_body=3 * MB, uploads=UploadLedger())
+    sent = asgi(limits, "/gradio_api/call/fill_mask", [b"x" * MB] * 8)
+    assert [m.get("status") for m in sent if m["type"] == "http.response.start"] == [413]
+    assert json.loads(sent[-1]["body"])["detail"] == ("What you sent is over 3.0 MB; the app takes at most 3.0 MB at "
+                                                      "once: an upload or a typed text may be 1.0 MB")
+    assert asgi(limits, "/gradio_api/call/fill_mask", [b"x" * MB] * 2)[-1]["body"] == str(2 * MB).encode()
+
+
+def test_an_upload_without_its_length_counts_against_its_address_as_it_comes():
+    ledger = UploadLedger(total=100 * MB, per_address=2 * MB)
+    limits = Limits(reading_app, max_body=50 * MB, uploads=ledger)
+    sent = asgi(limits, UPLOAD_PATH, [b"x" * MB] * 3)
+    assert sent[0]["status"] == 200 and ledger.held() == 3 * MB  # local (no address): the total only
+    ledger.per_address, ledger.total = 2 * MB, 4 * MB
+    sent = asgi(limits, UPLOAD_PATH, [b"x" * MB] * 3)
+    assert sent[0]["status"] == 413 and sent[-1]["body"].decode().startswith("Uploads fill 3.0 MB of the 4.0 MB")
+    assert ledger.held() == 3 * MB  # the refused upload is not counted
+
+
+@pytest.fixture(scope="module")
+def app(served_app, tmp_path_factory):
+    ledger = UploadLedger(per_address=250_000)
+    with served_app(tmp_path_factory.mktemp("limits"), uploads=ledger) as served:
+        yield {**served, "ledger": ledger}
+
+
+def test_a_body_over_the_limit_is_refused_at_once_by_its_length_or_its_bytes_and_the_app_still_answers(app):
+    body = json.dumps({"data": [MODEL, "x" * 25 * MB, 3, [], "final"]}).encode()
+    for sent in (body, (body[i:i + MB] for i in range(0, len(body), MB))):  # with its length, then chunked
+        started = time.perf_counter()
+        response = httpx.post(f"{app['url']}gradio_api/call/fill_mask", content=sent, timeout=60,
+                              headers={"content-type": "application/json"})
+        assert response.status_code == 413 and time.perf_counter() - started < 10
+        assert "the app takes at most 21 MB at once: an upload or a typed text may be 10 MB" in \
+            response.json()["detail"]
+    question = {"data": [MODEL, "the [MASK] sat.", 3, [], "final"]}
+    assert httpx.post(f"{app['url']}gradio_api/call/fill_mask", json=question, timeout=60).status_code == 200
+
+
+def test_uploads_from_one_address_past_its_share_are_refused_and_another_address_still_uploads(app, monkeypatch):
+    monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1")
+
+    def upload(address: str, number: int) -> httpx.Response:
+        return httpx.post(f"{app['url']}gradio_api/upload", headers={"X-Forwarded-For": address}, timeout=60,
+                          files={"files": (f"file-{number}.txt", f"{number} ".encode() * 50_000)})
+
+    assert [upload("93.184.216.34", i).status_code for i in range(2)] == [200, 200]
+    refused = upload("93.184.216.34", 2)
+    assert refused.status_code == 413 and refused.text.startswith("Uploads from your network fill 0.2 MB of the 0.2 "
+                                                                  "MB one network may keep here")
+    assert "try again in about 35 minutes" in refused.text
+    assert upload("151.101.1.69", 3).status_code == 200
+
+
+def test_gradios_screen_recording_processing_which_runs_ffmpeg_is_not_offered(app):
+    response = httpx.post(f"{app['url']}gradio_api/process_recording", timeout=60,
+                          files={"video": ("recording.mp4", b"\x00" * 100_000, "video/mp4")})
+    assert response.status_code == 403 and response.text == "This app does not process screen recordings"
