@@ -319,10 +319,11 @@ def train(run: Run, task: Training, started: float) -> Iterator[Record]:
         if budget is not None:
             planned = budget.after(step)
             if planned is not None:
-                cfg.steps = run.agree(planned, min)
+                before, cfg.steps = cfg.steps, run.agree(planned, min)
                 due = set(timeline.snapshot_steps(cfg.steps)) - set(taken)
-                yield {"kind": "status", "step": step, "steps": cfg.steps, "message": f"{budget.pace * 1000:.1f} "
-                       f"ms a step: {cfg.steps:,} steps fit the {cfg.minutes:g} minutes"}
+                if abs(cfg.steps - before) > before // 50:  # the first plan, or a change of more than 2%
+                    yield {"kind": "status", "step": step, "steps": cfg.steps, "message": f"{budget.pace * 1000:.1f}"
+                           f" ms a step: {cfg.steps:,} steps fit the {cfg.minutes:g} minutes"}
             if budget.spent():
                 run.stop()
         if main and step in due:
@@ -349,24 +350,28 @@ def train(run: Run, task: Training, started: float) -> Iterator[Record]:
 
 
 class Budget:
-    """A run's time budget (`--minutes`): the pace of its steps between PACE_STEPS of its own, then the last step
-    that the time left holds, less RESERVE of it."""
+    """A run's time budget (`--minutes`): after PACE_STEPS[1] steps of its own, the last step that the time left
+    holds at the pace since step PACE_STEPS[0] (validations included), less RESERVE of it; asked again every tenth of
+    the steps left (at least every PACE_STEPS[0]), so that a pace that changes (a busier machine, slower validations) moves the
+    end of the schedule with it."""
 
     def __init__(self, deadline: float, first_step: int):
         self.deadline, self.first_step = deadline, first_step
         self.pace: float | None = None
-        self._mark: float | None = None
+        self._mark: tuple[float, int] | None = None
+        self._next = first_step + PACE_STEPS[1]
 
     def after(self, step: int) -> int | None:
-        """Called after each step; at the second of PACE_STEPS, the run's last step (once)."""
-        taken = step - self.first_step
-        if taken == PACE_STEPS[0]:
-            self._mark = time.perf_counter()
-        if taken != PACE_STEPS[1]:
+        """Called after each step; the run's last step when it is time to set it again, else None."""
+        if step - self.first_step == PACE_STEPS[0]:
+            self._mark = (time.perf_counter(), step)
+        if step < self._next or self._mark is None:
             return None
         now = time.perf_counter()
-        self.pace = (now - self._mark) / (PACE_STEPS[1] - PACE_STEPS[0])
-        return step + max(1, int((self.deadline - now) * (1 - RESERVE) / self.pace))
+        self.pace = (now - self._mark[0]) / (step - self._mark[1])
+        last = step + max(1, int((self.deadline - now) * (1 - RESERVE) / self.pace))
+        self._next = step + max(PACE_STEPS[0], (last - step) // 10)
+        return last
 
     def spent(self) -> bool:
         return time.perf_counter() >= self.deadline
