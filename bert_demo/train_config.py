@@ -111,7 +111,7 @@ class TrainConfig(RunConfig):
 
     preset: str = setting("tiny", "model size", choices=tuple(PRESETS), cpu=("tiny", "mini"))
     corpus: str = setting("wiki", f"a named corpus ({', '.join(TRAINING_SOURCES)}), a mix of them "
-                                  f"({', '.join(MIXES)}: README, Data) or a text file; combine with commas (news,wiki)")
+                                  f"({', '.join(MIXES)}: docs/data.md) or a text file; combine with commas (news,wiki)")
     seq_len: int = setting(128, "tokens per example", label="sequence length", low=16, high=512, cpu=128, gpu=512)
     vocab_size: int = setting(8192, "WordPiece vocabulary size to train", label="vocabulary size", low=128,
                               high=65_536, cpu=16_384, gpu=32_768)

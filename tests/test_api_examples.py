@@ -1,4 +1,4 @@
-"""The README's `gradio_client` examples, read from README.md and run as written against a served app, from a fresh
+"""The `gradio_client` examples of docs/app.md, read from it and run as written against a served app, from a fresh
 Client that has triggered none of the page's private events; and the values the API declares, accepted."""
 from __future__ import annotations
 
@@ -15,15 +15,15 @@ from bert_demo.train_config import APP_FINETUNE, TrainConfig
 from bert_demo.trainer import pretraining
 
 ROOT = Path(__file__).resolve().parents[1]
-README_URL = "http://127.0.0.1:7860/"  # where the README's examples find the app; the test's app is elsewhere
+DOCS_URL = "http://127.0.0.1:7860/"  # where the examples find the app; the test's app is elsewhere
 MODEL = "checkpoints/tiny-test"  # the checkpoint the served app is given (conftest.py)
 
 
 def readme_example() -> tuple[str, int]:
-    """The README's python block that uses gradio_client, and the line of README.md it starts on."""
-    readme = ROOT.joinpath("README.md").read_text()
+    """docs/app.md's python block that uses gradio_client, and the line it starts on."""
+    readme = ROOT.joinpath("docs", "app.md").read_text()
     blocks = [m for m in re.finditer(r"^```python\n(.*?)^```", readme, re.S | re.M) if "gradio_client" in m[1]]
-    assert len(blocks) == 1, "the README should have one python block of gradio_client examples"
+    assert len(blocks) == 1, "docs/app.md should have one python block of gradio_client examples"
     return blocks[0][1], readme[:blocks[0].start(1)].count("\n") + 1
 
 
@@ -49,9 +49,9 @@ def plot_data(output) -> list[dict]:
 
 def test_the_readme_gradio_client_examples_run_as_written_from_a_fresh_client(app, capsys):
     code, first_line = readme_example()
-    assert code.count(README_URL) == 1
-    run = {}  # tracebacks point at README.md's own lines
-    exec(compile("\n" * (first_line - 1) + code.replace(README_URL, app["url"]), str(ROOT / "README.md"), "exec"),
+    assert code.count(DOCS_URL) == 1
+    run = {}  # tracebacks point at docs/app.md's own lines
+    exec(compile("\n" * (first_line - 1) + code.replace(DOCS_URL, app["url"]), str(ROOT / "docs" / "app.md"), "exec"),
          run)
     filled, per_mask = run["filled"], run["per_mask"]
     assert "1 head switched off" in filled["label"] and any(s["class_or_confidence"] for s in filled["value"])

