@@ -47,7 +47,7 @@ def plot_data(output) -> list[dict]:
     return json.loads(output["plot"])["data"]
 
 
-def test_the_readme_gradio_client_examples_run_as_written_from_a_fresh_client(app, capsys):
+def test_the_documented_gradio_client_examples_run_as_written_from_a_fresh_client(app, capsys):
     code, first_line = readme_example()
     assert code.count(DOCS_URL) == 1
     run = {}  # tracebacks point at docs/app.md's own lines
