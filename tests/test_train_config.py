@@ -69,3 +69,9 @@ def test_levers_that_cannot_go_together_are_refused():
     with pytest.raises(ValueError, match="needs local_heads of at least 1"):
         TrainConfig(local_heads=0, global_cls=True)
     TrainConfig(global_cls=True)  # with the default local heads it is a lever like the others
+
+
+def test_a_warm_up_longer_than_the_steps_is_refused_except_on_a_time_budget_whose_steps_come_later():
+    with pytest.raises(ValueError, match="warm-up steps must be between 0 and steps"):
+        TrainConfig(steps=200, warmup_steps=1000)
+    assert TrainConfig(minutes=6.5, warmup_steps=1000).warmup_steps == 1000
