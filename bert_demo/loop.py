@@ -324,8 +324,11 @@ def train(run: Run, task: Training, started: float) -> Iterator[Record]:
                 if abs(cfg.steps - before) > before // 50:  # the first plan, or a change of more than 2%
                     yield {"kind": "status", "step": step, "steps": cfg.steps, "message": f"{budget.pace * 1000:.1f}"
                            f" ms a step: {cfg.steps:,} steps fit the {cfg.minutes:g} minutes"}
-            if budget.spent():
+            if budget.spent() and not run.stopping:
                 run.stop()
+                yield {"kind": "status", "step": step, "message": f"the {cfg.minutes:g} minutes are up: the run "
+                       "stops and saves" + ("" if budget.pace else f", before it could time {PACE_STEPS[1]} steps "
+                                            "of its own (its preparation took most of the time)")}
         if main and step in due:
             yield from run.take_snapshot()
         if step % TRIM_EVERY == 0:

@@ -163,6 +163,7 @@ def test_a_run_on_a_time_budget_that_falls_behind_stops_at_the_time_and_saves(to
     done = records[-1]
     assert done["reason"] == "stopped" and done["step"] == 72 and done["checkpoint"]
     assert clock.now == 6.0  # the step that reached the time was the last
+    assert any("the 0.1 minutes are up: the run stops and saves" == r.get("message") for r in records)
 
 
 def test_a_run_on_a_time_budget_moves_its_end_when_its_pace_changes(tokenizer, tmp_path, monkeypatch):
