@@ -119,7 +119,38 @@ def start_training(page, corpus) -> None:
     wait_text(page, "#status", "Step")
 
 
-def test_closing_the_tab_during_training_stops_the_run_and_the_next_visitor_can_train(app, chrome, web):
+def test_a_reload_finds_your_run_training_as_yours_and_stop_stops_it_while_another_browser_sees_someone_elses(
+        app, chrome, web):
+    registry = app["registry"]
+    start_training(web, app["corpus"])
+    job = registry.slot.job
+    web.reload()  # a new page of the same browser: the same visitor
+    open_train_tab(web)
+    wait_text(web, "#status", "Step")
+    web.wait_for_function("document.querySelector('#stop').disabled === false")
+    assert web.locator("#start").is_disabled() and registry.slot.job is job and job.running
+    assert trace_length(web, "loss-plot") > 0  # its charts are drawn again
+    other = chrome.new_page(viewport={"width": 390, "height": 844})  # another browser, on a phone
+    other.set_default_timeout(TIMEOUT_MS)
+    other.goto(app["url"])
+    open_train_tab(other)
+    wait_text(other, "#status", "Someone else's pre-training run has the training slot now")
+    assert other.locator("#stop").is_disabled() and "Step" not in other.locator("#status").inner_text()
+    shoot(other, "train-someone-elses-390")
+    web.set_viewport_size({"width": 390, "height": 844})
+    shoot(web, "train-reloaded-390")
+    web.set_viewport_size({"width": 1400, "height": 1000})
+    shoot(web, "train-reloaded-1400")
+    web.click("#stop")
+    wait_text(web, "#status", "Stopped at step")
+    job.thread.join(timeout=60)
+    assert job.done["reason"] == "stopped" and web.locator("#start").is_enabled()
+    other.wait_for_function("!document.querySelector('#status').innerText.includes('Someone else')")  # it ticks
+    other.close()
+
+
+def test_closing_the_tab_for_good_stops_the_run_and_the_next_visitor_can_train(app, chrome, web, monkeypatch):
+    monkeypatch.setattr(app["registry"].slot, "abandon_s", 2.0)  # a reload takes less: see the test above
     start_training(web, app["corpus"])
     job = app["registry"].slot.job
     assert job.running

@@ -1,10 +1,8 @@
-"""bert_demo/app/job.py and slot.py: a run the app follows streams its records and live weights, ends with a record
-whatever happens, gives its model back once over, and says its time left to those in line."""
+"""bert_demo/app/job.py: a run the app follows streams its records and live weights, ends with a record whatever
+happens, and gives its model back once over (test_slot.py: the line that starts them)."""
 from __future__ import annotations
 
 import json
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -97,30 +95,3 @@ def test_an_ended_run_is_no_longer_live_and_on_a_gpu_gives_its_model_back(roots,
             registry.catalog.resolve(LIVE)
         assert LIVE not in [e.name for e in registry.catalog.list_models()]
     assert registry.slot.job.trainer.model is None and emptied == [True]
-
-
-def test_the_waiting_line_states_the_time_left_of_every_run_ahead_at_the_pace_the_run_in_progress_measured(roots,
-                                                                                                       tmp_path):
-    registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=tmp_path / "runs", device="cpu")
-    release = threading.Event()
-
-    class Slow(_EndedTrainer):
-        def run(self):
-            yield {"kind": "train", "step": 10, "elapsed": 20.0}
-            yield {"kind": "train", "step": 20, "elapsed": 80.0}  # 6 s a step, 180 steps to go: 18 minutes
-            release.wait(timeout=30)
-            yield from super().run()
-
-    trainer = Slow("cpu", tmp_path / "slow")
-    trainer.config.steps = 200
-    job = registry.slot.job = TrainingJob(trainer, "slow")
-    assert registry.slot.time_left_now() == ""  # not started: nothing measured yet
-    job.start()
-    while len(job.records) < 2:
-        time.sleep(0.01)
-    assert registry.slot.time_left_now() == " The runs ahead of yours have about 18 min left."
-    with registry.slot.turn("someone", runs=2), registry.slot.turn("me", runs=1) as mine:
-        # an experiment of two runs waits ahead: each taken to last as long as the run training now
-        assert registry.slot.time_left_now(mine) == " The runs ahead of yours have about 54 min left."
-    release.set()
-    job.thread.join(timeout=10)

@@ -46,6 +46,7 @@ the same classifier from the pre-trained encoder and from random weights, so you
 
 TRAIN_IDLE = ("Press **Start training** to pre-train a small BERT from scratch: what it is doing, the curves and its "
               "guesses appear here as it learns.")
+FINETUNE_IDLE = "Press **Fine-tune and compare**."
 PHASES = {  # what a run's preparation is doing, by how its status begins: said beside the status
     "loading corpus": "reading the text (a named corpus is fetched once, then read from the cache)",
     "preparing the tokenizer": "learning a vocabulary of word pieces from the text: a few seconds, kept for the "

@@ -1,5 +1,6 @@
 """The app's page: the header and seven tabs, each a module of `bert_demo.app.tabs` that lays itself out and wires its
-own events to its handlers; and `wire`, which binds a handler to the registry and to each visitor's line.
+own events to its handlers; `wire`, which binds a handler to the registry and to each visitor's line; and the
+visitor's key, which the browser keeps and every event that asks who the visitor is sends (`ask_for_keys`).
 
 The main actions are named API endpoints (/train, /compare_runs, /fill_mask, /head_importance, /next_sentence,
 /attention, /neighbours, /projection, /finetune, /classify, /attribution, /attention_change); the helper events,
@@ -12,9 +13,11 @@ import logging
 import os
 from collections.abc import Callable
 from typing import Any
+from unittest import mock
 
 import anyio
 import gradio as gr
+from gradio import component_meta
 
 from bert_demo.app import header
 from bert_demo.app.admission import Admission, Refused
@@ -25,11 +28,12 @@ from bert_demo.app.run_process import question_asked
 from bert_demo.app.tabs import attention, classifier, embeddings, fill, finetune, model, nsp, train
 from bert_demo.app.tabs.fill import MAX_LABELS
 from bert_demo.app.tabs.heads import head_names
-from bert_demo.app.visitors import Visitor, visitor_of
+from bert_demo.app.visitors import Visitor, is_key, new_key, visitor_of
 
 log = logging.getLogger(__name__)
 
 QUEUE_SIZE = 32  # events waiting in gradio's own queue; questions wait in their own lines instead (admission.py)
+KEY_STORAGE = "bert-demo-visitor"  # where a browser keeps its visitor key (visitors.py)
 ANALYTICS_EVERY = 50  # events between gradio's summaries of request times (its default: 1)
 CSS = """
 #status { min-height: 2.2em; }
@@ -68,24 +72,54 @@ def launch_kwargs(registry: Registry | None = None) -> dict[str, Any]:
     return {"css": CSS, "theme": theme, "max_file_size": caps.max_upload_bytes}
 
 
+# gradio writes a .pyi stub beside the module of every component class (for custom components' type checkers): one
+# beside ui.py would hide ui.py from ours, so none is written for this one.
+with mock.patch.object(component_meta, "create_or_modify_pyi", lambda *args: None):
+    class VisitorKey(gr.BrowserState):
+        """The browser's copy of its visitor key (`visitors.new_key`), kept in its local storage and sent with
+        every event whose handler asks who the visitor is (`wire`). It is no API parameter: a script is known by
+        its session. (gradio encrypts the stored copy with a secret that every page's config carries, which hides
+        nothing from the browser itself: a fixed one keeps a visitor's key valid when the app restarts.)"""
+
+        @property
+        def skip_api(self) -> bool:
+            return True
+
+        def get_block_name(self) -> str:
+            return "browserstate"  # drawn by gradio's own BrowserState
+
+
+def kept_key(key: Any) -> str:
+    """The key a page found in its browser's storage, or a new one where it found none (a first visit)."""
+    return key if is_key(key) else new_key()
+
+
 def wire(handler: Callable, registry: Registry, components: Components, admission: Admission) -> Callable:
     """`handler` bound to the registry, answering {component: value}. A handler whose last parameter is `owner`
-    gets the visitor there (`visitors.Visitor`: the browser session, and the address it asks from).
-    A question (a handler that returns) waits in its own line of `admission`, outside gradio's queue, and is
-    answered in a worker thread; a run (a handler that yields) keeps its own line in the registry."""
+    gets the visitor there (`visitors.Visitor`: the browser's identity, or else its session, and the address it asks
+    from): its event also sends the browser's key (`ask_for_keys`). A question (a handler that returns) waits in its
+    own line of `admission`, outside gradio's queue, and is answered in a worker thread; a run (a handler that
+    yields) keeps its own line in the registry."""
     parameters = [p.replace(default=inspect.Parameter.empty)  # gradio passes every input: no defaults needed
                   for p in list(inspect.signature(handler).parameters.values())[1:]]  # without the registry
     owner = parameters[-1].name == "owner"
     parameters = parameters[:-1] if owner else parameters
-    parameters.append(inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=gr.Request))
+    if owner:  # the event's last input, added once every event is wired (an API caller sends none)
+        parameters.append(inspect.Parameter("key", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None))
+    parameters.append(inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=gr.Request,
+                                        default=None if owner else inspect.Parameter.empty))
 
     def call(args: tuple, visitor: Visitor | None) -> Any:
         return handler(registry, *args, *([visitor] if owner else []))
 
+    def split(args: list) -> tuple[tuple, Visitor | None]:
+        """The handler's inputs, and the visitor from the request and the key that end them."""
+        request, key = args.pop(), args.pop() if owner else None
+        return tuple(args), visitor_of(request, key)
+
     if inspect.isgeneratorfunction(inspect.unwrap(handler)):
         def fn(*args):
-            *args, request = args
-            for result in call(tuple(args), visitor_of(request)):
+            for result in call(*split(list(args))):
                 yield {components[name]: value for name, value in result.items()}
     else:
         def answer(args: tuple, visitor: Visitor | None) -> dict:
@@ -96,8 +130,7 @@ def wire(handler: Callable, registry: Registry, components: Components, admissio
                 question_asked()  # counted from the answer: a long one keeps the run on one core throughout
 
         async def fn(*args):
-            *args, request = args
-            visitor = visitor_of(request)
+            args, visitor = split(list(args))
             try:
                 async with admission.admit(handler.__name__, visitor):
                     return await anyio.to_thread.run_sync(answer, tuple(args), visitor)
@@ -106,7 +139,17 @@ def wire(handler: Callable, registry: Registry, components: Components, admissio
                 raise gr.Error(str(refusal)[:1].upper() + str(refusal)[1:], print_exception=False) from None
     fn.__name__, fn.__signature__ = handler.__name__, inspect.Signature(parameters)
     fn.__annotations__ = {"request": gr.Request}  # where gradio looks for the request parameter
+    fn.asks_key = owner
     return fn
+
+
+def ask_for_keys(demo: gr.Blocks, key: VisitorKey) -> None:
+    """Give every event whose handler asks who the visitor is the browser's key as its last input, and give a
+    browser that has none its key when the page opens."""
+    for block_fn in demo.fns.values():
+        if getattr(block_fn.fn, "asks_key", False):
+            block_fn.inputs.append(key)
+    demo.load(kept_key, key, key, api_visibility="private", queue=False)
 
 
 def build_demo(registry: Registry | None = None) -> gr.Blocks:
@@ -117,6 +160,7 @@ def build_demo(registry: Registry | None = None) -> gr.Blocks:
     heads = list(head_names(registry.catalog.config_of(default)[1])) if default else []
     # gradio keeps uploads in its cache: every 10 minutes, delete those older than an hour
     with Blocks(title="BERT from scratch", delete_cache=(600, 3600)) as demo:
+        key = VisitorKey(storage_key=KEY_STORAGE, secret=KEY_STORAGE)
         c: Components = header.layout(registry)
         # the page opens on an answer (Fill-mask, its first example already filled in); on a phone the tab bar
         # wraps onto two lines, so that every tab is one tap away
@@ -137,6 +181,7 @@ def build_demo(registry: Registry | None = None) -> gr.Blocks:
         for tab in (train, fill, nsp, attention, embeddings, finetune, classifier, model):
             tab.wire(c, bound)
         header.wire(demo, c, bound)
+        ask_for_keys(demo, key)
     # gradio summarises its last 10,000 events with pandas after every event by default: 2 ms a request, 7 ms once
     # a long-lived Space has seen 10,000. Every 50 events is fresh enough for its monitoring page; an owner's wins.
     os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY", str(ANALYTICS_EVERY))

@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import gradio as gr
@@ -28,7 +27,8 @@ from bert_demo.app.registry import Registry
 from bert_demo.app.tabs import classifier, train
 from bert_demo.app.folders import describe
 from bert_demo.app.tabs.classifier import default_classifier, start_of
-from bert_demo.app.tabs.train import STOP_ACTIVE, STOP_IDLE, UPDATE_EVERY_S
+from bert_demo.app.slot import WAIT_POLL_S, Ticket
+from bert_demo.app.tabs.train import START_BUSY, START_IDLE, STOP_ACTIVE, STOP_IDLE, UPDATE_EVERY_S
 from bert_demo.app.text import WELL_READ
 from bert_demo.app.uploads import discard, private_copy
 from bert_demo.config import WEIGHTS_NAME, read_metadata
@@ -74,7 +74,7 @@ def layout(registry: Registry) -> Components:
                     c["ft_stop"] = gr.Button("Stop", variant="secondary", elem_id="ft-stop", interactive=False)
                 c["ft_estimate"] = gr.Markdown(_time_note(registry, None), elem_id="ft-estimate")
             with gr.Column(scale=2):
-                c["ft_status"] = gr.Markdown("Press **Fine-tune and compare**.", elem_id="ft-status")
+                c["ft_status"] = gr.Markdown(text.FINETUNE_IDLE, elem_id="ft-status")
                 c["ft_curves"] = gr.Plot(plots.empty_figure("Accuracy, live while fine-tuning"),
                                          elem_id="ft-curves", show_label=False)
                 c["ft_verdict"] = gr.Markdown(elem_id="ft-verdict")
@@ -90,21 +90,20 @@ def layout(registry: Registry) -> Components:
 
 
 def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
-    """Fine-tune and compare (no gradio concurrency limit: its runs wait in the registry's line), Stop, and the
-    label-count chart when the tab opens or the task changes."""
+    """Fine-tune and compare (no gradio concurrency limit: its runs wait in the registry's line), Stop, the
+    label-count chart when the tab opens or the task changes, and, when the page opens, the visitor's own experiment
+    followed on (`reopened`)."""
+    outputs = [c[name] for name in ("ft_status", "ft_curves", "ft_verdict", "ft_counts", "ft_changes",
+                                    "ft_classifier", "ft_stop", "model", "ft_start")]
     c["ft_start"].click(bound(finetune), [c[name] for name in ("model", "ft_task", "ft_upload", "ft_labels",
                                                                 "ft_compare")],
-                        [c[name] for name in ("ft_status", "ft_curves", "ft_verdict", "ft_counts", "ft_changes",
-                                              "ft_classifier", "ft_stop", "model")],
-                        api_name="finetune", concurrency_limit=None, trigger_mode="once", show_progress="minimal",
-                        show_progress_on=[c["ft_status"]])
+                        outputs, api_name="finetune", concurrency_limit=None, trigger_mode="once",
+                        show_progress="minimal", show_progress_on=[c["ft_status"]])
     c["ft_stop"].click(bound(stop), None, c["ft_status"], api_visibility="private", queue=False)
     gr.on([c["ft_tab"].select, c["ft_task"].change], bound(opened), [c["model"], c["ft_task"], c["ft_classifier"]],
           [c["ft_counts"], c["ft_classifier"], c["ft_estimate"]], api_visibility="private")
-    c["page"].load(bound(last_experiment), None, [c[name] for name in ("ft_status", "ft_curves", "ft_verdict",
-                                                                       "ft_counts", "ft_changes", "ft_classifier",
-                                                                       "ft_stop", "model")],
-                   api_visibility="private")  # what a reload would otherwise lose
+    c["page"].load(bound(reopened), None, outputs, api_visibility="private", concurrency_limit=None,
+                   show_progress="minimal", show_progress_on=[c["ft_status"]])  # what a reload would otherwise lose
 
 
 @friendly
@@ -112,32 +111,34 @@ def finetune(registry: Registry, model: str, task: str, upload: str | None, labe
              compare: list[str] | None = None, owner: str | None = None) -> Iterator[Outputs]:
     """Fine-tune `model` on `task` (or an uploaded labelled file) with the first `labels` labelled sentences, then
     each start in `compare` ("random", "frozen", "well-read") with the same budget, one after the other in the
-    training slot; stream one chart of their validation accuracy, and end with the gap in a sentence."""
+    training slot (one place in line for them all); stream one chart of their validation accuracy, and end with the
+    gap in a sentence. The slot starts the runs, so a page that reloads finds the experiment again (`reopened`)."""
     starts, stamp = ["pretrained", *_comparisons(compare)], time.strftime("%Y%m%d-%H%M%S")
-    with _labelled_copy(upload) as upload, registry.slot.turn(owner, len(starts)) as turn:
-        configs = {start: _start_config(registry, model, task, _label_count(labels), start, upload, owner, stamp)
+    copy = _labelled_copy(upload)
+    try:
+        labelled = str(copy) if copy else None
+        configs = {start: _start_config(registry, model, task, _label_count(labels), start, labelled, owner, stamp)
                    for start in starts}  # every refusal (an unreachable hub included) comes before the first run
-        finished: dict[str, list[Record]] = {}
-        for number, (start, config) in enumerate(configs.items(), start=1):  # one turn: nobody's run between
-            job = yield from _take_slot(registry, config, owner, turn)
-            if job is None:
-                yield {"ft_status": "You left the line: the experiment stopped.", "ft_stop": STOP_IDLE}
-                return
-            try:
-                yield from _follow(job, finished, start, f"Run {number} of {len(configs)}, {plots.STARTS[start]}",
-                                   len(configs) - number)
-            finally:
-                if job.done is None:  # the visitor went away: end the run, keep what it learned
-                    job.stop()
-            job.thread.join(timeout=10)
-            finished[start] = list(job.records)
-            if job.done.get("reason") == "error":
-                raise ValueError(f"the {plots.STARTS[start]} run failed: {job.done.get('message')}")
-            if job.done.get("reason") != "finished":
-                yield {"ft_status": text.job_status(job) + " The experiment stopped here.", "ft_stop": STOP_IDLE,
-                       "ft_curves": plots.finetune_figure(finished, _chance(finished.get("pretrained", [])))}
-                return
-        yield _ended(registry, model, configs, finished, owner)
+        ticket = registry.slot.join(configs, owner, cleanup=functools.partial(discard, copy))
+    except BaseException:
+        discard(copy)
+        raise
+    yield from follow(registry, ticket, owner)
+
+
+@friendly
+def reopened(registry: Registry, owner: str | None = None) -> Iterator[Outputs]:
+    """When the page opens: the visitor's own experiment, waiting in line or training, followed on with Stop enabled
+    (a reload loses nothing); else the last experiment here that they may see."""
+    ticket = registry.slot.ticket_of(owner)
+    if ticket is not None and ticket.fine_tuning:
+        yield from follow(registry, ticket, owner)
+        return
+    outputs, others = last_experiment(registry, owner), registry.slot.others_text(owner)
+    if others:  # someone else's run has the slot: said first (the Train tab's watch keeps it up to date)
+        ended = outputs["ft_status"]
+        outputs["ft_status"] = others if ended == gr.skip() else f"{others}\n\n{ended}"
+    yield outputs
 
 
 def _start_config(registry: Registry, model: str, task: str, labels: int | None, start: str, upload: str | None,
@@ -150,25 +151,51 @@ def _start_config(registry: Registry, model: str, task: str, labels: int | None,
     return forms.finetune_config(model, task, labels, start, upload, owner, stamp=stamp)
 
 
-def _take_slot(registry: Registry, config, owner: str | None, turn) -> Iterator[Outputs]:
-    """Wait in line for the training slot (showing the place in line) on the experiment's `turn`; the started job,
-    or None if the visitor left the line."""
-    job = None
-    for update in registry.slot.run_in_line(config, owner, turn=turn):
-        if isinstance(update, str):
-            yield {"ft_status": update, "ft_stop": STOP_ACTIVE}
-        else:
-            job = update
+def follow(registry: Registry, ticket: Ticket, owner: str | None) -> Iterator[Outputs]:
+    """An experiment's place in line, then each run's curves as it trains, then the gap in a sentence."""
+    configs, finished = ticket.configs, {}
+    for number, start in enumerate(configs, start=1):
+        job = yield from _wait_for_run(registry, ticket, number)
+        if job is None:
+            yield {"ft_status": "You left the line: the experiment stopped.", "ft_stop": STOP_IDLE,
+                   "ft_start": START_IDLE}
+            if ticket.error:
+                raise ValueError(ticket.error)
+            return
+        yield from _follow(ticket, job, finished, start, f"Run {number} of {len(configs)}, {plots.STARTS[start]}",
+                           len(configs) - number)
+        job.thread.join(timeout=10)
+        finished[start] = list(job.records)
+        if job.done.get("reason") == "error":
+            yield {"ft_stop": STOP_IDLE, "ft_start": START_IDLE}
+            raise ValueError(f"the {plots.STARTS[start]} run failed: {job.done.get('message')}")
+        if job.done.get("reason") != "finished":
+            yield {"ft_status": text.job_status(job) + " The experiment stopped here.", "ft_stop": STOP_IDLE,
+                   "ft_start": START_IDLE,
+                   "ft_curves": plots.finetune_figure(finished, _chance(finished.get("pretrained", [])))}
+            return
+    yield _ended(registry, configs["pretrained"].model, configs, finished, owner)
+
+
+def _wait_for_run(registry: Registry, ticket: Ticket, number: int) -> Iterator[Outputs]:
+    """The place in line until the experiment's `number`th run starts; that run, or None if it never will (the
+    visitor left the line, or a run could not start)."""
+    while (job := ticket.wait_for_run(number, timeout=WAIT_POLL_S)) is None and not ticket.ended.is_set():
+        ticket.followed()
+        yield {"ft_status": registry.slot.waiting_text(ticket) or "Starting the next run…", "ft_stop": STOP_ACTIVE,
+               "ft_start": START_BUSY}
     return job
 
 
-def _follow(job: TrainingJob, finished: dict[str, list[Record]], start: str, title: str, rest: int
-            ) -> Iterator[Outputs]:
+def _follow(ticket: Ticket, job: TrainingJob, finished: dict[str, list[Record]], start: str, title: str,
+            rest: int) -> Iterator[Outputs]:
     """The status line and the chart (the finished runs' curves and this one's) about once a second; `rest` runs
     of the experiment come after this one."""
     seen, last = 0, 0.0
-    yield {"ft_status": f"{title}: {text.job_status(job)}", "ft_stop": STOP_ACTIVE, "ft_verdict": ""}
+    yield {"ft_status": f"{title}: {text.job_status(job)}", "ft_stop": STOP_ACTIVE, "ft_start": START_BUSY,
+           "ft_verdict": ""}
     while job.done is None:
+        ticket.followed()
         seen += len(job.wait(seen, timeout=UPDATE_EVERY_S / 2))
         if job.done is None and time.monotonic() - last >= UPDATE_EVERY_S:
             last = time.monotonic()
@@ -192,7 +219,7 @@ def _ended(registry: Registry, model: str, configs: dict, finished: dict[str, li
     runs = f"{len(configs)} runs of {pretrained.steps} steps each" if len(configs) > 1 else \
         f"1 run of {pretrained.steps} steps"
     return {"ft_status": f"{status}: {runs}. The fine-tuned model is saved as {newest}: try it below.",
-            "ft_stop": STOP_IDLE, "ft_curves": plots.finetune_figure(finished, _chance(finished["pretrained"])),
+            "ft_stop": STOP_IDLE, "ft_start": START_IDLE, "ft_curves": plots.finetune_figure(finished, _chance(finished["pretrained"])),
             "ft_verdict": text.verdict(finished, pretrained.train_examples, pretrained.outside),
             "ft_counts": label_counts(registry, model, pretrained.task, owner)["ft_counts"],
             "ft_changes": plots.layer_change_figure(layer_changes(configs)),
@@ -347,15 +374,9 @@ def _chance(records: list[Record]) -> float | None:
     return next((r["majority"] for r in records if r.get("kind") == "val" and "majority" in r), None)
 
 
-@contextmanager
-def _labelled_copy(upload: str | None) -> Iterator[str | None]:
-    """The visitor's labelled file copied under a name of ours for the experiment's runs, deleted when it ends
-    (a killed app's copies are swept when it starts again)."""
+def _labelled_copy(upload: str | None) -> Path | None:
+    """The visitor's labelled file copied under a name of ours for the experiment's runs, deleted when the
+    experiment ends (a killed app's copies are swept when it starts again)."""
     if not upload:
-        yield None
-        return
-    copy = private_copy(Path(upload), f"labelled{Path(upload).suffix.lower()}", backend().labelled.MAX_FILE_BYTES)
-    try:
-        yield str(copy)
-    finally:
-        discard(copy)
+        return None
+    return private_copy(Path(upload), f"labelled{Path(upload).suffix.lower()}", backend().labelled.MAX_FILE_BYTES)
