@@ -414,11 +414,18 @@ def test_on_a_phone_every_tab_is_one_tap_away(app, chrome):
     page.close()
 
 
-def test_the_train_tabs_buttons_and_status_are_in_view_when_it_opens(app, chrome):
-    page = chrome.new_page(viewport={"width": 1400, "height": 900})
+@pytest.mark.parametrize("width", [1400, 390])
+def test_the_train_tabs_buttons_stay_buttons_and_the_status_a_line_in_view_when_it_opens(app, chrome, width):
+    height = 900 if width > 400 else 844
+    page = chrome.new_page(viewport={"width": width, "height": height})
     page.goto(app["url"])
     open_train_tab(page)
-    for selector in ("#start", "#stop", "#status"):
-        box = page.locator(selector).bounding_box()
-        assert box is not None and box["y"] + box["height"] <= 900, selector  # no scrolling to press Start
+    boxes = {selector: page.locator(selector).bounding_box() for selector in ("#start", "#stop", "#status")}
+    for selector in ("#start", "#stop"):
+        assert boxes[selector]["y"] + boxes[selector]["height"] <= height, selector  # no scrolling to press Start
+    assert boxes["#status"]["y"] + (boxes["#status"]["height"] if width > 400 else 40) <= height  # a phone: begun
+    assert boxes["#start"]["height"] <= 80 and boxes["#stop"]["height"] <= 80, boxes  # 520 px tall on a phone
+    assert boxes["#status"]["width"] >= 250, boxes  # 55 px wide on a phone: "traini / ng"
+    assert page.evaluate(BROKEN_WORDS, "#status") == []
+    shoot(page, f"train-controls-{width}")
     page.close()

@@ -37,6 +37,8 @@ KEY_STORAGE = "bert-demo-visitor"  # where a browser keeps its visitor key (visi
 ANALYTICS_EVERY = 50  # events between gradio's summaries of request times (its default: 1)
 CSS = """
 #status { min-height: 2.2em; }
+#train-controls { align-items: center; }  /* the buttons keep their own height beside a long status */
+#train-controls > #status { flex: 1 1 250px !important; min-width: min(250px, 100%) !important; }  /* or wraps */
 #status p { font-size: 1.05em; margin: 0.2em 0; }
 #model-summary p { margin: 0.45em 0 0 0; color: var(--body-text-color-subdued); }
 .tab-links button { max-width: 16em; }

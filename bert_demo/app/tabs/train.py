@@ -37,7 +37,7 @@ def layout(registry: Registry) -> Components:
     """The run's settings and buttons (left), its live charts, probe and held-out guesses (right)."""
     caps = registry.caps
     with gr.Tab("Train", id="train", elem_id="tab-train"):
-        with gr.Row(equal_height=True, elem_id="train-controls"):  # the buttons beside what they start: in view
+        with gr.Row(elem_id="train-controls"):  # the buttons and the status in view; on a phone the status wraps
             c = {"start": gr.Button("Start training", variant="primary", elem_id="start", scale=1, min_width=150),
                  "stop": gr.Button("Stop", variant="secondary", elem_id="stop", interactive=False, scale=0,
                                    min_width=90),
