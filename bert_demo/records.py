@@ -16,6 +16,14 @@ class StatusRecord(TypedDict):
     step: NotRequired[int]
 
 
+class CheckRecord(TypedDict):
+    """A validation begins: the run checks itself on held-out examples until its "val" record comes."""
+
+    kind: Literal["check"]
+    step: int
+    elapsed: float
+
+
 class TrainRecord(TypedDict):
     """Training metrics averaged over the steps since the last one."""
 
@@ -85,4 +93,4 @@ class DoneRecord(TypedDict):
     message: str | None
 
 
-Record = StatusRecord | TrainRecord | ValRecord | ProbeRecord | ReadoutRecord | DoneRecord
+Record = StatusRecord | CheckRecord | TrainRecord | ValRecord | ProbeRecord | ReadoutRecord | DoneRecord

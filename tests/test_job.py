@@ -3,6 +3,8 @@ happens, and gives its model back once over (test_slot.py: the line that starts 
 from __future__ import annotations
 
 import json
+import queue
+import time
 from pathlib import Path
 
 import pytest
@@ -95,3 +97,46 @@ def test_an_ended_run_is_no_longer_live_and_on_a_gpu_gives_its_model_back(roots,
             registry.catalog.resolve(LIVE)
         assert LIVE not in [e.name for e in registry.catalog.list_models()]
     assert registry.slot.job.trainer.model is None and emptied == [True]
+
+
+class _Scripted(_EndedTrainer):
+    """A run whose records the test hands it one at a time."""
+
+    def __init__(self, out: Path, steps: int, eval_every: int):
+        super().__init__("cpu", out)
+        self.config.steps, self.config.eval_every = steps, eval_every
+        self.script: queue.Queue = queue.Queue()
+
+    def run(self):
+        while (record := self.script.get(timeout=30)) is not None:
+            yield record
+        yield from super().run()
+
+
+def test_the_clock_keeps_counting_down_while_the_run_checks_itself_and_counts_the_checks_to_come_apart(tmp_path):
+    trainer = _Scripted(tmp_path / "run", steps=100, eval_every=20)
+    job = TrainingJob(trainer, "scripted")
+    job.start()
+
+    def arrive(*records):
+        for record in records:
+            trainer.script.put(record)
+        while len(job.records) < arrive.sent + len(records):
+            time.sleep(0.01)
+        arrive.sent += len(records)
+
+    arrive.sent = 0
+    train = {"kind": "train", "tokens_per_s": 100.0}
+    arrive({**train, "step": 10, "elapsed": 10.0}, {**train, "step": 20, "elapsed": 20.0},  # 1 s a step
+           {"kind": "check", "step": 20, "elapsed": 20.0})
+    before, status = job.seconds_left, job_status(job)
+    assert status.endswith("· checking on held-out sentences…") and "5 checks on held-out sentences, not timed yet" \
+        in status  # the one under way, and those at steps 40, 60, 80 and 100
+    time.sleep(0.3)
+    assert job.seconds_left < before  # it sat still for 40-60 s at each check (issue 50)
+    arrive({"kind": "val", "step": 20, "elapsed": 50.0}, {**train, "step": 30, "elapsed": 60.0})  # a 30 s check
+    assert job.pace() == (1.0, 30.0, 4)  # the check's 30 s are not in the steps' pace
+    assert 70 * 1.0 + 4 * 30.0 - 1 < job.seconds_left <= 70 * 1.0 + 4 * 30.0
+    assert "not timed yet" not in job_status(job) and "checking" not in job_status(job)
+    trainer.script.put(None)
+    job.thread.join(timeout=10)

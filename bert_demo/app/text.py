@@ -93,10 +93,16 @@ def job_status(job: TrainingJob) -> str:
     prefix = f"Continuing {Path(source).name} · " if source else ""  # domain adaptation, said on every line
     step = max(job.trainer.step, last["step"])  # the step it is on now, not the last one it logged
     line = f"{prefix}Step {step}/{total} · {last['tokens_per_s']:,.0f} tokens/s · {clock(elapsed)} elapsed"
-    if job.records[-1].get("kind") == "status":  # a phase after the steps, such as a fine-tuning run's scoring
-        return f"{line} · {job.records[-1]['message']}…"
-    if job.seconds_left is not None:
-        line += f" · about {clock(job.seconds_left)} left"
+    left, pace = job.seconds_left, job.pace()
+    if left is not None:
+        line += f" · about {clock(left)} left"
+        if pace[1] is None and pace[2]:  # no check has ended yet: its time is not known
+            line += f" and {pace[2]} check{'s' if pace[2] > 1 else ''} on held-out sentences, not timed yet"
+    latest = job.records[-1]
+    if latest.get("kind") == "status":  # a phase after the steps, such as a fine-tuning run's scoring
+        return f"{line} · {latest['message']}…"
+    if latest.get("kind") == "check":
+        return f"{line} · checking on held-out sentences…"
     return line
 
 
