@@ -130,6 +130,7 @@ def test_a_reload_finds_your_run_training_as_yours_and_stop_stops_it_while_anoth
     web.wait_for_function("document.querySelector('#stop').disabled === false")
     assert web.locator("#start").is_disabled() and registry.slot.job is job and job.running
     assert trace_length(web, "loss-plot") > 0  # its charts are drawn again
+    wait_text(web, "#probe", "(the next at step")  # the probe says when its guesses change
     other = chrome.new_page(viewport={"width": 390, "height": 844})  # another browser, on a phone
     other.set_default_timeout(TIMEOUT_MS)
     other.goto(app["url"])

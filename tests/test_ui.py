@@ -9,6 +9,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import gradio as gr
 import pytest
@@ -16,13 +17,14 @@ from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 
 from bert_demo.app import header, text
+from bert_demo.app.job import TrainingJob
 from bert_demo.app.registry import Registry
 from bert_demo.app.tabs import attention, embeddings, fill, nsp, train
 from bert_demo.app.tabs.attention import VIEW_AVERAGE, VIEW_HEAD, VIEW_ROLLOUT
 from bert_demo.app.ui import ANALYTICS_EVERY
 from bert_demo.app.uploads import UPLOAD_PREFIX
 from bert_demo.config import PRESETS, read_metadata
-from bert_demo.train_config import APP_FINETUNE
+from bert_demo.train_config import APP_FINETUNE, TrainConfig
 
 MODEL = "checkpoints/tiny-test"
 
@@ -477,3 +479,12 @@ def test_head_importance_of_a_pair_draws_one_map_for_the_judgement(make_checkpoi
     assert len(figure.data) == 1 and figure.layout.annotations[0].text == "B follows A"
     with pytest.raises(Exception, match="(?i)sentence B is empty"):
         nsp.pair_importance(registry, MODEL, "the cat sat.", " ")
+
+
+def test_the_probe_says_at_which_step_its_guesses_change_next(registry):
+    trainer = SimpleNamespace(config=TrainConfig(corpus="wiki", steps=1000, eval_every=167), step=132, model=None)
+    job = TrainingJob(trainer, "run")
+    job.records += [{"kind": "probe", "step": 0, "text": "the [MASK] sat.", "predictions": [("cat", 0.5)]},
+                    {"kind": "train", "step": 132, "tokens_per_s": 900.0, "elapsed": 40.0}]
+    label = train.training_outputs(registry, job, None)["probe"].label
+    assert label == "Step 0: guesses for “the [MASK] sat.” (the next at step 167)"  # not stuck at step 0

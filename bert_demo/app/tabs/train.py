@@ -241,7 +241,8 @@ def training_outputs(registry: Registry, job: TrainingJob, owner: str | None, fi
         outputs["probe"] = gr.Label(value=None, label=f"Probe at step {probe['step']}: {probe['error']}")
     elif probe is not None:
         outputs["probe"] = gr.Label(value=dict(probe["predictions"]),
-                                    label=f"Step {probe['step']}: guesses for “{probe['text']}”")
+                                    label=f"Step {probe['step']}: guesses for “{probe['text']}”"
+                                          f"{'' if final else _next_probe(job.trainer.config, probe['step'])}")
     readout = next((r for r in reversed(job.records) if r.get("kind") == "readout"), None)
     if readout is not None:
         outputs["readout"] = (text.memorising_note(job.records) + (text.nsp_chance_note(job.records) if final else "")
@@ -254,6 +255,13 @@ def training_outputs(registry: Registry, job: TrainingJob, owner: str | None, fi
         outputs["model"] = outputs["compare_runs"] = gr.Dropdown(choices=registry.catalog.choices(owner))
         outputs["stop"], outputs["start"] = STOP_IDLE, START_IDLE
     return outputs
+
+
+def _next_probe(config, step: int) -> str:
+    """When the probe's guesses change next: at the next check on held-out sentences (they stayed "Step 0" for
+    150 steps, and looked stuck)."""
+    upcoming = min(config.steps, (step // config.eval_every + 1) * config.eval_every)
+    return f" (the next at step {upcoming:,})" if upcoming > step else ""
 
 
 @friendly
