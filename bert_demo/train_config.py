@@ -23,6 +23,7 @@ INITS = ("pretrained", "random", "frozen")  # how a fine-tuning run starts
 STARTS = {"pretrained": "pre-trained", "random": "random weights", "frozen": "frozen encoder",
           "well-read": "Google's BERT-Mini"}
 MACHINES = ("cpu", "gpu")
+VAL_BATCH_SIZE = 32  # sequences in each of a pre-training run's validation batches (`eval_batches` of them)
 
 
 def setting(default: Any, help: str, *, label: str | None = None, low: float | None = None,
@@ -134,7 +135,7 @@ class TrainConfig(RunConfig):
                                    label="short-sequence steps", low=0)
     val_fraction: float = setting(0.05, "share of documents held out for validation", label="validation share",
                                   low=0.01, high=0.49)
-    eval_batches: int = setting(8, "validation batches of 32", low=1, high=10_000)
+    eval_batches: int = setting(8, f"validation batches of {VAL_BATCH_SIZE}", low=1, high=10_000)
     tokenizer: str | None = setting(None, "reuse the tokenizer of this checkpoint folder")
     init_from: str | None = setting(None, "start from this checkpoint folder's weights and tokenizer instead of "
                                           "random ones: continued pre-training on a new corpus (domain adaptation); "

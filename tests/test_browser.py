@@ -345,6 +345,8 @@ def test_the_fine_tune_tab_trains_both_starts_then_classifies_with_coloured_word
     web.locator("#ft-upload input[type=file]").set_input_files(str(labelled))
     wait_text(web, "#ft-upload", "mine.jsonl")
     web.get_by_label("100", exact=True).check()
+    wait_text(web, "#ft-estimate", "The experiment: about")  # the uploaded file's 2 runs, timed here now
+    wait_text(web, "#ft-estimate", "2 runs of 6 steps")
     web.click("#ft-start")
     wait_text(web, "#ft-status", "Run 1 of 2")
     assert web.locator("#ft-stop").is_enabled()
@@ -421,6 +423,8 @@ def test_the_train_tabs_buttons_stay_buttons_and_the_status_a_line_in_view_when_
     page = chrome.new_page(viewport={"width": width, "height": height})
     page.goto(app["url"])
     open_train_tab(page)
+    wait_text(page, "#train-estimate", "This run: about")  # timed on this machine before anyone starts
+    assert "on this machine now" in page.locator("#train-estimate").inner_text()
     boxes = {selector: page.locator(selector).bounding_box() for selector in ("#start", "#stop", "#status")}
     for selector in ("#start", "#stop"):
         assert boxes[selector]["y"] + boxes[selector]["height"] <= height, selector  # no scrolling to press Start

@@ -20,8 +20,8 @@ _LOADED: SimpleNamespace | None = None
 
 
 def backend() -> SimpleNamespace:
-    """The modules the app calls: torch, attribution, checkpoint, evaluate, inference, labelled, neighbours,
-    pretraining_data, timeline, trainer, weight_change."""
+    """The modules the app calls: torch, attribution, checkpoint, evaluate, inference, labelled, model, neighbours,
+    pretraining_data, runtime, timeline, trainer, weight_change."""
     global _LOADED
     if _LOADED is None:
         with _IMPORTING:
@@ -34,8 +34,10 @@ def backend() -> SimpleNamespace:
                     evaluate,
                     inference,
                     labelled,
+                    model,
                     neighbours,
                     pretraining_data,
+                    runtime,
                     timeline,
                     trainer,
                     weight_change,
@@ -47,9 +49,9 @@ def backend() -> SimpleNamespace:
                 threading.Thread(target=_trim_heap, name="trim-heap", daemon=True).start()
 
                 _LOADED = SimpleNamespace(torch=torch, attribution=attribution, checkpoint=checkpoint,
-                                          evaluate=evaluate, inference=inference, labelled=labelled,
-                                          neighbours=neighbours,
-                                          pretraining_data=pretraining_data, timeline=timeline, trainer=trainer,
+                                          evaluate=evaluate, inference=inference, labelled=labelled, model=model,
+                                          neighbours=neighbours, pretraining_data=pretraining_data, runtime=runtime,
+                                          timeline=timeline, trainer=trainer,
                                           weight_change=weight_change)
     return _LOADED
 

@@ -15,6 +15,7 @@ from bert_demo.train_config import APP_FINETUNE
 if TYPE_CHECKING:
     from bert_demo.app.forms import Caps
     from bert_demo.app.job import TrainingJob
+    from bert_demo.app.pace import Pace
 
 INTRO = """# BERT, from scratch
 A small BERT, built and pre-trained by this project on a few million words of English. Below, it already fills in
@@ -106,6 +107,17 @@ def job_status(job: TrainingJob) -> str:
     return line
 
 
+def estimate_text(what: str, seconds: float, parts: str, pace: Pace, slot_busy: bool, after: str = "") -> str:
+    """How long `what` ("This run", "The experiment") would take here now, from a pace measured just now (`parts`:
+    what the time is made of; `after`: what comes on top, untimed), and whether the machine is busy."""
+    line = f"**{what}: about {duration(seconds)} on this machine now**: {parts}, timed here just now{after}."
+    if pace.busy:
+        why = "a run of ours is training" if slot_busy else "other programs are running"
+        line += (f" The machine is busy ({why}: the timing got {pace.share:.0%} of its {pace.threads} "
+                 f"core{'s' if pace.threads > 1 else ''}' time): on a quiet one this is faster.")
+    return f"<small>{line}</small>"
+
+
 def model_markdown(info: dict[str, Any]) -> str:
     """The Model tab's facts: configuration, size, device, training data and last metrics."""
     c = info["config"]
@@ -174,6 +186,11 @@ def duration(seconds: float) -> str:
         return f"{seconds:.0f} s"
     minutes = round(seconds / 60)
     return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
+
+
+def seconds(value: float) -> str:
+    """A step's time: 0.17 s, 2.9 s."""
+    return f"{value:.2f} s" if value < 1 else f"{value:.1f} s"
 
 
 def corpus_name(corpus: str) -> str:

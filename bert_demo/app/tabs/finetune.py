@@ -25,18 +25,21 @@ from bert_demo.app.handlers import Components, Outputs, friendly
 from bert_demo.app.job import TrainingJob
 from bert_demo.app.registry import Registry
 from bert_demo.app.tabs import classifier, train
-from bert_demo.app.folders import describe
+from bert_demo.app.pace import checks as count_checks
+from bert_demo.app.pace import pace, rounded_up
 from bert_demo.app.tabs.classifier import default_classifier, start_of
 from bert_demo.app.slot import WAIT_POLL_S, Ticket
 from bert_demo.app.tabs.train import START_BUSY, START_IDLE, STOP_ACTIVE, STOP_IDLE, UPDATE_EVERY_S
 from bert_demo.app.text import WELL_READ
 from bert_demo.app.uploads import discard, private_copy
-from bert_demo.config import WEIGHTS_NAME, read_metadata
+from bert_demo.config import PRESETS, WEIGHTS_NAME, read_config, read_metadata
 from bert_demo.labelled import FILE_TYPES, TASKS
 from bert_demo.records import Record
 from bert_demo.train_config import APP_FINETUNE, FinetuneConfig
 
 ALL = "all"
+WELL_READ_SHAPE, WELL_READ_VOCAB = "mini", 30_522  # Google's BERT-Mini: our mini's shape, BERT's vocabulary
+PIECES_PER_WORD = 1.3  # word pieces a word of English prose makes, about
 LABEL_CHOICES = [str(n) if n else ALL for n in APP_FINETUNE["label_counts"]]  # what the radio offers
 COMPARISONS = {"random": "the same architecture from random weights", "frozen": "the selected model, encoder frozen",
                WELL_READ: f"Google's BERT-Mini, which read {APP_FINETUNE['well_read_words']} words (from the "
@@ -72,7 +75,7 @@ def layout(registry: Registry) -> Components:
                 with gr.Row():
                     c["ft_start"] = gr.Button("Fine-tune and compare", variant="primary", elem_id="ft-start")
                     c["ft_stop"] = gr.Button("Stop", variant="secondary", elem_id="ft-stop", interactive=False)
-                c["ft_estimate"] = gr.Markdown(_time_note(registry, None), elem_id="ft-estimate")
+                c["ft_estimate"] = gr.Markdown(elem_id="ft-estimate")
             with gr.Column(scale=2):
                 c["ft_status"] = gr.Markdown(text.FINETUNE_IDLE, elem_id="ft-status")
                 c["ft_curves"] = gr.Plot(plots.empty_figure("Accuracy, live while fine-tuning"),
@@ -101,7 +104,10 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
                         show_progress="minimal", show_progress_on=[c["ft_status"]])
     c["ft_stop"].click(bound(stop), None, c["ft_status"], api_visibility="private", queue=False)
     gr.on([c["ft_tab"].select, c["ft_task"].change], bound(opened), [c["model"], c["ft_task"], c["ft_classifier"]],
-          [c["ft_counts"], c["ft_classifier"], c["ft_estimate"]], api_visibility="private")
+          [c["ft_counts"], c["ft_classifier"]], api_visibility="private")
+    form = [c[name] for name in ("ft_task", "ft_upload", "ft_labels", "ft_compare")]
+    gr.on([c["ft_tab"].select, *(setting.change for setting in form)], bound(estimate), [c["model"], *form],
+          c["ft_estimate"], api_visibility="private", trigger_mode="always_last", show_progress="hidden")
     c["page"].load(bound(reopened), None, outputs, api_visibility="private", concurrency_limit=None,
                    show_progress="minimal", show_progress_on=[c["ft_status"]])  # what a reload would otherwise lose
 
@@ -219,7 +225,8 @@ def _ended(registry: Registry, model: str, configs: dict, finished: dict[str, li
     runs = f"{len(configs)} runs of {pretrained.steps} steps each" if len(configs) > 1 else \
         f"1 run of {pretrained.steps} steps"
     return {"ft_status": f"{status}: {runs}. The fine-tuned model is saved as {newest}: try it below.",
-            "ft_stop": STOP_IDLE, "ft_start": START_IDLE, "ft_curves": plots.finetune_figure(finished, _chance(finished["pretrained"])),
+            "ft_stop": STOP_IDLE, "ft_start": START_IDLE,
+            "ft_curves": plots.finetune_figure(finished, _chance(finished["pretrained"])),
             "ft_verdict": text.verdict(finished, pretrained.train_examples, pretrained.outside),
             "ft_counts": label_counts(registry, model, pretrained.task, owner)["ft_counts"],
             "ft_changes": plots.layer_change_figure(layer_changes(configs)),
@@ -329,27 +336,58 @@ def stop(registry: Registry, owner: str | None) -> Outputs:
 @friendly
 def opened(registry: Registry, model: str | None, task: str | None, chosen: str | None,
            owner: str | None = None) -> Outputs:
-    """When the tab opens or the task changes: the label-count chart for this model and task, the fine-tuned
-    models this visitor may ask (the one chosen stays chosen), and how long runs took here."""
+    """When the tab opens or the task changes: the label-count chart for this model and task, and the fine-tuned
+    models this visitor may ask (the one chosen stays chosen)."""
     choices = registry.catalog.classifier_choices(owner)
     names = [name for _, name in choices]
     counts = label_counts(registry, model, task, owner) if model and task else {"ft_counts": gr.skip()}
     return {**counts, "ft_classifier": gr.Dropdown(choices=choices, value=chosen if chosen in names else
-                                                   default_classifier(registry, owner)),
-            "ft_estimate": _time_note(registry, owner)}
+                                                   default_classifier(registry, owner))}
 
 
-def _time_note(registry: Registry, owner: str | None) -> str:
-    """How long the experiment's runs take, as the latest ones here took (measured on this machine, under whatever
-    load it had), or that the first one will tell."""
-    took = [float(read_metadata(e.folder).get("elapsed", 0.0)) for e in registry.catalog.list_models(owner)
-            if e.folder is not None and e.name.startswith("runs/") and describe(e.folder)][:4]
-    budget = (f"Each run: {APP_FINETUNE['epochs']} passes over the labelled sentences, at most "
-              f"{APP_FINETUNE['max_steps']} steps of 32. Runs share the training slot with the Train tab")
-    if not took:
-        return f"<small>{budget}; the first experiment here shows how long one takes.</small>"
-    return (f"<small>{budget}. The latest runs here took {', '.join(text.clock(t) for t in took)}: an experiment "
-            "takes that for each start.</small>")
+def estimate(registry: Registry, model: str | None, task: str | None, upload: str | None, labels: str,
+             compare: list[str] | None = None, owner: str | None = None) -> Outputs:
+    """How long the experiment the form describes would take on this machine now, its runs timed before the visitor
+    starts it (`pace`), whether the machine is busy, and how long the latest fine-tuning runs here took, each named
+    by its start. Settings that are not allowed get no estimate: Start says why."""
+    latest = _latest_runs(registry, owner)
+    try:
+        starts = ["pretrained", *_comparisons(compare)]
+        config = registry.forms.finetune_config(model, task, _label_count(labels), "pretrained", upload, owner)
+        data = backend().labelled.load_file(upload) if upload else backend().labelled.load_task(task)
+        shape = read_config(Path(config.model))
+    except ValueError:
+        return {"ft_estimate": f"<small>{latest}</small>" if latest else ""}
+    length = min(config.max_seq_len, _typical_length(data["train"]))
+    validation, checks = len(data["validation"]), count_checks(config.steps, config.eval_every)
+    paces = [pace(PRESETS[WELL_READ_SHAPE].with_vocab(WELL_READ_VOCAB) if start == WELL_READ else shape,
+                  config.batch_size, length, config.precision, config.device, classifier=True) for start in starts]
+    seconds = sum(measured.seconds(config.steps, checks, validation) for measured in paces)
+    runs = f"{len(starts)} runs" if len(starts) > 1 else "1 run"
+    parts = (f"{runs} of {config.steps} steps at {text.seconds(paces[0].step_s)} each and {checks} checks on "
+             f"{validation:,} held-out sentences")
+    job = registry.slot.job
+    line = text.estimate_text("The experiment", seconds, parts, paces[0], job is not None and job.running,
+                              after=", after loading each model")
+    return {"ft_estimate": line + (f"<br><small>{latest}</small>" if latest else "")}
+
+
+def _typical_length(train) -> int:
+    """A training batch's length in tokens, about: the mean example's words (both sentences), as word pieces."""
+    words = [len(str(a).split()) + len(str(b or "").split()) for a, b in zip(train["text"], train["text_b"])]
+    return rounded_up(PIECES_PER_WORD * sum(words) / max(len(words), 1) + 3)  # [CLS] and the [SEP]s
+
+
+def _latest_runs(registry: Registry, owner: str | None) -> str:
+    """How long the latest fine-tuning runs here took, each named by its start, or ""."""
+    took = []
+    for entry in registry.catalog.list_models(owner):
+        metadata = read_metadata(entry.folder) if entry.folder is not None and entry.name.startswith("runs/") else {}
+        config = metadata.get("train_config") or {}
+        if "task" in config and metadata.get("elapsed"):
+            start = start_of(config, Path(config["model"]).resolve()) or config.get("init")
+            took.append(f"{text.clock(float(metadata['elapsed']))} ({plots.STARTS.get(start, start)})")
+    return f"The latest fine-tuning runs here took {', '.join(took[:4])}." if took else ""
 
 
 def _comparisons(compare: list[str] | None) -> list[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import gradio as gr
 
@@ -16,9 +17,11 @@ from bert_demo.app.job import TrainingJob
 from bert_demo.app.registry import Registry
 from bert_demo.app.slot import BUSY_MARK, WAIT_POLL_S, Ticket
 from bert_demo.app.uploads import discard, private_text
-from bert_demo.config import read_metadata
+from bert_demo.app.pace import checks as count_checks
+from bert_demo.app.pace import pace
+from bert_demo.config import PRESETS, read_config, read_metadata
 from bert_demo.sources import APP_SOURCES
-from bert_demo.train_config import APP_RUN, default, label
+from bert_demo.train_config import APP_RUN, VAL_BATCH_SIZE, default, label
 
 MAX_COMPARED = 8  # runs on one comparison chart
 UPDATE_EVERY_S = 1.0  # how often the training stream sends new charts
@@ -36,13 +39,14 @@ UPLOADED, TYPED = "the uploaded file", "the typed text"  # how the registry's re
 def layout(registry: Registry) -> Components:
     """The run's settings and buttons (left), its live charts, probe and held-out guesses (right)."""
     caps = registry.caps
-    with gr.Tab("Train", id="train", elem_id="tab-train"):
+    with gr.Tab("Train", id="train", elem_id="tab-train") as tab:
         with gr.Row(elem_id="train-controls"):  # the buttons and the status in view; on a phone the status wraps
             c = {"start": gr.Button("Start training", variant="primary", elem_id="start", scale=1, min_width=150),
                  "stop": gr.Button("Stop", variant="secondary", elem_id="stop", interactive=False, scale=0,
                                    min_width=90),
                  "status": gr.Markdown(text.TRAIN_IDLE, elem_id="status")}
         c["slot_watch"] = gr.Timer(WATCH_EVERY_S, active=False)  # while someone else's run has the slot
+        c["estimate"], c["train_tab"] = gr.Markdown(elem_id="train-estimate"), tab
         with gr.Row():
             with gr.Column(scale=1, min_width=300):
                 c.update(_form(caps))
@@ -129,6 +133,9 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
     c["start"].click(bound(train), inputs, outputs, api_name="train", concurrency_limit=None, trigger_mode="once",
                      show_progress="minimal", show_progress_on=[c["status"]])
     c["stop"].click(bound(stop), None, c["status"], api_visibility="private", queue=False)
+    form = [c[name] for name in ("preset", "steps", "batch_size", "seq_len", "vocab_size", "start_from")]
+    gr.on([c["train_tab"].select, *(setting.change for setting in form)], bound(estimate), [*form, c["model"]],
+          c["estimate"], api_visibility="private", trigger_mode="always_last", show_progress="hidden")
     c["compare_button"].click(bound(compare_runs), [c["compare_runs"], c["compare_x"]], c["compare_runs_plot"],
                               api_name="compare_runs")
     c["page"].load(bound(reopened), None, [*outputs, c["slot_watch"]], api_visibility="private",
@@ -155,6 +162,28 @@ def train(registry: Registry, corpus: list[str], upload: str | None, preset: str
                                     init_from=model_name if start == START_CONTINUE else None, share=bool(share),
                                     owner=owner)
     yield from follow(registry, ticket, owner)
+
+
+def estimate(registry: Registry, preset: str, steps: float, batch_size: float, seq_len: float, vocab_size: float,
+             start: str = START_RANDOM, model_name: str | None = None, owner: str | None = None) -> Outputs:
+    """How long the run the form describes would take on this machine now, timed before the visitor starts it
+    (`pace`), and whether the machine is busy. Settings that are not allowed get no estimate: Start says why."""
+    try:
+        config = registry.forms.train_config(preset=preset, steps=steps, batch_size=batch_size, seq_len=seq_len,
+                                             vocab_size=vocab_size, viewer=owner,
+                                             init_from=model_name if start == START_CONTINUE else None)
+    except ValueError:
+        return {"estimate": ""}
+    shape = (read_config(Path(config.init_from)) if config.init_from
+             else PRESETS[config.preset].with_vocab(config.vocab_size))
+    measured = pace(shape, config.batch_size, config.seq_len, config.precision, config.device)
+    checks = count_checks(config.steps, config.eval_every)
+    seconds = measured.seconds(config.steps, checks, config.eval_batches * VAL_BATCH_SIZE)
+    parts = (f"{config.steps:,} steps at {text.seconds(measured.step_s)} each and {checks} check"
+             f"{'s' if checks > 1 else ''} on held-out sentences")
+    job = registry.slot.job
+    return {"estimate": text.estimate_text("This run", seconds, parts, measured, job is not None and job.running,
+                                           after=", after reading the text")}
 
 
 @friendly
