@@ -104,7 +104,7 @@ def wire(handler: Callable, registry: Registry, components: Components, admissio
     yields) keeps its own line in the registry."""
     parameters = [p.replace(default=inspect.Parameter.empty)  # gradio passes every input: no defaults needed
                   for p in list(inspect.signature(handler).parameters.values())[1:]]  # without the registry
-    owner = parameters[-1].name == "owner"
+    owner = bool(parameters) and parameters[-1].name == "owner"
     parameters = parameters[:-1] if owner else parameters
     if owner:  # the event's last input, added once every event is wired (an API caller sends none)
         parameters.append(inspect.Parameter("key", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None))
