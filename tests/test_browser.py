@@ -330,9 +330,36 @@ def test_continuing_the_selected_model_is_labelled_as_such(app, web):
     shoot(web, "train-continued")
 
 
+@pytest.mark.parametrize("width", [1400, 390])
+def test_a_refused_question_gets_one_message_and_leaves_no_answer_to_another_question_under_it(app, chrome, width):
+    page = chrome.new_page(viewport={"width": width, "height": 900 if width > 400 else 844})
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(app["url"])
+    page.wait_for_selector("#fill-label-0 :text('%')")
+    page.get_by_role("tab", name="Embeddings").click()
+    page.fill("#emb-word textarea", "cat")
+    page.click("#emb-button")
+    wait_text(page, "#neighbours-caption", "Nearest tokens to “cat”")
+    page.fill("#emb-word textarea", "xylophonists")  # not one token of the model's vocabulary
+    page.click("#emb-button")
+    page.locator(".toast-body").first.wait_for()
+    page.wait_for_function("!document.querySelector('#neighbours-caption').innerText.includes('cat')")
+    assert "cat" not in page.locator("#neighbours-table").inner_text()  # issue 50: "bank" stayed under "milk"
+    shoot(page, f"embeddings-refused-{width}")
+    page.get_by_role("tab", name="Fine-tune").click()
+    page.click("#ft-button")  # no fine-tuned model yet
+    page.locator(".toast-message-text", has_text="Fine-tune and compare").first.wait_for()
+    time.sleep(1.5)  # the attribution would have been refused by now too
+    said = [t for t in page.locator(".toast-message-text").all_inner_texts() if "Fine-tune and compare" in t]
+    assert len(said) == 1, said  # one message, not two identical ones
+    shoot(page, f"classify-refused-{width}")
+    page.close()
+
+
 def test_the_fine_tune_tab_trains_both_starts_then_classifies_with_coloured_words(app, web, tmp_path, monkeypatch):
     import json
 
+    from bert_demo.app.tabs import finetune
     from bert_demo.train_config import APP_FINETUNE
 
     monkeypatch.setattr("bert_demo.app.forms.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 6})
@@ -360,6 +387,13 @@ def test_the_fine_tune_tab_trains_both_starts_then_classifies_with_coloured_word
     web.wait_for_selector("#ft-label :text('%')")
     wait_text(web, "#ft-words", "happy")
     wait_text(web, "#ft-words", "within")
+    attribution = finetune.backend().attribution
+    slow = attribution.classification
+    monkeypatch.setattr(attribution, "classification", lambda *args: time.sleep(3) or slow(*args))
+    web.fill("#ft-text-a textarea", "the cat was sad.")
+    web.click("#ft-button")
+    web.wait_for_function("!document.querySelector('#ft-words').innerText.includes('happy')", timeout=2_000)
+    wait_text(web, "#ft-words", "sad")  # the last sentence's colours went at once, the new ones came later
     shoot(web, "finetune")
     web.set_viewport_size({"width": 390, "height": 900})
     shoot(web, "finetune-phone")
