@@ -70,29 +70,28 @@ def attention_heatmap(tokens: Sequence[str], weights: Tensor, title: str = "", k
                       top: float | None = None, paired: bool = False) -> go.Figure:
     """One attention map, weights[query, key]: each row is where one token looks. `keys` names the columns when
     they are not the same tokens as the rows (sentence A's attention to sentence B, say). `top` fixes the colour
-    scale's top, so that two maps shown side by side mean the same by the same colour; a `paired` map (half a
-    row, or a phone's width) fills its space, its cells no longer square: the colour bar lies above it and the
-    axes say only "query" and "key"."""
+    scale's top, so that two maps shown side by side mean the same by the same colour. The colour bar lies above
+    the map and the axes say only "query" and "key" (the caption says more), so that on a phone the map, not its
+    frame, has the width; its cells are square, the map at the top of its space, unless it is `paired` (half a
+    row), when it fills its space."""
     keys = tokens if keys is None else keys
     _check(tokens, keys, weights, 2)
     rows, cols = _labels(tokens), _labels(keys)
-    bar = (dict(orientation="h", thickness=10, len=0.9, y=1.0, yanchor="bottom", ypad=4,
-                title=dict(text="weight", side="right")) if paired else dict(title=dict(text="weight"), thickness=12))
+    bar = dict(orientation="h", thickness=10, len=0.9, y=1.0, yanchor="bottom", ypad=4,
+               title=dict(text="weight", side="right"))
     trace = dict(type="heatmap", z=_matrix(weights), x=list(range(len(cols))), y=list(range(len(rows))), zmin=0,
                  zmax=top or colour_top(weights), colorscale=COLORSCALE, text=_hover(rows, cols, weights),
                  hovertemplate="%{text}<extra></extra>", colorbar=bar, xgap=1, ygap=1)
     n = max(len(rows), len(cols))
     axis = dict(tickmode="array", tickfont=dict(size=_tick_font(n)), showgrid=False, zeroline=False, automargin=True)
     side = min(900, max(360, 26 * n + 170))
-    key, query = ("key", "query") if paired else ("key: the token attended to", "query: the token attending")
-    return _figure([trace], title, side + (40 if paired else 0), plot_bgcolor="white",
-                   margin={**MARGIN, "t": 120} if paired else MARGIN,  # the title, then the colour bar
+    return _figure([trace], title, side + 40, plot_bgcolor="white",
+                   margin={**MARGIN, "t": 120},  # the title, then the colour bar
                    xaxis=dict(axis, tickvals=list(range(len(cols))), ticktext=cols, tickangle=-60, constrain="domain",
-                              title=dict(text=key, standoff=12)),
+                              title=dict(text="key", standoff=12)),
                    yaxis=dict(axis, tickvals=list(range(len(rows))), ticktext=rows, autorange="reversed",
-                              title=dict(text=query, standoff=8),
-                              # square cells with the labels beside; a paired map fills its half row or phone width
-                              **({} if paired else dict(scaleanchor="x", constrain="domain"))))
+                              title=dict(text="query", standoff=8),
+                              **({} if paired else dict(scaleanchor="x", constrain="domain", constraintoward="top"))))
 
 
 GRID_COLUMNS = 2  # two heads a row: each map is wide enough for its token labels at 1400 px

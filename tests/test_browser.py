@@ -240,6 +240,38 @@ def test_attention_renders_a_heatmap_with_tokens_and_hover_text(web):
     shoot(web, "attention-rollout")
 
 
+MAP_FIT = """() => {
+  const root = document.querySelector('#att-plot'), plot = root.querySelector('.js-plotly-plot');
+  const area = root.querySelector('.nsewdrag').getBoundingClientRect();
+  const labels = [...root.querySelectorAll('.ytick text')];
+  const centres = labels.map(t => { const r = t.getBoundingClientRect(); return (r.top + r.bottom) / 2; });
+  return {width: area.width, above: area.top - plot.getBoundingClientRect().top,
+          below: plot.getBoundingClientRect().bottom - area.bottom,
+          pitch: Math.min(...centres.slice(1).map((c, i) => c - centres[i])),
+          font: parseFloat(getComputedStyle(labels[0]).fontSize)};
+}"""  # the single head's map: its width, the space above and below it, its rows' pitch and their labels' size
+
+
+@pytest.mark.parametrize("width", [1400, 390])
+def test_the_single_heads_map_is_wide_with_labels_apart_and_no_empty_space_around_it(app, chrome, width):
+    page = chrome.new_page(viewport={"width": width, "height": 900 if width > 400 else 844})
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(app["url"])
+    page.get_by_role("tab", name="Attention").click()
+    page.fill("#att-a textarea", "the cat sat on the mat. the dog sat on the rug.")  # the test model's words
+    page.fill("#att-b textarea", "paris is the capital of france.")
+    page.click("#att-button")
+    page.wait_for_function("(() => { const p = document.querySelector('#att-plot .js-plotly-plot');"
+                           " return p && p.data && p.data.length && p.data[0].z.length > 20; })()")
+    SCREENSHOTS.mkdir(exist_ok=True)
+    page.locator("#att-plot").screenshot(path=str(SCREENSHOTS / f"attention-map-{width}.png"))
+    fit = page.evaluate(MAP_FIT)
+    assert fit["pitch"] >= fit["font"], fit  # no row label drawn over the next (on a phone, issue 50)
+    assert fit["width"] >= (180 if width < 400 else 450), fit  # 130 px on a phone
+    assert fit["above"] <= 130 and fit["below"] <= 220, fit  # the title and colour bar; the key's labels
+    page.close()
+
+
 def test_a_model_view_thumbnail_opens_its_head_and_the_neuron_view_draws_its_weights(web):
     web.get_by_role("tab", name="Attention").click()
     web.fill("#att-a textarea", "the cat sat.")

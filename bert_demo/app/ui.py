@@ -62,6 +62,10 @@ CSS = """
 #model-view .thumbnail-item { aspect-ratio: 1; }
 #model-view .grid-wrap { min-height: 0 !important; }
 #model-view .caption-label { max-width: 100%; padding: 0 0.25em; }
+@media (max-width: 640px) {  /* a phone: an attention map's token labels small enough for its rows, and no */
+  #att-plot .xtick text, #att-plot .ytick text, #compare-plot .xtick text, #compare-plot .ytick text {
+    font-size: 9px !important; }  /* blank below its square map, which the phone's width sizes */
+  #att-plot .js-plotly-plot, #compare-plot .js-plotly-plot { max-height: calc(100vw + 80px); overflow: hidden; } }
 #neuron-plot .js-plotly-plot { min-width: 760px; }  /* three panels side by side: a phone scrolls them */
 #neuron-plot > div { overflow-x: auto; }
 """ + ", ".join(f"#fill-label-{i}:has(> .empty)" for i in range(1, MAX_LABELS)) + """ { display: none !important; }
