@@ -145,14 +145,64 @@ def head_importance_figure(labels: Sequence[str], drops: Tensor) -> go.Figure:
                                   colorbar=dict(title=dict(text="drop"), thickness=12)))
 
 
+LABEL_SPOTS = ("top center", "bottom center", "middle right", "middle left", "top right", "top left",
+               "bottom right", "bottom left")  # where a point's label may go, the first preferred
+PROJECTION_AREA_PX = (250, 320)  # the projection's plotting area on a phone; labels apart there are apart wider too
+CHAR_PX, LINE_PX, LABEL_GAP_PX = 7.0, 14.0, 5.0  # a label's size at the chart's 12 px font, and its gap to its point
+PROJECTION_PAD_PX = 16.0  # the room an axis's automatic range leaves beyond its outermost points
+
+
 def projection_figure(points: Sequence[tuple[str, float, float]]) -> go.Figure:
-    """Words at their embeddings' first two principal components, each labelled."""
+    """Words at their embeddings' first two principal components, each labelled on the side of its point where it
+    covers the fewest other labels and points ("king" and "england" were drawn over each other)."""
     trace = dict(type="scatter", x=[x for _, x, _ in points], y=[y for _, _, y in points], mode="markers+text",
-                 text=[w for w, _, _ in points], textposition="top center", marker=dict(size=9, color=COLORS["mlm"]),
-                 hovertemplate="%{text}: (%{x:.2f}, %{y:.2f})<extra></extra>")
+                 text=[w for w, _, _ in points], textposition=label_spots(points),
+                 marker=dict(size=9, color=COLORS["mlm"]), hovertemplate="%{text}: (%{x:.2f}, %{y:.2f})<extra></extra>")
     return _figure([trace], "Embedding space (PCA)", 460,
                    xaxis=dict(title=dict(text="principal component 1"), zeroline=False),
                    yaxis=dict(title=dict(text="principal component 2"), zeroline=False))
+
+
+def label_spots(points: Sequence[tuple[str, float, float]]) -> list[str]:
+    """Each point's label position (LABEL_SPOTS) in a phone-sized plotting area: chosen one point after another to
+    overlap least the points, the labels placed so far and the edges, then each chosen again against all the
+    others' (a label placed early could not see those placed after it)."""
+    width, height = PROJECTION_AREA_PX
+    xs, ys = [x for _, x, _ in points], [y for _, _, y in points]
+    scale_x, scale_y = width / ((max(xs) - min(xs)) or 1.0), height / ((max(ys) - min(ys)) or 1.0)
+    centres = [((x - min(xs)) * scale_x, (y - min(ys)) * scale_y) for x, y in zip(xs, ys)]
+    dots = [(cx - 5, cy - 5, cx + 5, cy + 5) for cx, cy in centres]
+    choices = [{spot: _label_box(spot, cx, cy, CHAR_PX * len(word)) for spot in LABEL_SPOTS}
+               for (word, _, _), (cx, cy) in zip(points, centres)]
+    chosen: list[tuple[float, ...] | None] = [None] * len(points)
+    spots = [LABEL_SPOTS[0]] * len(points)
+    for _ in range(2):
+        for i, boxes in enumerate(choices):
+            others = dots + [box for j, box in enumerate(chosen) if j != i and box is not None]
+            spots[i] = min(LABEL_SPOTS, key=lambda s: (sum(_overlap(boxes[s], box) for box in others)
+                                                       + _outside(boxes[s], width, height), LABEL_SPOTS.index(s)))
+            chosen[i] = boxes[spots[i]]
+    return spots
+
+
+def _label_box(spot: str, cx: float, cy: float, width: float) -> tuple[float, float, float, float]:
+    """(left, bottom, right, top) of a label at `spot` beside the point (cx, cy), y upwards."""
+    vertical, horizontal = spot.split()
+    low = {"top": cy + LABEL_GAP_PX, "bottom": cy - LABEL_GAP_PX - LINE_PX, "middle": cy - LINE_PX / 2}[vertical]
+    left = {"center": cx - width / 2, "right": cx + LABEL_GAP_PX, "left": cx - LABEL_GAP_PX - width}[horizontal]
+    return left, low, left + width, low + LINE_PX
+
+
+def _overlap(a: tuple[float, ...], b: tuple[float, ...]) -> float:
+    return max(0.0, min(a[2], b[2]) - max(a[0], b[0])) * max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+
+
+def _outside(box: tuple[float, ...], width: float, height: float) -> float:
+    """How much of a label lies past the plotting area and the room plotly leaves around its points (there the
+    chart would cut it)."""
+    pad = PROJECTION_PAD_PX
+    inside = _overlap(box, (-pad, -pad, width + pad, height + pad))
+    return (box[2] - box[0]) * (box[3] - box[1]) - inside
 
 
 def neuron_figure(tokens: Sequence[str], position: int, query: Tensor, keys: Tensor, weights: Tensor,

@@ -212,6 +212,35 @@ def test_embeddings_tab_lists_neighbours_and_draws_the_projection(web):
     shoot(web, "embeddings")
 
 
+APART = """(selectors) => {
+  const boxes = [...document.querySelectorAll(selectors)].filter(e => e.getBBox().width > 0)
+    .map(e => e.getBoundingClientRect());
+  let overlapping = 0;  // pairs drawn over each other by more than 2 px each way
+  boxes.forEach((a, i) => boxes.slice(i + 1).forEach(b => {
+    if (Math.min(a.right, b.right) - Math.max(a.left, b.left) > 2 &&
+        Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 2) overlapping++; }));
+  return {boxes: boxes.length, overlapping};
+}"""  # how many of the texts that `selectors` find overlap another
+
+
+@pytest.mark.parametrize("width", [1400, 390])
+def test_the_projections_words_are_labelled_apart(app, chrome, width):
+    page = chrome.new_page(viewport={"width": width, "height": 900 if width > 400 else 844})
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(app["url"])
+    page.get_by_role("tab", name="Embeddings").click()
+    page.fill("#emb-words textarea", "the cat sat on mat dog rug paris capital france berlin germany sun east "
+                                     "west water river sea")  # words of the test model's vocabulary
+    page.click("#projection-button")
+    page.wait_for_function("(() => { const p = document.querySelector('#projection-plot .js-plotly-plot');"
+                           " return p && p.data && p.data.length && p.data[0].text.length === 18; })()")
+    SCREENSHOTS.mkdir(exist_ok=True)
+    page.locator("#projection-plot").screenshot(path=str(SCREENSHOTS / f"projection-{width}.png"))
+    labels = page.evaluate(APART, "#projection-plot .textpoint text")
+    assert labels == {"boxes": 18, "overlapping": 0}, labels  # "king" was drawn over "england"
+    page.close()
+
+
 def test_next_sentence_shows_both_probabilities(web):
     web.get_by_role("tab", name="Next sentence").click()
     web.click("#nsp-button")
@@ -404,12 +433,13 @@ def test_the_fine_tune_tab_trains_both_starts_then_classifies_with_coloured_word
     web.locator("#ft-upload input[type=file]").set_input_files(str(labelled))
     wait_text(web, "#ft-upload", "mine.jsonl")
     web.get_by_label("100", exact=True).check()
-    wait_text(web, "#ft-estimate", "The experiment: about")  # the uploaded file's 2 runs, timed here now
-    wait_text(web, "#ft-estimate", "2 runs of 6 steps")
+    web.get_by_label("the selected model, encoder frozen").check()  # three starts: a legend of four lines
+    wait_text(web, "#ft-estimate", "The experiment: about")  # the uploaded file's 3 runs, timed here now
+    wait_text(web, "#ft-estimate", "3 runs of 6 steps")
     web.click("#ft-start")
-    wait_text(web, "#ft-status", "Run 1 of 2")
+    wait_text(web, "#ft-status", "Run 1 of 3")
     assert web.locator("#ft-stop").is_enabled()
-    wait_text(web, "#ft-status", "Done: 2 runs")
+    wait_text(web, "#ft-status", "Done: 3 runs")
     names = web.evaluate("() => document.querySelector('#ft-curves .js-plotly-plot').data.map(t => t.name)")
     assert "pre-trained (validation)" in names and "random weights (validation)" in names
     wait_text(web, "#ft-verdict", "random weights")
@@ -427,8 +457,14 @@ def test_the_fine_tune_tab_trains_both_starts_then_classifies_with_coloured_word
     web.wait_for_function("!document.querySelector('#ft-words').innerText.includes('happy')", timeout=2_000)
     wait_text(web, "#ft-words", "sad")  # the last sentence's colours went at once, the new ones came later
     shoot(web, "finetune")
+    chart = "#ft-curves .legendtext, #ft-curves .xtick text, #ft-curves .g-xtitle text, #ft-curves .gtitle"
+    assert web.evaluate(APART, chart)["overlapping"] == 0
     web.set_viewport_size({"width": 390, "height": 900})
     shoot(web, "finetune-phone")
+    web.locator("#ft-curves").screenshot(path=str(SCREENSHOTS / "finetune-curves-390.png"))
+    assert web.evaluate(APART, chart)["overlapping"] == 0  # the "step" title sat over the legend on a phone
+    assert web.evaluate("() => document.querySelector('#ft-curves .gtitle').getBoundingClientRect().right <= "
+                        "document.querySelector('#ft-curves .main-svg').getBoundingClientRect().right")  # uncut
 
 
 BROKEN_WORDS = """(root) => {
