@@ -58,11 +58,11 @@ def layout(registry: Registry) -> Components:
         with gr.Row():
             with gr.Column(scale=1, min_width=300):
                 c = {"ft_tab": tab,
-                     "ft_task": gr.Dropdown([(f"{name}: {task.about}", name) for name, task in TASKS.items()],
-                                            value=APP_FINETUNE["task"], label="Task", elem_id="ft-task",
-                                            allow_custom_value=True,
+                     "ft_task": gr.Dropdown(list(TASKS), value=APP_FINETUNE["task"], label="Task",
+                                            elem_id="ft-task", allow_custom_value=True,  # names only: they fit
                                             info="The first four work offline; the GLUE tasks need the Hugging "
                                                  "Face Hub"),
+                     "ft_task_about": gr.Markdown(task_about(APP_FINETUNE["task"]), elem_id="ft-task-about"),
                      "ft_upload": gr.File(label=f"…or your own labelled file instead ({', '.join(FILE_TYPES)}: "
                                                 "columns text, optional text_b, label)", file_types=list(FILE_TYPES),
                                           type="filepath", elem_id="ft-upload", height=130),
@@ -104,7 +104,7 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
                         show_progress="minimal", show_progress_on=[c["ft_status"]])
     c["ft_stop"].click(bound(stop), None, c["ft_status"], api_visibility="private", queue=False)
     gr.on([c["ft_tab"].select, c["ft_task"].change], bound(opened), [c["model"], c["ft_task"], c["ft_classifier"]],
-          [c["ft_counts"], c["ft_classifier"]], api_visibility="private")
+          [c["ft_counts"], c["ft_classifier"], c["ft_task_about"]], api_visibility="private")
     form = [c[name] for name in ("ft_task", "ft_upload", "ft_labels", "ft_compare")]
     gr.on([c["ft_tab"].select, *(setting.change for setting in form)], bound(estimate), [c["model"], *form],
           c["ft_estimate"], api_visibility="private", trigger_mode="always_last", show_progress="hidden")
@@ -336,13 +336,21 @@ def stop(registry: Registry, owner: str | None) -> Outputs:
 @friendly
 def opened(registry: Registry, model: str | None, task: str | None, chosen: str | None,
            owner: str | None = None) -> Outputs:
-    """When the tab opens or the task changes: the label-count chart for this model and task, and the fine-tuned
-    models this visitor may ask (the one chosen stays chosen)."""
+    """When the tab opens or the task changes: what the task is, the label-count chart for this model and task,
+    and the fine-tuned models this visitor may ask (the one chosen stays chosen)."""
     choices = registry.catalog.classifier_choices(owner)
     names = [name for _, name in choices]
     counts = label_counts(registry, model, task, owner) if model and task else {"ft_counts": gr.skip()}
     return {**counts, "ft_classifier": gr.Dropdown(choices=choices, value=chosen if chosen in names else
-                                                   default_classifier(registry, owner))}
+                                                   default_classifier(registry, owner)),
+            "ft_task_about": task_about(task)}
+
+
+def task_about(task: str | None) -> str:
+    """What a task's sentences are, under its name (in the list, a whole sentence was cut off, and on a phone ran
+    under the list's arrow)."""
+    about = TASKS[task].about if task in TASKS else "your own labelled file" if task else ""
+    return f"<small>{about}</small>" if about else ""
 
 
 def estimate(registry: Registry, model: str | None, task: str | None, upload: str | None, labels: str,
