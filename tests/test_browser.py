@@ -343,6 +343,20 @@ def test_model_tab_shows_the_configuration_and_model_card(web):
     shoot(web, "model")
 
 
+@pytest.mark.parametrize("width", [1400, 390])
+def test_the_model_tabs_tables_show_every_column_without_a_sideways_scroll(app, chrome, width):
+    page = chrome.new_page(viewport={"width": width, "height": 900 if width > 400 else 844})
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(app["url"])
+    page.get_by_role("tab", name="Model").click()
+    wait_text(page, "#model-info", "MLM accuracy")  # the metrics table: one metric a row
+    hidden = page.evaluate("() => [...document.querySelectorAll('#model-info table')]"
+                           ".map(t => t.scrollWidth - t.clientWidth)")
+    assert len(hidden) == 2 and max(hidden) <= 0, hidden  # at 390 px four of six columns were off to the side
+    page.locator("#model-info").screenshot(path=str(SCREENSHOTS / f"model-info-{width}.png"))
+    page.close()
+
+
 def test_an_error_is_shown_as_a_message(web):
     web.get_by_role("tab", name="Fill-mask").click()
     web.fill("#fill-text textarea", "there is no mask in this sentence")
@@ -414,6 +428,23 @@ def test_a_refused_question_gets_one_message_and_leaves_no_answer_to_another_que
     said = [t for t in page.locator(".toast-message-text").all_inner_texts() if "Fine-tune and compare" in t]
     assert len(said) == 1, said  # one message, not two identical ones
     shoot(page, f"classify-refused-{width}")
+    page.close()
+
+
+@pytest.mark.parametrize("width", [1400, 390])
+def test_the_fine_tune_tabs_task_shows_its_whole_name_clear_of_the_arrow_and_what_it_is_below(app, chrome, width):
+    page = chrome.new_page(viewport={"width": width, "height": 900 if width > 400 else 844})
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(app["url"])
+    page.get_by_role("tab", name="Fine-tune").click()
+    wait_text(page, "#ft-task-about", "10,568 rated movie-review sentences")
+    task = page.locator("#ft-task input")
+    assert task.input_value() == "movie-reviews"
+    assert task.evaluate("e => e.scrollWidth <= e.clientWidth")  # "movie-reviews: 10,568 rated movie-review sente…"
+    page.locator("#ft-task").screenshot(path=str(SCREENSHOTS / f"finetune-task-{width}.png"))
+    task.click()
+    page.get_by_role("option", name="tweets").click()
+    wait_text(page, "#ft-task-about", "rated tweets")
     page.close()
 
 

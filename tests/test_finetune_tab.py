@@ -189,7 +189,7 @@ def test_choosing_a_fine_tuned_model_shows_its_fine_tuning_and_scores_in_the_mod
     assert not shown["summary"].startswith("⚠️") and "2 layers" in shown["summary"]
     info = shown["model_info"]
     assert "#### Fine-tuning" in info and "from the weights of **tiny-test**" in info and "100 labelled" in info
-    assert "| test (at the end) |" in info and "nan" not in info
+    assert "| | train | validation | test |" in info and "| accuracy |" in info and "nan" not in info
     assert UPLOAD_PREFIX not in info and tempfile.gettempdir() not in info  # the upload's private copy: no path
     assert text.model_markdown({**registry.catalog.model_info(chosen, OWNER), "train_config": {
         **read_metadata(registry.catalog.resolve(chosen, OWNER).folder)["train_config"],

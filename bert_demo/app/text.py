@@ -163,21 +163,31 @@ def _training_lines(info: dict[str, Any]) -> list[str]:
 
 
 def _metric_lines(info: dict[str, Any]) -> list[str]:
-    rows = [(name, r) for name, r in [("train (last log)", info.get("last_train")),
-                                      ("validation (last)", info.get("last_val"))] if r]
-    if not rows:
+    """The last training and validation metrics as a table of one metric a row (its columns: where each was
+    measured), so that a phone shows it whole: six columns a metric were cut off at 390 px, with no hint."""
+    records = [(name, r) for name, r in [("train", info.get("last_train")), ("validation", info.get("last_val"))]
+               if r]
+    if not records:
         return []
-    nan = float("nan")
-    if "mlm_loss" not in rows[-1][1]:  # a classifier's run: its loss and accuracy, and its test score
-        test = rows[-1][1].get("test_acc")
-        return ["", "| | step | loss | accuracy |", "|---|---|---|---|",
-                *[f"| {name} | {r.get('step')} | {r.get('loss', nan):.3f} | {r.get('acc', nan):.1%} |"
-                  for name, r in rows],
-                *([f"| test (at the end) | | {rows[-1][1].get('test_loss', nan):.3f} | {test:.1%} |"]
-                  if test is not None else [])]
-    return ["", "| | step | MLM loss | MLM accuracy | NSP loss | NSP accuracy |", "|---|---|---|---|---|---|",
-            *[f"| {name} | {r.get('step')} | {r.get('mlm_loss', nan):.3f} | {r.get('mlm_acc', nan):.1%} | "
-              f"{r.get('nsp_loss', nan):.3f} | {r.get('nsp_acc', nan):.1%} |" for name, r in rows]]
+    said = "The last training record and the last validation"
+    if "mlm_loss" not in records[-1][1]:  # a classifier's run: its loss and accuracy, and its test score
+        if records[-1][1].get("test_acc") is not None:
+            last = records[-1][1]
+            records.append(("test", {"loss": last.get("test_loss"), "acc": last["test_acc"]}))
+            said += ", and the test sentences scored at the end"
+        metrics = [("step", "step", "{}"), ("loss", "loss", "{:.3f}"), ("accuracy", "acc", "{:.1%}")]
+    else:
+        metrics = [("step", "step", "{}"), ("MLM loss", "mlm_loss", "{:.3f}"), ("MLM accuracy", "mlm_acc", "{:.1%}"),
+                   ("NSP loss", "nsp_loss", "{:.3f}"), ("NSP accuracy", "nsp_acc", "{:.1%}")]
+    return ["", f"{said}:", "", "| | " + " | ".join(name for name, _ in records) + " |",
+            "|---|" + "---|" * len(records),
+            *[f"| {label} | " + " | ".join(_cell(r.get(key), shape) for _, r in records) + " |"
+              for label, key, shape in metrics]]
+
+
+def _cell(value: Any, shape: str) -> str:
+    """A metric in its table's cell; blank where it was not measured (a test score has no step)."""
+    return "" if value is None else shape.format(value)
 
 
 def duration(seconds: float) -> str:

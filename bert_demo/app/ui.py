@@ -48,6 +48,7 @@ CSS = """
 #upload .upload-container { padding-top: 1.8em; }
 #model-info table, #layer-table table, #readout table { display: block; overflow-x: auto; }  /* a phone scrolls */
 #model-info th, #model-info td, #layer-table th, #layer-table td { white-space: nowrap; }
+#model-info td:first-child { white-space: normal; }  /* a metric's name may wrap: its numbers fit a phone */
 #readout td { overflow-wrap: normal; word-break: normal; }  /* words stay whole: a phone scrolls the table */
 #model-card table { display: block; overflow-x: auto; }
 #model-card td, #model-card th { overflow-wrap: normal; word-break: normal; min-width: 5em; }
