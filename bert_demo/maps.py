@@ -147,8 +147,10 @@ def head_importance_figure(labels: Sequence[str], drops: Tensor) -> go.Figure:
 
 LABEL_SPOTS = ("top center", "bottom center", "middle right", "middle left", "top right", "top left",
                "bottom right", "bottom left")  # where a point's label may go, the first preferred
-PROJECTION_AREA_PX = (250, 320)  # the projection's plotting area on a phone; labels apart there are apart wider too
-CHAR_PX, LINE_PX, LABEL_GAP_PX = 7.0, 14.0, 5.0  # a label's size at the chart's 12 px font, and its gap to its point
+# where the points lie, (width, height) px, at 390 and at 1400 px (measured): labels apart on a phone may meet where
+# the chart is five times wider (two labels facing each other across the gap between their points), so both count
+PROJECTION_AREAS_PX = ((200, 250), (1100, 290))
+CHAR_PX, LINE_PX, LABEL_GAP_PX = 7.0, 15.0, 5.0  # a label's size at the chart's 12 px font, and its gap to its point
 PROJECTION_PAD_PX = 16.0  # the room an axis's automatic range leaves beyond its outermost points
 
 
@@ -164,24 +166,29 @@ def projection_figure(points: Sequence[tuple[str, float, float]]) -> go.Figure:
 
 
 def label_spots(points: Sequence[tuple[str, float, float]]) -> list[str]:
-    """Each point's label position (LABEL_SPOTS) in a phone-sized plotting area: chosen one point after another to
-    overlap least the points, the labels placed so far and the edges, then each chosen again against all the
-    others' (a label placed early could not see those placed after it)."""
-    width, height = PROJECTION_AREA_PX
+    """Each point's label position (LABEL_SPOTS), on a phone's chart and a desktop's alike: chosen one point after
+    another to overlap least the points, the labels placed so far and the edges, then each chosen again against all
+    the others' (a label placed early could not see those placed after it)."""
     xs, ys = [x for _, x, _ in points], [y for _, _, y in points]
-    scale_x, scale_y = width / ((max(xs) - min(xs)) or 1.0), height / ((max(ys) - min(ys)) or 1.0)
-    centres = [((x - min(xs)) * scale_x, (y - min(ys)) * scale_y) for x, y in zip(xs, ys)]
-    dots = [(cx - 5, cy - 5, cx + 5, cy + 5) for cx, cy in centres]
-    choices = [{spot: _label_box(spot, cx, cy, CHAR_PX * len(word)) for spot in LABEL_SPOTS}
-               for (word, _, _), (cx, cy) in zip(points, centres)]
-    chosen: list[tuple[float, ...] | None] = [None] * len(points)
-    spots = [LABEL_SPOTS[0]] * len(points)
+    areas = []  # for each chart size: its points' boxes, each label's box at each spot, and the size
+    for width, height in PROJECTION_AREAS_PX:
+        scale_x, scale_y = width / ((max(xs) - min(xs)) or 1.0), height / ((max(ys) - min(ys)) or 1.0)
+        centres = [((x - min(xs)) * scale_x, (y - min(ys)) * scale_y) for x, y in zip(xs, ys)]
+        areas.append(([(cx - 5, cy - 5, cx + 5, cy + 5) for cx, cy in centres],
+                      [{spot: _label_box(spot, cx, cy, CHAR_PX * len(word)) for spot in LABEL_SPOTS}
+                       for (word, _, _), (cx, cy) in zip(points, centres)], (width, height)))
+    spots: list[str | None] = [None] * len(points)
+
+    def cost(i: int, spot: str) -> float:
+        total = 0.0
+        for dots, boxes, size in areas:
+            others = dots + [boxes[j][s] for j, s in enumerate(spots) if j != i and s is not None]
+            total += sum(_overlap(boxes[i][spot], box) for box in others) + _outside(boxes[i][spot], *size)
+        return total
+
     for _ in range(2):
-        for i, boxes in enumerate(choices):
-            others = dots + [box for j, box in enumerate(chosen) if j != i and box is not None]
-            spots[i] = min(LABEL_SPOTS, key=lambda s: (sum(_overlap(boxes[s], box) for box in others)
-                                                       + _outside(boxes[s], width, height), LABEL_SPOTS.index(s)))
-            chosen[i] = boxes[spots[i]]
+        for i in range(len(points)):
+            spots[i] = min(LABEL_SPOTS, key=lambda spot: (cost(i, spot), LABEL_SPOTS.index(spot)))
     return spots
 
 

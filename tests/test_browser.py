@@ -138,6 +138,8 @@ def test_a_reload_finds_your_run_training_as_yours_and_stop_stops_it_while_anoth
     wait_text(other, "#status", "Someone else's pre-training run has the training slot now")
     assert other.locator("#stop").is_disabled() and "Step" not in other.locator("#status").inner_text()
     shoot(other, "train-someone-elses-390")
+    other.set_viewport_size({"width": 1400, "height": 1000})
+    shoot(other, "train-someone-elses-1400")
     web.set_viewport_size({"width": 390, "height": 844})
     shoot(web, "train-reloaded-390")
     web.set_viewport_size({"width": 1400, "height": 1000})
