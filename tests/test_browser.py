@@ -471,8 +471,9 @@ def test_the_fine_tune_tab_trains_both_starts_then_classifies_with_coloured_word
     wait_text(web, "#ft-estimate", "3 runs of 6 steps")
     web.click("#ft-start")
     wait_text(web, "#ft-status", "Run 1 of 3")
-    assert web.locator("#ft-stop").is_enabled()
+    assert web.locator("#ft-stop").is_enabled() and web.locator("#ft-start").is_disabled()  # grey while it trains
     wait_text(web, "#ft-status", "Done: 3 runs")
+    assert web.locator("#ft-start").is_enabled()
     names = web.evaluate("() => document.querySelector('#ft-curves .js-plotly-plot').data.map(t => t.name)")
     assert "pre-trained (validation)" in names and "random weights (validation)" in names
     wait_text(web, "#ft-verdict", "random weights")
