@@ -23,12 +23,12 @@ from bert_demo.app import text
 from bert_demo.app.backend import backend
 from bert_demo.app.handlers import Components, Outputs, friendly
 from bert_demo.app.job import TrainingJob
-from bert_demo.app.registry import Registry
-from bert_demo.app.tabs import classifier, train
 from bert_demo.app.pace import checks as count_checks
 from bert_demo.app.pace import pace, rounded_up
-from bert_demo.app.tabs.classifier import default_classifier, start_of
+from bert_demo.app.registry import Registry
 from bert_demo.app.slot import WAIT_POLL_S, Ticket
+from bert_demo.app.tabs import classifier, train
+from bert_demo.app.tabs.classifier import default_classifier, start_of
 from bert_demo.app.tabs.train import START_BUSY, START_IDLE, STOP_ACTIVE, STOP_IDLE, UPDATE_EVERY_S
 from bert_demo.app.text import WELL_READ
 from bert_demo.app.uploads import discard, private_copy
@@ -353,6 +353,7 @@ def task_about(task: str | None) -> str:
     return f"<small>{about}</small>" if about else ""
 
 
+@friendly
 def estimate(registry: Registry, model: str | None, task: str | None, upload: str | None, labels: str,
              compare: list[str] | None = None, owner: str | None = None) -> Outputs:
     """How long the experiment the form describes would take on this machine now, its runs timed before the visitor

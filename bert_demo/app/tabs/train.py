@@ -14,11 +14,11 @@ from bert_demo import plots
 from bert_demo.app import text
 from bert_demo.app.handlers import Components, Outputs, friendly
 from bert_demo.app.job import TrainingJob
+from bert_demo.app.pace import checks as count_checks
+from bert_demo.app.pace import pace
 from bert_demo.app.registry import Registry
 from bert_demo.app.slot import BUSY_MARK, WAIT_POLL_S, Ticket
 from bert_demo.app.uploads import discard, private_text
-from bert_demo.app.pace import checks as count_checks
-from bert_demo.app.pace import pace
 from bert_demo.config import PRESETS, read_config, read_metadata
 from bert_demo.sources import APP_SOURCES
 from bert_demo.train_config import APP_RUN, VAL_BATCH_SIZE, default, label
@@ -164,6 +164,7 @@ def train(registry: Registry, corpus: list[str], upload: str | None, preset: str
     yield from follow(registry, ticket, owner)
 
 
+@friendly
 def estimate(registry: Registry, preset: str, steps: float, batch_size: float, seq_len: float, vocab_size: float,
              start: str = START_RANDOM, model_name: str | None = None, owner: str | None = None) -> Outputs:
     """How long the run the form describes would take on this machine now, timed before the visitor starts it
