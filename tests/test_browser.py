@@ -135,7 +135,7 @@ def test_a_reload_finds_your_run_training_as_yours_and_stop_stops_it_while_anoth
     other.set_default_timeout(TIMEOUT_MS)
     other.goto(app["url"])
     open_train_tab(other)
-    wait_text(other, "#status", "Someone else's pre-training run has the training slot now")
+    wait_text(other, "#status", "Busy: someone else's pre-training run has the training slot now")
     assert other.locator("#stop").is_disabled() and "Step" not in other.locator("#status").inner_text()
     shoot(other, "train-someone-elses-390")
     other.set_viewport_size({"width": 1400, "height": 1000})
@@ -148,7 +148,7 @@ def test_a_reload_finds_your_run_training_as_yours_and_stop_stops_it_while_anoth
     wait_text(web, "#status", "Stopped at step")
     job.thread.join(timeout=60)
     assert job.done["reason"] == "stopped" and web.locator("#start").is_enabled()
-    other.wait_for_function("!document.querySelector('#status').innerText.includes('Someone else')")  # it ticks
+    other.wait_for_function("!document.querySelector('#status').innerText.includes('someone else')")  # it ticks
     other.close()
 
 

@@ -338,7 +338,8 @@ def test_a_reopened_page_follows_the_visitors_experiment_with_stop_enabled_and_a
         assert job.running and first["ft_stop"] == finetune.STOP_ACTIVE and first["ft_start"] == finetune.START_BUSY
         assert first["ft_status"].startswith("Run 1 of 2, pre-trained: ")
         elsewhere = next(finetune.reopened(registry, "someone else"))["ft_status"]
-        assert elsewhere.startswith("⏳ Someone else's fine-tuning run (1 of the 2 of an experiment) has the training")
+        assert elsewhere.startswith("**Busy:** someone else's fine-tuning run (1 of the 2 of an experiment) has "
+                                    "the training slot")
         assert finetune.stop(registry, OWNER)["ft_status"].startswith("Stopping")
         last = list(reopened)[-1]
         assert "The experiment stopped here." in last["ft_status"] and last["ft_stop"] == finetune.STOP_IDLE

@@ -29,7 +29,7 @@ from bert_demo.train_config import FinetuneConfig, RunConfig
 MAX_WAITING = 4  # visitors who may wait in line for the training slot; more are refused at once
 ADDRESS_PLACES = 2  # the places in the training line (the slot included) that the runs from one address may hold
 WAIT_POLL_S = 1.0  # how often a waiting ticket looks again whether its turn has come
-BUSY_MARK = "⏳"  # how the line about someone else's run begins (`Slot.others_text`)
+BUSY_MARK = "**Busy:**"  # how the line about someone else's run begins (`Slot.others_text`)
 ABANDON_S = 120.0  # a ticket no page has followed this long is given up: a reload takes seconds, leaving for good not
 
 
@@ -204,23 +204,31 @@ class Slot:
             what += f" ({len(front.jobs)} of the {len(front.configs)} of an experiment)"
         queue = (f", and {waiting} more {'visitor waits' if waiting == 1 else 'visitors wait'} in line"
                  if waiting else "")
-        wait = self.time_left_now() or " A run you start now waits in line for it."
-        return (f"{BUSY_MARK} Someone else's {what} has the training slot now (step {job.trainer.step:,} of "
+        ahead = self.seconds_ahead()
+        wait = (f" A run you start now waits about {_minutes(ahead)} for the slot." if ahead is not None
+                else " A run you start now waits in line for it.")
+        return (f"{BUSY_MARK} someone else's {what} has the training slot now (step {job.trainer.step:,} of "
                 f"{config.steps:,}){queue}.{wait}")
 
     def time_left_now(self, before: Ticket | None = None) -> str:
-        """How long until the slot is free for `before`'s runs, from the pace the run training now measured (""
-        until it knows): its own time left, its experiment's runs still to come, and each run of the places ahead
-        in line, each taken to last as long as the run training now."""
+        """How long until the slot is free for `before`'s runs, in a sentence ("" until the run training now has
+        measured its pace)."""
+        ahead = self.seconds_ahead(before)
+        return "" if ahead is None else f" The runs ahead of yours have about {_minutes(ahead)} left."
+
+    def seconds_ahead(self, before: Ticket | None = None) -> float | None:
+        """Seconds until the slot is free for `before`'s runs (for a run joining the line now, without `before`),
+        from the pace the run training now measured (None until it knows): its own time left, its experiment's
+        runs still to come, and each run of the places ahead in line, each taken to last as long as the run
+        training now."""
         job = self.job
         left = job.seconds_left if job is not None and job.running else None
         if left is None:
-            return ""
+            return None
         with self._lock:
             ahead = self.line[:self.line.index(before)] if before in self.line else list(self.line)
         runs = sum(len(t.configs) - len(t.jobs) for t in ahead)  # the run training now is not among them
-        total = left + runs * job.seconds_total
-        return f" The runs ahead of yours have about {max(1, round(total / 60))} min left."
+        return left + runs * job.seconds_total
 
     def start(self, config: RunConfig, owner: str | None = None, share: bool = False) -> TrainingJob:
         """Start the run now, after waiting a little for a previous one that is still saving its checkpoint;
@@ -265,6 +273,10 @@ class Slot:
             job.stop()
             stopped = True
         return stopped
+
+
+def _minutes(seconds: float) -> str:
+    return f"{max(1, round(seconds / 60))} min"
 
 
 def _discard(configs: Iterable[RunConfig], cleanup: Callable[[], None] | None) -> None:
