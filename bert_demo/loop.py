@@ -400,7 +400,9 @@ def _accumulate(run: Run, task: Training, forward: torch.nn.Module, batch: Batch
 
 
 def _validation(run: Run, task: Training, tokens: int, started: float) -> Iterator[Record]:
-    """The task's validation records; its "val" record is stamped with the step, tokens and time, and kept."""
+    """A "check" record (a validation begins: it may take as long as many steps), then the task's validation
+    records; its "val" record is stamped with the step, tokens and time, and kept."""
+    yield {"kind": "check", "step": run.step, "elapsed": round(time.perf_counter() - started, 3)}
     for record in task.evaluate(run.step >= run.config.steps):
         if record["kind"] == "val":
             record = run.log({k: v for k, v in record.items() if k != "kind"}, tokens, started, kind="val")

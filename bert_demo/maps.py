@@ -70,29 +70,28 @@ def attention_heatmap(tokens: Sequence[str], weights: Tensor, title: str = "", k
                       top: float | None = None, paired: bool = False) -> go.Figure:
     """One attention map, weights[query, key]: each row is where one token looks. `keys` names the columns when
     they are not the same tokens as the rows (sentence A's attention to sentence B, say). `top` fixes the colour
-    scale's top, so that two maps shown side by side mean the same by the same colour; a `paired` map (half a
-    row, or a phone's width) fills its space, its cells no longer square: the colour bar lies above it and the
-    axes say only "query" and "key"."""
+    scale's top, so that two maps shown side by side mean the same by the same colour. The colour bar lies above
+    the map and the axes say only "query" and "key" (the caption says more), so that on a phone the map, not its
+    frame, has the width; its cells are square, the map at the top of its space, unless it is `paired` (half a
+    row), when it fills its space."""
     keys = tokens if keys is None else keys
     _check(tokens, keys, weights, 2)
     rows, cols = _labels(tokens), _labels(keys)
-    bar = (dict(orientation="h", thickness=10, len=0.9, y=1.0, yanchor="bottom", ypad=4,
-                title=dict(text="weight", side="right")) if paired else dict(title=dict(text="weight"), thickness=12))
+    bar = dict(orientation="h", thickness=10, len=0.9, y=1.0, yanchor="bottom", ypad=4,
+               title=dict(text="weight", side="right"))
     trace = dict(type="heatmap", z=_matrix(weights), x=list(range(len(cols))), y=list(range(len(rows))), zmin=0,
                  zmax=top or colour_top(weights), colorscale=COLORSCALE, text=_hover(rows, cols, weights),
                  hovertemplate="%{text}<extra></extra>", colorbar=bar, xgap=1, ygap=1)
     n = max(len(rows), len(cols))
     axis = dict(tickmode="array", tickfont=dict(size=_tick_font(n)), showgrid=False, zeroline=False, automargin=True)
     side = min(900, max(360, 26 * n + 170))
-    key, query = ("key", "query") if paired else ("key: the token attended to", "query: the token attending")
-    return _figure([trace], title, side + (40 if paired else 0), plot_bgcolor="white",
-                   margin={**MARGIN, "t": 120} if paired else MARGIN,  # the title, then the colour bar
+    return _figure([trace], title, side + 40, plot_bgcolor="white",
+                   margin={**MARGIN, "t": 120},  # the title, then the colour bar
                    xaxis=dict(axis, tickvals=list(range(len(cols))), ticktext=cols, tickangle=-60, constrain="domain",
-                              title=dict(text=key, standoff=12)),
+                              title=dict(text="key", standoff=12)),
                    yaxis=dict(axis, tickvals=list(range(len(rows))), ticktext=rows, autorange="reversed",
-                              title=dict(text=query, standoff=8),
-                              # square cells with the labels beside; a paired map fills its half row or phone width
-                              **({} if paired else dict(scaleanchor="x", constrain="domain"))))
+                              title=dict(text="query", standoff=8),
+                              **({} if paired else dict(scaleanchor="x", constrain="domain", constraintoward="top"))))
 
 
 GRID_COLUMNS = 2  # two heads a row: each map is wide enough for its token labels at 1400 px
@@ -146,14 +145,71 @@ def head_importance_figure(labels: Sequence[str], drops: Tensor) -> go.Figure:
                                   colorbar=dict(title=dict(text="drop"), thickness=12)))
 
 
+LABEL_SPOTS = ("top center", "bottom center", "middle right", "middle left", "top right", "top left",
+               "bottom right", "bottom left")  # where a point's label may go, the first preferred
+# where the points lie, (width, height) px, at 390 and at 1400 px (measured): labels apart on a phone may meet where
+# the chart is five times wider (two labels facing each other across the gap between their points), so both count
+PROJECTION_AREAS_PX = ((200, 250), (1100, 290))
+CHAR_PX, LINE_PX, LABEL_GAP_PX = 7.0, 15.0, 5.0  # a label's size at the chart's 12 px font, and its gap to its point
+PROJECTION_PAD_PX = 16.0  # the room an axis's automatic range leaves beyond its outermost points
+
+
 def projection_figure(points: Sequence[tuple[str, float, float]]) -> go.Figure:
-    """Words at their embeddings' first two principal components, each labelled."""
+    """Words at their embeddings' first two principal components, each labelled on the side of its point where it
+    covers the fewest other labels and points ("king" and "england" were drawn over each other)."""
     trace = dict(type="scatter", x=[x for _, x, _ in points], y=[y for _, _, y in points], mode="markers+text",
-                 text=[w for w, _, _ in points], textposition="top center", marker=dict(size=9, color=COLORS["mlm"]),
-                 hovertemplate="%{text}: (%{x:.2f}, %{y:.2f})<extra></extra>")
+                 text=[w for w, _, _ in points], textposition=label_spots(points),
+                 marker=dict(size=9, color=COLORS["mlm"]), hovertemplate="%{text}: (%{x:.2f}, %{y:.2f})<extra></extra>")
     return _figure([trace], "Embedding space (PCA)", 460,
                    xaxis=dict(title=dict(text="principal component 1"), zeroline=False),
                    yaxis=dict(title=dict(text="principal component 2"), zeroline=False))
+
+
+def label_spots(points: Sequence[tuple[str, float, float]]) -> list[str]:
+    """Each point's label position (LABEL_SPOTS), on a phone's chart and a desktop's alike: chosen one point after
+    another to overlap least the points, the labels placed so far and the edges, then each chosen again against all
+    the others' (a label placed early could not see those placed after it)."""
+    xs, ys = [x for _, x, _ in points], [y for _, _, y in points]
+    areas = []  # for each chart size: its points' boxes, each label's box at each spot, and the size
+    for width, height in PROJECTION_AREAS_PX:
+        scale_x, scale_y = width / ((max(xs) - min(xs)) or 1.0), height / ((max(ys) - min(ys)) or 1.0)
+        centres = [((x - min(xs)) * scale_x, (y - min(ys)) * scale_y) for x, y in zip(xs, ys)]
+        areas.append(([(cx - 5, cy - 5, cx + 5, cy + 5) for cx, cy in centres],
+                      [{spot: _label_box(spot, cx, cy, CHAR_PX * len(word)) for spot in LABEL_SPOTS}
+                       for (word, _, _), (cx, cy) in zip(points, centres)], (width, height)))
+    spots: list[str | None] = [None] * len(points)
+
+    def cost(i: int, spot: str) -> float:
+        total = 0.0
+        for dots, boxes, size in areas:
+            others = dots + [boxes[j][s] for j, s in enumerate(spots) if j != i and s is not None]
+            total += sum(_overlap(boxes[i][spot], box) for box in others) + _outside(boxes[i][spot], *size)
+        return total
+
+    for _ in range(2):
+        for i in range(len(points)):
+            spots[i] = min(LABEL_SPOTS, key=lambda spot: (cost(i, spot), LABEL_SPOTS.index(spot)))
+    return spots
+
+
+def _label_box(spot: str, cx: float, cy: float, width: float) -> tuple[float, float, float, float]:
+    """(left, bottom, right, top) of a label at `spot` beside the point (cx, cy), y upwards."""
+    vertical, horizontal = spot.split()
+    low = {"top": cy + LABEL_GAP_PX, "bottom": cy - LABEL_GAP_PX - LINE_PX, "middle": cy - LINE_PX / 2}[vertical]
+    left = {"center": cx - width / 2, "right": cx + LABEL_GAP_PX, "left": cx - LABEL_GAP_PX - width}[horizontal]
+    return left, low, left + width, low + LINE_PX
+
+
+def _overlap(a: tuple[float, ...], b: tuple[float, ...]) -> float:
+    return max(0.0, min(a[2], b[2]) - max(a[0], b[0])) * max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+
+
+def _outside(box: tuple[float, ...], width: float, height: float) -> float:
+    """How much of a label lies past the plotting area and the room plotly leaves around its points (there the
+    chart would cut it)."""
+    pad = PROJECTION_PAD_PX
+    inside = _overlap(box, (-pad, -pad, width + pad, height + pad))
+    return (box[2] - box[0]) * (box[3] - box[1]) - inside
 
 
 def neuron_figure(tokens: Sequence[str], position: int, query: Tensor, keys: Tensor, weights: Tensor,

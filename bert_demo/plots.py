@@ -213,10 +213,12 @@ def finetune_figure(runs: dict[str, Sequence[Record]], chance: float | None = No
                            name=f"always the commonest class: {chance:.2f}", line=dict(color="#888", dash="dash",
                                                                                         width=1.5)))
     lowest = min([y for trace in traces for y in trace["y"]] + [chance or 1.0, 0.4])  # 0.4: the usual floor
-    return _figure(traces, "Validation accuracy while fine-tuning", height,
-                   xaxis=dict(title=dict(text="step"), rangemode="tozero"),
+    # the steps are named in the title, not under the axis: a legend placed as a share of the plot's height rose
+    # into an axis title there where a phone's width wraps it onto more lines
+    return _figure(traces, "Validation accuracy by step", height,
+                   xaxis=dict(rangemode="tozero"),
                    yaxis=dict(title=dict(text="accuracy"), range=[max(0.0, lowest - 0.05), 1.0]),
-                   legend=dict(orientation="h", y=-0.32, x=0, font=dict(size=11)))
+                   legend=dict(orientation="h", y=-0.2, x=0, font=dict(size=11)))
 
 
 def label_count_figure(points: Sequence[tuple[str, int, float]], metric: str = "accuracy", floor: float = 0.5,

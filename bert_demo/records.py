@@ -18,6 +18,14 @@ class StatusRecord(TypedDict):
     steps: NotRequired[int]
 
 
+class CheckRecord(TypedDict):
+    """A validation begins: the run checks itself on held-out examples until its "val" record comes."""
+
+    kind: Literal["check"]
+    step: int
+    elapsed: float
+
+
 class TrainRecord(TypedDict):
     """Training metrics averaged over the steps since the last one."""
 
@@ -87,4 +95,4 @@ class DoneRecord(TypedDict):
     message: str | None
 
 
-Record = StatusRecord | TrainRecord | ValRecord | ProbeRecord | ReadoutRecord | DoneRecord
+Record = StatusRecord | CheckRecord | TrainRecord | ValRecord | ProbeRecord | ReadoutRecord | DoneRecord

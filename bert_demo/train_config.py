@@ -23,6 +23,7 @@ INITS = ("pretrained", "random", "frozen")  # how a fine-tuning run starts
 STARTS = {"pretrained": "pre-trained", "random": "random weights", "frozen": "frozen encoder",
           "well-read": "Google's BERT-Mini"}
 MACHINES = ("cpu", "gpu")
+VAL_BATCH_SIZE = 32  # sequences in each of a pre-training run's validation batches (`eval_batches` of them)
 
 
 def setting(default: Any, help: str, *, label: str | None = None, low: float | None = None,
@@ -139,7 +140,7 @@ class TrainConfig(RunConfig):
                                    label="short-sequence steps", low=0)
     val_fraction: float = setting(0.05, "share of documents held out for validation", label="validation share",
                                   low=0.01, high=0.49)
-    eval_batches: int = setting(8, "validation batches of 32", low=1, high=10_000)
+    eval_batches: int = setting(8, f"validation batches of {VAL_BATCH_SIZE}", low=1, high=10_000)
     data_workers: int | None = setting(None, "processes that build batches ahead of the training step (default: "
                                              "none on a CPU, whose cores the step needs; up to 8 on a GPU)",
                                        label="data workers", low=0, high=64, cpu=0, gpu=8)

@@ -38,7 +38,7 @@ from bert_demo.recipe import initialise, optimizer_and_schedule, set_dropout, un
 from bert_demo.records import ProbeRecord, ReadoutRecord, Record
 from bert_demo.runtime import Batch, data_workers
 from bert_demo.tokenizer import load_tokenizer, tokenizer_from_vocab, train_tokenizer, vocabulary
-from bert_demo.train_config import TrainConfig
+from bert_demo.train_config import VAL_BATCH_SIZE, TrainConfig
 
 Baseline = tuple[int, float]  # the most frequent training token, and its accuracy on the validation targets
 
@@ -67,8 +67,8 @@ def prepare(run: Run) -> Generator[Record, None, Training | None]:
         return None
     special = SpecialIds.from_tokenizer(run.tokenizer)
     train_ids = _ids(cfg, run.tokenizer, train_docs, "train")
-    val_batches = _data(cfg, _ids(cfg, run.tokenizer, val_docs, "validation"), special, 0, 32).fixed_batches(
-        cfg.eval_batches, seed=0)
+    val_ids = _ids(cfg, run.tokenizer, val_docs, "validation")
+    val_batches = _data(cfg, val_ids, special, 0, VAL_BATCH_SIZE).fixed_batches(cfg.eval_batches, seed=0)
     counts = token_counts(train_ids, len(run.tokenizer))
     baseline = frequency_baseline(counts, val_batches, run.tokenizer.all_special_ids)
     items = readout_items(val_docs, run.tokenizer)

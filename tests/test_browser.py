@@ -119,7 +119,41 @@ def start_training(page, corpus) -> None:
     wait_text(page, "#status", "Step")
 
 
-def test_closing_the_tab_during_training_stops_the_run_and_the_next_visitor_can_train(app, chrome, web):
+def test_a_reload_finds_your_run_training_as_yours_and_stop_stops_it_while_another_browser_sees_someone_elses(
+        app, chrome, web):
+    registry = app["registry"]
+    start_training(web, app["corpus"])
+    job = registry.slot.job
+    web.reload()  # a new page of the same browser: the same visitor
+    open_train_tab(web)
+    wait_text(web, "#status", "Step")
+    web.wait_for_function("document.querySelector('#stop').disabled === false")
+    assert web.locator("#start").is_disabled() and registry.slot.job is job and job.running
+    assert trace_length(web, "loss-plot") > 0  # its charts are drawn again
+    wait_text(web, "#probe", "(the next at step")  # the probe says when its guesses change
+    other = chrome.new_page(viewport={"width": 390, "height": 844})  # another browser, on a phone
+    other.set_default_timeout(TIMEOUT_MS)
+    other.goto(app["url"])
+    open_train_tab(other)
+    wait_text(other, "#status", "Busy: someone else's pre-training run has the training slot now")
+    assert other.locator("#stop").is_disabled() and "Step" not in other.locator("#status").inner_text()
+    shoot(other, "train-someone-elses-390")
+    other.set_viewport_size({"width": 1400, "height": 1000})
+    shoot(other, "train-someone-elses-1400")
+    web.set_viewport_size({"width": 390, "height": 844})
+    shoot(web, "train-reloaded-390")
+    web.set_viewport_size({"width": 1400, "height": 1000})
+    shoot(web, "train-reloaded-1400")
+    web.click("#stop")
+    wait_text(web, "#status", "Stopped at step")
+    job.thread.join(timeout=60)
+    assert job.done["reason"] == "stopped" and web.locator("#start").is_enabled()
+    other.wait_for_function("!document.querySelector('#status').innerText.includes('someone else')")  # it ticks
+    other.close()
+
+
+def test_closing_the_tab_for_good_stops_the_run_and_the_next_visitor_can_train(app, chrome, web, monkeypatch):
+    monkeypatch.setattr(app["registry"].slot, "abandon_s", 2.0)  # a reload takes less: see the test above
     start_training(web, app["corpus"])
     job = app["registry"].slot.job
     assert job.running
@@ -180,6 +214,35 @@ def test_embeddings_tab_lists_neighbours_and_draws_the_projection(web):
     shoot(web, "embeddings")
 
 
+APART = """(selectors) => {
+  const boxes = [...document.querySelectorAll(selectors)].filter(e => e.getBBox().width > 0)
+    .map(e => e.getBoundingClientRect());
+  let overlapping = 0;  // pairs drawn over each other by more than 2 px each way
+  boxes.forEach((a, i) => boxes.slice(i + 1).forEach(b => {
+    if (Math.min(a.right, b.right) - Math.max(a.left, b.left) > 2 &&
+        Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 2) overlapping++; }));
+  return {boxes: boxes.length, overlapping};
+}"""  # how many of the texts that `selectors` find overlap another
+
+
+@pytest.mark.parametrize("width", [1400, 390])
+def test_the_projections_words_are_labelled_apart(app, chrome, width):
+    page = chrome.new_page(viewport={"width": width, "height": 900 if width > 400 else 844})
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(app["url"])
+    page.get_by_role("tab", name="Embeddings").click()
+    page.fill("#emb-words textarea", "the cat sat on mat dog rug paris capital france berlin germany sun east "
+                                     "west water river sea")  # words of the test model's vocabulary
+    page.click("#projection-button")
+    page.wait_for_function("(() => { const p = document.querySelector('#projection-plot .js-plotly-plot');"
+                           " return p && p.data && p.data.length && p.data[0].text.length === 18; })()")
+    SCREENSHOTS.mkdir(exist_ok=True)
+    page.locator("#projection-plot").screenshot(path=str(SCREENSHOTS / f"projection-{width}.png"))
+    labels = page.evaluate(APART, "#projection-plot .textpoint text")
+    assert labels == {"boxes": 18, "overlapping": 0}, labels  # "king" was drawn over "england"
+    page.close()
+
+
 def test_next_sentence_shows_both_probabilities(web):
     web.get_by_role("tab", name="Next sentence").click()
     web.click("#nsp-button")
@@ -206,6 +269,38 @@ def test_attention_renders_a_heatmap_with_tokens_and_hover_text(web):
                            ".startsWith('Attention rollout')")
     assert web.locator("#head input[type=range]").is_disabled()  # the Head control does nothing in rollout
     shoot(web, "attention-rollout")
+
+
+MAP_FIT = """() => {
+  const root = document.querySelector('#att-plot'), plot = root.querySelector('.js-plotly-plot');
+  const area = root.querySelector('.nsewdrag').getBoundingClientRect();
+  const labels = [...root.querySelectorAll('.ytick text')];
+  const centres = labels.map(t => { const r = t.getBoundingClientRect(); return (r.top + r.bottom) / 2; });
+  return {width: area.width, above: area.top - plot.getBoundingClientRect().top,
+          below: plot.getBoundingClientRect().bottom - area.bottom,
+          pitch: Math.min(...centres.slice(1).map((c, i) => c - centres[i])),
+          font: parseFloat(getComputedStyle(labels[0]).fontSize)};
+}"""  # the single head's map: its width, the space above and below it, its rows' pitch and their labels' size
+
+
+@pytest.mark.parametrize("width", [1400, 390])
+def test_the_single_heads_map_is_wide_with_labels_apart_and_no_empty_space_around_it(app, chrome, width):
+    page = chrome.new_page(viewport={"width": width, "height": 900 if width > 400 else 844})
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(app["url"])
+    page.get_by_role("tab", name="Attention").click()
+    page.fill("#att-a textarea", "the cat sat on the mat. the dog sat on the rug.")  # the test model's words
+    page.fill("#att-b textarea", "paris is the capital of france.")
+    page.click("#att-button")
+    page.wait_for_function("(() => { const p = document.querySelector('#att-plot .js-plotly-plot');"
+                           " return p && p.data && p.data.length && p.data[0].z.length > 20; })()")
+    SCREENSHOTS.mkdir(exist_ok=True)
+    page.locator("#att-plot").screenshot(path=str(SCREENSHOTS / f"attention-map-{width}.png"))
+    fit = page.evaluate(MAP_FIT)
+    assert fit["pitch"] >= fit["font"], fit  # no row label drawn over the next (on a phone, issue 50)
+    assert fit["width"] >= (180 if width < 400 else 450), fit  # 130 px on a phone
+    assert fit["above"] <= 130 and fit["below"] <= 220, fit  # the title and colour bar; the key's labels
+    page.close()
 
 
 def test_a_model_view_thumbnail_opens_its_head_and_the_neuron_view_draws_its_weights(web):
@@ -248,6 +343,20 @@ def test_model_tab_shows_the_configuration_and_model_card(web):
     web.click("#download")
     wait_text(web, "#download-file", "tiny-test.zip")
     shoot(web, "model")
+
+
+@pytest.mark.parametrize("width", [1400, 390])
+def test_the_model_tabs_tables_show_every_column_without_a_sideways_scroll(app, chrome, width):
+    page = chrome.new_page(viewport={"width": width, "height": 900 if width > 400 else 844})
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(app["url"])
+    page.get_by_role("tab", name="Model").click()
+    wait_text(page, "#model-info", "MLM accuracy")  # the metrics table: one metric a row
+    hidden = page.evaluate("() => [...document.querySelectorAll('#model-info table')]"
+                           ".map(t => t.scrollWidth - t.clientWidth)")
+    assert len(hidden) == 2 and max(hidden) <= 0, hidden  # at 390 px four of six columns were off to the side
+    page.locator("#model-info").screenshot(path=str(SCREENSHOTS / f"model-info-{width}.png"))
+    page.close()
 
 
 def test_an_error_is_shown_as_a_message(web):
@@ -298,9 +407,53 @@ def test_continuing_the_selected_model_is_labelled_as_such(app, web):
     shoot(web, "train-continued")
 
 
+@pytest.mark.parametrize("width", [1400, 390])
+def test_a_refused_question_gets_one_message_and_leaves_no_answer_to_another_question_under_it(app, chrome, width):
+    page = chrome.new_page(viewport={"width": width, "height": 900 if width > 400 else 844})
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(app["url"])
+    page.wait_for_selector("#fill-label-0 :text('%')")
+    page.get_by_role("tab", name="Embeddings").click()
+    page.fill("#emb-word textarea", "cat")
+    page.click("#emb-button")
+    wait_text(page, "#neighbours-caption", "Nearest tokens to “cat”")
+    page.fill("#emb-word textarea", "xylophonists")  # not one token of the model's vocabulary
+    page.click("#emb-button")
+    page.locator(".toast-body").first.wait_for()
+    page.wait_for_function("!document.querySelector('#neighbours-caption').innerText.includes('cat')")
+    assert "cat" not in page.locator("#neighbours-table").inner_text()  # issue 50: "bank" stayed under "milk"
+    shoot(page, f"embeddings-refused-{width}")
+    page.get_by_role("tab", name="Fine-tune").click()
+    page.click("#ft-button")  # no fine-tuned model yet
+    page.locator(".toast-message-text", has_text="Fine-tune and compare").first.wait_for()
+    time.sleep(1.5)  # the attribution would have been refused by now too
+    said = [t for t in page.locator(".toast-message-text").all_inner_texts() if "Fine-tune and compare" in t]
+    assert len(said) == 1, said  # one message, not two identical ones
+    shoot(page, f"classify-refused-{width}")
+    page.close()
+
+
+@pytest.mark.parametrize("width", [1400, 390])
+def test_the_fine_tune_tabs_task_shows_its_whole_name_clear_of_the_arrow_and_what_it_is_below(app, chrome, width):
+    page = chrome.new_page(viewport={"width": width, "height": 900 if width > 400 else 844})
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(app["url"])
+    page.get_by_role("tab", name="Fine-tune").click()
+    wait_text(page, "#ft-task-about", "10,568 rated movie-review sentences")
+    task = page.locator("#ft-task input")
+    assert task.input_value() == "movie-reviews"
+    assert task.evaluate("e => e.scrollWidth <= e.clientWidth")  # "movie-reviews: 10,568 rated movie-review sente…"
+    page.locator("#ft-task").screenshot(path=str(SCREENSHOTS / f"finetune-task-{width}.png"))
+    task.click()
+    page.get_by_role("option", name="tweets").click()
+    wait_text(page, "#ft-task-about", "rated tweets")
+    page.close()
+
+
 def test_the_fine_tune_tab_trains_both_starts_then_classifies_with_coloured_words(app, web, tmp_path, monkeypatch):
     import json
 
+    from bert_demo.app.tabs import finetune
     from bert_demo.train_config import APP_FINETUNE
 
     monkeypatch.setattr("bert_demo.app.forms.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 6})
@@ -313,10 +466,14 @@ def test_the_fine_tune_tab_trains_both_starts_then_classifies_with_coloured_word
     web.locator("#ft-upload input[type=file]").set_input_files(str(labelled))
     wait_text(web, "#ft-upload", "mine.jsonl")
     web.get_by_label("100", exact=True).check()
+    web.get_by_label("the selected model, encoder frozen").check()  # three starts: a legend of four lines
+    wait_text(web, "#ft-estimate", "The experiment: about")  # the uploaded file's 3 runs, timed here now
+    wait_text(web, "#ft-estimate", "3 runs of 6 steps")
     web.click("#ft-start")
-    wait_text(web, "#ft-status", "Run 1 of 2")
-    assert web.locator("#ft-stop").is_enabled()
-    wait_text(web, "#ft-status", "Done: 2 runs")
+    wait_text(web, "#ft-status", "Run 1 of 3")
+    assert web.locator("#ft-stop").is_enabled() and web.locator("#ft-start").is_disabled()  # grey while it trains
+    wait_text(web, "#ft-status", "Done: 3 runs")
+    assert web.locator("#ft-start").is_enabled()
     names = web.evaluate("() => document.querySelector('#ft-curves .js-plotly-plot').data.map(t => t.name)")
     assert "pre-trained (validation)" in names and "random weights (validation)" in names
     wait_text(web, "#ft-verdict", "random weights")
@@ -326,9 +483,22 @@ def test_the_fine_tune_tab_trains_both_starts_then_classifies_with_coloured_word
     web.wait_for_selector("#ft-label :text('%')")
     wait_text(web, "#ft-words", "happy")
     wait_text(web, "#ft-words", "within")
+    attribution = finetune.backend().attribution
+    slow = attribution.classification
+    monkeypatch.setattr(attribution, "classification", lambda *args: time.sleep(3) or slow(*args))
+    web.fill("#ft-text-a textarea", "the cat was sad.")
+    web.click("#ft-button")
+    web.wait_for_function("!document.querySelector('#ft-words').innerText.includes('happy')", timeout=2_000)
+    wait_text(web, "#ft-words", "sad")  # the last sentence's colours went at once, the new ones came later
     shoot(web, "finetune")
+    chart = "#ft-curves .legendtext, #ft-curves .xtick text, #ft-curves .g-xtitle text, #ft-curves .gtitle"
+    assert web.evaluate(APART, chart)["overlapping"] == 0
     web.set_viewport_size({"width": 390, "height": 900})
     shoot(web, "finetune-phone")
+    web.locator("#ft-curves").screenshot(path=str(SCREENSHOTS / "finetune-curves-390.png"))
+    assert web.evaluate(APART, chart)["overlapping"] == 0  # the "step" title sat over the legend on a phone
+    assert web.evaluate("() => document.querySelector('#ft-curves .gtitle').getBoundingClientRect().right <= "
+                        "document.querySelector('#ft-curves .main-svg').getBoundingClientRect().right")  # uncut
 
 
 BROKEN_WORDS = """(root) => {
@@ -383,11 +553,20 @@ def test_on_a_phone_every_tab_is_one_tap_away(app, chrome):
     page.close()
 
 
-def test_the_train_tabs_buttons_and_status_are_in_view_when_it_opens(app, chrome):
-    page = chrome.new_page(viewport={"width": 1400, "height": 900})
+@pytest.mark.parametrize("width", [1400, 390])
+def test_the_train_tabs_buttons_stay_buttons_and_the_status_a_line_in_view_when_it_opens(app, chrome, width):
+    height = 900 if width > 400 else 844
+    page = chrome.new_page(viewport={"width": width, "height": height})
     page.goto(app["url"])
     open_train_tab(page)
-    for selector in ("#start", "#stop", "#status"):
-        box = page.locator(selector).bounding_box()
-        assert box is not None and box["y"] + box["height"] <= 900, selector  # no scrolling to press Start
+    wait_text(page, "#train-estimate", "This run: about")  # timed on this machine before anyone starts
+    assert "on this machine now" in page.locator("#train-estimate").inner_text()
+    boxes = {selector: page.locator(selector).bounding_box() for selector in ("#start", "#stop", "#status")}
+    for selector in ("#start", "#stop"):
+        assert boxes[selector]["y"] + boxes[selector]["height"] <= height, selector  # no scrolling to press Start
+    assert boxes["#status"]["y"] + (boxes["#status"]["height"] if width > 400 else 40) <= height  # a phone: begun
+    assert boxes["#start"]["height"] <= 80 and boxes["#stop"]["height"] <= 80, boxes  # 520 px tall on a phone
+    assert boxes["#status"]["width"] >= 250, boxes  # 55 px wide on a phone: "traini / ng"
+    assert page.evaluate(BROKEN_WORDS, "#status") == []
+    shoot(page, f"train-controls-{width}")
     page.close()

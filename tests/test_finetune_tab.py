@@ -189,7 +189,7 @@ def test_choosing_a_fine_tuned_model_shows_its_fine_tuning_and_scores_in_the_mod
     assert not shown["summary"].startswith("⚠️") and "2 layers" in shown["summary"]
     info = shown["model_info"]
     assert "#### Fine-tuning" in info and "from the weights of **tiny-test**" in info and "100 labelled" in info
-    assert "| test (at the end) |" in info and "nan" not in info
+    assert "| | train | validation | test |" in info and "| accuracy |" in info and "nan" not in info
     assert UPLOAD_PREFIX not in info and tempfile.gettempdir() not in info  # the upload's private copy: no path
     assert text.model_markdown({**registry.catalog.model_info(chosen, OWNER), "train_config": {
         **read_metadata(registry.catalog.resolve(chosen, OWNER).folder)["train_config"],
@@ -314,8 +314,36 @@ def test_a_fine_tuning_run_in_progress_is_not_offered_as_the_live_model_for_the_
             with pytest.raises(ValueError, match="no run is pre-training right now"):
                 registry.catalog.resolve("live", OWNER)
         finally:
-            updates.close()  # the visitor leaves: the run stops and saves
+            updates.close()
+            finetune.stop(registry, OWNER)
             registry.slot.job.thread.join(timeout=60)
+
+
+def test_a_reopened_page_follows_the_visitors_experiment_with_stop_enabled_and_another_sees_someone_elses(
+        registry, tmp_path):
+    upload = write(tmp_path / "mine.jsonl", rows())
+    budget = {**APP_FINETUNE, "max_steps": 200}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("bert_demo.app.forms.APP_FINETUNE", budget)
+        patch.setattr("bert_demo.train_config.APP_FINETUNE", budget)
+        updates = finetune.finetune(registry, "checkpoints/tiny-test", "movie-reviews", upload, "100", ["random"],
+                                    owner=OWNER)
+        for update in updates:
+            if update.get("ft_status", "").startswith("Run 1 of 2"):
+                break
+        updates.close()  # the page reloads
+        job = registry.slot.job
+        reopened = finetune.reopened(registry, OWNER)
+        first = next(reopened)
+        assert job.running and first["ft_stop"] == finetune.STOP_ACTIVE and first["ft_start"] == finetune.START_BUSY
+        assert first["ft_status"].startswith("Run 1 of 2, pre-trained: ")
+        elsewhere = next(finetune.reopened(registry, "someone else"))["ft_status"]
+        assert elsewhere.startswith("**Busy:** someone else's fine-tuning run (1 of the 2 of an experiment) has "
+                                    "the training slot")
+        assert finetune.stop(registry, OWNER)["ft_status"].startswith("Stopping")
+        last = list(reopened)[-1]
+        assert "The experiment stopped here." in last["ft_status"] and last["ft_stop"] == finetune.STOP_IDLE
+        assert registry.slot.job is job and not registry.slot.line  # the second run never started
 
 
 def test_attention_before_and_after_fine_tuning_compares_the_run_with_its_own_start(registry, experiment):

@@ -16,7 +16,7 @@ from gradio_client.exceptions import AppError
 
 from bert_demo.app.admission import Admission
 from bert_demo.app.tabs.train import START_RANDOM
-from bert_demo.app.visitors import TRUSTED_PROXIES_ENV
+from bert_demo.app.visitors import TRUSTED_PROXIES_ENV, identity, new_key
 
 MODEL = "checkpoints/tiny-test"  # the checkpoint the served app is given (conftest.py)
 
@@ -73,20 +73,22 @@ def test_an_upload_of_one_60_kb_word_is_refused_in_seconds_not_42(app, tmp_path)
     assert "/tmp" not in str(refused.value) and "bert-demo-upload" not in str(refused.value)  # no server paths
 
 
-def test_a_stop_request_without_a_session_or_from_another_session_stops_nothing(app):
+def test_a_stop_request_without_a_session_or_from_another_session_or_browser_stops_nothing(app):
     owner = Client(app["url"], verbose=False)
     train(owner, app["corpus"])
     registry = app["registry"]
     wait_for(lambda: registry.slot.job is not None and registry.slot.job.trainer.step > 0, what="the run to start")
     index = stop_index(app["url"])
 
-    def stop_request(**session):
-        response = httpx.post(f"{app['url']}gradio_api/run/predict", json={"data": [], "fn_index": index, **session},
-                              timeout=30)
+    def stop_request(data=(), **session):
+        response = httpx.post(f"{app['url']}gradio_api/run/predict",
+                              json={"data": list(data), "fn_index": index, **session}, timeout=30)
         assert response.status_code == 200, response.text
 
     stop_request()
     stop_request(session_hash="intruder")
+    stop_request(data=[new_key()], session_hash="intruder")  # a key of its own making is a visitor of its own
+    stop_request(session_hash=identity(new_key()))  # a session posing as some browser's identity is nobody
     time.sleep(1.0)
     assert registry.slot.job.running and not registry.slot.job.trainer.stopping
     stop_request(session_hash=owner.session_hash)  # the same request from the visitor who started the run stops it
@@ -137,15 +139,17 @@ def test_a_visitor_gets_one_run_a_short_line_and_inference_is_never_refused(app,
     with pytest.raises(AppError, match="already have a run"):
         train(first, app["corpus"]).result()
     queued = train(waiting, app["corpus"])
-    wait_for(lambda: any("number 1 in line" in s for s in statuses(queued)), what="the place in line")
+    wait_for(lambda: any("you are next in line" in s for s in statuses(queued)), what="the place in line")
     with pytest.raises(AppError, match="already waiting to train"):
         train(late, app["corpus"]).result()
     started = time.perf_counter()
     sentence, *_ = late.predict(MODEL, "the cat [MASK] on the mat.", 3, api_name="/fill_mask")
     assert sentence["value"] and time.perf_counter() - started < 30
-    queued.cancel()  # leaving the line frees the place
-    wait_for(lambda: not registry.slot.line, what="the line to empty")
+    registry.slot.abandon_s = 1.0
+    queued.cancel()  # leaving the line (and not coming back) frees the place
+    wait_for(lambda: len(registry.slot.line) == 1, what="the waiting place to be given up")
     running.cancel()
+    wait_for(lambda: not registry.slot.line, what="the line to empty")
     registry.slot.job.thread.join(timeout=60)
 
 
@@ -196,13 +200,15 @@ def test_new_sessions_from_one_address_get_no_more_places_in_line_than_its_share
     running = train(sessions[0], app["corpus"])
     wait_for(lambda: registry.slot.job is not None and registry.slot.job.running, what="the first run")
     queued = train(sessions[1], app["corpus"])
-    wait_for(lambda: any("number 1 in line" in s for s in statuses(queued)), what="the place in line")
+    wait_for(lambda: any("you are next in line" in s for s in statuses(queued)), what="the place in line")
     with pytest.raises(AppError, match=f"{ADDRESS_PLACES} runs from your network are already training or waiting"):
         train(sessions[2], app["corpus"]).result()
     elsewhere = train(Client(app["url"], verbose=False, headers={"X-Forwarded-For": "151.101.1.69"}), app["corpus"])
     wait_for(lambda: any("number 2 in line" in s for s in statuses(elsewhere)), what="another network's place")
+    registry.slot.abandon_s = 1.0
     for job in (elsewhere, queued, running):
         job.cancel()
+    wait_for(lambda: not registry.slot.line, what="the line to empty")
     registry.slot.job.thread.join(timeout=60)
 
 

@@ -1,9 +1,9 @@
-"""bert_demo/app/job.py and slot.py: a run the app follows streams its records and live weights, ends with a record
-whatever happens, gives its model back once over, and says its time left to those in line."""
+"""bert_demo/app/job.py: a run the app follows streams its records and live weights, ends with a record whatever
+happens, and gives its model back once over (test_slot.py: the line that starts them)."""
 from __future__ import annotations
 
 import json
-import threading
+import queue
 import time
 from pathlib import Path
 
@@ -99,28 +99,44 @@ def test_an_ended_run_is_no_longer_live_and_on_a_gpu_gives_its_model_back(roots,
     assert registry.slot.job.trainer.model is None and emptied == [True]
 
 
-def test_the_waiting_line_states_the_time_left_of_every_run_ahead_at_the_pace_the_run_in_progress_measured(roots,
-                                                                                                       tmp_path):
-    registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=tmp_path / "runs", device="cpu")
-    release = threading.Event()
+class _Scripted(_EndedTrainer):
+    """A run whose records the test hands it one at a time."""
 
-    class Slow(_EndedTrainer):
-        def run(self):
-            yield {"kind": "train", "step": 10, "elapsed": 20.0}
-            yield {"kind": "train", "step": 20, "elapsed": 80.0}  # 6 s a step, 180 steps to go: 18 minutes
-            release.wait(timeout=30)
-            yield from super().run()
+    def __init__(self, out: Path, steps: int, eval_every: int):
+        super().__init__("cpu", out)
+        self.config.steps, self.config.eval_every = steps, eval_every
+        self.script: queue.Queue = queue.Queue()
 
-    trainer = Slow("cpu", tmp_path / "slow")
-    trainer.config.steps = 200
-    job = registry.slot.job = TrainingJob(trainer, "slow")
-    assert registry.slot.time_left_now() == ""  # not started: nothing measured yet
+    def run(self):
+        while (record := self.script.get(timeout=30)) is not None:
+            yield record
+        yield from super().run()
+
+
+def test_the_clock_keeps_counting_down_while_the_run_checks_itself_and_counts_the_checks_to_come_apart(tmp_path):
+    trainer = _Scripted(tmp_path / "run", steps=100, eval_every=20)
+    job = TrainingJob(trainer, "scripted")
     job.start()
-    while len(job.records) < 2:
-        time.sleep(0.01)
-    assert registry.slot.time_left_now() == " The runs ahead of yours have about 18 min left."
-    with registry.slot.turn("someone", runs=2), registry.slot.turn("me", runs=1) as mine:
-        # an experiment of two runs waits ahead: each taken to last as long as the run training now
-        assert registry.slot.time_left_now(mine) == " The runs ahead of yours have about 54 min left."
-    release.set()
+
+    def arrive(*records):
+        for record in records:
+            trainer.script.put(record)
+        while len(job.records) < arrive.sent + len(records):
+            time.sleep(0.01)
+        arrive.sent += len(records)
+
+    arrive.sent = 0
+    train = {"kind": "train", "tokens_per_s": 100.0}
+    arrive({**train, "step": 10, "elapsed": 10.0}, {**train, "step": 20, "elapsed": 20.0},  # 1 s a step
+           {"kind": "check", "step": 20, "elapsed": 20.0})
+    before, status = job.seconds_left, job_status(job)
+    assert status.endswith("· checking on held-out sentences…") and "5 checks on held-out sentences, not timed yet" \
+        in status  # the one under way, and those at steps 40, 60, 80 and 100
+    time.sleep(0.3)
+    assert job.seconds_left < before  # it sat still for 40-60 s at each check (issue 50)
+    arrive({"kind": "val", "step": 20, "elapsed": 50.0}, {**train, "step": 30, "elapsed": 60.0})  # a 30 s check
+    assert job.pace() == (1.0, 30.0, 4)  # the check's 30 s are not in the steps' pace
+    assert 70 * 1.0 + 4 * 30.0 - 1 < job.seconds_left <= 70 * 1.0 + 4 * 30.0
+    assert "not timed yet" not in job_status(job) and "checking" not in job_status(job)
+    trainer.script.put(None)
     job.thread.join(timeout=10)

@@ -115,3 +115,9 @@ def test_the_model_view_has_a_named_thumbnail_for_every_head_darkest_where_it_lo
     picture = pictures[-1][0]
     assert picture.size == (8, 8) and picture.getpixel((7, 0)) == (8, 48, 107) and picture.getpixel((0, 7)) == (
         255, 255, 255)
+
+
+def test_two_words_at_one_place_in_the_projection_get_labels_on_different_sides():
+    spots = maps.label_spots([("king", 0.40, -0.05), ("england", 0.40, -0.05), ("paris", -0.8, 0.7),
+                              ("man", -0.2, 0.3)])
+    assert spots[0] != spots[1] and spots[3] == maps.LABEL_SPOTS[0]  # a word alone keeps the usual place

@@ -8,7 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from bert_demo.app.visitors import TRUSTED_PROXIES_ENV, Visitor, address_of, same_address, visitor_of
+from bert_demo.app.visitors import (TRUSTED_PROXIES_ENV, Visitor, address_of, identity, is_key, new_key,
+                                    same_address, visitor_of)
 
 
 @pytest.fixture(autouse=True)
@@ -94,3 +95,18 @@ def test_two_sessions_share_an_address_only_when_both_are_known():
     assert same_address(Visitor("a", "93.184.216.34"), Visitor("b", "93.184.216.34"))
     assert not same_address(Visitor("a", "93.184.216.34"), Visitor("b", "151.101.1.69"))
     assert not same_address(Visitor("a"), Visitor("b")) and not same_address("a", "b")
+
+
+def test_a_browser_is_known_by_a_digest_of_its_key_across_reloads_and_a_request_without_one_by_its_session():
+    key = new_key()
+    before, after = (visitor_of(request("127.0.0.1", session=session), key) for session in ("s1", "s2"))
+    assert before == after == identity(key) and key not in before  # a reload is a new session, the same visitor
+    assert visitor_of(request("127.0.0.1", session="s1"), new_key()) != before  # another browser
+    assert visitor_of(request("127.0.0.1", session="s1"), "a forged key") == "s1"  # not a key: the session
+    assert visitor_of(request("127.0.0.1", session=before)) is None  # a session posing as a browser's identity
+
+
+def test_keys_are_256_random_bits_never_twice_the_same():
+    keys = {new_key() for _ in range(1000)}
+    assert len(keys) == 1000 and all(is_key(key) and len(key) == 43 for key in keys)
+    assert not is_key(None) and not is_key(42) and not is_key("x" * 42) and not is_key("x" * 42 + "!")

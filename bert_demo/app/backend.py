@@ -34,8 +34,8 @@ _LOADED: Backend | None = None
 
 
 def backend() -> Backend:
-    """The modules the app calls: torch, attribution, checkpoint, evaluate, inference, labelled, neighbours,
-    pretraining_data, timeline, trainer, weight_change."""
+    """The modules the app calls: torch, attribution, checkpoint, evaluate, inference, labelled, model, neighbours,
+    pretraining_data, runtime, timeline, trainer, weight_change."""
     global _LOADED
     if _LOADED is None:
         with _IMPORTING:
@@ -47,8 +47,10 @@ def backend() -> Backend:
                     checkpoint,
                     evaluate,
                     inference,
+                    model,
                     neighbours,
                     pretraining_data,
+                    runtime,
                     timeline,
                     trainer,
                     weight_change,
@@ -60,8 +62,9 @@ def backend() -> Backend:
                 threading.Thread(target=_trim_heap, name="trim-heap", daemon=True).start()
 
                 _LOADED = Backend(torch=torch, attribution=attribution, checkpoint=checkpoint, evaluate=evaluate,
-                                  inference=inference, neighbours=neighbours, pretraining_data=pretraining_data,
-                                  timeline=timeline, trainer=trainer, weight_change=weight_change)
+                                  inference=inference, model=model, neighbours=neighbours,
+                                  pretraining_data=pretraining_data, runtime=runtime, timeline=timeline,
+                                  trainer=trainer, weight_change=weight_change)
     return _LOADED
 
 

@@ -191,6 +191,11 @@ class Catalog:
     def load_classifier(self, name: str | None, viewer: str | None = None) -> Loaded:
         """A fine-tuned classifier in eval mode on this registry's device (a pre-training checkpoint is refused:
         it has no classifier to answer with)."""
+        if name is None or (isinstance(name, str) and not name.strip()):  # the Fine-tune tab's own list is empty
+            if not self.classifier_choices(viewer):
+                raise ValueError("there is no fine-tuned model yet: press “Fine-tune and compare” above, then ask "
+                                 "the model it leaves")
+            raise ValueError("choose a model in “Fine-tuned model”, above the sentence")
         entry = self.resolve(name, viewer)
         if entry.name == LIVE:
             raise ValueError("a run in progress cannot classify yet: choose a finished fine-tuning run")

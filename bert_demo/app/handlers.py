@@ -79,12 +79,16 @@ def friendly(fn: Callable) -> Callable:
 class Blocks(gr.Blocks):
     """The app's gr.Blocks. An input that gradio itself refuses, before any handler runs (a slider value out of
     range, a choice a radio does not offer, a value of the wrong type), logs one line, as the app's own refusals do,
-    instead of gradio's 30-line traceback, which a visitor could make the server print as often as they like."""
+    instead of gradio's 30-line traceback, which a visitor could make the server print as often as they like. An
+    API caller sends nothing for an input the API does not list (the visitor's key, ui.py): it is taken as None."""
 
     async def preprocess_data(self, block_fn, inputs, *args, **kwargs):
         if _names_a_web_address(inputs):  # gradio would download it into its upload store, of any size
             log.warning("%s refused: a file given as a web address", block_fn.name)
             raise gr.Error(WEB_ADDRESS, print_exception=False)
+        missing = block_fn.inputs[len(inputs):]
+        if missing and all(block.skip_api for block in missing):  # an API caller sends none (the visitor key)
+            inputs = [*inputs, *[None] * len(missing)]
         try:
             return await super().preprocess_data(block_fn, inputs, *args, **kwargs)
         except gr.Error as exc:

@@ -36,6 +36,7 @@ class TrainingJob:
         self._changed = threading.Condition()
         self.thread = threading.Thread(target=self._run, name=f"train-{self.name}", daemon=True)
         self._live: tuple[int, Loaded] | None = None
+        self._arrived: list[float] = []  # when each record arrived here (time.perf_counter)
 
     def start(self) -> None:
         atexit.register(self.shutdown)  # on exit (Ctrl-C included), stop the run and let it save
@@ -83,6 +84,7 @@ class TrainingJob:
     def _append(self, record: Record) -> None:
         with self._changed:
             self.records.append(record)
+            self._arrived.append(time.perf_counter())
             self._changed.notify_all()
 
     @property
@@ -103,13 +105,46 @@ class TrainingJob:
 
     @property
     def seconds_left(self) -> float | None:
-        """Time left, from the run's measured pace between its first and latest training records (None before two:
-        a guess from the settings alone would be wrong by an order of magnitude between a CPU and a GPU)."""
+        """Time left, measured (`pace`), counted down from the latest record's arrival so that the clock moves while
+        the run checks itself on held-out examples too (None before two training records: a guess from the settings
+        alone would be wrong by an order of magnitude between a CPU and a GPU)."""
+        pace = self.pace()
+        if pace is None:
+            return None
+        step_s, check_s, checks = pace
+        left = step_s * (self.trainer.config.steps - self._last_step()) + (check_s or 0.0) * checks
+        return max(1.0, left - (time.perf_counter() - self._arrived[-1]))
+
+    def pace(self) -> tuple[float, float | None, int] | None:
+        """(seconds a step, seconds a check on held-out examples or None until one has ended, checks to come, the
+        one under way included), measured between the first and latest training records; the checks between them
+        are counted apart, so that neither a check's minute nor the steps' pace hides the other. None before two
+        training records."""
         train = [r for r in self.records if r.get("kind") == "train"]
         if len(train) < 2 or train[-1]["step"] <= train[0]["step"]:
             return None
-        per_step = (train[-1]["elapsed"] - train[0]["elapsed"]) / (train[-1]["step"] - train[0]["step"])
-        return per_step * (self.trainer.config.steps - train[-1]["step"])
+        checks = self._checks()
+        inside = sum(end - start for start, end in checks if train[0]["elapsed"] <= start < train[-1]["elapsed"])
+        step_s = max(0.0, train[-1]["elapsed"] - train[0]["elapsed"] - inside) / (train[-1]["step"] - train[0]["step"])
+        config, step = self.trainer.config, self._last_step()
+        to_come = (config.steps // config.eval_every - step // config.eval_every  # every eval_every steps,
+                   + (config.steps % config.eval_every != 0 and step < config.steps)  # at the last step,
+                   + (self.records[-1].get("kind") == "check"))  # and the one under way
+        return step_s, (checks[-1][1] - checks[-1][0]) if checks else None, to_come
+
+    def _checks(self) -> list[tuple[float, float]]:
+        """(start, end) of each check on held-out examples that has ended, in the run's own seconds."""
+        checks, start = [], None
+        for record in self.records:
+            if record.get("kind") == "check":
+                start = record["elapsed"]
+            elif record.get("kind") == "val" and start is not None:
+                checks.append((start, record["elapsed"]))
+                start = None
+        return checks
+
+    def _last_step(self) -> int:
+        return max((r["step"] for r in self.records if r.get("kind") in ("train", "check")), default=0)
 
     def stop(self) -> None:
         self.trainer.stop()

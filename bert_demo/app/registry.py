@@ -17,7 +17,6 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ from bert_demo.app.catalog import Catalog
 from bert_demo.app.disk import RUNS_BUDGET_BYTES, Disk, sweep_claims
 from bert_demo.app.forms import Caps, Forms
 from bert_demo.app.job import TrainingJob
-from bert_demo.app.slot import Slot
+from bert_demo.app.slot import Slot, Ticket
 from bert_demo.app.uploads import sweep_private_copies
 from bert_demo.config import hub_cache
 
@@ -83,11 +82,10 @@ class Registry:
         thread.start()
         return thread
 
-    def train_in_line(self, owner: str | None = None, share: bool = False, **settings: Any
-                      ) -> Iterator[str | TrainingJob]:
-        """A pre-training run from the form's settings (`Forms.train_config`), checked at once, then in line for the
-        slot (`Slot.run_in_line`)."""
-        yield from self.slot.run_in_line(self.forms.train_config(**settings, viewer=owner), owner, share)
+    def join_line(self, owner: str | None = None, share: bool = False, **settings: Any) -> Ticket:
+        """A place in line for a pre-training run from the form's settings (`Forms.train_config`), checked at once;
+        the slot starts it when its turn comes (`Slot.join`)."""
+        return self.slot.join({"run": self.forms.train_config(**settings, viewer=owner)}, owner, share)
 
     def start_training(self, owner: str | None = None, share: bool = False, **settings: Any) -> TrainingJob:
         """A pre-training run from the form's settings, started now: the backend's way in (visitors wait in line)."""

@@ -1,17 +1,22 @@
 """The app's one training slot and its short line: one run trains at a time for everyone.
 
-A visitor has at most one place in line (for one run, or for an experiment's runs, kept from its first run to its
-last), the runs from one address at most `ADDRESS_PLACES`, only that visitor can stop theirs, and at most `max_waiting` visitors wait: more are refused at once, so that queued runs
-never fill the queue that the questions share. A run starts in a process of its own on a CPU
-(`run_process.ProcessTrainer`), in a thread of this process on a GPU; `job.TrainingJob` follows it.
+A visitor's place in line (a `Ticket`) is for one run, or for an experiment's runs, kept from its first run to its
+last so that nobody's run comes between them. The slot, not the visitor's page, starts the runs: each ticket has a
+thread of its own that waits for its turn, trains its runs one after the other and gives the place up after the
+last. A page only follows a ticket, so a page that reloads, or a second page of the same visitor, finds it again
+(`ticket_of`) and follows it on; a ticket that no page has followed for `abandon_s` is given up, its run stopped
+(and saved), so that a visitor who left for good does not keep the others waiting.
+
+A visitor has at most one ticket, the tickets from one address at most `ADDRESS_PLACES`, only that visitor can stop
+theirs, and at most `max_waiting` visitors wait: more are refused at once. A run starts in a process of its own on a
+CPU (`run_process.ProcessTrainer`), in a thread of this process on a GPU; `job.TrainingJob` follows it.
 """
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bert_demo.app.disk import Disk, remove_if_empty
@@ -19,122 +24,215 @@ from bert_demo.app.job import TrainingJob
 from bert_demo.app.run_process import ProcessTrainer, run_for
 from bert_demo.app.uploads import private_to, remove_uploads, start_folder
 from bert_demo.app.visitors import same_address
-from bert_demo.train_config import RunConfig
+from bert_demo.train_config import FinetuneConfig, RunConfig
 
 MAX_WAITING = 4  # visitors who may wait in line for the training slot; more are refused at once
 ADDRESS_PLACES = 2  # the places in the training line (the slot included) that the runs from one address may hold
-WAIT_POLL_S = 1.0  # how often a waiting visitor's place in line is re-checked and shown
+WAIT_POLL_S = 1.0  # how often a waiting ticket looks again whether its turn has come
+BUSY_MARK = "**Busy:**"  # how the line about someone else's run begins (`Slot.others_text`)
+ABANDON_S = 120.0  # a ticket no page has followed this long is given up: a reload takes seconds, leaving for good not
 
 
 @dataclass(eq=False)
 class Ticket:
-    """A visitor's place in the line for the training slot, for one run or for an experiment's `runs` runs (a turn:
-    the place is kept from the first run to the last, so nobody's run comes between them)."""
+    """A visitor's place in line and the runs it is for, by name, in the order they train: one pre-training run, or
+    an experiment's starts."""
 
     owner: str | None
-    cancelled: bool = False
-    runs: int = 1  # runs this place is for, the one training now included
+    configs: dict[str, RunConfig]
+    share: bool = False
+    cleanup: Callable[[], None] | None = None  # what to delete after the last run (an experiment's labelled file)
+    jobs: list[TrainingJob] = field(default_factory=list)  # the runs started so far, in order
+    cancelled: bool = False  # its visitor stopped it
+    error: str | None = None  # why a run could not start (the disk filled up meanwhile)
+    seen: float = field(default_factory=time.monotonic)  # when a page last followed it
+    ended: threading.Event = field(default_factory=threading.Event)  # set once it has given its place up
+
+    @property
+    def job(self) -> TrainingJob | None:
+        """The run started last (None while it waits for its turn)."""
+        return self.jobs[-1] if self.jobs else None
+
+    @property
+    def fine_tuning(self) -> bool:
+        """Whether it is a Fine-tune tab's experiment (else a Train tab's run)."""
+        return isinstance(next(iter(self.configs.values())), FinetuneConfig)
+
+    def wait_for_run(self, number: int, timeout: float) -> TrainingJob | None:
+        """Its `number`th run (1: the first), waiting up to `timeout` seconds for it to start; None if it has not
+        (yet, or ever: see `ended`)."""
+        deadline = time.monotonic() + timeout
+        while len(self.jobs) < number and not self.ended.is_set() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self.jobs[number - 1] if len(self.jobs) >= number else None
+
+    def followed(self) -> None:
+        """A page shows this ticket now: it has not been abandoned."""
+        self.seen = time.monotonic()
 
 
 class Slot:
-    """The training slot: the run training now (`job`) and the visitors waiting for it (`line`), whose runs write
-    into `disk`."""
+    """The training slot and its line (`line`: the first ticket holds the slot once its first run has started, the
+    others wait), whose runs write into `disk`; `job` is the run started last, by a ticket or by the backend."""
 
     def __init__(self, disk: Disk):
         self.disk = disk
         self.job: TrainingJob | None = None
-        self.line: list[Ticket] = []  # visitors waiting for the training slot, first in line first
+        self.line: list[Ticket] = []
         self.max_waiting = MAX_WAITING
+        self.abandon_s = ABANDON_S
         self.finish_wait_s = 30.0  # how long a new run waits for the previous one to save its checkpoint
         self.in_process = True  # on a CPU (see run_process); False: in a thread of this process
         self._lock = threading.RLock()
+        self._turn = threading.Condition(self._lock)  # told whenever a ticket leaves the line
 
-    @contextmanager
-    def turn(self, owner: str | None, runs: int) -> Iterator[Ticket]:
-        """A place in line kept for `runs` runs of one visitor (an experiment): give it to `run_in_line` for each;
-        the place is given up when the block ends."""
-        ticket = self._join_line(owner, runs)
+    def join(self, configs: dict[str, RunConfig], owner: str | None = None, share: bool = False,
+             cleanup: Callable[[], None] | None = None) -> Ticket:
+        """A place in line for the runs of checked configs (`forms.Forms`): the disk is checked at once, and the
+        ticket's own thread starts the runs when their turn comes. A run trained on an upload is private to its
+        owner unless `share` is set: its vocabulary and guesses would show the text. A refusal (ValueError) leaves
+        nothing behind."""
         try:
-            yield ticket
-        finally:
-            with self._lock:
-                if ticket in self.line:
-                    self.line.remove(ticket)
-
-    def run_in_line(self, config: RunConfig, owner: str | None = None, share: bool = False,
-                    turn: Ticket | None = None) -> Iterator[str | TrainingJob]:
-        """Check the disk at once, wait in line for the slot, then start the run of a checked config
-        (`forms.Forms`: pre-training or fine-tuning).
-
-        Yields a status line every WAIT_POLL_S while others go first, and the started job last. Closing the
-        generator (the visitor left) or `stop` by the same owner gives the place up. A run trained on an upload is
-        private to its owner unless `share` is set: its vocabulary and guesses would show the text."""
-        try:
-            self.disk.check(config, owner, self.job)
-            ticket = turn or self._join_line(owner)
+            for config in configs.values():
+                self.disk.check(config, owner, self.job)
+            ticket = self._join_line(owner, configs, share, cleanup)
         except ValueError:
-            remove_uploads(config)
+            _discard(configs.values(), cleanup)
             raise
-        started = False
-        try:
-            while (ahead := self._ahead_of(ticket)) > 0 and not ticket.cancelled:
-                yield (f"Waiting for the training slot: {ahead} run{'s' if ahead > 1 else ''} before yours "
-                       f"(you are number {ahead} in line).{self.time_left_now(ticket)}")
-                time.sleep(WAIT_POLL_S)
-            if not ticket.cancelled:
-                job = self.start(config, owner, share)
-                started = True
-                yield job
-        finally:
-            with self._lock:
-                if turn is None and ticket in self.line:  # a turn keeps its place for its next run
-                    self.line.remove(ticket)
-                elif started:
-                    ticket.runs -= 1
-            if not started:
-                remove_uploads(config)
+        threading.Thread(target=self._serve, args=(ticket,), name=f"line-{owner}", daemon=True).start()
+        return ticket
 
-    def _join_line(self, owner: str | None, runs: int = 1) -> Ticket:
+    def ticket_of(self, owner: str | None) -> Ticket | None:
+        """The visitor's ticket in line, waiting or training (None for a request without a visitor)."""
+        with self._lock:
+            return next((t for t in self.line if owner is not None and t.owner == owner), None)
+
+    def _join_line(self, owner: str | None, configs: dict[str, RunConfig], share: bool,
+                   cleanup: Callable[[], None] | None) -> Ticket:
         with self._lock:
             job = self.job
-            holders = [t.owner for t in self.line] + ([job.owner] if job is not None and job.running else [])
+            holders = [t.owner for t in self.line]
+            if job is not None and job.running and not any(job in t.jobs for t in self.line):
+                holders.append(job.owner)  # a run the backend started
             if owner is not None and owner in holders:
                 raise ValueError("you already have a run training or waiting: stop it, or wait for it to end, "
                                  "before you start another")
             if sum(same_address(owner, holder) for holder in holders) >= ADDRESS_PLACES:
                 raise ValueError(f"{ADDRESS_PLACES} runs from your network are already training or waiting, the most "
                                  "one network may have: wait for one of them to end")
-            if len(self.line) >= self.max_waiting:
-                raise ValueError(f"{len(self.line)} visitors are already waiting to train, the most this app lets "
+            waiting = [t for t in self.line if not t.jobs]
+            if len(waiting) >= self.max_waiting:
+                raise ValueError(f"{len(waiting)} visitors are already waiting to train, the most this app lets "
                                  "wait: try again in a few minutes. Fill-mask, Next sentence and Attention work "
                                  "meanwhile")
-            ticket = Ticket(owner, runs=runs)
+            ticket = Ticket(owner, dict(configs), share, cleanup)
             self.line.append(ticket)
             return ticket
 
+    def _serve(self, ticket: Ticket) -> None:
+        """The ticket's thread: wait for its turn, train its runs one after the other (the experiment ends with a
+        run that did not finish), then give the place up and delete what its runs no longer need."""
+        try:
+            if not self._wait_for_turn(ticket):
+                return
+            for config in ticket.configs.values():
+                if ticket.cancelled or self._abandoned(ticket):
+                    break
+                try:
+                    job = self.start(config, ticket.owner, ticket.share)
+                except ValueError as exc:
+                    ticket.error = str(exc)
+                    break
+                ticket.jobs.append(job)
+                self._watch(ticket, job)
+                if (job.done or {}).get("reason") != "finished":
+                    break
+        finally:
+            with self._turn:
+                self.line.remove(ticket)
+                self._turn.notify_all()
+            _discard(list(ticket.configs.values())[len(ticket.jobs):], ticket.cleanup)
+            ticket.ended.set()
+
+    def _wait_for_turn(self, ticket: Ticket) -> bool:
+        """Wait until the ticket is first in line and no run trains; False if it was stopped or abandoned first."""
+        with self._turn:
+            while self.line[0] is not ticket or (self.job is not None and self.job.running):
+                if ticket.cancelled or self._abandoned(ticket):
+                    return False
+                self._turn.wait(timeout=WAIT_POLL_S)
+            return not ticket.cancelled
+
+    def _watch(self, ticket: Ticket, job: TrainingJob) -> None:
+        """Wait for a run to end; stop it (it saves what it learned) once no page has followed its ticket for
+        `abandon_s`."""
+        stopped = False
+        while job.running:
+            job.thread.join(timeout=WAIT_POLL_S)
+            if job.running and not stopped and self._abandoned(ticket):
+                job.stop()
+                stopped = True
+
+    def _abandoned(self, ticket: Ticket) -> bool:
+        return time.monotonic() - ticket.seen > self.abandon_s
+
+    def waiting_text(self, ticket: Ticket) -> str:
+        """Where a waiting ticket stands: its number in line (one number a ticket, never two tickets with the same
+        one), and how long until its turn."""
+        with self._lock:
+            if ticket not in self.line or ticket.jobs:
+                return ""
+            ahead = self.line[:self.line.index(ticket)]
+        number = sum(not t.jobs for t in ahead) + 1
+        training = self.job is not None and self.job.running
+        where = "next in line" if number == 1 else f"number {number} in line"
+        return (f"Waiting for the training slot: you are {where}"
+                f"{', after the run training now' if training else ''}.{self.time_left_now(ticket)}")
+
+    def others_text(self, owner: str | None) -> str:
+        """What a visitor with no run of their own is told of the slot ("" when it is free): that someone else's
+        run has it (never whose), how far that run is, how many wait, and how long a run of theirs would wait."""
+        job = self.job
+        if job is None or not job.running or (owner is not None and job.owner == owner):
+            return ""
+        with self._lock:
+            waiting = sum(not t.jobs for t in self.line)
+            front = next((t for t in self.line if job in t.jobs), None)
+        config = job.trainer.config
+        what = "fine-tuning run" if isinstance(config, FinetuneConfig) else "pre-training run"
+        if front is not None and len(front.configs) > 1:
+            what += f" ({len(front.jobs)} of the {len(front.configs)} of an experiment)"
+        queue = (f", and {waiting} more {'visitor waits' if waiting == 1 else 'visitors wait'} in line"
+                 if waiting else "")
+        ahead = self.seconds_ahead()
+        wait = (f" A run you start now waits about {_minutes(ahead)} for the slot." if ahead is not None
+                else " A run you start now waits in line for it.")
+        return (f"{BUSY_MARK} someone else's {what} has the training slot now (step {job.trainer.step:,} of "
+                f"{config.steps:,}){queue}.{wait}")
+
     def time_left_now(self, before: Ticket | None = None) -> str:
-        """How long until the slot is free for `before`'s run, from the pace the run training now measured (""
-        until it knows): its own time left, its experiment's runs still to come, and each run of the places ahead
-        in line, each taken to last as long as the run training now."""
+        """How long until the slot is free for `before`'s runs, in a sentence ("" until the run training now has
+        measured its pace)."""
+        ahead = self.seconds_ahead(before)
+        return "" if ahead is None else f" The runs ahead of yours have about {_minutes(ahead)} left."
+
+    def seconds_ahead(self, before: Ticket | None = None) -> float | None:
+        """Seconds until the slot is free for `before`'s runs (for a run joining the line now, without `before`),
+        from the pace the run training now measured (None until it knows): its own time left, its experiment's
+        runs still to come, and each run of the places ahead in line, each taken to last as long as the run
+        training now."""
         job = self.job
         left = job.seconds_left if job is not None and job.running else None
         if left is None:
-            return ""
+            return None
         with self._lock:
             ahead = self.line[:self.line.index(before)] if before in self.line else list(self.line)
-        runs = sum(t.runs for t in ahead)  # a turn counts its runs still to come: the one training is not in it
-        total = left + runs * job.seconds_total
-        return f" The runs ahead of yours have about {max(1, round(total / 60))} min left."
-
-    def _ahead_of(self, ticket: Ticket) -> int:
-        """How many runs go before this ticket's: the one training, and the tickets ahead of it in line."""
-        with self._lock:
-            ahead = [t for t in self.line[:self.line.index(ticket)] if t.runs > 0]  # a turn whose last run started
-            return len(ahead) + int(self.job is not None and self.job.running)      # is the run training now
+        runs = sum(len(t.configs) - len(t.jobs) for t in ahead)  # the run training now is not among them
+        return left + runs * job.seconds_total
 
     def start(self, config: RunConfig, owner: str | None = None, share: bool = False) -> TrainingJob:
         """Start the run now, after waiting a little for a previous one that is still saving its checkpoint;
-        ValueError if another run is training or the disk has no room (visitors use `run_in_line`)."""
+        ValueError if another run is training or the disk has no room (visitors `join` the line)."""
         with self._lock:
             try:
                 if self.job is not None and self.job.running:
@@ -159,18 +257,31 @@ class Slot:
         """Stop the run `owner` started, and give up their place in line (an experiment's too); True if there was
         either.
 
-        Only the visitor (browser session) who started a run may stop it; a request without a session stops
-        nothing. The backend can always call `job.stop()` itself.
+        Only the visitor who started a run may stop it; a request without a visitor stops nothing. The backend can
+        always call `job.stop()` itself.
         """
         if owner is None:
             return False
         stopped = False
-        with self._lock:
+        with self._turn:
             for ticket in self.line:
                 if ticket.owner == owner:
                     ticket.cancelled = stopped = True
+            self._turn.notify_all()
         job = self.job
         if job is not None and job.running and job.owner == owner:
             job.stop()
             stopped = True
         return stopped
+
+
+def _minutes(seconds: float) -> str:
+    return f"{max(1, round(seconds / 60))} min"
+
+
+def _discard(configs: Iterable[RunConfig], cleanup: Callable[[], None] | None) -> None:
+    """Delete the private copies that runs which will not start would have trained on, and the ticket's own."""
+    for config in configs:
+        remove_uploads(config)
+    if cleanup is not None:
+        cleanup()

@@ -15,6 +15,7 @@ from bert_demo.train_config import APP_FINETUNE
 if TYPE_CHECKING:
     from bert_demo.app.forms import Caps
     from bert_demo.app.job import TrainingJob
+    from bert_demo.app.pace import Pace
 
 INTRO = """# BERT, from scratch
 A small BERT, built and pre-trained by this project on a few million words of English. Below, it already fills in
@@ -46,6 +47,7 @@ the same classifier from the pre-trained encoder and from random weights, so you
 
 TRAIN_IDLE = ("Press **Start training** to pre-train a small BERT from scratch: what it is doing, the curves and its "
               "guesses appear here as it learns.")
+FINETUNE_IDLE = "Press **Fine-tune and compare**."
 PHASES = {  # what a run's preparation is doing, by how its status begins: said beside the status
     "loading corpus": "reading the text (a named corpus is fetched once, then read from the cache)",
     "preparing the tokenizer": "learning a vocabulary of word pieces from the text: a few seconds, kept for the "
@@ -92,11 +94,28 @@ def job_status(job: TrainingJob) -> str:
     prefix = f"Continuing {Path(source).name} · " if source else ""  # domain adaptation, said on every line
     step = max(job.trainer.step, last["step"])  # the step it is on now, not the last one it logged
     line = f"{prefix}Step {step}/{total} · {last['tokens_per_s']:,.0f} tokens/s · {clock(elapsed)} elapsed"
-    if job.records[-1].get("kind") == "status":  # a phase after the steps, such as a fine-tuning run's scoring
-        return f"{line} · {job.records[-1]['message']}…"
-    if job.seconds_left is not None:
-        line += f" · about {clock(job.seconds_left)} left"
+    left, pace = job.seconds_left, job.pace()
+    if left is not None:
+        line += f" · about {clock(left)} left"
+        if pace[1] is None and pace[2]:  # no check has ended yet: its time is not known
+            line += f" and {pace[2]} check{'s' if pace[2] > 1 else ''} on held-out sentences, not timed yet"
+    latest = job.records[-1]
+    if latest.get("kind") == "status":  # a phase after the steps, such as a fine-tuning run's scoring
+        return f"{line} · {latest['message']}…"
+    if latest.get("kind") == "check":
+        return f"{line} · checking on held-out sentences…"
     return line
+
+
+def estimate_text(what: str, seconds: float, parts: str, pace: Pace, slot_busy: bool, after: str = "") -> str:
+    """How long `what` ("This run", "The experiment") would take here now, from a pace measured just now (`parts`:
+    what the time is made of; `after`: what comes on top, untimed), and whether the machine is busy."""
+    line = f"**{what}: about {duration(seconds)} on this machine now**: {parts}, timed here just now{after}."
+    if pace.busy:
+        why = "a run of ours is training" if slot_busy else "other programs are running"
+        line += (f" The machine is busy ({why}: the timing got {pace.share:.0%} of its {pace.threads} "
+                 f"core{'s' if pace.threads > 1 else ''}' time): on a quiet one this is faster.")
+    return f"<small>{line}</small>"
 
 
 def model_markdown(info: dict[str, Any]) -> str:
@@ -144,21 +163,31 @@ def _training_lines(info: dict[str, Any]) -> list[str]:
 
 
 def _metric_lines(info: dict[str, Any]) -> list[str]:
-    rows = [(name, r) for name, r in [("train (last log)", info.get("last_train")),
-                                      ("validation (last)", info.get("last_val"))] if r]
-    if not rows:
+    """The last training and validation metrics as a table of one metric a row (its columns: where each was
+    measured), so that a phone shows it whole: six columns a metric were cut off at 390 px, with no hint."""
+    records = [(name, r) for name, r in [("train", info.get("last_train")), ("validation", info.get("last_val"))]
+               if r]
+    if not records:
         return []
-    nan = float("nan")
-    if "mlm_loss" not in rows[-1][1]:  # a classifier's run: its loss and accuracy, and its test score
-        test = rows[-1][1].get("test_acc")
-        return ["", "| | step | loss | accuracy |", "|---|---|---|---|",
-                *[f"| {name} | {r.get('step')} | {r.get('loss', nan):.3f} | {r.get('acc', nan):.1%} |"
-                  for name, r in rows],
-                *([f"| test (at the end) | | {rows[-1][1].get('test_loss', nan):.3f} | {test:.1%} |"]
-                  if test is not None else [])]
-    return ["", "| | step | MLM loss | MLM accuracy | NSP loss | NSP accuracy |", "|---|---|---|---|---|---|",
-            *[f"| {name} | {r.get('step')} | {r.get('mlm_loss', nan):.3f} | {r.get('mlm_acc', nan):.1%} | "
-              f"{r.get('nsp_loss', nan):.3f} | {r.get('nsp_acc', nan):.1%} |" for name, r in rows]]
+    said = "The last training record and the last validation"
+    if "mlm_loss" not in records[-1][1]:  # a classifier's run: its loss and accuracy, and its test score
+        if records[-1][1].get("test_acc") is not None:
+            last = records[-1][1]
+            records.append(("test", {"loss": last.get("test_loss"), "acc": last["test_acc"]}))
+            said += ", and the test sentences scored at the end"
+        metrics = [("step", "step", "{}"), ("loss", "loss", "{:.3f}"), ("accuracy", "acc", "{:.1%}")]
+    else:
+        metrics = [("step", "step", "{}"), ("MLM loss", "mlm_loss", "{:.3f}"), ("MLM accuracy", "mlm_acc", "{:.1%}"),
+                   ("NSP loss", "nsp_loss", "{:.3f}"), ("NSP accuracy", "nsp_acc", "{:.1%}")]
+    return ["", f"{said}:", "", "| | " + " | ".join(name for name, _ in records) + " |",
+            "|---|" + "---|" * len(records),
+            *[f"| {label} | " + " | ".join(_cell(r.get(key), shape) for _, r in records) + " |"
+              for label, key, shape in metrics]]
+
+
+def _cell(value: Any, shape: str) -> str:
+    """A metric in its table's cell; blank where it was not measured (a test score has no step)."""
+    return "" if value is None else shape.format(value)
 
 
 def duration(seconds: float) -> str:
@@ -167,6 +196,11 @@ def duration(seconds: float) -> str:
         return f"{seconds:.0f} s"
     minutes = round(seconds / 60)
     return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
+
+
+def seconds(value: float) -> str:
+    """A step's time: 0.17 s, 2.9 s."""
+    return f"{value:.2f} s" if value < 1 else f"{value:.1f} s"
 
 
 def corpus_name(corpus: str) -> str:

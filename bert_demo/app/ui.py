@@ -1,5 +1,6 @@
 """The app's page: the header and seven tabs, each a module of `bert_demo.app.tabs` that lays itself out and wires its
-own events to its handlers; and `wire`, which binds a handler to the registry and to each visitor's line.
+own events to its handlers; `wire`, which binds a handler to the registry and to each visitor's line; and the
+visitor's key, which the browser keeps and every event that asks who the visitor is sends (`ask_for_keys`).
 
 The main actions are named API endpoints (/train, /compare_runs, /fill_mask, /head_importance, /next_sentence,
 /attention, /neighbours, /projection, /finetune, /classify, /attribution, /attention_change); the helper events,
@@ -12,9 +13,11 @@ import logging
 import os
 from collections.abc import Callable
 from typing import Any
+from unittest import mock
 
 import anyio
 import gradio as gr
+from gradio import component_meta
 from starlette.middleware import Middleware
 
 from bert_demo.app import header
@@ -27,14 +30,17 @@ from bert_demo.app.run_process import question_asked
 from bert_demo.app.tabs import attention, classifier, embeddings, fill, finetune, model, nsp, train
 from bert_demo.app.tabs.fill import MAX_LABELS
 from bert_demo.app.tabs.heads import head_names
-from bert_demo.app.visitors import Visitor, trusted_proxies, visitor_of
+from bert_demo.app.visitors import Visitor, is_key, new_key, trusted_proxies, visitor_of
 
 log = logging.getLogger(__name__)
 
 QUEUE_SIZE = 32  # events waiting in gradio's own queue; questions wait in their own lines instead (admission.py)
+KEY_STORAGE = "bert-demo-visitor"  # where a browser keeps its visitor key (visitors.py)
 ANALYTICS_EVERY = 50  # events between gradio's summaries of request times (its default: 1)
 CSS = """
 #status { min-height: 2.2em; }
+#train-controls { align-items: center; }  /* the buttons keep their own height beside a long status */
+#train-controls > #status { flex: 1 1 250px !important; min-width: min(250px, 100%) !important; }  /* or wraps */
 #status p { font-size: 1.05em; margin: 0.2em 0; }
 #model-summary p { margin: 0.45em 0 0 0; color: var(--body-text-color-subdued); }
 .tab-links button { max-width: 16em; }
@@ -44,6 +50,7 @@ CSS = """
 #upload .upload-container { padding-top: 1.8em; }
 #model-info table, #layer-table table, #readout table { display: block; overflow-x: auto; }  /* a phone scrolls */
 #model-info th, #model-info td, #layer-table th, #layer-table td { white-space: nowrap; }
+#model-info td:first-child { white-space: normal; }  /* a metric's name may wrap: its numbers fit a phone */
 #readout td { overflow-wrap: normal; word-break: normal; }  /* words stay whole: a phone scrolls the table */
 #model-card table { display: block; overflow-x: auto; }
 #model-card td, #model-card th { overflow-wrap: normal; word-break: normal; min-width: 5em; }
@@ -58,6 +65,10 @@ CSS = """
 #model-view .thumbnail-item { aspect-ratio: 1; }
 #model-view .grid-wrap { min-height: 0 !important; }
 #model-view .caption-label { max-width: 100%; padding: 0 0.25em; }
+@media (max-width: 640px) {  /* a phone: an attention map's token labels small enough for its rows, and no */
+  #att-plot .xtick text, #att-plot .ytick text, #compare-plot .xtick text, #compare-plot .ytick text {
+    font-size: 9px !important; }  /* blank below its square map, which the phone's width sizes */
+  #att-plot .js-plotly-plot, #compare-plot .js-plotly-plot { max-height: calc(100vw + 80px); overflow: hidden; } }
 #neuron-plot .js-plotly-plot { min-width: 760px; }  /* three panels side by side: a phone scrolls them */
 #neuron-plot > div { overflow-x: auto; }
 """ + ", ".join(f"#fill-label-{i}:has(> .empty)" for i in range(1, MAX_LABELS)) + """ { display: none !important; }
@@ -73,24 +84,54 @@ def launch_kwargs(registry: Registry | None = None, uploads: UploadLedger | None
             "app_kwargs": {"middleware": [limits]}}
 
 
+# gradio writes a .pyi stub beside the module of every component class (for custom components' type checkers): one
+# beside ui.py would hide ui.py from ours, so none is written for this one.
+with mock.patch.object(component_meta, "create_or_modify_pyi", lambda *args: None):
+    class VisitorKey(gr.BrowserState):
+        """The browser's copy of its visitor key (`visitors.new_key`), kept in its local storage and sent with
+        every event whose handler asks who the visitor is (`wire`). It is no API parameter: a script is known by
+        its session. (gradio encrypts the stored copy with a secret that every page's config carries, which hides
+        nothing from the browser itself: a fixed one keeps a visitor's key valid when the app restarts.)"""
+
+        @property
+        def skip_api(self) -> bool:
+            return True
+
+        def get_block_name(self) -> str:
+            return "browserstate"  # drawn by gradio's own BrowserState
+
+
+def kept_key(key: Any) -> str:
+    """The key a page found in its browser's storage, or a new one where it found none (a first visit)."""
+    return key if is_key(key) else new_key()
+
+
 def wire(handler: Callable, registry: Registry, components: Components, admission: Admission) -> Callable:
     """`handler` bound to the registry, answering {component: value}. A handler whose last parameter is `owner`
-    gets the visitor there (`visitors.Visitor`: the browser session, and the address it asks from).
-    A question (a handler that returns) waits in its own line of `admission`, outside gradio's queue, and is
-    answered in a worker thread; a run (a handler that yields) keeps its own line in the registry."""
+    gets the visitor there (`visitors.Visitor`: the browser's identity, or else its session, and the address it asks
+    from): its event also sends the browser's key (`ask_for_keys`). A question (a handler that returns) waits in its
+    own line of `admission`, outside gradio's queue, and is answered in a worker thread; a run (a handler that
+    yields) keeps its own line in the registry."""
     parameters = [p.replace(default=inspect.Parameter.empty)  # gradio passes every input: no defaults needed
                   for p in list(inspect.signature(handler).parameters.values())[1:]]  # without the registry
-    owner = parameters[-1].name == "owner"
+    owner = bool(parameters) and parameters[-1].name == "owner"
     parameters = parameters[:-1] if owner else parameters
-    parameters.append(inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=gr.Request))
+    if owner:  # the event's last input, added once every event is wired (an API caller sends none)
+        parameters.append(inspect.Parameter("key", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None))
+    parameters.append(inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=gr.Request,
+                                        default=None if owner else inspect.Parameter.empty))
 
     def call(args: tuple, visitor: Visitor | None) -> Any:
         return handler(registry, *args, *([visitor] if owner else []))
 
+    def split(args: list) -> tuple[tuple, Visitor | None]:
+        """The handler's inputs, and the visitor from the request and the key that end them."""
+        request, key = args.pop(), args.pop() if owner else None
+        return tuple(args), visitor_of(request, key)
+
     if inspect.isgeneratorfunction(inspect.unwrap(handler)):
         def fn(*args):
-            *args, request = args
-            for result in call(tuple(args), visitor_of(request)):
+            for result in call(*split(list(args))):
                 yield {components[name]: value for name, value in result.items()}
     else:
         def answer(args: tuple, visitor: Visitor | None) -> dict:
@@ -101,8 +142,7 @@ def wire(handler: Callable, registry: Registry, components: Components, admissio
                 question_asked()  # counted from the answer: a long one keeps the run on one core throughout
 
         async def fn(*args):
-            *args, request = args
-            visitor = visitor_of(request)
+            args, visitor = split(list(args))
             try:
                 async with admission.admit(handler.__name__, visitor):
                     return await anyio.to_thread.run_sync(answer, tuple(args), visitor)
@@ -111,7 +151,17 @@ def wire(handler: Callable, registry: Registry, components: Components, admissio
                 raise gr.Error(brief(str(refusal)), print_exception=False) from None
     fn.__name__, fn.__signature__ = handler.__name__, inspect.Signature(parameters)
     fn.__annotations__ = {"request": gr.Request}  # where gradio looks for the request parameter
+    fn.asks_key = owner
     return fn
+
+
+def ask_for_keys(demo: gr.Blocks, key: VisitorKey) -> None:
+    """Give every event whose handler asks who the visitor is the browser's key as its last input, and give a
+    browser that has none its key when the page opens."""
+    for block_fn in demo.fns.values():
+        if getattr(block_fn.fn, "asks_key", False):
+            block_fn.inputs.append(key)
+    demo.load(kept_key, key, key, api_visibility="private", queue=False)
 
 
 def build_demo(registry: Registry | None = None, admission: Admission | None = None) -> gr.Blocks:
@@ -124,6 +174,7 @@ def build_demo(registry: Registry | None = None, admission: Admission | None = N
     heads = list(head_names(registry.catalog.config_of(default)[1])) if default else []
     trusted_proxies()  # a Space owner's mistyped list of proxies stops the app here, with what is wrong
     with Blocks(title="BERT from scratch", delete_cache=(UPLOAD_SWEEP_S, UPLOAD_RETENTION_S)) as demo:
+        key = VisitorKey(storage_key=KEY_STORAGE, secret=KEY_STORAGE)
         c: Components = header.layout(registry)
         # the page opens on an answer (Fill-mask, its first example already filled in); on a phone the tab bar
         # wraps onto two lines, so that every tab is one tap away
@@ -143,6 +194,7 @@ def build_demo(registry: Registry | None = None, admission: Admission | None = N
         for tab in (train, fill, nsp, attention, embeddings, finetune, classifier, model):
             tab.wire(c, bound)
         header.wire(demo, c, bound)
+        ask_for_keys(demo, key)
     # gradio summarises its last 10,000 events with pandas after every event by default: 2 ms a request, 7 ms once
     # a long-lived Space has seen 10,000. Every 50 events is fresh enough for its monitoring page; an owner's wins.
     os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY", str(ANALYTICS_EVERY))

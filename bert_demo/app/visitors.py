@@ -1,11 +1,16 @@
-"""Who a request comes from: a browser session, and the network address behind it.
+"""Who a request comes from: a visitor (a browser, known by a secret it keeps), and the network address behind it.
 
-A private run belongs to a browser session (gradio's `session_hash`). Every per-visitor limit is kept by session
-and by address as well: a script picks a new session with every `Client`, but not a new address, so a fresh session
-no longer brings a fresh share of the disk or a fresh place in the training line. Requests from this host's own
-network (loopback, private addresses) have no address: the person at the machine is limited by session alone.
+A visitor is a browser, not a page: the page asks the browser for its key, a random secret of 256 bits that the
+app gave it on its first visit (`new_key`) and that it keeps in its local storage, so that a reload, or a second
+tab, is the same visitor, and their runs, places in line and private files are still theirs. The visitor is known by
+a digest of the key (`identity`): what the server keeps and compares, never the key itself, so that nothing it
+stores or shows can be used to pose as someone. A request without a key (a script's `Client`, an API call) is
+its gradio session, as before. Neither a session nor a key can be guessed, and no page ever shows another's.
 
-The address: gradio's `/call/` API makes a new session for every call too, and no new address. Carrier-grade NAT
+Every per-visitor limit is kept by address as well: a script picks a new session with every `Client`, and
+gradio's `/call/` API a new session with every call, but neither a new address, so a fresh session no longer brings
+a fresh share of the disk, of a line or of the training line. Requests from this host's own network (loopback,
+private addresses) have no address: the person at the machine is limited by visitor alone. Carrier-grade NAT
 addresses (100.64.0.0/10) are not public either. Behind a proxy, X-Forwarded-For names whom it forwards, but any
 client can write that header itself: the app believes it only from the proxies it trusts, the addresses or networks
 in $BERT_DEMO_TRUSTED_PROXIES (comma-separated), or, on a Hugging Face Space ($SPACE_ID set), whose only way in is
@@ -15,10 +20,16 @@ visitor is their /64: a subscriber is given a whole /64, and picks a new address
 from __future__ import annotations
 
 import functools
+import hashlib
 import ipaddress
 import os
+import re
+import secrets
 from typing import Any
 
+KEY_BYTES = 32  # a visitor's key: 256 random bits, as URL-safe base64 (43 characters)
+KEY_PATTERN = re.compile(r"[A-Za-z0-9_-]{43}")
+IDENTITY_PREFIX = "visitor-"  # then a digest of the key; a session (gradio's) never begins so
 TRUSTED_PROXIES_ENV = "BERT_DEMO_TRUSTED_PROXIES"
 SPACE_PROXIES = "10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,100.64.0.0/10,fc00::/7"  # where a Space's proxy may be
 IPV6_PREFIX = 64  # the IPv6 addresses that count as one visitor: one subscriber's network
@@ -28,22 +39,42 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 class Visitor(str):
-    """A browser session (the string itself: what privacy and ownership compare) with the address its requests
-    come from (`address`, None when unknown: a backend call or a test). Equal to its session as plain text, so a
-    run's owner and a checkpoint's `visible_to` stay the session."""
+    """A visitor (the string itself, their identity or session: what privacy and ownership compare) with the
+    address their requests come from (`address`, None when unknown: a backend call or a test). Equal to the
+    identity as plain text, so a run's owner and a checkpoint's `visible_to` are the identity."""
 
     address: str | None
 
-    def __new__(cls, session: str, address: str | None = None) -> "Visitor":
-        visitor = super().__new__(cls, session)
+    def __new__(cls, identity: str, address: str | None = None) -> "Visitor":
+        visitor = super().__new__(cls, identity)
         visitor.address = address
         return visitor
 
 
-def visitor_of(request: Any) -> Visitor | None:
-    """The visitor a gradio request comes from; None for a request without a session."""
+def new_key() -> str:
+    """A new visitor's key, for their browser to keep."""
+    return secrets.token_urlsafe(KEY_BYTES)
+
+
+def is_key(key: Any) -> bool:
+    """Whether a value is a key as `new_key` makes them (a browser may send anything)."""
+    return isinstance(key, str) and KEY_PATTERN.fullmatch(key) is not None
+
+
+def identity(key: str) -> str:
+    """What the app keeps of a visitor: a digest of their key, from which the key cannot be found."""
+    return IDENTITY_PREFIX + hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+def visitor_of(request: Any, key: Any = None) -> Visitor | None:
+    """The visitor a gradio request comes from: the browser's key where it sent one (see `new_key`), else the
+    request's session; None for a request with neither."""
+    if is_key(key):
+        return Visitor(identity(key), address_of(request))
     session = getattr(request, "session_hash", None)
-    return Visitor(session, address_of(request)) if session is not None else None
+    if session is None or str(session).startswith(IDENTITY_PREFIX):  # a session posing as a key's identity
+        return None
+    return Visitor(session, address_of(request))
 
 
 def address_of(request: Any) -> str | None:

@@ -18,6 +18,8 @@ from bert_demo.app.text import WELL_READ
 from bert_demo.config import LIMITS, WEIGHTS_NAME, read_metadata
 from bert_demo.train_config import APP_FINETUNE
 
+WORDS_LABEL = "Which words drove the decision"
+
 
 def layout(registry: Registry) -> Components:
     """A fine-tuned classifier's answer, the words that drove it, and its attention before and after."""
@@ -37,7 +39,7 @@ def layout(registry: Registry) -> Components:
     with gr.Row():
         c["ft_label"] = gr.Label(label="Classes", elem_id="ft-label", scale=1, min_width=240)
         with gr.Column(scale=2, min_width=240):
-            c["ft_words"] = gr.HighlightedText(label="Which words drove the decision", elem_id="ft-words",
+            c["ft_words"] = gr.HighlightedText(label=WORDS_LABEL, elem_id="ft-words",
                                                show_legend=False, combine_adjacent=False)
             gr.Markdown(text.ATTRIBUTION_KEY, elem_classes="attribution-key")
     with gr.Accordion("Attention before and after fine-tuning", open=False):
@@ -62,8 +64,11 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
     to the chosen classifier."""
     inputs = [c["ft_classifier"], c["ft_text_a"], c["ft_text_b"]]
     asked = [c["ft_button"].click, c["ft_text_a"].submit, c["ft_text_b"].submit]
-    gr.on(asked, bound(classify), inputs, c["ft_label"], api_name="classify", show_progress="hidden")
-    gr.on(asked, bound(attribution), inputs, c["ft_words"], api_name="attribution", show_progress_on=[c["ft_words"]])
+    gr.on(asked, bound(attributing), None, c["ft_words"], api_visibility="private", queue=False,
+          show_progress="hidden")  # the last sentence's colours go at once, not when the new ones come
+    answered = gr.on(asked, bound(classify), inputs, c["ft_label"], api_name="classify", show_progress="hidden")
+    answered.success(bound(attribution), inputs, c["ft_words"], api_name="attribution",
+                     show_progress_on=[c["ft_words"]])  # a refused question gets one message, not two
     gr.on([c["ft_att_button"].click, c["ft_att_layer"].release], bound(attention_change),
           [*inputs, c["ft_att_layer"]], [c["ft_att_before"], c["ft_att_after"], c["ft_att_caption"]],
           api_name="attention_change", show_progress_on=[c["ft_att_after"]])
@@ -99,6 +104,11 @@ def classify(registry: Registry, classifier: str, text_a: str, text_b: str = "",
     loaded = registry.catalog.load_classifier(classifier, owner)
     probabilities = backend().inference.classify(loaded.model, loaded.tokenizer, text_a, text_b or None)
     return {"ft_label": dict(probabilities)}
+
+
+def attributing(registry: Registry) -> Outputs:
+    """The attribution panel while a new question is answered: empty, under its plain title."""
+    return {"ft_words": gr.HighlightedText(value=None, label=WORDS_LABEL)}
 
 
 @friendly

@@ -42,13 +42,17 @@ def layout() -> Components:
 
 
 def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
-    """Find neighbours (button or Enter), and Project."""
-    gr.on([c["emb_button"].click, c["emb_word"].submit, c["emb_sentence"].submit], bound(neighbours),
-          [c[name] for name in ("model", "emb_word", "emb_sentence", "emb_layer", "step")],
-          [c["neighbours_table"], c["neighbours_caption"]], api_name="neighbours", show_progress="hidden")
-    gr.on([c["projection_button"].click, c["emb_words"].submit], bound(projection),
-          [c["model"], c["emb_words"], c["step"]], c["projection_plot"], api_name="projection",
-          show_progress_on=[c["projection_plot"]])
+    """Find neighbours (button or Enter), and Project; a refused question clears what the one before it drew, so
+    that no answer to another word stays under the message."""
+    found = gr.on([c["emb_button"].click, c["emb_word"].submit, c["emb_sentence"].submit], bound(neighbours),
+                  [c[name] for name in ("model", "emb_word", "emb_sentence", "emb_layer", "step")],
+                  [c["neighbours_table"], c["neighbours_caption"]], api_name="neighbours", show_progress="hidden")
+    found.failure(bound(no_neighbours), None, [c["neighbours_table"], c["neighbours_caption"]],
+                  api_visibility="private", queue=False)
+    projected = gr.on([c["projection_button"].click, c["emb_words"].submit], bound(projection),
+                      [c["model"], c["emb_words"], c["step"]], c["projection_plot"], api_name="projection",
+                      show_progress_on=[c["projection_plot"]])
+    projected.failure(bound(no_projection), None, c["projection_plot"], api_visibility="private", queue=False)
 
 
 @friendly
@@ -71,6 +75,16 @@ def neighbours(registry: Registry, model_name: str, word: str, sentence: str, la
                    "embedding table), leaving out the quarter of the vocabulary the model saw least in training.")
     return {"neighbours_table": [[n.token, n.sentence, round(n.similarity, 3)] for n in found],
             "neighbours_caption": caption}
+
+
+def no_neighbours(registry: Registry) -> Outputs:
+    """What the table shows after a refused word: nothing (the message says why), not the last word's neighbours."""
+    return {"neighbours_table": [], "neighbours_caption": ""}
+
+
+def no_projection(registry: Registry) -> Outputs:
+    """What the chart shows after a refused list: nothing, not the last list's points."""
+    return {"projection_plot": plots.empty_figure("Press “Project”", height=300)}
 
 
 @friendly

@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import gradio as gr
@@ -24,19 +23,23 @@ from bert_demo.app import text
 from bert_demo.app.backend import backend
 from bert_demo.app.handlers import Components, Outputs, friendly
 from bert_demo.app.job import TrainingJob
+from bert_demo.app.pace import checks as count_checks
+from bert_demo.app.pace import pace, rounded_up
 from bert_demo.app.registry import Registry
+from bert_demo.app.slot import WAIT_POLL_S, Ticket
 from bert_demo.app.tabs import classifier, train
-from bert_demo.app.folders import describe
 from bert_demo.app.tabs.classifier import default_classifier, start_of
-from bert_demo.app.tabs.train import STOP_ACTIVE, STOP_IDLE, UPDATE_EVERY_S
+from bert_demo.app.tabs.train import START_BUSY, START_IDLE, STOP_ACTIVE, STOP_IDLE, UPDATE_EVERY_S
 from bert_demo.app.text import WELL_READ
 from bert_demo.app.uploads import discard, private_copy
-from bert_demo.config import WEIGHTS_NAME, read_metadata
+from bert_demo.config import PRESETS, WEIGHTS_NAME, read_config, read_metadata
 from bert_demo.labelled import FILE_TYPES, TASKS
 from bert_demo.records import Record
 from bert_demo.train_config import APP_FINETUNE, FinetuneConfig
 
 ALL = "all"
+WELL_READ_SHAPE, WELL_READ_VOCAB = "mini", 30_522  # Google's BERT-Mini: our mini's shape, BERT's vocabulary
+PIECES_PER_WORD = 1.3  # word pieces a word of English prose makes, about
 LABEL_CHOICES = [str(n) if n else ALL for n in APP_FINETUNE["label_counts"]]  # what the radio offers
 COMPARISONS = {"random": "the same architecture from random weights", "frozen": "the selected model, encoder frozen",
                WELL_READ: f"Google's BERT-Mini, which read {APP_FINETUNE['well_read_words']} words (from the "
@@ -55,11 +58,11 @@ def layout(registry: Registry) -> Components:
         with gr.Row():
             with gr.Column(scale=1, min_width=300):
                 c = {"ft_tab": tab,
-                     "ft_task": gr.Dropdown([(f"{name}: {task.about}", name) for name, task in TASKS.items()],
-                                            value=APP_FINETUNE["task"], label="Task", elem_id="ft-task",
-                                            allow_custom_value=True,
+                     "ft_task": gr.Dropdown(list(TASKS), value=APP_FINETUNE["task"], label="Task",
+                                            elem_id="ft-task", allow_custom_value=True,  # names only: they fit
                                             info="The first four work offline; the GLUE tasks need the Hugging "
                                                  "Face Hub"),
+                     "ft_task_about": gr.Markdown(task_about(APP_FINETUNE["task"]), elem_id="ft-task-about"),
                      "ft_upload": gr.File(label=f"…or your own labelled file instead ({', '.join(FILE_TYPES)}: "
                                                 "columns text, optional text_b, label)", file_types=list(FILE_TYPES),
                                           type="filepath", elem_id="ft-upload", height=130),
@@ -72,9 +75,9 @@ def layout(registry: Registry) -> Components:
                 with gr.Row():
                     c["ft_start"] = gr.Button("Fine-tune and compare", variant="primary", elem_id="ft-start")
                     c["ft_stop"] = gr.Button("Stop", variant="secondary", elem_id="ft-stop", interactive=False)
-                c["ft_estimate"] = gr.Markdown(_time_note(registry, None), elem_id="ft-estimate")
+                c["ft_estimate"] = gr.Markdown(elem_id="ft-estimate")
             with gr.Column(scale=2):
-                c["ft_status"] = gr.Markdown("Press **Fine-tune and compare**.", elem_id="ft-status")
+                c["ft_status"] = gr.Markdown(text.FINETUNE_IDLE, elem_id="ft-status")
                 c["ft_curves"] = gr.Plot(plots.empty_figure("Accuracy, live while fine-tuning"),
                                          elem_id="ft-curves", show_label=False)
                 c["ft_verdict"] = gr.Markdown(elem_id="ft-verdict")
@@ -90,21 +93,23 @@ def layout(registry: Registry) -> Components:
 
 
 def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
-    """Fine-tune and compare (no gradio concurrency limit: its runs wait in the registry's line), Stop, and the
-    label-count chart when the tab opens or the task changes."""
+    """Fine-tune and compare (no gradio concurrency limit: its runs wait in the registry's line), Stop, the
+    label-count chart when the tab opens or the task changes, and, when the page opens, the visitor's own experiment
+    followed on (`reopened`)."""
+    outputs = [c[name] for name in ("ft_status", "ft_curves", "ft_verdict", "ft_counts", "ft_changes",
+                                    "ft_classifier", "ft_stop", "model", "ft_start")]
     c["ft_start"].click(bound(finetune), [c[name] for name in ("model", "ft_task", "ft_upload", "ft_labels",
                                                                 "ft_compare")],
-                        [c[name] for name in ("ft_status", "ft_curves", "ft_verdict", "ft_counts", "ft_changes",
-                                              "ft_classifier", "ft_stop", "model")],
-                        api_name="finetune", concurrency_limit=None, trigger_mode="once", show_progress="minimal",
-                        show_progress_on=[c["ft_status"]])
+                        outputs, api_name="finetune", concurrency_limit=None, trigger_mode="once",
+                        show_progress="minimal", show_progress_on=[c["ft_status"]])
     c["ft_stop"].click(bound(stop), None, c["ft_status"], api_visibility="private", queue=False)
     gr.on([c["ft_tab"].select, c["ft_task"].change], bound(opened), [c["model"], c["ft_task"], c["ft_classifier"]],
-          [c["ft_counts"], c["ft_classifier"], c["ft_estimate"]], api_visibility="private")
-    c["page"].load(bound(last_experiment), None, [c[name] for name in ("ft_status", "ft_curves", "ft_verdict",
-                                                                       "ft_counts", "ft_changes", "ft_classifier",
-                                                                       "ft_stop", "model")],
-                   api_visibility="private")  # what a reload would otherwise lose
+          [c["ft_counts"], c["ft_classifier"], c["ft_task_about"]], api_visibility="private")
+    form = [c[name] for name in ("ft_task", "ft_upload", "ft_labels", "ft_compare")]
+    gr.on([c["ft_tab"].select, *(setting.change for setting in form)], bound(estimate), [c["model"], *form],
+          c["ft_estimate"], api_visibility="private", trigger_mode="always_last", show_progress="hidden")
+    c["page"].load(bound(reopened), None, outputs, api_visibility="private", concurrency_limit=None,
+                   show_progress="minimal", show_progress_on=[c["ft_status"]])  # what a reload would otherwise lose
 
 
 @friendly
@@ -112,32 +117,34 @@ def finetune(registry: Registry, model: str, task: str, upload: str | None, labe
              compare: list[str] | None = None, owner: str | None = None) -> Iterator[Outputs]:
     """Fine-tune `model` on `task` (or an uploaded labelled file) with the first `labels` labelled sentences, then
     each start in `compare` ("random", "frozen", "well-read") with the same budget, one after the other in the
-    training slot; stream one chart of their validation accuracy, and end with the gap in a sentence."""
+    training slot (one place in line for them all); stream one chart of their validation accuracy, and end with the
+    gap in a sentence. The slot starts the runs, so a page that reloads finds the experiment again (`reopened`)."""
     starts, stamp = ["pretrained", *_comparisons(compare)], time.strftime("%Y%m%d-%H%M%S")
-    with _labelled_copy(upload) as upload, registry.slot.turn(owner, len(starts)) as turn:
-        configs = {start: _start_config(registry, model, task, _label_count(labels), start, upload, owner, stamp)
+    copy = _labelled_copy(upload)
+    try:
+        labelled = str(copy) if copy else None
+        configs = {start: _start_config(registry, model, task, _label_count(labels), start, labelled, owner, stamp)
                    for start in starts}  # every refusal (an unreachable hub included) comes before the first run
-        finished: dict[str, list[Record]] = {}
-        for number, (start, config) in enumerate(configs.items(), start=1):  # one turn: nobody's run between
-            job = yield from _take_slot(registry, config, owner, turn)
-            if job is None:
-                yield {"ft_status": "You left the line: the experiment stopped.", "ft_stop": STOP_IDLE}
-                return
-            try:
-                yield from _follow(job, finished, start, f"Run {number} of {len(configs)}, {plots.STARTS[start]}",
-                                   len(configs) - number)
-            finally:
-                if job.done is None:  # the visitor went away: end the run, keep what it learned
-                    job.stop()
-            job.thread.join(timeout=10)
-            finished[start] = list(job.records)
-            if job.done.get("reason") == "error":
-                raise ValueError(f"the {plots.STARTS[start]} run failed: {job.done.get('message')}")
-            if job.done.get("reason") != "finished":
-                yield {"ft_status": text.job_status(job) + " The experiment stopped here.", "ft_stop": STOP_IDLE,
-                       "ft_curves": plots.finetune_figure(finished, _chance(finished.get("pretrained", [])))}
-                return
-        yield _ended(registry, model, configs, finished, owner)
+        ticket = registry.slot.join(configs, owner, cleanup=functools.partial(discard, copy))
+    except BaseException:
+        discard(copy)
+        raise
+    yield from follow(registry, ticket, owner)
+
+
+@friendly
+def reopened(registry: Registry, owner: str | None = None) -> Iterator[Outputs]:
+    """When the page opens: the visitor's own experiment, waiting in line or training, followed on with Stop enabled
+    (a reload loses nothing); else the last experiment here that they may see."""
+    ticket = registry.slot.ticket_of(owner)
+    if ticket is not None and ticket.fine_tuning:
+        yield from follow(registry, ticket, owner)
+        return
+    outputs, others = last_experiment(registry, owner), registry.slot.others_text(owner)
+    if others:  # someone else's run has the slot: said first (the Train tab's watch keeps it up to date)
+        ended = outputs["ft_status"]
+        outputs["ft_status"] = others if ended == gr.skip() else f"{others}\n\n{ended}"
+    yield outputs
 
 
 def _start_config(registry: Registry, model: str, task: str, labels: int | None, start: str, upload: str | None,
@@ -150,25 +157,51 @@ def _start_config(registry: Registry, model: str, task: str, labels: int | None,
     return forms.finetune_config(model, task, labels, start, upload, owner, stamp=stamp)
 
 
-def _take_slot(registry: Registry, config, owner: str | None, turn) -> Iterator[Outputs]:
-    """Wait in line for the training slot (showing the place in line) on the experiment's `turn`; the started job,
-    or None if the visitor left the line."""
-    job = None
-    for update in registry.slot.run_in_line(config, owner, turn=turn):
-        if isinstance(update, str):
-            yield {"ft_status": update, "ft_stop": STOP_ACTIVE}
-        else:
-            job = update
+def follow(registry: Registry, ticket: Ticket, owner: str | None) -> Iterator[Outputs]:
+    """An experiment's place in line, then each run's curves as it trains, then the gap in a sentence."""
+    configs, finished = ticket.configs, {}
+    for number, start in enumerate(configs, start=1):
+        job = yield from _wait_for_run(registry, ticket, number)
+        if job is None:
+            yield {"ft_status": "You left the line: the experiment stopped.", "ft_stop": STOP_IDLE,
+                   "ft_start": START_IDLE}
+            if ticket.error:
+                raise ValueError(ticket.error)
+            return
+        yield from _follow(ticket, job, finished, start, f"Run {number} of {len(configs)}, {plots.STARTS[start]}",
+                           len(configs) - number)
+        job.thread.join(timeout=10)
+        finished[start] = list(job.records)
+        if job.done.get("reason") == "error":
+            yield {"ft_stop": STOP_IDLE, "ft_start": START_IDLE}
+            raise ValueError(f"the {plots.STARTS[start]} run failed: {job.done.get('message')}")
+        if job.done.get("reason") != "finished":
+            yield {"ft_status": text.job_status(job) + " The experiment stopped here.", "ft_stop": STOP_IDLE,
+                   "ft_start": START_IDLE,
+                   "ft_curves": plots.finetune_figure(finished, _chance(finished.get("pretrained", [])))}
+            return
+    yield _ended(registry, configs["pretrained"].model, configs, finished, owner)
+
+
+def _wait_for_run(registry: Registry, ticket: Ticket, number: int) -> Iterator[Outputs]:
+    """The place in line until the experiment's `number`th run starts; that run, or None if it never will (the
+    visitor left the line, or a run could not start)."""
+    while (job := ticket.wait_for_run(number, timeout=WAIT_POLL_S)) is None and not ticket.ended.is_set():
+        ticket.followed()
+        yield {"ft_status": registry.slot.waiting_text(ticket) or "Starting the next run…", "ft_stop": STOP_ACTIVE,
+               "ft_start": START_BUSY}
     return job
 
 
-def _follow(job: TrainingJob, finished: dict[str, list[Record]], start: str, title: str, rest: int
-            ) -> Iterator[Outputs]:
+def _follow(ticket: Ticket, job: TrainingJob, finished: dict[str, list[Record]], start: str, title: str,
+            rest: int) -> Iterator[Outputs]:
     """The status line and the chart (the finished runs' curves and this one's) about once a second; `rest` runs
     of the experiment come after this one."""
     seen, last = 0, 0.0
-    yield {"ft_status": f"{title}: {text.job_status(job)}", "ft_stop": STOP_ACTIVE, "ft_verdict": ""}
+    yield {"ft_status": f"{title}: {text.job_status(job)}", "ft_stop": STOP_ACTIVE, "ft_start": START_BUSY,
+           "ft_verdict": ""}
     while job.done is None:
+        ticket.followed()
         seen += len(job.wait(seen, timeout=UPDATE_EVERY_S / 2))
         if job.done is None and time.monotonic() - last >= UPDATE_EVERY_S:
             last = time.monotonic()
@@ -192,7 +225,8 @@ def _ended(registry: Registry, model: str, configs: dict, finished: dict[str, li
     runs = f"{len(configs)} runs of {pretrained.steps} steps each" if len(configs) > 1 else \
         f"1 run of {pretrained.steps} steps"
     return {"ft_status": f"{status}: {runs}. The fine-tuned model is saved as {newest}: try it below.",
-            "ft_stop": STOP_IDLE, "ft_curves": plots.finetune_figure(finished, _chance(finished["pretrained"])),
+            "ft_stop": STOP_IDLE, "ft_start": START_IDLE,
+            "ft_curves": plots.finetune_figure(finished, _chance(finished["pretrained"])),
             "ft_verdict": text.verdict(finished, pretrained.train_examples, pretrained.outside),
             "ft_counts": label_counts(registry, model, pretrained.task, owner)["ft_counts"],
             "ft_changes": plots.layer_change_figure(layer_changes(configs)),
@@ -302,27 +336,67 @@ def stop(registry: Registry, owner: str | None) -> Outputs:
 @friendly
 def opened(registry: Registry, model: str | None, task: str | None, chosen: str | None,
            owner: str | None = None) -> Outputs:
-    """When the tab opens or the task changes: the label-count chart for this model and task, the fine-tuned
-    models this visitor may ask (the one chosen stays chosen), and how long runs took here."""
+    """When the tab opens or the task changes: what the task is, the label-count chart for this model and task,
+    and the fine-tuned models this visitor may ask (the one chosen stays chosen)."""
     choices = registry.catalog.classifier_choices(owner)
     names = [name for _, name in choices]
     counts = label_counts(registry, model, task, owner) if model and task else {"ft_counts": gr.skip()}
     return {**counts, "ft_classifier": gr.Dropdown(choices=choices, value=chosen if chosen in names else
                                                    default_classifier(registry, owner)),
-            "ft_estimate": _time_note(registry, owner)}
+            "ft_task_about": task_about(task)}
 
 
-def _time_note(registry: Registry, owner: str | None) -> str:
-    """How long the experiment's runs take, as the latest ones here took (measured on this machine, under whatever
-    load it had), or that the first one will tell."""
-    took = [float(read_metadata(e.folder).get("elapsed", 0.0)) for e in registry.catalog.list_models(owner)
-            if e.folder is not None and e.name.startswith("runs/") and describe(e.folder)][:4]
-    budget = (f"Each run: {APP_FINETUNE['epochs']} passes over the labelled sentences, at most "
-              f"{APP_FINETUNE['max_steps']} steps of 32. Runs share the training slot with the Train tab")
-    if not took:
-        return f"<small>{budget}; the first experiment here shows how long one takes.</small>"
-    return (f"<small>{budget}. The latest runs here took {', '.join(text.clock(t) for t in took)}: an experiment "
-            "takes that for each start.</small>")
+def task_about(task: str | None) -> str:
+    """What a task's sentences are, under its name (in the list, a whole sentence was cut off, and on a phone ran
+    under the list's arrow)."""
+    about = TASKS[task].about if task in TASKS else "your own labelled file" if task else ""
+    return f"<small>{about}</small>" if about else ""
+
+
+@friendly
+def estimate(registry: Registry, model: str | None, task: str | None, upload: str | None, labels: str,
+             compare: list[str] | None = None, owner: str | None = None) -> Outputs:
+    """How long the experiment the form describes would take on this machine now, its runs timed before the visitor
+    starts it (`pace`), whether the machine is busy, and how long the latest fine-tuning runs here took, each named
+    by its start. Settings that are not allowed get no estimate: Start says why."""
+    latest = _latest_runs(registry, owner)
+    try:
+        starts = ["pretrained", *_comparisons(compare)]
+        config = registry.forms.finetune_config(model, task, _label_count(labels), "pretrained", upload, owner)
+        data = backend().labelled.load_file(upload) if upload else backend().labelled.load_task(task)
+        shape = read_config(Path(config.model))
+    except ValueError:
+        return {"ft_estimate": f"<small>{latest}</small>" if latest else ""}
+    length = min(config.max_seq_len, _typical_length(data["train"]))
+    validation, checks = len(data["validation"]), count_checks(config.steps, config.eval_every)
+    paces = [pace(PRESETS[WELL_READ_SHAPE].with_vocab(WELL_READ_VOCAB) if start == WELL_READ else shape,
+                  config.batch_size, length, config.precision, config.device, classifier=True) for start in starts]
+    seconds = sum(measured.seconds(config.steps, checks, validation) for measured in paces)
+    runs = f"{len(starts)} runs" if len(starts) > 1 else "1 run"
+    parts = (f"{runs} of {config.steps} steps at {text.seconds(paces[0].step_s)} each and {checks} checks on "
+             f"{validation:,} held-out sentences")
+    job = registry.slot.job
+    line = text.estimate_text("The experiment", seconds, parts, paces[0], job is not None and job.running,
+                              after=", after loading each model")
+    return {"ft_estimate": line + (f"<br><small>{latest}</small>" if latest else "")}
+
+
+def _typical_length(train) -> int:
+    """A training batch's length in tokens, about: the mean example's words (both sentences), as word pieces."""
+    words = [len(str(a).split()) + len(str(b or "").split()) for a, b in zip(train["text"], train["text_b"])]
+    return rounded_up(PIECES_PER_WORD * sum(words) / max(len(words), 1) + 3)  # [CLS] and the [SEP]s
+
+
+def _latest_runs(registry: Registry, owner: str | None) -> str:
+    """How long the latest fine-tuning runs here took, each named by its start, or ""."""
+    took = []
+    for entry in registry.catalog.list_models(owner):
+        metadata = read_metadata(entry.folder) if entry.folder is not None and entry.name.startswith("runs/") else {}
+        config = metadata.get("train_config") or {}
+        if "task" in config and metadata.get("elapsed"):
+            start = start_of(config, Path(config["model"]).resolve()) or config.get("init")
+            took.append(f"{text.clock(float(metadata['elapsed']))} ({plots.STARTS.get(start, start)})")
+    return f"The latest fine-tuning runs here took {', '.join(took[:4])}." if took else ""
 
 
 def _comparisons(compare: list[str] | None) -> list[str]:
@@ -347,15 +421,9 @@ def _chance(records: list[Record]) -> float | None:
     return next((r["majority"] for r in records if r.get("kind") == "val" and "majority" in r), None)
 
 
-@contextmanager
-def _labelled_copy(upload: str | None) -> Iterator[str | None]:
-    """The visitor's labelled file copied under a name of ours for the experiment's runs, deleted when it ends
-    (a killed app's copies are swept when it starts again)."""
+def _labelled_copy(upload: str | None) -> Path | None:
+    """The visitor's labelled file copied under a name of ours for the experiment's runs, deleted when the
+    experiment ends (a killed app's copies are swept when it starts again)."""
     if not upload:
-        yield None
-        return
-    copy = private_copy(Path(upload), f"labelled{Path(upload).suffix.lower()}", backend().labelled.MAX_FILE_BYTES)
-    try:
-        yield str(copy)
-    finally:
-        discard(copy)
+        return None
+    return private_copy(Path(upload), f"labelled{Path(upload).suffix.lower()}", backend().labelled.MAX_FILE_BYTES)

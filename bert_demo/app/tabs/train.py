@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import gradio as gr
 
@@ -13,31 +14,39 @@ from bert_demo import plots
 from bert_demo.app import text
 from bert_demo.app.handlers import Components, Outputs, friendly
 from bert_demo.app.job import TrainingJob
+from bert_demo.app.pace import checks as count_checks
+from bert_demo.app.pace import pace
 from bert_demo.app.registry import Registry
+from bert_demo.app.slot import BUSY_MARK, WAIT_POLL_S, Ticket
 from bert_demo.app.uploads import discard, private_text
-from bert_demo.config import read_metadata
+from bert_demo.config import PRESETS, read_config, read_metadata
 from bert_demo.sources import APP_SOURCES
-from bert_demo.train_config import APP_RUN, default, label
+from bert_demo.train_config import APP_RUN, VAL_BATCH_SIZE, default, label
 
 MAX_COMPARED = 8  # runs on one comparison chart
 UPDATE_EVERY_S = 1.0  # how often the training stream sends new charts
+WATCH_EVERY_S = 5.0  # how often an idle page hears how far someone else's run is
 STARTS = ("random weights (pre-train from scratch)", "the model selected above (continue training it)")
 START_RANDOM, START_CONTINUE = STARTS
 PROBE_LABEL = f"Probe: guesses for “{default('probe')}”"
 STOP_ACTIVE = gr.Button(interactive=True, variant="stop")  # red only while there is a run to stop
 STOP_IDLE = gr.Button(interactive=False, variant="secondary")
+START_IDLE = gr.Button(interactive=True, variant="primary")
+START_BUSY = gr.Button(interactive=False, variant="secondary")  # grey while the visitor's run waits or trains
 UPLOADED, TYPED = "the uploaded file", "the typed text"  # how the registry's refusals of an upload begin, and ours
 
 
 def layout(registry: Registry) -> Components:
     """The run's settings and buttons (left), its live charts, probe and held-out guesses (right)."""
     caps = registry.caps
-    with gr.Tab("Train", id="train", elem_id="tab-train"):
-        with gr.Row(equal_height=True, elem_id="train-controls"):  # the buttons beside what they start: in view
+    with gr.Tab("Train", id="train", elem_id="tab-train") as tab:
+        with gr.Row(elem_id="train-controls"):  # the buttons and the status in view; on a phone the status wraps
             c = {"start": gr.Button("Start training", variant="primary", elem_id="start", scale=1, min_width=150),
                  "stop": gr.Button("Stop", variant="secondary", elem_id="stop", interactive=False, scale=0,
                                    min_width=90),
                  "status": gr.Markdown(text.TRAIN_IDLE, elem_id="status")}
+        c["slot_watch"] = gr.Timer(WATCH_EVERY_S, active=False)  # while someone else's run has the slot
+        c["estimate"], c["train_tab"] = gr.Markdown(elem_id="train-estimate"), tab
         with gr.Row():
             with gr.Column(scale=1, min_width=300):
                 c.update(_form(caps))
@@ -115,18 +124,26 @@ def _form(caps) -> Components:
 
 def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
     """Start (no gradio concurrency limit: the registry keeps its own short line, one run per visitor, so queued runs
-    never wait in, and fill, the queue the questions share), Stop, and the comparison of runs."""
+    never wait in, and fill, the queue the questions share), Stop, the comparison of runs, and, when the page opens,
+    the visitor's own run followed on (`reopened`)."""
     outputs = [c[name] for name in ("status", "loss_plot", "accuracy_plot", "lr_plot", "probe", "checkpoint_file",
-                                    "model", "stop", "compare_runs", "readout")]
+                                    "model", "stop", "compare_runs", "readout", "start")]
     inputs = [c[name] for name in ("corpus", "upload", "preset", "steps", "batch_size", "lr", "seq_len", "vocab_size",
                                    "share", "start_from", "model", "typed")]
     c["start"].click(bound(train), inputs, outputs, api_name="train", concurrency_limit=None, trigger_mode="once",
                      show_progress="minimal", show_progress_on=[c["status"]])
     c["stop"].click(bound(stop), None, c["status"], api_visibility="private", queue=False)
+    form = [c[name] for name in ("preset", "steps", "batch_size", "seq_len", "vocab_size", "start_from")]
+    gr.on([c["train_tab"].select, *(setting.change for setting in form)], bound(estimate), [*form, c["model"]],
+          c["estimate"], api_visibility="private", trigger_mode="always_last", show_progress="hidden")
     c["compare_button"].click(bound(compare_runs), [c["compare_runs"], c["compare_x"]], c["compare_runs_plot"],
                               api_name="compare_runs")
-    c["page"].load(bound(last_run), None, [c["status"], c["loss_plot"], c["accuracy_plot"], c["lr_plot"]],
-                   api_visibility="private")  # what a reload would otherwise lose
+    c["page"].load(bound(reopened), None, [*outputs, c["slot_watch"]], api_visibility="private",
+                   concurrency_limit=None, show_progress="minimal",
+                   show_progress_on=[c["status"]])  # what a reload would otherwise lose
+    c["slot_watch"].tick(bound(watch_slot), [c["status"], c["ft_status"]], [c["status"], c["ft_status"],
+                                                                             c["slot_watch"]],
+                         api_visibility="private", show_progress="hidden")
 
 
 @friendly
@@ -134,19 +151,58 @@ def train(registry: Registry, corpus: list[str], upload: str | None, preset: str
           batch_size: float, lr: float, seq_len: float, vocab_size: float, share: bool = False,
           start: str = START_RANDOM, model_name: str | None = None, typed: str = "",
           owner: str | None = None) -> Iterator[Outputs]:
-    """Wait in line for the training slot, start the run (from random weights, or continuing `model_name`), and
-    stream its charts until it ends. Text the visitor typed is trained on as if uploaded."""
+    """Take a place in line for the run (from random weights, or continuing `model_name`) and follow it until it
+    ends. The slot starts the run when its turn comes, so a page that reloads finds it again (`reopened`). Text the
+    visitor typed is trained on as if uploaded."""
     if start not in STARTS:
         raise ValueError(f"start from {' or '.join(STARTS)}, not {start!r}")
     with _typed_upload(registry, typed, upload) as upload:
-        yield from _train(registry, corpus, upload, preset, steps, batch_size, lr, seq_len, vocab_size, share,
-                          start, model_name, owner)
+        ticket = registry.join_line(corpus=corpus, upload=upload, preset=preset, steps=steps, batch_size=batch_size,
+                                    lr=lr, seq_len=seq_len, vocab_size=vocab_size,
+                                    init_from=model_name if start == START_CONTINUE else None, share=bool(share),
+                                    owner=owner)
+    yield from follow(registry, ticket, owner)
+
+
+@friendly
+def estimate(registry: Registry, preset: str, steps: float, batch_size: float, seq_len: float, vocab_size: float,
+             start: str = START_RANDOM, model_name: str | None = None, owner: str | None = None) -> Outputs:
+    """How long the run the form describes would take on this machine now, timed before the visitor starts it
+    (`pace`), and whether the machine is busy. Settings that are not allowed get no estimate: Start says why."""
+    try:
+        config = registry.forms.train_config(preset=preset, steps=steps, batch_size=batch_size, seq_len=seq_len,
+                                             vocab_size=vocab_size, viewer=owner,
+                                             init_from=model_name if start == START_CONTINUE else None)
+    except ValueError:
+        return {"estimate": ""}
+    shape = (read_config(Path(config.init_from)) if config.init_from
+             else PRESETS[config.preset].with_vocab(config.vocab_size))
+    measured = pace(shape, config.batch_size, config.seq_len, config.precision, config.device)
+    checks = count_checks(config.steps, config.eval_every)
+    seconds = measured.seconds(config.steps, checks, config.eval_batches * VAL_BATCH_SIZE)
+    parts = (f"{config.steps:,} steps at {text.seconds(measured.step_s)} each and {checks} check"
+             f"{'s' if checks > 1 else ''} on held-out sentences")
+    job = registry.slot.job
+    return {"estimate": text.estimate_text("This run", seconds, parts, measured, job is not None and job.running,
+                                           after=", after reading the text")}
+
+
+@friendly
+def reopened(registry: Registry, owner: str | None = None) -> Iterator[Outputs]:
+    """When the page opens: the visitor's own run, waiting in line or training, followed on with Stop enabled (a
+    reload loses nothing); else the last run trained here that they may see."""
+    ticket = registry.slot.ticket_of(owner)
+    if ticket is not None and not ticket.fine_tuning:
+        yield from follow(registry, ticket, owner)
+    else:
+        yield last_run(registry, owner)
 
 
 @contextmanager
 def _typed_upload(registry: Registry, typed: str | None, upload: str | None) -> Iterator[str | None]:
-    """The typed text as a temporary .txt, deleted when the run ends (checking the settings copies it, as it
-    copies an upload). The upload's refusals ("the uploaded file is 11.0 MB ...") name it as typed text."""
+    """The typed text as a temporary .txt (checking the settings copies it, as it copies an upload), deleted with
+    the run's other private copies when it ends, or at once when the run is refused. The upload's refusals ("the
+    uploaded file is 11.0 MB ...") name it as typed text."""
     if not isinstance(typed, str) or not typed.strip():
         yield upload
         return
@@ -157,48 +213,40 @@ def _typed_upload(registry: Registry, typed: str | None, upload: str | None) -> 
         raise ValueError(f"{TYPED} is {len(typed) / 2**20:.1f} MB; at most {limit // 2**20} MB are allowed")
     path = private_text(typed, "typed.txt")  # swept if the app dies mid-run; its size is checked as an upload's
     try:
-        try:
-            yield str(path)
-        except ValueError as exc:
-            if not str(exc).startswith(UPLOADED):
-                raise
-            raise ValueError(TYPED + str(exc)[len(UPLOADED):]) from None
-    finally:
+        yield str(path)
+    except BaseException as exc:
         discard(path)
+        if isinstance(exc, ValueError) and str(exc).startswith(UPLOADED):
+            raise ValueError(TYPED + str(exc)[len(UPLOADED):]) from None
+        raise
 
 
-def _train(registry: Registry, corpus: list[str], upload: str | None, preset: str, steps: float,
-           batch_size: float, lr: float, seq_len: float, vocab_size: float, share: bool, start: str,
-           model_name: str | None, owner: str | None) -> Iterator[Outputs]:
-    job = None
-    for update in registry.train_in_line(corpus=corpus, upload=upload, preset=preset, steps=steps,
-                                         batch_size=batch_size, lr=lr, seq_len=seq_len, vocab_size=vocab_size,
-                                         init_from=model_name if start == START_CONTINUE else None,
-                                         share=bool(share), owner=owner):
-        if isinstance(update, str):
-            yield {"status": update, "stop": STOP_ACTIVE}  # Stop also takes a visitor out of the line
-        else:
-            job = update
+def follow(registry: Registry, ticket: Ticket, owner: str | None) -> Iterator[Outputs]:
+    """A ticket's place in line, then its run's charts about once a second, then how it ended. Only the visitor's
+    page follows it; a ticket no page follows for a while is given up (`Slot.abandon_s`)."""
+    while (job := ticket.wait_for_run(1, timeout=WAIT_POLL_S)) is None and not ticket.ended.is_set():
+        ticket.followed()
+        yield {"status": registry.slot.waiting_text(ticket) or "Starting your run…", "stop": STOP_ACTIVE,
+               "start": START_BUSY}  # Stop also takes a visitor out of the line
     if job is None:
-        yield {"status": "You left the line: no run was started.", "stop": STOP_IDLE}
+        yield {"status": "You left the line: no run was started.", "stop": STOP_IDLE, "start": START_IDLE}
+        if ticket.error:
+            raise ValueError(ticket.error)
         return
-    try:
-        yield {"status": text.job_status(job), **_figures([]), "probe": gr.Label(value=None, label=PROBE_LABEL),
-               "checkpoint_file": None, "stop": STOP_ACTIVE, "readout": ""}
-        yield from _follow(registry, job, owner)
-    finally:
-        if job.done is None:  # the visitor went away (tab closed, job cancelled): end the run, keep its weights
-            job.stop()
+    yield {"probe": gr.Label(value=None, label=PROBE_LABEL), "checkpoint_file": None, "readout": "",
+           "start": START_BUSY, "stop": STOP_ACTIVE, **training_outputs(registry, job, owner)}
+    yield from _follow(registry, ticket, job, owner)
     job.thread.join(timeout=10)
     yield training_outputs(registry, job, owner, final=True)
     if job.done.get("reason") == "error":
         raise gr.Error(f"Training failed: {job.done.get('message')}", print_exception=False)
 
 
-def _follow(registry: Registry, job: TrainingJob, owner: str | None) -> Iterator[Outputs]:
+def _follow(registry: Registry, ticket: Ticket, job: TrainingJob, owner: str | None) -> Iterator[Outputs]:
     """Charts and status about once a second while the run trains; the live run joins the selector once built."""
     seen, last, announced = 0, 0.0, False
     while job.done is None:
+        ticket.followed()
         seen += len(job.wait(seen, timeout=UPDATE_EVERY_S / 2))
         if job.done is None and time.monotonic() - last >= UPDATE_EVERY_S:
             last = time.monotonic()
@@ -223,7 +271,8 @@ def training_outputs(registry: Registry, job: TrainingJob, owner: str | None, fi
         outputs["probe"] = gr.Label(value=None, label=f"Probe at step {probe['step']}: {probe['error']}")
     elif probe is not None:
         outputs["probe"] = gr.Label(value=dict(probe["predictions"]),
-                                    label=f"Step {probe['step']}: guesses for “{probe['text']}”")
+                                    label=f"Step {probe['step']}: guesses for “{probe['text']}”"
+                                          f"{'' if final else _next_probe(job.trainer.config, probe['step'])}")
     readout = next((r for r in reversed(job.records) if r.get("kind") == "readout"), None)
     if readout is not None:
         outputs["readout"] = (text.memorising_note(job.records) + (text.nsp_chance_note(job.records) if final else "")
@@ -234,23 +283,52 @@ def training_outputs(registry: Registry, job: TrainingJob, owner: str | None, fi
         outputs["checkpoint_file"] = gr.File(value=str(registry.catalog.zip_checkpoint(name, owner)), visible=True) \
             if saved else None
         outputs["model"] = outputs["compare_runs"] = gr.Dropdown(choices=registry.catalog.choices(owner))
-        outputs["stop"] = STOP_IDLE
+        outputs["stop"], outputs["start"] = STOP_IDLE, START_IDLE
     return outputs
+
+
+def _next_probe(config, step: int) -> str:
+    """When the probe's guesses change next: at the next check on held-out sentences (they stayed "Step 0" for
+    150 steps, and looked stuck)."""
+    upcoming = min(config.steps, (step // config.eval_every + 1) * config.eval_every)
+    return f" (the next at step {upcoming:,})" if upcoming > step else ""
 
 
 @friendly
 def last_run(registry: Registry, owner: str | None = None) -> Outputs:
     """The newest pre-training run trained here that this visitor may see, drawn from its records when the page
-    opens: its charts and how it ended stay after a reload (nothing, if there is none)."""
+    opens: its charts and how it ended stay after a reload; and whether someone else's run has the slot now."""
+    others = registry.slot.others_text(owner)
     for entry in registry.catalog.list_models(owner):
         metadata = read_metadata(entry.folder) if entry.folder is not None and entry.name.startswith("runs/") else {}
         config = metadata.get("train_config") or {}
         if metadata.get("origin") == "app" and "corpus" in config and metadata.get("history"):
             steps, took = metadata.get("step", 0), text.clock(float(metadata.get("elapsed", 0.0)))
-            return {"status": f"The last run trained here: {entry.name}, {steps:,} of {config.get('steps', steps):,} "
-                              f"steps in {took}. Choose it in the Model list to look inside it, or start your own.",
-                    **_figures(metadata["history"])}
-    return {name: gr.skip() for name in ("status", "loss_plot", "accuracy_plot", "lr_plot")}
+            ended = (f"The last run that ended here: {entry.name}, {steps:,} of {config.get('steps', steps):,} steps "
+                     f"in {took}. Choose it in the Model list to look inside it, or start your own.")
+            return {"status": "\n\n".join(filter(None, [others, ended])), **_figures(metadata["history"]),
+                    "slot_watch": gr.Timer(active=bool(others))}
+    return {"status": others or text.TRAIN_IDLE, "slot_watch": gr.Timer(active=bool(others)),
+            **{name: gr.skip() for name in ("loss_plot", "accuracy_plot", "lr_plot")}}
+
+
+def watch_slot(registry: Registry, status: str | None, ft_status: str | None, owner: str | None = None) -> Outputs:
+    """Every few seconds while someone else's run has the slot and this visitor has none: the first paragraph of
+    both tabs' status lines says how far it is, and once the slot is free it goes, and the ticks stop."""
+    if registry.slot.ticket_of(owner) is not None:  # their own run's page says the rest
+        return {"status": gr.skip(), "ft_status": gr.skip(), "slot_watch": gr.Timer(active=False)}
+    others = registry.slot.others_text(owner)
+    return {"status": _with_others(status, others) or text.TRAIN_IDLE,
+            "ft_status": _with_others(ft_status, others) or text.FINETUNE_IDLE,
+            "slot_watch": gr.Timer(active=bool(others))}
+
+
+def _with_others(status: str | None, others: str) -> str:
+    """A status line whose first paragraph about someone else's run (`Slot.others_text`) is now `others`."""
+    status = status or ""
+    if status.startswith(BUSY_MARK):
+        status = status.split("\n\n", 1)[1] if "\n\n" in status else ""
+    return "\n\n".join(filter(None, [others, status]))
 
 
 @friendly

@@ -1,0 +1,127 @@
+"""How long a run would take on this machine now, measured before it starts.
+
+A few optimizer steps of the run's model, at its batch size and sequence length, in its precision, are timed here,
+under whatever else the machine is doing, with one forward pass for the checks on held-out examples; and how much
+of its threads' time the measurement got says whether the machine is busy (other programs, or a run of ours). A
+run trains in a process of its own with a thread per core (run_process.py), as the measurement does here, so its
+steps take what the measurement's took, plus a few percent for its batches and records.
+
+A measurement answers for the same shape for `KEEP_S` seconds, and one is taken at a time: visitors who open the
+Train tab together share one.
+"""
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import astuple, dataclass, replace
+from typing import Any
+
+from bert_demo.app.backend import backend
+from bert_demo.config import BertConfig
+
+MEASURED_STEPS = 3  # timed optimizer steps at most, after one that warms up,
+MEASURING_S = 2.0  # and no more once this much time has gone into them (a busy machine takes seconds a step)
+KEEP_S = 60.0  # how long a measurement answers for the same shape
+BUSY_SHARE = 0.75  # a measurement that got less of its threads' time than this: the machine is busy
+_kept: dict[tuple, "Pace"] = {}
+_measuring = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Pace:
+    """What a run of one shape takes here now."""
+
+    step_s: float  # an optimizer step
+    example_s: float  # one example's forward pass, as a check on held-out examples makes it
+    share: float  # of its threads' time the measurement got: 1.0 where nothing else wanted the cores
+    threads: int  # the threads it ran on (one per core)
+    measured: float  # time.monotonic() of the measurement
+
+    @property
+    def busy(self) -> bool:
+        return self.share < BUSY_SHARE
+
+    def seconds(self, steps: int, checks: int, examples_per_check: int) -> float:
+        """A run's time at this pace: its steps, and its checks on held-out examples (its preparation aside)."""
+        return steps * self.step_s + checks * examples_per_check * self.example_s
+
+
+def pace(config: BertConfig, batch_size: int, seq_len: int, precision: str, device: str = "cpu",
+         classifier: bool = False) -> Pace:
+    """The pace of a pre-training run (or, `classifier`, of a fine-tuning run) of a model shaped as `config`, at
+    `batch_size` x `seq_len` tokens in `precision` ("auto", "fp32" or "bf16") on `device`: measured now, or within
+    the last `KEEP_S` seconds."""
+    key = (astuple(config), batch_size, seq_len, precision, device, classifier)
+    with _measuring:
+        kept = _kept.get(key)
+        if kept is None or time.monotonic() - kept.measured > KEEP_S:
+            kept = _kept[key] = _measure(config, batch_size, seq_len, precision, device, classifier)
+        return kept
+
+
+def _measure(config: BertConfig, batch_size: int, seq_len: int, precision: str, device: str,
+             classifier: bool) -> Pace:
+    torch, model_module, runtime = backend().torch, backend().model, backend().runtime
+    where = torch.device(device)
+    computes = runtime.resolve_precision(precision, where)
+    generator = torch.Generator().manual_seed(0)
+    if classifier:
+        model = model_module.BertForSequenceClassification(replace(config, labels=("no", "yes")))
+    else:
+        model = model_module.BertForPreTraining(config)
+    model.to(where).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    ids = torch.randint(5, config.vocab_size, (batch_size, seq_len), generator=generator).to(where)
+    segments = (torch.arange(seq_len) >= seq_len // 2).long().expand(batch_size, -1).to(where)
+    labels = _labels(torch, ids, generator, classifier)
+
+    def step() -> None:
+        with runtime.autocast(where, computes):
+            out = model(ids, segments, None, **labels)
+        out.loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    step()  # the first allocates what the others reuse
+    _synchronise(torch, where)
+    wall, cpu, steps = time.perf_counter(), time.process_time(), 0
+    while steps < MEASURED_STEPS and (steps == 0 or time.perf_counter() - wall < MEASURING_S):
+        step()
+        steps += 1
+        _synchronise(torch, where)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    model.eval()
+    with torch.no_grad(), runtime.autocast(where, computes):
+        started = time.perf_counter()
+        model(ids, segments, None)
+        _synchronise(torch, where)
+        example_s = (time.perf_counter() - started) / batch_size
+    threads = torch.get_num_threads() if where.type == "cpu" else 1
+    share = 1.0 if where.type != "cpu" else min(1.0, cpu / (wall * threads))
+    return Pace(wall / steps, example_s, share, threads, time.monotonic())
+
+
+def _labels(torch: Any, ids: Any, generator: Any, classifier: bool) -> dict[str, Any]:
+    """A classifier's labels, or masked-LM labels at 15% of the positions and next-sentence labels."""
+    if classifier:
+        return {"labels": torch.randint(0, 2, (ids.shape[0],), generator=generator).to(ids.device)}
+    masked = (torch.rand(ids.shape, generator=generator) < 0.15).to(ids.device)
+    return {"mlm_labels": torch.where(masked, ids, torch.full_like(ids, -100)),
+            "nsp_labels": torch.randint(0, 2, (ids.shape[0],), generator=generator).to(ids.device)}
+
+
+def _synchronise(torch: Any, device: Any) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def checks(steps: int, eval_every: int) -> int:
+    """How many times a run of `steps` checks itself on held-out examples: every `eval_every` steps and at the end."""
+    return steps // eval_every + (steps % eval_every != 0)
+
+
+def rounded_up(tokens: float, multiple: int = 8) -> int:
+    """A typical example's length in tokens, as a batch pads it."""
+    return max(multiple, math.ceil(tokens / multiple) * multiple)

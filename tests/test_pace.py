@@ -1,0 +1,80 @@
+"""bert_demo/app/pace.py: a run's time is measured here before it starts, a measurement is shared for a while, and a
+busy machine is said to be busy; the Train and Fine-tune tabs say what the measurement means for the form's run."""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from bert_demo.app import pace as pace_module
+from bert_demo.app import text
+from bert_demo.app.pace import Pace, checks, pace
+from bert_demo.app.tabs import finetune, train
+from bert_demo.config import PRESETS
+
+
+def test_a_few_real_steps_are_timed_with_the_share_of_the_cores_they_got():
+    measured = pace_module._measure(PRESETS["tiny"].with_vocab(512), 2, 16, "fp32", "cpu", classifier=False)
+    assert 0 < measured.step_s < 30 and 0 < measured.example_s < measured.step_s and 0 < measured.share <= 1
+    tuned = pace_module._measure(PRESETS["tiny"].with_vocab(512), 2, 16, "fp32", "cpu", classifier=True)
+    assert 0 < tuned.step_s < 30
+
+
+def test_a_measurement_answers_for_its_shape_for_keep_s_then_the_machine_is_timed_again(monkeypatch):
+    taken = []
+    monkeypatch.setattr(pace_module, "_kept", {})
+    monkeypatch.setattr(pace_module, "_measure", lambda *shape: taken.append(shape) or Pace(0.1, 0.01, 1.0, 2,
+                                                                                            time.monotonic()))
+    shape = PRESETS["tiny"].with_vocab(512)
+    pace(shape, 32, 128, "auto")
+    pace(shape, 32, 128, "auto")  # a second visitor, a moment later
+    pace(shape, 16, 128, "auto")  # another batch size is another shape
+    assert len(taken) == 2
+    monkeypatch.setattr(pace_module, "KEEP_S", 0.0)
+    pace(shape, 32, 128, "auto")
+    assert len(taken) == 3
+
+
+def test_checks_are_counted_as_the_loop_makes_them():
+    assert checks(1000, 167) == 6 and checks(94, 11) == 9 and checks(100, 20) == 5
+
+
+def test_the_train_tab_says_how_long_the_forms_run_takes_here_now_and_that_the_machine_is_busy(registry, monkeypatch):
+    measured = Pace(step_s=0.5, example_s=0.001, share=0.4, threads=2, measured=time.monotonic())
+    monkeypatch.setattr(train, "pace", lambda *args, **kwargs: measured)
+    said = train.estimate(registry, "tiny", 1000, 32, 128, 8192)["estimate"]
+    # 1,000 steps of 0.5 s and 6 checks of 8 x 32 held-out sequences at 1 ms each: 502 s
+    assert "**This run: about 8 min on this machine now**: 1,000 steps at 0.50 s each and 6 checks" in said
+    assert "The machine is busy (other programs are running: the timing got 40% of its 2 cores' time)" in said
+    quiet = Pace(step_s=0.1, example_s=0.001, share=0.95, threads=2, measured=time.monotonic())
+    monkeypatch.setattr(train, "pace", lambda *args, **kwargs: quiet)
+    said = train.estimate(registry, "tiny", 100, 32, 128, 8192)["estimate"]
+    assert "about 12 s on this machine now" in said and "busy" not in said
+    assert train.estimate(registry, "base", 100, 32, 128, 8192)["estimate"] == ""  # not allowed: Start says why
+
+
+def test_the_fine_tune_tab_times_each_start_and_names_the_start_of_each_run_it_lists(registry, monkeypatch, tmp_path):
+    rows = [{"text": f"the film was {'good' if i % 2 else 'bad'} and long.", "label": i % 2} for i in range(400)]
+    upload = tmp_path / "mine.jsonl"
+    upload.write_text("\n".join(json.dumps(row) for row in rows))
+    measured = Pace(step_s=2.0, example_s=0.01, share=1.0, threads=2, measured=time.monotonic())
+    shapes = []
+    monkeypatch.setattr(finetune, "pace", lambda *args, **kwargs: shapes.append(args) or measured)
+    said = finetune.estimate(registry, "checkpoints/tiny-test", "movie-reviews", str(upload), "300",
+                             ["random"])["ft_estimate"]
+    # two runs of 94 steps (10 passes over 300 sentences in batches of 32) and 9 checks of 40 held-out sentences
+    assert "**The experiment: about 6 min on this machine now**: 2 runs of 94 steps at 2.0 s each and 9 checks " \
+           "on 40 held-out sentences" in said
+    assert shapes[0][2] == 16  # the sentences' length, as word pieces, padded to a multiple of 8
+    monkeypatch.setattr(finetune, "_latest_runs", lambda *args: "The latest fine-tuning runs here took 7:38 "
+                                                                "(pre-trained), 11:56 (random weights).")
+    assert "11:56 (random weights)" in finetune.estimate(registry, "checkpoints/tiny-test", "movie-reviews",
+                                                         str(upload), "300", [])["ft_estimate"]
+
+
+@pytest.mark.parametrize("share, busy", [(0.4, True), (0.9, False)])
+def test_a_measurement_that_got_less_than_three_quarters_of_its_cores_time_is_a_busy_machine(share, busy):
+    measured = Pace(0.1, 0.001, share, 2, time.monotonic())
+    said = text.estimate_text("This run", 100.0, "100 steps", measured, slot_busy=True)
+    assert measured.busy is busy and ("busy (a run of ours is training" in said) is busy

@@ -1,0 +1,171 @@
+"""bert_demo/app/slot.py: the training slot starts the runs of the tickets in its line, whatever their pages do; a run
+outlives its page for a while, an experiment keeps its turn, every waiting visitor has a number of their own, and the
+line says how long the runs ahead have left."""
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from bert_demo.app.disk import Disk
+from bert_demo.app.job import TrainingJob
+from bert_demo.app.slot import BUSY_MARK, Slot, Ticket
+from bert_demo.train_config import FinetuneConfig, TrainConfig
+
+
+class Counting:
+    """A run that counts its steps, 20 ms each, until it has done `config.steps` or is stopped."""
+
+    def __init__(self, config):
+        self.config, self.step, self.model, self.tokenizer, self.visible_to = config, 0, None, None, None
+        self.stopping = False
+
+    def run(self):
+        while not self.stopping and self.step < self.config.steps:
+            time.sleep(0.02)
+            self.step += 1
+            yield {"kind": "train", "step": self.step, "elapsed": 0.02 * self.step}
+        yield {"kind": "done", "reason": "stopped" if self.stopping else "finished", "step": self.step,
+               "checkpoint": None, "message": None}
+
+    def stop(self) -> None:
+        self.stopping = True
+
+
+@pytest.fixture
+def slot(tmp_path, monkeypatch) -> Slot:
+    """A slot whose runs count (no model, no process), each in its own folder under tmp_path."""
+    slot = Slot(Disk(tmp_path / "runs"))
+
+    def start(config, owner=None, share=False):
+        slot.job = TrainingJob(Counting(config), Path(config.out).name, owner=owner)
+        slot.job.start()
+        return slot.job
+
+    monkeypatch.setattr(slot, "start", start)
+    monkeypatch.setattr(slot.disk, "check", lambda *args: None)  # test_disk.py checks the disk's budget
+    yield slot
+    for ticket in list(slot.line):
+        slot.stop(ticket.owner)
+        ticket.ended.wait(timeout=10)
+
+
+def run(tmp_path: Path, steps: int = 10**6) -> TrainConfig:
+    return TrainConfig(corpus="wiki", steps=steps, out=str(tmp_path / f"run-{time.perf_counter_ns()}"))
+
+
+def follow(ticket: Ticket, seconds: float) -> None:
+    """A page following the ticket for `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        ticket.followed()
+        time.sleep(0.05)
+
+
+def test_a_run_trains_on_while_no_page_follows_it_and_is_stopped_once_none_has_for_abandon_s(slot, tmp_path):
+    slot.abandon_s = 1.0
+    ticket = slot.join({"run": run(tmp_path)}, "me")
+    job = ticket.wait_for_run(1, timeout=5)
+    assert job is not None and slot.ticket_of("me") is ticket and slot.ticket_of("you") is None
+    time.sleep(0.6)  # the page reloads: nobody follows for a moment
+    follow(ticket, 1.5)  # then the reopened page follows it on
+    assert job.running and not job.trainer.stopping
+    assert ticket.ended.wait(timeout=10)  # then nobody, for good
+    assert job.done["reason"] == "stopped" and slot.ticket_of("me") is None
+
+
+def test_a_waiting_ticket_keeps_its_place_while_followed_and_gives_it_up_when_abandoned(slot, tmp_path):
+    slot.abandon_s = 1.0
+    ahead = slot.join({"run": run(tmp_path)}, "ahead")
+    ahead.wait_for_run(1, timeout=5)
+    waiting = slot.join({"run": run(tmp_path)}, "me")
+    threading.Thread(target=follow, args=(ahead, 4.0), daemon=True).start()
+    follow(waiting, 2.0)
+    assert slot.ticket_of("me") is waiting and not waiting.jobs
+    assert waiting.ended.wait(timeout=5) and not waiting.jobs and ahead.job.running
+
+
+def test_an_experiments_runs_train_one_after_the_other_and_nobody_comes_between(slot, tmp_path):
+    mine = slot.join({"pretrained": run(tmp_path, 30), "random": run(tmp_path, 30)}, "me")
+    mine.wait_for_run(1, timeout=5)
+    theirs = slot.join({"run": run(tmp_path, 30)}, "them")  # joins while the experiment's first run trains
+    assert theirs.ended.wait(timeout=20) and mine.ended.wait(timeout=1)
+    first, second, other = mine.jobs[0], mine.jobs[1], theirs.jobs[0]
+    assert [job.done["reason"] for job in (first, second, other)] == ["finished"] * 3
+    assert first.started < second.started < other.started
+
+
+def test_an_experiment_ends_with_a_run_that_did_not_finish(slot, tmp_path):
+    mine = slot.join({"pretrained": run(tmp_path), "random": run(tmp_path)}, "me")
+    mine.wait_for_run(1, timeout=5)
+    assert slot.stop("me")
+    assert mine.ended.wait(timeout=5) and len(mine.jobs) == 1 and mine.jobs[0].done["reason"] == "stopped"
+
+
+def test_every_waiting_visitor_has_a_number_of_their_own_and_moves_up_when_one_leaves(slot, tmp_path):
+    front = slot.join({"pretrained": run(tmp_path), "random": run(tmp_path)}, "front")  # an experiment, whose
+    front.wait_for_run(1, timeout=5)  # place is kept for its second run: counted once (issue 50: two "number 2"s)
+    tickets = {owner: slot.join({"run": run(tmp_path)}, owner) for owner in ("b", "c", "d")}
+    said = {owner: slot.waiting_text(ticket) for owner, ticket in tickets.items()}
+    assert "you are next in line, after the run training now" in said["b"]
+    assert "number 2 in line" in said["c"] and "number 3 in line" in said["d"]
+    assert slot.stop("b") and tickets["b"].ended.wait(timeout=5)
+    assert "you are next in line" in slot.waiting_text(tickets["c"])
+    assert "number 2 in line" in slot.waiting_text(tickets["d"])
+
+
+def test_a_visitor_has_one_ticket_and_only_they_can_stop_it(slot, tmp_path):
+    ticket = slot.join({"run": run(tmp_path)}, "me")
+    job = ticket.wait_for_run(1, timeout=5)
+    with pytest.raises(ValueError, match="already have a run"):
+        slot.join({"run": run(tmp_path)}, "me")
+    assert not slot.stop("someone else") and not slot.stop(None)
+    assert job.running and slot.stop("me")
+    assert ticket.ended.wait(timeout=5) and job.done["reason"] == "stopped"
+
+
+def test_another_visitor_hears_that_someone_elses_run_has_the_slot_but_not_whose(slot, tmp_path):
+    assert slot.others_text("you") == ""  # a free slot
+    experiment = {"pretrained": FinetuneConfig(model="m", steps=10**6, out=str(tmp_path / "ft-1")),
+                  "random": FinetuneConfig(model="m", init="random", steps=10**6, out=str(tmp_path / "ft-2"))}
+    ticket = slot.join(experiment, "visitor-7f3a")
+    job = ticket.wait_for_run(1, timeout=5)
+    while len(job.records) < 2:  # its pace is measured
+        time.sleep(0.01)
+    slot.join({"run": run(tmp_path)}, "them")
+    told = slot.others_text("you")
+    assert told.startswith(f"{BUSY_MARK} someone else's fine-tuning run (1 of the 2 of an experiment) has the "
+                           "training slot now (step ")
+    assert "of 1,000,000), and 1 more visitor waits in line. A run you start now waits about " in told
+    assert "7f3a" not in told
+    assert slot.others_text("visitor-7f3a") == ""  # their own
+
+
+def test_the_waiting_line_states_the_time_left_of_every_run_ahead_at_the_pace_the_run_in_progress_measured(slot,
+                                                                                                       tmp_path):
+    release = threading.Event()
+
+    class Slow(Counting):
+        def run(self):
+            yield {"kind": "train", "step": 10, "elapsed": 20.0}
+            yield {"kind": "train", "step": 20, "elapsed": 80.0}  # 6 s a step, 180 steps to go: 18 minutes
+            release.wait(timeout=30)
+            yield {"kind": "done", "reason": "stopped", "step": 20, "checkpoint": None, "message": None}
+
+    job = slot.job = TrainingJob(Slow(run(tmp_path, 200)), "slow")
+    assert slot.time_left_now() == ""  # not started: nothing measured yet
+    job.start()
+    while len(job.records) < 2:
+        time.sleep(0.01)
+    assert slot.time_left_now() == " The runs ahead of yours have about 18 min left."
+    # an experiment of two runs waits ahead: each taken to last as long as the run training now
+    mine = Ticket("me", {"run": run(tmp_path)})
+    slot.line += [Ticket("someone", {"a": run(tmp_path), "b": run(tmp_path)}), mine]
+    assert slot.time_left_now(mine) == " The runs ahead of yours have about 54 min left."
+    assert slot.waiting_text(mine).startswith("Waiting for the training slot: you are number 2 in line, after the "
+                                              "run training now.")
+    slot.line.clear()
+    release.set()
+    job.thread.join(timeout=10)
