@@ -17,3 +17,14 @@ def test_a_refusal_that_repeats_a_long_input_keeps_its_start_and_end_and_cuts_th
     message = refused.value.message
     assert len(message) <= MAX_MESSAGE_CHARS + 3 and "x" * 300 not in message
     assert message.startswith("No model called 'xxx") and message.endswith(": choose one from the list")
+
+
+def test_a_file_the_page_uploaded_is_not_taken_for_a_web_address_though_its_url_names_this_app():
+    from bert_demo.app.handlers import _names_a_web_address
+
+    meta = {"_type": "gradio.FileData"}
+    uploaded = {"path": "/tmp/gradio/0a1b/corpus.txt", "url": "http://127.0.0.1:7860/gradio_api/file=/tmp/gradio/0a1b/"
+                "corpus.txt", "meta": meta}
+    assert not _names_a_web_address([[], uploaded, "tiny"])
+    assert _names_a_web_address([{"path": "https://example.com/huge.txt", "meta": meta}])
+    assert _names_a_web_address([[{"path": None, "url": "http://example.com/huge.txt", "meta": meta}]])

@@ -265,7 +265,7 @@ def test_a_forged_x_forwarded_for_from_an_untrusted_peer_names_no_one_in_the_app
     from bert_demo.app import ui
 
     seen, real = [], ui.visitor_of
-    monkeypatch.setattr(ui, "visitor_of", lambda request: seen.append(real(request)) or seen[-1])
+    monkeypatch.setattr(ui, "visitor_of", lambda request, key=None: seen.append(real(request, key)) or seen[-1])
     forged = {"X-Forwarded-For": "93.184.216.34"}
     question = [MODEL, "the [MASK] sat.", 3, [], "final"]
     assert call(shared_app["url"], "fill_mask", question, forged)[0] == "complete"

@@ -107,10 +107,13 @@ class Blocks(gr.Blocks):
 
 
 def _names_a_web_address(value: Any) -> bool:
-    """Whether an event's inputs give a file by its web address (gradio_client's `handle_file("https://...")`)."""
+    """Whether an event's inputs give a file by its web address (gradio_client's `handle_file("https://...")`): a
+    path that is one, or a web address without a path. A file the page uploaded here has a path in the upload store,
+    and its `url` names this app's own copy of it."""
     if isinstance(value, dict):
         if (value.get("meta") or {}).get("_type") == "gradio.FileData":
-            return any(is_http_url_like(str(value.get(key) or "")) for key in ("path", "url"))
+            path, url = str(value.get("path") or ""), str(value.get("url") or "")
+            return is_http_url_like(path) or (not path and is_http_url_like(url))
         return any(_names_a_web_address(item) for item in value.values())
     if isinstance(value, (list, tuple)):
         return any(_names_a_web_address(item) for item in value)
