@@ -49,7 +49,7 @@ def run_speed(config: TrainConfig) -> float:
 
 def data_speed(data, workers: int, batches: int) -> float:
     """Batches a second from the pipeline, after its first batch (the workers' start and first epoch)."""
-    stream = data.batches(workers)
+    stream = data.batches(workers) if workers else data.batches()  # (the code before the workers took no count)
     next(stream)
     start = time.perf_counter()
     for _ in range(batches):
