@@ -103,7 +103,8 @@ class BertConfig:
         classes = {"id2label": dict(enumerate(self.labels)),
                    "label2id": {label: i for i, label in enumerate(self.labels)}} if self.labels else {}
         return {"architectures": [architecture], "model_type": "bert", "hidden_act": "gelu",
-                "position_embedding_type": "absolute", **values, **classes}
+                "position_embedding_type": "absolute", **values, **classes,
+                "dtype": "float32"}  # what it computes in: transformers would keep weights saved in bf16 in bf16
 
     @classmethod
     def from_hf_dict(cls, data: dict[str, Any]) -> "BertConfig":

@@ -43,6 +43,22 @@ def test_saved_folder_loads_in_transformers_with_same_logits(trained_tiny, token
     assert read_metadata(tmp_path / "tiny") == {"steps": 150}
 
 
+def test_weights_kept_in_bf16_load_as_fp32_in_both_and_give_the_same_logits(trained_tiny, tokenizer, tmp_path):
+    """A checkpoint sent back from a GPU keeps its weights in bf16 (half the bytes); both sides compute in fp32."""
+    from safetensors.torch import load_file, save_file
+
+    folder = save_pretrained(trained_tiny, tokenizer, tmp_path / "tiny")
+    weights = load_file(str(folder / "model.safetensors"))
+    save_file({k: v.bfloat16() for k, v in weights.items()}, str(folder / "model.safetensors"))
+    ours, _ = load_pretrained(folder)
+    theirs = transformers.BertForPreTraining.from_pretrained(folder).eval()
+    assert theirs.dtype == torch.float32 == next(ours.parameters()).dtype
+    batch = sample_batch(tokenizer)
+    with torch.no_grad():
+        a, b = ours(**batch), theirs(**batch)
+    assert torch.allclose(a.mlm_logits, b.prediction_logits, atol=1e-5)
+
+
 def test_vocabulary_size_survives_the_round_trip(trained_tiny, tokenizer, tmp_path):
     save_pretrained(trained_tiny, tokenizer, tmp_path / "tiny")
     hf_tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "tiny")
