@@ -10,8 +10,10 @@ import pytest
 from bert_demo.app import pace as pace_module
 from bert_demo.app import text
 from bert_demo.app.pace import Pace, checks, pace
+from bert_demo.app.registry import Registry
 from bert_demo.app.tabs import finetune, train
 from bert_demo.config import PRESETS
+from bert_demo.train_config import FinetuneConfig
 
 
 def test_a_few_real_steps_are_timed_with_the_share_of_the_cores_they_got():
@@ -71,6 +73,25 @@ def test_the_fine_tune_tab_times_each_start_and_names_the_start_of_each_run_it_l
                                                                 "(pre-trained), 11:56 (random weights).")
     assert "11:56 (random weights)" in finetune.estimate(registry, "checkpoints/tiny-test", "movie-reviews",
                                                          str(upload), "300", [])["ft_estimate"]
+
+
+def test_a_slow_experiment_points_to_the_quicker_default_start_which_itself_gets_no_pointer(roots, monkeypatch,
+                                                                                              tmp_path):
+    registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=tmp_path / "runs", device="cpu",
+                        allow_hub=False)
+    upload = tmp_path / "mine.jsonl"
+    upload.write_text("\n".join(json.dumps({"text": f"the film was {'good' if i % 2 else 'bad'}.", "label": i % 2})
+                                for i in range(400)))
+    slow, fast = (Pace(step_s=s, example_s=0.01, share=1.0, threads=2, measured=time.monotonic()) for s in (2.0, 0.5))
+    monkeypatch.setattr(FinetuneConfig, "model", "checkpoints/another")  # the quick start, as mini-english is
+    paces = iter([slow, fast])
+    monkeypatch.setattr(finetune, "pace", lambda *args, **kwargs: next(paces))
+    said = finetune.estimate(registry, "checkpoints/tiny-test", "movie-reviews", str(upload), "300", [])["ft_estimate"]
+    assert "about 3 min on this machine now" in said  # 94 steps of 2 s and 9 checks of 40 sentences
+    assert "choose **another** in the Model box above: the same runs take about 51 s with it" in said
+    paces = iter([slow])
+    said = finetune.estimate(registry, "checkpoints/another", "movie-reviews", str(upload), "300", [])["ft_estimate"]
+    assert "about 3 min" in said and "quicker" not in said
 
 
 @pytest.mark.parametrize("share, busy", [(0.4, True), (0.9, False)])

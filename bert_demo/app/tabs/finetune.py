@@ -40,6 +40,7 @@ from bert_demo.train_config import APP_FINETUNE, FinetuneConfig
 ALL = "all"
 WELL_READ_SHAPE, WELL_READ_VOCAB = "mini", 30_522  # Google's BERT-Mini: our mini's shape, BERT's vocabulary
 PIECES_PER_WORD = 1.3  # word pieces a word of English prose makes, about
+QUICK_S = 120  # an experiment longer than this points to the quicker start, FinetuneConfig's default (about 80 s)
 LABEL_CHOICES = [str(n) if n else ALL for n in APP_FINETUNE["label_counts"]]  # what the radio offers
 COMPARISONS = {"random": "the same architecture from random weights", "frozen": "the selected model, encoder frozen",
                WELL_READ: f"Google's BERT-Mini, which read {APP_FINETUNE['well_read_words']} words (from the "
@@ -378,7 +379,28 @@ def estimate(registry: Registry, model: str | None, task: str | None, upload: st
     job = registry.slot.job
     line = text.estimate_text("The experiment", seconds, parts, paces[0], job is not None and job.running,
                               after=", after loading each model")
-    return {"ft_estimate": line + (f"<br><small>{latest}</small>" if latest else "")}
+    quicker = _quicker(registry, config, seconds, len(starts), length, checks, validation, owner)
+    return {"ft_estimate": line + quicker + (f"<br><small>{latest}</small>" if latest else "")}
+
+
+def _quicker(registry: Registry, config: FinetuneConfig, seconds: float, runs: int, length: int, checks: int,
+             validation: int, owner: str | None) -> str:
+    """Where the chosen model's experiment would take longer than QUICK_S, the same experiment from FinetuneConfig's
+    default start (mini-english: sized to fine-tune while a visitor watches on 2 CPU cores), if that is quicker."""
+    if seconds <= QUICK_S:
+        return ""
+    try:
+        quick = registry.catalog.resolve(FinetuneConfig.model, owner).folder
+    except ValueError:
+        return ""
+    if quick is None or quick.resolve() == Path(config.model).resolve():
+        return ""
+    measured = pace(read_config(quick), config.batch_size, length, config.precision, config.device, classifier=True)
+    fast = runs * measured.seconds(config.steps, checks, validation)
+    if fast >= seconds:
+        return ""
+    return (f"<br>For a quicker experiment, choose **{quick.name}** in the Model box above: the same runs take "
+            f"about {text.duration(fast)} with it.")
 
 
 def _typical_length(train) -> int:
