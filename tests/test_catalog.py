@@ -24,6 +24,18 @@ def test_lists_shipped_checkpoints_and_runs_newest_first(make_checkpoint, roots,
     assert labels["runs/newer"] == "newer (trained here)" and labels["checkpoints/another"] == "another (shipped)"
 
 
+def test_the_app_opens_on_its_chosen_shipped_model_listed_first_whatever_its_name(make_checkpoint, roots, tmp_path):
+    from bert_demo.app.catalog import OPENS_ON
+
+    make_checkpoint(roots["checkpoints"] / OPENS_ON)
+    make_checkpoint(roots["checkpoints"] / "aaa-first-by-name")
+    registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=tmp_path / "runs", device="cpu")
+    names = [e.name for e in registry.catalog.list_models()]
+    assert names == [f"checkpoints/{OPENS_ON}", "checkpoints/aaa-first-by-name", "checkpoints/another",
+                     "checkpoints/tiny-test"]
+    assert registry.catalog.default_model() == f"checkpoints/{OPENS_ON}"
+
+
 def test_falls_back_to_the_newest_run_then_to_a_message(make_checkpoint, tmp_path):
     make_checkpoint(tmp_path / "runs" / "only-run")
     registry = Registry(checkpoints_dir=tmp_path / "none", runs_dir=tmp_path / "runs", device="cpu")

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LIVE = "live"  # the name of the run in progress in the model selector
+OPENS_ON = "small-english"  # the shipped checkpoint the app opens on, listed first (the others follow by name)
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}(/[A-Za-z0-9][\w.-]{0,95})?", re.ASCII)
 
 
@@ -85,6 +86,8 @@ class Catalog:
             folders = model_folders(root)
             if key == "runs":
                 folders.sort(key=lambda f: f.stat().st_mtime, reverse=True)
+            if key == "checkpoints":
+                folders.sort(key=lambda f: (f.name != OPENS_ON, f.name))
             entries += [ModelEntry(f"{key}/{f.name}", describe(f) or f"{f.name} ({labels[key]})", f)
                         for f in folders if key != "runs" or sees(viewer, visible_to(f))]
         return entries
@@ -94,7 +97,8 @@ class Catalog:
         return [(e.label, e.name) for e in self.list_models(viewer)]
 
     def default_model(self, viewer: str | None = None) -> str | None:
-        """The first shipped checkpoint, else the newest run, else None (nothing to show until one is trained)."""
+        """The first shipped checkpoint (`OPENS_ON` where it is there), else the newest run, else None (nothing to
+        show until one is trained)."""
         entries = [e for e in self.list_models(viewer) if e.name != LIVE]
         return entries[0].name if entries else None
 
