@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
 
+from safetensors import safe_open
+
 from bert_demo.checkpoint import load_pretrained, read_metadata
-from bert_demo.config import trained_on
+from bert_demo.config import WEIGHTS_NAME, trained_on
 from bert_demo.evaluate import evaluate
 from bert_demo.inference import fill_mask
 from bert_demo.corpus import source_parts
@@ -100,8 +102,16 @@ def write_card(folder: str | Path, corpora: list[str] | None = None, outside: Se
     (folder / CURVE_NAME).write_text(learning_curve_svg(metadata.get("history", []), curve_title(folder.name, config)))
     card = folder / "README.md"
     card.write_text(_card_text(folder.name, model, metadata, config, metrics, knowledge(model, tokenizer),
-                               list(outside), len(trained)))
+                               list(outside), len(trained), weights_dtype(folder)))
     return card
+
+
+def weights_dtype(folder: Path) -> str:
+    """How a checkpoint's weights are stored: "bf16" for a copy sent back from a GPU in half the bytes, else "fp32"
+    (they load as fp32 either way)."""
+    with safe_open(str(folder / WEIGHTS_NAME), "pt") as weights:
+        stored = weights.get_slice(next(iter(weights.keys()))).get_dtype()
+    return {"BF16": "bf16", "F16": "fp16"}.get(stored, "fp32")
 
 
 def curve_title(name: str, config: dict) -> str:
@@ -111,14 +121,14 @@ def curve_title(name: str, config: dict) -> str:
             else f"{name}: learning curve")
 
 
-def how_long(metadata: dict) -> str:
-    """"N steps (T hours on H, computing in P; the weights are fp32)", from a run's records."""
+def how_long(metadata: dict, weights: str = "fp32") -> str:
+    """"N steps (T hours on H, computing in P; the weights are W)", from a run's records and its weights' dtype."""
     seconds = float(metadata.get("elapsed", 0.0))
     took = f"{seconds / 3600:.1f} hours" if seconds >= 3600 else f"{max(1, round(seconds / 60))} minutes"
     hardware = " and ".join(trained_on(metadata)) or "an unrecorded machine"
     # runs saved before runs recorded their precision computed in bf16 on a GPU and in fp32 on a CPU
     precision = metadata.get("precision") or ("bf16" if metadata.get("device") == "cuda" else "fp32")
-    return f"{metadata.get('step', 0):,} steps ({took} on {hardware}, computing in {precision}; the weights are fp32)"
+    return f"{metadata.get('step', 0):,} steps ({took} on {hardware}, computing in {precision}; the weights are {weights})"
 
 
 def continued_from(config: dict, depth: int = 5) -> list[str]:
@@ -143,7 +153,8 @@ def continued_from(config: dict, depth: int = 5) -> list[str]:
                      for i, line in enumerate(lines)), ""] if lines else []
 
 
-NOT_IN_COMMAND = {"out", "eval_every", "save_every", "log_every", "device"}  # where it ran, not what it learned
+# where and for how long it ran, not what it learned (a run on a time budget shows the steps its time held)
+NOT_IN_COMMAND = {"out", "eval_every", "save_every", "log_every", "device", "minutes", "data_workers"}
 
 
 def command(config: dict, name: str) -> str:
@@ -162,13 +173,13 @@ def command(config: dict, name: str) -> str:
 
 
 def _card_text(name: str, model, metadata: dict, config: dict, metrics: dict, known: list[dict], outside: list[str],
-               trained: int) -> str:
+               trained: int, weights: str = "fp32") -> str:
     lines = ["---", "language: en", "library_name: transformers", "tags: [bert, fill-mask, from-scratch, bert-demo]",
              "---", "", f"# {name}: a small BERT pre-trained from scratch", "",
              f"{model.config.num_hidden_layers} layers, hidden size {model.config.hidden_size}, "
              f"{model.config.num_attention_heads} heads, vocabulary {model.config.vocab_size:,}; "
              f"{model.num_parameters():,} parameters. Trained by this project's code with masked-language modelling "
-             f"and next-sentence prediction for {how_long(metadata)} with one command:", "",
+             f"and next-sentence prediction for {how_long(metadata, weights)} with one command:", "",
              f"```bash\n{command(config, name)}\n```", "",
              *continued_from(config),
              "Stopped with Ctrl-C, such a run continues on the same schedule with `python -m bert_demo train "

@@ -7,8 +7,8 @@ import xml.etree.ElementTree as ET
 import pytest
 import torch
 
-from bert_demo.model_card import (CURVE_NAME, PLAIN_SENTENCES, command, continued_from, curve_title, knowledge,
-                                  learning_curve_svg, write_card)
+from bert_demo.model_card import (CURVE_NAME, PLAIN_SENTENCES, command, continued_from, curve_title, how_long,
+                                  knowledge, learning_curve_svg, weights_dtype, write_card)
 from bert_demo.runtime import describe_hardware, resolve_precision
 from bert_demo.train_config import TrainConfig
 from bert_demo.trainer import pretraining
@@ -70,6 +70,20 @@ def test_the_command_is_the_one_that_ran_including_a_continued_runs_start_and_ch
     assert "--preset" not in line and "--vocab-size" not in line  # the model it continues decides them
     assert "--lr 0.0005 --init-from checkpoints/gone --warmup-steps 1000" in line
     assert "no longer here" in continued_from(continued)[0] and continued_from(fresh) == []
+
+
+def test_a_run_on_a_time_budget_shows_the_steps_its_time_held_and_bf16_weights_are_said_to_be_bf16(tmp_path):
+    from safetensors.torch import save_file
+
+    budget = {"preset": "small", "corpus": "v4", "steps": 16068, "batch_size": 256, "seq_len": 128,
+              "vocab_size": 16384, "minutes": 2.45, "data_workers": 8}
+    assert command(budget, "s") == ("python -m bert_demo train --preset small --corpus v4 --steps 16068 "
+                                    "--batch-size 256 --seq-len 128 --vocab-size 16384 --out checkpoints/s")
+    for dtype, said in ((torch.bfloat16, "bf16"), (torch.float32, "fp32")):
+        save_file({"w": torch.zeros(2, dtype=dtype)}, str(tmp_path / "model.safetensors"))
+        assert weights_dtype(tmp_path) == said
+    assert how_long({"step": 5, "elapsed": 492, "precision": "bf16"}, "bf16").endswith(
+        "computing in bf16; the weights are bf16)")
 
 
 def test_a_continued_models_card_names_every_earlier_stage_with_its_command(tmp_path):
