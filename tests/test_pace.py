@@ -75,23 +75,30 @@ def test_the_fine_tune_tab_times_each_start_and_names_the_start_of_each_run_it_l
                                                          str(upload), "300", [])["ft_estimate"]
 
 
-def test_a_slow_experiment_points_to_the_quicker_default_start_which_itself_gets_no_pointer(roots, monkeypatch,
-                                                                                              tmp_path):
+def test_a_model_too_big_to_fine_tune_here_is_said_before_start_with_the_start_that_can(roots, monkeypatch,
+                                                                                           tmp_path):
     registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=tmp_path / "runs", device="cpu",
                         allow_hub=False)
     upload = tmp_path / "mine.jsonl"
     upload.write_text("\n".join(json.dumps({"text": f"the film was {'good' if i % 2 else 'bad'}.", "label": i % 2})
                                 for i in range(400)))
-    slow, fast = (Pace(step_s=s, example_s=0.01, share=1.0, threads=2, measured=time.monotonic()) for s in (2.0, 0.5))
-    monkeypatch.setattr(FinetuneConfig, "model", "checkpoints/another")  # the quick start, as mini-english is
-    paces = iter([slow, fast])
-    monkeypatch.setattr(finetune, "pace", lambda *args, **kwargs: next(paces))
+    monkeypatch.setattr(FinetuneConfig, "model", "checkpoints/another")  # the start that trains here, as mini-english
+    allowed = registry.forms.finetune_config
+
+    def finetune_config(model, *args, **kwargs):
+        if model == "checkpoints/tiny-test":  # as small-english on a CPU
+            raise ValueError("tiny-test is bigger than the models this machine trains (tiny, mini)")
+        return allowed(model, *args, **kwargs)
+
+    monkeypatch.setattr(registry.forms, "finetune_config", finetune_config)
     said = finetune.estimate(registry, "checkpoints/tiny-test", "movie-reviews", str(upload), "300", [])["ft_estimate"]
-    assert "about 3 min on this machine now" in said  # 94 steps of 2 s and 9 checks of 40 sentences
-    assert "choose **another** in the Model box above: the same runs take about 51 s with it" in said
-    paces = iter([slow])
+    assert said == ("<small>tiny-test is bigger than the models this machine trains (tiny, mini): choose "
+                    "**another** in the Model box above to fine-tune it here.</small>")
     said = finetune.estimate(registry, "checkpoints/another", "movie-reviews", str(upload), "300", [])["ft_estimate"]
-    assert "about 3 min" in said and "quicker" not in said
+    assert "The experiment: about" in said and "choose" not in said
+    said = finetune.estimate(registry, "checkpoints/another", "movie-reviews", str(tmp_path / "gone.csv"), "300",
+                             [])["ft_estimate"]
+    assert said.startswith("<small>") and "choose" not in said  # not the model: the reason alone
 
 
 @pytest.mark.parametrize("share, busy", [(0.4, True), (0.9, False)])

@@ -40,7 +40,6 @@ from bert_demo.train_config import APP_FINETUNE, FinetuneConfig
 ALL = "all"
 WELL_READ_SHAPE, WELL_READ_VOCAB = "mini", 30_522  # Google's BERT-Mini: our mini's shape, BERT's vocabulary
 PIECES_PER_WORD = 1.3  # word pieces a word of English prose makes, about
-QUICK_S = 120  # an experiment longer than this points to the quicker start, FinetuneConfig's default (about 80 s)
 LABEL_CHOICES = [str(n) if n else ALL for n in APP_FINETUNE["label_counts"]]  # what the radio offers
 COMPARISONS = {"random": "the same architecture from random weights", "frozen": "the selected model, encoder frozen",
                WELL_READ: f"Google's BERT-Mini, which read {APP_FINETUNE['well_read_words']} words (from the "
@@ -54,8 +53,9 @@ def layout(registry: Registry) -> Components:
         gr.Markdown("**What is pre-training for?** Fine-tune the model selected above on labelled sentences, beside "
                     "the same architecture from random weights, with the same data, seed and steps (Devlin et al. "
                     "2019, §4–5). The gap between the curves is what pre-training bought, and it grows with what "
-                    "the model read: our mini read a few million words; Google's BERT-Mini, the same shape, read "
-                    "3.3 billion and scores 85.9 on SST-2.")
+                    "the model read: our models read a few million words (mini-english, quick to fine-tune here) "
+                    "or 13 million (small-english); Google's BERT-Mini, mini's shape, read 3.3 billion and scores "
+                    "85.9 on SST-2.")
         with gr.Row():
             with gr.Column(scale=1, min_width=300):
                 c = {"ft_tab": tab,
@@ -359,15 +359,16 @@ def estimate(registry: Registry, model: str | None, task: str | None, upload: st
              compare: list[str] | None = None, owner: str | None = None) -> Outputs:
     """How long the experiment the form describes would take on this machine now, its runs timed before the visitor
     starts it (`pace`), whether the machine is busy, and how long the latest fine-tuning runs here took, each named
-    by its start. Settings that are not allowed get no estimate: Start says why."""
+    by its start. Settings that are not allowed get no estimate but the reason (`_not_here`)."""
     latest = _latest_runs(registry, owner)
     try:
         starts = ["pretrained", *_comparisons(compare)]
         config = registry.forms.finetune_config(model, task, _label_count(labels), "pretrained", upload, owner)
         data = backend().labelled.load_file(upload) if upload else backend().labelled.load_task(task)
         shape = read_config(Path(config.model))
-    except ValueError:
-        return {"ft_estimate": f"<small>{latest}</small>" if latest else ""}
+    except ValueError as exc:
+        return {"ft_estimate": _not_here(registry, exc, task, upload, labels, owner)
+                + (f"<br><small>{latest}</small>" if latest else "")}
     length = min(config.max_seq_len, _typical_length(data["train"]))
     validation, checks = len(data["validation"]), count_checks(config.steps, config.eval_every)
     paces = [pace(PRESETS[WELL_READ_SHAPE].with_vocab(WELL_READ_VOCAB) if start == WELL_READ else shape,
@@ -379,28 +380,20 @@ def estimate(registry: Registry, model: str | None, task: str | None, upload: st
     job = registry.slot.job
     line = text.estimate_text("The experiment", seconds, parts, paces[0], job is not None and job.running,
                               after=", after loading each model")
-    quicker = _quicker(registry, config, seconds, len(starts), length, checks, validation, owner)
-    return {"ft_estimate": line + quicker + (f"<br><small>{latest}</small>" if latest else "")}
+    return {"ft_estimate": line + (f"<br><small>{latest}</small>" if latest else "")}
 
 
-def _quicker(registry: Registry, config: FinetuneConfig, seconds: float, runs: int, length: int, checks: int,
-             validation: int, owner: str | None) -> str:
-    """Where the chosen model's experiment would take longer than QUICK_S, the same experiment from FinetuneConfig's
-    default start (mini-english: sized to fine-tune while a visitor watches on 2 CPU cores), if that is quicker."""
-    if seconds <= QUICK_S:
-        return ""
+def _not_here(registry: Registry, reason: ValueError, task: str | None, upload: str | None, labels: str,
+              owner: str | None) -> str:
+    """Why the form's experiment cannot run, said before Start is pressed; where it is the model (the shipped
+    small-english is bigger than a CPU trains live), the start that can: FinetuneConfig's default, mini-english."""
+    said = f"{reason}"
+    quick = FinetuneConfig.model
     try:
-        quick = registry.catalog.resolve(FinetuneConfig.model, owner).folder
+        registry.forms.finetune_config(quick, task, _label_count(labels), "pretrained", upload, owner)
     except ValueError:
-        return ""
-    if quick is None or quick.resolve() == Path(config.model).resolve():
-        return ""
-    measured = pace(read_config(quick), config.batch_size, length, config.precision, config.device, classifier=True)
-    fast = runs * measured.seconds(config.steps, checks, validation)
-    if fast >= seconds:
-        return ""
-    return (f"<br>For a quicker experiment, choose **{quick.name}** in the Model box above: the same runs take "
-            f"about {text.duration(fast)} with it.")
+        return f"<small>{said}</small>"
+    return f"<small>{said}: choose **{Path(quick).name}** in the Model box above to fine-tune it here.</small>"
 
 
 def _typical_length(train) -> int:
