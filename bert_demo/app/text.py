@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from bert_demo.app.pace import Pace
 
 INTRO = """# BERT, from scratch
-A small BERT, built and pre-trained by this project on a few million words of English. Below, it already fills in
+A small BERT, built and pre-trained by this project on 13 million words of English. Below, it already fills in
 the `[MASK]` of a sentence: change the sentence and press Enter. Then look inside it, train your own, and fine-tune
 it to see what pre-training bought.
 """
