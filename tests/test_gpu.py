@@ -22,6 +22,15 @@ SENTENCES = ["the capital of france is [MASK].", "she poured the [MASK] into a c
 
 
 @pytest.fixture
+def shipped() -> Path:
+    """The shipped mini-english, unless its weights were left home so that a call to a lent GPU could carry a
+    corpus and a checkpoint within its 64 MiB (`benchmarks/gpu_pretrain.py leave-home`)."""
+    if not (SHIPPED / "model.safetensors").is_file():
+        pytest.skip("the shipped weights were left home for this call (gpu_pretrain.py leave-home)")
+    return SHIPPED
+
+
+@pytest.fixture
 def fp32_matmuls():
     """Full fp32 matmuls (no TF32), as the parity claim is made in fp32."""
     saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
@@ -30,9 +39,9 @@ def fp32_matmuls():
     torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
-def test_the_shipped_model_on_the_gpu_gives_the_numbers_of_transformers_on_the_gpu(fp32_matmuls):
-    model, tokenizer = load_pretrained(SHIPPED, device="cuda")
-    reference = transformers.BertForPreTraining.from_pretrained(SHIPPED).cuda().eval()
+def test_the_shipped_model_on_the_gpu_gives_the_numbers_of_transformers_on_the_gpu(shipped, fp32_matmuls):
+    model, tokenizer = load_pretrained(shipped, device="cuda")
+    reference = transformers.BertForPreTraining.from_pretrained(shipped).cuda().eval()
     batch = tokenizer(SENTENCES, padding=True, return_tensors="pt").to("cuda")
     with torch.no_grad():
         ours = model.eval()(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
@@ -64,9 +73,9 @@ def test_a_run_on_the_gpu_learns_in_its_auto_precision_and_saves_fp32_weights_tr
     assert all(p.dtype == torch.float32 for p in reference.parameters())
 
 
-def test_inference_on_the_gpu_answers_as_on_the_cpu():
-    on_cpu, tokenizer = load_pretrained(SHIPPED, device="cpu")
-    on_gpu, _ = load_pretrained(SHIPPED, device="cuda")
+def test_inference_on_the_gpu_answers_as_on_the_cpu(shipped):
+    on_cpu, tokenizer = load_pretrained(shipped, device="cpu")
+    on_gpu, _ = load_pretrained(shipped, device="cuda")
     for text in SENTENCES:
         cpu, gpu = fill_mask(on_cpu, tokenizer, text), fill_mask(on_gpu, tokenizer, text)
         assert [token for token, _ in cpu[0]] == [token for token, _ in gpu[0]]
