@@ -45,6 +45,7 @@ from pathlib import Path
 
 import _common  # noqa: F401  (puts the repository root on sys.path)
 
+from bert_demo.config import INDEX_NAME, SHARD_GLOB
 from bert_demo.corpus import CACHE_VERSION, cache_folder, load_corpus, source_parts
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,11 +57,13 @@ MiB = 2**20
 TRAVEL_BYTES = 64 * MiB  # the working tree and the carried files, in all
 RETURN_FILES, RETURN_FILE_BYTES, RETURN_BYTES = 8, 16 * MiB, 64 * MiB  # what may come back
 PART_BYTES = 15 * MiB
+SHIPPED_SHARD_BYTES = 20 * MiB  # a shipped model's weights files: each under the 25 MB the repository takes in one file
 BUNDLE_BYTES = 4 * PART_BYTES  # the returned archive: 4 parts and the manifest, within every limit above
 MANIFEST = "parts.json"
 WEIGHTS, OPTIMIZER = "model.safetensors", "optimizer.safetensors"
 KEPT = (WEIGHTS, OPTIMIZER, "config.json", "bert_demo.json", "tokenizer.json", "tokenizer_config.json",
         "vocab.txt")  # what --resume and the card need; the timeline stays there
+WEIGHTS_FILES = (WEIGHTS, INDEX_NAME, SHARD_GLOB)  # a checkpoint's weights, in one file or in shards with their index
 # What `bert_demo train` imports. The lent machine has torch and transformers (with tokenizers and safetensors), and no
 # registry: the pure-Python ones travel as wheels, the others must be there.
 CARRIED_WHEELS = ("einops", "tqdm")
@@ -112,15 +115,33 @@ def pack_wheels(folder: Path = CARRY / "wheels") -> None:
 def pack_start(run: Path, folder: Path = START) -> Path:
     """A checkpoint to go on from in a later call: its weights in bf16 (half the bytes), its AdamW moments left here
     (they would not fit), the rest as it is."""
-    from safetensors.torch import load_file, save_file
+    return copy_checkpoint(run, folder)
 
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    for name in KEPT:
-        if name not in (WEIGHTS, OPTIMIZER) and (run / name).is_file():
-            shutil.copy2(run / name, folder / name)
-    weights = load_file(str(run / WEIGHTS))
-    save_file({k: v.bfloat16() if v.is_floating_point() else v for k, v in weights.items()}, str(folder / WEIGHTS))
+
+def ship(run: Path, folder: Path) -> Path:
+    """A run that came back, as a shipped model: its weights in bf16, in shards of at most SHIPPED_SHARD_BYTES, and
+    no optimizer. A card, learning curve and examples already in `folder` stay until `python -m bert_demo card` and
+    `choose_examples.py` write the new model's."""
+    return copy_checkpoint(run, folder, SHIPPED_SHARD_BYTES, keep_others=True)
+
+
+def copy_checkpoint(run: Path, folder: Path, shard_bytes: int | None = None, keep_others: bool = False) -> Path:
+    """`run`'s checkpoint as `folder`, which appears whole or not at all: the weights in bf16 (a bf16 weight loads as
+    the same fp32 one), in one file or in shards of at most `shard_bytes`; the AdamW moments left behind; the other
+    files of KEPT as they are, and with `keep_others`, `folder`'s own other files (not its weights) too, so that a
+    folder can be re-sharded in place (`ship F F`)."""
+    from bert_demo.checkpoint import new_folder, stored_weights, write_weights
+
+    with new_folder(folder) as tmp:
+        if keep_others and folder.is_dir():
+            for file in folder.iterdir():
+                if file.is_file() and not any(file.match(pattern) for pattern in WEIGHTS_FILES):
+                    shutil.copy2(file, tmp / file.name)
+        for name in KEPT:
+            if name not in (WEIGHTS, OPTIMIZER) and (run / name).is_file():
+                shutil.copy2(run / name, tmp / name)
+        weights = stored_weights(run)
+        write_weights({k: v.bfloat16() if v.is_floating_point() else v for k, v in weights.items()}, tmp, shard_bytes)
     return folder
 
 
@@ -128,7 +149,7 @@ def leave_home(root: Path = ROOT, home: Path = HOME) -> list[Path]:
     """Move the shipped models' weights out of the working tree (into git-ignored `home`), so that a call can carry
     a checkpoint to go on from beside the corpus; `come_back` returns them. What stays home is listed."""
     moved = []
-    for weights in sorted((root / "checkpoints").glob(f"*/{WEIGHTS}")):
+    for weights in sorted(f for pattern in WEIGHTS_FILES for f in (root / "checkpoints").glob(f"*/{pattern}")):
         target = home / weights.relative_to(root)
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(weights, target)
@@ -139,7 +160,7 @@ def leave_home(root: Path = ROOT, home: Path = HOME) -> list[Path]:
 def come_back(root: Path = ROOT, home: Path = HOME) -> list[Path]:
     """Return the weights `leave_home` moved, each to where it was."""
     returned = []
-    for weights in sorted(home.glob(f"checkpoints/*/{WEIGHTS}")):
+    for weights in sorted(f for pattern in WEIGHTS_FILES for f in home.glob(f"checkpoints/*/{pattern}")):
         os.replace(weights, root / weights.relative_to(home))
         returned.append(weights.relative_to(home))
     return returned
@@ -307,6 +328,10 @@ def main() -> None:
     commands.add_parser("leave-home", help="here, before a call that carries a checkpoint: the shipped models' "
                                            "weights out of the working tree, into gpu-home/")
     commands.add_parser("come-back", help="here, after that call: the shipped models' weights back")
+    shipping = commands.add_parser("ship", help="here: a joined run as a shipped model (bf16 weights in shards of at "
+                                                f"most {SHIPPED_SHARD_BYTES // MiB} MiB, no optimizer)")
+    shipping.add_argument("run", type=Path)
+    shipping.add_argument("out", type=Path)
     training = commands.add_parser("train", help="there: unpack, measure a step, train for --minutes, split")
     training.add_argument("--minutes", type=float, default=8.0)
     training.add_argument("--out", type=Path, required=True)
@@ -331,6 +356,8 @@ def main() -> None:
         print(f"a call sends {travel_bytes() / MiB:.1f} MiB of the {TRAVEL_BYTES / MiB:.0f} MiB that may travel")
     elif args.command == "come-back":
         print("\n".join(f"back: {path}" for path in come_back()) or "nothing was at home")
+    elif args.command == "ship":
+        print(ship(args.run, args.out))
     elif args.command == "train":
         install_missing()
         cache = Path(tempfile.mkdtemp(prefix="bert-demo-cache-"))

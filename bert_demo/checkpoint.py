@@ -1,4 +1,5 @@
-"""Checkpoints in Hugging Face format: config.json, model.safetensors and the tokenizer files.
+"""Checkpoints in Hugging Face format: config.json, model.safetensors (or its shards and their index) and the
+tokenizer files.
 
 A folder we write loads unchanged in `transformers` (`BertForPreTraining.from_pretrained`, `pipeline("fill-mask")`),
 and folders written by `transformers` (BertForPreTraining, BertForMaskedLM or BertModel) load here.
@@ -9,13 +10,15 @@ from __future__ import annotations
 
 import json
 import os
+from fnmatch import fnmatch
 import re
 import shutil
 import tempfile
 import warnings
 from collections import defaultdict
 from pathlib import Path
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import NamedTuple
 
@@ -27,12 +30,17 @@ from transformers import BertTokenizerFast
 
 from bert_demo.config import (  # noqa: F401
     CONFIG_NAME,
+    INDEX_NAME,
     METADATA_NAME,
+    SHARD_GLOB,
     WEIGHTS_NAME,
     BertConfig,
+    has_weights,
     hub_cache,
     read_config,
+    read_index,
     read_metadata,
+    weights_files,
 )
 from bert_demo.model import BertForPreTraining, BertForSequenceClassification
 from bert_demo.processes import alive
@@ -42,8 +50,8 @@ TIED_KEYS = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias")  
 MAX_HUB_BYTES = 1_000_000_000  # the files of one hub model; BERT-large's safetensors are 1.3 GB, BERT-base 440 MB
 MAX_HUB_MODELS = 5  # hub models kept in a cache folder of ours (`config.hub_cache`)
 HUB_TIMEOUT_S = 10.0  # the hub's first answer: a network that drops packets must not hold a visitor for minutes
-HUB_FILES = ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
-             "special_tokens_map.json"]
+HUB_FILES = ["config.json", "model.safetensors", INDEX_NAME, SHARD_GLOB, "tokenizer.json", "tokenizer_config.json",
+             "vocab.txt", "special_tokens_map.json"]
 
 
 class MissingWeightsWarning(UserWarning):
@@ -62,24 +70,33 @@ def save_pretrained(
     optimizer state; a name may hold a subfolder) to `path`, atomically; return the path. The subfolders named in
     `keep` (a run's timeline) are carried over from the folder being replaced, as hard links where possible."""
     path = Path(path)
+    try:
+        with new_folder(path) as tmp:
+            _write_folder(model, tokenizer, tmp, metadata)
+            for name, tensors in (extra_files or {}).items():
+                (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+                save_file(tensors, str(tmp / name))
+            for folder in keep:  # after the new files: a link is never written through to the old folder's file
+                _carry_over(path / folder, tmp / folder)
+    except SafetensorError as exc:  # safetensors reports a full disk this way, not as an OSError
+        raise OSError(f"could not write the weights to {path}: {exc}") from exc
+    return path
+
+
+@contextmanager
+def new_folder(path: Path) -> Iterator[Path]:
+    """A temporary folder beside `path` to write a checkpoint into: on leaving the block it is flushed to disk and
+    replaces `path` whole; on an error it is removed. So a crash never leaves half a model."""
     path.parent.mkdir(parents=True, exist_ok=True)
     recover_folder(path)
     tmp = _temp_folder(path)
     try:
-        _write_folder(model, tokenizer, tmp, metadata)
-        for name, tensors in (extra_files or {}).items():
-            (tmp / name).parent.mkdir(parents=True, exist_ok=True)
-            save_file(tensors, str(tmp / name))
-        for folder in keep:  # after the new files: a link is never written through to the old folder's file
-            _carry_over(path / folder, tmp / folder)
+        yield tmp
         _seal_files(tmp)
         _replace_folder(tmp, path)
-    except BaseException as exc:
+    except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
-        if isinstance(exc, SafetensorError):  # safetensors reports a full disk this way, not as an OSError
-            raise OSError(f"could not write the weights to {path}: {exc}") from exc
         raise
-    return path
 
 
 def _carry_over(source: Path, target: Path) -> None:
@@ -99,7 +116,7 @@ def _carry_over(source: Path, target: Path) -> None:
 def _write_folder(model: BertForPreTraining, tokenizer: BertTokenizerFast, folder: Path, metadata: dict | None) -> None:
     state = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in model.state_dict().items()
              if k not in TIED_KEYS}
-    save_file(state, str(folder / WEIGHTS_NAME), metadata={"format": "pt"})
+    write_weights(state, folder)
     config = {**model.config.to_hf_dict(model.config.architecture), "tie_word_embeddings": True}
     (folder / CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n")
     tokenizer.save_pretrained(str(folder))
@@ -135,7 +152,7 @@ def recover_folder(path: str | Path) -> None:
         return
     ours = re.compile(rf"\.{re.escape(path.name)}{_LEFTOVER}")
     dead = [p for p in path.parent.iterdir() if (match := ours.fullmatch(p.name)) and not alive(int(match[1]))]
-    complete = [p for p in dead if p.suffix == ".old" and (p / CONFIG_NAME).is_file() and (p / WEIGHTS_NAME).is_file()]
+    complete = [p for p in dead if p.suffix == ".old" and (p / CONFIG_NAME).is_file() and has_weights(p)]
     if complete and not path.exists():
         newest = max(complete, key=lambda p: p.stat().st_mtime)
         os.replace(newest, path)
@@ -292,9 +309,9 @@ def download(hub_id: str, max_bytes: int = MAX_HUB_BYTES, cache_dir: str | Path 
             f"could not download {hub_id!r} from the Hugging Face Hub ({type(exc).__name__}). "
             "The hub may be unreachable from this machine: use a local checkpoint folder instead."
         ) from None
-    if WEIGHTS_NAME not in sizes:
+    if WEIGHTS_NAME not in sizes and INDEX_NAME not in sizes:
         raise ValueError(f"{hub_id!r} has no {WEIGHTS_NAME} on the hub (only safetensors weights are loaded)")
-    total = sum(size for name, size in sizes.items() if name in HUB_FILES)
+    total = sum(size for name, size in sizes.items() if any(fnmatch(name, pattern) for pattern in HUB_FILES))
     if total > max_bytes:
         raise ValueError(f"{hub_id!r} is {total / 2**20:,.0f} MB; at most {max_bytes / 2**20:,.0f} MB are downloaded")
     config = read_config(config_dir)  # a hostile or foreign config is refused before the weights are fetched
@@ -320,19 +337,61 @@ def _prune_hub_cache(cache: Path, keep: int) -> None:
 
 def read_weights(folder: Path) -> dict[str, torch.Tensor]:
     """A checkpoint folder's weights (safetensors only) under our key names."""
-    return normalise_state_dict(_read_weights(folder))
+    return normalise_state_dict(stored_weights(folder))
 
 
-def _read_weights(folder: Path) -> dict[str, torch.Tensor]:
-    file = folder / WEIGHTS_NAME
-    if not file.is_file():
+def stored_weights(folder: Path) -> dict[str, torch.Tensor]:
+    """Every weight of a folder under the names it was stored with, from model.safetensors or from the shards its
+    index names (each weight exactly where the index says)."""
+    files = weights_files(folder)
+    if not files:
         pickled = [p.name for p in folder.glob("*.bin")] + [p.name for p in folder.glob("*.pt")]
         hint = f" ({', '.join(pickled)} is a pickle, which we never load: convert it to safetensors)" if pickled else ""
         raise ValueError(f"{folder} has no {WEIGHTS_NAME}{hint}")
-    try:
-        return load_file(str(file))
-    except (SafetensorError, OSError, ValueError) as exc:
-        raise ValueError(f"{file} is not a readable safetensors file: {exc}") from None
+    state = {}
+    for file in files:
+        if not file.is_file():
+            raise ValueError(f"{folder}'s {INDEX_NAME} names {file.name}, which is not there")
+        try:
+            state |= {(name, file.name): tensor for name, tensor in load_file(str(file)).items()}
+        except (SafetensorError, OSError, ValueError) as exc:
+            raise ValueError(f"{file} is not a readable safetensors file: {exc}") from None
+    if len(files) > 1 or files[0].name != WEIGHTS_NAME:
+        _check_index(folder, set(state))
+    return {name: tensor for (name, _), tensor in state.items()}
+
+
+def _check_index(folder: Path, found: set[tuple[str, str]]) -> None:
+    """Each weight in the shards is where the index says, once: a shard that holds more or less than its index
+    says is a damaged or mixed-up checkpoint, not one to guess from."""
+    indexed = set(read_index(folder).items())
+    if found != indexed:
+        odd = sorted(f"{name} in {file}" for name, file in found ^ indexed)
+        raise ValueError(f"{folder}'s shards do not hold what {INDEX_NAME} says: {_summarise(odd)}")
+
+
+def write_weights(state: dict[str, torch.Tensor], folder: Path, max_shard_bytes: int | None = None) -> list[Path]:
+    """Write `state` as model.safetensors, or where it is larger than `max_shard_bytes`, as shards of at most that
+    size (a single tensor larger than it gets a shard of its own) with their index, in Hugging Face's layout; any
+    weights files the folder held before are removed. Returns the files written."""
+    sizes = {name: tensor.numel() * tensor.element_size() for name, tensor in state.items()}
+    shards: list[list[str]] = [[]]
+    for name in state:
+        if shards[-1] and max_shard_bytes and sum(sizes[k] for k in shards[-1]) + sizes[name] > max_shard_bytes:
+            shards.append([])
+        shards[-1].append(name)
+    for old in [folder / WEIGHTS_NAME, folder / INDEX_NAME, *folder.glob(SHARD_GLOB)]:
+        old.unlink(missing_ok=True)
+    if len(shards) == 1:
+        save_file(state, str(folder / WEIGHTS_NAME), metadata={"format": "pt"})
+        return [folder / WEIGHTS_NAME]
+    names = [f"model-{i:05d}-of-{len(shards):05d}.safetensors" for i in range(1, len(shards) + 1)]
+    for name, keys in zip(names, shards):
+        save_file({k: state[k] for k in keys}, str(folder / name), metadata={"format": "pt"})
+    index = {"metadata": {"total_size": sum(sizes.values())},
+             "weight_map": {key: name for name, keys in zip(names, shards) for key in keys}}
+    (folder / INDEX_NAME).write_text(json.dumps(index, indent=2) + "\n")
+    return [folder / name for name in names] + [folder / INDEX_NAME]
 
 
 def normalise_state_dict(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -25,6 +25,10 @@ LIMITS = {
 }
 # The files of a checkpoint folder (Hugging Face's names, plus our training record), and the largest config.json read.
 CONFIG_NAME, WEIGHTS_NAME = "config.json", "model.safetensors"
+# Weights split into shards (Hugging Face's format, which `from_pretrained` reads): model-00001-of-00003.safetensors
+# and so on, and an index naming the shard that holds each weight. Shipped models are kept so, each file small.
+INDEX_NAME = "model.safetensors.index.json"
+SHARD_GLOB = "model-*-of-*.safetensors"
 METADATA_NAME = "bert_demo.json"  # our training config and metrics, beside the Hugging Face files
 OPTIMIZER_NAME = "optimizer.safetensors"  # AdamW's state, which a resumed run carries on with
 HUB_CACHE_ENV = "BERT_DEMO_HUB_CACHE"  # where hub models are downloaded (see `hub_cache`)
@@ -171,6 +175,42 @@ def read_config(folder: Path) -> BertConfig:
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"{file} is not valid JSON: {exc}") from None
     return BertConfig.from_hf_dict(data)
+
+
+def weights_files(folder: Path) -> list[Path]:
+    """The safetensors files that hold a checkpoint folder's weights: model.safetensors, else the shards its index
+    names, present or not ([] when it has neither). An index is JSON only and size-capped, and must name plain
+    `.safetensors` files in the folder itself: a hostile one cannot point the loader anywhere else."""
+    if (folder / WEIGHTS_NAME).is_file() or not (folder / INDEX_NAME).is_file():
+        return [folder / WEIGHTS_NAME] if (folder / WEIGHTS_NAME).is_file() else []
+    return [folder / name for name in sorted(set(read_index(folder).values()))]
+
+
+def read_index(folder: Path) -> dict[str, str]:
+    """A sharded checkpoint's map from each weight's name to the file that holds it, checked (see `weights_files`)."""
+    file = folder / INDEX_NAME
+    if file.stat().st_size > MAX_CONFIG_BYTES:
+        raise ValueError(f"{file} is too large to be a weights index")
+    try:
+        weight_map = json.loads(file.read_text(encoding="utf-8")).get("weight_map")
+    except (UnicodeDecodeError, json.JSONDecodeError, AttributeError) as exc:
+        raise ValueError(f"{file} is not a weights index: {exc}") from None
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise ValueError(f"{file} has no weight_map")
+    for name in set(weight_map.values()):
+        if not isinstance(name, str) or Path(name).name != name or name.startswith(".") \
+                or not name.endswith(".safetensors"):
+            raise ValueError(f"{file} names {name!r}: a weights file must be a .safetensors file in the folder itself")
+    return weight_map
+
+
+def has_weights(folder: Path) -> bool:
+    """Whether a checkpoint folder holds all its weights files (a folder whose weights were moved away has not)."""
+    try:
+        files = weights_files(folder)
+    except (OSError, ValueError):
+        return False
+    return bool(files) and all(file.is_file() for file in files)
 
 
 def read_metadata(folder: str | Path) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from xml.sax.saxutils import escape
 from safetensors import safe_open
 
 from bert_demo.checkpoint import load_pretrained, read_metadata
-from bert_demo.config import WEIGHTS_NAME, trained_on
+from bert_demo.config import trained_on, weights_files
 from bert_demo.evaluate import evaluate
 from bert_demo.inference import fill_mask
 from bert_demo.corpus import source_parts
@@ -109,7 +109,7 @@ def write_card(folder: str | Path, corpora: list[str] | None = None, outside: Se
 def weights_dtype(folder: Path) -> str:
     """How a checkpoint's weights are stored: "bf16" for a copy sent back from a GPU in half the bytes, else "fp32"
     (they load as fp32 either way)."""
-    with safe_open(str(folder / WEIGHTS_NAME), "pt") as weights:
+    with safe_open(str(weights_files(folder)[0]), "pt") as weights:
         stored = weights.get_slice(next(iter(weights.keys()))).get_dtype()
     return {"BF16": "bf16", "F16": "fp16"}.get(stored, "fp32")
 

@@ -16,8 +16,9 @@ import transformers
 from safetensors import SafetensorError
 
 from bert_demo.checkpoint import (HUB_TIMEOUT_S, MissingWeightsWarning, download, load_checkpoint, load_pretrained,
-                                  read_metadata, recover_folder, recover_leftovers, save_pretrained)
-from bert_demo.config import PRESETS
+                                  read_metadata, recover_folder, recover_leftovers, save_pretrained, stored_weights,
+                                  write_weights)
+from bert_demo.config import INDEX_NAME, PRESETS
 from bert_demo.inference import fill_mask
 from bert_demo.model import BertForPreTraining
 
@@ -237,6 +238,48 @@ def test_absurd_or_foreign_configs_are_refused(trained_tiny, tokenizer, tmp_path
         load_pretrained(folder)
 
 
+def test_weights_in_shards_load_here_and_in_transformers_with_the_same_logits(trained_tiny, tokenizer, tmp_path):
+    """A shipped model keeps its weights in shards under the repository's file size (Hugging Face's layout: an index
+    naming each weight's shard), and both sides read them back as one model."""
+    folder = save_pretrained(trained_tiny, tokenizer, tmp_path / "tiny")
+    state = stored_weights(folder)
+    written = write_weights(state, folder, max_shard_bytes=600_000)
+    shards = sorted(folder.glob("model-*-of-*.safetensors"))
+    assert len(shards) >= 3 and not (folder / "model.safetensors").exists() and folder / INDEX_NAME in written
+    assert all(shard.stat().st_size <= 600_000 + 10_000 for shard in shards)  # the header's bytes beside the data
+    assert {k: v.shape for k, v in stored_weights(folder).items()} == {k: v.shape for k, v in state.items()}
+    ours, _ = load_pretrained(folder)
+    theirs = transformers.BertForPreTraining.from_pretrained(folder).eval()
+    batch = sample_batch(tokenizer)
+    with torch.no_grad():
+        a, b, c = trained_tiny(**batch), ours(**batch), theirs(**batch)
+    assert torch.equal(a.mlm_logits, b.mlm_logits)
+    assert torch.allclose(a.mlm_logits, c.prediction_logits, atol=1e-5)
+    write_weights(state, folder)  # back in one file: the shards and their index are gone
+    assert [p.name for p in folder.glob("model*.safetensors*")] == ["model.safetensors"]
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda index, names: index["weight_map"].update({"bert.pooler.dense.bias": "../elsewhere.safetensors"}),
+     "must be a .safetensors file in the folder itself"),
+    (lambda index, names: index["weight_map"].update({"bert.pooler.dense.bias": names[0]}), "do not hold what"),
+    (lambda index, names: index["weight_map"].update({"bert.made.up": names[0]}), "bert.made.up in model-00001"),
+    (lambda index, names: index["weight_map"].update(
+        {k: "model-00009-of-00009.safetensors" for k, v in index["weight_map"].items() if v == names[-1]}),
+     "names model-00009-of-00009.safetensors, which is not there"),
+    (lambda index, names: index.pop("weight_map"), "has no weight_map"),
+])
+def test_a_shard_index_that_points_elsewhere_or_disagrees_with_its_shards_is_refused(trained_tiny, tokenizer,
+                                                                                    tmp_path, damage, message):
+    folder = save_pretrained(trained_tiny, tokenizer, tmp_path / "tiny")
+    write_weights(stored_weights(folder), folder, max_shard_bytes=600_000)
+    index = json.loads((folder / INDEX_NAME).read_text())
+    damage(index, sorted(set(index["weight_map"].values())))
+    (folder / INDEX_NAME).write_text(json.dumps(index))
+    with pytest.raises(ValueError, match=message):
+        load_pretrained(folder)
+
+
 def test_garbage_safetensors_and_missing_folder_give_clear_errors(trained_tiny, tokenizer, tmp_path):
     folder = save_pretrained(trained_tiny, tokenizer, tmp_path / "ckpt")
     (folder / "model.safetensors").write_bytes(b"not a safetensors file at all")
@@ -302,6 +345,17 @@ def test_a_hub_model_is_checked_for_size_and_config_before_its_weights_are_downl
         download("someone/refused", cache_dir=tmp_path / "cache", check=refuse)
     assert fake_hub["snapshots"] == []  # nothing was downloaded beyond config.json
     assert set(fake_hub["timeouts"]) == {HUB_TIMEOUT_S}  # a silent network cannot hold the caller for minutes
+
+
+def test_a_hub_model_in_shards_is_downloaded_and_its_shards_count_towards_the_size_limit(fake_hub, tmp_path):
+    del fake_hub["sizes"]["model.safetensors"]
+    fake_hub["sizes"] |= {"model.safetensors.index.json": 30_000, "model-00001-of-00002.safetensors": 600_000_000,
+                          "model-00002-of-00002.safetensors": 600_000_000}
+    with pytest.raises(ValueError, match="is 1,144 MB; at most 954 MB are downloaded"):
+        download("someone/large-in-shards", cache_dir=tmp_path / "cache")
+    fake_hub["sizes"]["model-00002-of-00002.safetensors"] = 100_000_000
+    download("someone/in-shards", cache_dir=tmp_path / "cache")
+    assert fake_hub["snapshots"] == ["someone/in-shards"]
 
 
 def test_the_hub_cache_keeps_only_the_most_recently_used_models(fake_hub, tmp_path):

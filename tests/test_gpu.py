@@ -11,6 +11,7 @@ import torch
 import transformers
 
 from bert_demo.checkpoint import load_pretrained, read_metadata
+from bert_demo.config import has_weights
 from bert_demo.inference import fill_mask, next_sentence
 from bert_demo.runtime import Distributed, pick_device, resolve_precision
 from bert_demo.train_config import TrainConfig
@@ -25,7 +26,7 @@ SENTENCES = ["the capital of france is [MASK].", "she poured the [MASK] into a c
 def shipped() -> Path:
     """The shipped mini-english, unless its weights were left home so that a call to a lent GPU could carry a
     corpus and a checkpoint within its 64 MiB (`benchmarks/gpu_pretrain.py leave-home`)."""
-    if not (SHIPPED / "model.safetensors").is_file():
+    if not has_weights(SHIPPED):
         pytest.skip("the shipped weights were left home for this call (gpu_pretrain.py leave-home)")
     return SHIPPED
 

@@ -120,6 +120,33 @@ def test_a_continuation_is_sent_with_bf16_weights_and_without_the_moments(gpu_pr
     assert load_file(str(start / "model.safetensors"))["w"].dtype == torch.bfloat16
 
 
+def test_a_shipped_model_is_cut_into_bf16_shards_under_the_limit_and_keeps_its_card(gpu_pretrain, tmp_path,
+                                                                                    monkeypatch):
+    from bert_demo.checkpoint import stored_weights
+
+    _checkpoint(tmp_path / "run")
+    weights = {f"w{i}": torch.randn(1000) for i in range(6)}  # 2 kB each in bf16
+    save_file(weights, str(tmp_path / "run" / "model.safetensors"))
+    shipped = tmp_path / "checkpoints" / "model"
+    shipped.mkdir(parents=True)
+    (shipped / "README.md").write_text("the card")
+    (shipped / "model.safetensors").write_bytes(b"an older model's weights")
+    monkeypatch.setattr(gpu_pretrain, "SHIPPED_SHARD_BYTES", 5000)
+    gpu_pretrain.ship(tmp_path / "run", shipped)
+    names = sorted(p.name for p in shipped.iterdir())
+    assert names == ["README.md", "config.json", "model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors",
+                     "model-00003-of-00003.safetensors", "model.safetensors.index.json"]
+    assert all(shard.stat().st_size <= 5000 + 200 for shard in shipped.glob("model-*"))  # the header beside the data
+    back = stored_weights(shipped)
+    sent = load_file(str(tmp_path / "run" / "model.safetensors"))
+    assert all(back[k].dtype == torch.bfloat16 and torch.equal(back[k], sent[k].bfloat16()) for k in sent)
+    gpu_pretrain.ship(shipped, shipped)  # in place: the same weights, the same files
+    assert sorted(p.name for p in shipped.iterdir()) == names
+    assert all(torch.equal(v, back[k]) for k, v in stored_weights(shipped).items())
+    start = gpu_pretrain.pack_start(shipped, tmp_path / "start")  # a shipped model continues from one bf16 file
+    assert all(torch.equal(v, back[k]) for k, v in load_file(str(start / "model.safetensors")).items())
+
+
 def test_a_machine_without_torch_is_refused_before_any_work(gpu_pretrain, monkeypatch):
     calls = []
     monkeypatch.setattr(gpu_pretrain.importlib.util, "find_spec", lambda name: None if name == "torch" else object())
@@ -161,8 +188,12 @@ def test_what_travels_is_the_tracked_and_unignored_files_and_the_carry_less_the_
     (root / "gpu-carry").mkdir()
     ignore = "/gpu-carry/\n/gpu-home/\n/runs/\n"
     (root / ".gitignore").write_text(ignore)
+    (root / "checkpoints" / "small").mkdir()
+    shards = {"checkpoints/small/model-00001-of-00002.safetensors": 3000,
+              "checkpoints/small/model-00002-of-00002.safetensors": 2000,
+              "checkpoints/small/model.safetensors.index.json": 40}
     files = {"checkpoints/mini/model.safetensors": 5000, "checkpoints/mini/config.json": 70,
-             "gpu-carry/corpus.tar.xz": 900, "notes.txt": 30}
+             "checkpoints/small/config.json": 70, **shards, "gpu-carry/corpus.tar.xz": 900, "notes.txt": 30}
     for name, size in files.items():
         (root / name).write_bytes(b"x" * size)
     (root / "runs").mkdir()
@@ -170,7 +201,8 @@ def test_what_travels_is_the_tracked_and_unignored_files_and_the_carry_less_the_
     subprocess.run(["git", "init", "-q"], cwd=root, check=True)
     subprocess.run(["git", "add", ".gitignore", "checkpoints"], cwd=root, check=True)
     assert gpu_pretrain.travel_bytes(root) == sum(files.values()) + len(ignore)
-    assert gpu_pretrain.leave_home(root, root / "gpu-home") == [Path("checkpoints/mini/model.safetensors")]
-    assert gpu_pretrain.travel_bytes(root) == sum(files.values()) + len(ignore) - 5000
+    weights = ["checkpoints/mini/model.safetensors", *shards]
+    assert sorted(gpu_pretrain.leave_home(root, root / "gpu-home")) == sorted(map(Path, weights))
+    assert gpu_pretrain.travel_bytes(root) == sum(files.values()) + len(ignore) - sum(files[name] for name in weights)
     gpu_pretrain.come_back(root, root / "gpu-home")
-    assert (root / "checkpoints" / "mini" / "model.safetensors").read_bytes() == b"x" * 5000
+    assert all((root / name).read_bytes() == b"x" * files[name] for name in weights)

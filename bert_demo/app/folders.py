@@ -17,7 +17,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from bert_demo.config import CONFIG_NAME, METADATA_NAME, OPTIMIZER_NAME, WEIGHTS_NAME, read_config, read_metadata
+from bert_demo.config import CONFIG_NAME, METADATA_NAME, OPTIMIZER_NAME, read_config, read_metadata, weights_files
 from bert_demo.train_config import STARTS
 
 log = logging.getLogger(__name__)
@@ -103,8 +103,11 @@ def weights_time(folder: Path | None) -> float:
     """When a model's weights last changed (0 without a folder): a loaded model or a zip is stale after that."""
     if folder is None:
         return 0.0
-    weights = folder / WEIGHTS_NAME
-    return (weights if weights.exists() else folder).stat().st_mtime
+    try:
+        present = [file for file in weights_files(folder) if file.is_file()] or [folder]
+    except ValueError:  # a damaged index: the folder's own time
+        present = [folder]
+    return max(file.stat().st_mtime for file in present)
 
 
 def zip_folder(name: str, folder: Path) -> Path:

@@ -15,7 +15,7 @@ from bert_demo.app.folders import hub_id_of
 from bert_demo.app.handlers import Components, Outputs, friendly
 from bert_demo.app.registry import Registry
 from bert_demo.app.text import WELL_READ
-from bert_demo.config import LIMITS, WEIGHTS_NAME, read_metadata
+from bert_demo.config import LIMITS, has_weights, read_metadata
 from bert_demo.train_config import APP_FINETUNE
 
 WORDS_LABEL = "Which words drove the decision"
@@ -152,7 +152,7 @@ def _starting_model(loaded):
     model = type(loaded.model)(loaded.model.config)
     if config.get("init") in ("pretrained", "frozen") and config.get("model"):
         folder = Path(config["model"])
-        if not (folder / WEIGHTS_NAME).is_file():
+        if not has_weights(folder):
             start = "Google's BERT-Mini" if start_of(config, None) == WELL_READ else folder.name
             raise ValueError(f"the model {loaded.entry.label} started from ({start}) is no longer here")
         start = backend().checkpoint.read_weights(folder)

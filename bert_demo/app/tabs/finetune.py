@@ -21,6 +21,7 @@ import gradio as gr
 from bert_demo import plots
 from bert_demo.app import text
 from bert_demo.app.backend import backend
+from bert_demo.app.folders import weights_time
 from bert_demo.app.handlers import Components, Outputs, friendly
 from bert_demo.app.job import TrainingJob
 from bert_demo.app.pace import checks as count_checks
@@ -32,7 +33,7 @@ from bert_demo.app.tabs.classifier import default_classifier, start_of
 from bert_demo.app.tabs.train import START_BUSY, START_IDLE, STOP_ACTIVE, STOP_IDLE, UPDATE_EVERY_S
 from bert_demo.app.text import WELL_READ
 from bert_demo.app.uploads import discard, private_copy
-from bert_demo.config import PRESETS, WEIGHTS_NAME, read_config, read_metadata
+from bert_demo.config import PRESETS, has_weights, read_config, read_metadata
 from bert_demo.labelled import FILE_TYPES, TASKS
 from bert_demo.records import Record
 from bert_demo.train_config import APP_FINETUNE, FinetuneConfig
@@ -272,8 +273,8 @@ def layer_changes(configs: dict) -> dict[str, list[tuple[str, float]]]:
     run's config."""
     changes = {}
     for start, config in configs.items():
-        after, model = Path(config.out) / WEIGHTS_NAME, Path(config.model) / WEIGHTS_NAME
-        times = [file.stat().st_mtime if file.is_file() else 0.0 for file in (after, model)]
+        folders = Path(config.out), Path(config.model)
+        times = [weights_time(folder) if has_weights(folder) else 0.0 for folder in folders]
         moved = _moved(str(config.out), config.init == "random", str(config.model), *times)
         if moved is not None:
             changes[start] = list(moved)
