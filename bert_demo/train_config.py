@@ -19,9 +19,10 @@ from bert_demo.sources import MIXES, TRAINING_SOURCES
 SCHEDULES = ("linear", "triangle")
 PRECISIONS = ("auto", "fp32", "bf16")
 INITS = ("pretrained", "random", "frozen")  # how a fine-tuning run starts
-# each start as people read it; "well-read" is the Fine-tune tab's third start, APP_FINETUNE["well_read"]
+# each start as people read it; "well-read" is the Fine-tune tab's third start, Google's BERT of the selected
+# model's shape (`well_read_model`)
 STARTS = {"pretrained": "pre-trained", "random": "random weights", "frozen": "frozen encoder",
-          "well-read": "Google's BERT-Mini"}
+          "well-read": "Google's BERT, same shape"}
 MACHINES = ("cpu", "gpu")
 VAL_BATCH_SIZE = 32  # sequences in each of a pre-training run's validation batches (`eval_batches` of them)
 
@@ -248,16 +249,33 @@ APP_RUN: dict[str, Any] = {"corpus": "news,wiki", "preset": "tiny", "steps": 100
 # with this budget, is in benchmarks/README.md, "The Fine-tune tab's default label count"); the pair then takes 80 s
 # on 2 CPU cores, from the click to the verdict. `outside` scores each run on another domain with the same classes.
 # A visitor's labelled file may hold `max_upload_examples` (its validation split, 10%, is scored five times a run).
-# `well_read` is the third start where the hub is reachable: Google's BERT-Mini (Turc et al. 2019), the shape of our
-# mini pre-trained on BookCorpus and English Wikipedia (3.3 billion words), in a safetensors conversion (Google's
-# own hub repository holds a pickle only, which we never load).
+# The third start, where the hub is reachable, is the model of GOOGLE_BERTS of the selected model's shape.
 APP_FINETUNE: dict[str, Any] = {"task": "movie-reviews", "train_examples": 300,
                                 "label_counts": (100, 300, 1000, None), "epochs": 10, "max_steps": 200,
-                                "validations": 8, "max_upload_examples": 12_000,
-                                "well_read": "gaunernst/bert-mini-uncased", "well_read_words": "3.3 billion",
+                                "validations": 8, "max_upload_examples": 12_000, "well_read_words": "3.3 billion",
                                 "outside": {"movie-reviews": "amazon-reviews", "amazon-reviews": "movie-reviews",
                                             "nyt-editorials": "movie-reviews", "tweets": "movie-reviews",
                                             "sst2": "movie-reviews"}}
+
+
+# The Fine-tune tab's well-read start: Google's compact BERTs (Turc et al. 2019), pre-trained on BookCorpus and English
+# Wikipedia (3.3 billion words) with BERT's 30,522-piece vocabulary, by (layers, hidden size), the shapes of our tiny,
+# mini and small; each in a safetensors conversion (Google's own hub repositories hold pickles only, never loaded).
+GOOGLE_BERTS = {(2, 128): ("gaunernst/bert-tiny-uncased", "Google's BERT-Tiny"),
+             (4, 256): ("gaunernst/bert-mini-uncased", "Google's BERT-Mini"),
+             (4, 512): ("gaunernst/bert-small-uncased", "Google's BERT-Small")}
+WELL_READ_VOCAB = 30_522
+
+
+def well_read_model(layers: int, hidden_size: int) -> tuple[str, str] | None:
+    """The hub id and name of Google's BERT of this shape, the well-read start to compare with, or None where
+    Google published none."""
+    return GOOGLE_BERTS.get((layers, hidden_size))
+
+
+def well_read_name(hub_id: str | None) -> str | None:
+    """The name of a well-read start by its hub id ("Google's BERT-Mini"), or None for any other model."""
+    return next((name for id_, name in GOOGLE_BERTS.values() if id_ == hub_id), None)
 
 
 def app_finetune_steps(examples: int) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -289,8 +290,8 @@ def test_the_verdict_scores_a_glue_task_in_its_own_metric_not_accuracy():
 
 def test_the_verdict_says_whether_the_well_read_start_bought_more_than_the_selected_model():
     runs = {"pretrained": [val(200, 0.70, test_acc=0.70)], "random": [val(200, 0.65, test_acc=0.65)]}
-    more = text.verdict({**runs, "well-read": [val(200, 0.80, test_acc=0.80)]}, 1000, None)
-    assert "reached **0.800**: +15.0 points over random weights, against +5.0 for the selected model" in more
+    more = text.verdict({**runs, "well-read": [val(200, 0.80, test_acc=0.80)]}, 1000, None, "Google's BERT-Small")
+    assert "Google's BERT-Small, pre-trained on 3.3 billion words, reached **0.800**: +15.0 points over random weights, against +5.0 for the selected model" in more
     assert "The more text a model read before, the more its pre-training buys." in more
     level = text.verdict({**runs, "well-read": [val(200, 0.71, test_acc=0.71)]}, 1000, None)
     assert "all that reading bought no more than the selected model's" in level
@@ -366,12 +367,15 @@ def test_the_layer_slider_fits_the_chosen_classifier(registry, experiment):
     assert slider.maximum == slider.value == 2  # the tiny model's two layers
 
 
-def hub_like_model(root: Path) -> Path:
+TINY_GOOGLE = "gaunernst/bert-tiny-uncased"  # Google's BERT of tiny-test's shape (2 layers of 128)
+
+
+def hub_like_model(root: Path, hub_id: str = TINY_GOOGLE) -> Path:
     """A folder as the hub's cache holds the well-read start: written by `transformers` (weights, config, vocab.txt
     with an uncased BERT tokenizer), with a vocabulary of its own, under the hub cache's folder layout."""
     import transformers
 
-    folder = root / f"models--{APP_FINETUNE['well_read'].replace('/', '--')}" / "snapshots" / "0123abcd"
+    folder = root / f"models--{hub_id.replace('/', '--')}" / "snapshots" / "0123abcd"
     folder.mkdir(parents=True)
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "was", "today", ".", "wonderful", "terrible",
              *WORDS, *[f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz"], *"abcdefghijklmnopqrstuvwxyz"]
@@ -383,33 +387,43 @@ def hub_like_model(root: Path) -> Path:
     return folder
 
 
-def test_google_bert_mini_joins_the_experiment_as_a_third_start_from_the_hub(registry, tmp_path, monkeypatch):
-    hub = hub_like_model(tmp_path / "hub")
+def test_googles_bert_of_the_selected_models_shape_joins_the_experiment_as_a_third_start_from_the_hub(
+        registry, tmp_path, monkeypatch):
+    hub, asked = hub_like_model(tmp_path / "hub"), []
     monkeypatch.setattr(registry.catalog, "allow_hub", True)
-    monkeypatch.setattr("bert_demo.checkpoint.download", lambda name, cache_dir=None, check=None: hub)
+    monkeypatch.setattr("bert_demo.checkpoint.download", lambda name, cache_dir=None, check=None: asked.append(name)
+                        or hub)
     monkeypatch.setattr("bert_demo.app.forms.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 8})
     monkeypatch.setattr("bert_demo.train_config.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 8})
     upload, owner = write(tmp_path / "mine.jsonl", rows()), "visitor-2"
     final = list(finetune.finetune(registry, "checkpoints/tiny-test", "movie-reviews", upload, "100",
                                  ["random", text.WELL_READ], owner=owner))[-1]
-    assert "Google's BERT-Mini (validation)" in curves(final["ft_curves"])
-    assert "Google's BERT-Mini, pre-trained on 3.3 billion words, reached" in final["ft_verdict"]
+    assert asked == [TINY_GOOGLE]  # tiny-test is tiny: 2 layers of 128, as Google's BERT-Tiny
+    assert "Google's BERT, same shape (validation)" in curves(final["ft_curves"])
+    assert "Google's BERT-Tiny, pre-trained on 3.3 billion words, reached" in final["ft_verdict"]
     assert "over random weights, against" in final["ft_verdict"]
-    assert "Google's BERT-Mini" in {trace.name for trace in final["ft_changes"].data}  # moved from the hub weights
+    assert "Google's BERT, same shape" in {trace.name for trace in final["ft_changes"].data}  # from the hub weights
     runs = {e.name: read_metadata(e.folder)["train_config"] for e in registry.catalog.list_models(owner)
-            if e.name.startswith("runs/bert-mini-uncased-")}
+            if e.name.startswith("runs/bert-tiny-uncased-")}
     assert len(runs) == 1 and next(iter(runs.values()))["model"] == str(hub)
     well_read = registry.catalog.load_classifier(next(iter(runs)), owner)
     assert well_read.tokenizer.get_vocab() == transformers_vocab(hub)  # fine-tuned with the hub model's own words
     model_tab = header.selected(registry, next(iter(runs)), 1, 1, owner=owner)["model_info"]
-    assert f"from the weights of **{APP_FINETUNE['well_read']}**" in model_tab  # its hub id, not a cache folder
+    assert f"from the weights of **{TINY_GOOGLE}**" in model_tab  # its hub id, not a cache folder
     for run in registry.catalog.list_models(owner):  # as if trained on a named task: the chart is per model and task
         if run.name.startswith("runs/"):
             metadata = json.loads((run.folder / "bert_demo.json").read_text())
             metadata["train_config"]["task"] = "movie-reviews"
             (run.folder / "bert_demo.json").write_text(json.dumps(metadata))
     counts = finetune.label_counts(registry, "checkpoints/tiny-test", "movie-reviews", owner)["ft_counts"]
-    assert {trace.name for trace in counts.data} == {"pre-trained", "random weights", "Google's BERT-Mini"}
+    assert {trace.name for trace in counts.data} == {"pre-trained", "random weights", "Google's BERT, same shape"}
+    run = next(iter(runs))  # the same run, as if Google's BERT-Mini had been fine-tuned: another shape, not drawn
+    elsewhere = hub_like_model(tmp_path / "hub", "gaunernst/bert-mini-uncased")
+    metadata = read_metadata(registry.catalog.resolve(run, owner).folder)
+    metadata["train_config"]["model"] = str(elsewhere)
+    (registry.catalog.resolve(run, owner).folder / "bert_demo.json").write_text(json.dumps(metadata))
+    counts = finetune.label_counts(registry, "checkpoints/tiny-test", "movie-reviews", owner)["ft_counts"]
+    assert {trace.name for trace in counts.data} == {"pre-trained", "random weights"}
 
 
 def transformers_vocab(folder: Path) -> dict[str, int]:
@@ -422,16 +436,27 @@ def unreachable(*args, **kwargs):
     raise ConnectionError("no route to huggingface.co")
 
 
-def test_google_bert_mini_is_refused_before_any_run_where_the_hub_is_off_or_unreachable(registry, monkeypatch):
+def test_googles_bert_is_refused_before_any_run_where_the_hub_is_off_or_unreachable_or_it_has_no_such_shape(
+        registry, monkeypatch):
     settings = {"model": "checkpoints/tiny-test", "task": "movie-reviews", "upload": None, "labels": "100",
                 "compare": ["random", text.WELL_READ]}
-    with pytest.raises(gr.Error, match="set not to reach: leave Google's BERT-Mini out"):
+    with pytest.raises(gr.Error, match="set not to reach: leave Google's BERT-Tiny out"):
         list(finetune.finetune(registry, **settings, owner="visitor-3"))
     monkeypatch.setattr(registry.catalog, "allow_hub", True)
     monkeypatch.setattr("huggingface_hub.HfApi.model_info", unreachable)  # as on a machine without the hub
     with pytest.raises(gr.Error, match="(?i)could not fetch .* from the Hugging Face Hub: the hub may be "
-                                       "unreachable from here; leave Google's BERT-Mini out"):
+                                       "unreachable from here; leave Google's BERT-Tiny out"):
         list(finetune.finetune(registry, **settings, owner="visitor-3"))
     with pytest.raises(gr.Error, match="(?i)only a saved model can be fine-tuned"):  # the hub id, selected
-        list(finetune.finetune(registry, **{**settings, "model": APP_FINETUNE["well_read"]}, owner="visitor-3"))
+        list(finetune.finetune(registry, **{**settings, "model": TINY_GOOGLE}, owner="visitor-3"))
+    odd = registry.catalog.roots["checkpoints"] / "odd-shape"  # tiny-test's config, with 3 layers: no Google BERT
+    shutil.copytree(registry.catalog.roots["checkpoints"] / "tiny-test", odd)
+    config = json.loads((odd / "config.json").read_text())
+    (odd / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 3}))
+    try:
+        with pytest.raises(gr.Error, match=r"(?i)google published no BERT of the selected model's shape \(3 layers "
+                                           r"of 128\); Google's BERT-Tiny \(2 layers of 128\), .* leave the well-read"):
+            list(finetune.finetune(registry, **{**settings, "model": "checkpoints/odd-shape"}, owner="visitor-3"))
+    finally:
+        shutil.rmtree(odd)
     assert not [e for e in registry.catalog.list_models("visitor-3") if e.name.startswith("runs/")]

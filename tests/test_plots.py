@@ -106,4 +106,4 @@ def test_the_label_count_chart_averages_repeated_runs_of_one_count():
     assert fig.layout.yaxis.range == pytest.approx([0.48, 1.0])  # from the line to beat, not zoomed to the points
     f1 = plots.label_count_figure([("well-read", 100, 0.8)], "F1")  # a GLUE task's own metric names the chart
     assert f1.layout.title.text == "Test F1 by number of labels" and f1.layout.yaxis.title.text == "test F1"
-    assert f1.data[0].name == "Google's BERT-Mini"
+    assert f1.data[0].name == "Google's BERT, same shape"

@@ -17,11 +17,12 @@ from bert_demo.app.backend import backend
 from bert_demo.app.catalog import Catalog
 from bert_demo.app.folders import FOLDER
 from bert_demo.app.uploads import corpus_upload
-from bert_demo.config import PRESETS
+from bert_demo.config import PRESETS, BertConfig, read_config
 from bert_demo.sources import APP_SOURCES, MIXES, SOURCES
 from bert_demo.train_config import (
     APP_FINETUNE,
     APP_RUN,
+    GOOGLE_BERTS,
     FinetuneConfig,
     TrainConfig,
     app_finetune_steps,
@@ -31,6 +32,7 @@ from bert_demo.train_config import (
     kind,
     label,
     shared_limits,
+    well_read_model,
 )
 
 FORM = ("preset", "steps", "batch_size", "lr", "seq_len", "vocab_size")  # the settings a visitor chooses
@@ -113,14 +115,13 @@ class Forms:
         """A checked FinetuneConfig for one run of the app's fine-tuning experiment, in `runs/`: the encoder of
         `model` (or its architecture from random weights, `init`) trained on a named task, or on `upload` (the
         private copy of a visitor's labelled file), with the app's budget (APP_FINETUNE). The task is read now, so a
-        file that cannot be trained on is refused at once. `well_read` instead fine-tunes the well-read start,
-        APP_FINETUNE["well_read"], from the hub (`model` is then not read). The runs of one experiment share their
+        file that cannot be trained on is refused at once. `well_read` instead fine-tunes the well-read start of
+        `model`'s shape (`train_config.well_read_model`), from the hub. The runs of one experiment share their
         folder names' `stamp` (default: now), by which the page finds them again."""
+        folder = self._continuable(model, viewer, verb="fine-tuned")
+        stem = folder.name
         if well_read:
-            folder, stem = self._well_read(), APP_FINETUNE["well_read"].split("/")[-1]
-        else:
-            folder = self._continuable(model, viewer, verb="fine-tuned")
-            stem = folder.name
+            folder, stem = self._well_read(read_config(folder))
         if train_examples not in APP_FINETUNE["label_counts"]:
             shown = ", ".join(str(n or "all") for n in APP_FINETUNE["label_counts"])
             raise ValueError(f"labelled sentences: choose {shown}, not {train_examples!r}")
@@ -159,23 +160,31 @@ class Forms:
         self._check_trainable(entry.label, entry.config)
         return entry.folder
 
-    def _well_read(self) -> Path:
-        """The folder of the experiment's well-read start (APP_FINETUNE["well_read"]) in the hub's cache, fetched if
-        need be; refused with a message, and no server path, where the hub is off or unreachable, or the model is
-        bigger than this machine trains (checked on its config, before the weights are fetched)."""
-        name, leave_out = APP_FINETUNE["well_read"], "leave Google's BERT-Mini out of the comparison"
+    def _well_read(self, shape: BertConfig) -> tuple[Path, str]:
+        """The folder (in the hub's cache, fetched if need be) and name of Google's BERT of `shape`, the selected
+        model's; refused with a message, and no server path, where Google published none of that shape, the hub is
+        off or unreachable, or the model is bigger than this machine trains (checked on its config, before the
+        weights are fetched)."""
+        layers, hidden = shape.num_hidden_layers, shape.hidden_size
+        if well_read_model(layers, hidden) is None:
+            shapes = ", ".join(f"{n} ({l} layers of {h})" for (l, h), (_, n) in GOOGLE_BERTS.items())
+            raise ValueError(f"Google published no BERT of the selected model's shape ({layers} layers of {hidden}); "
+                             f"{shapes} have one: leave the well-read model out of the comparison")
+        name, label = well_read_model(layers, hidden)
+        leave_out = f"leave {label} out of the comparison"
         if not self.catalog.allow_hub:
             raise ValueError(f"{name} comes from the Hugging Face Hub, which this app is set not to reach: "
                              f"{leave_out}")
         try:
-            return backend().checkpoint.download(name, cache_dir=self.catalog.hub_cache,
-                                                 check=lambda config: self._check_trainable(name, config))
+            folder = backend().checkpoint.download(name, cache_dir=self.catalog.hub_cache,
+                                                   check=lambda config: self._check_trainable(name, config))
         except TooBig:  # `check`'s own refusal: already a message for the visitor
             raise
         except ValueError as exc:
             reason = ("the hub may be unreachable from here" if str(exc).startswith("could not download")
                       else "its files there are not a BERT this app loads")
             raise ValueError(f"could not fetch {name} from the Hugging Face Hub: {reason}; {leave_out}") from None
+        return folder, name.split("/")[-1]
 
     def _check_trainable(self, label: str, config) -> None:
         """Refuse a model bigger than the largest model size this machine trains from scratch."""

@@ -370,15 +370,16 @@ def attribution_caption(lead: str, result: Any) -> str:
 # ----------------------------------------------------------------------------------------------------------------
 # the fine-tuning experiment's verdict: what pre-training bought, in words
 
-WELL_READ = "well-read"  # the start that read far more text than ours: APP_FINETUNE["well_read"], from the hub
+WELL_READ = "well-read"  # the start that read far more text than ours: Google's BERT of its shape, from the hub
 SMALL_GAP = 0.02  # a gap under two points is within what seeds alone change: said plainly
 METRICS = {"f1": "F1", "matthews": "Matthews correlation", "acc": "accuracy"}  # GLUE's MRPC, CoLA; the rest
 
 
-def verdict(finished: dict[str, list[Record]], train_examples: int | None, outside: str | None) -> str:
+def verdict(finished: dict[str, list[Record]], train_examples: int | None, outside: str | None,
+            well_read: str | None = None) -> str:
     """One paragraph: each start's test score in the task's metric (accuracy, or GLUE's F1 or Matthews
     correlation, where always answering one class scores 0 however common it is), the gap pre-training made, and
-    the gap outside the domain; a small gap said to be small."""
+    the gap outside the domain; a small gap said to be small. `well_read` names the well-read start, if it ran."""
     scores = {init: final_record(records) for init, records in finished.items()}
     scores = {init: score for init, score in scores.items() if "test_acc" in score}
     if "pretrained" not in scores:
@@ -396,7 +397,7 @@ def verdict(finished: dict[str, list[Record]], train_examples: int | None, outsi
                               f"on {outside}, a domain neither run trained on"))
             lines.append(_below_majority(scores, outside))
     if WELL_READ in scores:
-        lines.append(_well_read(scores, key))
+        lines.append(_well_read(scores, key, well_read or plots.STARTS[WELL_READ]))
     if "frozen" in scores:
         frozen = scores["frozen"][f"test_{key}"]
         lines.append(f"The frozen encoder (only the classifier learned) reached {frozen:.3f}: "
@@ -404,12 +405,11 @@ def verdict(finished: dict[str, list[Record]], train_examples: int | None, outsi
     return " ".join(line for line in lines if line)
 
 
-def _well_read(scores: dict[str, Record], key: str) -> str:
-    """What the model that read far more text reached (in the task's metric `key`), beside the selected model and
-    (if run) random weights: whether pre-training buys more the more a model read (Turc et al. 2019)."""
+def _well_read(scores: dict[str, Record], key: str, name: str) -> str:
+    """What the model that read far more text (`name`) reached (in the task's metric `key`), beside the selected
+    model and (if run) random weights: whether pre-training buys more the more a model read (Turc et al. 2019)."""
     well, selected = scores[WELL_READ][f"test_{key}"], scores["pretrained"][f"test_{key}"]
-    line = (f"Google's BERT-Mini, pre-trained on {APP_FINETUNE['well_read_words']} words, reached "
-            f"**{well:.3f}**")
+    line = f"{name}, pre-trained on {APP_FINETUNE['well_read_words']} words, reached **{well:.3f}**"
     if "random" in scores:
         random = scores["random"][f"test_{key}"]
         line += (f": {(well - random) * 100:+.1f} points over random weights, against "

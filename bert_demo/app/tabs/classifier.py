@@ -16,7 +16,7 @@ from bert_demo.app.handlers import Components, Outputs, friendly
 from bert_demo.app.registry import Registry
 from bert_demo.app.text import WELL_READ
 from bert_demo.config import LIMITS, has_weights, read_metadata
-from bert_demo.train_config import APP_FINETUNE
+from bert_demo.train_config import well_read_name
 
 WORDS_LABEL = "Which words drove the decision"
 
@@ -153,7 +153,7 @@ def _starting_model(loaded):
     if config.get("init") in ("pretrained", "frozen") and config.get("model"):
         folder = Path(config["model"])
         if not has_weights(folder):
-            start = "Google's BERT-Mini" if start_of(config, None) == WELL_READ else folder.name
+            start = well_read_name(hub_id_of(folder)) or folder.name
             raise ValueError(f"the model {loaded.entry.label} started from ({start}) is no longer here")
         start = backend().checkpoint.read_weights(folder)
     elif 0 in backend().timeline.steps(loaded.folder):
@@ -170,6 +170,6 @@ def start_of(config: dict, selected: Path | None) -> str | None:
     """Which of the chart's starts a fine-tuning run was: its init for a run of the selected model, "well-read" for
     a pre-trained run of the well-read model (found by its folder in the hub's cache), else None."""
     model, init = Path(str(config.get("model"))), config.get("init")
-    if init == "pretrained" and hub_id_of(model) == APP_FINETUNE["well_read"]:
+    if init == "pretrained" and well_read_name(hub_id_of(model)):
         return WELL_READ
     return init if init in plots.STARTS and selected is not None and model.resolve() == selected else None

@@ -1,13 +1,13 @@
 """The Fine-tune tab's experiment, which shows what pre-training buys: the layout, its wiring and its handlers.
 
 The experiment fine-tunes the selected model on a labelled task and, with the same data, seed and steps, the same
-architecture from random weights (and, if chosen, the selected model with its encoder frozen, and Google's
-BERT-Mini, which read far more text). The runs take the training slot one after the other, as any run does; their
-validation curves share one chart while they train. At the end one sentence states the gap (`text.verdict`), and a
-second chart plots the test score against the number of labelled sentences over every finished run of this model
-(and of BERT-Mini) on this task, so that a visitor who repeats the experiment with 100, 300, 1,000 and all labels
-sees how many labels pre-training saves (Devlin et al. 2019, §5; Turc et al. 2019). Below the experiment, questions
-to the classifier it leaves behind (`classifier`).
+architecture from random weights (and, if chosen, the selected model with its encoder frozen, and Google's BERT of
+the same shape, which read far more text). The runs take the training slot one after the other, as any run does;
+their validation curves share one chart while they train. At the end one sentence states the gap (`text.verdict`),
+and a second chart plots the test score against the number of labelled sentences over every finished run of this
+model (and of Google's of its shape) on this task, so that a visitor who repeats the experiment with 100, 300, 1,000
+and all labels sees how many labels pre-training saves (Devlin et al. 2019, §5; Turc et al. 2019). Below the
+experiment, questions to the classifier it leaves behind (`classifier`).
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import gradio as gr
 from bert_demo import plots
 from bert_demo.app import text
 from bert_demo.app.backend import backend
-from bert_demo.app.folders import weights_time
+from bert_demo.app.folders import hub_id_of, weights_time
 from bert_demo.app.handlers import Components, Outputs, friendly
 from bert_demo.app.job import TrainingJob
 from bert_demo.app.pace import checks as count_checks
@@ -36,15 +36,14 @@ from bert_demo.app.uploads import discard, private_copy
 from bert_demo.config import PRESETS, has_weights, read_config, read_metadata
 from bert_demo.labelled import FILE_TYPES, TASKS
 from bert_demo.records import Record
-from bert_demo.train_config import APP_FINETUNE, FinetuneConfig
+from bert_demo.train_config import APP_FINETUNE, WELL_READ_VOCAB, FinetuneConfig, well_read_model, well_read_name
 
 ALL = "all"
-WELL_READ_SHAPE, WELL_READ_VOCAB = "mini", 30_522  # Google's BERT-Mini: our mini's shape, BERT's vocabulary
 PIECES_PER_WORD = 1.3  # word pieces a word of English prose makes, about
 LABEL_CHOICES = [str(n) if n else ALL for n in APP_FINETUNE["label_counts"]]  # what the radio offers
 COMPARISONS = {"random": "the same architecture from random weights", "frozen": "the selected model, encoder frozen",
-               WELL_READ: f"Google's BERT-Mini, which read {APP_FINETUNE['well_read_words']} words (from the "
-                          "Hugging Face Hub)"}
+               WELL_READ: f"Google's BERT of the same shape, which read {APP_FINETUNE['well_read_words']} words "
+                          "(from the Hugging Face Hub)"}
 
 
 def layout(registry: Registry) -> Components:
@@ -55,8 +54,8 @@ def layout(registry: Registry) -> Components:
                     "the same architecture from random weights, with the same data, seed and steps (Devlin et al. "
                     "2019, §4–5). The gap between the curves is what pre-training bought, and it grows with what "
                     "the model read: our models read a few million words (mini-english, quick to fine-tune here) "
-                    "or 13 million (small-english); Google's BERT-Mini, mini's shape, read 3.3 billion and scores "
-                    "85.9 on SST-2.")
+                    "or 13 million (small-english); Google's BERTs of the same shapes read 3.3 billion (BERT-Mini "
+                    "scores 85.9 on SST-2).")
         with gr.Row():
             with gr.Column(scale=1, min_width=300):
                 c = {"ft_tab": tab,
@@ -222,14 +221,15 @@ def _experiment_left(job: TrainingJob, rest: int) -> str:
 def _ended(registry: Registry, model: str, configs: dict, finished: dict[str, list[Record]], owner: str | None,
            status: str = "Done") -> Outputs:
     """The last update: both curves, the sentence with the gap, the label-count chart, the new classifier chosen."""
-    pretrained = configs["pretrained"]
+    pretrained, google = configs["pretrained"], configs.get(WELL_READ)
+    well_read = google and well_read_name(hub_id_of(google.model))
     newest = f"runs/{Path(pretrained.out).name}"
     runs = f"{len(configs)} runs of {pretrained.steps} steps each" if len(configs) > 1 else \
         f"1 run of {pretrained.steps} steps"
     return {"ft_status": f"{status}: {runs}. The fine-tuned model is saved as {newest}: try it below.",
             "ft_stop": STOP_IDLE, "ft_start": START_IDLE,
             "ft_curves": plots.finetune_figure(finished, _chance(finished["pretrained"])),
-            "ft_verdict": text.verdict(finished, pretrained.train_examples, pretrained.outside),
+            "ft_verdict": text.verdict(finished, pretrained.train_examples, pretrained.outside, well_read),
             "ft_counts": label_counts(registry, model, pretrained.task, owner)["ft_counts"],
             "ft_changes": plots.layer_change_figure(layer_changes(configs)),
             "ft_classifier": gr.Dropdown(choices=registry.catalog.classifier_choices(owner), value=newest),
@@ -303,9 +303,11 @@ def _moved(after: str, from_snapshot: bool, model: str, after_time: float, model
 @friendly
 def label_counts(registry: Registry, model: str, task: str, owner: str | None = None) -> Outputs:
     """The chart of the test score (the task's metric) against labelled sentences, over every finished run of
-    `model`, and of the well-read start, on `task` that this visitor may see (the app's and the command line's)."""
+    `model`, and of the well-read start of its shape, on `task` that this visitor may see (the app's and the command
+    line's)."""
     entry = registry.catalog.resolve(model, owner)
     selected = entry.folder.resolve() if entry.folder else None
+    google = entry.config and well_read_model(entry.config.num_hidden_layers, entry.config.hidden_size)
     points: list[tuple[str, int, float]] = []
     if task not in backend().labelled.TASKS:  # a visitor's file: each upload is a task of its own
         return {"ft_counts": plots.label_count_figure(points)}
@@ -319,6 +321,8 @@ def label_counts(registry: Registry, model: str, task: str, owner: str | None = 
         start = start_of(config, selected)
         if config.get("task") != task or f"test_{key}" not in final or start is None:
             continue
+        if start == WELL_READ and (not google or hub_id_of(str(config.get("model"))) != google[0]):
+            continue  # Google's model of another shape
         if config.get("train_examples") is None and size is None:
             size = _train_size(task)
         points.append((start, config.get("train_examples") or size, float(final[f"test_{key}"])))
@@ -372,7 +376,7 @@ def estimate(registry: Registry, model: str | None, task: str | None, upload: st
                 + (f"<br><small>{latest}</small>" if latest else "")}
     length = min(config.max_seq_len, _typical_length(data["train"]))
     validation, checks = len(data["validation"]), count_checks(config.steps, config.eval_every)
-    paces = [pace(PRESETS[WELL_READ_SHAPE].with_vocab(WELL_READ_VOCAB) if start == WELL_READ else shape,
+    paces = [pace(shape.with_vocab(WELL_READ_VOCAB) if start == WELL_READ else shape,
                   config.batch_size, length, config.precision, config.device, classifier=True) for start in starts]
     seconds = sum(measured.seconds(config.steps, checks, validation) for measured in paces)
     runs = f"{len(starts)} runs" if len(starts) > 1 else "1 run"
