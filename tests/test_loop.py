@@ -12,6 +12,7 @@ import torch
 from bert_demo.config import PRESETS
 from bert_demo.loop import Control, Divergence, Run, Training, Window
 from bert_demo.model import BertForPreTraining
+from bert_demo.recipe import optimizer_and_schedule
 from bert_demo.train_config import TrainConfig
 
 
@@ -26,8 +27,10 @@ def batches(vocab: int, size: int = 4, length: int = 12):
                "mlm_labels": labels, "nsp_labels": torch.randint(0, 2, (size,), generator=generator)}
 
 
-def training_run(tokenizer, tmp_path, seen: dict, control: Control | None = None, **changes) -> Run:
-    """A run whose prepare builds a Training by hand: what the loop is handed, and nothing else of pre-training."""
+def training_run(tokenizer, tmp_path, seen: dict, control: Control | None = None, recipe: bool = False,
+                 **changes) -> Run:
+    """A run whose prepare builds a Training by hand: what the loop is handed, and nothing else of pre-training
+    (with `recipe`, the recipe's AdamW and learning-rate schedule instead of a constant rate)."""
     config = TrainConfig(**{"steps": 6, "batch_size": 4, "log_every": 2, "eval_every": 3, "save_every": 100,
                             "warmup_steps": 0, "out": str(tmp_path / "run"), **changes})
 
@@ -46,6 +49,8 @@ def training_run(tokenizer, tmp_path, seen: dict, control: Control | None = None
         run.tokenizer = tokenizer
         optimizer = torch.optim.SGD(run.model.parameters(), lr=0.01)
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+        if recipe:
+            optimizer, schedule = optimizer_and_schedule(run.model, run.config)
         return Training(run.model, batches(len(tokenizer)), optimizer, schedule, loss, evaluate)
 
     return Run(config, prepare, control=control)
@@ -146,6 +151,22 @@ def test_a_run_on_a_time_budget_sets_its_steps_from_its_pace_so_that_it_ends_wit
     assert planned["step"] == 60 and "92 steps fit the 0.1 minutes" in planned["message"]
     # asked again as it goes, a tenth of what is left is kept each time: the end comes closer to the time
     assert records[-1]["reason"] == "finished" and 92 <= records[-1]["step"] <= 95 and 5.75 <= clock.now < 6
+
+
+def test_a_run_on_a_time_budget_with_the_default_warm_up_reaches_its_peak_rate_long_before_its_pace_is_measured(
+        tokenizer, tmp_path, monkeypatch):
+    """Its steps are unknown until it has timed some (a tenth of the largest run allowed would be a warm-up of a
+    million steps): a first length from its steps 1 to 10 sets the warm-up, a tenth of it, at step 10."""
+    import bert_demo.loop as loop
+
+    clock = Clock(per_step=0.0625)
+    monkeypatch.setattr(loop.time, "perf_counter", clock)
+    records = list(training_run(tokenizer, tmp_path, {}, Control(after_step=clock.tick), recipe=True, minutes=0.1,
+                                eval_every=1000, warmup_steps=None, log_every=1, lr=1e-3).run())
+    rates = {r["step"]: r["lr"] for r in records if "lr" in r}
+    assert rates[5] < 1e-6  # before any length is known
+    assert max(rates[step] for step in range(11, 60)) > 0.9e-3  # warmed up within the first 8-step tenth
+    assert records[-1]["reason"] == "finished" and 92 <= records[-1]["step"] <= 95
 
 
 def test_a_run_on_a_time_budget_that_falls_behind_stops_at_the_time_and_saves(tokenizer, tmp_path, monkeypatch):
