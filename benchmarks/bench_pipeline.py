@@ -13,9 +13,15 @@ batches were built in the training process between steps. Now data workers build
 The target (issue 49): on a GPU, the run at >= 80% of the step alone. On a CPU the data is a few ms beside a step of
 hundreds, and the run there must be no slower than before the workers came (compare with 0 workers).
 
+With --profile, one more run (the last --workers count) is profiled (torch.profiler) over 20 of its steps between
+its records: where the training process spends its own time (host time by operation, highest first), and on a GPU
+how much of that stretch the GPU computed. What a run does beyond its step alone shows there.
+
     python benchmarks/bench_pipeline.py --preset mini --batch 32 --corpus wiki --steps 40 --workers 0,1
     python benchmarks/bench_pipeline.py --preset small --vocab 16384 --batch 256 --corpus everyday --steps 300 \\
         --workers 0,8                                                                        # on a GPU
+    python benchmarks/bench_pipeline.py --preset small --vocab 16384 --batch 256 --corpus v4 --steps 300 \
+        --workers 8 --profile                                                                # where the time goes
 """
 from __future__ import annotations
 
@@ -33,6 +39,7 @@ from bench_train import step_fn
 
 from bert_demo.config import PRESETS
 from bert_demo.corpus import load_corpus
+from bert_demo.loop import Control
 from bert_demo.model import BertForPreTraining
 from bert_demo.pretraining_data import SpecialIds, split_documents
 from bert_demo.recipe import set_dropout
@@ -45,6 +52,31 @@ def run_speed(config: TrainConfig) -> float:
     """Median tokens/s of a run's training records, the first one (start-up, first batches) left out."""
     records = [r for r in pretraining(config).run() if r["kind"] == "train"]
     return statistics.median(r["tokens_per_s"] for r in records[1:])
+
+
+def profile_run(config: TrainConfig, first: int, steps: int = 20) -> None:
+    """Profile a run's steps first+1 to first+steps and print where its process spent its time, and on a GPU the
+    share of that stretch the GPU computed."""
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if config.device.startswith("cuda") else [])
+    control, times = Control(), {}
+    with profile(activities=activities, schedule=schedule(wait=first - 1, warmup=1, active=steps)) as prof:
+        def after_step() -> None:
+            times[control.step] = time.perf_counter()
+            prof.step()
+        control.after_step = after_step
+        list(pretraining(config, control=control).run())
+    events = prof.key_averages()
+    print(events.table(sort_by="self_cpu_time_total", row_limit=15))
+    wall = times[first + steps] - times[first]
+    host = sum(e.self_cpu_time_total for e in events) / 1e6
+    line = (f"profiled steps {first + 1}-{first + steps}: {wall * 1000 / steps:.1f} ms a step; host ops "
+            f"{host * 1000 / steps:.1f} ms a step")
+    if ProfilerActivity.CUDA in activities:
+        gpu = sum(e.self_device_time_total for e in events if e.device_type.name == "CUDA") / 1e6
+        line += f"; the GPU computed {gpu * 1000 / steps:.1f} ms a step ({gpu / wall:.0%} of the stretch)"
+    print(line)
 
 
 def data_speed(data, workers: int, batches: int) -> float:
@@ -69,6 +101,7 @@ def main() -> None:
     p.add_argument("--step-repeats", type=int, default=20)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--compile", action="store_true", help="torch.compile the run's model (and the step alone's)")
+    p.add_argument("--profile", action="store_true", help="profile 20 steps of one more run (the last --workers)")
     args = p.parse_args()
     counts = [int(w) for w in args.workers.split(",")]
     device = torch.device(args.device)
@@ -79,6 +112,9 @@ def main() -> None:
                              out=str(Path(scratch) / "run"))
         runs = {w: run_speed(TrainConfig.from_dict({**config.to_dict(), "data_workers": w})) for w in counts}
         tokenizer = load_tokenizer(config.out)
+        if args.profile:
+            profile_run(TrainConfig.from_dict({**config.to_dict(), "data_workers": counts[-1],
+                                               "out": str(Path(scratch) / "profiled")}), first=args.steps // 2)
     train_docs, _ = split_documents(load_corpus(config.corpus), config.val_fraction, config.seed)
     data = _data(config, _ids(config, tokenizer, train_docs, "train"), SpecialIds.from_tokenizer(tokenizer), 0,
                  config.batch_size, mask_prob=config.mask_prob)

@@ -78,17 +78,19 @@ def build(side: str, config: BertConfig, source: BertForPreTraining | None = Non
 
 def step_fn(side: str, model: torch.nn.Module, batches: list, device: torch.device, precision: str = "auto"):
     """One optimizer step per call, cycling through `batches`: forward (in the run's precision), backward, clip,
-    AdamW, zero_grad."""
+    AdamW, zero_grad. Ours is told each batch's count of masked-LM targets, as a run's step is (counted here once,
+    before any timing)."""
     optimizer = make_optimizer(model, TrainConfig())  # the default recipe: AdamW, lr 1e-3, decay on matrices
     precision = resolve_precision(precision, device)
     state = {"i": 0, "loss": float("nan")}
+    counts = [int((b["mlm_labels"] != -100).sum()) for b in batches]
 
     def step() -> None:
-        b = batches[state["i"] % len(batches)]
+        b, count = batches[state["i"] % len(batches)], counts[state["i"] % len(batches)]
         state["i"] += 1
         with autocast(device, precision):
             if side == "ours":
-                loss = model(**b).loss
+                loss = model(**b, mlm_count=count).loss
             else:
                 loss = model(input_ids=b["input_ids"], token_type_ids=b["token_type_ids"],
                              attention_mask=b["attention_mask"], labels=b["mlm_labels"],

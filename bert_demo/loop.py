@@ -88,6 +88,9 @@ class Training:
     loss: Loss  # the loss of a micro-batch's output (backward is the loop's) and the metrics to average
     evaluate: Callable[[bool], Iterator[Record]]  # validation records (final: the last one); "val" is stamped here
     look: Callable[[], Iterator[Record]] = lambda: iter(())  # what a run stopped between validations shows
+    # what the model is told about a micro-batch beyond its tensors, read from its CPU copy (pre-training: how many
+    # masked-LM targets it has, so that the GPU finds them without a synchronisation)
+    known: Callable[[Batch], dict[str, Any]] = lambda part: {}
 
 
 class Window:
@@ -452,7 +455,7 @@ def _accumulate(run: Run, task: Training, forward: torch.nn.Module, batch: Batch
         last = index == len(parts) - 1
         with nullcontext() if last or run.dist.world_size == 1 else forward.no_sync():
             with autocast(run.device, run.precision):
-                out = forward(**on_device)
+                out = forward(**on_device, **task.known(part))
             loss, metrics = task.loss(out, part, batch)
             loss.backward()
         window.add(metrics, tokens)

@@ -30,6 +30,7 @@ class BertPreTrainingOutput:
     mlm_loss: Tensor | None = None
     nsp_loss: Tensor | None = None
     mlm_logits: Tensor | None = None  # [B, T, V], or [N, V] at the labelled positions when mlm_labels are given
+    mlm_targets: Tensor | None = None  # [N]: the labels at those positions, in the same order
     nsp_logits: Tensor | None = None  # [B, 2]; index 0 = "B follows A"
     hidden_states: tuple[Tensor, ...] | None = None  # L + 1 tensors [B, T, H]: embeddings, then each layer
     attentions: tuple[Tensor, ...] | None = None  # L tensors [B, A, T, T], rows sum to 1
@@ -287,6 +288,7 @@ class BertForPreTraining(BertPreTrainedModel):
         output_hidden_states: bool = False,
         mlm_positions: Tensor | None = None,
         head_mask: Tensor | None = None,
+        mlm_count: int | None = None,
     ) -> BertPreTrainingOutput:
         """Score every token (or only the labelled ones, or only `mlm_positions`) and the sentence pair.
 
@@ -294,6 +296,9 @@ class BertForPreTraining(BertPreTrainedModel):
         ("sparse prediction", as in cramming and MosaicBERT): the loss is unchanged and the largest matmul
         of the model shrinks by about 1/0.15. `mlm_positions` (bool [B, T]) does the same at inference,
         e.g. at the [MASK] tokens only. `head_mask` (L, A) or (B, L, A) switches heads off (1 keeps, 0 drops).
+        `mlm_count`, the number of those positions where the caller knows it on the CPU (a training step counts
+        its labels there), lets the GPU find them without telling the host how many there are: a boolean index
+        would make the host wait for the GPU mid-step, every step.
         """
         hidden, attentions = self._encode(input_ids, token_type_ids, attention_mask, output_attentions, head_mask)
         sequence_output = hidden[-1]  # (B, T, H)
@@ -307,17 +312,28 @@ class BertForPreTraining(BertPreTrainedModel):
         if mlm_positions is None:
             out.mlm_logits = self.cls.predictions(sequence_output)  # (B, T, V)
         else:
-            out.mlm_logits = self.cls.predictions(sequence_output[mlm_positions])  # (N, V)
+            index = _flat_positions(mlm_positions, mlm_count)  # (N,)
+            out.mlm_logits = self.cls.predictions(sequence_output.flatten(0, 1)[index])  # (N, V)
         if mlm_labels is not None:
             # a mean over the targets that is zero, not the NaN of an empty mean, when the batch has none; written
             # as sum / count so that no step waits on the GPU to ask whether there are any
-            targets = mlm_labels[mlm_positions]
-            out.mlm_loss = F.cross_entropy(out.mlm_logits.float(), targets, reduction="sum") / max(targets.numel(), 1)
+            out.mlm_targets = mlm_labels.flatten()[index]
+            out.mlm_loss = F.cross_entropy(out.mlm_logits.float(), out.mlm_targets, reduction="sum") / max(
+                out.mlm_targets.numel(), 1)
         if nsp_labels is not None:
             out.nsp_loss = F.cross_entropy(out.nsp_logits.float(), nsp_labels.view(-1))
         losses = [loss for loss in (out.mlm_loss, out.nsp_loss) if loss is not None]
         out.loss = sum(losses) if losses else None
         return out
+
+
+def _flat_positions(mask: Tensor, count: int | None) -> Tensor:
+    """The flat indices (into B x T) of a [B, T] mask's True positions, in row-major order, as a boolean index takes
+    them. Given their `count`, found by a stable sort on the device, whose output size the host already knows."""
+    flat = mask.flatten()
+    if count is None:
+        return flat.nonzero().squeeze(1)
+    return torch.argsort((~flat).to(torch.uint8), stable=True)[:count]
 
 
 class BertForSequenceClassification(BertPreTrainedModel):

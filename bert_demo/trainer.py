@@ -81,7 +81,7 @@ def prepare(run: Run) -> Generator[Record, None, Training | None]:
         yield _probe(run)  # the probe's guesses before the first step: what a model knows when it knows nothing
     look = functools.partial(_look, run, items, baseline)
     return Training(run.model, _batches(run, train_ids, special), optimizer, schedule, functools.partial(_loss, cfg),
-                evaluate=functools.partial(_evaluate, run, val_batches, baseline, look), look=look)
+                evaluate=functools.partial(_evaluate, run, val_batches, baseline, look), look=look, known=_known)
 
 
 def _tokenizer(run: Run, train_docs: list[list[str]]) -> BertTokenizerFast:
@@ -184,15 +184,18 @@ def _model(run: Run, counts: Tensor) -> BertForPreTraining:
     return model.train()
 
 
+def _known(part: Batch) -> dict[str, int]:
+    """What the model is told about a micro-batch from its CPU copy: how many masked-LM targets it has."""
+    return {"mlm_count": int((part["mlm_labels"] != IGNORE_INDEX).sum())}
+
+
 def _loss(cfg: TrainConfig, out, part: Batch, batch: Batch) -> tuple[Tensor, Metrics]:
     """A micro-batch's share of the two objectives, and its metrics. The masked-LM loss is weighted by the
     micro-batch's share of the batch's targets, so that the sum over micro-batches is the whole batch's loss.
-    Targets are counted on the CPU copy of the batch: no step waits on the GPU for them."""
-    labels = part["mlm_labels"]
-    targets = labels[labels != IGNORE_INDEX]
-    share = targets.numel() / (batch["mlm_labels"] != IGNORE_INDEX).sum().clamp(min=1)  # a CPU scalar, never read
-    device = out.mlm_logits.device
-    targets, nsp_labels = targets.to(device, non_blocking=True), part["nsp_labels"].to(device, non_blocking=True)
+    Targets are counted on the CPU copy of the batch, and compared on the device with the ones the model scored:
+    no step waits on the GPU for them, and none copies from unpinned memory."""
+    share = _known(part)["mlm_count"] / (batch["mlm_labels"] != IGNORE_INDEX).sum().clamp(min=1)  # a CPU scalar
+    targets, nsp_labels = out.mlm_targets, part["nsp_labels"].to(out.nsp_logits.device, non_blocking=True)
     metrics = {"mlm_loss": (out.mlm_loss.detach(), 1), "nsp_loss": (out.nsp_loss.detach(), 1),
                "mlm_acc": ((out.mlm_logits.detach().argmax(-1) == targets).sum(), targets.numel()),
                "nsp_acc": ((out.nsp_logits.detach().argmax(-1) == nsp_labels).sum(), nsp_labels.numel())}

@@ -1,6 +1,6 @@
 """The GPU path on a real GPU: the same numbers as transformers there, a run in the precision `auto` picks that
-learns and saves fp32 weights, the process's own GPU made current, inference that answers as on the CPU, and a run
-that runs out of GPU memory saving what it had. Skipped without CUDA (CI has none): `benchmarks/gpu_check.py` runs
+learns and saves fp32 weights, the process's own GPU made current, steps that never wait on the GPU, inference that
+answers as on the CPU, and a run that runs out of GPU memory saving what it had. Skipped without CUDA (CI has none): `benchmarks/gpu_check.py` runs
 them on a machine with one."""
 from __future__ import annotations
 
@@ -10,9 +10,11 @@ import pytest
 import torch
 import transformers
 
+from bert_demo import timeline
 from bert_demo.checkpoint import load_pretrained, read_metadata
 from bert_demo.config import has_weights
 from bert_demo.inference import fill_mask, next_sentence
+from bert_demo.loop import Control
 from bert_demo.runtime import Distributed, pick_device, resolve_precision
 from bert_demo.train_config import TrainConfig
 from bert_demo.trainer import pretraining
@@ -72,6 +74,27 @@ def test_a_run_on_the_gpu_learns_in_its_auto_precision_and_saves_fp32_weights_tr
     assert read_metadata(tmp_path / "run")["precision"] == resolve_precision("auto", torch.device("cuda", 0))
     reference = transformers.BertForPreTraining.from_pretrained(tmp_path / "run")
     assert all(p.dtype == torch.float32 for p in reference.parameters())
+
+
+def test_between_records_the_host_queues_steps_without_ever_waiting_for_the_gpu(write_corpus, tmp_path):
+    """A step that waits on the GPU (a boolean index, a copy from unpinned memory, an .item()) leaves the GPU idle
+    while the host catches up, every step; steps 40 to 90 of a run, between its records and snapshots, raise if
+    anything synchronises (torch.cuda.set_sync_debug_mode), with data workers as a GPU run has them."""
+    control = Control()
+
+    def strict_from_40_to_90() -> None:
+        if control.step in (40, 90):
+            torch.cuda.set_sync_debug_mode("error" if control.step == 40 else "default")
+    control.after_step = strict_from_40_to_90
+    config = TrainConfig(preset="tiny", corpus=str(write_corpus(tmp_path / "corpus.txt")), steps=100, batch_size=16,
+                         seq_len=64, vocab_size=300, out=str(tmp_path / "run"), eval_every=1000, log_every=1000,
+                         device="cuda", data_workers=2)
+    assert not set(range(40, 91)) & set(timeline.snapshot_steps(config.steps))
+    try:
+        records = list(pretraining(config, control=control).run())
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert records[-1]["reason"] == "finished", records[-1]
 
 
 def test_inference_on_the_gpu_answers_as_on_the_cpu(shipped):

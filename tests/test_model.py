@@ -102,6 +102,21 @@ def test_sparse_prediction_loss_equals_full_logits_loss_and_hf_loss():
     assert torch.allclose(sparse.loss, sparse.mlm_loss + sparse.nsp_loss)
 
 
+@pytest.mark.parametrize("share", [0.0, 0.05, 0.3, 1.0])
+def test_told_how_many_targets_it_scores_the_same_positions_in_the_same_order_as_a_boolean_index(share):
+    """A training step tells the model its count of targets (counted on the CPU), so that the GPU finds them by a
+    sort of known size instead of a boolean index, which would make the host wait for it."""
+    model = randomised(BertForPreTraining(CONFIG)).eval()
+    batch = batch_with_padding_and_two_segments()
+    torch.manual_seed(1)
+    labels = torch.where(torch.rand(batch["input_ids"].shape) < share, batch["input_ids"], -100)
+    with torch.no_grad():
+        found = model(**batch, mlm_labels=labels)
+        told = model(**batch, mlm_labels=labels, mlm_count=int((labels != -100).sum()))
+    assert torch.equal(told.mlm_targets, labels[labels != -100]) and torch.equal(told.mlm_targets, found.mlm_targets)
+    assert torch.equal(told.mlm_logits, found.mlm_logits) and torch.equal(told.mlm_loss, found.mlm_loss)
+
+
 def test_batch_without_targets_gives_zero_mlm_loss_not_nan():
     model = BertForPreTraining(CONFIG)
     batch = batch_with_padding_and_two_segments()
