@@ -8,7 +8,9 @@
 #     bash benchmarks/gpu_call.sh
 # A later call goes on from what came back: pack with --continue runs/<name>, then RESUME=1 bash benchmarks/gpu_call.sh
 # (with STEPS, the run's last step, for a schedule that spans several calls). EXTRA adds flags of bert_demo train
-# (later flags win), BENCH=0 leaves out the step alone: the proof at small scale on a CPU is
+# (later flags win), BENCH=0 leaves out the step alone; PIPELINE=1 adds, last, bench_pipeline.py's run beside its
+# step alone in one process with a profile of 20 of its steps (PIPELINE_ARGS: its arguments). The proof at small
+# scale on a CPU is
 #     OUT=/tmp/out MINUTES=10 BENCH=0 EXTRA="--preset tiny --batch-size 8 --device cpu --eval-every 200" \
 #         bash benchmarks/gpu_call.sh
 set -uo pipefail
@@ -21,14 +23,24 @@ if [ "${RESUME:-0}" = 1 ]; then
 else
   ARGS=("${SHAPE[@]}" "${RECIPE[@]}" ${STEPS:+--steps "$STEPS"} ${EXTRA:-})
 fi
+PIPELINE_ARGS=${PIPELINE_ARGS:---preset small --vocab 16384 --batch 256 --corpus v4 --steps 300 --workers 8 --profile}
+CACHE=$(mktemp -d /tmp/bert-demo-cache-XXXX)
 command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-python benchmarks/gpu_pretrain.py train --minutes "$MINUTES" --out "$OUT/run" -- "${ARGS[@]}" 2>&1 | tee "$OUT/log"
+python benchmarks/gpu_pretrain.py train --minutes "$MINUTES" --out "$OUT/run" --cache "$CACHE" -- "${ARGS[@]}" 2>&1 \
+  | tee "$OUT/log"
 trained=${PIPESTATUS[0]}
-if [ "${BENCH:-1}" = 0 ]; then exit "$trained"; fi
-echo "== the step alone, eager, then compiled (small, V=16,384, 256 x 128, bf16)" | tee -a "$OUT/log"
-timeout 90 python benchmarks/bench_train.py --preset small --vocab 16384 --batch 256 --seq 128 --steps 20 \
-  --warmup 5 2>&1 | tail -6 | tee -a "$OUT/log"
-timeout 120 python benchmarks/bench_train.py --preset small --vocab 16384 --batch 256 --seq 128 --steps 20 \
-  --warmup 8 --compile 2>&1 | tail -6 | tee -a "$OUT/log"
-grep -h "^run: \|^a step takes" "$OUT/log"
+if [ "${BENCH:-1}" != 0 ]; then
+  echo "== the step alone, eager, then compiled (small, V=16,384, 256 x 128, bf16)" | tee -a "$OUT/log"
+  timeout 90 python benchmarks/bench_train.py --preset small --vocab 16384 --batch 256 --seq 128 --steps 20 \
+    --warmup 5 2>&1 | tail -6 | tee -a "$OUT/log"
+  timeout 120 python benchmarks/bench_train.py --preset small --vocab 16384 --batch 256 --seq 128 --steps 20 \
+    --warmup 8 --compile 2>&1 | tail -6 | tee -a "$OUT/log"
+fi
+if [ "${PIPELINE:-0}" = 1 ]; then
+  echo "== the run beside its step alone, and where its time goes: bench_pipeline.py $PIPELINE_ARGS" | tee -a "$OUT/log"
+  # shellcheck disable=SC2086  # the arguments are words
+  BERT_DEMO_CACHE="$CACHE" timeout 240 python benchmarks/bench_pipeline.py $PIPELINE_ARGS 2>&1 | tail -32 \
+    | tee -a "$OUT/log"
+fi
+grep -h "^run: \|^a step takes\|^profiled steps\|^the step alone" "$OUT/log"
 exit "$trained"

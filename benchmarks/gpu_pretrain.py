@@ -335,6 +335,8 @@ def main() -> None:
     training = commands.add_parser("train", help="there: unpack, measure a step, train for --minutes, split")
     training.add_argument("--minutes", type=float, default=8.0)
     training.add_argument("--out", type=Path, required=True)
+    training.add_argument("--cache", type=Path, help="unpack the corpus here (default: a new temporary folder), so "
+                                                     "that later commands of the call read it too")
     training.add_argument("train_args", nargs=argparse.REMAINDER, help="after --: the arguments of bert_demo train")
     joining = commands.add_parser("join", help="here: the parts that came back into a checkpoint folder")
     joining.add_argument("parts", type=Path)
@@ -360,7 +362,7 @@ def main() -> None:
         print(ship(args.run, args.out))
     elif args.command == "train":
         install_missing()
-        cache = Path(tempfile.mkdtemp(prefix="bert-demo-cache-"))
+        cache = args.cache or Path(tempfile.mkdtemp(prefix="bert-demo-cache-"))
         unpack(CORPUS, cache)
         os.environ["BERT_DEMO_CACHE"] = str(cache)
         train([a for a in args.train_args if a != "--"], args.out, args.minutes)

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-from fnmatch import fnmatch
 import re
 import shutil
 import tempfile
 import warnings
 from collections import defaultdict
+from fnmatch import fnmatch
 from pathlib import Path
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
