@@ -225,6 +225,9 @@ def train(args: list[str], out: Path, minutes: float, margin_s: float = 45.0) ->
     if "--steps" not in args:
         args = [*args, "--minutes", f"{minutes - margin_s / 60:.3f}"]
     _train(args, out, deadline)
+    if not (out / "bert_demo.json").is_file():
+        raise SystemExit(f"the run saved no checkpoint in {out}: its {minutes:g} minutes were up before its first "
+                         "step (its preparation took them); give it more --minutes")
     print(summary(out), flush=True)
     split(out)
 

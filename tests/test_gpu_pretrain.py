@@ -147,6 +147,13 @@ def test_a_shipped_model_is_cut_into_bf16_shards_under_the_limit_and_keeps_its_c
     assert all(torch.equal(v, back[k]) for k, v in load_file(str(start / "model.safetensors")).items())
 
 
+def test_a_run_whose_time_ran_out_before_its_first_step_says_so_instead_of_failing_to_read_what_it_saved(
+        gpu_pretrain, tmp_path, monkeypatch):
+    monkeypatch.setattr(gpu_pretrain, "_train", lambda args, out, deadline: None)  # stopped before step 1: no files
+    with pytest.raises(SystemExit, match="its 5 minutes were up before its first step .*give it more --minutes"):
+        gpu_pretrain.train(["--preset", "tiny"], tmp_path / "run", minutes=5)
+
+
 def test_a_machine_without_torch_is_refused_before_any_work(gpu_pretrain, monkeypatch):
     calls = []
     monkeypatch.setattr(gpu_pretrain.importlib.util, "find_spec", lambda name: None if name == "torch" else object())
