@@ -13,8 +13,8 @@ batches were built in the training process between steps. Now data workers build
 The target (issue 49): on a GPU, the run at >= 80% of the step alone. On a CPU the data is a few ms beside a step of
 hundreds, and the run there must be no slower than before the workers came (compare with 0 workers).
 
-With --profile, one more run (the last --workers count) is profiled (torch.profiler) over 20 of its steps between
-its records: where the training process spends its own time (host time by operation, highest first), and on a GPU
+With --profile, the run of the last --workers count is profiled (torch.profiler) over 20 of its steps from its
+middle: where the training process spends its own time (host time by operation, highest first), and on a GPU
 how much of that stretch the GPU computed. What a run does beyond its step alone shows there.
 
     python benchmarks/bench_pipeline.py --preset mini --batch 32 --corpus wiki --steps 40 --workers 0,1
@@ -30,6 +30,8 @@ import itertools
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from _common import interleaved_times, print_table
@@ -48,25 +50,32 @@ from bert_demo.train_config import TrainConfig
 from bert_demo.trainer import _data, _ids, pretraining
 
 
-def run_speed(config: TrainConfig) -> float:
-    """Median tokens/s of a run's training records, the first one (start-up, first batches) left out."""
-    records = [r for r in pretraining(config).run() if r["kind"] == "train"]
-    return statistics.median(r["tokens_per_s"] for r in records[1:])
+def run_speed(config: TrainConfig, profile_from: int | None = None) -> float:
+    """Median tokens/s of a run's training records, the first one (start-up, first batches) left out; with
+    `profile_from`, its 20 steps after that one profiled (`profiled`), which slows one record of the ten."""
+    control = Control()
+    if profile_from is None:
+        records = list(pretraining(config, control=control).run())
+    else:
+        with profiled(control, config.device, profile_from):
+            records = list(pretraining(config, control=control).run())
+    return statistics.median(r["tokens_per_s"] for r in [r for r in records if r["kind"] == "train"][1:])
 
 
-def profile_run(config: TrainConfig, first: int, steps: int = 20) -> None:
-    """Profile a run's steps first+1 to first+steps and print where its process spent its time, and on a GPU the
-    share of that stretch the GPU computed."""
+@contextmanager
+def profiled(control: Control, device: str, first: int, steps: int = 20) -> Iterator[None]:
+    """Profile the steps first+1 to first+steps of the run `control` steers, then print where its process spent its
+    time, and on a GPU the share of that stretch the GPU computed."""
     from torch.profiler import ProfilerActivity, profile, schedule
 
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if config.device.startswith("cuda") else [])
-    control, times = Control(), {}
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
+    times = {}
     with profile(activities=activities, schedule=schedule(wait=first - 1, warmup=1, active=steps)) as prof:
         def after_step() -> None:
             times[control.step] = time.perf_counter()
             prof.step()
         control.after_step = after_step
-        list(pretraining(config, control=control).run())
+        yield
     events = prof.key_averages()
     print(events.table(sort_by="self_cpu_time_total", row_limit=15))
     wall = times[first + steps] - times[first]
@@ -76,7 +85,7 @@ def profile_run(config: TrainConfig, first: int, steps: int = 20) -> None:
     if ProfilerActivity.CUDA in activities:
         gpu = sum(e.self_device_time_total for e in events if e.device_type.name == "CUDA") / 1e6
         line += f"; the GPU computed {gpu * 1000 / steps:.1f} ms a step ({gpu / wall:.0%} of the stretch)"
-    print(line)
+    print(line, flush=True)
 
 
 def data_speed(data, workers: int, batches: int) -> float:
@@ -101,7 +110,7 @@ def main() -> None:
     p.add_argument("--step-repeats", type=int, default=20)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--compile", action="store_true", help="torch.compile the run's model (and the step alone's)")
-    p.add_argument("--profile", action="store_true", help="profile 20 steps of one more run (the last --workers)")
+    p.add_argument("--profile", action="store_true", help="profile 20 steps of the last --workers count's run")
     args = p.parse_args()
     counts = [int(w) for w in args.workers.split(",")]
     device = torch.device(args.device)
@@ -110,11 +119,12 @@ def main() -> None:
                              corpus=args.corpus, steps=args.steps, log_every=max(1, args.steps // 10),
                              eval_every=10**6, save_every=10**6, device=args.device, compile=args.compile,
                              out=str(Path(scratch) / "run"))
-        runs = {w: run_speed(TrainConfig.from_dict({**config.to_dict(), "data_workers": w})) for w in counts}
+        runs = {}
+        for w in counts:  # the last count's run profiled, where asked
+            profile_from = args.steps // 2 if args.profile and w == counts[-1] else None
+            runs[w] = run_speed(TrainConfig.from_dict({**config.to_dict(), "data_workers": w}), profile_from)
+            print(f"the run with {w} data workers: {runs[w]:,.0f} real tokens/s", flush=True)
         tokenizer = load_tokenizer(config.out)
-        if args.profile:
-            profile_run(TrainConfig.from_dict({**config.to_dict(), "data_workers": counts[-1],
-                                               "out": str(Path(scratch) / "profiled")}), first=args.steps // 2)
     train_docs, _ = split_documents(load_corpus(config.corpus), config.val_fraction, config.seed)
     data = _data(config, _ids(config, tokenizer, train_docs, "train"), SpecialIds.from_tokenizer(tokenizer), 0,
                  config.batch_size, mask_prob=config.mask_prob)
