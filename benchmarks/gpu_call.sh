@@ -39,7 +39,7 @@ fi
 if [ "${PIPELINE:-0}" = 1 ]; then
   echo "== the run beside its step alone, and where its time goes: bench_pipeline.py $PIPELINE_ARGS" | tee -a "$OUT/log"
   # shellcheck disable=SC2086  # the arguments are words
-  BERT_DEMO_CACHE="$CACHE" timeout 240 python benchmarks/bench_pipeline.py $PIPELINE_ARGS 2>&1 | tail -32 \
+  BERT_DEMO_CACHE="$CACHE" timeout 240 python benchmarks/bench_pipeline.py $PIPELINE_ARGS 2>&1 | tail -40 \
     | tee -a "$OUT/log"
 fi
 grep -h "^run: \|^a step takes\|^profiled steps\|^the step alone" "$OUT/log"
