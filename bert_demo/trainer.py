@@ -194,7 +194,7 @@ def _loss(cfg: TrainConfig, out, part: Batch, batch: Batch) -> tuple[Tensor, Met
     micro-batch's share of the batch's targets, so that the sum over micro-batches is the whole batch's loss.
     Targets are counted on the CPU copy of the batch, and compared on the device with the ones the model scored:
     no step waits on the GPU for them, and none copies from unpinned memory."""
-    share = _known(part)["mlm_count"] / (batch["mlm_labels"] != IGNORE_INDEX).sum().clamp(min=1)  # a CPU scalar
+    share = (part["mlm_labels"] != IGNORE_INDEX).sum() / (batch["mlm_labels"] != IGNORE_INDEX).sum().clamp(min=1)
     targets, nsp_labels = out.mlm_targets, part["nsp_labels"].to(out.nsp_logits.device, non_blocking=True)
     metrics = {"mlm_loss": (out.mlm_loss.detach(), 1), "nsp_loss": (out.nsp_loss.detach(), 1),
                "mlm_acc": ((out.mlm_logits.detach().argmax(-1) == targets).sum(), targets.numel()),
