@@ -228,16 +228,24 @@ def train(args: list[str], out: Path, minutes: float, margin_s: float = 45.0) ->
     if not (out / "bert_demo.json").is_file():
         raise SystemExit(f"the run saved no checkpoint in {out}: its {minutes:g} minutes were up before its first "
                          "step (its preparation took them); give it more --minutes")
-    print(summary(out), flush=True)
+    print(summary(out, _resumed_step(args)), flush=True)
     split(out)
 
 
-def summary(run: Path) -> str:
-    """One line on what the run did: its steps and tokens, its speed (the median of its training records, the first
-    one left out) and its last validation."""
+def _resumed_step(args: list[str]) -> int:
+    """The step the checkpoint named by `--resume` in `args` had reached, else 0."""
+    if "--resume" not in args:
+        return 0
+    return int(json.loads((Path(args[args.index("--resume") + 1]) / "bert_demo.json").read_text())["step"])
+
+
+def summary(run: Path, since: int = 0) -> str:
+    """One line on what the run did: its steps and tokens, its speed (the median of its training records after step
+    `since`, where a resumed run began, the first one left out: the history also holds the earlier calls') and its
+    last validation."""
     metadata = json.loads((run / "bert_demo.json").read_text())
     history = metadata["history"]
-    speeds = [r["tokens_per_s"] for r in history if r["kind"] == "train"][1:]
+    speeds = [r["tokens_per_s"] for r in history if r["kind"] == "train" and r["step"] > since][1:]
     val = next((r for r in reversed(history) if r["kind"] == "val"), {})
     tokens = history[-1]["tokens"] if history else 0
     return (f"run: step {metadata['step']:,}, {tokens / 1e6:,.1f} M tokens, "
