@@ -159,7 +159,8 @@ def test_a_resumed_runs_speed_is_the_median_of_its_own_records_not_of_the_earlie
     run, start = tmp_path / "run", tmp_path / "start"
     run.mkdir(), start.mkdir()
     earlier = [{"kind": "train", "step": step, "tokens": step, "tokens_per_s": 1000.0} for step in range(10, 110, 10)]
-    this_call = [{"kind": "train", "step": step, "tokens": step, "tokens_per_s": 2000.0} for step in range(110, 160, 10)]
+    this_call = [{"kind": "train", "step": step, "tokens": step, "tokens_per_s": 2000.0}
+                 for step in range(110, 160, 10)]
     (start / "bert_demo.json").write_text(json.dumps({"step": 100}))
     (run / "bert_demo.json").write_text(json.dumps({"step": 150, "elapsed": 60, "history": earlier + this_call}))
     assert "2,000 real tokens/s" in gpu_pretrain.summary(run, gpu_pretrain._resumed_step(["--resume", str(start)]))
