@@ -45,7 +45,7 @@ from pathlib import Path
 
 import _common  # noqa: F401  (puts the repository root on sys.path)
 
-from bert_demo.config import INDEX_NAME, SHARD_GLOB
+from bert_demo.config import WEIGHTS_PATTERNS
 from bert_demo.corpus import CACHE_VERSION, cache_folder, load_corpus, source_parts
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,7 +63,6 @@ MANIFEST = "parts.json"
 WEIGHTS, OPTIMIZER = "model.safetensors", "optimizer.safetensors"
 KEPT = (WEIGHTS, OPTIMIZER, "config.json", "bert_demo.json", "tokenizer.json", "tokenizer_config.json",
         "vocab.txt")  # what --resume and the card need; the timeline stays there
-WEIGHTS_FILES = (WEIGHTS, INDEX_NAME, SHARD_GLOB)  # a checkpoint's weights, in one file or in shards with their index
 # What `bert_demo train` imports. The lent machine has torch and transformers (with tokenizers and safetensors), and no
 # registry: the pure-Python ones travel as wheels, the others must be there.
 CARRIED_WHEELS = ("einops", "tqdm")
@@ -135,7 +134,7 @@ def copy_checkpoint(run: Path, folder: Path, shard_bytes: int | None = None, kee
     with new_folder(folder) as tmp:
         if keep_others and folder.is_dir():
             for file in folder.iterdir():
-                if file.is_file() and not any(file.match(pattern) for pattern in WEIGHTS_FILES):
+                if file.is_file() and not any(file.match(pattern) for pattern in WEIGHTS_PATTERNS):
                     shutil.copy2(file, tmp / file.name)
         for name in KEPT:
             if name not in (WEIGHTS, OPTIMIZER) and (run / name).is_file():
@@ -149,7 +148,7 @@ def leave_home(root: Path = ROOT, home: Path = HOME) -> list[Path]:
     """Move the shipped models' weights out of the working tree (into git-ignored `home`), so that a call can carry
     a checkpoint to go on from beside the corpus; `come_back` returns them. What stays home is listed."""
     moved = []
-    for weights in sorted(f for pattern in WEIGHTS_FILES for f in (root / "checkpoints").glob(f"*/{pattern}")):
+    for weights in sorted(f for pattern in WEIGHTS_PATTERNS for f in (root / "checkpoints").glob(f"*/{pattern}")):
         target = home / weights.relative_to(root)
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(weights, target)
@@ -160,7 +159,7 @@ def leave_home(root: Path = ROOT, home: Path = HOME) -> list[Path]:
 def come_back(root: Path = ROOT, home: Path = HOME) -> list[Path]:
     """Return the weights `leave_home` moved, each to where it was."""
     returned = []
-    for weights in sorted(f for pattern in WEIGHTS_FILES for f in home.glob(f"checkpoints/*/{pattern}")):
+    for weights in sorted(f for pattern in WEIGHTS_PATTERNS for f in home.glob(f"checkpoints/*/{pattern}")):
         os.replace(weights, root / weights.relative_to(home))
         returned.append(weights.relative_to(home))
     return returned

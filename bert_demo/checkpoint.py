@@ -34,6 +34,7 @@ from bert_demo.config import (  # noqa: F401
     METADATA_NAME,
     SHARD_GLOB,
     WEIGHTS_NAME,
+    WEIGHTS_PATTERNS,
     BertConfig,
     has_weights,
     hub_cache,
@@ -50,8 +51,8 @@ TIED_KEYS = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias")  
 MAX_HUB_BYTES = 1_000_000_000  # the files of one hub model; BERT-large's safetensors are 1.3 GB, BERT-base 440 MB
 MAX_HUB_MODELS = 5  # hub models kept in a cache folder of ours (`config.hub_cache`)
 HUB_TIMEOUT_S = 10.0  # the hub's first answer: a network that drops packets must not hold a visitor for minutes
-HUB_FILES = ["config.json", "model.safetensors", INDEX_NAME, SHARD_GLOB, "tokenizer.json", "tokenizer_config.json",
-             "vocab.txt", "special_tokens_map.json"]
+HUB_FILES = ["config.json", *WEIGHTS_PATTERNS, "tokenizer.json", "tokenizer_config.json", "vocab.txt",
+             "special_tokens_map.json"]
 
 
 class MissingWeightsWarning(UserWarning):
@@ -376,12 +377,15 @@ def write_weights(state: dict[str, torch.Tensor], folder: Path, max_shard_bytes:
     weights files the folder held before are removed. Returns the files written."""
     sizes = {name: tensor.numel() * tensor.element_size() for name, tensor in state.items()}
     shards: list[list[str]] = [[]]
+    filled = 0  # bytes in the last shard
     for name in state:
-        if shards[-1] and max_shard_bytes and sum(sizes[k] for k in shards[-1]) + sizes[name] > max_shard_bytes:
+        if shards[-1] and max_shard_bytes and filled + sizes[name] > max_shard_bytes:
             shards.append([])
+            filled = 0
         shards[-1].append(name)
-    for old in [folder / WEIGHTS_NAME, folder / INDEX_NAME, *folder.glob(SHARD_GLOB)]:
-        old.unlink(missing_ok=True)
+        filled += sizes[name]
+    for old in [file for pattern in WEIGHTS_PATTERNS for file in folder.glob(pattern)]:
+        old.unlink()
     if len(shards) == 1:
         save_file(state, str(folder / WEIGHTS_NAME), metadata={"format": "pt"})
         return [folder / WEIGHTS_NAME]

@@ -29,6 +29,7 @@ CONFIG_NAME, WEIGHTS_NAME = "config.json", "model.safetensors"
 # and so on, and an index naming the shard that holds each weight. Shipped models are kept so, each file small.
 INDEX_NAME = "model.safetensors.index.json"
 SHARD_GLOB = "model-*-of-*.safetensors"
+WEIGHTS_PATTERNS = (WEIGHTS_NAME, INDEX_NAME, SHARD_GLOB)  # every file that holds a folder's weights, in either layout
 METADATA_NAME = "bert_demo.json"  # our training config and metrics, beside the Hugging Face files
 OPTIMIZER_NAME = "optimizer.safetensors"  # AdamW's state, which a resumed run carries on with
 HUB_CACHE_ENV = "BERT_DEMO_HUB_CACHE"  # where hub models are downloaded (see `hub_cache`)
@@ -181,9 +182,11 @@ def weights_files(folder: Path) -> list[Path]:
     """The safetensors files that hold a checkpoint folder's weights: model.safetensors, else the shards its index
     names, present or not ([] when it has neither). An index is JSON only and size-capped, and must name plain
     `.safetensors` files in the folder itself: a hostile one cannot point the loader anywhere else."""
-    if (folder / WEIGHTS_NAME).is_file() or not (folder / INDEX_NAME).is_file():
-        return [folder / WEIGHTS_NAME] if (folder / WEIGHTS_NAME).is_file() else []
-    return [folder / name for name in sorted(set(read_index(folder).values()))]
+    if (folder / WEIGHTS_NAME).is_file():
+        return [folder / WEIGHTS_NAME]
+    if (folder / INDEX_NAME).is_file():
+        return [folder / name for name in sorted(set(read_index(folder).values()))]
+    return []
 
 
 def read_index(folder: Path) -> dict[str, str]:

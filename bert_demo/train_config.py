@@ -262,8 +262,8 @@ APP_FINETUNE: dict[str, Any] = {"task": "movie-reviews", "train_examples": 300,
 # Wikipedia (3.3 billion words) with BERT's 30,522-piece vocabulary, by (layers, hidden size), the shapes of our tiny,
 # mini and small; each in a safetensors conversion (Google's own hub repositories hold pickles only, never loaded).
 GOOGLE_BERTS = {(2, 128): ("gaunernst/bert-tiny-uncased", "Google's BERT-Tiny"),
-             (4, 256): ("gaunernst/bert-mini-uncased", "Google's BERT-Mini"),
-             (4, 512): ("gaunernst/bert-small-uncased", "Google's BERT-Small")}
+                (4, 256): ("gaunernst/bert-mini-uncased", "Google's BERT-Mini"),
+                (4, 512): ("gaunernst/bert-small-uncased", "Google's BERT-Small")}
 WELL_READ_VOCAB = 30_522
 
 

@@ -192,9 +192,9 @@ def _known(part: Batch) -> dict[str, int]:
 def _loss(cfg: TrainConfig, out, part: Batch, batch: Batch) -> tuple[Tensor, Metrics]:
     """A micro-batch's share of the two objectives, and its metrics. The masked-LM loss is weighted by the
     micro-batch's share of the batch's targets, so that the sum over micro-batches is the whole batch's loss.
-    Targets are counted on the CPU copy of the batch, and compared on the device with the ones the model scored:
-    no step waits on the GPU for them, and none copies from unpinned memory."""
-    share = (part["mlm_labels"] != IGNORE_INDEX).sum() / (batch["mlm_labels"] != IGNORE_INDEX).sum().clamp(min=1)
+    The batch's targets are counted on its CPU copy, and the micro-batch's are the ones the model scored (their
+    number is known to the host): no step waits on the GPU for them, and none copies from unpinned memory."""
+    share = out.mlm_targets.numel() / (batch["mlm_labels"] != IGNORE_INDEX).sum().clamp(min=1)  # a CPU scalar
     targets, nsp_labels = out.mlm_targets, part["nsp_labels"].to(out.nsp_logits.device, non_blocking=True)
     metrics = {"mlm_loss": (out.mlm_loss.detach(), 1), "nsp_loss": (out.nsp_loss.detach(), 1),
                "mlm_acc": ((out.mlm_logits.detach().argmax(-1) == targets).sum(), targets.numel()),

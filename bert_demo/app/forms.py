@@ -166,11 +166,12 @@ class Forms:
         off or unreachable, or the model is bigger than this machine trains (checked on its config, before the
         weights are fetched)."""
         layers, hidden = shape.num_hidden_layers, shape.hidden_size
-        if well_read_model(layers, hidden) is None:
+        google = well_read_model(layers, hidden)
+        if google is None:
             shapes = ", ".join(f"{n} ({l} layers of {h})" for (l, h), (_, n) in GOOGLE_BERTS.items())
             raise ValueError(f"Google published no BERT of the selected model's shape ({layers} layers of {hidden}); "
                              f"{shapes} have one: leave the well-read model out of the comparison")
-        name, label = well_read_model(layers, hidden)
+        name, label = google
         leave_out = f"leave {label} out of the comparison"
         if not self.catalog.allow_hub:
             raise ValueError(f"{name} comes from the Hugging Face Hub, which this app is set not to reach: "
