@@ -79,9 +79,19 @@ def wait_text(page, selector: str, text: str) -> None:
                            arg=[selector, text])
 
 
+def _trace_length_js(elem_id: str) -> str:
+    return (f"() => {{ const p = document.querySelector('#{elem_id} .js-plotly-plot');"
+            " return p && p.data && p.data.length ? p.data[0].x.length : 0; }")
+
+
 def trace_length(page, elem_id: str) -> int:
-    return page.evaluate(f"() => {{ const p = document.querySelector('#{elem_id} .js-plotly-plot');"
-                         " return p && p.data && p.data.length ? p.data[0].x.length : 0; }")
+    return page.evaluate(_trace_length_js(elem_id))
+
+
+def wait_for_chart(page, elem_id: str) -> None:
+    """Wait until the chart has points: plotly draws after the status line that came with it, and a run just
+    started may not have logged its first loss yet."""
+    page.wait_for_function(f"({_trace_length_js(elem_id)})() > 0")
 
 
 def test_a_training_run_draws_a_growing_chart_and_stops_into_a_checkpoint(app, web):
@@ -129,7 +139,7 @@ def test_a_reload_finds_your_run_training_as_yours_and_stop_stops_it_while_anoth
     wait_text(web, "#status", "Step")
     web.wait_for_function("document.querySelector('#stop').disabled === false")
     assert web.locator("#start").is_disabled() and registry.slot.job is job and job.running
-    assert trace_length(web, "loss-plot") > 0  # its charts are drawn again
+    wait_for_chart(web, "loss-plot")  # its charts are drawn again
     wait_text(web, "#probe", "(the next at step")  # the probe says when its guesses change
     other = chrome.new_page(viewport={"width": 390, "height": 844})  # another browser, on a phone
     other.set_default_timeout(TIMEOUT_MS)
