@@ -84,14 +84,16 @@ def attribution_time(model_folder: str) -> tuple[float, int]:
 
 
 def start_name(row: dict) -> str:
-    """A start as the tables show it: pretrained, random or frozen, its extras, and its checkpoint if not shipped."""
+    """A start as the tables show it: pretrained, random or frozen, its extras, and its checkpoint (or, for a random
+    start, its shape) if not the default."""
     name = row["init"]
     if row.get("reinit_pooler"):
         name += " + new pooler"
     if row.get("layer_decay", 1.0) != 1.0:
         name += f" + layer decay {row['layer_decay']:g}"
-    if row.get("model", DEFAULT_MODEL) != DEFAULT_MODEL and row["init"] != "random":
-        name += f" ({row['model']})"
+    model = row.get("model", DEFAULT_MODEL)
+    if model != DEFAULT_MODEL:  # a random start has the checkpoint's shape: random weights of two shapes differ
+        name += f" ({model}'s shape)" if row["init"] == "random" else f" ({model})"
     return name
 
 
@@ -129,6 +131,7 @@ def summarise(rows: list[dict]) -> dict[tuple, dict]:
         best = chosen.get((start, labels))
         if len(group) == seeds[start, labels] and (best is None or val > best["val"]):
             chosen[(start, labels)] = {"lr": lr, "epochs": epochs, "val": val, "seeds": len(group),
+                                       "random": start_name({"init": "random", "model": group[0]["model"]}),
                                        **{m: [r[m] for r in group] for m in ("val_acc", "test_acc", "outside_acc")}}
     print("\neach start's choice, by mean validation accuracy (the test split chose nothing):")
     print_table(["labels", "start", "chosen lr", "epochs", "seeds", "validation", "test", "outside"],
@@ -136,8 +139,8 @@ def summarise(rows: list[dict]) -> dict[tuple, dict]:
                   c["seeds"], _mean_sd(c["val_acc"]), _mean_sd(c["test_acc"]), _mean_sd(c["outside_acc"])]
                  for (start, labels), c in sorted(chosen.items(), key=lambda item: (item[0][1], item[0][0]))])
     for (start, labels), c in sorted(chosen.items(), key=lambda item: (item[0][1], item[0][0])):
-        baseline = chosen.get(("random", labels))
-        if start != "random" and baseline:
+        baseline = chosen.get((c["random"], labels))  # random weights of the same shape
+        if start != c["random"] and baseline:
             gap = {m: 100 * (statistics.mean(c[m]) - statistics.mean(baseline[m])) for m in ("test_acc", "outside_acc")}
             print(f"gap {start} - random, {labels} labels, each at its chosen rate: test {gap['test_acc']:+.1f} points,"
                   f" outside {gap['outside_acc']:+.1f} points (targets: >= 6)")

@@ -53,6 +53,23 @@ def import_or_skip(name: str, reason: str = "") -> ModuleType:
         skip_or_fail(reason or f"{name} is not installed ({error})")
 
 
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def benchmark_script(name: str) -> ModuleType:
+    """benchmarks/<name>.py imported as a module (the scripts import benchmarks/_common, so that folder goes on
+    sys.path first)."""
+    import importlib.util
+    import sys
+
+    if str(BENCHMARKS) not in sys.path:
+        sys.path.insert(0, str(BENCHMARKS))
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 CPU_BF16_ENV = "BERT_DEMO_TEST_CPU_BF16"  # "native" or "emulated": run the suite as on that kind of host
 
 

@@ -3,7 +3,6 @@ planned from a step measured there, and its checkpoint comes back within the mac
 16 MiB) in parts that join into the same files, or into nothing."""
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import tarfile
@@ -13,17 +12,12 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_pretrain.py"
+from tests.conftest import benchmark_script
 
 
 @pytest.fixture(scope="module")
 def gpu_pretrain():
-    import sys
-    sys.path.insert(0, str(SCRIPT.parent))  # the script imports benchmarks/_common
-    spec = importlib.util.spec_from_file_location("gpu_pretrain", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_script("gpu_pretrain")
 
 
 def test_pack_then_unpack_gives_back_each_sources_cache_and_the_vocabulary(gpu_pretrain, tmp_path, monkeypatch):
