@@ -98,8 +98,8 @@ def _classifier(run: Run, labels: tuple[str, ...]):
 
 def _outside_examples(cfg: FinetuneConfig, labels: tuple[str, ...], encode) -> Encoded:
     """The test split of `outside`, a task from another domain with the same classes (none: nothing)."""
-    name = cfg.outside
-    if not name or name.lower() == "none" or name == cfg.task:
+    name = cfg.outside_task
+    if name is None:
         return []
     outside = load_task(name)
     if tuple(outside["test"].features["label"].names) != labels:
@@ -132,7 +132,10 @@ def _evaluate(run: Run, splits: dict[str, Encoded], metric: str, final: bool) ->
 @torch.no_grad()
 def _scores(run: Run, examples: Encoded, prefix: str, metric: str) -> dict[str, float]:
     """Loss, accuracy and the task's metric over `examples`, in fp32 and eval mode, and the accuracy of always
-    answering the commonest class there (`majority`: what an accuracy must beat to mean anything)."""
+    answering the commonest class there (`majority`: what an accuracy must beat to mean anything). Scored in batches
+    of similar length: a batch pads to its longest sentence, and in the split's own order half of what the model
+    computed was padding (the same logits in half the time)."""
+    examples = sorted(examples, key=lambda example: len(example[0]))
     model, predictions, loss = run.model, [], 0.0
     was_training = model.training
     model.eval()

@@ -222,6 +222,13 @@ class FinetuneConfig(RunConfig):
                                       "embeddings at lr x decay^(L+1) (ELECTRA, Clark et al. 2020; 1: off)",
                                  label="layer-wise lr decay", low=0.05, high=1.0)
 
+    @property
+    def outside_task(self) -> str | None:
+        """The task from another domain the run is scored on at its end, if any ("none", or the run's own task:
+        none)."""
+        name = self.outside
+        return None if not name or name.lower() == "none" or name == self.task else name
+
     def validate(self) -> None:
         super().validate()
         if self.reinit_pooler and self.init == "frozen":
@@ -246,8 +253,8 @@ APP_RUN: dict[str, Any] = {"corpus": "news,wiki", "preset": "tiny", "steps": 100
 # `validations` times (eight points draw a curve; four did not); FinetuneConfig's recipe otherwise. The default label
 # count is the largest at which the pre-trained start's lead on validation is more than twice its spread over three
 # seeds, so that the lesson shows on one click: 300 labels, +5.7 ± 2.2 points (at 1,000: +2.2 ± 1.2; the grid, run
-# with this budget, is in benchmarks/README.md, "The Fine-tune tab's default label count"); the pair then takes 80 s
-# on 2 CPU cores, from the click to the verdict. `outside` scores each run on another domain with the same classes.
+# with this budget, is in benchmarks/README.md, "The Fine-tune tab's default label count"); the pair then takes under 2
+# minutes on 2 CPU cores, from the click to the verdict. `outside` scores each run on another domain with the same classes.
 # A visitor's labelled file may hold `max_upload_examples` (its validation split, 10%, is scored five times a run).
 # The third start, where the hub is reachable, is the model of GOOGLE_BERTS of the selected model's shape.
 APP_FINETUNE: dict[str, Any] = {"task": "movie-reviews", "train_examples": 300,

@@ -5,16 +5,21 @@ classifies, and refuses bad input with a message."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 import torch
 import transformers
+from torch.nn import functional as F
 
 from bert_demo.__main__ import main
 from bert_demo.checkpoint import load_classifier, load_pretrained, read_metadata
+from bert_demo.config import PRESETS
 from bert_demo import loop
 import bert_demo.finetune as finetune_module
 from bert_demo.finetune import finetuning
+from bert_demo.model import BertForSequenceClassification
 from bert_demo.recipe import make_optimizer
 from bert_demo.train_config import FinetuneConfig
 
@@ -60,6 +65,26 @@ def test_a_short_fine_tune_learns_and_writes_a_folder_the_pipeline_loads(pretrai
     pipe = transformers.pipeline("text-classification", model=str(tmp_path / "run"))
     assert pipe("the garden was wonderful today.")[0]["label"] == "positive"
     assert read_metadata(tmp_path / "run")["train_config"]["init"] == "pretrained"
+
+
+def test_scoring_batches_sentences_of_like_length_and_scores_each_as_if_alone():
+    torch.manual_seed(0)
+    config = replace(PRESETS["tiny"].with_vocab(100), labels=("no", "yes"))
+    model = BertForSequenceClassification(config).eval()
+    examples = [([2, *torch.randint(5, 100, (3 if i % 2 else 59,)).tolist()], [0] * (4 if i % 2 else 60), i % 3 % 2)
+                for i in range(130)]  # short and long sentences in turn
+    run = SimpleNamespace(model=model, tokenizer=SimpleNamespace(pad_token_id=0), device=torch.device("cpu"))
+    shapes = []
+    model.register_forward_pre_hook(lambda module, args: shapes.append(args[0].shape))
+    scores = finetune_module._scores(run, examples, "test_", "accuracy")
+    computed, tokens = sum(rows * length for rows, length in shapes), sum(len(ids) for ids, _, _ in examples)
+    assert computed < 1.1 * tokens  # in the order given, every batch pads to 60 tokens: 1.9 times the sentences
+    with torch.no_grad():
+        logits = torch.stack([model(torch.tensor([ids]), torch.tensor([segments])).logits[0]
+                              for ids, segments, _ in examples])
+    labels = torch.tensor([label for _, _, label in examples])
+    assert scores["test_loss"] == pytest.approx(float(F.cross_entropy(logits, labels)), rel=1e-5)
+    assert scores["test_acc"] == pytest.approx(float((logits.argmax(-1) == labels).float().mean()))
 
 
 def test_a_random_start_is_the_same_architecture_with_other_weights(pretrained, labelled, tmp_path):

@@ -65,14 +65,25 @@ def test_the_fine_tune_tab_times_each_start_and_names_the_start_of_each_run_it_l
     monkeypatch.setattr(finetune, "pace", lambda *args, **kwargs: shapes.append(args) or measured)
     said = finetune.estimate(registry, "checkpoints/tiny-test", "movie-reviews", str(upload), "300",
                              ["random"])["ft_estimate"]
-    # two runs of 94 steps (10 passes over 300 sentences in batches of 32) and 9 checks of 40 held-out sentences
-    assert "**The experiment: about 6 min on this machine now**: 2 runs of 94 steps at 2.0 s each and 9 checks " \
-           "on 40 held-out sentences" in said
+    # two runs of 94 steps (10 passes over 300 sentences in batches of 32), 9 checks of 40 held-out sentences and
+    # the file's 40 test sentences (an upload has no other domain)
+    assert "**The experiment: about 6 min on this machine now**: 2 runs of 94 steps at 2.0 s each, 9 checks " \
+           "on 40 held-out sentences and 40 test sentences at the end" in said
     assert shapes[0][2] == 16  # the sentences' length, as word pieces, padded to a multiple of 8
     monkeypatch.setattr(finetune, "_latest_runs", lambda *args: "The latest fine-tuning runs here took 7:38 "
                                                                 "(pre-trained), 11:56 (random weights).")
     assert "11:56 (random weights)" in finetune.estimate(registry, "checkpoints/tiny-test", "movie-reviews",
                                                          str(upload), "300", [])["ft_estimate"]
+
+
+def test_the_fine_tune_estimate_counts_the_test_sentences_of_both_domains_that_a_run_scores_at_its_end(
+        registry, monkeypatch):
+    measured = Pace(step_s=2.0, example_s=0.01, share=1.0, threads=2, measured=time.monotonic())
+    monkeypatch.setattr(finetune, "pace", lambda *args, **kwargs: measured)
+    said = finetune.estimate(registry, "checkpoints/tiny-test", "movie-reviews", None, "300", [])["ft_estimate"]
+    # movie reviews: 1,057 validation and 1,057 test sentences; amazon-reviews, the other domain: 361 test sentences
+    assert "9 checks on 1,057 held-out sentences and 1,418 test sentences at the end" in said
+    assert measured.seconds(94, 9, 1_057, 1_418) == pytest.approx(94 * 2.0 + (9 * 1_057 + 1_418) * 0.01)
 
 
 def test_a_model_too_big_to_fine_tune_here_is_said_before_start_with_the_start_that_can(roots, monkeypatch,

@@ -376,12 +376,13 @@ def estimate(registry: Registry, model: str | None, task: str | None, upload: st
                 + (f"<br><small>{latest}</small>" if latest else "")}
     length = min(config.max_seq_len, _typical_length(data["train"]))
     validation, checks = len(data["validation"]), count_checks(config.steps, config.eval_every)
+    final = _final_examples(config, data)
     paces = [pace(shape.with_vocab(WELL_READ_VOCAB) if start == WELL_READ else shape,
                   config.batch_size, length, config.precision, config.device, classifier=True) for start in starts]
-    seconds = sum(measured.seconds(config.steps, checks, validation) for measured in paces)
+    seconds = sum(measured.seconds(config.steps, checks, validation, final) for measured in paces)
     runs = f"{len(starts)} runs" if len(starts) > 1 else "1 run"
-    parts = (f"{runs} of {config.steps} steps at {text.seconds(paces[0].step_s)} each and {checks} checks on "
-             f"{validation:,} held-out sentences")
+    parts = (f"{runs} of {config.steps} steps at {text.seconds(paces[0].step_s)} each, {checks} checks on "
+             f"{validation:,} held-out sentences and {final:,} test sentences at the end")
     job = registry.slot.job
     line = text.estimate_text("The experiment", seconds, parts, paces[0], job is not None and job.running,
                               after=", after loading each model")
@@ -399,6 +400,13 @@ def _not_here(registry: Registry, reason: ValueError, task: str | None, upload: 
     except ValueError:
         return f"<small>{said}</small>"
     return f"<small>{said}: choose **{Path(quick).name}** in the Model box above to fine-tune it here.</small>"
+
+
+def _final_examples(config: FinetuneConfig, data) -> int:
+    """The sentences a run scores at its end besides its validation split: the task's test split and, where the
+    run has one, the other domain's."""
+    outside = config.outside_task
+    return len(data["test"]) + (len(backend().labelled.load_task(outside)["test"]) if outside else 0)
 
 
 def _typical_length(train) -> int:
