@@ -63,9 +63,10 @@ def _on(i: int) -> dict:
 
 
 def empty_figure(message: str, height: int = 280) -> go.Figure:
-    """A blank chart with a centred note (before the first data arrives)."""
+    """A blank chart with a centred note (before the first data arrives): no axis, so no room kept for one on the
+    left, which put the note off centre on a phone."""
     return _figure([], "", height, xaxis=dict(visible=False), yaxis=dict(visible=False),
-                   annotations=[dict(text=message, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False,
+                   margin=dict(MARGIN, l=MARGIN["r"]), annotations=[dict(text=message, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False,
                                      font=dict(size=14, color="#777"))])
 
 
@@ -221,15 +222,20 @@ def finetune_figure(runs: dict[str, Sequence[Record]], chance: float | None = No
                    legend=dict(orientation="h", y=-0.2, x=0, font=dict(size=11)))
 
 
+LABEL_COUNTS_EMPTY = ("each experiment on this task that ends<br>adds its starts' test scores here:<br>run other "
+                      "label counts to draw the curve")
+
+
 def label_count_figure(points: Sequence[tuple[str, int, float]], metric: str = "accuracy", floor: float = 0.5,
-                       height: int = 320) -> go.Figure:
+                       height: int = 320, empty: str = LABEL_COUNTS_EMPTY) -> go.Figure:
     """The test score (`metric`: accuracy, F1, ...) against the number of labelled sentences trained on (log
     scale), one line per start: `points` are (start, labelled sentences, score); repeated runs of one point are
     averaged and their range drawn as an error bar. The axis starts at `floor` (what always answering the commonest
-    class scores, or 0.5) and ends at 1: zoomed to the points, a 0.6-point gap filled the chart."""
+    class scores, or 0.5) and ends at 1: zoomed to the points, a 0.6-point gap filled the chart. Without points,
+    the title and `empty`, what would fill it (in lines short enough for a phone)."""
     title = f"Test {metric} by number of labels"
     if not points:
-        return empty_figure(title, height)
+        return empty_figure(f"{title}<br><span style='font-size:12px'>{empty}</span>", height)
     traces = []
     for init in [i for i in STARTS if any(p[0] == i for p in points)]:
         scores: dict[int, list[float]] = {}

@@ -66,6 +66,18 @@ def shoot(page, name: str) -> None:
     page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
 
 
+CHARTS_FIT = ("() => [...document.querySelectorAll('.js-plotly-plot')].every(p => { const s = p.querySelector("
+              "'.main-svg'); return !s || p.offsetParent === null || s.getBoundingClientRect().right <= "
+              "document.documentElement.clientWidth + 1; })")
+
+
+def resize(page, width: int, height: int) -> None:
+    """The window at a new size, once plotly has drawn every visible chart again to fit it (it redraws after the
+    resize: a screenshot taken at once caught the phone's charts at their old width, cut off at the right)."""
+    page.set_viewport_size({"width": width, "height": height})
+    page.wait_for_function(CHARTS_FIT, timeout=10_000)
+
+
 def set_slider(page, elem_id: str, value: int) -> None:
     box = page.locator(f"#{elem_id} input[type=number]")
     box.fill(str(value))
@@ -148,11 +160,11 @@ def test_a_reload_finds_your_run_training_as_yours_and_stop_stops_it_while_anoth
     wait_text(other, "#status", "Busy: someone else's pre-training run has the training slot now")
     assert other.locator("#stop").is_disabled() and "Step" not in other.locator("#status").inner_text()
     shoot(other, "train-someone-elses-390")
-    other.set_viewport_size({"width": 1400, "height": 1000})
+    resize(other, 1400, 1000)
     shoot(other, "train-someone-elses-1400")
-    web.set_viewport_size({"width": 390, "height": 844})
+    resize(web, 390, 844)
     shoot(web, "train-reloaded-390")
-    web.set_viewport_size({"width": 1400, "height": 1000})
+    resize(web, 1400, 1000)
     shoot(web, "train-reloaded-1400")
     web.click("#stop")
     wait_text(web, "#status", "Stopped at step")
@@ -503,7 +515,7 @@ def test_the_fine_tune_tab_trains_both_starts_then_classifies_with_coloured_word
     shoot(web, "finetune")
     chart = "#ft-curves .legendtext, #ft-curves .xtick text, #ft-curves .g-xtitle text, #ft-curves .gtitle"
     assert web.evaluate(APART, chart)["overlapping"] == 0
-    web.set_viewport_size({"width": 390, "height": 900})
+    resize(web, 390, 900)
     shoot(web, "finetune-phone")
     web.locator("#ft-curves").screenshot(path=str(SCREENSHOTS / "finetune-curves-390.png"))
     assert web.evaluate(APART, chart)["overlapping"] == 0  # the "step" title sat over the legend on a phone

@@ -158,7 +158,10 @@ def test_the_label_count_chart_plots_each_finished_runs_test_accuracy_at_its_cou
         (run.folder / "bert_demo.json").write_text(json.dumps(metadata))
     figure = finetune.label_counts(registry, "checkpoints/tiny-test", "movie-reviews", OWNER)["ft_counts"]
     assert {trace.name: list(trace.x) for trace in figure.data} == {"pre-trained": [100], "random weights": [100]}
-    assert not finetune.label_counts(registry, "checkpoints/tiny-test", "tweets", OWNER)["ft_counts"].data
+    empty = finetune.label_counts(registry, "checkpoints/tiny-test", "tweets", OWNER)["ft_counts"]
+    assert not empty.data and "run other label counts" in empty.layout.annotations[0].text  # says what fills it
+    uploaded = finetune.label_counts(registry, "checkpoints/tiny-test", task, OWNER)["ft_counts"]
+    assert not uploaded.data and "an uploaded file is a task of its own" in uploaded.layout.annotations[0].text
     assert task != "movie-reviews"
 
 

@@ -39,6 +39,7 @@ from bert_demo.records import Record
 from bert_demo.train_config import APP_FINETUNE, WELL_READ_VOCAB, FinetuneConfig, well_read_model, well_read_name
 
 ALL = "all"
+UPLOAD_COUNTS = "drawn for the listed tasks:<br>an uploaded file is a task of its own"  # the empty chart's note
 PIECES_PER_WORD = 1.3  # word pieces a word of English prose makes, about
 LABEL_CHOICES = [str(n) if n else ALL for n in APP_FINETUNE["label_counts"]]  # what the radio offers
 COMPARISONS = {"random": "the same architecture from random weights", "frozen": "the selected model, encoder frozen",
@@ -310,7 +311,7 @@ def label_counts(registry: Registry, model: str, task: str, owner: str | None = 
     google = entry.config and well_read_model(entry.config.num_hidden_layers, entry.config.hidden_size)
     points: list[tuple[str, int, float]] = []
     if task not in backend().labelled.TASKS:  # a visitor's file: each upload is a task of its own
-        return {"ft_counts": plots.label_count_figure(points)}
+        return {"ft_counts": plots.label_count_figure(points, empty=UPLOAD_COUNTS)}
     key = {"accuracy": "acc"}.get(backend().labelled.TASKS[task].metric, backend().labelled.TASKS[task].metric)
     size, floor = None, 0.5
     for run in registry.catalog.list_models(owner):
