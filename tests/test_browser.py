@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 import time
 from pathlib import Path
 
@@ -175,7 +176,7 @@ def test_a_reload_finds_your_run_training_as_yours_and_stop_stops_it_while_anoth
 
 
 def test_closing_the_tab_for_good_stops_the_run_and_the_next_visitor_can_train(app, chrome, web, monkeypatch):
-    monkeypatch.setattr(app["registry"].slot, "abandon_s", 2.0)  # a reload takes less: see the test above
+    monkeypatch.setattr(app["registry"].slot, "abandon_s", 5.0)  # a reload takes less: see the test above
     start_training(web, app["corpus"])
     job = app["registry"].slot.job
     assert job.running
@@ -276,15 +277,23 @@ def test_next_sentence_shows_both_probabilities(web):
     shoot(web, "next-sentence")
 
 
-def test_attention_renders_a_heatmap_with_tokens_and_hover_text(web):
-    web.get_by_role("tab", name="Attention").click()  # opening the tab draws the default sentence
-    web.wait_for_function("(() => { const p = document.querySelector('#att-plot .js-plotly-plot');"
+def open_attention_tab(page) -> None:
+    """The Attention tab, once the map its opening draws (the default sentence) is there: a draw the test asks for
+    before it could finish first and then be replaced by it."""
+    page.get_by_role("tab", name="Attention").click()
+    page.wait_for_function("(() => { const p = document.querySelector('#att-plot .js-plotly-plot');"
                            " return p && p.data && p.data.length > 0 && p.data[0].type === 'heatmap'; })()")
+    wait_text(page, "#att-caption", "tokens shown")
+
+
+def test_attention_renders_a_heatmap_with_tokens_and_hover_text(web):
+    open_attention_tab(web)  # opening the tab draws the default sentence
+    web.wait_for_function("(() => { const p = document.querySelector('#grid-plot .js-plotly-plot');"
+                          " return p && p.data && p.data.length === 2; })()")  # both heads, drawn on its own
     data = web.evaluate("() => document.querySelector('#att-plot .js-plotly-plot').data[0]")
     layout = web.evaluate("() => document.querySelector('#att-plot .js-plotly-plot').layout.xaxis.ticktext")
     assert layout[0] == "[CLS]" and len(data["z"]) == len(layout)
     assert " → " in data["text"][1][2]
-    assert web.evaluate("() => document.querySelector('#grid-plot .js-plotly-plot').data.length") == 2
     shoot(web, "attention")
     web.get_by_text("rollout up to this layer").click()
     web.wait_for_function("document.querySelector('#att-plot .js-plotly-plot').layout.title.text"
@@ -310,7 +319,7 @@ def test_the_single_heads_map_is_wide_with_labels_apart_and_no_empty_space_aroun
     page = chrome.new_page(viewport={"width": width, "height": 900 if width > 400 else 844})
     page.set_default_timeout(TIMEOUT_MS)
     page.goto(app["url"])
-    page.get_by_role("tab", name="Attention").click()
+    open_attention_tab(page)
     page.fill("#att-a textarea", "the cat sat on the mat. the dog sat on the rug.")  # the test model's words
     page.fill("#att-b textarea", "paris is the capital of france.")
     page.click("#att-button")
@@ -326,7 +335,7 @@ def test_the_single_heads_map_is_wide_with_labels_apart_and_no_empty_space_aroun
 
 
 def test_a_model_view_thumbnail_opens_its_head_and_the_neuron_view_draws_its_weights(web):
-    web.get_by_role("tab", name="Attention").click()
+    open_attention_tab(web)
     web.fill("#att-a textarea", "the cat sat.")
     web.fill("#att-b textarea", "")
     web.click("#att-button")
@@ -343,7 +352,7 @@ def test_a_model_view_thumbnail_opens_its_head_and_the_neuron_view_draws_its_wei
 
 
 def test_attention_pair_filter_shows_sentence_a_against_sentence_b(web):
-    web.get_by_role("tab", name="Attention").click()
+    open_attention_tab(web)
     web.fill("#att-a textarea", "the cat sat.")
     web.fill("#att-b textarea", "it purred.")
     web.get_by_text("sentence A → B").click()
@@ -406,7 +415,7 @@ def test_a_run_with_a_timeline_can_be_seen_at_an_earlier_step_and_compared(app, 
     web.wait_for_selector("#step", state="visible")  # only a run with snapshots offers the choice
     web.click("#step input")
     web.get_by_role("option", name="step 0 (the random start)").click()
-    web.get_by_role("tab", name="Attention").click()
+    open_attention_tab(web)
     web.click("#compare input")
     web.get_by_role("option", name="step 10").click()
     web.wait_for_function("(() => { const p = document.querySelector('#compare-plot .js-plotly-plot');"
@@ -496,8 +505,10 @@ def test_the_fine_tune_tab_trains_both_starts_then_classifies_with_coloured_word
     assert web.locator("#ft-stop").is_enabled() and web.locator("#ft-start").is_disabled()  # grey while it trains
     wait_text(web, "#ft-status", "Done: 3 runs")
     assert web.locator("#ft-start").is_enabled()
-    names = web.evaluate("() => document.querySelector('#ft-curves .js-plotly-plot').data.map(t => t.name)")
-    assert "pre-trained (validation)" in names and "random weights (validation)" in names
+    web.wait_for_function("() => { const p = document.querySelector('#ft-curves .js-plotly-plot');"
+                          " const names = p && p.data ? p.data.map(t => t.name) : [];"
+                          " return names.includes('pre-trained (validation)')"
+                          " && names.includes('random weights (validation)'); }")  # plotly draws after the status
     wait_text(web, "#ft-verdict", "random weights")
     assert "48 labels · pre-trained" in web.locator("#ft-classifier input").input_value()  # 48: 80% of 60 rows
     web.fill("#ft-text-a textarea", "the cat was happy.")
@@ -506,11 +517,12 @@ def test_the_fine_tune_tab_trains_both_starts_then_classifies_with_coloured_word
     wait_text(web, "#ft-words", "happy")
     wait_text(web, "#ft-words", "within")
     attribution = finetune.backend().attribution
-    slow = attribution.classification
-    monkeypatch.setattr(attribution, "classification", lambda *args: time.sleep(3) or slow(*args))
+    slow, held = attribution.classification, threading.Event()
+    monkeypatch.setattr(attribution, "classification", lambda *args: held.wait(60) and slow(*args))
     web.fill("#ft-text-a textarea", "the cat was sad.")
     web.click("#ft-button")
-    web.wait_for_function("!document.querySelector('#ft-words').innerText.includes('happy')", timeout=2_000)
+    web.wait_for_function("!document.querySelector('#ft-words').innerText.includes('happy')")  # while held back
+    held.set()
     wait_text(web, "#ft-words", "sad")  # the last sentence's colours went at once, the new ones came later
     shoot(web, "finetune")
     chart = "#ft-curves .legendtext, #ft-curves .xtick text, #ft-curves .g-xtitle text, #ft-curves .gtitle"

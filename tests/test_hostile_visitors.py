@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -160,22 +161,24 @@ def test_a_flood_of_slow_questions_is_refused_at_once_while_another_visitors_fil
     from bert_demo.app.backend import backend
 
     inference = backend().inference
-    real = inference.head_importance
+    real, held = inference.head_importance, threading.Event()
 
-    def slow(*args, **kwargs):  # long enough for all 36 to have arrived before the first two are answered
-        time.sleep(4)
+    def slow(*args, **kwargs):  # answered only once all 36 have arrived and the others are refused
+        held.wait(60)
         return real(*args, **kwargs)
 
     monkeypatch.setattr(inference, "head_importance", slow)
     flood = [Client(app["url"], verbose=False) for _ in range(10)]
     jobs = [flood[i % 10].submit(MODEL, f"the [MASK] sat {i}.", "final", api_name="/head_importance")
             for i in range(36)]
-    time.sleep(2)
+    kept = SLOW.running + SLOW.waiting
+    wait_for(lambda: sum(job.done() for job in jobs) == 36 - kept, what="the questions past the line refused")
     for _ in range(3):
         started = time.perf_counter()
         sentence, *_ = Client(app["url"], verbose=False).predict(MODEL, "the [MASK] of france is paris.", 5,
                                                                  api_name="/fill_mask")
         assert sentence["value"] and time.perf_counter() - started < 10
+    held.set()
     answered, refusals = 0, []
     for job in jobs:
         try:
@@ -183,7 +186,7 @@ def test_a_flood_of_slow_questions_is_refused_at_once_while_another_visitors_fil
             answered += 1
         except AppError as refusal:
             refusals.append(str(refusal))
-    assert answered == SLOW.running + SLOW.waiting and len(refusals) == 36 - answered
+    assert answered == kept and len(refusals) == 36 - answered
     assert all("try again in about" in refusal for refusal in refusals)
 
 
@@ -236,10 +239,10 @@ def test_a_flood_through_call_from_one_address_holds_its_share_and_another_visit
     from bert_demo.app.backend import backend
 
     inference = backend().inference
-    real = inference.layer_predictions
+    real, held = inference.layer_predictions, threading.Event()
 
-    def slow(*args, **kwargs):  # long enough for the whole flood to arrive while the first are answered
-        time.sleep(1.5)
+    def slow(*args, **kwargs):  # the first questions are answered only once the whole flood has arrived
+        held.wait(60)
         return real(*args, **kwargs)
 
     monkeypatch.setattr(inference, "layer_predictions", slow)
@@ -249,7 +252,8 @@ def test_a_flood_through_call_from_one_address_holds_its_share_and_another_visit
     with served_app(tmp_path, admission=Admission(max_open=2, address_waiting=2)) as app, \
             ThreadPoolExecutor(8) as pool:
         flood = [pool.submit(call, app["url"], "fill_mask", question, flood_from) for _ in range(8)]
-        time.sleep(1.0)
+        wait_for(lambda: sum(future.done() for future in flood) == 4, what="the flood past its share refused")
+        held.set()  # while the flood's four are answered, another visitor asks
         started = time.perf_counter()
         event, _ = call(app["url"], "fill_mask", question, {"X-Forwarded-For": "151.101.1.69"})
         assert event == "complete" and time.perf_counter() - started < 10

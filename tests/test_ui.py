@@ -274,7 +274,7 @@ def test_a_fine_tune_through_the_api_streams_curves_and_leaves_a_classifier_that
 
 def test_a_long_run_outlives_its_stream_for_a_while_and_inference_keeps_answering(app, client, monkeypatch):
     registry = app["registry"]
-    monkeypatch.setattr(registry.slot, "abandon_s", 3.0)
+    monkeypatch.setattr(registry.slot, "abandon_s", 6.0)
     job = client.submit([], handle_file(str(app["corpus"])), "tiny", 1000, 4, 1e-3, 32, 512, True,  # shared
                         api_name="/train")
     lengths = []
@@ -290,7 +290,7 @@ def test_a_long_run_outlives_its_stream_for_a_while_and_inference_keeps_answerin
     live = other.predict("live", "the [MASK] was visited.", 2, api_name="/fill_mask")  # the run in progress
     assert live[0]["value"][1]["class_or_confidence"]
     run = registry.slot.job
-    job.cancel()  # the stream goes, as a reloading page's does: the run trains on until nobody follows it for 3 s
+    job.cancel()  # the stream goes, as a reloading page's does: the run trains on until nobody follows it for 6 s
     time.sleep(1.0)
     assert run.running and not run.trainer.stopping
     run.thread.join(timeout=60)
