@@ -65,9 +65,10 @@ def _on(i: int) -> dict:
 def empty_figure(message: str, height: int = 280) -> go.Figure:
     """A blank chart with a centred note (before the first data arrives): no axis, so no room kept for one on the
     left, which put the note off centre on a phone."""
+    note = dict(text=message, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False,
+                font=dict(size=14, color="#777"))
     return _figure([], "", height, xaxis=dict(visible=False), yaxis=dict(visible=False),
-                   margin=dict(MARGIN, l=MARGIN["r"]), annotations=[dict(text=message, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False,
-                                     font=dict(size=14, color="#777"))])
+                   margin=dict(MARGIN, l=MARGIN["r"]), annotations=[note])
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -253,8 +253,9 @@ APP_RUN: dict[str, Any] = {"corpus": "news,wiki", "preset": "tiny", "steps": 100
 # `validations` times (eight points draw a curve; four did not); FinetuneConfig's recipe otherwise. The default label
 # count is the largest at which the pre-trained start's lead on validation is more than twice its spread over three
 # seeds, so that the lesson shows on one click: 300 labels, +5.7 ± 2.2 points (at 1,000: +2.2 ± 1.2; the grid, run
-# with this budget, is in benchmarks/README.md, "The Fine-tune tab's default label count"); the pair then takes under 2
-# minutes on 2 CPU cores, from the click to the verdict. `outside` scores each run on another domain with the same classes.
+# with this budget, is in benchmarks/README.md, "The Fine-tune tab's default label count"); the pair then takes under
+# 2 minutes on 2 CPU cores, from the click to the verdict. `outside` scores each run on another domain with the same
+# classes.
 # A visitor's labelled file may hold `max_upload_examples` (its validation split, 10%, is scored five times a run).
 # The third start, where the hub is reachable, is the model of GOOGLE_BERTS of the selected model's shape.
 APP_FINETUNE: dict[str, Any] = {"task": "movie-reviews", "train_examples": 300,

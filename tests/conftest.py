@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import copy
 import importlib
+import importlib.util
 import os
 import socket
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -59,9 +61,6 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 def benchmark_script(name: str) -> ModuleType:
     """benchmarks/<name>.py imported as a module (the scripts import benchmarks/_common, so that folder goes on
     sys.path first)."""
-    import importlib.util
-    import sys
-
     if str(BENCHMARKS) not in sys.path:
         sys.path.insert(0, str(BENCHMARKS))
     spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")

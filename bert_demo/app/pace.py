@@ -22,7 +22,7 @@ from bert_demo.app.backend import backend
 from bert_demo.config import BertConfig
 
 MEASURED_STEPS = 3  # timed optimizer steps at most, after one that warms up,
-FORWARD_REPEATS = 3  # forward passes for the checks' pace, the fastest kept (one alone was 0.8-7.7 ms an example)
+FORWARD_REPEATS = 3  # forward passes for the checks' pace, the fastest kept (one alone: 7.7, then 1.6 ms an example)
 MEASURING_S = 2.0  # and no more once this much time has gone into them (a busy machine takes seconds a step)
 KEEP_S = 60.0  # how long a measurement answers for the same shape
 BUSY_SHARE = 0.75  # a measurement that got less of its threads' time than this: the machine is busy
