@@ -1,6 +1,6 @@
 """The parsers' readers and cleaning on small inputs built here, so that nothing is downloaded: .deb archives and
-Debian's mirrors, R's serialisation, SWORD modules, dictd databases, wheels of chats, dialogue and news, and the
-filters that keep prose and drop markup and code."""
+Debian's mirrors, R's serialisation, SWORD modules, dictd databases, a dictionary's example sentences, wheels of
+chats, dialogue and news, and the filters that keep prose and drop markup and code."""
 from __future__ import annotations
 
 import gzip
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from bert_demo.parsers import (conversation, dictionaries, encyclopedic, games, manuals, miscellany, news_speech,
-                               packages, prose, scripture)
+from bert_demo.parsers import (conversation, dictionaries, encyclopedic, examples, games, manuals, miscellany,
+                               news_speech, packages, prose, scripture)
 from bert_demo.parsers.packages import Package, deb_file, deb_files, fetch, file_text
 from bert_demo.parsers.rdata import RObject, r_value, read_r_lazyload, read_r_rda, read_r_serialized
 
@@ -482,3 +482,39 @@ def test_bbc_news_drops_titles_reads_latin_1_and_keeps_a_repeated_article_once(t
     assert news_speech.parse_bbc_news(tmp_path) == [
         ["Shoppers spent \u00a32bn more in December than a year ago.", "Supermarkets did best.",
          "Restaurants also reported a good month."]]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# example sentences: Ding's German-English dictionary, its English side
+
+DING_SAMPLE = """# Version :: devel 2023-01-30
+# Copyright (c) :: made up for this test
+Hektik {f} | Nur keine Hektik! | In meiner Hektik habe ich meinen Schirm vergessen. :: rush | Don’t rush yourself! | \
+In my rush to leave, I forgot my umbrella.
+Kühlschrank {m} | Milch gehört in den Kühlschrank. :: fridge [Br.]; refrigerator | Milk belongs in the fridge [Br.].
+Eile {f} | Nur keine Eile! :: hurry | Don't rush yourself!; Take your time!
+etw. kühl lagern :: to keep sth. cool
+"""  # a backslash at a line's end joins it to the next, as the file has it on one line
+
+
+def test_example_sentences_lose_the_dictionarys_notation_and_must_be_whole_sentences():
+    sentence = examples.example_sentence
+    assert sentence("They have it pretty cushy (easy).") == "They have it pretty cushy."
+    assert sentence("May/Can I have your attention for a moment?") == "May I have your attention for a moment?"
+    assert sentence("She has no interest what(so)ever in it.") == "She has no interest whatever in it."
+    assert sentence("The jig is up. [Am.] [dated].") == "The jig is up."
+    assert sentence("I’m not very comfortable with the idea of flying.") == (
+        "I'm not very comfortable with the idea of flying.")
+    for not_one_sentence in ("I’m backing him / the proposal all the way.", "I’m from …", "Is it nice to ...?",
+                             "to keep sth. in the fridge", "Sb. has been waiting.", "rush", "Come in!",
+                             "It costs 24/7 support.", "It is (not) fine (really."):
+        assert sentence(not_one_sentence) is None, not_one_sentence
+
+
+def test_ding_gives_each_entrys_example_sentences_as_a_document_each_sentence_once(tmp_path, monkeypatch):
+    monkeypatch.setattr(examples, "DING", cached_deb(tmp_path, "trans-de-en_1.9-6_all.deb", {
+        examples._DING_FILE: DING_SAMPLE.encode()}))
+    assert examples.parse_ding(tmp_path) == [
+        ["Don't rush yourself!", "In my rush to leave, I forgot my umbrella."],
+        ["Milk belongs in the fridge."],
+        ["Take your time!"]]  # "Don't rush yourself!" was given by the first entry

@@ -1,6 +1,7 @@
 """Named corpora: wiki, news and the package-borne prose parse into clean documents; downloads fail with clear
-messages; the outside evaluation text is never offered for training; a named mix ("v3", "v4") loads its sources,
-each cached on its own, and the app offers neither the mix nor its large downloads."""
+messages; the outside evaluation text is never offered for training, and the everyday benchmark's sentences never
+reach it from the sources added since v4; a named mix ("v3", "v4", "v5") loads its sources, each cached on its own,
+and the app offers neither the mix nor its large downloads."""
 from __future__ import annotations
 
 import re
@@ -10,12 +11,13 @@ from pathlib import Path
 import pytest
 
 from bert_demo import sources
-from bert_demo.parsers import miscellany, news_speech, packages
+from bert_demo.parsers import examples, miscellany, news_speech, packages
 from bert_demo.__main__ import build_parser
 from bert_demo.corpus import CACHE_VERSION, is_named, load_corpus
 from bert_demo.sentences import MAX_WORDS, MIN_WORDS
 from bert_demo.train_config import TrainConfig, given_flags
-from tests.conftest import import_or_skip, skip_or_fail
+from tests.conftest import benchmark_script, import_or_skip, skip_or_fail
+from tests.test_parsers import cached_deb
 
 RESIDUE = ["[[", "]]", "{{", "}}", "(; ;", "( ;", "''", "()", "|", "==", "<ref", "&nbsp;", "\ufffd"]
 
@@ -175,6 +177,7 @@ def test_the_outside_evaluation_text_is_refused_as_a_file_a_copy_or_a_part_of_on
 
 V3_BEFORE = ("wiki", "news", "sotu", "brown", "moby-dick")  # the offline sources that came before corpus v3
 V4_NEW = ("chitchat", "multiwoz", "bbc-news")  # the everyday sources that came with corpus v4
+V5_NEW = ("ding",)  # and with corpus v5
 # manuals, scripture, dictionaries, verse and game text
 NOT_EVERYDAY = {"foldoc", "jargon", "python-docs", "django-docs", "postgres-docs", "linux-docs", "perl-docs",
                 "manpages", "sqlite-docs", "git-docs", "bible", "mhcc", "wordnet", "devil", "shakespeare", "milton",
@@ -224,9 +227,10 @@ def test_v3_is_every_offline_source_before_v4_and_the_app_offers_no_mix_nor_thei
     v3 = sources.MIXES["v3"]
     assert len(v3) == len(set(v3)) == 32 and v3[:5] == V3_BEFORE
     # wikitext needs the hub
-    assert set(v3) == set(sources.TRAINING_SOURCES) - {"wikitext-2", "wikitext-103", *V4_NEW}
-    assert sources.APP_SOURCES == (*V3_BEFORE, "wikitext-2")  # the mixes and their 30 new sources are not offered
-    assert all(sources.SOURCES[name].training and not sources.SOURCES[name].app for name in (*v3[5:], *V4_NEW))
+    assert set(v3) == set(sources.TRAINING_SOURCES) - {"wikitext-2", "wikitext-103", *V4_NEW, *V5_NEW}
+    assert sources.APP_SOURCES == (*V3_BEFORE, "wikitext-2")  # the mixes and their 31 new sources are not offered
+    assert all(sources.SOURCES[name].training and not sources.SOURCES[name].app
+               for name in (*v3[5:], *V4_NEW, *V5_NEW))
     for name, parts in sources.MIXES.items():
         assert name not in sources.SOURCES and all(sources.SOURCES[part].training for part in parts), name
 
@@ -239,6 +243,39 @@ def test_the_everyday_mix_is_v3_without_manuals_scripture_dictionaries_verse_or_
 def test_v4_is_everyday_then_the_new_sources_without_manuals_scripture_dictionaries_verse_or_games():
     v4 = sources.MIXES["v4"]
     assert v4 == (*sources.MIXES["everyday"], *V4_NEW) and not NOT_EVERYDAY & set(v4)
+
+
+def test_v5_is_v4_then_the_example_sentences_and_v4_stays_as_the_shipped_model_read_it():
+    v4, v5 = sources.MIXES["v4"], sources.MIXES["v5"]
+    assert v5 == (*v4, *V5_NEW) and v4[-3:] == V4_NEW and not NOT_EVERYDAY & set(v5)
+
+
+def test_the_everyday_benchmarks_sentences_with_any_word_at_the_mask_are_caught():
+    for template, answers in benchmark_script("everyday_english").SENTENCES:
+        for word in (answers.split()[0], "zebra"):
+            filled = template.replace("[MASK]", word)
+            assert sources.is_benchmark_sentence(filled[0].upper() + filled[1:]), filled
+    assert sources.is_benchmark_sentence("He went to the post office to post a letter!")  # a two-word answer
+    assert not sources.is_benchmark_sentence("I keep the milk in the fridge.")
+    assert not sources.is_benchmark_sentence("There are seven days in a week, and four weeks in a month.")
+
+
+def test_ding_never_gives_a_sentence_of_the_everyday_benchmark(tmp_path, monkeypatch):
+    entries = ("Woche {f} :: week | There are seven days in a week.\n"
+               "Milch {f} :: milk | She put the milk back in the garage.; I keep the milk in the fridge.\n")
+    monkeypatch.setattr(examples, "DING", cached_deb(tmp_path, "trans-de-en_1.9-6_all.deb", {
+        examples._DING_FILE: entries.encode()}))
+    assert sources.SOURCES["ding"].parse(tmp_path) == [["I keep the milk in the fridge."]]
+
+
+def test_everyday_coverage_counts_sentences_with_a_fitting_word_and_one_of_the_benchmark_sentences_own_words():
+    coverage = benchmark_script("everyday_coverage")
+    templates = [template for template, _ in coverage.SENTENCES]
+    milk = templates.index("she put the milk back in the [MASK].")
+    week = templates.index("there are seven days in a [MASK].")
+    counts, held = coverage.coverage([["Put the milk in the fridge.", "The fridge is empty."],
+                                      ["There are seven days in a week."]])
+    assert (counts[milk], counts[week], held) == (1, 1, 1)  # an empty fridge says nothing of milk
 
 
 def test_the_command_line_accepts_a_mix_as_its_corpus():
