@@ -40,14 +40,13 @@ import torch
 from bench_train import step_fn
 
 from bert_demo.config import PRESETS
-from bert_demo.corpus import load_corpus
 from bert_demo.loop import Control
 from bert_demo.model import BertForPreTraining
-from bert_demo.pretraining_data import SpecialIds, split_documents
+from bert_demo.pretraining_data import SpecialIds
 from bert_demo.recipe import set_dropout
 from bert_demo.tokenizer import load_tokenizer
 from bert_demo.train_config import TrainConfig
-from bert_demo.trainer import _data, _ids, pretraining
+from bert_demo.trainer import _data, _ids, pretraining, split_corpus
 
 
 def run_speed(config: TrainConfig, profile_from: int | None = None) -> float:
@@ -125,9 +124,9 @@ def main() -> None:
             runs[w] = run_speed(TrainConfig.from_dict({**config.to_dict(), "data_workers": w}), profile_from)
             print(f"the run with {w} data workers: {runs[w]:,.0f} real tokens/s", flush=True)
         tokenizer = load_tokenizer(config.out)
-    train_docs, _ = split_documents(load_corpus(config.corpus), config.val_fraction, config.seed)
-    data = _data(config, _ids(config, tokenizer, train_docs, "train"), SpecialIds.from_tokenizer(tokenizer), 0,
-                 config.batch_size, mask_prob=config.mask_prob)
+    (train_docs, train_sources), _ = split_corpus(config)
+    data = _data(config, _ids(config, tokenizer, train_docs, train_sources, "train"),
+                 SpecialIds.from_tokenizer(tokenizer), 0, config.batch_size, mask_prob=config.mask_prob)
     made = {w: data_speed(data, w, max(20, args.step_repeats)) for w in counts}
 
     batches = [{k: v.to(device) for k, v in b.items()} for b in itertools.islice(data.batches(), 4)]

@@ -45,6 +45,14 @@ def load_corpus(source: str | Path = "wiki", cache_dir: str | Path | None = None
     return documents
 
 
+def document_sources(source: str | Path = "wiki", cache_dir: str | Path | None = None) -> list[int]:
+    """Where each document of `load_corpus(source)` comes from: the index of its part in `source_parts(source)`, in
+    the same order (each part is read from the in-memory cache `load_corpus` filled). Pre-training draws a random
+    next sentence from the same source, so that in a mix its style does not give it away."""
+    cache = str(cache_folder(cache_dir))
+    return [index for index, part in enumerate(source_parts(source)) for _ in _load_part(part, cache)]
+
+
 def source_parts(source: str | Path) -> list[str]:
     """The sources a comma-separated source reads, in order, a mix's name replaced by its sources (a file whose
     name holds a comma is one part)."""

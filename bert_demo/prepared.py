@@ -1,5 +1,5 @@
 """What pre-training makes of a named corpus before its first step, kept on disk: the WordPiece vocabulary trained on
-its training documents, and its documents as token ids.
+its training documents, and its documents as token ids, each with its source (the part of the corpus it came from).
 
 The same corpus, split and vocabulary size always give the same vocabulary and the same ids, yet making them took
 about 8 of the 100 seconds of the app's default run (news,wiki: a vocabulary of 8,192, then 2.5 M words tokenized).
@@ -12,7 +12,7 @@ import hashlib
 import os
 import tempfile
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -21,10 +21,11 @@ from safetensors.torch import load_file, save_file
 from transformers import BertTokenizerFast
 
 from bert_demo.corpus import CACHE_VERSION, cache_folder
-from bert_demo.pretraining_data import Document
+from bert_demo.pretraining_data import Document, Tokenized
 from bert_demo.tokenizer import tokenizer_from_vocab, vocabulary
 
 VERSION = 1  # bump when tokenizing or the vocabulary's training changes, so that older files are not read
+IDS_LAYOUT = 2  # bump when what an ids file holds changes (2: each document's source), so older files are not read
 
 
 def vocabulary_file(key: str) -> Path:
@@ -46,44 +47,47 @@ def cached_vocabulary(key: str, make: Callable[[], BertTokenizerFast]) -> BertTo
     return tokenizer
 
 
-def cached_ids(key: str, tokenizer: BertTokenizerFast, make: Callable[[], list[Document]]) -> list[Document]:
-    """The documents as token ids kept under `key` and this vocabulary, else `make()`'s, kept there for next
-    time."""
-    path = _folder() / f"ids-{_digest(key, *vocabulary(tokenizer))}.safetensors"
+def cached_ids(key: str, tokenizer: BertTokenizerFast, make: Callable[[], Tokenized]) -> Tokenized:
+    """The documents as token ids, with their sources, kept under `key` and this vocabulary, else `make()`'s, kept
+    there for next time."""
+    path = _folder() / f"ids-{_digest(key, f'layout {IDS_LAYOUT}', *vocabulary(tokenizer))}.safetensors"
     try:
-        return _documents(load_file(str(path)))
+        return _tokenized(load_file(str(path)))
     except (OSError, SafetensorError, KeyError, ValueError):  # not made yet, damaged or foreign: make it again
         pass
-    documents = make()
-    _write(path, lambda tmp: save_file(_tensors(documents), tmp))
-    return documents
+    tokenized = make()
+    _write(path, lambda tmp: save_file(_tensors(tokenized), tmp))
+    return tokenized
 
 
-def _tensors(documents: Sequence[Document]) -> dict[str, torch.Tensor]:
-    """Documents of sentences of ids as three flat int32 tensors: every id, each sentence's length, each
-    document's number of sentences."""
+def _tensors(tokenized: Tokenized) -> dict[str, torch.Tensor]:
+    """Documents of sentences of ids as four flat int32 tensors: every id, each sentence's length, each document's
+    number of sentences, and each document's source."""
     ids, lengths = array("i"), array("i")
-    for document in documents:
+    for document in tokenized.documents:
         for sentence in document:
             ids.extend(sentence)
             lengths.append(len(sentence))
-    sentences = array("i", (len(document) for document in documents))
+    sentences = array("i", (len(document) for document in tokenized.documents))
+    sources = array("i", tokenized.sources)
     return {name: torch.frombuffer(values, dtype=torch.int32).clone() if values else torch.zeros(0, dtype=torch.int32)
-            for name, values in (("ids", ids), ("lengths", lengths), ("sentences", sentences))}
+            for name, values in (("ids", ids), ("lengths", lengths), ("sentences", sentences), ("sources", sources))}
 
 
-def _documents(tensors: dict[str, torch.Tensor]) -> list[Document]:
-    """`_tensors` read back: the documents as lists of int32 arrays."""
+def _tokenized(tensors: dict[str, torch.Tensor]) -> Tokenized:
+    """`_tensors` read back: the documents as lists of int32 arrays, and their sources."""
     ids, lengths, sentences = (tensors[name].numpy() for name in ("ids", "lengths", "sentences"))
-    if int(lengths.sum()) != len(ids) or int(sentences.sum()) != len(lengths):
+    sources = tensors["sources"].tolist()
+    if int(lengths.sum()) != len(ids) or int(sentences.sum()) != len(lengths) or len(sources) != len(sentences):
         raise ValueError("the kept ids do not add up")
     starts = lengths.cumsum() - lengths
     rows = [array("i", ids[start:start + length].tobytes()) for start, length in zip(starts.tolist(), lengths.tolist())]
-    documents, first = [], 0
+    documents: list[Document] = []
+    first = 0
     for count in sentences.tolist():
         documents.append(rows[first:first + count])
         first += count
-    return documents
+    return Tokenized(documents, sources)
 
 
 def _folder() -> Path:

@@ -4,7 +4,9 @@ Follows google-research/bert `create_pretraining_data.py` (Devlin et al. 2019, ย
 - an example fills a target of max_seq_len - 3 tokens (sometimes shorter, with probability short_seq_prob), so the
   model also sees short inputs; segment A is a run of consecutive sentences;
 - segment B is the true continuation half of the time, otherwise sentences from a different, random document
-  (the unused sentences of the current document are put back, so no text is wasted);
+  (the unused sentences of the current document are put back, so no text is wasted); given each document's
+  source, that document is one of the same source (where it has another), so that in a mix of sources B's style
+  says nothing about whether it follows A;
 - the pair is truncated to fit, one token at a time from the longer side, at its front or back at random;
 - masking happens in the collator, fresh each time an example is drawn (RoBERTa's "dynamic masking"): 15% of the
   non-special tokens (at most max_predictions), of which 80% become [MASK], 10% a random token, 10% stay.
@@ -13,12 +15,14 @@ Shapes: B batch, T tokens (the longest example in the batch).
 """
 from __future__ import annotations
 
+import bisect
 import hashlib
 import itertools
 import random
 from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -50,6 +54,14 @@ class SpecialIds:
                    pad=tokenizer.pad_token_id, vocab_size=len(tokenizer), special=tuple(tokenizer.all_special_ids))
 
 
+class Tokenized(NamedTuple):
+    """Documents as token ids, each with its source: the part of the corpus it came from (an index into
+    `corpus.source_parts`), which a same-source draw of the random B keeps to."""
+
+    documents: list[Document]
+    sources: list[int]
+
+
 @dataclass(frozen=True)
 class Example:
     """[CLS] A [SEP] B [SEP] before masking, with its segment ids and NSP label."""
@@ -61,7 +73,18 @@ class Example:
 
 def split_documents(documents: Sequence[list[str]], val_fraction: float, seed: int
                     ) -> tuple[list[list[str]], list[list[str]]]:
-    """Hold out whole documents (never sentences of a document seen in training) for validation.
+    """The documents kept for training and those held out for validation (`held_out`)."""
+    return partition(documents, held_out(documents, val_fraction, seed))
+
+
+def partition(items: Sequence, held: Sequence[bool]) -> tuple[list, list]:
+    """`items` not held and held, each in order: documents, or what is known of each (their sources)."""
+    pairs = list(zip(items, held, strict=True))
+    return [item for item, out in pairs if not out], [item for item, out in pairs if out]
+
+
+def held_out(documents: Sequence[list[str]], val_fraction: float, seed: int) -> list[bool]:
+    """Which documents to hold out whole for validation (never sentences of a document seen in training).
 
     Whether a document is held out depends only on its text and the seed, not on its neighbours, so a document held
     out of a run on "news,wiki" is also held out when that run is evaluated on "news" alone.
@@ -70,13 +93,13 @@ def split_documents(documents: Sequence[list[str]], val_fraction: float, seed: i
         raise ValueError(f"the corpus has {len(documents)} document(s); at least {2 * MIN_DOCUMENTS} are needed "
                          "(separate documents with a blank line): next-sentence prediction draws its random "
                          "sentences from other documents, in training and in validation")
-    held_out = [_unit_hash(document, seed) < val_fraction for document in documents]
-    if not MIN_DOCUMENTS <= sum(held_out) <= len(documents) - MIN_DOCUMENTS:  # a tiny corpus: the smallest hashes
+    held = [_unit_hash(document, seed) < val_fraction for document in documents]
+    if not MIN_DOCUMENTS <= sum(held) <= len(documents) - MIN_DOCUMENTS:  # a tiny corpus: the smallest hashes
         order = sorted(range(len(documents)), key=lambda i: _unit_hash(documents[i], seed))
-        held_out = [False] * len(documents)
+        held = [False] * len(documents)
         for i in order[:MIN_DOCUMENTS]:
-            held_out[i] = True
-    return ([d for d, out in zip(documents, held_out) if not out], [d for d, out in zip(documents, held_out) if out])
+            held[i] = True
+    return held
 
 
 def _unit_hash(document: list[str], seed: int) -> float:
@@ -97,7 +120,13 @@ def token_counts(documents: Sequence[Document], vocab_size: int) -> Tensor:
 
 def tokenize_documents(documents: Sequence[list[str]], tokenizer: PreTrainedTokenizerBase,
                        chunk: int = 4096) -> list[Document]:
-    """Word-piece every sentence and drop sentences and documents left empty.
+    """Word-piece every sentence and drop sentences and documents left empty (`tokenize_sourced`, one source)."""
+    return tokenize_sourced(documents, [0] * len(documents), tokenizer, chunk).documents
+
+
+def tokenize_sourced(documents: Sequence[list[str]], sources: Sequence[int], tokenizer: PreTrainedTokenizerBase,
+                     chunk: int = 4096) -> Tokenized:
+    """Word-piece every sentence and drop sentences and documents left empty, each document's source kept beside it.
 
     Sentences go to the fast tokenizer `chunk` at a time (a single call over a whole corpus holds every sentence's
     offsets and token strings at once: hundreds of MB), and are kept as compact int32 arrays.
@@ -108,29 +137,56 @@ def tokenize_documents(documents: Sequence[list[str]], tokenizer: PreTrainedToke
         encoded = tokenizer(sentences[start:start + chunk], add_special_tokens=False, return_attention_mask=False,
                             return_token_type_ids=False)["input_ids"]
         ids.extend(array("i", sentence) for sentence in encoded)
-    out, start = [], 0
-    for document in documents:
+    out, start = Tokenized([], []), 0
+    for document, source in zip(documents, sources, strict=True):
         tokenized = [s for s in ids[start:start + len(document)] if s]
         start += len(document)
         if tokenized:
-            out.append(tokenized)
+            out.documents.append(tokenized)
+            out.sources.append(source)
     return out
 
 
 def create_examples(documents: Sequence[Document], special: SpecialIds, max_seq_len: int, rng: random.Random,
-                    short_seq_prob: float = 0.1) -> list[Example]:
-    """One pass over the corpus: every document cut into sentence-pair examples (the reference's dupe_factor=1)."""
+                    short_seq_prob: float = 0.1, sources: Sequence[int] | None = None) -> list[Example]:
+    """One pass over the corpus: every document cut into sentence-pair examples (the reference's dupe_factor=1),
+    each random B from another document of its A's source if `sources` (each document's) are given (`RandomB`)."""
     if len(documents) < 2:
         raise ValueError("next-sentence prediction needs at least two documents")
-    examples, owed = [], [0]
+    examples, owed, draw = [], [0], RandomB(len(documents), sources)
     for index in range(len(documents)):
-        examples.extend(_document_examples(documents, index, special, max_seq_len, rng, short_seq_prob, owed))
+        examples.extend(_document_examples(documents, index, special, max_seq_len, rng, short_seq_prob, owed, draw))
     rng.shuffle(examples)
     return examples
 
 
+class RandomB:
+    """Which document a random B comes from. The paper's (ยง3.1; google-research/bert's create_pretraining_data.py):
+    any other document of the corpus. Given each document's source: another document of the same source, so that in
+    a mix of very different sources (chat beside news) B's style does not give away that it does not follow A, and
+    the next-sentence head must learn whether B continues A. A document whose source has no other one among the
+    documents at hand (a data worker's share) draws from any other, as the paper does."""
+
+    def __init__(self, count: int, sources: Sequence[int] | None = None):
+        if sources is not None and len(sources) != count:
+            raise ValueError(f"{len(sources)} sources for {count} documents")
+        self.count, self.sources = count, sources
+        self.peers: dict[int, list[int]] = {}  # each source's documents, in order
+        for index, source in enumerate(sources or ()):
+            self.peers.setdefault(source, []).append(index)
+
+    def document(self, index: int, rng: random.Random) -> int:
+        """A random document other than document `index`: of its source where that has another, else of any."""
+        peers = self.peers[self.sources[index]] if self.sources is not None else ()
+        if len(peers) < 2:
+            other = rng.randrange(self.count - 1)
+            return other + (other >= index)
+        other = rng.randrange(len(peers) - 1)
+        return peers[other + (other >= bisect.bisect_left(peers, index))]  # any peer but document `index`
+
+
 def _document_examples(documents: Sequence[Document], index: int, special: SpecialIds, max_seq_len: int,
-                       rng: random.Random, short_seq_prob: float, owed: list[int]) -> list[Example]:
+                       rng: random.Random, short_seq_prob: float, owed: list[int], draw: RandomB) -> list[Example]:
     """Pack consecutive sentences of documents[index] into chunks, each split into A and B (true or random).
 
     A one-sentence chunk can only take a random B; `owed` counts those, and the next chunks that could go either way
@@ -149,7 +205,8 @@ def _document_examples(documents: Sequence[Document], index: int, special: Speci
             forced = len(chunk) == 1
             owed[0] += forced
             if forced or (owed[0] == 0 and rng.random() < 0.5):
-                tokens_b, label = _random_segment(documents, index, target - len(tokens_a), rng), NOT_NEXT
+                other = documents[draw.document(index, rng)]
+                tokens_b, label = _random_segment(other, target - len(tokens_a), rng), NOT_NEXT
                 i -= len(chunk) - a_end  # put the unused sentences back
             else:
                 tokens_b, label = [t for s in chunk[a_end:] for t in s], IS_NEXT
@@ -163,11 +220,8 @@ def _document_examples(documents: Sequence[Document], index: int, special: Speci
     return examples
 
 
-def _random_segment(documents: Sequence[Document], index: int, target: int, rng: random.Random) -> list[int]:
-    """Consecutive sentences from a random other document, starting anywhere, about `target` tokens long."""
-    other = rng.randrange(len(documents) - 1)
-    other = other + 1 if other >= index else other  # any document but this one
-    sentences = documents[other]
+def _random_segment(sentences: Document, target: int, rng: random.Random) -> list[int]:
+    """Consecutive sentences of a document, starting anywhere, about `target` tokens long."""
     tokens: list[int] = []
     for sentence in sentences[rng.randrange(len(sentences)):]:
         tokens.extend(sentence)
@@ -240,15 +294,18 @@ class PretrainingData:
     drawn afresh from the epoch's shuffle, so a shard's work (and its pause at an epoch's end) is 1/shards of the
     corpus's, and the shards' batches together read every document once an epoch. A corpus too small to share out
     (fewer than `MIN_SHARD_DOCUMENTS` documents a shard) is read whole by every shard, each taking every shards-th
-    example.
+    example. Given each document's source (`sources`), a random B comes from another document of A's source in the
+    shard's share (`RandomB`); else from any other document, as in the paper.
     """
 
     def __init__(self, documents: Sequence[Document], special: SpecialIds, max_seq_len: int = 128,
                  batch_size: int = 32, max_predictions: int = 20, seed: int = 0, short_seq_prob: float = 0.1,
-                 rank: int = 0, world_size: int = 1, **masking: float):
+                 rank: int = 0, world_size: int = 1, sources: Sequence[int] | None = None, **masking: float):
         if len(documents) < 2:
             raise ValueError("the corpus has fewer than two usable documents: next-sentence prediction needs more")
-        self.documents, self.max_seq_len, self.batch_size = documents, max_seq_len, batch_size
+        if sources is not None and len(sources) != len(documents):
+            raise ValueError(f"{len(sources)} sources for {len(documents)} documents")
+        self.documents, self.sources, self.max_seq_len, self.batch_size = documents, sources, max_seq_len, batch_size
         self.seed, self.short_seq_prob, self.rank, self.world_size = seed, short_seq_prob, rank, world_size
         self.special = special
         self.collate = MaskingCollator(special, max_predictions, **masking)
@@ -267,31 +324,34 @@ class PretrainingData:
         """Shard `shard` of `shards`: each epoch, examples from its share of the documents, then their batches."""
         generator = torch.Generator().manual_seed(self.seed * 1_000_003 + shard)
         for epoch in itertools.count():
-            documents, stride = self._share(epoch, shard, shards)
+            share, stride = self._share(epoch, shard, shards)
+            documents = [self.documents[i] for i in share] if share is not None else self.documents
+            sources = self.sources if share is None or self.sources is None else [self.sources[i] for i in share]
             # sharing one epoch's examples out by stride, every shard must draw the same examples
             rng = random.Random(f"{self.seed}:{epoch}" if stride else f"{self.seed}:{epoch}:{shard}")
-            examples = create_examples(documents, self.special, self.max_seq_len, rng, self.short_seq_prob)
+            examples = create_examples(documents, self.special, self.max_seq_len, rng, self.short_seq_prob, sources)
             examples = examples[shard::shards] if stride else examples
             if len(examples) < self.batch_size:
                 examples = examples * (self.batch_size // max(len(examples), 1) + 1)  # a tiny corpus: repeat it
             for start in range(0, len(examples) - self.batch_size + 1, self.batch_size):
                 yield self.collate(examples[start:start + self.batch_size], generator)
 
-    def _share(self, epoch: int, shard: int, shards: int) -> tuple[Sequence[Document], bool]:
-        """The documents shard `shard` reads in `epoch`, and whether it must take every shards-th example of them
-        (a corpus too small to share out by documents)."""
+    def _share(self, epoch: int, shard: int, shards: int) -> tuple[list[int] | None, bool]:
+        """The indices of the documents shard `shard` reads in `epoch` (None: all of them), and whether it must take
+        every shards-th example of them (a corpus too small to share out by documents)."""
         if shards == 1:
-            return self.documents, False
+            return None, False
         if len(self.documents) < MIN_SHARD_DOCUMENTS * shards:
-            return self.documents, True
+            return None, True
         order = list(range(len(self.documents)))
         random.Random(f"{self.seed}:{epoch}").shuffle(order)
-        return [self.documents[i] for i in order[shard::shards]], False
+        return order[shard::shards], False
 
     def fixed_batches(self, n: int, seed: int = 0) -> list[dict[str, Tensor]]:
         """The same n batches every time (for validation): examples and masks drawn from `seed`."""
         rng, generator = random.Random(seed), torch.Generator().manual_seed(seed)
-        examples = create_examples(self.documents, self.special, self.max_seq_len, rng, self.short_seq_prob)
+        examples = create_examples(self.documents, self.special, self.max_seq_len, rng, self.short_seq_prob,
+                                   self.sources)
         batches = [examples[i:i + self.batch_size] for i in range(0, len(examples), self.batch_size)][:n]
         return [self.collate(chunk, generator) for chunk in batches]
 

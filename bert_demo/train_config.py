@@ -24,6 +24,7 @@ INITS = ("pretrained", "random", "frozen")  # how a fine-tuning run starts
 STARTS = {"pretrained": "pre-trained", "random": "random weights", "frozen": "frozen encoder",
           "well-read": "Google's BERT, same shape"}
 MACHINES = ("cpu", "gpu")
+RANDOM_B = ("same-source", "any")  # where next-sentence prediction's random B comes from
 VAL_BATCH_SIZE = 32  # sequences in each of a pre-training run's validation batches (`eval_batches` of them)
 
 
@@ -135,6 +136,11 @@ class TrainConfig(RunConfig):
     unigram_bias: bool = setting(True, "start the masked-LM bias at the log frequencies of the training tokens")
     nsp_weight: float = setting(1.0, "weight of the next-sentence loss beside the masked-LM loss",
                                 label="NSP loss weight", low=0.0, high=10.0)
+    random_b: str = setting("any", "where next-sentence prediction's random B comes from: same-source, another "
+                                   "document of A's source (in a mix of sources, B's style then says nothing about "
+                                   "whether it follows A; a source without another document draws from any), or "
+                                   "any, another document of the whole corpus (the paper's draw)",
+                            label="random B from", choices=RANDOM_B)
     short_seq_len: int = setting(32, "sequence length of the first --short-seq-steps steps",
                                  label="short sequence length", low=16, high=512)
     short_seq_steps: int = setting(0, "train this many steps on short examples first (a length curriculum)",
@@ -235,11 +241,12 @@ class FinetuneConfig(RunConfig):
             raise ValueError("a frozen encoder keeps its pooler fixed: re-initialising it would leave it random")
 
 
-# BERT's recipe, which every run used before the plateau levers existed: a stored config without these settings
-# was trained with these values, so a resumed old run keeps them (`from_stored`).
+# BERT's recipe, which every run used before the plateau levers (and the same-source random B) existed: a stored
+# config without these settings was trained with these values, so a resumed old run keeps them (`from_stored`).
 BERT_RECIPE: dict[str, Any] = {"schedule": "linear", "mask_prob": 0.15, "dropout": None, "adam_eps": 1e-6,
                                "qk_scale": 1.0, "mimetic": False, "sinusoid_positions": False, "position_scale": 1.0,
-                               "local_heads": 0, "unigram_bias": False, "nsp_weight": 1.0, "short_seq_steps": 0}
+                               "local_heads": 0, "unigram_bias": False, "nsp_weight": 1.0, "short_seq_steps": 0,
+                               "random_b": "any"}
 
 # The app's default run: a from-scratch run a visitor starts with one click. The recipe is TrainConfig's own
 # defaults; only the size and length of the run differ, chosen to finish within 5 minutes on 2 CPU cores, corpus

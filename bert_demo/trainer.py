@@ -20,19 +20,20 @@ from transformers import BertTokenizerFast
 
 from bert_demo.checkpoint import load_pretrained
 from bert_demo.config import PRESETS
-from bert_demo.corpus import is_named, load_corpus, source_parts
+from bert_demo.corpus import document_sources, is_named, load_corpus, source_parts
 from bert_demo.evaluate import frequency_baseline, readout, readout_items, validate
 from bert_demo.inference import fill_mask
 from bert_demo.loop import Control, Metrics, Run, Training
 from bert_demo.model import IGNORE_INDEX, BertForPreTraining
 from bert_demo.prepared import cached_ids, cached_vocabulary
 from bert_demo.pretraining_data import (
-    Document,
     PretrainingData,
     SpecialIds,
-    split_documents,
+    Tokenized,
+    held_out,
+    partition,
     token_counts,
-    tokenize_documents,
+    tokenize_sourced,
 )
 from bert_demo.recipe import initialise, optimizer_and_schedule, set_dropout, unigram_log_probs
 from bert_demo.records import ProbeRecord, ReadoutRecord, Record
@@ -41,6 +42,7 @@ from bert_demo.tokenizer import load_tokenizer, tokenizer_from_vocab, train_toke
 from bert_demo.train_config import VAL_BATCH_SIZE, TrainConfig
 
 Baseline = tuple[int, float]  # the most frequent training token, and its accuracy on the validation targets
+Split = tuple[list[list[str]], list[int]]  # documents of sentences, and each one's source (`corpus.document_sources`)
 
 
 def pretraining(config: TrainConfig, resume: str | Path | None = None, origin: str = "cli",
@@ -57,7 +59,7 @@ def prepare(run: Run) -> Generator[Record, None, Training | None]:
     yield {"kind": "status", "message": f"loading corpus {cfg.corpus!r}"}
     if run.stopping_now():
         return None
-    train_docs, val_docs = split_documents(load_corpus(cfg.corpus), cfg.val_fraction, cfg.seed)
+    (train_docs, train_sources), (val_docs, val_sources) = split_corpus(cfg)
     yield {"kind": "status", "message": "preparing the tokenizer"}
     if run.stopping_now():
         return None
@@ -66,10 +68,10 @@ def prepare(run: Run) -> Generator[Record, None, Training | None]:
     if run.stopping_now():
         return None
     special = SpecialIds.from_tokenizer(run.tokenizer)
-    train_ids = _ids(cfg, run.tokenizer, train_docs, "train")
-    val_ids = _ids(cfg, run.tokenizer, val_docs, "validation")
+    train_ids = _ids(cfg, run.tokenizer, train_docs, train_sources, "train")
+    val_ids = _ids(cfg, run.tokenizer, val_docs, val_sources, "validation")
     val_batches = _data(cfg, val_ids, special, 0, VAL_BATCH_SIZE).fixed_batches(cfg.eval_batches, seed=0)
-    counts = token_counts(train_ids, len(run.tokenizer))
+    counts = token_counts(train_ids.documents, len(run.tokenizer))
     baseline = frequency_baseline(counts, val_batches, run.tokenizer.all_special_ids)
     items = readout_items(val_docs, run.tokenizer)
     run.model = _model(run, counts)
@@ -82,6 +84,14 @@ def prepare(run: Run) -> Generator[Record, None, Training | None]:
     look = functools.partial(_look, run, items, baseline)
     return Training(run.model, _batches(run, train_ids, special), optimizer, schedule, functools.partial(_loss, cfg),
                 evaluate=functools.partial(_evaluate, run, val_batches, baseline, look), look=look, known=_known)
+
+
+def split_corpus(cfg: TrainConfig) -> tuple[Split, Split]:
+    """The run's training and validation documents (`held_out`), each beside its source (`document_sources`)."""
+    documents, sources = load_corpus(cfg.corpus), document_sources(cfg.corpus)
+    held = held_out(documents, cfg.val_fraction, cfg.seed)
+    (train_docs, val_docs), (train_sources, val_sources) = partition(documents, held), partition(sources, held)
+    return (train_docs, train_sources), (val_docs, val_sources)
 
 
 def _tokenizer(run: Run, train_docs: list[list[str]]) -> BertTokenizerFast:
@@ -129,11 +139,24 @@ def _broadcast_vocabulary(run: Run, tokenizer: BertTokenizerFast | None) -> Bert
     return tokenizer or tokenizer_from_vocab(bytes(buffer.cpu().tolist()).decode().split("\n"))
 
 
-def _ids(cfg: TrainConfig, tokenizer: BertTokenizerFast, documents: list[list[str]], split: str) -> list[Document]:
-    """A split's documents as token ids: read back from the cache for a named corpus (`prepared`)."""
+def _ids(cfg: TrainConfig, tokenizer: BertTokenizerFast, documents: list[list[str]], sources: list[int], split: str
+         ) -> Tokenized:
+    """A split's documents as token ids, with their sources: read back from the cache for a named corpus
+    (`prepared`)."""
     key = _kept_as(cfg, split)
-    make = functools.partial(tokenize_documents, documents, tokenizer)
+    make = functools.partial(tokenize_sourced, documents, sources, tokenizer)
     return make() if key is None else cached_ids(key, tokenizer, make)
+
+
+def prepare_data(cfg: TrainConfig) -> None:
+    """Make what a run on a named corpus reads before its first step, and keep it in the cache: its vocabulary and
+    its two splits as token ids. A ZeroGPU run has this done on the app's CPU, so that its GPU call spends none of
+    its time on it (app/zerogpu.py)."""
+    train_docs, val_docs = split_documents(load_corpus(cfg.corpus), cfg.val_fraction, cfg.seed)
+    tokenizer = load_tokenizer(cfg.tokenizer or cfg.init_from) if cfg.tokenizer or cfg.init_from \
+        else corpus_tokenizer(cfg, train_docs)
+    _ids(cfg, tokenizer, train_docs, "train")
+    _ids(cfg, tokenizer, val_docs, "validation")
 
 
 def _kept_as(cfg: TrainConfig, split: str) -> str | None:
@@ -143,16 +166,19 @@ def _kept_as(cfg: TrainConfig, split: str) -> str | None:
     return f"{','.join(source_parts(cfg.corpus))}|{split}|{cfg.val_fraction}|{cfg.seed}"  # a mix by what it holds
 
 
-def _data(cfg: TrainConfig, documents: list[Document], special: SpecialIds, seed: int, batch_size: int,
+def _data(cfg: TrainConfig, tokenized: Tokenized, special: SpecialIds, seed: int, batch_size: int,
           rank: int = 0, world: int = 1, mask_prob: float = 0.15, seq_len: int | None = None) -> PretrainingData:
+    """The run's sentence pairs, their random B drawn as `cfg.random_b` says (validation's too, so that it measures
+    what training asks)."""
     seq_len = seq_len or cfg.seq_len
     max_predictions = cfg.max_predictions or round(seq_len * mask_prob) + 1
-    return PretrainingData(documents, special, max_seq_len=seq_len, batch_size=batch_size,
-                           max_predictions=max_predictions, seed=seed, rank=rank, world_size=world,
+    sources = tokenized.sources if cfg.random_b == "same-source" else None
+    return PretrainingData(tokenized.documents, special, max_seq_len=seq_len, batch_size=batch_size,
+                           max_predictions=max_predictions, seed=seed, rank=rank, world_size=world, sources=sources,
                            mask_prob=mask_prob)
 
 
-def _batches(run: Run, train_ids: list[Document], special: SpecialIds) -> Iterator[Batch]:
+def _batches(run: Run, train_ids: Tokenized, special: SpecialIds) -> Iterator[Batch]:
     """Training batches for ever, this rank's share, built ahead of the step by the run's data workers; with a
     length curriculum, short examples first (their workers end when the curriculum does)."""
     cfg, rank, world = run.config, run.dist.rank, run.dist.world_size

@@ -24,6 +24,14 @@ def test_sources_combine_in_order(wiki, tmp_path, corpus_cache):
     assert load_corpus(f"wiki,{path}", cache_dir=corpus_cache) == wiki + mine
 
 
+def test_each_document_knows_the_part_of_the_corpus_it_came_from(wiki, tmp_path, corpus_cache):
+    path = write(tmp_path / "mine.txt", "My first sentence is here. My second one follows.\n\nA second document "
+                                        "starts here. It has two sentences too.\n")
+    source = f"wiki,{path}"
+    assert len(corpus.document_sources(source, cache_dir=corpus_cache)) == len(load_corpus(source, corpus_cache))
+    assert corpus.document_sources(source, cache_dir=corpus_cache) == [0] * len(wiki) + [1, 1]
+
+
 def test_news_and_wiki_combine_in_order(news, wiki, corpus_cache):
     assert load_corpus("news,wiki", cache_dir=corpus_cache) == news + wiki
 

@@ -1,13 +1,13 @@
-"""bert_demo/prepared.py: a named corpus's vocabulary and token ids are made once and read back the same, a damaged
-file is made again, and a visitor's file is never kept."""
+"""bert_demo/prepared.py: a named corpus's vocabulary and token ids (with each document's source) are made once and
+read back the same, a damaged file or one of another layout is made again, and a visitor's file is never kept."""
 from __future__ import annotations
 
 import pytest
 
 import bert_demo.trainer as trainer_module
-from bert_demo import sources
+from bert_demo import prepared, sources
 from bert_demo.prepared import cached_ids, cached_vocabulary
-from bert_demo.pretraining_data import tokenize_documents
+from bert_demo.pretraining_data import tokenize_sourced
 from bert_demo.tokenizer import train_tokenizer, vocabulary
 from bert_demo.train_config import TrainConfig
 from bert_demo.trainer import pretraining
@@ -16,6 +16,7 @@ DOCUMENTS = [[f"The {animal} number {i} lived near the {place} for many years.",
               f"It liked the {place} in the summer months."]
              for i, (animal, place) in enumerate([("fox", "river"), ("owl", "forest"), ("hare", "hill"),
                                                   ("deer", "lake"), ("crow", "town"), ("mole", "field")] * 5)]
+SOURCES = [i % 3 for i in range(len(DOCUMENTS))]
 
 
 def never(*args, **kwargs):
@@ -24,24 +25,33 @@ def never(*args, **kwargs):
 
 def test_a_vocabulary_and_ids_are_made_once_and_read_back_exactly(private_cache):
     tokenizer = cached_vocabulary("stories|train", lambda: train_tokenizer(DOCUMENTS, 300, min_frequency=1))
-    ids = cached_ids("stories|train", tokenizer, lambda: tokenize_documents(DOCUMENTS, tokenizer))
+    ids = cached_ids("stories|train", tokenizer, lambda: tokenize_sourced(DOCUMENTS, SOURCES, tokenizer))
     again = cached_vocabulary("stories|train", never)
     assert vocabulary(again) == vocabulary(tokenizer)
     assert again("the fox lived near the river.")["input_ids"] == tokenizer("the fox lived near the river.")["input_ids"]
-    assert cached_ids("stories|train", again, never) == ids and len(ids) == len(DOCUMENTS)
+    assert cached_ids("stories|train", again, never) == ids and len(ids.documents) == len(DOCUMENTS)
+    assert ids.sources == SOURCES  # each document's source is kept beside it
     assert (private_cache / "prepared").is_dir()
+
+
+def test_ids_kept_in_another_layout_are_made_again(private_cache, monkeypatch):
+    tokenizer = train_tokenizer(DOCUMENTS, 200, min_frequency=1)
+    kept = cached_ids("k", tokenizer, lambda: tokenize_sourced(DOCUMENTS, SOURCES, tokenizer))
+    monkeypatch.setattr(prepared, "IDS_LAYOUT", prepared.IDS_LAYOUT + 1)
+    made = []
+    assert cached_ids("k", tokenizer, lambda: made.append(1) or kept) == kept and made
 
 
 def test_ids_are_kept_per_vocabulary_and_a_damaged_file_is_made_again(private_cache):
     small = train_tokenizer(DOCUMENTS, 200, min_frequency=1)
     other = train_tokenizer([["A quiet orchard grew plums beside the mill."]] + DOCUMENTS, 400, min_frequency=1)
-    kept = cached_ids("k", small, lambda: tokenize_documents(DOCUMENTS, small))
+    kept = cached_ids("k", small, lambda: tokenize_sourced(DOCUMENTS, SOURCES, small))
     made = []
-    ids = cached_ids("k", other, lambda: made.append(1) or tokenize_documents(DOCUMENTS, other))
+    ids = cached_ids("k", other, lambda: made.append(1) or tokenize_sourced(DOCUMENTS, SOURCES, other))
     assert made and ids != kept  # another vocabulary: its own ids, not the kept ones
     for file in (private_cache / "prepared").glob("ids-*"):
         file.write_bytes(b"not safetensors")
-    assert cached_ids("k", small, lambda: tokenize_documents(DOCUMENTS, small)) == kept
+    assert cached_ids("k", small, lambda: tokenize_sourced(DOCUMENTS, SOURCES, small)) == kept
 
 
 def run(tmp_path, corpus: str, name: str) -> list[dict]:
@@ -55,7 +65,7 @@ def test_a_run_on_a_named_corpus_reads_its_preparation_back_and_trains_the_same(
     monkeypatch.setitem(sources.SOURCES, "stories", sources.Source(lambda cache: DOCUMENTS, "test stories"))
     first = run(tmp_path, "stories", "first")
     monkeypatch.setattr(trainer_module, "train_tokenizer", never)
-    monkeypatch.setattr(trainer_module, "tokenize_documents", never)
+    monkeypatch.setattr(trainer_module, "tokenize_sourced", never)
     again = run(tmp_path, "stories", "again")
     assert [(r["mlm_loss"], r["nsp_loss"]) for r in again] == [(r["mlm_loss"], r["nsp_loss"]) for r in first]
 

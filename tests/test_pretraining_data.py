@@ -3,13 +3,15 @@ from __future__ import annotations
 
 import itertools
 import random
+from collections import Counter
 
 import pytest
 import torch
 
 from bert_demo.model import IGNORE_INDEX
-from bert_demo.pretraining_data import (IS_NEXT, NOT_NEXT, PretrainingData, SpecialIds, create_examples,
-                                        split_documents, token_counts, tokenize_documents)
+from bert_demo.pretraining_data import (IS_NEXT, NOT_NEXT, PretrainingData, SpecialIds, create_examples, held_out,
+                                        partition, split_documents, token_counts, tokenize_documents,
+                                        tokenize_sourced)
 
 SPECIAL = SpecialIds(cls=2, sep=3, mask=4, pad=0, vocab_size=6000, special=(0, 1, 2, 3, 4))
 DOC_SPAN = 250  # document d owns token ids [5 + d * DOC_SPAN, 5 + (d + 1) * DOC_SPAN), in reading order
@@ -66,6 +68,75 @@ def test_true_next_segments_continue_a_and_random_ones_come_from_another_documen
             assert docs_a == docs_b and max(a) < min(b)
         else:
             assert docs_a != docs_b
+
+
+SOURCES = [0] * 10 + [1] * 6 + [2] * 3 + [3]  # a mix of four sources of 10, 6, 3 and 1 documents
+
+
+def random_pairs(sources: list[int] | None, passes: int = 300) -> list[tuple[int, int]]:
+    """(A's document, B's document) of every random pair in `passes` passes over numbered_documents(), each random B
+    drawn from A's source (given `sources`) or from any other document (the paper's draw)."""
+    documents, pairs = numbered_documents(len(SOURCES)), []
+    for seed in range(passes):
+        for example in create_examples(documents, SPECIAL, 64, random.Random(seed), sources=sources):
+            if example.nsp_label == NOT_NEXT:
+                a, b = segments(example)
+                pairs.append((document_of(a[0]), document_of(b[0])))
+    return pairs
+
+
+def shares(counts: Counter) -> dict:
+    total = sum(counts.values())
+    return {key: n / total for key, n in sorted(counts.items())}
+
+
+def test_with_the_same_source_draw_every_random_b_comes_from_another_document_of_as_source_any_one_alike():
+    pairs = [(a, b) for a, b in random_pairs(SOURCES) if SOURCES[a] != 3]
+    assert len(pairs) > 12_000
+    assert all(b != a and SOURCES[b] == SOURCES[a] for a, b in pairs)
+    # each of A's peers alike: B's place among the other 9 documents of source 0 is uniform
+    places = Counter([d for d in range(10) if d != a].index(b) for a, b in pairs if SOURCES[a] == 0)
+    assert shares(places) == pytest.approx({place: 1 / 9 for place in range(9)}, abs=0.015)
+
+
+def test_with_the_same_source_draw_a_document_alone_in_its_source_takes_b_from_any_other_in_proportion():
+    from_alone = [b for a, b in random_pairs(SOURCES) if SOURCES[a] == 3]  # document 19, its source's only one
+    assert len(from_alone) > 600 and 19 not in from_alone
+    assert shares(Counter(SOURCES[b] for b in from_alone)) == pytest.approx({0: 10 / 19, 1: 6 / 19, 2: 3 / 19},
+                                                                           abs=0.05)
+
+
+def test_with_the_papers_draw_random_b_comes_from_every_other_document_so_from_each_source_in_proportion():
+    pairs = random_pairs(None)
+    assert all(b != a for a, b in pairs)
+    from_source_0 = Counter(SOURCES[b] for a, b in pairs if SOURCES[a] == 0)  # 19 other documents: 9 of its own
+    assert sum(from_source_0.values()) > 6000
+    assert shares(from_source_0) == pytest.approx({0: 9 / 19, 1: 6 / 19, 2: 3 / 19, 3: 1 / 19}, abs=0.02)
+
+
+def test_each_shard_keeps_its_documents_sources_so_its_random_b_stays_within_the_source():
+    documents = numbered_documents(40)
+    sources = [d % 3 for d in range(40)]
+    data = PretrainingData(documents, SPECIAL, max_seq_len=64, batch_size=4, sources=sources)
+    random_b = 0
+    for batch in itertools.islice(data.shard_batches(1, 2), 60):  # shard 1 of 2: half the documents, shuffled
+        for row, label in zip(unmasked(batch), batch["nsp_labels"].tolist()):
+            first_sep = row.tolist().index(SPECIAL.sep)
+            a, b = document_of(int(row[1])), document_of(int(row[first_sep + 1]))
+            random_b += label == NOT_NEXT
+            assert label == IS_NEXT or (b != a and sources[b] == sources[a])
+    assert random_b > 60
+
+
+def test_documents_and_their_sources_are_held_out_alike_and_in_order():
+    documents = [[f"document {d} sentence {s}." for s in range(3)] for d in range(400)]
+    sources = [d % 7 for d in range(400)]
+    held = held_out(documents, 0.1, seed=0)
+    (train, val), (train_sources, val_sources) = partition(documents, held), partition(sources, held)
+    assert (train, val) == split_documents(documents, 0.1, seed=0) and len(val) == sum(held)
+    numbers = [int(document[0].split()[1]) for document in val]
+    assert numbers == sorted(numbers) and [n % 7 for n in numbers] == val_sources
+    assert [int(document[0].split()[1]) % 7 for document in train] == train_sources
 
 
 def test_next_sentence_labels_are_balanced():
@@ -197,6 +268,8 @@ def test_tokenize_documents_keeps_document_boundaries_and_drops_empty_sentences(
     docs = tokenize_documents([["the cat sat.", "   "], ["the dog sat.", "paris is big."], [""]], tokenizer)
     assert len(docs) == 2 and [len(d) for d in docs] == [1, 2]
     assert tokenizer.decode(docs[1][0]) == "the dog sat."
+    sourced = tokenize_sourced([[""], ["the cat sat."], ["  "], ["the dog sat."]], [4, 5, 6, 7], tokenizer)
+    assert sourced.sources == [5, 7] and len(sourced.documents) == 2  # a dropped document's source goes with it
 
 
 def test_token_counts_count_every_token_of_every_sentence_of_every_document():

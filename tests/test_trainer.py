@@ -26,7 +26,7 @@ from bert_demo.config import PRESETS
 from bert_demo.corpus import load_corpus
 from bert_demo.evaluate import evaluate, validate
 from bert_demo.model import BertForPreTraining
-from bert_demo.pretraining_data import PretrainingData, SpecialIds, split_documents, tokenize_documents
+from bert_demo.pretraining_data import PretrainingData, SpecialIds, Tokenized, split_documents, tokenize_documents
 from bert_demo.runtime import describe_hardware, release_free_memory
 from bert_demo.train_config import TrainConfig
 from bert_demo.config import OPTIMIZER_NAME
@@ -121,6 +121,23 @@ def test_the_same_config_and_seed_train_to_identical_weights(stories_file, tmp_p
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="malloc_trim is glibc's")
+def test_a_mix_splits_with_each_documents_source_and_the_setting_decides_whether_random_b_keeps_to_it(tmp_path):
+    parts = []
+    for name, stories in (("a", STORIES[:3]), ("b", STORIES[3:])):
+        parts.append(tmp_path / f"{name}.txt")
+        parts[-1].write_text("\n\n".join(stories) + "\n")
+    config = tiny_config(",".join(map(str, parts)), tmp_path / "run", val_fraction=0.3)
+    (train, train_sources), (val, val_sources) = trainer_module.split_corpus(config)
+    assert len(train) == len(train_sources) and len(val) == len(val_sources) >= 2
+    for document, source in zip(train + val, train_sources + val_sources):
+        assert any(document[0] in story for story in STORIES[3 * source:3 * source + 3])
+    tokenized = Tokenized([[[5, 6, 7, 8]]] * len(train), train_sources)
+    special = SpecialIds(cls=2, sep=3, mask=4, pad=0, vocab_size=200, special=(0, 1, 2, 3, 4))
+    assert trainer_module._data(replace(config, random_b="same-source"), tokenized, special, 0, 4).sources == \
+        train_sources
+    assert trainer_module._data(replace(config, random_b="any"), tokenized, special, 0, 4).sources is None
+
+
 def test_release_free_memory_hands_freed_heap_pages_back_to_the_system():
     def rss_mb() -> float:
         return int(Path("/proc/self/status").read_text().split("VmRSS:")[1].split()[0]) / 1024
