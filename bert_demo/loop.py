@@ -6,8 +6,9 @@ A run is a `Run`: its settings, its `Control` and its records. `Run.run()` calls
 and tokenizer, the batches, the optimizer and schedule, and three small functions (the loss of a micro-batch with
 its metrics, the validation records, and what a run stopped between validations shows). `train` then drives the
 task: the device and precision, optimizer steps with clipping and the schedule, a stop from any thread, divergence
-and running out of memory, periodic and final checkpoints (atomic, Hugging Face format, with the run's settings and
-records beside them), and the timeline's snapshots. Both the app and the CLI consume its plain-dict records.
+(`divergence.Divergence`) and running out of memory, a time budget (`time_budget.Budget`), periodic and final
+checkpoints (atomic, Hugging Face format, with the run's settings and records beside them), and the timeline's
+snapshots. Both the app and the CLI consume its plain-dict records.
 
 Under `torchrun --nproc_per_node N` the same code trains with DistributedDataParallel: every rank draws its own
 share of the examples, gradients are averaged, and rank 0 alone logs, validates and writes checkpoints.
@@ -32,6 +33,7 @@ from transformers import BertTokenizerFast
 from bert_demo import timeline
 from bert_demo.checkpoint import TIED_KEYS, check_writable, optimizer_tensors, save_pretrained
 from bert_demo.config import OPTIMIZER_NAME, read_metadata, trained_on
+from bert_demo.divergence import Divergence
 from bert_demo.records import DoneRecord, Record
 from bert_demo.runtime import (
     Batch,
@@ -45,13 +47,10 @@ from bert_demo.runtime import (
     to_device,
     wrap_for_training,
 )
+from bert_demo.time_budget import PACE_STEPS, Budget
 from bert_demo.train_config import RunConfig, bounds
 
 TRIM_EVERY = 50  # steps between handing freed heap memory back to the operating system (see release_free_memory)
-PACE_STEPS = (10, 60)  # a run on a time budget times its steps between these two of its own, then sets its length
-# (after the first PACE_STEPS[0] it sets a first length from them, so that its default warm-up, a tenth of its steps,
-# ramps up from the start and not over a tenth of the largest run allowed)
-RESERVE = 0.1  # the share of a time budget's rest kept for validations, the final save and a slower stretch
 
 Metrics = dict[str, tuple[Tensor | float, Tensor | float]]  # name: (sum, count), averaged as sum / count per record
 Loss = Callable[[Any, Batch, Batch], tuple[Tensor, Metrics]]  # (output, CPU micro-batch, CPU batch): loss, metrics
@@ -360,87 +359,6 @@ def train(run: Run, task: Training, started: float) -> Iterator[Record]:
     if main and control.step < cfg.steps and control.step % cfg.eval_every:  # stopped between two validations
         yield from task.look()
     yield run.finish("finished" if control.step >= cfg.steps else "stopped", started, optimizer)
-
-
-class Divergence:
-    """Gradients that are not finite, caught without making every step wait for the GPU. Asking each step ("is the
-    norm finite?") stalls the host until the GPU has finished the backward pass, so the host cannot queue the next
-    step while the GPU computes: on an H200 that left a run of BERT-Small at half its step's speed. Instead the first
-    step whose gradients are not finite, and every step after it, is skipped on the device (fused AdamW's `found_inf`,
-    as AMP's GradScaler skips steps), and the host reads the flag only every `every` steps (on the CPU, where reading
-    costs nothing, every step): the weights and AdamW's moments stay those of the step before the first bad one."""
-
-    def __init__(self, device: torch.device, every: int):
-        self.every = every
-        self.bad = torch.zeros((), device=device)  # 1.0 from the first step whose gradients were not finite
-        self.first = torch.zeros((), dtype=torch.long, device=device)  # that step
-        self.loss = torch.zeros((), device=device)  # and its loss
-
-    def guard(self, optimizer: torch.optim.Optimizer, grad_norm: Tensor, loss: Tensor, step: int) -> bool:
-        """Before the optimizer's step `step`: mark it if `grad_norm` is not finite, and have AdamW skip it then.
-        Whether to call `optimizer.step()`: an optimizer that cannot skip on the device is asked now instead."""
-        newly = ~torch.isfinite(grad_norm) & (self.bad == 0)
-        self.first = torch.where(newly, step, self.first)
-        self.loss = torch.where(newly, loss.detach().float(), self.loss)
-        self.bad = torch.where(newly, 1.0, self.bad)
-        if getattr(optimizer, "_step_supports_amp_scaling", False):  # fused AdamW: reads found_inf on the device
-            optimizer.found_inf = self.bad
-            return True
-        self.every = 1
-        return not self.bad.item()
-
-    def found(self, step: int) -> tuple[int, float] | None:
-        """After step `step`: the first bad step and its loss, if there was one, on the steps the host reads."""
-        if step % self.every or not self.bad.item():
-            return None
-        return int(self.first), float(self.loss)
-
-
-class Budget:
-    """A run's time budget (`--minutes`): after PACE_STEPS[1] steps of its own, the last step that the time left
-    holds at the pace since step PACE_STEPS[0] (validations included), less RESERVE of it; asked again every tenth of
-    the steps left (at least every PACE_STEPS[0]), so that a pace that changes (a busier machine, slower validations)
-    moves the end of the schedule with it. At step PACE_STEPS[0] a first, rougher length comes from the steps since
-    the first (which compiles and warms caches): `pace` stays None until the measured one."""
-
-    def __init__(self, deadline: float, first_step: int):
-        self.deadline, self.first_step = deadline, first_step
-        self.pace: float | None = None
-        self._first: tuple[float, int] | None = None  # (time, step) after the run's first step
-        self._mark: tuple[float, int] | None = None  # and after its PACE_STEPS[0]-th
-        self._next = first_step + PACE_STEPS[1]
-        self._told = False
-
-    def after(self, step: int) -> int | None:
-        """Called after each step; the run's last step when it is time to set it again, else None."""
-        own = step - self.first_step
-        if own == 1:
-            self._first = (time.perf_counter(), step)
-        if own == PACE_STEPS[0]:
-            self._mark = (time.perf_counter(), step)  # a rough length, never before the measured one is due
-            return max(self.first_step + PACE_STEPS[1], self._last(*self._mark, since=self._first))
-        if step < self._next or self._mark is None:
-            return None
-        now = time.perf_counter()
-        self.pace = (now - self._mark[0]) / (step - self._mark[1])
-        last = self._last(now, step, since=self._mark)
-        self._next = step + max(PACE_STEPS[0], (last - step) // 10)
-        return last
-
-    def _last(self, now: float, step: int, since: tuple[float, int]) -> int:
-        """The last step that the time left holds, less RESERVE of it, at the pace since `since` (a time, a step)."""
-        pace = (now - since[0]) / (step - since[1])
-        return step + max(1, int((self.deadline - now) * (1 - RESERVE) / pace))
-
-    def worth_telling(self, before: int, after: int) -> bool:
-        """Whether a new length is news: the first measured one, or one that moved by more than 2%."""
-        if self.pace is None or (self._told and abs(after - before) <= before // 50):
-            return False
-        self._told = True
-        return True
-
-    def spent(self) -> bool:
-        return time.perf_counter() >= self.deadline
 
 
 def _accumulate(run: Run, task: Training, forward: torch.nn.Module, batch: Batch, window: Window) -> Any:
