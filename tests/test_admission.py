@@ -48,7 +48,7 @@ def test_a_full_line_refuses_at_once_while_another_kind_of_question_is_still_ans
     assert ("answered", "fast", "someone else") in log
     assert [entry[0] for entry in log if entry[1] == "slow"].count("answered") == 3
     refusal = next(entry[2] for entry in log if entry[0] == "refused")
-    assert "2 questions of this kind are being answered and 1 more are waiting" in refusal
+    assert "2 questions of this kind are being answered and 1 more is waiting" in refusal
     assert "try again in about" in refusal
 
 
@@ -156,6 +156,33 @@ def test_heavy_kinds_share_one_cap_and_a_light_question_never_waits_for_it():
 
     log = run(scenario)
     assert [entry[1] for entry in log if entry[0] == "answered"] == ["fill_mask", "attention", "neighbours"]
+
+
+def test_a_heavy_line_behind_other_kinds_heavy_work_holds_no_more_waiting_than_its_cap():
+    """Issue 58: questions that had one of their line's places but waited for the heavy cap were counted as
+    waiting, none as answered, and the line took every newcomer: "2 ... being answered and 8 more are waiting" for
+    head importance, whose cap is 2 and 4."""
+    admission = Admission({"importance": Share(running=2, waiting=4, heavy=True), "attention": Share(heavy=True)},
+                          heavy_at_once=1)
+
+    async def scenario(log):
+        done, attention_done = asyncio.Event(), asyncio.Event()
+        attention = asyncio.create_task(asked(admission, "attention", "a", attention_done, log))  # the heavy cap
+        await asyncio.sleep(0.01)
+        flood = [asyncio.create_task(asked(admission, "importance", f"v{i}", done, log)) for i in range(10)]
+        await asyncio.sleep(0.01)
+        line = admission.line("importance")
+        assert (line.running, line.waiting) == (0, 4)
+        attention_done.set()
+        done.set()
+        await asyncio.gather(attention, *flood)
+
+    log = run(scenario)
+    refusals = [entry[2] for entry in log if entry[0] == "refused"]
+    assert len(refusals) == 6 and all(refusal.startswith("4 questions of this kind are waiting for the heavy "
+                                                         "questions of other kinds, so the app can take no more of "
+                                                         "them now") for refusal in refusals)
+    assert [entry[1] for entry in log if entry[0] == "answered"].count("importance") == 4
 
 
 def test_the_heavy_kinds_are_capped_near_the_cores_and_fill_mask_and_next_sentence_are_not_among_them():

@@ -9,13 +9,16 @@ their turn (an awaited coroutine, no thread), and the next is refused at once wi
 
 Each kind alone ran two at a time, so a mix of kinds ran a dozen heavy questions at once on two cores. The heavy
 kinds (`Share.heavy`: many passes of the model, or many figures) also share one `heavy_at_once` places, as many as
-the machine has cores; Fill-mask, Next sentence and the page's own small questions never wait for them.
+the machine has cores; Fill-mask, Next sentence and the page's own small questions never wait for them. A question
+that waits for those places counts among its line's `waiting` until it is answered: the line once took every
+newcomer while its two questions waited there ("8 more are waiting" in a line of 4).
 
 A visitor holds at most `MAX_OPEN` questions open, and at most `Share.per_visitor` places in any one line, counted
 both by their session and by their address (`visitors.Visitor`), so the stricter binds: gradio's `/call/` API makes a
 new session for every call, and a script a new `Client` at will, but neither a new address. A session past its share
 is refused at once (one page never asks that much); an address past its share waits for its own questions to be
-answered (a classroom behind one router), up to `ADDRESS_WAITING` of them, and is refused beyond.
+answered (a classroom behind one router), up to `ADDRESS_WAITING` of them, and is refused beyond. These waits are
+awaited coroutines inside gradio's workers: `queue_door` keeps an address from holding more than its share of them.
 """
 from __future__ import annotations
 
@@ -87,10 +90,12 @@ class Line:
     @asynccontextmanager
     async def place(self, gate: asyncio.Semaphore | None) -> AsyncIterator[None]:
         """A place among `running`, and one of `gate`'s places where the kind is heavy; `Refused` at once where
-        the line is full."""
-        if self.running >= self.share.running and self.waiting >= self.share.waiting:
-            raise Refused(f"{self.share.running} questions of this kind are being answered and {self.waiting} more "
-                          f"are waiting, so the app can take no more of them now: try again in about "
+        the question would wait and `waiting` wait already. A question waits until it is answered: for one of the
+        line's places, then for one of the gate's (which other heavy kinds may hold), and counts as waiting all
+        that time, so that the line holds at most `running` answered and `waiting` more, as docs/limits.md says."""
+        would_wait = self.running + self.waiting >= self.share.running or (gate is not None and gate.locked())
+        if would_wait and self.waiting >= self.share.waiting:
+            raise Refused(f"{self._ahead()}, so the app can take no more of them now: try again in about "
                           f"{self.wait_s()} s")
         if self._places is None:
             self._places = asyncio.Semaphore(self.share.running)
@@ -115,6 +120,14 @@ class Line:
             if gate is not None:
                 gate.release()
             self._places.release()
+
+    def _ahead(self) -> str:
+        """Who is ahead of a question joining now, as a visitor reads it."""
+        wait = "is waiting" if self.waiting == 1 else "are waiting"
+        if not self.running:  # the questions with the line's places wait for the heavy work of other kinds
+            return f"{plural(self.waiting, 'question')} of this kind {wait} for the heavy questions of other kinds"
+        return (f"{plural(self.running, 'question')} of this kind {'is' if self.running == 1 else 'are'} being "
+                f"answered and {self.waiting} more {wait}")
 
 
 class Admission:
@@ -162,8 +175,8 @@ class Admission:
                 yield
         finally:
             for key in keys:
-                _count_down(self.open, key)
-                _count_down(line.held, key)
+                count_down(self.open, key)
+                count_down(line.held, key)
             if self._freed is not None:
                 async with self._freed:
                     self._freed.notify_all()
@@ -195,11 +208,16 @@ class Admission:
             async with self._freed:
                 await self._freed.wait_for(lambda: self._address_has_room(address, line))
         finally:
-            _count_down(self.held_back, address)
+            count_down(self.held_back, address)
 
 
-def _count_down(counter: Counter, key: Hashable) -> None:
-    """One fewer for `key`, with no zero count left behind."""
+def plural(count: int, noun: str) -> str:
+    """"1 question", "2 questions": a count as a refusal says it."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def count_down(counter: Counter, key: Hashable) -> None:
+    """One fewer for `key`, with no zero count left behind (a counter by visitor must not grow with every one)."""
     counter[key] -= 1
     if not counter[key]:
         del counter[key]
