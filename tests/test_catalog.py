@@ -46,11 +46,20 @@ def test_falls_back_to_the_newest_run_then_to_a_message(make_checkpoint, tmp_pat
         empty.catalog.load(None)
 
 
-def test_names_and_paths_inside_the_roots_resolve(registry, roots):
+def test_names_inside_the_roots_resolve(registry, roots):
     assert registry.catalog.resolve("checkpoints/tiny-test").folder == roots["checkpoints"] / "tiny-test"
-    assert registry.catalog.resolve(str(roots["checkpoints"] / "tiny-test")).name == "checkpoints/tiny-test"
-    assert registry.catalog.resolve(str(roots["checkpoints"] / "x" / ".." / "tiny-test")).name == "checkpoints/tiny-test"
     assert registry.catalog.resolve("tiny-test").name == "checkpoints/tiny-test"  # a bare local name
+
+
+def test_a_path_is_refused_even_to_a_model_that_is_there_so_no_answer_says_where_the_app_is(registry, roots):
+    """Issue 58: `/<where the app is>/checkpoints/tiny-test` was answered, and so confirmed the install path."""
+    there = roots["checkpoints"] / "tiny-test"
+    for path in [str(there), str(there.parent / "x" / ".." / "tiny-test"), f"../{there.parent.name}/tiny-test",
+                 "./checkpoints/tiny-test"]:
+        with pytest.raises(ValueError) as refused:
+            registry.catalog.resolve(path)
+        assert str(refused.value) == ("only model folders directly inside checkpoints/, runs/ can be loaded, by "
+                                      "their name in the list (such as checkpoints/<folder>), not by a path")
 
 
 OUTSIDE, NO_MODEL, NOT_A_NAME = "only model folders directly inside", "there is no model called", "is not a model name"
@@ -95,7 +104,7 @@ def test_an_extra_models_folder_from_the_environment(make_checkpoint, roots, tmp
     monkeypatch.setenv("BERT_DEMO_MODELS_DIR", str(tmp_path / "extra"))
     registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=roots["runs"])
     assert "models/mine" in [e.name for e in registry.catalog.list_models()]
-    assert registry.catalog.resolve(str(tmp_path / "extra" / "mine")).name == "models/mine"
+    assert registry.catalog.resolve("models/mine").folder == tmp_path / "extra" / "mine"
 
 
 def test_models_are_loaded_once_and_evicted_least_recently_used(roots):

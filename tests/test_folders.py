@@ -78,3 +78,30 @@ def test_a_cards_svg_pictures_are_inlined_and_nothing_outside_its_folder_is_read
     assert "![curve](data:image/svg+xml;base64," in text
     assert "![up](../secret.svg)" in text and "![abs](/etc/x.svg)" in text  # paths are never followed
     assert "![gone](missing.svg)" in text and "![big](big.svg)" in text  # missing or too big: left as written
+
+
+def test_a_private_runs_zip_and_model_tab_name_no_server_path_nor_whom_it_is_private_to(make_checkpoint, tmp_path):
+    """Issue 58: a run's bert_demo.json recorded the upload's temporary path and `visible_to: <session>`, and its
+    zip carried that file; the app keeps both on disk, for the run's privacy, and lets neither out."""
+    from bert_demo.app import text
+    from bert_demo.config import METADATA_NAME, read_metadata
+
+    make_checkpoint(tmp_path / "checkpoints" / "tiny-test")
+    run = make_checkpoint(tmp_path / "runs" / "run-on-upload", card=None)
+    owner, upload = "visitor-0123456789abcdef", "/tmp/bert-demo-upload-4242-x1y2/upload.txt"
+    record = read_metadata(run)
+    record["train_config"].update(corpus=f"wiki,{upload}", out=str(run),
+                                  init_from=str(tmp_path / "checkpoints" / "tiny-test"))
+    (run / METADATA_NAME).write_text(json.dumps({**record, "visible_to": owner}))
+    registry = Registry(checkpoints_dir=tmp_path / "checkpoints", runs_dir=tmp_path / "runs", device="cpu",
+                        allow_hub=False)
+    with zipfile.ZipFile(registry.catalog.zip_checkpoint("runs/run-on-upload", owner)) as archive:
+        carried = {name: archive.read(name).decode("utf-8", errors="replace") for name in archive.namelist()}
+        zipped = json.loads(carried[f"run-on-upload/{METADATA_NAME}"])
+    shown = text.model_markdown(registry.catalog.model_info("runs/run-on-upload", owner))
+    for said in [*carried.values(), shown]:
+        assert str(tmp_path) not in said and "/tmp/" not in said and owner not in said
+    assert "visible_to" not in zipped and zipped["step"] == 10
+    assert {key: zipped["train_config"][key] for key in ("corpus", "out", "init_from", "preset")} == {
+        "corpus": "wiki,upload.txt", "out": "run-on-upload", "init_from": "tiny-test", "preset": "tiny"}
+    assert read_metadata(run)["visible_to"] == owner  # the app itself still knows whose run it is

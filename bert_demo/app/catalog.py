@@ -1,9 +1,11 @@
 """The catalogue of models the app can show: shipped checkpoints, runs trained here, an extra folder, hub ids, and
 the run in progress.
 
-A name from a visitor is never used as a path unchecked: it must be `<root>/<folder>` (or a path) naming a direct
-sub-folder of one of the roots, or a Hugging Face hub id. `resolve` checks a name once and returns an entry that
-carries the model's config; `load` keeps the last few loaded models in a small LRU cache.
+A name from a visitor is never used as a path unchecked: it must be `<root>/<folder>` (or a bare folder name) naming
+a direct sub-folder of one of the roots, or a Hugging Face hub id. A path is refused, even one to a model that is
+there: an answer to `/home/.../checkpoints/x` would tell a visitor where the app is installed. `resolve` checks a
+name once and returns an entry that carries the model's config; `load` keeps the last few loaded models in a small
+LRU cache.
 """
 from __future__ import annotations
 
@@ -122,7 +124,8 @@ class Catalog:
         if head in self.roots and tail and "/" not in tail:
             return self._local(head, tail, viewer)
         if name.startswith(("/", ".", "~")) or "\\" in name or name.count("/") > 1:
-            return self._local_path(name, viewer)
+            raise ValueError(f"only model folders directly inside {self._roots_text()} can be loaded, by their name "
+                             "in the list (such as checkpoints/<folder>), not by a path")
         for key in self.roots:  # a bare folder name inside one of the roots wins over the hub
             if FOLDER.fullmatch(name) and (self.roots[key] / name / CONFIG_NAME).is_file():
                 return self._local(key, name, viewer)
@@ -143,13 +146,6 @@ class Catalog:
                 or (key == "runs" and not sees(viewer, visible_to(folder)))):
             raise ValueError(f"there is no model called {key}/{folder_name}")
         return ModelEntry(f"{key}/{folder_name}", folder_name, folder, read_config(folder))
-
-    def _local_path(self, text: str, viewer: str | None) -> ModelEntry:
-        path = Path(text).expanduser().resolve()
-        for key, root in self.roots.items():
-            if root.exists() and path.parent == root.resolve():
-                return self._local(key, path.name, viewer)
-        raise ValueError(f"only model folders directly inside {self._roots_text()} can be loaded, not {text!r}")
 
     def _roots_text(self) -> str:
         return ", ".join(f"{key}/" for key in self.roots)
@@ -264,8 +260,7 @@ class Catalog:
         info: dict[str, Any] = {
             "name": loaded.entry.name, "config": asdict(model.config), "parameters": model.num_parameters(),
             "device": str(next(model.parameters()).device), "vocab_size": len(loaded.tokenizer),
-            "missing_weights": loaded.missing_keys,
-            "folder": str(folder) if folder else None, "model_card": None,
+            "missing_weights": loaded.missing_keys, "model_card": None,  # no server path: a visitor reads it all
         }
         if loaded.entry.name == LIVE:
             trainer = self.live().trainer

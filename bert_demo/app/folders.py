@@ -2,6 +2,9 @@
 the zip a visitor downloads, the card the Model tab shows, and the examples the app shows for a shipped model.
 
 A folder name from a visitor is never used as a path unchecked: `FOLDER` is what a model folder may be called.
+A run's training record (`bert_demo.json`) keeps, for the app, whom the run is private to and the paths it was
+trained from (an upload's temporary copy, its own folder); its zip carries the record without them
+(`public_record`): nothing a visitor downloads names a place on the server or another visitor.
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ MAX_CARD_CHARS = 50_000  # longer cards are cut in the Model tab, and say so
 MAX_PICTURE_BYTES = 200_000  # an SVG inlined into the Model tab
 MAX_ZIPS = 10  # checkpoint zips kept in the temp folder for download; older ones are deleted
 NOT_ZIPPED = (OPTIMIZER_NAME,)  # needed to resume, not to use the model
+PRIVATE_KEYS = ("visible_to",)  # what a run's record keeps for the app alone: the visitor it is private to
 _CARD_PICTURE = re.compile(r"!\[([^\]\n]*)\]\(([A-Za-z0-9_-][\w.-]*\.svg)\)")  # a bare file name, no path
 _FRONT_MATTER = re.compile(r"\A---\r?\n.*?\r?\n---\r?\n", re.DOTALL)  # a Hugging Face card's YAML metadata
 
@@ -122,11 +126,30 @@ def zip_folder(name: str, folder: Path) -> Path:
         with os.fdopen(handle, "wb") as raw, \
                 zipfile.ZipFile(raw, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
             for file in sorted(folder.iterdir()):
-                if file.is_file() and not file.name.startswith(".") and file.name not in NOT_ZIPPED:
+                if file.name == METADATA_NAME:
+                    archive.writestr(f"{folder.name}/{file.name}", json.dumps(public_record(folder), indent=2) + "\n")
+                elif file.is_file() and not file.name.startswith(".") and file.name not in NOT_ZIPPED:
                     archive.write(file, f"{folder.name}/{file.name}")
         os.replace(tmp, target)
         prune_downloads(keep=MAX_ZIPS)
     return target
+
+
+def public_record(folder: Path) -> dict:
+    """A run's training record as it may leave the server: without `PRIVATE_KEYS`, and with every absolute path in
+    its settings (a corpus list's upload, its `out`, the model it started from) cut to the name at its end."""
+    record = {key: value for key, value in read_metadata(folder).items() if key not in PRIVATE_KEYS}
+    if isinstance(record.get("train_config"), dict):
+        record["train_config"] = {key: _without_paths(value) for key, value in record["train_config"].items()}
+    return record
+
+
+def _without_paths(value: object) -> object:
+    """A setting with each absolute path in it (a comma-separated list may hold several) cut to its model's name
+    (`short_name`): a folder's name, or a hub id."""
+    if not isinstance(value, str):
+        return value
+    return ",".join(short_name(part) if Path(part).is_absolute() else part for part in value.split(","))
 
 
 def downloads_dir() -> Path:
