@@ -1,4 +1,4 @@
-"""A public Space's visitors attack the app as issues 27 and 51 found: each finding reproduced over HTTP on
+"""A public Space's visitors attack the app as issues 27, 51 and 58 found: each finding reproduced over HTTP on
 127.0.0.1."""
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import logging
 import os
 import threading
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 
 from bert_demo.app.admission import Admission
+from bert_demo.app.queue_door import ADDRESS_EVENTS
 from bert_demo.app.tabs.train import START_RANDOM
 from bert_demo.app.visitors import TRUSTED_PROXIES_ENV, identity, new_key
 
@@ -302,3 +304,88 @@ def test_a_long_value_gradio_refuses_comes_back_cut_short(shared_app):
                                                               "every token", "final", "none"])
     assert event == "error" and "not in the list of choices" in message
     assert len(message) < 600 and "x" * 300 not in message
+
+
+def test_one_address_posting_questions_it_never_reads_cannot_fill_gradios_queue_and_another_visitor_is_answered(
+        served_app, tmp_path, monkeypatch):
+    """Issue 58, finding 1: three threads posting /call/neuron from one address and never reading the answers held
+    gradio's 40 workers with questions waiting for their own, then filled its 32 places, and another visitor was
+    told "Queue is full" 18 times of 20. Past its share, an address's questions now wait at the door, outside
+    gradio's queue."""
+    from bert_demo.app.backend import backend
+
+    inference = backend().inference
+    real, held = inference.query_key, threading.Event()
+
+    def slow(*args, **kwargs):  # the flood's first questions are answered only once the other visitor has asked
+        held.wait(30)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(inference, "query_key", slow)
+    monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1")
+    neuron = [MODEL, "the cat sat on the mat.", "", 1, 1, 1, "final"]  # layer, head, query token, step
+    flood_from = {"X-Forwarded-For": "93.184.216.34"}
+    stop, posted, most = threading.Event(), Counter(), [0]
+    with served_app(tmp_path) as app, ThreadPoolExecutor(9) as pool:
+        queue = app["demo"]._queue
+
+        def flood() -> None:
+            with httpx.Client(timeout=30) as client:
+                while not stop.is_set():
+                    url = f"{app['url']}gradio_api/call/neuron"
+                    posted[client.post(url, json={"data": neuron}, headers=flood_from).status_code] += 1
+
+        def watch() -> None:  # the most events gradio held at once
+            while not stop.is_set():
+                most[0] = max(most[0], len(queue.event_ids_to_events))
+                time.sleep(0.005)
+
+        flooders = [pool.submit(flood) for _ in range(8)] + [pool.submit(watch)]
+        time.sleep(2.0)  # long enough for the flood to fill every worker and place of an app without the door
+        try:
+            for _ in range(3):
+                started = time.perf_counter()
+                event, _ = call(app["url"], "fill_mask", [MODEL, "the [MASK] sat.", 3, [], "final"],
+                                {"X-Forwarded-For": "151.101.1.69"})
+                assert event == "complete" and time.perf_counter() - started < 5
+        finally:
+            held.set()
+            stop.set()
+            for future in flooders:
+                future.result()
+    assert posted[200] >= ADDRESS_EVENTS and set(posted) <= {200, 429}  # never 503, "Queue is full"
+    assert most[0] <= ADDRESS_EVENTS + 1  # the flood's share, and the other visitor's question
+
+
+def test_streams_of_sessions_that_never_joined_are_answered_404_at_once_and_leave_the_log_as_it_was(
+        shared_app, capfd, caplog):
+    """Issue 58, finding 2: each `/queue/data` stream of a session that never joined started, then failed inside
+    it with a 3 KB traceback (8 threads for 20 s: 25 MB of log), and 1,500 of them held open starved the app."""
+    capfd.readouterr()
+    stop, answers = threading.Event(), Counter()
+
+    def flood(number: int) -> None:
+        with httpx.Client(base_url=f"{shared_app['url']}gradio_api/", timeout=10) as client:
+            for i in range(100_000):
+                if stop.is_set():
+                    return
+                path = f"queue/data?session_hash=never-{number}-{i}" if i % 2 else f"call/fill_mask/none-{i}"
+                try:
+                    response = client.get(path)
+                    answers[response.status_code, response.headers["content-type"]] += 1
+                except httpx.HTTPError:
+                    answers["a stream started, then broke"] += 1
+
+    with ThreadPoolExecutor(8) as pool:
+        flooders = [pool.submit(flood, number) for number in range(8)]
+        time.sleep(1.0)
+        started = time.perf_counter()
+        event, _ = call(shared_app["url"], "fill_mask", [MODEL, "the [MASK] sat.", 3, [], "final"])
+        assert event == "complete" and time.perf_counter() - started < 5
+        time.sleep(1.0)
+        stop.set()
+        for future in flooders:
+            future.result()
+    assert set(answers) == {(404, "application/json")} and sum(answers.values()) >= 200
+    logged = capfd.readouterr().err + "\n".join(caplog.messages)
+    assert "Traceback" not in logged and len(logged) < 2_000  # one line for the whole flood

@@ -15,13 +15,16 @@ of that time hold, by address, and an upload that would pass `UPLOADS_TOTAL_BYTE
 
 Gradio also offers every visitor `/process_recording`, which runs ffmpeg on a posted video (its screen recorder's
 trimming): CPU the app has no use for, so it is refused, and the page keeps the recording as it was.
+
+Every refusal is logged, but at most once a `LOG_EVERY_S` for each address and kind of refusal, with how many more
+there were (`QuietLog`): a flood of refused requests leaves a line a minute, not a line a request.
 """
 from __future__ import annotations
 
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +41,7 @@ UPLOADS_PER_ADDRESS_BYTES = 40 * 2**20  # and the uploads from one address (four
 UPLOAD_PATH = "/gradio_api/upload"
 RECORDING_PATH = "/gradio_api/process_recording"  # gradio runs ffmpeg on any visitor's video there: not offered
 DRAIN_BYTES = 256 * 2**20  # how much of a refused body is read and dropped before the connection is closed
+LOG_EVERY_S = 60.0  # one line a minute, at most, for each address and kind of refusal
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -120,13 +124,15 @@ class Limits:
 
     def __init__(self, app: Callable, max_body: int, uploads: UploadLedger):
         self.app, self.max_body, self.uploads = app, max_body, uploads
+        self.quiet = QuietLog()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         if scope["path"].endswith(RECORDING_PATH):  # the page keeps the recording unprocessed when refused
-            await _refuse(receive, send, "This app does not process screen recordings", plain=True, status=403)
+            await self._refuse(scope, receive, send, "This app does not process screen recordings", plain=True,
+                               status=403)
             return
         declared = _content_length(scope)
         upload = scope["method"] == "POST" and scope["path"].endswith(UPLOAD_PATH)
@@ -135,7 +141,7 @@ class Limits:
         if refusal is None and upload:
             refusal = self.uploads.refusal(address, declared or 0)
         if refusal is not None:
-            await _refuse(receive, send, refusal, plain=upload)
+            await self._refuse(scope, receive, send, refusal, plain=upload)
             return
         await self._counted(scope, receive, send, self.uploads.add(address, declared or 0) if upload else None)
 
@@ -170,7 +176,12 @@ class Limits:
             if upload is not None and (state["refusal"] is not None or state["status"] != 200):
                 self.uploads.drop(upload)
         if state["refusal"] is not None and not state["started"]:
-            await _refuse(receive, send, state["refusal"], plain=upload is not None)
+            await self._refuse(scope, receive, send, state["refusal"], plain=upload is not None)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send, message: str, plain: bool,
+                      status: int = 413) -> None:
+        self.quiet.warn(address_of(Request(scope)), "request refused", message)
+        await refuse(receive, send, message, plain, status)
 
     def _body_refusal(self, size: int | None) -> str:
         told = _mb(size) if size is not None else f"over {_mb(self.max_body)}"
@@ -178,10 +189,30 @@ class Limits:
                 f"text may be {_mb((self.max_body - 2**20) // 2)}")
 
 
-async def _refuse(receive: Receive, send: Send, message: str, plain: bool, status: int = 413) -> None:
+class QuietLog:
+    """Warnings a flood would repeat: the first of each kind from each address is logged, then at most one every
+    `every_s`, saying how many more there were since."""
+
+    def __init__(self, every_s: float = LOG_EVERY_S):
+        self.every_s = every_s
+        self._seen: dict[Hashable, tuple[float, int]] = {}  # (address, kind): when last logged, how many since
+
+    def warn(self, address: str | None, kind: str, message: str) -> None:
+        now, key = time.monotonic(), (address, kind)
+        logged, since = self._seen.get(key, (None, 0))
+        if logged is not None and now - logged < self.every_s:
+            self._seen[key] = (logged, since + 1)
+            return
+        more = f" ({since:,} more like it in the last {now - logged:.0f} s)" if logged is not None and since else ""
+        log.warning("%s from %s: %s%s", kind, address or "this host's network", message, more)
+        self._seen[key] = (now, 0)
+        if len(self._seen) > 1000:  # a flood from many addresses: forget those quiet for a while
+            self._seen = {k: v for k, v in self._seen.items() if now - v[0] < self.every_s}
+
+
+async def refuse(receive: Receive, send: Send, message: str, plain: bool, status: int = 413) -> None:
     """Answer `status` with `message` (plain text for an upload, which the page shows as it comes; JSON's "detail"
     elsewhere, which the page shows for a question), read and drop the rest of the body, and close."""
-    log.warning("request refused: %s", message)
     body = message.encode() if plain else json.dumps({"detail": message}).encode()
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"text/plain; charset=utf-8" if plain else b"application/json"),

@@ -25,6 +25,7 @@ from bert_demo.app.admission import Admission, Refused
 from bert_demo.app.folders import read_examples
 from bert_demo.app.handlers import Blocks, Components, brief
 from bert_demo.app.http_limits import UPLOAD_RETENTION_S, UPLOAD_SWEEP_S, Limits, UploadLedger, max_body_bytes
+from bert_demo.app.queue_door import WORKERS, Door
 from bert_demo.app.registry import Registry
 from bert_demo.app.run_process import question_asked
 from bert_demo.app.tabs import attention, classifier, embeddings, fill, finetune, model, nsp, train
@@ -34,7 +35,7 @@ from bert_demo.app.visitors import Visitor, is_key, new_key, trusted_proxies, vi
 
 log = logging.getLogger(__name__)
 
-QUEUE_SIZE = 32  # events waiting in gradio's own queue; questions wait in their own lines instead (admission.py)
+QUEUE_SIZE = 32  # events waiting in gradio's queue; questions wait in lines (admission.py) or at its door (queue_door)
 KEY_STORAGE = "bert-demo-visitor"  # where a browser keeps its visitor key (visitors.py)
 ANALYTICS_EVERY = 50  # events between gradio's summaries of request times (its default: 1)
 CSS = """
@@ -74,14 +75,15 @@ CSS = """
 """ + ", ".join(f"#fill-label-{i}:has(> .empty)" for i in range(1, MAX_LABELS)) + """ { display: none !important; }
 """  # a ranked list is drawn only for a [MASK] the sentence has: answers are values, not visibility updates
 def launch_kwargs(registry: Registry | None = None, uploads: UploadLedger | None = None) -> dict[str, Any]:
-    """What `demo.launch()` needs besides host and port (gradio 6 takes css and theme here), and the limits on
-    what a request may bring (`http_limits`: its body, and what the uploads of `uploads` may hold)."""
+    """What `demo.launch()` needs besides host and port (gradio 6 takes css and theme here), the limits on what a
+    request may bring (`http_limits`: its body, and what the uploads of `uploads` may hold), and the door to
+    gradio's queue, which no address may fill (`queue_door`)."""
     caps = (registry or Registry()).caps
     theme = gr.themes.Default(font=["system-ui", "Segoe UI", "Roboto", "Helvetica", "Arial", "sans-serif"],
                               font_mono=["ui-monospace", "SFMono-Regular", "Menlo", "Consolas", "monospace"])
     limits = Middleware(Limits, max_body=max_body_bytes(caps.max_upload_bytes), uploads=uploads or UploadLedger())
-    return {"css": CSS, "theme": theme, "max_file_size": caps.max_upload_bytes,
-            "app_kwargs": {"middleware": [limits]}}
+    return {"css": CSS, "theme": theme, "max_file_size": caps.max_upload_bytes, "max_threads": WORKERS,
+            "app_kwargs": {"middleware": [limits, Middleware(Door)]}}
 
 
 # gradio writes a .pyi stub beside the module of every component class (for custom components' type checkers): one

@@ -1,0 +1,181 @@
+"""bert_demo/app/queue_door.py: one address holds at most its share of gradio's queue, its next questions wait at
+the door (holding no place in gradio's queue and no worker) and are refused past that; a stream of a session gradio
+does not know is answered 404 before it starts; an address holds at most its share of open streams; a flood of
+refusals logs a line a minute."""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from bert_demo.app import http_limits
+from bert_demo.app.http_limits import QuietLog
+from bert_demo.app.queue_door import ADDRESS_EVENTS, WORKERS, Door
+from bert_demo.app.ui import QUEUE_SIZE
+from bert_demo.app.visitors import TRUSTED_PROXIES_ENV
+
+ONE, OTHER = "93.184.216.34", "151.101.1.69"
+
+
+class Gradio:
+    """What the door reads of gradio's app: its queue's events (by id, each with the request that joined) and its
+    sessions. A join lists an event; a stream is answered at once, or held open until `close` is set."""
+
+    def __init__(self):
+        self.queue = SimpleNamespace(event_ids_to_events={}, pending_event_ids_session={},
+                                     pending_messages_per_session={})
+        self.close, self.streams_started = asyncio.Event(), 0
+
+    def get_blocks(self):
+        return SimpleNamespace(_queue=self.queue)
+
+    async def __call__(self, scope, receive, send) -> None:
+        await receive()
+        if scope["method"] == "POST":
+            event_id = f"event-{len(self.queue.event_ids_to_events)}-{time.monotonic_ns()}"
+            self.queue.event_ids_to_events[event_id] = SimpleNamespace(
+                request=SimpleNamespace(client=SimpleNamespace(host=scope["client"][0]),
+                                        headers=dict((k.decode(), v.decode()) for k, v in scope["headers"])),
+                session_hash=event_id)
+            body = json.dumps({"event_id": event_id}).encode()
+        else:
+            self.streams_started += 1
+            if "hold" in scope["query_string"].decode():
+                await self.close.wait()
+            body = b"data: {}\n\n"
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": body})
+
+
+async def request(door: Door, gradio: Gradio, method: str, path: str, address: str | None = None,
+                  query: str = "") -> tuple[int, str]:
+    """One request through `door` from `address` (forwarded by loopback, a proxy the app trusts; None: from
+    loopback itself): its status and body."""
+    headers = [(b"x-forwarded-for", address.encode())] if address else []
+    scope = {"type": "http", "method": method, "path": path, "query_string": query.encode(), "headers": headers,
+             "client": ("127.0.0.1", 5000), "app": gradio}
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    await door(scope, receive, send)
+    return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:]).decode()
+
+
+@pytest.fixture(autouse=True)
+def loopback_is_the_proxy(monkeypatch):
+    monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1")
+
+
+def test_an_address_holds_less_than_a_share_of_gradios_queue_and_of_its_workers():
+    assert ADDRESS_EVENTS <= QUEUE_SIZE // 4 and ADDRESS_EVENTS <= WORKERS // 4
+
+
+def test_an_addresss_questions_past_its_share_wait_at_the_door_then_enter_as_its_own_are_answered():
+    gradio = Gradio()
+    door = Door(gradio, events=2, waiting=1, wait_s=30)
+
+    async def scenario() -> None:
+        joins = [asyncio.create_task(request(door, gradio, "POST", "/gradio_api/call/neuron", ONE))
+                 for _ in range(4)]
+        await asyncio.sleep(0.2)
+        assert len(gradio.queue.event_ids_to_events) == 2 and door.at_door == {ONE: 1}  # two in, one waits
+        refused = [join.result() for join in joins if join.done() and join.result()[0] == 429]
+        assert len(refused) == 1 and json.loads(refused[0][1])["detail"] == (
+            "Your network has 2 questions being answered and 1 more waiting, the most one network may have: wait "
+            "for their answers, then ask again")
+        assert (await request(door, gradio, "POST", "/gradio_api/queue/join", OTHER))[0] == 200  # not behind them
+        assert (await request(door, gradio, "POST", "/gradio_api/queue/join"))[0] == 200  # this host: no address
+        gradio.queue.event_ids_to_events.pop(next(iter(gradio.queue.event_ids_to_events)))  # one is answered
+        await asyncio.wait_for(asyncio.gather(*joins), timeout=5)
+        assert sorted(join.result()[0] for join in joins) == [200, 200, 200, 429] and not door.at_door
+
+    asyncio.run(scenario())
+
+
+def test_a_question_that_waited_at_the_door_as_long_as_it_may_is_refused_with_the_apps_message():
+    gradio = Gradio()
+    door = Door(gradio, events=1, waiting=4, wait_s=0.3)
+
+    async def scenario() -> list[tuple[int, str]]:
+        await request(door, gradio, "POST", "/gradio_api/call/attention", ONE)
+        started = time.monotonic()
+        answer = await request(door, gradio, "POST", "/gradio_api/call/v2/attention", ONE)
+        assert 0.3 <= time.monotonic() - started < 2
+        return answer
+
+    status, body = asyncio.run(scenario())
+    assert status == 429 and json.loads(body)["detail"] == (
+        "Your network has 1 question being answered, the most one network may have at once, and this one waited "
+        "0.3 s for them: try again once they are answered")
+
+
+def test_a_stream_of_a_session_gradio_does_not_know_is_answered_404_before_it_starts():
+    gradio = Gradio()
+    door = Door(gradio)
+
+    async def scenario() -> None:
+        _, body = await request(door, gradio, "POST", "/gradio_api/call/fill_mask")
+        event_id = json.loads(body)["event_id"]
+        gradio.queue.pending_messages_per_session[event_id] = []  # gradio's session of a /call/ is its event
+        gradio.queue.pending_messages_per_session["joined"] = []
+        unknown = [("/gradio_api/queue/data", "session_hash=never-joined"),
+                   ("/gradio_api/call/fill_mask/no-such-event", ""), ("/gradio_api/call/v2/fill_mask/nope", "")]
+        for path, query in unknown:
+            status, body = await request(door, gradio, "GET", path, ONE, query)
+            assert status == 404 and json.loads(body)["detail"].startswith("This session has asked nothing here")
+        assert gradio.streams_started == 0
+        known = [("/gradio_api/queue/data", "session_hash=joined"), (f"/gradio_api/call/fill_mask/{event_id}", ""),
+                 ("/gradio_api/heartbeat/a-page-just-opened", "")]  # a page's heartbeat comes before its questions
+        for path, query in known:
+            assert (await request(door, gradio, "GET", path, ONE, query))[0] == 200
+        assert gradio.streams_started == 3
+
+    asyncio.run(scenario())
+
+
+def test_an_address_holds_at_most_its_share_of_open_streams():
+    gradio = Gradio()
+    door = Door(gradio, streams=2)
+    gradio.queue.pending_messages_per_session["joined"] = []
+
+    async def scenario() -> None:
+        held = [asyncio.create_task(request(door, gradio, "GET", "/gradio_api/queue/data", ONE,
+                                            "session_hash=joined&hold")) for _ in range(2)]
+        await asyncio.sleep(0.1)
+        status, body = await request(door, gradio, "GET", "/gradio_api/heartbeat/joined", ONE, "hold")
+        assert status == 429 and json.loads(body)["detail"].startswith("Your network has 2 streams open")
+        other = asyncio.create_task(request(door, gradio, "GET", "/gradio_api/heartbeat/joined", OTHER, "hold"))
+        await asyncio.sleep(0.1)
+        assert gradio.streams_started == 3  # another address's
+        gradio.close.set()
+        await asyncio.gather(*held, other)
+        assert door.open_streams == {}
+
+    asyncio.run(scenario())
+
+
+def test_a_flood_of_refusals_logs_one_line_a_minute_saying_how_many_more_there_were(monkeypatch, caplog):
+    now = [1000.0]
+    monkeypatch.setattr(http_limits.time, "monotonic", lambda: now[0])
+    quiet = QuietLog(every_s=60)
+    with caplog.at_level(logging.WARNING, logger=http_limits.__name__):
+        for i in range(500):  # 500 in 50 s
+            now[0] = 1000 + i / 10
+            quiet.warn(ONE, "stream of an unknown session", "/gradio_api/queue/data")
+        quiet.warn(OTHER, "stream of an unknown session", "/gradio_api/queue/data")  # another address: its own line
+        now[0] = 1060
+        quiet.warn(ONE, "stream of an unknown session", "/gradio_api/queue/data")
+    lines = [record.getMessage() for record in caplog.records]
+    assert lines == [f"stream of an unknown session from {ONE}: /gradio_api/queue/data",
+                     f"stream of an unknown session from {OTHER}: /gradio_api/queue/data",
+                     f"stream of an unknown session from {ONE}: /gradio_api/queue/data (499 more like it in the "
+                     "last 60 s)"]
