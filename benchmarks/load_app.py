@@ -15,22 +15,26 @@ this machine), throughput, errors and mismatches, and the run's speed under the 
 
     python benchmarks/load_app.py [--users 20] [--requests 6] [--model checkpoints/mini-english] [--client http]
 
-With --floods it measures instead what one script from one address does to everyone else (issue 51): for each flood
-(Fill-mask, Attention, and a mix of attention, neuron, neighbours, head importance, next sentence and projection),
---flood-threads threads send questions through gradio's plain API (`/gradio_api/call/<name>`, a new session for
-every call) from one address for --flood-s seconds, while another visitor, from another address with a session of
-its own, asks Fill-mask once a second; every one of its questions must be answered within 5 s. Then one 60 MB body
-is posted: it must be refused within 3 s, and the app's memory must not grow by 150 MB. The addresses are written in
-X-Forwarded-For, with loopback named as the trusted proxy (BERT_DEMO_TRUSTED_PROXIES=127.0.0.1), as a Space's proxy
-writes them; an app from before issue 51 believed the header from loopback through uvicorn. --app-root runs another
-checkout's app.py (the code before a change, from `git worktree add`) under this script.
+With --floods it measures instead what one script from one address does to everyone else (issues 51 and 58): for
+each flood, --flood-threads threads from one address for --flood-s seconds, while another visitor, from another
+address with a session of its own, asks Fill-mask once a second; every one of its questions must be answered within
+5 s, and the app's log must grow by at most 1 MB. The floods of issue 51 ask through gradio's plain API
+(`/gradio_api/call/<name>`, a new session for every call) and read the answers: Fill-mask, Attention, and a mix of
+attention, neuron, neighbours, head importance, next sentence and projection. Those of issue 58 never read one:
+neuron views of a 60-word text posted and left unread, and event streams of sessions that never joined
+(`/gradio_api/queue/data?session_hash=...`). Then one 60 MB body is posted: it must be refused within 3 s, and the
+app's memory must not grow by 150 MB. The addresses are written in X-Forwarded-For, with loopback named as the
+trusted proxy (BERT_DEMO_TRUSTED_PROXIES=127.0.0.1), as a Space's proxy writes them; an app from before issue 51
+believed the header from loopback through uvicorn. --app-root runs another checkout's app.py (the code before a
+change, from `git worktree add`) under this script.
 
-    python benchmarks/load_app.py --floods [--flood-threads 30] [--flood-s 20] [--app-root DIR]
+    python benchmarks/load_app.py --floods [--flood-threads 30] [--flood-s 20] [--kinds KIND ...] [--app-root DIR]
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import resource
 import subprocess
@@ -53,6 +57,8 @@ SOLO_S = 8.0  # seconds the run trains alone first, to measure its solo speed
 TARGETS_S = {"/fill_mask": 1.0, "/next_sentence": 1.0, "/attention": 2.0}  # p95 latency under load
 FLOOD_FROM, VISITOR_FROM = "93.184.216.34", "151.101.1.69"  # the flood's address, and the other visitor's
 OTHERS_TARGET_S = 5.0  # the other visitor's Fill-mask, answered every time within this, under any flood
+LOG_TARGET_MB = 1.0  # what the app's log may grow by during one flood
+LONG_TEXT = " ".join(f"{SUBJECTS[i % len(SUBJECTS)]} walked past {i} old houses." for i in range(12))  # 60 words
 BODY_MB, BODY_TARGET_S, BODY_GROWTH_MB = 60, 3.0, 150  # a body that size: refused within, memory growing less than
 
 
@@ -316,6 +322,9 @@ def flood_question(kind: str, i: int, model: str) -> tuple[str, tuple]:
 
 def flooder(url: str, kind: str, model: str, number: int, stop: threading.Event, out: Counter) -> None:
     """One thread of a flood: questions one after another from FLOOD_FROM, a new session for each, until `stop`."""
+    if kind in UNREAD:
+        UNREAD[kind](url, model, number, stop, out)
+        return
     client, i = HttpClient(url, FLOOD_FROM, session=False), number * 100_000
     while not stop.is_set():
         endpoint, inputs = flood_question(kind, i, model)
@@ -327,6 +336,45 @@ def flooder(url: str, kind: str, model: str, number: int, stop: threading.Event,
             out["refused"] += 1
         except Exception:  # noqa: BLE001  a failed connection or an HTTP error
             out["failed"] += 1
+
+
+def post_unread(url: str, model: str, number: int, stop: threading.Event, out: Counter) -> None:
+    """Issue 58's first flood: neuron views of a 60-word text, posted one after another and never read (taken:
+    "answered"; refused with the app's message: "refused"; anything else, "Queue is full" among it: "failed")."""
+    import httpx
+
+    headers = {"X-Forwarded-For": FLOOD_FROM}
+    with httpx.Client(base_url=url, timeout=120, headers=headers) as client:
+        while not stop.is_set():
+            try:
+                neuron = [model, LONG_TEXT, "", 2, 1, 1, "final"]  # layer 2, head 1, the first word, final weights
+                status = client.post("gradio_api/call/neuron", json={"data": neuron})
+                out[{200: "answered", 429: "refused"}.get(status.status_code, "failed")] += 1
+            except httpx.HTTPError:
+                out["failed"] += 1
+
+
+def unknown_streams(url: str, model: str, number: int, stop: threading.Event, out: Counter) -> None:
+    """Issue 58's second flood: event streams of sessions that never joined, each held open up to 3 s (refused at
+    once: "refused"; a stream that started, whatever became of it: "answered"; no answer at all: "failed")."""
+    import httpx
+
+    headers, i = {"X-Forwarded-For": FLOOD_FROM}, 0
+    with httpx.Client(base_url=url, timeout=httpx.Timeout(10, read=3), headers=headers) as client:
+        while not stop.is_set():
+            i, started = i + 1, False
+            try:
+                with client.stream("GET", f"gradio_api/queue/data?session_hash=never-{number}-{i}") as stream:
+                    started = True
+                    out["refused" if stream.status_code == 404 else "answered"] += 1
+                    for _ in stream.iter_bytes():
+                        pass
+            except httpx.HTTPError:  # held open its 3 s, or broken off (gradio's traceback), or no answer
+                out["failed"] += 0 if started else 1
+
+
+UNREAD = {"unread neuron views": post_unread, "unknown sessions' streams": unknown_streams}  # issue 58's floods
+KINDS = ("fill_mask", "attention", "mixed", *UNREAD)
 
 
 def flood(url: str, kind: str, model: str, threads: int, seconds: float) -> tuple[Counter, list[Request]]:
@@ -353,6 +401,22 @@ def flood(url: str, kind: str, model: str, threads: int, seconds: float) -> tupl
     for worker in workers:
         worker.join(timeout=120)
     return sum(counts, Counter()), asked
+
+
+def flood_row(kind: str, got: Counter, asked: list[Request], grew_mb: float) -> tuple[list, list[str]]:
+    """One flood's row of the table (the other visitor's questions answered, how fast, the log's growth, and the
+    verdict on the targets), and the targets it missed."""
+    times = [r.seconds for r in asked] or [math.nan]
+    answered = [r for r in asked if not r.error]
+    in_time = len(answered) == len(asked) > 0 and max(times) <= OTHERS_TARGET_S
+    quiet = grew_mb <= LOG_TARGET_MB
+    row = [kind, got["answered"], got["refused"], got["failed"], f"{len(answered)} of {len(asked)}",
+           f"{percentile(times, 50):.2f}", f"{max(times):.2f}", f"{grew_mb:.2f}",
+           "met" if in_time and quiet else "NOT met"]
+    missed = [] if in_time else [f"{kind} flood: the other visitor's Fill-mask was answered {len(answered)} of "
+                                 f"{len(asked)} times, slowest {max(times):.1f} s"]
+    missed += [] if quiet else [f"{kind} flood: the app's log grew {grew_mb:.1f} MB"]
+    return row, missed + [f"  {r.error[:200]}" for r in asked if r.error][:3]
 
 
 def rss_mb(pid: int) -> float:
@@ -400,7 +464,7 @@ def floods(args: argparse.Namespace) -> int:
     """Issue 51's floods and big body against `python app.py` from `args.app_root`, with the verdict on each."""
     model_name, problems, rows = f"checkpoints/{args.model.name}", [], []
     with tempfile.TemporaryDirectory() as tmp:
-        url, process, _ = launch(args.model.resolve(), Path(tmp), args.app_root.resolve())
+        url, process, log = launch(args.model.resolve(), Path(tmp), args.app_root.resolve())
         try:
             warm_up(url, model_name)
             alone = [Request(0, "/fill_mask", inputs_for(0, 3 * i, model_name)[1]) for i in range(5)]
@@ -408,27 +472,22 @@ def floods(args: argparse.Namespace) -> int:
                 started = time.perf_counter()
                 HttpClient(url, VISITOR_FROM).predict(*request.inputs, api_name="/fill_mask")
                 request.seconds = time.perf_counter() - started
-            for kind in ("fill_mask", "attention", "mixed"):
+            for kind in args.kinds:
+                logged = log.stat().st_size
                 got, asked = flood(url, kind, model_name, args.flood_threads, args.flood_s)
-                times = [r.seconds for r in asked]
-                answered = [r for r in asked if not r.error]
-                met = len(answered) == len(asked) and max(times) <= OTHERS_TARGET_S
-                rows.append([kind, got["answered"], got["refused"], got["failed"], len(asked),
-                             len(asked) - len(answered), f"{percentile(times, 50):.2f}", f"{max(times):.2f}",
-                             "met" if met else "NOT met"])
-                problems += [] if met else [f"{kind} flood: the other visitor's Fill-mask was refused "
-                                            f"{len(asked) - len(answered)} of {len(asked)} times, slowest "
-                                            f"{max(times):.1f} s"]
-                problems += [f"  {r.error[:200]}" for r in asked if r.error][:3]
+                grew_mb = (log.stat().st_size - logged) / 2**20
+                row, missed = flood_row(kind, got, asked, grew_mb)
+                rows.append(row)
+                problems += missed
             body = big_body(url, model_name, process.pid)
         finally:
             process.terminate()
             process.wait(30)
-    print(f"{args.flood_threads} threads from one address through /gradio_api/call/ (a new session a call) for "
-          f"{args.flood_s:g} s, while another visitor asked Fill-mask once a second; that visitor's Fill-mask alone: "
-          f"{', '.join(f'{r.seconds:.2f}' for r in alone)} s")
-    print_table(["flood", "flood answered", "flood refused", "flood failed", "other asked", "other refused",
-                 "other p50 s", "other max s", f"all answered in {OTHERS_TARGET_S:g} s"], rows)
+    print(f"{args.flood_threads} threads from one address for {args.flood_s:g} s a flood, while another visitor asked "
+          f"Fill-mask once a second; that visitor's Fill-mask alone: {', '.join(f'{r.seconds:.2f}' for r in alone)} s")
+    print_table(["flood", "flood answered", "flood refused", "flood failed", "other answered", "other p50 s",
+                 "other max s", "log grew MB", f"all answered in {OTHERS_TARGET_S:g} s, log +{LOG_TARGET_MB:g} MB"],
+                rows)
     grew = body["after"] - body["before"]
     body_met = body["seconds"] <= BODY_TARGET_S and max(grew, body["peak"] - body["before"]) < BODY_GROWTH_MB
     print(f"a {BODY_MB} MB body: answered in {body['seconds']:.2f} s ({body['said']}); the app's memory "
@@ -449,7 +508,10 @@ def main() -> int:
     p.add_argument("--model", type=Path, default=ROOT / "checkpoints" / "mini-english")
     p.add_argument("--client", choices=["gradio", "http"], default="gradio",
                    help="the users' client: gradio_client, or gradio's plain HTTP API (far less CPU on this machine)")
-    p.add_argument("--floods", action="store_true", help="issue 51's floods from one address and a 60 MB body")
+    p.add_argument("--floods", action="store_true", help="issues 51 and 58's floods from one address and a 60 MB "
+                   "body")
+    p.add_argument("--kinds", nargs="+", choices=KINDS, default=KINDS, metavar="KIND",
+                   help=f"the floods to send, of {', '.join(KINDS)} (default: all)")
     p.add_argument("--flood-threads", type=int, default=30, help="threads of each flood")
     p.add_argument("--flood-s", type=float, default=20.0, help="seconds each flood lasts")
     p.add_argument("--app-root", type=Path, default=ROOT, help="the checkout whose app.py is started")
