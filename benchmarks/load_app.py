@@ -58,7 +58,7 @@ TARGETS_S = {"/fill_mask": 1.0, "/next_sentence": 1.0, "/attention": 2.0}  # p95
 FLOOD_FROM, VISITOR_FROM = "93.184.216.34", "151.101.1.69"  # the flood's address, and the other visitor's
 OTHERS_TARGET_S = 5.0  # the other visitor's Fill-mask, answered every time within this, under any flood
 LOG_TARGET_MB = 1.0  # what the app's log may grow by during one flood
-LONG_TEXT = " ".join(f"{SUBJECTS[i % len(SUBJECTS)]} walked past {i} old houses." for i in range(12))  # 60 words
+LONG_TEXT = " ".join(f"{SUBJECTS[i % len(SUBJECTS)]} walked past {i} old houses." for i in range(8))  # 61 words
 BODY_MB, BODY_TARGET_S, BODY_GROWTH_MB = 60, 3.0, 150  # a body that size: refused within, memory growing less than
 
 
