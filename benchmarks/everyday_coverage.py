@@ -5,15 +5,17 @@ A sentence is covered when at least N (--min, 3 by default) sentences of the cor
 one of its own content words (its words other than [MASK] and the stop words below): for "she put the milk back in the
 [MASK]." (fridge, kitchen, cupboard, ...), sentences such as "Put the milk in the fridge." Words are compared whole,
 lower case, with a final "s" taken off (so "days" meets "day"). It says nothing of whether the model learns them; it
-counts where the text could teach them. It also counts the corpus's sentences that fill in a benchmark sentence
-itself, which should be none: a corpus that holds the test teaches it.
+counts where the text could teach them. A large corpus covers them by its size alone, so each corpus's density is
+given too: the median, over the sixty, of such sentences per million words of it. It also counts the corpus's
+sentences that fill in a benchmark sentence itself, which should be none: a corpus that holds the test teaches it.
 
-    python benchmarks/everyday_coverage.py ding v4 [--min 3] [--show]
+    python benchmarks/everyday_coverage.py ding v4 v5 [--min 3] [--show]
 """
 from __future__ import annotations
 
 import argparse
 import re
+import statistics
 from collections.abc import Iterable
 
 import _common  # noqa: F401  (puts the repository root on sys.path)
@@ -78,13 +80,15 @@ def main() -> None:
         table[corpus] = counts
         covered = sum(c >= args.min for c in counts)
         words_in = sum(len(s.split()) for document in documents for s in document)
+        density = statistics.median(c / words_in * 1e6 for c in counts)
         rows.append([corpus, f"{words_in:,}", f"{covered} / {len(SENTENCES)}", f"{covered / len(SENTENCES):.0%}",
-                     str(held)])
+                     f"{density:.1f}", str(held)])
     if args.show:
         rows_by_sentence = [[template, *(str(table[c][i]) for c in args.corpora)]
                             for i, (template, _) in enumerate(SENTENCES)]
         print_table(["benchmark sentence", *args.corpora], rows_by_sentence)
-    print_table(["corpus", "words", f"covered (>= {args.min} sentences)", "share", "benchmark sentences in it"], rows)
+    print_table(["corpus", "words", f"covered (>= {args.min} sentences)", "share", "median per M words",
+                 "benchmark sentences in it"], rows)
 
 
 if __name__ == "__main__":
