@@ -250,6 +250,10 @@ def test_v5_is_v4_then_the_example_sentences_and_v4_stays_as_the_shipped_model_r
     assert v5 == (*v4, *V5_NEW) and v4[-3:] == V4_NEW and not NOT_EVERYDAY & set(v5)
 
 
+def test_every_mix_is_told_in_words_for_the_app_and_the_model_cards():
+    assert set(sources.MIX_ABOUT) == set(sources.MIXES)  # a card of a run on a mix without its words would fail
+
+
 def test_the_everyday_benchmarks_sentences_with_any_word_at_the_mask_are_caught():
     for template, answers in benchmark_script("everyday_english").SENTENCES:
         for word in (answers.split()[0], "zebra"):
