@@ -15,7 +15,7 @@ import time
 import _common  # noqa: F401  (puts the repository root on sys.path)
 from _common import ROOT, print_table
 
-from bert_demo.app import text
+from bert_demo.app import verdict
 from bert_demo.app.tabs import finetune
 from bert_demo.app.registry import Registry
 from bert_demo.train_config import APP_FINETUNE
@@ -37,7 +37,7 @@ def main() -> None:
             phase = status.split(":")[0] if status.startswith("Run ") else status.split(" ")[0]
             phases.setdefault(phase, time.perf_counter() - started)
         total = time.perf_counter() - started
-        finals = {init: text.final_record(records) for init, records in _records(registry, runs).items()}
+        finals = {init: verdict.final_record(records) for init, records in _records(registry, runs).items()}
     print_table(["phase", "started at (s)"], [[phase, f"{at:.1f}"] for phase, at in phases.items()])
     print_table(["start", "steps", "validation", "test", "outside"],
                 [[init, r.get("step"), f"{r.get('acc', float('nan')):.3f}", f"{r.get('test_acc', float('nan')):.3f}",

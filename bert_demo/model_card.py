@@ -21,8 +21,8 @@ from bert_demo.config import trained_on, weights_files
 from bert_demo.evaluate import evaluate
 from bert_demo.inference import fill_mask
 from bert_demo.corpus import source_parts
-from bert_demo.sources import MIXES, SOURCES
-from bert_demo.train_config import TrainConfig
+from bert_demo.sources import MIX_ABOUT, MIXES, SOURCES
+from bert_demo.train_config import APP_FINETUNE, TrainConfig
 
 CURVE_NAME = "learning-curve.svg"
 # Plain sentences and words that fit them: "knows" means one of them is among the top 3 guesses.
@@ -207,13 +207,14 @@ def _card_text(name: str, model, metadata: dict, config: dict, metrics: dict, kn
     lines += ["", f"![learning curve]({CURVE_NAME})", "", "## Data", ""]
     corpus = str(config.get("corpus", ""))
     mixes = [part for part in corpus.split(",") if part in MIXES]
-    if mixes:
-        lines += [f"`{', '.join(mixes)}` is a mix of named sources; each is listed below.", ""]
+    lines += [f"`{mix}` is a mix of named sources ({MIX_ABOUT[mix]}); each is listed below." for mix in mixes]
+    lines += [""] if mixes else []
     lines += [f"- `{part}`: {SOURCES[part].about if part in SOURCES else 'a text file'}"
               for part in source_parts(corpus) if part]
     lines += ["", "The project's README lists each source's licence and attribution.", "",
               "## Limitations", "",
-              "A teaching model: small, trained on a few million words, lower-cased, English only. It repeats the "
+              f"A teaching model: small, trained on far less text than BERT read ({APP_FINETUNE['well_read_words']} words), "
+              "lower-cased, English only. It repeats the "
               "topics and names of its training text, guesses frequent words when unsure, and has not been checked "
               "for bias or safety. Do not use its predictions for decisions.", ""]
     return "\n".join(lines)

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from bert_demo.app.disk import ADDRESS_SHARE, CLAIM_PREFIX, VISITOR_SHARE, claim_folder, folder_bytes, run_bytes
+from bert_demo.app.estimates import job_status
 from bert_demo.app.registry import Registry
-from bert_demo.app.text import job_status
 from bert_demo.app.visitors import Visitor
 from bert_demo.checkpoint import read_metadata
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -12,15 +13,16 @@ from pathlib import Path
 import gradio as gr
 import pytest
 
-from bert_demo.app import header, text
-from bert_demo.app.tabs import attention, classifier, embeddings, fill, finetune
+from bert_demo.app import header, text, verdict
+from bert_demo.app.tabs import attention, classifier, embeddings, fill, finetune, finetune_runs
+from bert_demo.app.forms import Caps
 from bert_demo.app.registry import Registry
 from bert_demo.app.uploads import UPLOAD_PREFIX
 from bert_demo.checkpoint import load_classifier, load_pretrained, save_pretrained
-from bert_demo.config import read_config, read_metadata
+from bert_demo.config import PRESETS, read_config, read_metadata
 from bert_demo.inference import classify
 from bert_demo.tokenizer import train_tokenizer
-from bert_demo.train_config import APP_FINETUNE
+from bert_demo.train_config import APP_FINETUNE, FinetuneConfig
 
 WORDS = ["river", "garden", "music", "window", "summer", "letter", "station", "forest"]
 OWNER = "visitor-1"
@@ -65,6 +67,12 @@ def experiment(registry, tmp_path_factory):
     return updates
 
 
+def sent(update: gr.components.Component) -> dict:
+    """What a component returned as an update sets on the page: the arguments it was given (a dropdown's value
+    reads as its first choice when none was given, and the page keeps its own)."""
+    return update._constructor_args[0]
+
+
 def curves(figure) -> dict[str, list[float]]:
     return {trace.name: list(trace.y) for trace in figure.data}
 
@@ -88,20 +96,56 @@ def test_the_experiment_streams_both_starts_curves_and_ends_with_the_gap_in_a_se
 
 def test_a_reloaded_page_rebuilds_the_last_experiment_its_visitor_may_see_from_the_runs_records(registry,
                                                                                                  experiment):
-    rebuilt, final = finetune.last_experiment(registry, OWNER), experiment[-1]
+    rebuilt, final = finetune_runs.last_experiment(registry, OWNER), experiment[-1]
     assert rebuilt["ft_status"].startswith("The last experiment here: 2 runs of 15 steps each")
     assert curves(rebuilt["ft_curves"]) == curves(final["ft_curves"]) and rebuilt["ft_verdict"] == final["ft_verdict"]
     assert rebuilt["ft_classifier"].value == final["ft_classifier"].value
-    hidden = finetune.last_experiment(registry, "someone else")  # trained on OWNER's upload: private to them
+    assert sent(rebuilt["ft_model"])["value"] == "checkpoints/tiny-test"  # what it fine-tuned, not the page's default
+    hidden = finetune_runs.last_experiment(registry, "someone else")  # trained on OWNER's upload: private to them
     assert all(update == gr.skip() for update in hidden.values())
 
 
+def test_the_latest_experiments_time_counts_each_of_its_runs_and_is_said_once_it_ends(registry, experiment):
+    """"The latest fine-tuning runs here took 3:19" counted one of the experiment's two runs."""
+    took = finetune_runs.latest_took(registry, OWNER)
+    each = re.fullmatch(r"The latest experiment here took (\d+):(\d\d) of training: (\d+):(\d\d) \(pre-trained\), "
+                        r"(\d+):(\d\d) \(random weights\)\.", took)
+    assert each, took
+    total, first, second = (int(each[i]) * 60 + int(each[i + 1]) for i in (1, 3, 5))
+    assert abs(total - first - second) <= 1  # rounded apart
+    assert took in experiment[-1]["ft_estimate"]  # the line under Start says so as the experiment ends
+
+
+@pytest.fixture
+def tiny_only(roots, make_checkpoint, tmp_path):
+    """A machine that fine-tunes the tiny shape only, with a mini-shaped model ("wide", as small-english is to a
+    CPU) and a tiny one ("another", as mini-english)."""
+    folder = tmp_path / "checkpoints"
+    for name in ("tiny-test", "another"):
+        shutil.copytree(roots["checkpoints"] / name, folder / name)
+    model, tokenizer = load_pretrained(folder / "another")
+    save_pretrained(model.__class__(PRESETS["mini"].with_vocab(model.config.vocab_size)), tokenizer, folder / "wide")
+    return Registry(checkpoints_dir=folder, runs_dir=tmp_path / "runs", device="cpu", allow_hub=False,
+                    caps=Caps("cpu", limits={"preset": ("tiny",)}))
+
+
+def test_the_tab_fine_tunes_a_model_this_machine_can_and_follows_the_one_selected_above_where_it_can(
+        tiny_only, monkeypatch):
+    """It opened on small-english, which a CPU cannot fine-tune, under a note to choose mini-english."""
+    monkeypatch.setattr(FinetuneConfig, "model", "checkpoints/another")  # as mini-english
+    assert not tiny_only.forms.fine_tunable("checkpoints/wide") and tiny_only.forms.fine_tunable("checkpoints/another")
+    assert finetune.model_to_tune(tiny_only, "checkpoints/wide") == "checkpoints/another"
+    assert finetune.model_to_tune(tiny_only, "checkpoints/tiny-test") == "checkpoints/tiny-test"
+    assert finetune.model_selected(tiny_only, "checkpoints/wide")["ft_model"] == gr.skip()  # it keeps one it can
+    assert finetune.model_selected(tiny_only, "checkpoints/tiny-test")["ft_model"] == "checkpoints/tiny-test"
+
+
 def test_a_reloaded_page_reads_no_weights_again_for_the_layer_chart(registry, experiment, monkeypatch):
-    finetune.last_experiment(registry, OWNER)  # the first page load after the experiment may read them
+    finetune_runs.last_experiment(registry, OWNER)  # the first page load after the experiment may read them
     reads = []
     checkpoint = finetune.backend().checkpoint
     monkeypatch.setattr(checkpoint, "read_weights", lambda *a, **k: reads.append(a) or {})
-    rebuilt = finetune.last_experiment(registry, OWNER)
+    rebuilt = finetune_runs.last_experiment(registry, OWNER)
     assert reads == [] and rebuilt["ft_changes"].data  # the same chart, from what the first load measured
 
 
@@ -156,11 +200,11 @@ def test_the_label_count_chart_plots_each_finished_runs_test_accuracy_at_its_cou
         metadata = json.loads((run.folder / "bert_demo.json").read_text())
         metadata["train_config"]["task"] = "movie-reviews"
         (run.folder / "bert_demo.json").write_text(json.dumps(metadata))
-    figure = finetune.label_counts(registry, "checkpoints/tiny-test", "movie-reviews", OWNER)["ft_counts"]
+    figure = finetune_runs.label_counts(registry, "checkpoints/tiny-test", "movie-reviews", OWNER)["ft_counts"]
     assert {trace.name: list(trace.x) for trace in figure.data} == {"pre-trained": [100], "random weights": [100]}
-    empty = finetune.label_counts(registry, "checkpoints/tiny-test", "tweets", OWNER)["ft_counts"]
+    empty = finetune_runs.label_counts(registry, "checkpoints/tiny-test", "tweets", OWNER)["ft_counts"]
     assert not empty.data and "run other label counts" in empty.layout.annotations[0].text  # says what fills it
-    uploaded = finetune.label_counts(registry, "checkpoints/tiny-test", task, OWNER)["ft_counts"]
+    uploaded = finetune_runs.label_counts(registry, "checkpoints/tiny-test", task, OWNER)["ft_counts"]
     assert not uploaded.data and "an uploaded file is a task of its own" in uploaded.layout.annotations[0].text
     assert task != "movie-reviews"
 
@@ -260,7 +304,7 @@ def val(step: int, acc: float, **final: float) -> dict:
 
 
 def test_the_verdict_states_the_gap_says_a_small_one_is_small_and_notes_a_faster_start():
-    bought = text.verdict({"pretrained": [val(50, 0.60), val(200, 0.70, test_acc=0.71, outside_acc=0.60,
+    bought = verdict.verdict({"pretrained": [val(50, 0.60), val(200, 0.70, test_acc=0.71, outside_acc=0.60,
                                                          outside_majority=0.58)],
                              "random": [val(50, 0.52), val(200, 0.64, test_acc=0.65, outside_acc=0.59,
                                                       outside_majority=0.58)]},
@@ -268,35 +312,35 @@ def test_the_verdict_states_the_gap_says_a_small_one_is_small_and_notes_a_faster
     assert "bought **6.0 points** in this domain" in bought
     assert "at the first validation (step 50) the pre-trained start had 0.600 against 0.520" in bought
     assert "little difference on amazon-reviews" in bought and "+1.0 points" in bought
-    level = text.verdict({"pretrained": [val(50, 0.55), val(200, 0.70, test_acc=0.700)],
+    level = verdict.verdict({"pretrained": [val(50, 0.55), val(200, 0.70, test_acc=0.700)],
                             "random": [val(50, 0.55), val(200, 0.69, test_acc=0.695)]}, None, None)
     assert "every labelled sentence" in level and "little difference in this domain (+0.5 points" in level
     assert "learned faster" not in level
     assert "commonest class" not in bought  # 0.60 and 0.59 beat the 0.58 of always answering one class
-    biased = text.verdict({"pretrained": [val(200, 0.7, test_acc=0.7, outside_acc=0.52, outside_majority=0.58)],
+    biased = verdict.verdict({"pretrained": [val(200, 0.7, test_acc=0.7, outside_acc=0.52, outside_majority=0.58)],
                              "random": [val(200, 0.6, test_acc=0.6, outside_acc=0.55, outside_majority=0.58)]},
                             500, "amazon-reviews")
     assert "no start beats always answering its commonest class (0.580)" in biased
 
 
 def test_the_verdict_scores_a_glue_task_in_its_own_metric_not_accuracy():
-    cola = text.verdict({"pretrained": [val(50, 0.69, matthews=0.08), val(200, 0.70, matthews=0.12,
+    cola = verdict.verdict({"pretrained": [val(50, 0.69, matthews=0.08), val(200, 0.70, matthews=0.12,
                                                                          test_acc=0.70, test_matthews=0.12)],
                            "random": [val(50, 0.69, matthews=0.0), val(200, 0.69, matthews=0.0, test_acc=0.69,
                                                                      test_matthews=0.0)]}, None, None)
     assert "(Matthews correlation): pre-trained **0.120**, random weights **0.000**" in cola
     assert "bought **12.0 points** in this domain" in cola  # accuracy alone would call it level (1 point)
     assert "(step 50) the pre-trained start had 0.080 against 0.000" in cola  # level in accuracy there
-    mrpc = text.verdict({"pretrained": [val(200, 0.70, test_acc=0.70, test_f1=0.81)]}, None, None)
+    mrpc = verdict.verdict({"pretrained": [val(200, 0.70, test_acc=0.70, test_f1=0.81)]}, None, None)
     assert "(F1): pre-trained **0.810**" in mrpc
 
 
 def test_the_verdict_says_whether_the_well_read_start_bought_more_than_the_selected_model():
     runs = {"pretrained": [val(200, 0.70, test_acc=0.70)], "random": [val(200, 0.65, test_acc=0.65)]}
-    more = text.verdict({**runs, "well-read": [val(200, 0.80, test_acc=0.80)]}, 1000, None, "Google's BERT-Small")
+    more = verdict.verdict({**runs, "well-read": [val(200, 0.80, test_acc=0.80)]}, 1000, None, "Google's BERT-Small")
     assert "Google's BERT-Small, pre-trained on 3.3 billion words, reached **0.800**: +15.0 points over random weights, against +5.0 for the selected model" in more
     assert "The more text a model read before, the more its pre-training buys." in more
-    level = text.verdict({**runs, "well-read": [val(200, 0.71, test_acc=0.71)]}, 1000, None)
+    level = verdict.verdict({**runs, "well-read": [val(200, 0.71, test_acc=0.71)]}, 1000, None)
     assert "all that reading bought no more than the selected model's" in level
 
 
@@ -400,7 +444,7 @@ def test_googles_bert_of_the_selected_models_shape_joins_the_experiment_as_a_thi
     monkeypatch.setattr("bert_demo.train_config.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 8})
     upload, owner = write(tmp_path / "mine.jsonl", rows()), "visitor-2"
     final = list(finetune.finetune(registry, "checkpoints/tiny-test", "movie-reviews", upload, "100",
-                                 ["random", text.WELL_READ], owner=owner))[-1]
+                                 ["random", verdict.WELL_READ], owner=owner))[-1]
     assert asked == [TINY_GOOGLE]  # tiny-test is tiny: 2 layers of 128, as Google's BERT-Tiny
     assert "Google's BERT, same shape (validation)" in curves(final["ft_curves"])
     assert "Google's BERT-Tiny, pre-trained on 3.3 billion words, reached" in final["ft_verdict"]
@@ -418,14 +462,14 @@ def test_googles_bert_of_the_selected_models_shape_joins_the_experiment_as_a_thi
             metadata = json.loads((run.folder / "bert_demo.json").read_text())
             metadata["train_config"]["task"] = "movie-reviews"
             (run.folder / "bert_demo.json").write_text(json.dumps(metadata))
-    counts = finetune.label_counts(registry, "checkpoints/tiny-test", "movie-reviews", owner)["ft_counts"]
+    counts = finetune_runs.label_counts(registry, "checkpoints/tiny-test", "movie-reviews", owner)["ft_counts"]
     assert {trace.name for trace in counts.data} == {"pre-trained", "random weights", "Google's BERT, same shape"}
     run = next(iter(runs))  # the same run, as if Google's BERT-Mini had been fine-tuned: another shape, not drawn
     elsewhere = hub_like_model(tmp_path / "hub", "gaunernst/bert-mini-uncased")
     metadata = read_metadata(registry.catalog.resolve(run, owner).folder)
     metadata["train_config"]["model"] = str(elsewhere)
     (registry.catalog.resolve(run, owner).folder / "bert_demo.json").write_text(json.dumps(metadata))
-    counts = finetune.label_counts(registry, "checkpoints/tiny-test", "movie-reviews", owner)["ft_counts"]
+    counts = finetune_runs.label_counts(registry, "checkpoints/tiny-test", "movie-reviews", owner)["ft_counts"]
     assert {trace.name for trace in counts.data} == {"pre-trained", "random weights"}
 
 
@@ -442,7 +486,7 @@ def unreachable(*args, **kwargs):
 def test_googles_bert_is_refused_before_any_run_where_the_hub_is_off_or_unreachable_or_it_has_no_such_shape(
         registry, monkeypatch):
     settings = {"model": "checkpoints/tiny-test", "task": "movie-reviews", "upload": None, "labels": "100",
-                "compare": ["random", text.WELL_READ]}
+                "compare": ["random", verdict.WELL_READ]}
     with pytest.raises(gr.Error, match="set not to reach: leave Google's BERT-Tiny out"):
         list(finetune.finetune(registry, **settings, owner="visitor-3"))
     monkeypatch.setattr(registry.catalog, "allow_hub", True)

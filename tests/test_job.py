@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from bert_demo.app.catalog import LIVE
+from bert_demo.app.estimates import job_status
 from bert_demo.app.job import TrainingJob
 from bert_demo.app.registry import Registry
-from bert_demo.app.text import job_status
 from bert_demo.train_config import TrainConfig
 
 

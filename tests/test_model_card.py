@@ -2,7 +2,9 @@
 learning curve drawn as an SVG by our own code."""
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 import torch
@@ -14,6 +16,7 @@ from bert_demo.train_config import TrainConfig
 from bert_demo.trainer import pretraining
 
 SVG = "{http://www.w3.org/2000/svg}"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_the_learning_curve_is_an_svg_with_one_point_per_validation():
@@ -57,6 +60,21 @@ def test_the_card_reports_held_out_and_never_seen_text_through_ours_and_transfor
     assert f"on {describe_hardware(cpu)}, computing in {resolve_precision('auto', cpu)}; the weights are fp32) with " \
            "one command" in card
     assert (tmp_path / "run" / CURVE_NAME).read_text().startswith("<svg")
+    assert "trained on far less text than BERT read (3.3 billion words)" in card  # not "a few million words"
+
+
+def test_the_readmes_headline_figures_are_the_shipped_cards_and_each_says_whose_it_is():
+    """The README's "0.846 next-sentence accuracy (0.893)" did not say that the bracketed figure was mini-english's,
+    nor agree with the card's."""
+    readme = (ROOT / "README.md").read_text()
+    bullet = readme[readme.index("- **The shipped model**"):].split("\n- ")[0]
+    news = {model: re.search(r"\| news \(held out\) \| ([\d.]+) \| [\d.]+ \| ([\d.]+) \|",
+                             (ROOT / "checkpoints" / model / "README.md").read_text()).groups()
+            for model in ("small-english", "mini-english")}
+    (mlm, nsp), (mini_mlm, mini_nsp) = news["small-english"], news["mini-english"]
+    assert "on held-out news" in bullet and f"{mlm} masked-word accuracy (`mini-english`" in bullet
+    assert f"{nsp} next-sentence accuracy (`mini-english`: {mini_nsp})" in bullet
+    assert re.search(rf"\(`mini-english`[^()]*: {mini_mlm}\)", bullet) and "(42%)" not in bullet
 
 
 def test_the_command_is_the_one_that_ran_including_a_continued_runs_start_and_changed_settings(tmp_path):

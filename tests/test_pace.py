@@ -1,59 +1,161 @@
-"""bert_demo/app/pace.py: a run's time is measured here before it starts, a measurement is shared for a while, and a
-busy machine is said to be busy; the Train and Fine-tune tabs say what the measurement means for the form's run."""
+"""bert_demo/app/pace.py and estimates.py: a run's time is measured here before it starts, a measurement is shared
+for a while, and a busy machine is said to be busy; once a run trains, its own pace answers everything said of it
+(the line under Start, its status line, the estimate of another run like it), so the page agrees with itself."""
 from __future__ import annotations
 
 import json
+import math
+import re
+import threading
 import time
+from contextlib import contextmanager
+from dataclasses import replace
 
 import pytest
 
+from bert_demo.app import estimates
 from bert_demo.app import pace as pace_module
-from bert_demo.app import text
-from bert_demo.app.pace import Pace, checks, pace
+from bert_demo.app.job import TrainingJob
+from bert_demo.app.pace import Pace, Shape, pace
 from bert_demo.app.registry import Registry
 from bert_demo.app.tabs import finetune, train
 from bert_demo.config import PRESETS
+from bert_demo.labelled import load_file
+from bert_demo.tokenizer import load_tokenizer
 from bert_demo.train_config import FinetuneConfig
+
+TINY = Shape(PRESETS["tiny"].with_vocab(512), 2, 16, "fp32")
 
 
 def test_a_few_real_steps_are_timed_with_the_share_of_the_cores_they_got():
-    measured = pace_module._measure(PRESETS["tiny"].with_vocab(512), 2, 16, "fp32", "cpu", classifier=False)
+    measured = pace_module._measure(TINY)
     assert 0 < measured.step_s < 30 and 0 < measured.example_s < measured.step_s and 0 < measured.share <= 1
-    tuned = pace_module._measure(PRESETS["tiny"].with_vocab(512), 2, 16, "fp32", "cpu", classifier=True)
+    tuned = pace_module._measure(replace(TINY, classifier=True))
     assert 0 < tuned.step_s < 30
+
+
+def test_the_checks_pace_is_timed_in_fp32_as_a_run_scores_its_checks(monkeypatch):
+    """A run trains in bf16 where the CPU computes it, but scores held-out examples in fp32 (evaluate.validate,
+    finetune._scores): timing them in bf16 made the Fine-tune tab's estimate short (its checks are 40% of it)."""
+    runtime = pace_module.backend().runtime
+    entered = []
+
+    @contextmanager
+    def autocast(device, precision):
+        entered.append(precision)
+        yield
+
+    monkeypatch.setattr(runtime, "autocast", autocast)
+    monkeypatch.setattr(runtime, "resolve_precision", lambda precision, device: "bf16")
+    monkeypatch.setattr(pace_module, "MEASURED_STEPS", 1)
+    pace_module._measure(replace(TINY, classifier=True))
+    assert entered == ["bf16", "bf16"]  # the warm-up step and the timed one; none for the forward passes
 
 
 def test_a_measurement_answers_for_its_shape_for_keep_s_then_the_machine_is_timed_again(monkeypatch):
     taken = []
     monkeypatch.setattr(pace_module, "_kept", {})
-    monkeypatch.setattr(pace_module, "_measure", lambda *shape: taken.append(shape) or Pace(0.1, 0.01, 1.0, 2,
-                                                                                            time.monotonic()))
-    shape = PRESETS["tiny"].with_vocab(512)
-    pace(shape, 32, 128, "auto")
-    pace(shape, 32, 128, "auto")  # a second visitor, a moment later
-    pace(shape, 16, 128, "auto")  # another batch size is another shape
+    monkeypatch.setattr(pace_module, "_measure", lambda shape: taken.append(shape) or Pace(0.1, 0.01, 1.0, 2,
+                                                                                           time.monotonic()))
+    shape = Shape(PRESETS["tiny"].with_vocab(512), 32, 128, "auto")
+    pace(shape)
+    pace(shape)  # a second visitor, a moment later
+    pace(replace(shape, batch_size=16))  # another batch size is another shape
     assert len(taken) == 2
     monkeypatch.setattr(pace_module, "KEEP_S", 0.0)
-    pace(shape, 32, 128, "auto")
+    pace(shape)
     assert len(taken) == 3
 
 
 def test_checks_are_counted_as_the_loop_makes_them():
-    assert checks(1000, 167) == 6 and checks(94, 11) == 9 and checks(100, 20) == 5
+    assert estimates.checks(1000, 167) == 6 and estimates.checks(94, 11) == 9 and estimates.checks(100, 20) == 5
 
 
 def test_the_train_tab_says_how_long_the_forms_run_takes_here_now_and_that_the_machine_is_busy(registry, monkeypatch):
     measured = Pace(step_s=0.5, example_s=0.001, share=0.4, threads=2, measured=time.monotonic())
-    monkeypatch.setattr(train, "pace", lambda *args, **kwargs: measured)
+    monkeypatch.setattr(estimates, "pace", lambda shape: measured)
     said = train.estimate(registry, "tiny", 1000, 32, 128, 8192)["estimate"]
     # 1,000 steps of 0.5 s and 6 checks of 8 x 32 held-out sequences at 1 ms each: 502 s
     assert "**This run: about 8 min on this machine now**: 1,000 steps at 0.50 s each and 6 checks" in said
     assert "The machine is busy (other programs are running: the timing got 40% of its 2 cores' time)" in said
     quiet = Pace(step_s=0.1, example_s=0.001, share=0.95, threads=2, measured=time.monotonic())
-    monkeypatch.setattr(train, "pace", lambda *args, **kwargs: quiet)
+    monkeypatch.setattr(estimates, "pace", lambda shape: quiet)
     said = train.estimate(registry, "tiny", 100, 32, 128, 8192)["estimate"]
     assert "about 12 s on this machine now" in said and "busy" not in said
     assert train.estimate(registry, "base", 100, 32, 128, 8192)["estimate"] == ""  # not allowed: Start says why
+
+
+def test_two_visitors_asking_at_once_at_any_width_are_told_the_same_from_one_measurement(registry, monkeypatch):
+    """At 390 px a visitor read "about 24 min: 1.5 s a step", at 1400 px "about 4 min: 0.24 s": each page had
+    timed the machine itself."""
+    monkeypatch.setattr(pace_module, "_kept", {})
+    taken = []
+    monkeypatch.setattr(pace_module, "_measure", lambda shape: taken.append(shape) or Pace(
+        0.24 + 0.5 * len(taken), 0.001, 1.0, 2, time.monotonic()))
+    said = {owner: train.estimate(registry, "tiny", 1000, 32, 128, 8192, owner=owner)["estimate"]
+            for owner in ("phone", "desktop")}
+    assert said["phone"] == said["desktop"] and len(taken) == 1
+
+
+class _Trainer:
+    """A run the test feeds records by hand: its config, its step, and a stop."""
+
+    def __init__(self, config):
+        self.config, self.step, self.visible_to = config, 0, None
+
+    def stop(self) -> None:
+        """Nothing to stop: the test ends it."""
+
+
+@pytest.fixture
+def training(registry):
+    """`start(config, owner)`: a run of `config` training in the registry's slot (until the test ends) that has
+    timed itself at 0.9 s a step and 3 s a check of 256 held-out sequences."""
+    ended, jobs = threading.Event(), []
+
+    def start(config, owner: str = "someone") -> TrainingJob:
+        job = TrainingJob(_Trainer(config), "run", owner=owner)
+        job.thread = threading.Thread(target=ended.wait, daemon=True)  # running until the test ends
+        job.thread.start()
+        for record in ({"kind": "train", "step": 10, "elapsed": 9.0, "tokens_per_s": 3000.0},
+                       {"kind": "check", "step": 167, "elapsed": 150.3},
+                       {"kind": "val", "step": 167, "elapsed": 153.3},
+                       {"kind": "train", "step": 200, "elapsed": 183.3, "tokens_per_s": 3000.0}):
+            job._append(record)
+        job.trainer.step = 200
+        registry.slot.job = job
+        jobs.append(job)
+        return job
+
+    yield start
+    ended.set()
+    for job in jobs:
+        job.thread.join(timeout=5)
+
+
+def test_while_a_run_trains_an_estimate_of_a_run_like_it_is_its_own_pace_and_nothing_is_timed_beside_it(
+        registry, monkeypatch, training):
+    """74 s into a run, the line under Start said "about 8 min" (timed beside the run), the status line "about
+    15:18 left" (its own pace): a run that trains after it keeps its pace."""
+    monkeypatch.setattr(pace_module, "_measure", lambda shape: pytest.fail(f"timed {shape} beside the run"))
+    training(registry.forms.train_config(preset="tiny", steps=1000, batch_size=32, seq_len=128, vocab_size=8192))
+    said = train.estimate(registry, "tiny", 1000, 32, 128, 8192, owner="another visitor")["estimate"]
+    # 1,000 steps at 0.9 s and 6 checks at 3 s each: 918 s
+    assert "**This run: about 15 min on this machine now**: 1,000 steps at 0.90 s each and 6 checks" in said
+    assert "at the pace the run training now keeps" in said and "busy" not in said
+
+
+def test_the_line_under_start_and_the_status_line_of_a_training_run_agree(registry, training):
+    job = training(registry.forms.train_config(preset="tiny", steps=1000, batch_size=32, seq_len=128,
+                                               vocab_size=8192), owner="me")
+    line = train.estimate(registry, "tiny", 1000, 32, 128, 8192, owner="me")["estimate"]
+    status = estimates.job_status(job)
+    left = re.search(r"about (\d+:\d\d) left", status).group(1)
+    assert f"{left} left" in line  # the same time left, from the same pace
+    total = re.search(r"about (\d+) min in all", line).group(1)
+    assert int(total) == round((job.seconds_left + time.perf_counter() - job.started) / 60)
+    assert "1,000 steps at 0.90 s each" in line
+    assert train.training_outputs(registry, job, "me")["estimate"] == line  # and while the page follows the run
 
 
 def test_the_fine_tune_tab_times_each_start_and_names_the_start_of_each_run_it_lists(registry, monkeypatch, tmp_path):
@@ -62,16 +164,19 @@ def test_the_fine_tune_tab_times_each_start_and_names_the_start_of_each_run_it_l
     upload.write_text("\n".join(json.dumps(row) for row in rows))
     measured = Pace(step_s=2.0, example_s=0.01, share=1.0, threads=2, measured=time.monotonic())
     shapes = []
-    monkeypatch.setattr(finetune, "pace", lambda *args, **kwargs: shapes.append(args) or measured)
+    monkeypatch.setattr(estimates, "pace", lambda shape: shapes.append(shape) or measured)
     said = finetune.estimate(registry, "checkpoints/tiny-test", "movie-reviews", str(upload), "300",
                              ["random"])["ft_estimate"]
     # two runs of 94 steps (10 passes over 300 sentences in batches of 32), 9 checks of 40 held-out sentences and
     # the file's 40 test sentences (an upload has no other domain)
     assert "**The experiment: about 6 min on this machine now**: 2 runs of 94 steps at 2.0 s each, 9 checks " \
            "on 40 held-out sentences and 40 test sentences at the end" in said
-    assert shapes[0][2] == 16  # the sentences' length, as word pieces, padded to a multiple of 8
-    monkeypatch.setattr(finetune, "_latest_runs", lambda *args: "The latest fine-tuning runs here took 7:38 "
-                                                                "(pre-trained), 11:56 (random weights).")
+    tokenizer = load_tokenizer(registry.catalog.resolve("checkpoints/tiny-test").folder)
+    trained_on = load_file(upload)["train"]["text"][:300]
+    pieces = [len(tokenizer(text)["input_ids"]) for text in trained_on]  # the model's own word pieces, not words
+    assert shapes[0].seq_len == math.ceil(sum(pieces) / len(pieces) / 8) * 8
+    monkeypatch.setattr(finetune, "latest_took", lambda *args: "The latest experiment here took 19:34 of "
+                                                               "training: 7:38 (pre-trained), 11:56 (random weights).")
     assert "11:56 (random weights)" in finetune.estimate(registry, "checkpoints/tiny-test", "movie-reviews",
                                                          str(upload), "300", [])["ft_estimate"]
 
@@ -79,7 +184,7 @@ def test_the_fine_tune_tab_times_each_start_and_names_the_start_of_each_run_it_l
 def test_the_fine_tune_estimate_counts_the_test_sentences_of_both_domains_that_a_run_scores_at_its_end(
         registry, monkeypatch):
     measured = Pace(step_s=2.0, example_s=0.01, share=1.0, threads=2, measured=time.monotonic())
-    monkeypatch.setattr(finetune, "pace", lambda *args, **kwargs: measured)
+    monkeypatch.setattr(estimates, "pace", lambda shape: measured)
     said = finetune.estimate(registry, "checkpoints/tiny-test", "movie-reviews", None, "300", [])["ft_estimate"]
     # movie reviews: 1,057 validation and 1,057 test sentences; amazon-reviews, the other domain: 361 test sentences
     assert "9 checks on 1,057 held-out sentences and 1,418 test sentences at the end" in said
@@ -104,7 +209,7 @@ def test_a_model_too_big_to_fine_tune_here_is_said_before_start_with_the_start_t
     monkeypatch.setattr(registry.forms, "finetune_config", finetune_config)
     said = finetune.estimate(registry, "checkpoints/tiny-test", "movie-reviews", str(upload), "300", [])["ft_estimate"]
     assert said == ("<small>tiny-test is bigger than the models this machine trains (tiny, mini): choose "
-                    "**another** in the Model box above to fine-tune it here.</small>")
+                    "**another** as the model to fine-tune here.</small>")
     said = finetune.estimate(registry, "checkpoints/another", "movie-reviews", str(upload), "300", [])["ft_estimate"]
     assert "The experiment: about" in said and "choose" not in said
     said = finetune.estimate(registry, "checkpoints/another", "movie-reviews", str(tmp_path / "gone.csv"), "300",
@@ -115,5 +220,5 @@ def test_a_model_too_big_to_fine_tune_here_is_said_before_start_with_the_start_t
 @pytest.mark.parametrize("share, busy", [(0.4, True), (0.9, False)])
 def test_a_measurement_that_got_less_than_three_quarters_of_its_cores_time_is_a_busy_machine(share, busy):
     measured = Pace(0.1, 0.001, share, 2, time.monotonic())
-    said = text.estimate_text("This run", 100.0, "100 steps", measured, slot_busy=True)
+    said = estimates.estimate_text("This run", 100.0, "100 steps", measured, slot_busy=True)
     assert measured.busy is busy and ("busy (a run of ours is training" in said) is busy

@@ -1,7 +1,16 @@
-"""bert_demo/app/text.py: what the Model tab says about how a model was trained."""
+"""bert_demo/app/text.py: what the Model tab says about how a model was trained, and on which text each of its
+figures was measured."""
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
+
+from bert_demo.app import text
 from bert_demo.app.text import model_markdown
+from bert_demo.sources import MIX_ABOUT
+
+SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints"
 
 TRAINED = {"corpus": "news,wiki", "preset": "tiny", "steps": 100, "batch_size": 32, "seq_len": 128, "lr": 1e-3}
 SHAPE = {"num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 1024,
@@ -22,5 +31,32 @@ def test_a_model_trained_from_scratch_is_described_by_its_preset():
 def test_a_continued_model_names_the_model_it_continued_never_the_preset_its_config_carries():
     config = {**TRAINED, "corpus": "everyday", "init_from": "runs/v3-stage1"}  # preset "tiny" is the unused default
     shown = model_markdown(info("runs/mini-english-v3", config))
-    assert "Corpus **everyday**, continued from **v3-stage1**, 100 of 100 steps" in shown
+    assert f"Corpus **everyday** ({MIX_ABOUT['everyday']}; the card below lists them), continued from " \
+           "**v3-stage1**, 100 of 100 steps" in shown
     assert "tiny" not in shown
+
+
+def test_the_model_tabs_figures_say_which_text_they_were_measured_on():
+    """The tab showed NSP 96.9% and MLM 52.1% with no text named, beside a card and a README of other figures."""
+    config = {**TRAINED, "corpus": "v4", "val_fraction": 0.05, "mask_prob": 0.25}
+    shown = model_markdown({**info("checkpoints/small-english", config),
+                            "last_train": {"step": 100, "mlm_loss": 2.0, "mlm_acc": 0.5, "nsp_loss": 0.1,
+                                           "nsp_acc": 0.97},
+                            "last_val": {"step": 100, "mlm_loss": 2.1, "mlm_acc": 0.521, "nsp_loss": 0.1,
+                                         "nsp_acc": 0.969}})
+    assert ("on 5% of the documents of v4 that it never trained on, 25% of their word pieces masked as in "
+            "training") in shown
+    assert "| | train | held out |" in shown and "| NSP accuracy | 97.0% | 96.9% |" in shown
+    assert f"Corpus **v4** ({MIX_ABOUT['v4']}" in shown  # the mix explained outside the collapsed card
+
+
+def test_the_page_the_fine_tune_tab_and_the_cards_agree_on_how_much_text_the_shipped_models_read():
+    """The header said "13 million words", the card "a few million words"."""
+    for model, said in text.WORDS_READ.items():
+        metadata = json.loads((SHIPPED / model / "bert_demo.json").read_text())
+        corpus = metadata["train_config"]["corpus"]
+        if corpus in MIX_ABOUT:
+            assert re.search(r"([\d.]+) M words", MIX_ABOUT[corpus])[1] == said.split()[0]
+        card = (SHIPPED / model / "README.md").read_text()
+        assert "million words" not in card or said in card
+    assert f"on {text.WORDS_READ['small-english']} words" in text.INTRO

@@ -230,7 +230,8 @@ def test_a_short_run_streams_growing_metrics_and_ends_with_a_checkpoint(app, cli
     lengths, outputs = [], None
     for outputs in job:
         lengths.append(points(outputs[1]))
-    status, loss, accuracy, lr, probe, checkpoint, selector, _, readout = outputs  # (Stop is no API output)
+    status, loss, accuracy, lr, probe, checkpoint, selector, _, readout, estimate = outputs  # (no buttons)
+    assert estimate == ""  # the run's own time went with it: the page times the form again (`train.wire`)
     assert lengths[-1] == 20 and lengths == sorted(lengths) and len(set(lengths)) >= 2
     assert status.startswith("Finished 20 steps") and "choose" in status
     assert probe["label"].startswith("Step 20")
@@ -258,8 +259,9 @@ def test_a_fine_tune_through_the_api_streams_curves_and_leaves_a_classifier_that
     monkeypatch.setattr("bert_demo.train_config.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 4})
     job = client.submit(MODEL, "movie-reviews", handle_file(str(upload)), "100", ["random"], api_name="/finetune")
     outputs = list(job)[-1]
-    status, curves, verdict, counts, changes, classifier, selector = outputs
+    status, curves, verdict, counts, changes, classifier, selector, tuned, took = outputs
     assert status.startswith("Done: 2 runs of 4 steps"), status
+    assert tuned["value"] == MODEL and "The latest experiment here took" in took
     assert {t["name"] for t in plot_data(curves)} >= {"pre-trained (validation)", "random weights (validation)"}
     assert "random weights" in verdict
     probabilities = client.predict(classifier["value"], "the cat was happy.", "", api_name="/classify")

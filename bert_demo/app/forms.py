@@ -158,6 +158,14 @@ class Forms:
             raise ValueError(f"only a saved model can be {verb}, not {entry.label}: choose a checkpoint or a "
                              "finished run")
         self._check_trainable(entry.label, entry.config)
+    def fine_tunable(self, name: str, viewer: str | None = None) -> bool:
+        """Whether this machine can fine-tune the model `name`: a saved model no bigger than the machine trains."""
+        try:
+            self._continuable(name, viewer, verb="fine-tuned")
+        except ValueError:
+            return False
+        return True
+
         return entry.folder
 
     def _well_read(self, shape: BertConfig) -> tuple[Path, str]:

@@ -47,10 +47,11 @@ def wire(demo: gr.Blocks, c: Components, bound: Callable[[Callable], Callable]) 
     if "att_examples" in c:
         c["att_examples"].load_input_event.then(bound(narrow), asked, [c["layer"], c["head"]],
                                                 api_visibility="private")
-    c["refresh"].click(bound(refresh), c["model"], [c["model"], c["compare_runs"]], api_visibility="private")
+    listed = [c["model"], c["compare_runs"], c["ft_model"]]
+    c["refresh"].click(bound(refresh), c["model"], listed, api_visibility="private")
     for tab, button in c["start_here"].items():
         button.click(go_to(tab), None, c["tabs"], api_visibility="private", queue=False)
-    demo.load(bound(refresh), c["model"], [c["model"], c["compare_runs"]], api_visibility="private").then(
+    demo.load(bound(refresh), c["model"], listed, api_visibility="private").then(
         bound(selected), asked, chosen, api_visibility="private")
 
 
@@ -100,9 +101,10 @@ def _slider(value: float, maximum: int) -> gr.Slider:
 
 
 def refresh(registry: Registry, model_name: str | None, owner: str | None = None) -> Outputs:
+    """Every list of models brought up to date (the models this visitor may see now), each keeping its choice."""
     choices = registry.catalog.choices(owner)
     return {"model": gr.Dropdown(choices=choices, value=model_name or registry.catalog.default_model(owner)),
-            "compare_runs": gr.Dropdown(choices=choices)}
+            "compare_runs": gr.Dropdown(choices=choices), "ft_model": gr.Dropdown(choices=choices)}
 
 
 def go_to(tab: str) -> Callable[[], gr.Tabs]:

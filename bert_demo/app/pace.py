@@ -1,13 +1,14 @@
 """How long a run would take on this machine now, measured before it starts.
 
 A few optimizer steps of the run's model, at its batch size and sequence length, in its precision, are timed here,
-under whatever else the machine is doing, with one forward pass for the checks on held-out examples; and how much
-of its threads' time the measurement got says whether the machine is busy (other programs, or a run of ours). A
-run trains in a process of its own with a thread per core (run_process.py), as the measurement does here, so its
-steps take what the measurement's took, plus a few percent for its batches and records.
+under whatever else the machine is doing, with a forward pass in fp32 for the checks on held-out examples (a run
+scores them in fp32 whatever it trains in); and how much of its threads' time the measurement got says whether the
+machine is busy (other programs, or a run of ours). A run trains in a process of its own with a thread per core
+(run_process.py), as the measurement does here, so its steps take what the measurement's took, plus a few percent
+for its batches and records.
 
-A measurement answers for the same shape for `KEEP_S` seconds, and one is taken at a time: visitors who open the
-Train tab together share one.
+A measurement answers for the same `Shape` for `KEEP_S` seconds, and one is taken at a time: visitors who open the
+Train tab together share one. `estimates.py` says when a run's own pace answers instead.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import astuple, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from bert_demo.app.backend import backend
@@ -26,19 +27,33 @@ FORWARD_REPEATS = 3  # forward passes for the checks' pace, the fastest kept (on
 MEASURING_S = 2.0  # and no more once this much time has gone into them (a busy machine takes seconds a step)
 KEEP_S = 60.0  # how long a measurement answers for the same shape
 BUSY_SHARE = 0.75  # a measurement that got less of its threads' time than this: the machine is busy
-_kept: dict[tuple, "Pace"] = {}
+_kept: dict["Shape", "Pace"] = {}
 _measuring = threading.Lock()
 
 
 @dataclass(frozen=True)
+class Shape:
+    """What a run's pace depends on: its model's shape, its batches, its precision and device, and whether it
+    trains a classifier (fine-tuning) or pre-trains."""
+
+    model: BertConfig
+    batch_size: int
+    seq_len: int
+    precision: str
+    device: str = "cpu"
+    classifier: bool = False
+
+
+@dataclass(frozen=True)
 class Pace:
-    """What a run of one shape takes here now."""
+    """What a run of one shape takes here now: measured before it starts, or a run's own (`own`)."""
 
     step_s: float  # an optimizer step
-    example_s: float  # one example's forward pass, as a check on held-out examples makes it
+    example_s: float  # one example of a check on held-out examples
     share: float  # of its threads' time the measurement got: 1.0 where nothing else wanted the cores
     threads: int  # the threads it ran on (one per core)
     measured: float  # time.monotonic() of the measurement
+    own: bool = False  # the pace of a run training now, from its own records
 
     @property
     def busy(self) -> bool:
@@ -50,34 +65,37 @@ class Pace:
         return steps * self.step_s + (checks * examples_per_check + final_examples) * self.example_s
 
 
-def pace(config: BertConfig, batch_size: int, seq_len: int, precision: str, device: str = "cpu",
-         classifier: bool = False) -> Pace:
-    """The pace of a pre-training run (or, `classifier`, of a fine-tuning run) of a model shaped as `config`, at
-    `batch_size` x `seq_len` tokens in `precision` ("auto", "fp32" or "bf16") on `device`: measured now, or within
-    the last `KEEP_S` seconds."""
-    key = (astuple(config), batch_size, seq_len, precision, device, classifier)
+def pace(shape: Shape) -> Pace:
+    """The pace of a run of `shape`: measured now, or within the last `KEEP_S` seconds."""
     with _measuring:
-        kept = _kept.get(key)
+        kept = _kept.get(shape)
         if kept is None or time.monotonic() - kept.measured > KEEP_S:
-            kept = _kept[key] = _measure(config, batch_size, seq_len, precision, device, classifier)
+            kept = _kept[shape] = _measure(shape)
         return kept
 
 
-def _measure(config: BertConfig, batch_size: int, seq_len: int, precision: str, device: str,
-             classifier: bool) -> Pace:
+def kept(shape: Shape) -> Pace | None:
+    """The latest measurement of `shape`, however old (None if there is none): what a run of that shape was timed
+    at before it started, until it has timed itself."""
+    return _kept.get(shape)
+
+
+def _measure(shape: Shape) -> Pace:
+    """A few optimizer steps of `shape` timed, with the share of its threads' time they got, and the fastest of a
+    few forward passes in fp32 for the checks."""
     torch, model_module, runtime = backend().torch, backend().model, backend().runtime
-    where = torch.device(device)
-    computes = runtime.resolve_precision(precision, where)
+    where, batch_size, seq_len = torch.device(shape.device), shape.batch_size, shape.seq_len
+    computes = runtime.resolve_precision(shape.precision, where)
     generator = torch.Generator().manual_seed(0)
-    if classifier:
-        model = model_module.BertForSequenceClassification(replace(config, labels=("no", "yes")))
+    if shape.classifier:
+        model = model_module.BertForSequenceClassification(replace(shape.model, labels=("no", "yes")))
     else:
-        model = model_module.BertForPreTraining(config)
+        model = model_module.BertForPreTraining(shape.model)
     model.to(where).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    ids = torch.randint(5, config.vocab_size, (batch_size, seq_len), generator=generator).to(where)
+    ids = torch.randint(5, shape.model.vocab_size, (batch_size, seq_len), generator=generator).to(where)
     segments = (torch.arange(seq_len) >= seq_len // 2).long().expand(batch_size, -1).to(where)
-    labels = _labels(torch, ids, generator, classifier)
+    labels = _labels(torch, ids, generator, shape.classifier)
 
     def step() -> None:
         with runtime.autocast(where, computes):
@@ -96,7 +114,7 @@ def _measure(config: BertConfig, batch_size: int, seq_len: int, precision: str, 
         _synchronise(torch, where)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     model.eval()
-    with torch.no_grad(), runtime.autocast(where, computes):
+    with torch.no_grad():  # in fp32, as the runs' checks score (evaluate.validate, finetune._scores)
         example_s = min(_timed(torch, where, lambda: model(ids, segments, None))
                         for _ in range(FORWARD_REPEATS)) / batch_size
     threads = torch.get_num_threads() if where.type == "cpu" else 1

@@ -1,26 +1,24 @@
-"""What the app's pages say: the introduction, the explainer, the Model tab's facts, the training status line, the
-words around the look-inside views (captions, the per-layer table, clickable words), and the fine-tuning verdict."""
+"""What the app's pages say: the introduction, the explainer, the Model tab's facts, the words around the
+look-inside views (captions, the per-layer table, clickable words, attributions) and around a pre-training run
+(its limits, the held-out readout, what memorising and a next-sentence accuracy at chance mean). Times are
+`estimates.py`'s words; the fine-tuning verdict is `verdict.py`'s."""
 from __future__ import annotations
 
 import re
-import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bert_demo import plots
+from bert_demo.app.estimates import duration
 from bert_demo.app.folders import short_name
-from bert_demo.records import Record
-from bert_demo.train_config import APP_FINETUNE
+from bert_demo.sources import MIX_ABOUT
 
 if TYPE_CHECKING:
     from bert_demo.app.forms import Caps
-    from bert_demo.app.job import TrainingJob
-    from bert_demo.app.pace import Pace
 
-INTRO = """# BERT, from scratch
-A small BERT, built and pre-trained by this project on 13 million words of English. Below, it already fills in
-the `[MASK]` of a sentence: change the sentence and press Enter. Then look inside it, train your own, and fine-tune
-it to see what pre-training bought.
+WORDS_READ = {"small-english": "12.8 million", "mini-english": "5.6 million"}  # the shipped models' text, in words
+INTRO = f"""# BERT, from scratch
+A small BERT, built and pre-trained by this project on {WORDS_READ["small-english"]} words of English (corpus v4:
+modern prose and conversation). Below, it already fills in the `[MASK]` of a sentence: change the sentence and press
+Enter. Then look inside it, train your own, and fine-tune it to see what pre-training bought.
 """
 
 START_HERE = (("fill", "① Its guesses"), ("attention", "② Where it looks"), ("train", "③ Train your own"),
@@ -48,16 +46,6 @@ the same classifier from the pre-trained encoder and from random weights, so you
 TRAIN_IDLE = ("Press **Start training** to pre-train a small BERT from scratch: what it is doing, the curves and its "
               "guesses appear here as it learns.")
 FINETUNE_IDLE = "Press **Fine-tune and compare**."
-PHASES = {  # what a run's preparation is doing, by how its status begins: said beside the status
-    "loading corpus": "reading the text (a named corpus is fetched once, then read from the cache)",
-    "preparing the tokenizer": "learning a vocabulary of word pieces from the text: a few seconds, kept for the "
-                               "next run on the same corpus",
-    "building pre-training examples": "cutting the text into word pieces and sentence pairs to mask: a few seconds",
-    "training on": "building the model; the first steps come next",
-    "loading the labelled examples": "reading the labelled sentences",
-    "starting the classifier": "building the classifier on the encoder",
-}
-
 NO_MODEL = ("⚠️ There is no model yet: train one in the **Train** tab (a few minutes with the defaults). "
             "It then appears in the model selector.")
 
@@ -69,53 +57,6 @@ def caps_text(caps: Caps, device: str) -> str:
     return (f"Limits on this machine ({device}): at most {steps:,} steps, batch {batch}, sequence length "
             f"{seq_len}, vocabulary {vocab:,}, presets {', '.join(caps.choices('preset'))}, uploads up to "
             f"{caps.max_upload_bytes // 2**20} MB. One run trains at a time for everyone.")
-
-
-def job_status(job: TrainingJob) -> str:
-    """One line: step, speed, time spent and left; or how the run ended."""
-    total, done = job.trainer.config.steps, job.done
-    elapsed = time.perf_counter() - job.started
-    if done is not None:
-        where = (f" Saved as runs/{job.name}: choose “{job.name} (trained here)” in the Model list to look inside it."
-                 if done.get("checkpoint") else "")
-        message = f" {done['message']}" if done.get("message") else ""
-        words = {"finished": f"Finished {done['step']} steps", "stopped": f"Stopped at step {done['step']}",
-                 "diverged": f"Diverged at step {done['step']}",
-                 "out of memory": f"Out of memory at step {done['step']}", "error": "Training failed"}
-        return f"{words.get(done['reason'], done['reason'])} in {clock(elapsed)}.{where}{message}"
-    train = [r for r in job.records if r.get("kind") == "train"]
-    if not train:
-        statuses = [r["message"] for r in job.records if r.get("kind") == "status"]
-        status = statuses[-1] if statuses else "starting its process"
-        gloss = next((words for start, words in PHASES.items() if status.startswith(start)), "")
-        return f"Preparing ({clock(elapsed)}): {status}…" + (f" *({gloss})*" if gloss else "")
-    last = train[-1]
-    source = getattr(job.trainer.config, "init_from", None)  # a fine-tuning run has none
-    prefix = f"Continuing {Path(source).name} · " if source else ""  # domain adaptation, said on every line
-    step = max(job.trainer.step, last["step"])  # the step it is on now, not the last one it logged
-    line = f"{prefix}Step {step}/{total} · {last['tokens_per_s']:,.0f} tokens/s · {clock(elapsed)} elapsed"
-    left, pace = job.seconds_left, job.pace()
-    if left is not None:
-        line += f" · about {clock(left)} left"
-        if pace[1] is None and pace[2]:  # no check has ended yet: its time is not known
-            line += f" and {pace[2]} check{'s' if pace[2] > 1 else ''} on held-out sentences, not timed yet"
-    latest = job.records[-1]
-    if latest.get("kind") == "status":  # a phase after the steps, such as a fine-tuning run's scoring
-        return f"{line} · {latest['message']}…"
-    if latest.get("kind") == "check":
-        return f"{line} · checking on held-out sentences…"
-    return line
-
-
-def estimate_text(what: str, seconds: float, parts: str, pace: Pace, slot_busy: bool, after: str = "") -> str:
-    """How long `what` ("This run", "The experiment") would take here now, from a pace measured just now (`parts`:
-    what the time is made of; `after`: what comes on top, untimed), and whether the machine is busy."""
-    line = f"**{what}: about {duration(seconds)} on this machine now**: {parts}, timed here just now{after}."
-    if pace.busy:
-        why = "a run of ours is training" if slot_busy else "other programs are running"
-        line += (f" The machine is busy ({why}: the timing got {pace.share:.0%} of its {pace.threads} "
-                 f"core{'s' if pace.threads > 1 else ''}' time): on a quiet one this is faster.")
-    return f"<small>{line}</small>"
 
 
 def model_markdown(info: dict[str, Any]) -> str:
@@ -156,8 +97,10 @@ def _training_lines(info: dict[str, Any]) -> list[str]:
     start = train.get("init_from")  # a continued run has its start's shape, whatever preset its config names
     shape = (f"continued from **{short_name(str(start))}**" if start
              else f"preset **{train.get('preset')}**")
+    corpus = train.get("corpus", "?")
+    about = f" ({MIX_ABOUT[corpus]}; the card below lists them)" if corpus in MIX_ABOUT else ""
     return ["#### Training",
-            f"Corpus **{corpus_name(train.get('corpus', '?'))}**, {shape}, "
+            f"Corpus **{corpus_name(corpus)}**{about}, {shape}, "
             f"{info.get('step') or 0:,} of {train.get('steps'):,} steps, batch {train.get('batch_size')}, "
             f"sequence length {train.get('seq_len')}, peak learning rate {train.get('lr'):g}{spent}."]
 
@@ -165,18 +108,20 @@ def _training_lines(info: dict[str, Any]) -> list[str]:
 def _metric_lines(info: dict[str, Any]) -> list[str]:
     """The last training and validation metrics as a table of one metric a row (its columns: where each was
     measured), so that a phone shows it whole: six columns a metric were cut off at 390 px, with no hint."""
-    records = [(name, r) for name, r in [("train", info.get("last_train")), ("validation", info.get("last_val"))]
-               if r]
+    val = info.get("last_val") or {}
+    records = [(name, r) for name, r in [("train", info.get("last_train")),
+                                         ("held out" if "mlm_loss" in val else "validation", val)] if r]
     if not records:
         return []
-    said = "The last training record and the last validation"
     if "mlm_loss" not in records[-1][1]:  # a classifier's run: its loss and accuracy, and its test score
+        said = "Measured as it trained: on its last training batches and on the task's validation sentences"
         if records[-1][1].get("test_acc") is not None:
             last = records[-1][1]
             records.append(("test", {"loss": last.get("test_loss"), "acc": last["test_acc"]}))
-            said += ", and the test sentences scored at the end"
+            said += ", and at the end on its test sentences"
         metrics = [("step", "step", "{}"), ("loss", "loss", "{:.3f}"), ("accuracy", "acc", "{:.1%}")]
     else:
+        said = _held_out_text(info.get("train_config") or {})
         metrics = [("step", "step", "{}"), ("MLM loss", "mlm_loss", "{:.3f}"), ("MLM accuracy", "mlm_acc", "{:.1%}"),
                    ("NSP loss", "nsp_loss", "{:.3f}"), ("NSP accuracy", "nsp_acc", "{:.1%}")]
     return ["", f"{said}:", "", "| | " + " | ".join(name for name, _ in records) + " |",
@@ -185,31 +130,23 @@ def _metric_lines(info: dict[str, Any]) -> list[str]:
               for label, key, shape in metrics]]
 
 
+def _held_out_text(train: dict[str, Any]) -> str:
+    """Which text a pre-training run's own metrics were measured on, and how: not the card's way."""
+    held = f"{train['val_fraction']:.0%} of" if train.get("val_fraction") else "some of"
+    masked = f"{train['mask_prob']:.0%}" if train.get("mask_prob") else "some"
+    return (f"Measured as it trained: on its last training batches, and on {held} the documents of "
+            f"{corpus_name(train.get('corpus', '?'))} that it never trained on, {masked} of their word pieces masked "
+            "as in training, next-sentence pairs from the same text. Its card (below, where it has one) scores each "
+            "corpus apart, every masked word replaced by [MASK], so its figures differ")
+
+
 def _cell(value: Any, shape: str) -> str:
     """A metric in its table's cell; blank where it was not measured (a test score has no step)."""
     return "" if value is None else shape.format(value)
 
 
-def duration(seconds: float) -> str:
-    """A training time as people say it: 42 s, 12 min, 16 h 43 min."""
-    if seconds < 60:
-        return f"{seconds:.0f} s"
-    minutes = round(seconds / 60)
-    return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
-
-
-def seconds(value: float) -> str:
-    """A step's time: 0.17 s, 2.9 s."""
-    return f"{value:.2f} s" if value < 1 else f"{value:.1f} s"
-
-
 def corpus_name(corpus: str) -> str:
     return " + ".join("your upload" if "/" in part or "\\" in part else part for part in str(corpus).split(","))
-
-
-def clock(seconds: float) -> str:
-    seconds = max(0, round(seconds))
-    return f"{seconds // 60}:{seconds % 60:02d}"
 
 
 def attention_caption(rows: int, cols: int, layers: int, heads: int, rollout: bool, source: str | None) -> str:
@@ -365,93 +302,3 @@ def attribution_caption(lead: str, result: Any) -> str:
     return (f"{lead}: the model gives it {result.output:.2f}, and {result.baseline:.2f} with every word blanked out. "
             f"Red words raised it, purple ones lowered it; the colours add up to the difference within "
             f"{result.gap:.1%}.")
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# the fine-tuning experiment's verdict: what pre-training bought, in words
-
-WELL_READ = "well-read"  # the start that read far more text than ours: Google's BERT of its shape, from the hub
-SMALL_GAP = 0.02  # a gap under two points is within what seeds alone change: said plainly
-METRICS = {"f1": "F1", "matthews": "Matthews correlation", "acc": "accuracy"}  # GLUE's MRPC, CoLA; the rest
-
-
-def verdict(finished: dict[str, list[Record]], train_examples: int | None, outside: str | None,
-            well_read: str | None = None) -> str:
-    """One paragraph: each start's test score in the task's metric (accuracy, or GLUE's F1 or Matthews
-    correlation, where always answering one class scores 0 however common it is), the gap pre-training made, and
-    the gap outside the domain; a small gap said to be small. `well_read` names the well-read start, if it ran."""
-    scores = {init: final_record(records) for init, records in finished.items()}
-    scores = {init: score for init, score in scores.items() if "test_acc" in score}
-    if "pretrained" not in scores:
-        return ""
-    key = metric_key(scores["pretrained"])
-    labels = f"{train_examples:,} labelled sentences" if train_examples else "every labelled sentence"
-    lines = [f"**With {labels}**, on test sentences none of the runs saw ({METRICS[key]}): " + ", ".join(
-        f"{plots.STARTS[init]} **{score[f'test_{key}']:.3f}**" for init, score in scores.items()) + "."]
-    if "random" in scores:
-        lines.append(_gap("Pre-training", scores["pretrained"][f"test_{key}"] - scores["random"][f"test_{key}"],
-                          "in this domain"))
-        lines.append(_head_start(finished["pretrained"], finished["random"], key))
-        if outside and "outside_acc" in scores["random"]:
-            lines.append(_gap("Pre-training", scores["pretrained"]["outside_acc"] - scores["random"]["outside_acc"],
-                              f"on {outside}, a domain neither run trained on"))
-            lines.append(_below_majority(scores, outside))
-    if WELL_READ in scores:
-        lines.append(_well_read(scores, key, well_read or plots.STARTS[WELL_READ]))
-    if "frozen" in scores:
-        frozen = scores["frozen"][f"test_{key}"]
-        lines.append(f"The frozen encoder (only the classifier learned) reached {frozen:.3f}: "
-                     "fine-tuning the whole encoder is what makes its features fit the task.")
-    return " ".join(line for line in lines if line)
-
-
-def _well_read(scores: dict[str, Record], key: str, name: str) -> str:
-    """What the model that read far more text (`name`) reached (in the task's metric `key`), beside the selected
-    model and (if run) random weights: whether pre-training buys more the more a model read (Turc et al. 2019)."""
-    well, selected = scores[WELL_READ][f"test_{key}"], scores["pretrained"][f"test_{key}"]
-    line = f"{name}, pre-trained on {APP_FINETUNE['well_read_words']} words, reached **{well:.3f}**"
-    if "random" in scores:
-        random = scores["random"][f"test_{key}"]
-        line += (f": {(well - random) * 100:+.1f} points over random weights, against "
-                 f"{(selected - random) * 100:+.1f} for the selected model")
-    if well - selected >= SMALL_GAP:
-        return line + ". The more text a model read before, the more its pre-training buys."
-    return line + ": here all that reading bought no more than the selected model's."
-
-
-def _below_majority(scores: dict[str, Record], outside: str) -> str:
-    """A warning when the outside scores are no better than always answering that domain's commonest class."""
-    majority = scores["pretrained"].get("outside_majority")
-    if majority is None or any(score.get("outside_acc", 1.0) > majority for score in scores.values()):
-        return ""
-    return (f"On {outside} no start beats always answering its commonest class ({majority:.3f}): with this many "
-            "labels none of them carries its skill to another domain.")
-
-
-def metric_key(record: Record) -> str:
-    """The task's metric in a run's final record: "f1" or "matthews" where it has one (GLUE's MRPC, CoLA), else
-    "acc"."""
-    return next(k for k in METRICS if f"test_{k}" in record or k == "acc")
-
-
-def _head_start(pretrained: list[Record], random: list[Record], key: str) -> str:
-    """What the first validation says, in the task's metric `key`, of how fast each start learned ("" when the
-    two were level there)."""
-    first = [next((r for r in records if r.get("kind") == "val"), None) for records in (pretrained, random)]
-    if None in first or first[0][key] - first[1][key] < SMALL_GAP:
-        return ""
-    return (f"It learned faster: at the first validation (step {first[0]['step']}) the pre-trained start had "
-            f"{first[0][key]:.3f} against {first[1][key]:.3f}.")
-
-
-def _gap(subject: str, gap: float, where: str) -> str:
-    points = f"{abs(gap) * 100:.1f} points"
-    if abs(gap) < SMALL_GAP:
-        return (f"{subject} made little difference {where} ({'+' if gap >= 0 else '-'}{points}, within what "
-                "another seed can change).")
-    return f"{subject} bought **{points}** {where}." if gap > 0 else f"{subject} cost {points} {where}."
-
-
-def final_record(records: list[Record]) -> Record:
-    """The run's last validation record, which carries its test (and outside) scores."""
-    return next((r for r in reversed(records) if r.get("kind") == "val"), {})

@@ -14,7 +14,7 @@ from bert_demo.app.backend import backend
 from bert_demo.app.folders import hub_id_of
 from bert_demo.app.handlers import Components, Outputs, friendly
 from bert_demo.app.registry import Registry
-from bert_demo.app.text import WELL_READ
+from bert_demo.app.verdict import WELL_READ
 from bert_demo.config import LIMITS, has_weights, read_metadata
 from bert_demo.train_config import well_read_name
 

@@ -6,22 +6,19 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import gradio as gr
 
 from bert_demo import plots
-from bert_demo.app import text
+from bert_demo.app import estimates, text
 from bert_demo.app.handlers import Components, Outputs, friendly
 from bert_demo.app.job import TrainingJob
-from bert_demo.app.pace import checks as count_checks
-from bert_demo.app.pace import pace
 from bert_demo.app.registry import Registry
 from bert_demo.app.slot import BUSY_MARK, WAIT_POLL_S, Ticket
 from bert_demo.app.uploads import discard, private_text
-from bert_demo.config import PRESETS, read_config, read_metadata
+from bert_demo.config import read_metadata
 from bert_demo.sources import APP_SOURCES
-from bert_demo.train_config import APP_RUN, VAL_BATCH_SIZE, default, label
+from bert_demo.train_config import APP_RUN, FinetuneConfig, default, label
 
 MAX_COMPARED = 8  # runs on one comparison chart
 UPDATE_EVERY_S = 1.0  # how often the training stream sends new charts
@@ -124,17 +121,18 @@ def _form(caps) -> Components:
 
 def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
     """Start (no gradio concurrency limit: the registry keeps its own short line, one run per visitor, so queued runs
-    never wait in, and fill, the queue the questions share), Stop, the comparison of runs, and, when the page opens,
-    the visitor's own run followed on (`reopened`)."""
+    never wait in, and fill, the queue the questions share), then the estimate again; Stop; the comparison of runs;
+    and, when the page opens, the visitor's own run followed on (`reopened`)."""
     outputs = [c[name] for name in ("status", "loss_plot", "accuracy_plot", "lr_plot", "probe", "checkpoint_file",
-                                    "model", "stop", "compare_runs", "readout", "start")]
+                                    "model", "stop", "compare_runs", "readout", "start", "estimate")]
     inputs = [c[name] for name in ("corpus", "upload", "preset", "steps", "batch_size", "lr", "seq_len", "vocab_size",
                                    "share", "start_from", "model", "typed")]
-    c["start"].click(bound(train), inputs, outputs, api_name="train", concurrency_limit=None, trigger_mode="once",
-                     show_progress="minimal", show_progress_on=[c["status"]])
+    form = [c[name] for name in ("preset", "steps", "batch_size", "seq_len", "vocab_size", "start_from", "model")]
+    started = c["start"].click(bound(train), inputs, outputs, api_name="train", concurrency_limit=None,
+                               trigger_mode="once", show_progress="minimal", show_progress_on=[c["status"]])
+    started.then(bound(estimate), form, c["estimate"], api_visibility="private", show_progress="hidden")
     c["stop"].click(bound(stop), None, c["status"], api_visibility="private", queue=False)
-    form = [c[name] for name in ("preset", "steps", "batch_size", "seq_len", "vocab_size", "start_from")]
-    gr.on([c["train_tab"].select, *(setting.change for setting in form)], bound(estimate), [*form, c["model"]],
+    gr.on([c["train_tab"].select, *(setting.change for setting in form[:-1])], bound(estimate), form,
           c["estimate"], api_visibility="private", trigger_mode="always_last", show_progress="hidden")
     c["compare_button"].click(bound(compare_runs), [c["compare_runs"], c["compare_x"]], c["compare_runs_plot"],
                               api_name="compare_runs")
@@ -167,24 +165,26 @@ def train(registry: Registry, corpus: list[str], upload: str | None, preset: str
 @friendly
 def estimate(registry: Registry, preset: str, steps: float, batch_size: float, seq_len: float, vocab_size: float,
              start: str = START_RANDOM, model_name: str | None = None, owner: str | None = None) -> Outputs:
-    """How long the run the form describes would take on this machine now, timed before the visitor starts it
-    (`pace`), and whether the machine is busy. Settings that are not allowed get no estimate: Start says why."""
+    """The line under Start: while the visitor's own run trains, its whole time at the pace it keeps (which its
+    status line counts down); else how long the run the form describes would take on this machine now
+    (`estimates.forecast`: the pace of the run training now where it has the same shape, else a few of its steps
+    timed), and whether the machine is busy. Settings that are not allowed get no estimate: Start says why."""
+    job = registry.slot.job
+    if (job is not None and job.running and owner is not None and job.owner == owner
+            and not isinstance(job.trainer.config, FinetuneConfig) and (line := estimates.run_line(job))):
+        return {"estimate": line}
     try:
         config = registry.forms.train_config(preset=preset, steps=steps, batch_size=batch_size, seq_len=seq_len,
                                              vocab_size=vocab_size, viewer=owner,
                                              init_from=model_name if start == START_CONTINUE else None)
     except ValueError:
         return {"estimate": ""}
-    shape = (read_config(Path(config.init_from)) if config.init_from
-             else PRESETS[config.preset].with_vocab(config.vocab_size))
-    measured = pace(shape, config.batch_size, config.seq_len, config.precision, config.device)
-    checks = count_checks(config.steps, config.eval_every)
-    seconds = measured.seconds(config.steps, checks, config.eval_batches * VAL_BATCH_SIZE)
-    parts = (f"{config.steps:,} steps at {text.seconds(measured.step_s)} each and {checks} check"
-             f"{'s' if checks > 1 else ''} on held-out sentences")
-    job = registry.slot.job
-    return {"estimate": text.estimate_text("This run", seconds, parts, measured, job is not None and job.running,
-                                           after=", after reading the text")}
+    planned = estimates.plan(config)
+    seconds, at = estimates.forecast(registry, [planned])
+    parts = (f"{planned.steps:,} steps at {estimates.seconds_text(at.step_s)} each and {planned.checks} check"
+             f"{'s' if planned.checks > 1 else ''} on held-out sentences")
+    return {"estimate": estimates.estimate_text("This run", seconds, parts, at, job is not None and job.running,
+                                                after=", after reading the text")}
 
 
 @friendly
@@ -265,7 +265,10 @@ def training_outputs(registry: Registry, job: TrainingJob, owner: str | None, fi
     """Status, charts and probe of a run; when it has ended, its zip, the new run in the selector's list (the
     selector keeps showing what the visitor chose: switching every tab to a barely trained model confuses), and
     Stop greyed out again."""
-    outputs = {"status": text.job_status(job), **_figures(job.records)}
+    outputs = {"status": estimates.job_status(job), **_figures(job.records)}
+    line = None if final else estimates.run_line(job)
+    if final or line:  # the time it keeps, from its own pace; once it has ended, the form's again (`wire`)
+        outputs["estimate"] = line or ""
     probe = next((r for r in reversed(job.records) if r.get("kind") == "probe"), None)
     if probe is not None and probe.get("error"):
         outputs["probe"] = gr.Label(value=None, label=f"Probe at step {probe['step']}: {probe['error']}")
@@ -303,7 +306,7 @@ def last_run(registry: Registry, owner: str | None = None) -> Outputs:
         metadata = read_metadata(entry.folder) if entry.folder is not None and entry.name.startswith("runs/") else {}
         config = metadata.get("train_config") or {}
         if metadata.get("origin") == "app" and "corpus" in config and metadata.get("history"):
-            steps, took = metadata.get("step", 0), text.clock(float(metadata.get("elapsed", 0.0)))
+            steps, took = metadata.get("step", 0), estimates.clock(float(metadata.get("elapsed", 0.0)))
             ended = (f"The last run that ended here: {entry.name}, {steps:,} of {config.get('steps', steps):,} steps "
                      f"in {took}. Choose it in the Model list to look inside it, or start your own.")
             return {"status": "\n\n".join(filter(None, [others, ended])), **_figures(metadata["history"]),
