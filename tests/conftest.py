@@ -6,9 +6,11 @@ import copy
 import importlib
 import importlib.util
 import os
+import signal
 import socket
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -183,6 +185,29 @@ def _with_embeddings(model, tokenizer, rows: dict[str, list[float]]):
         for token, values in rows.items():
             table[tokenizer.convert_tokens_to_ids(token), :len(values)] = torch.tensor(values)
     return model
+
+
+@contextmanager
+def held(job) -> Iterator[None]:
+    """The run `job` follows held still in its own process (SIGSTOP) until the block ends (SIGCONT): a test that
+    stops a run, or waits for the slot to give it up, must not depend on whether the machine trains it to its last
+    step first (a quiet machine did, and the run had "finished" where the test expected "stopped")."""
+    pid = job.trainer.process.pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = 120.0) -> None:
+    """Wait until `condition()` holds, polling: what a test waits for is what it means, and the timeout is only a
+    guard against a hang, long enough for a machine under load."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.1)
 
 
 def free_port() -> int:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import import_or_skip, skip_or_fail
+from tests.conftest import held, import_or_skip, skip_or_fail, wait_until
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--no-first-run",
@@ -147,26 +147,28 @@ def test_a_reload_finds_your_run_training_as_yours_and_stop_stops_it_while_anoth
     registry = app["registry"]
     start_training(web, app["corpus"])
     job = registry.slot.job
-    web.reload()  # a new page of the same browser: the same visitor
-    open_train_tab(web)
-    wait_text(web, "#status", "Step")
-    web.wait_for_function("document.querySelector('#stop').disabled === false")
-    assert web.locator("#start").is_disabled() and registry.slot.job is job and job.running
-    wait_for_chart(web, "loss-plot")  # its charts are drawn again
-    wait_text(web, "#probe", "(the next at step")  # the probe says when its guesses change
-    other = chrome.new_page(viewport={"width": 390, "height": 844})  # another browser, on a phone
-    other.set_default_timeout(TIMEOUT_MS)
-    other.goto(app["url"])
-    open_train_tab(other)
-    wait_text(other, "#status", "Busy: someone else's pre-training run has the training slot now")
-    assert other.locator("#stop").is_disabled() and "Step" not in other.locator("#status").inner_text()
-    shoot(other, "train-someone-elses-390")
-    resize(other, 1400, 1000)
-    shoot(other, "train-someone-elses-1400")
-    resize(web, 390, 844)
-    shoot(web, "train-reloaded-390")
-    resize(web, 1400, 1000)
-    shoot(web, "train-reloaded-1400")
+    wait_text(web, "#probe", "(the next at step")
+    with held(job):  # still training when Stop is pressed, however fast the machine (its records stay shown)
+        web.reload()  # a new page of the same browser: the same visitor
+        open_train_tab(web)
+        wait_text(web, "#status", "Step")
+        web.wait_for_function("document.querySelector('#stop').disabled === false")
+        assert web.locator("#start").is_disabled() and registry.slot.job is job and job.running
+        wait_for_chart(web, "loss-plot")  # its charts are drawn again
+        wait_text(web, "#probe", "(the next at step")  # the probe says when its guesses change
+        other = chrome.new_page(viewport={"width": 390, "height": 844})  # another browser, on a phone
+        other.set_default_timeout(TIMEOUT_MS)
+        other.goto(app["url"])
+        open_train_tab(other)
+        wait_text(other, "#status", "Busy: someone else's pre-training run has the training slot now")
+        assert other.locator("#stop").is_disabled() and "Step" not in other.locator("#status").inner_text()
+        shoot(other, "train-someone-elses-390")
+        resize(other, 1400, 1000)
+        shoot(other, "train-someone-elses-1400")
+        resize(web, 390, 844)
+        shoot(web, "train-reloaded-390")
+        resize(web, 1400, 1000)
+        shoot(web, "train-reloaded-1400")
     web.click("#stop")
     wait_text(web, "#status", "Stopped at step")
     job.thread.join(timeout=60)
@@ -180,7 +182,9 @@ def test_closing_the_tab_for_good_stops_the_run_and_the_next_visitor_can_train(a
     start_training(web, app["corpus"])
     job = app["registry"].slot.job
     assert job.running
-    web.close()
+    with held(job):  # not at its last step before the slot gives it up, however fast the machine
+        web.close()
+        wait_until(lambda: job.trainer.stopping, "the slot to give up the run of a closed tab")
     job.thread.join(timeout=60)
     assert job.done["reason"] == "stopped" and job.done["checkpoint"], job.done
     later = chrome.new_page(viewport={"width": 1400, "height": 1000})
