@@ -1,20 +1,21 @@
 """How long a run would take on this machine now, measured before it starts.
 
-A few optimizer steps of the run's model, at its batch size and sequence length, in its precision, are timed here,
-under whatever else the machine is doing, with a forward pass in fp32 for the checks on held-out examples (a run
-scores them in fp32 whatever it trains in); and how much of its threads' time the measurement got says whether the
-machine is busy (other programs, or a run of ours). A run trains in a process of its own with a thread per core
-(run_process.py), as the measurement does here, so its steps take what the measurement's took, plus a few percent
-for its batches and records.
+A few optimizer steps of the run's model, at its batch size and sequence length, in its precision, are timed in a
+process of the kind a run trains in (run_process.py: forked from the runs' fork server, a thread per core), under
+whatever else the machine is doing, with a few forward passes in fp32 for the checks on held-out examples (a run
+scores them in fp32 whatever it trains in); the median step is the pace, so that a burst of other work that slows
+one step does not set it. How much of its threads' time the measurement got says whether the machine is busy (other
+programs, or a run of ours). A run's steps take what the measurement's took, plus a few percent for its batches and
+records.
 
 A measurement answers for the same `Shape` for `KEEP_S` seconds, and one is taken at a time: visitors who open the
 Train tab together share one. `estimates.py` says when a run's own pace answers instead.
 """
 from __future__ import annotations
 
-import math
 import threading
 import time
+from statistics import median
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -22,10 +23,11 @@ from typing import Any
 from bert_demo.app.backend import backend
 from bert_demo.config import BertConfig
 
-MEASURED_STEPS = 3  # timed optimizer steps at most, after one that warms up,
-FORWARD_REPEATS = 3  # forward passes for the checks' pace, the fastest kept (one alone: 7.7, then 1.6 ms an example)
-MEASURING_S = 2.0  # and no more once this much time has gone into them (a busy machine takes seconds a step)
+MEASURED_STEPS = 5  # timed optimizer steps at most, after one that warms up, their median kept (a burst of other
+MEASURING_S = 3.0  # work slows one step, not the pace), and no more once this much time has gone into them
+FORWARD_REPEATS = 3  # forward passes for the checks' pace, their median kept (one alone: 7.7, then 1.6 ms an example)
 KEEP_S = 60.0  # how long a measurement answers for the same shape
+CHILD_WAIT_S = 120.0  # longest the measurement's process may take (on a very busy machine, seconds a step)
 BUSY_SHARE = 0.75  # a measurement that got less of its threads' time than this: the machine is busy
 _kept: dict["Shape", "Pace"] = {}
 _measuring = threading.Lock()
@@ -81,9 +83,52 @@ def kept(shape: Shape) -> Pace | None:
 
 
 def _measure(shape: Shape) -> Pace:
-    """A few optimizer steps of `shape` timed, with the share of its threads' time they got, and the fastest of a
-    few forward passes in fp32 for the checks."""
-    torch, model_module, runtime = backend().torch, backend().model, backend().runtime
+    """A few optimizer steps of `shape` timed, with the share of its threads' time they got, and a few forward passes
+    in fp32 for the checks. On a CPU in a process of its own, as a run trains (`run_process`): its threads set as a
+    run sets them, and the app's memory untouched by the model it builds (one estimate at the largest shape had
+    taken the app from 1.0 to 2.3 GB)."""
+    if shape.device != "cpu":  # a GPU run trains in a thread of the app's process
+        return _measure_here(shape)
+    from bert_demo.app.run_process import context
+
+    receive, send = context().Pipe(duplex=False)
+    child = context().Process(target=_measure_in_child, args=(shape, send), name="pace", daemon=True)
+    child.start()
+    send.close()
+    try:
+        if not receive.poll(CHILD_WAIT_S):
+            raise ValueError("timing this run's steps took too long: the machine is very busy, try again shortly")
+        step_s, example_s, share, threads = receive.recv()
+    except EOFError:
+        raise ValueError("timing this run's steps failed: try again shortly") from None
+    finally:
+        child.join(timeout=1.0)
+        if child.is_alive():
+            child.kill()
+        receive.close()
+    return Pace(step_s, example_s, share, threads, time.monotonic())
+
+
+def _measure_in_child(shape: Shape, send: Any) -> None:
+    """The measurement in a run's kind of process: its modules imported directly (the backend's first use would
+    start a fork server of its own), its threads a run's."""
+    import torch
+
+    from bert_demo import model, runtime
+
+    runtime.set_cpu_threads()
+    measured = _measure_with(shape, torch, model, runtime)
+    send.send((measured.step_s, measured.example_s, measured.share, measured.threads))
+    send.close()
+
+
+def _measure_here(shape: Shape) -> Pace:
+    """The measurement in this process (a GPU's, or a test's)."""
+    return _measure_with(shape, backend().torch, backend().model, backend().runtime)
+
+
+def _measure_with(shape: Shape, torch: Any, model_module: Any, runtime: Any) -> Pace:
+    """The measurement itself, with the modules it uses."""
     where, batch_size, seq_len = torch.device(shape.device), shape.batch_size, shape.seq_len
     computes = runtime.resolve_precision(shape.precision, where)
     generator = torch.Generator().manual_seed(0)
@@ -107,19 +152,17 @@ def _measure(shape: Shape) -> Pace:
 
     step()  # the first allocates what the others reuse
     _synchronise(torch, where)
-    wall, cpu, steps = time.perf_counter(), time.process_time(), 0
-    while steps < MEASURED_STEPS and (steps == 0 or time.perf_counter() - wall < MEASURING_S):
-        step()
-        steps += 1
-        _synchronise(torch, where)
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    started, cpu, steps = time.perf_counter(), time.process_time(), []
+    while len(steps) < MEASURED_STEPS and (not steps or time.perf_counter() - started < MEASURING_S):
+        steps.append(_timed(torch, where, step))
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu
     model.eval()
     with torch.no_grad():  # in fp32, as the runs' checks score (evaluate.validate, finetune._scores)
-        example_s = min(_timed(torch, where, lambda: model(ids, segments, None))
-                        for _ in range(FORWARD_REPEATS)) / batch_size
+        example_s = median(_timed(torch, where, lambda: model(ids, segments, None))
+                           for _ in range(FORWARD_REPEATS)) / batch_size
     threads = torch.get_num_threads() if where.type == "cpu" else 1
     share = 1.0 if where.type != "cpu" else min(1.0, cpu / (wall * threads))
-    return Pace(wall / steps, example_s, share, threads, time.monotonic())
+    return Pace(median(steps), example_s, share, threads, time.monotonic())
 
 
 def _labels(torch: Any, ids: Any, generator: Any, classifier: bool) -> dict[str, Any]:
@@ -141,13 +184,3 @@ def _timed(torch: Any, device: Any, work: Callable[[], Any]) -> float:
 def _synchronise(torch: Any, device: Any) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-
-
-def checks(steps: int, eval_every: int) -> int:
-    """How many times a run of `steps` checks itself on held-out examples: every `eval_every` steps and at the end."""
-    return steps // eval_every + (steps % eval_every != 0)
-
-
-def rounded_up(tokens: float, multiple: int = 8) -> int:
-    """A typical example's length in tokens, as a batch pads it."""
-    return max(multiple, math.ceil(tokens / multiple) * multiple)
