@@ -1,9 +1,11 @@
 """BERT from scratch: `python app.py` serves the app; on Hugging Face Spaces this same file is the entry point.
 
 Host and port come from GRADIO_SERVER_NAME / GRADIO_SERVER_PORT (Spaces sets them); models from ./checkpoints,
-./runs, or the folders named by BERT_DEMO_CHECKPOINTS, BERT_DEMO_RUNS, BERT_DEMO_MODELS_DIR.
+./runs, or the folders named by BERT_DEMO_CHECKPOINTS, BERT_DEMO_RUNS, BERT_DEMO_MODELS_DIR. On a ZeroGPU Space,
+visitors' runs train in GPU calls (docs/deploy.md).
 """
 if __name__ != "__mp_main__":  # the name multiprocessing gives this file in a training run's process: no app there
+    from bert_demo.app import zerogpu  # noqa: F401 - first: on ZeroGPU, `spaces` must be imported before gradio
     from bert_demo.app.registry import Registry
     from bert_demo.app.ui import build_demo, launch_kwargs
 

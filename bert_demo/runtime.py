@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 
 Batch = dict[str, Tensor]
+CPU_THREADS_ENV = "BERT_DEMO_CPU_THREADS"  # the CPU threads a run uses, where one per core is not what it may use
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,12 @@ def release_free_memory() -> None:
 
 
 def set_cpu_threads() -> None:
-    """One thread per core this process may use, shared among the processes of a torchrun job."""
+    """One thread per core this process may use, shared among the processes of a torchrun job; or as many as
+    $BERT_DEMO_CPU_THREADS says (a ZeroGPU call says 1: see app/gpu_call.py)."""
+    threads = os.environ.get(CPU_THREADS_ENV)
+    if threads:
+        torch.set_num_threads(int(threads))
+        return
     local = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
     torch.set_num_threads(max(1, _cores() // local))
 

@@ -44,8 +44,12 @@ def setting(default: Any, help: str, *, label: str | None = None, low: float | N
 #   masked-LM logits at up to 129 positions a sequence (25% masked, plus one), bf16 + fp32 copy + its gradient:
 #                64 x 129 x 32,768 x 10 bytes                                                        =  2.7 GB
 # about 15 GB. Measured on an H100 by benchmarks/gpu_check.py: 18.8 GB reserved at the peak of a training step (the
-# allocator's cache and the attention kernels' workspace come on top of the estimate). Batch 256, the cap before, needed
-# four times the activations.
+# allocator's cache and the attention kernels' workspace come on top of the estimate). Batch 256 at 512 tokens needed
+# four times the activations: on a GPU a batch may hold 256 sequences, but at most GPU_BATCH_TOKENS tokens in all, so
+# that BERT's 256 x 128 fits beside 64 x 512.
+GPU_BATCH_TOKENS = 64 * 512
+
+
 @dataclass
 class RunConfig:
     """What every run has, pre-training or fine-tuning: its length, its optimizer and schedule, where and in what
@@ -54,7 +58,7 @@ class RunConfig:
     steps: int = setting(200, "optimizer steps in total (a resumed run continues up to this number)", low=1,
                          high=10_000_000, cpu=1000, gpu=20_000)
     batch_size: int = setting(32, "sequences per optimizer step on each process", label="batch size", low=1,
-                              high=65_536, cpu=64, gpu=64)
+                              high=65_536, cpu=64, gpu=256)
     lr: float = setting(1e-3, "peak learning rate", label="learning rate", low=1e-6, high=1e-2)
     out: str = setting("checkpoints/run", "checkpoint folder to write")
     grad_accum: int = setting(1, "micro-batches per step (gradient accumulation)", low=1, high=1024)
@@ -253,6 +257,11 @@ BERT_RECIPE: dict[str, Any] = {"schedule": "linear", "mask_prob": 0.15, "dropout
 # preparation included, past the frequent-token plateau (benchmarks/README.md, "Learning speed").
 APP_RUN: dict[str, Any] = {"corpus": "news,wiki", "preset": "tiny", "steps": 1000, "batch_size": 32, "lr": 1e-3,
                            "seq_len": 128, "vocab_size": 8192}
+# The default run where a GPU trains it (a dedicated GPU, or a call on ZeroGPU): sized by tokens, not by one card's
+# seconds, so that its call fits a minute on ZeroGPU's half card at the pace app/gpu_call.py assumes there: BERT-Mini
+# reading 20 M tokens, 600 steps of BERT's 256 x 128 (30 M would ask for 82 s).
+APP_GPU_RUN: dict[str, Any] = {**APP_RUN, "preset": "mini", "steps": 600, "batch_size": 256}
+APP_RUNS = {"cpu": APP_RUN, "gpu": APP_GPU_RUN}  # by machine kind (MACHINES)
 
 
 # The app's fine-tuning experiment (the Fine-tune tab): each start (pre-trained, random weights, frozen encoder)
@@ -331,6 +340,15 @@ def check_limits(values: Mapping[str, Any], limits: Mapping[str, Any]) -> None:
     for name, value in values.items():
         if name in limits:
             _check(_field(name), value, limits[name], on_machine=True)
+
+
+def check_batch_tokens(batch_size: int, seq_len: int, machine: str) -> None:
+    """Refuse a batch of more tokens than a machine of this kind allows one visitor (GPU_BATCH_TOKENS on a GPU; a
+    CPU's caps on batch size and length keep its batches small)."""
+    if machine == "gpu" and batch_size * seq_len > GPU_BATCH_TOKENS:
+        raise ValueError(f"a batch of {batch_size} sequences of {seq_len} tokens is {batch_size * seq_len:,} tokens; "
+                         f"at most {GPU_BATCH_TOKENS:,} are allowed on this machine: lower the batch size or the "
+                         "sequence length")
 
 
 def shared_limits(machine: str) -> dict[str, Any]:

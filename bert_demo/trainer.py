@@ -152,11 +152,11 @@ def prepare_data(cfg: TrainConfig) -> None:
     """Make what a run on a named corpus reads before its first step, and keep it in the cache: its vocabulary and
     its two splits as token ids. A ZeroGPU run has this done on the app's CPU, so that its GPU call spends none of
     its time on it (app/zerogpu.py)."""
-    train_docs, val_docs = split_documents(load_corpus(cfg.corpus), cfg.val_fraction, cfg.seed)
+    (train_docs, train_sources), (val_docs, val_sources) = split_corpus(cfg)
     tokenizer = load_tokenizer(cfg.tokenizer or cfg.init_from) if cfg.tokenizer or cfg.init_from \
         else corpus_tokenizer(cfg, train_docs)
-    _ids(cfg, tokenizer, train_docs, "train")
-    _ids(cfg, tokenizer, val_docs, "validation")
+    _ids(cfg, tokenizer, train_docs, train_sources, "train")
+    _ids(cfg, tokenizer, val_docs, val_sources, "validation")
 
 
 def _kept_as(cfg: TrainConfig, split: str) -> str | None:

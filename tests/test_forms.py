@@ -9,7 +9,7 @@ import pytest
 from bert_demo.app.forms import Caps
 from bert_demo.app.registry import Registry
 from bert_demo.config import PRESETS
-from bert_demo.train_config import APP_RUN, default
+from bert_demo.train_config import APP_GPU_RUN, APP_RUN, GPU_BATCH_TOKENS, default
 
 
 @pytest.mark.parametrize("settings, message", [
@@ -29,6 +29,17 @@ from bert_demo.train_config import APP_RUN, default
 def test_training_settings_beyond_the_caps_are_refused(registry, settings, message):
     with pytest.raises(ValueError, match=message):
         registry.forms.train_config(**settings)
+
+
+def test_where_a_gpu_trains_the_default_run_is_the_gpus_and_a_batch_holds_at_most_its_tokens(roots):
+    gpu = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=roots["runs"], device="cpu", allow_hub=False,
+                   caps=Caps("gpu"), run_device="cuda")
+    config = gpu.forms.train_config()
+    assert {key: getattr(config, key) for key in APP_GPU_RUN} == APP_GPU_RUN and config.device == "cuda"
+    assert config.batch_size * config.seq_len == GPU_BATCH_TOKENS  # BERT's 256 x 128 ...
+    gpu.forms.train_config(batch_size=64, seq_len=512)  # ... and 64 x 512 fit, 256 x 512 does not
+    with pytest.raises(ValueError, match="is 131,072 tokens; at most 32,768 are allowed on this machine"):
+        gpu.forms.train_config(batch_size=256, seq_len=512)
 
 
 def test_the_apps_default_run_is_within_the_cpu_caps_and_uses_the_default_recipe(registry):

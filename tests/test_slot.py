@@ -39,7 +39,7 @@ def slot(tmp_path, monkeypatch) -> Slot:
     """A slot whose runs count (no model, no process), each in its own folder under tmp_path."""
     slot = Slot(Disk(tmp_path / "runs"))
 
-    def start(config, owner=None, share=False):
+    def start(config, owner=None, share=False, context=None):
         slot.job = TrainingJob(Counting(config), Path(config.out).name, owner=owner)
         slot.job.start()
         return slot.job

@@ -22,11 +22,13 @@ from bert_demo.sources import APP_SOURCES, MIXES, SOURCES
 from bert_demo.train_config import (
     APP_FINETUNE,
     APP_RUN,
+    APP_RUNS,
     GOOGLE_BERTS,
     FinetuneConfig,
     TrainConfig,
     app_finetune_steps,
     bounds,
+    check_batch_tokens,
     check_limits,
     choices,
     kind,
@@ -64,22 +66,27 @@ class TooBig(ValueError):
 
 
 class Forms:
-    """The app's forms, read into checked configs for runs in `runs`: models come from `catalog`, bounds from
-    `caps`."""
+    """The app's forms, read into checked configs for runs in `runs` on `device` (default: the catalogue's, where
+    questions are answered): models come from `catalog`, bounds from `caps`."""
 
-    def __init__(self, catalog: Catalog, caps: Caps, runs: Path):
-        self.catalog, self.caps, self.runs = catalog, caps, runs
+    def __init__(self, catalog: Catalog, caps: Caps, runs: Path, device: str | None = None):
+        self.catalog, self.caps, self.runs, self.device = catalog, caps, runs, device
+
+    def run_device(self) -> str:
+        """Where runs train: a GPU call's CUDA on ZeroGPU, else where questions are answered."""
+        return self.device or self.catalog.torch_device()
 
     def train_config(self, corpus: str | list[str] | tuple[str, ...] | None = APP_RUN["corpus"],
                      upload: str | Path | None = None, name: str | None = None, init_from: str | None = None,
                      viewer: str | None = None, **form: Any) -> TrainConfig:
-        """A checked TrainConfig for a run in `runs/` from the form's values (APP_RUN where one is left out);
-        `init_from` names a saved model to continue training instead of starting from random weights.
-        ValueError names the first setting that is not allowed."""
+        """A checked TrainConfig for a run in `runs/` from the form's values (where one is left out, the machine's
+        default run, APP_RUNS); `init_from` names a saved model to continue training instead of starting from random
+        weights. ValueError names the first setting that is not allowed."""
         unknown = set(form) - set(FORM)
         if unknown:
             raise ValueError(f"unknown setting(s) {', '.join(sorted(unknown))}: the form has {', '.join(FORM)}")
-        values = {key: _coerce(key, form.get(key, APP_RUN[key])) for key in FORM}
+        defaults = APP_RUNS[self.caps.machine]
+        values = {key: _coerce(key, form.get(key, defaults[key])) for key in FORM}
         sources = [corpus] if isinstance(corpus, str) else list(corpus or [])
         sources = [s.strip() for part in sources for s in str(part).split(",") if s.strip()]
         bad = next((s for s in sources if s not in APP_SOURCES), None)
@@ -91,10 +98,11 @@ class Forms:
         if not sources and not upload:
             raise ValueError("choose a corpus or upload a .txt file to train on")
         check_limits(values, self.caps.limits)
+        check_batch_tokens(values["batch_size"], values["seq_len"], self.caps.machine)
         steps = values["steps"]
         config = TrainConfig(**values, corpus=",".join(sources) or "upload", log_every=max(1, steps // 50),
                              eval_every=max(10, math.ceil(steps / 6)), save_every=10**9,
-                             device=self.catalog.torch_device())
+                             device=self.run_device())
         start = config.preset
         if init_from:
             folder = self._continuable(init_from, viewer)
@@ -143,12 +151,20 @@ class Forms:
         steps = app_finetune_steps(examples)
         config = FinetuneConfig(model=str(folder), task=task, init=init, train_examples=train_examples, steps=steps,
                                 outside="none" if upload else APP_FINETUNE["outside"].get(task, "none"),
-                                device=self.catalog.torch_device(),
+                                device=self.run_device(),
                                 eval_every=max(1, steps // APP_FINETUNE["validations"]), log_every=max(1, steps // 20))
         stamp = stamp or time.strftime("%Y%m%d-%H%M%S")
         config.out = str(self.runs / f"{stem}-{'upload' if upload else task}-"
                                               f"{train_examples or 'all'}-{init}-{stamp}")
         return config
+
+    def fine_tunable(self, name: str, viewer: str | None = None) -> bool:
+        """Whether this machine can fine-tune the model `name`: a saved model no bigger than the machine trains."""
+        try:
+            self._continuable(name, viewer, verb="fine-tuned")
+        except ValueError:
+            return False
+        return True
 
     def _continuable(self, name: str, viewer: str | None, verb: str = "continued") -> Path:
         """The folder of a saved model this machine may go on training: not the live run, not a hub id, and no
@@ -158,14 +174,6 @@ class Forms:
             raise ValueError(f"only a saved model can be {verb}, not {entry.label}: choose a checkpoint or a "
                              "finished run")
         self._check_trainable(entry.label, entry.config)
-    def fine_tunable(self, name: str, viewer: str | None = None) -> bool:
-        """Whether this machine can fine-tune the model `name`: a saved model no bigger than the machine trains."""
-        try:
-            self._continuable(name, viewer, verb="fine-tuned")
-        except ValueError:
-            return False
-        return True
-
         return entry.folder
 
     def _well_read(self, shape: BertConfig) -> tuple[Path, str]:

@@ -10,6 +10,9 @@ refuses hub ids: a Space owner turns hub loading off with it), BERT_DEMO_HUB_CAC
 default: a folder in the temp dir, newest 5 models kept), BERT_DEMO_MAX_RUNS (runs kept in runs/, oldest deleted when
 a new one starts; default 20) and BERT_DEMO_RUNS_BUDGET_MB (what all those runs may fill on disk; default 2048, a
 quarter of it for one visitor).
+
+On ZeroGPU (`zerogpu.on_zerogpu()`) questions are answered on the CPU and runs train in GPU calls
+(`zerogpu.GPU_TRAINING`), with the GPU's caps.
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ from bert_demo.app.forms import Caps, Forms
 from bert_demo.app.job import TrainingJob
 from bert_demo.app.slot import Slot, Ticket
 from bert_demo.app.uploads import sweep_private_copies
+from bert_demo.app.zerogpu import GPU_TRAINING, GPUCall
 from bert_demo.config import hub_cache
 
 DEVICE_ENV, CHECKPOINTS_ENV, RUNS_ENV = "BERT_DEMO_DEVICE", "BERT_DEMO_CHECKPOINTS", "BERT_DEMO_RUNS"
@@ -42,23 +46,30 @@ class Registry:
 
     def __init__(self, checkpoints_dir: str | Path | None = None, runs_dir: str | Path | None = None,
                  extra_dir: str | Path | None = None, device: str | None = None, cache_size: int = 3,
-                 allow_hub: bool | None = None, caps: Caps | None = None):
+                 allow_hub: bool | None = None, caps: Caps | None = None, gpu_call: GPUCall | None = None,
+                 run_device: str | None = None):
+        """`device` answers questions; runs train on `run_device` (default: the same), in calls of `gpu_call` where
+        there is one (default: ZeroGPU's, on ZeroGPU), whose process alone has a GPU: there questions are answered
+        on the CPU and runs train on CUDA."""
         roots = {"checkpoints": Path(checkpoints_dir or os.environ.get(CHECKPOINTS_ENV) or "checkpoints"),
                  "runs": Path(runs_dir or os.environ.get(RUNS_ENV) or "runs")}
         extra = extra_dir or os.environ.get(EXTRA_ENV)
         if extra:
             roots["models"] = Path(extra)
         self.roots = roots
-        self.device = device or os.environ.get(DEVICE_ENV) or visible_device()
-        self.caps = caps or Caps("gpu" if self.device.startswith("cuda") else "cpu")
+        gpu_call = gpu_call or GPU_TRAINING
+        run_device = run_device or ("cuda" if gpu_call else None)
+        self.device = device or os.environ.get(DEVICE_ENV) or ("cpu" if gpu_call else visible_device())
+        self.caps = caps or Caps("gpu" if gpu_call or (run_device or self.device).startswith("cuda") else "cpu")
         hub = os.environ.get(HUB_ENV, "1") != "0" if allow_hub is None else allow_hub
         budget_mb = os.environ.get(RUNS_BUDGET_ENV)
         self.disk = Disk(roots["runs"], int(budget_mb) * 2**20 if budget_mb else RUNS_BUDGET_BYTES,
                          max_runs=int(os.environ.get(MAX_RUNS_ENV) or 20))
         self.slot = Slot(self.disk)
+        self.slot.gpu_call = gpu_call
         self.catalog = Catalog(roots, self.device, hub, hub_cache(app=True), live=lambda: self.slot.job,
                                cache_size=cache_size)
-        self.forms = Forms(self.catalog, self.caps, roots["runs"])
+        self.forms = Forms(self.catalog, self.caps, roots["runs"], run_device)
         sweep_private_copies()  # what a killed app left of its visitors' private text
         sweep_claims(roots["runs"])  # and the folders of runs it was starting
 

@@ -9,19 +9,23 @@ last. A page only follows a ticket, so a page that reloads, or a second page of 
 
 A visitor has at most one ticket, the tickets from one address at most `ADDRESS_PLACES`, only that visitor can stop
 theirs, and at most `max_waiting` visitors wait: more are refused at once. A run starts in a process of its own on a
-CPU (`run_process.ProcessTrainer`), in a thread of this process on a GPU; `job.TrainingJob` follows it.
+CPU (`run_process.ProcessTrainer`), in a thread of this process on a GPU, and in a GPU call on ZeroGPU (`gpu_call`
+set: `zerogpu.GPUCallTrainer`); `job.TrainingJob` follows it.
 """
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bert_demo.app.disk import Disk, remove_if_empty
 from bert_demo.app.job import TrainingJob
 from bert_demo.app.run_process import ProcessTrainer, run_for
+from bert_demo.app.zerogpu import GPUCall, GPUCallTrainer
 from bert_demo.app.uploads import private_to, remove_uploads, start_folder
 from bert_demo.app.visitors import same_address
 from bert_demo.train_config import FinetuneConfig, RunConfig
@@ -47,6 +51,8 @@ class Ticket:
     error: str | None = None  # why a run could not start (the disk filled up meanwhile)
     seen: float = field(default_factory=time.monotonic)  # when a page last followed it
     ended: threading.Event = field(default_factory=threading.Event)  # set once it has given its place up
+    # the context its visitor's click was handled in: a GPU call reads the visitor's request from it (their quota)
+    context: contextvars.Context = field(default_factory=contextvars.copy_context)
 
     @property
     def job(self) -> TrainingJob | None:
@@ -83,6 +89,7 @@ class Slot:
         self.abandon_s = ABANDON_S
         self.finish_wait_s = 30.0  # how long a new run waits for the previous one to save its checkpoint
         self.in_process = True  # on a CPU (see run_process); False: in a thread of this process
+        self.gpu_call: GPUCall | None = None  # on ZeroGPU: every run trains in a call of this (zerogpu.GPU_TRAINING)
         self._lock = threading.RLock()
         self._turn = threading.Condition(self._lock)  # told whenever a ticket leaves the line
 
@@ -139,7 +146,7 @@ class Slot:
                 if ticket.cancelled or self._abandoned(ticket):
                     break
                 try:
-                    job = self.start(config, ticket.owner, ticket.share)
+                    job = self.start(config, ticket.owner, ticket.share, ticket.context)
                 except ValueError as exc:
                     ticket.error = str(exc)
                     break
@@ -230,9 +237,11 @@ class Slot:
         runs = sum(len(t.configs) - len(t.jobs) for t in ahead)  # the run training now is not among them
         return left + runs * job.seconds_total
 
-    def start(self, config: RunConfig, owner: str | None = None, share: bool = False) -> TrainingJob:
+    def start(self, config: RunConfig, owner: str | None = None, share: bool = False,
+              context: contextvars.Context | None = None) -> TrainingJob:
         """Start the run now, after waiting a little for a previous one that is still saving its checkpoint;
-        ValueError if another run is training or the disk has no room (visitors `join` the line)."""
+        ValueError if another run is training or the disk has no room (visitors `join` the line). `context` is the
+        visitor's (`Ticket.context`), which a GPU call needs."""
         with self._lock:
             try:
                 if self.job is not None and self.job.running:
@@ -241,10 +250,8 @@ class Slot:
                         raise ValueError(f"another run ({self.job.name}) is training: wait for it to end")
                 self.disk.prune(keep=self.disk.max_runs - 1, protect=start_folder(config))
                 self.disk.check(config, owner, self.job)
-                in_process = self.in_process and config.device == "cpu"  # a GPU does not share the cores
-                make = ProcessTrainer if in_process else run_for
                 config.out = self.disk.claim(config.out, owner)
-                trainer = make(config, origin="app", visible_to=private_to(config, owner, share))
+                trainer = self._trainer(config, private_to(config, owner, share), context)
             except ValueError:
                 remove_uploads(config)
                 remove_if_empty(config.out)
@@ -252,6 +259,14 @@ class Slot:
             self.job = TrainingJob(trainer, Path(config.out).name, owner=owner)
             self.job.start()
             return self.job
+
+    def _trainer(self, config: RunConfig, visible_to: str | None, context: contextvars.Context | None) -> Any:
+        """What trains the run: a GPU call on ZeroGPU, a process of its own on a CPU (a GPU does not share the
+        cores), else a thread of this process."""
+        if self.gpu_call is not None:
+            return GPUCallTrainer(config, self.gpu_call, visible_to=visible_to, context=context)
+        make = ProcessTrainer if self.in_process and config.device == "cpu" else run_for
+        return make(config, origin="app", visible_to=visible_to)
 
     def stop(self, owner: str | None) -> bool:
         """Stop the run `owner` started, and give up their place in line (an experiment's too); True if there was

@@ -1,0 +1,276 @@
+"""ZeroGPU's contract, held without ZeroGPU (`pytest -k zerogpu`): runs train inside a GPU call made as `spaces` makes
+it there (tests/zerogpu_harness.py: a forked, reused worker; pickled arguments and messages; a duration asked first
+that bounds the call), while the app's own process, where torch says CUDA is available, never initialises it."""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from bert_demo.app import gpu_call, zerogpu
+from bert_demo.app.gpu_call import call_seconds, train_call
+from bert_demo.app.registry import Registry
+from bert_demo.app.zerogpu import duration
+from bert_demo.config import read_metadata
+from bert_demo.train_config import APP_FINETUNE, APP_GPU_RUN, TrainConfig
+from tests.conftest import import_or_skip
+from tests.zerogpu_harness import ForkedGPU, GPUError, ZeroGPUTorch
+
+MODEL = "checkpoints/tiny-test"
+OWNER = "visitor-zerogpu"
+
+
+@pytest.fixture
+def zerogpu_torch():
+    """This process looks as ZeroGPU makes the app's look (CUDA available, none to initialise), until the test
+    ends; a GPU call's worker undoes it, as spaces does."""
+    patched = ZeroGPUTorch()
+    patched.patch()
+    yield patched
+    patched.unpatch()
+
+
+def gpu(zerogpu_torch: ZeroGPUTorch, **options) -> ForkedGPU:
+    return ForkedGPU(train_call, options.pop("duration", duration), in_worker=zerogpu_torch.in_worker)
+
+
+def far_off(patch: pytest.MonkeyPatch) -> None:
+    """Calls as long as ZeroGPU allows (300 s): a run's own end stays far off, however busy the machine (a worker
+    forked after this holds it)."""
+    patch.setenv(gpu_call.MAX_CALL_ENV, "300")
+    patch.setattr(gpu_call, "SETUP_S", 300)
+
+
+def zerogpu_registry(roots, call: ForkedGPU) -> Registry:
+    return Registry(checkpoints_dir=roots["checkpoints"], runs_dir=roots["runs"], allow_hub=False, gpu_call=call)
+
+
+def train(registry: Registry, corpus, steps: int, batch_size: int = 4, owner: str = OWNER):
+    """A tiny run on a small text, through the slot's line as a visitor's click starts it; its job once started."""
+    ticket = registry.join_line(owner=owner, corpus=[], upload=str(corpus), preset="tiny", steps=steps,
+                                batch_size=batch_size, lr=1e-3, seq_len=32, vocab_size=512)
+    job = ticket.wait_for_run(1, timeout=30)
+    assert job is not None, ticket.error
+    return job
+
+
+# the harness does what spaces does
+
+def _count(n: int, pause: float = 0.0):
+    for i in range(n):
+        time.sleep(pause)
+        yield i
+
+
+def test_zerogpu_harness_asks_the_duration_first_and_aborts_a_call_past_it():
+    call = ForkedGPU(_count, duration=lambda n, pause=0.0: 1 + n * pause / 10)
+    assert list(call(3)) == [0, 1, 2] and call.durations == [1.0]
+    with pytest.raises(GPUError, match="GPU task aborted"):
+        list(call(50, pause=0.1))  # 5 s of work, 1.5 s allowed
+    assert call.durations == [1.0, 1.5]
+
+
+def test_zerogpu_harness_reuses_a_worker_forked_before_the_app_changed_and_pickles_what_crosses():
+    state = {"changed": False}
+
+    def task(seen_by_argument):
+        yield state["changed"], seen_by_argument
+
+    call = ForkedGPU(task, duration=lambda *args: 10)
+    call.fork_now()
+    state["changed"] = True
+    assert list(call(True)) == [(False, True)]  # the worker holds the memory of its fork; the argument travels
+    assert list(call(True)) == [(False, True)] and call.workers_forked == 1
+    with pytest.raises(TypeError, match="cannot pickle"):
+        list(call(threading.Lock()))
+
+
+# how long a call asks for
+
+def test_zerogpu_a_call_asks_for_the_time_its_settings_need_within_the_cap(monkeypatch):
+    small = TrainConfig(preset="tiny", steps=100, batch_size=32, seq_len=128)
+    larger = TrainConfig(**{**APP_GPU_RUN, "corpus": "wiki"})
+    assert gpu_call.SETUP_S < call_seconds(small) < call_seconds(larger) <= 60
+    assert call_seconds(TrainConfig(preset="base", steps=20_000, batch_size=64, seq_len=512)) == gpu_call.MAX_CALL_S
+    monkeypatch.setenv(gpu_call.MAX_CALL_ENV, "45")
+    assert call_seconds(larger) == 45
+    monkeypatch.setenv(gpu_call.MAX_CALL_ENV, "a minute")
+    with pytest.raises(ValueError, match="whole number of seconds"):
+        call_seconds(larger)
+
+
+def test_zerogpu_a_named_corpus_is_read_on_the_cpu_before_the_call_and_an_upload_inside_it(monkeypatch, tmp_path):
+    prepared, calls = [], []
+    monkeypatch.setattr("bert_demo.trainer.prepare_data", lambda config: prepared.append(config.corpus))
+
+    def call(config, *arguments):
+        calls.append((config.corpus, list(prepared)))
+        yield "record", {"kind": "done", "reason": "finished", "step": 0, "checkpoint": None, "message": None}
+
+    for corpus in ("news,wiki", str(tmp_path / "upload.txt")):
+        config = TrainConfig(corpus=corpus, out=str(tmp_path / "run"))
+        records = list(zerogpu.GPUCallTrainer(config, call).run())
+        assert records[-1]["kind"] == "done"
+    assert calls == [("news,wiki", ["news,wiki"]), (str(tmp_path / "upload.txt"), ["news,wiki"])]
+
+
+# runs through the slot, as visitors start them
+
+def test_zerogpu_a_call_stops_its_run_when_its_time_is_nearly_up_or_the_app_asks(tmp_path):
+    class Run:
+        stopped = 0
+
+        def stop(self):
+            self.stopped += 1
+
+    def soon(condition) -> bool:
+        deadline = time.monotonic() + 10
+        while not condition() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return condition()
+
+    early, late, asked, stop_file = Run(), Run(), Run(), tmp_path / "stop"
+    with gpu_call._Watch(early, stop_file, deadline=time.monotonic() + 30) as watch:
+        time.sleep(0.3)
+        assert not early.stopped and watch.reason is None
+    with gpu_call._Watch(late, stop_file, deadline=time.monotonic()) as watch:
+        assert soon(lambda: late.stopped) and "time is nearly up" in watch.reason
+    with gpu_call._Watch(asked, stop_file, deadline=time.monotonic() + 30) as watch:
+        stop_file.touch()
+        assert soon(lambda: asked.stopped) and watch.reason.startswith("stopped as you asked")
+    assert late.stopped == asked.stopped == 1  # each told once
+
+
+def test_zerogpu_a_call_cut_mid_run_leaves_the_weights_that_came_back_saved(roots, write_corpus, tmp_path,
+                                                                          monkeypatch, zerogpu_torch):
+    monkeypatch.setattr(gpu_call, "LIVE_EVERY_S", 0.2)
+    far_off(monkeypatch)
+    call = gpu(zerogpu_torch)
+    registry = zerogpu_registry(roots, call)
+    job = train(registry, write_corpus(tmp_path / "corpus.txt"), steps=1000)  # a record every 20 steps
+    while job.running and (job.trainer._weights is None or job.trainer.step < 20):
+        time.sleep(0.05)
+    assert job.live_model().model is not None  # the run in progress answers from the weights that came back
+    call.kill()  # as ZeroGPU ends a call past its duration
+    job.thread.join(timeout=60)
+    done = job.done
+    assert done["reason"] == "stopped" and done["checkpoint"], done
+    assert "GPU task aborted" in done["message"] and "the app saved the weights of step" in done["message"]
+    saved = read_metadata(done["checkpoint"])
+    assert 0 < saved["step"] <= done["step"] < 1000 and saved["visible_to"] == OWNER
+    assert not zerogpu_torch.attempts and not torch.cuda.is_initialized()
+
+
+def test_zerogpu_a_refused_call_tells_the_visitor_why_and_leaves_nothing(roots, write_corpus, tmp_path,
+                                                                         zerogpu_torch):
+    call = gpu(zerogpu_torch)
+    call.refuse_next("You have exceeded your free ZeroGPU quota (60s requested vs. 12s left). Try again in 0:05:00.")
+    registry = zerogpu_registry(roots, call)
+    job = train(registry, write_corpus(tmp_path / "corpus.txt"), steps=20)
+    job.thread.join(timeout=60)
+    assert job.done["reason"] == "error" and not job.done["checkpoint"]
+    assert "ZeroGPU quota exceeded: You have exceeded your free ZeroGPU quota (60s requested vs. 12s left)" \
+        in job.done["message"]  # ZeroGPU's words, titled as it titles them
+    assert not (roots["runs"] / job.name).exists()
+
+
+def test_zerogpu_stop_reaches_the_call_and_the_run_saves(roots, write_corpus, tmp_path, monkeypatch, zerogpu_torch):
+    far_off(monkeypatch)
+    registry = zerogpu_registry(roots, gpu(zerogpu_torch))
+    job = train(registry, write_corpus(tmp_path / "corpus.txt"), steps=1000)
+    while job.trainer.step < 20 and job.running:
+        time.sleep(0.05)
+    assert registry.slot.stop(OWNER)
+    job.thread.join(timeout=60)
+    assert job.done["reason"] == "stopped" and job.done["checkpoint"] and job.done["step"] < 1000
+
+
+# through the page's API, as on a Space
+
+@pytest.fixture(scope="module")
+def space(served_app, tmp_path_factory):
+    """The app served as on a ZeroGPU Space: its process patched as spaces patches it, its GPU worker forked after
+    the app had computed on the CPU and before it was built (gradio, which a lent GPU machine lacks, is needed
+    here)."""
+    import_or_skip("gradio_client")
+    patched = ZeroGPUTorch()
+    patched.patch()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    torch.randn(1000, 1000).exp().sum()  # the app's answers start OpenMP's threads before spaces forks its worker
+    torch.set_num_threads(threads)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(gpu_call, "SETUP_S", 110)  # calls of two minutes, for a busy machine (before the fork)
+        call = ForkedGPU(train_call, duration, in_worker=patched.in_worker)
+        call.fork_now()
+        try:
+            with served_app(tmp_path_factory.mktemp("space"), gpu_call=call) as served:
+                yield {**served, "call": call, "torch": patched}
+        finally:
+            patched.unpatch()
+            call.kill()
+
+
+def test_zerogpu_a_run_and_a_fine_tune_go_from_start_to_models_that_answer_with_no_cuda_in_the_app(space, tmp_path,
+                                                                                                 monkeypatch):
+    from gradio_client import Client, handle_file
+
+    client = Client(space["url"], verbose=False)
+    outputs = list(client.submit([], handle_file(str(space["corpus"])), "tiny", 20, 4, 1e-3, 32, 512,
+                                 api_name="/train"))[-1]
+    status, selector = outputs[0], outputs[6]
+    assert status.startswith("Finished 20 steps"), status
+    run = next(name for _, name in selector["choices"] if name.startswith("runs/tiny-upload-"))
+    sentence, *_ = client.predict(run, "the [MASK] was visited.", 3, api_name="/fill_mask")
+    assert sentence["value"][1]["class_or_confidence"]
+
+    rows = [{"text": f"the cat was {'happy' if i % 2 else 'sad'}.", "label": "yes" if i % 2 else "no"}
+            for i in range(60)]
+    upload = tmp_path / "mine.jsonl"
+    upload.write_text("\n".join(json.dumps(row) for row in rows))
+    monkeypatch.setattr("bert_demo.app.forms.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 4})
+    monkeypatch.setattr("bert_demo.train_config.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 4})
+    outputs = list(client.submit(MODEL, "movie-reviews", handle_file(str(upload)), "100", ["random"],
+                                 api_name="/finetune"))[-1]
+    status, classifier = outputs[0], outputs[5]  # (Stop and Start are no API outputs)
+    assert status.startswith("Done: 2 runs of 4 steps"), status
+    probabilities = client.predict(classifier["value"], "the cat was happy.", "", api_name="/classify")
+    assert {c["label"] for c in probabilities["confidences"]} == {"no", "yes"}
+
+    assert len(space["call"].durations) == 3 and space["call"].workers_forked == 1  # one call a run, one worker
+    assert not space["torch"].attempts and not torch.cuda.is_initialized()
+    assert zerogpu.GPU_TRAINING is None  # off the Space, spaces's decorator is never applied
+
+
+# with the real `spaces`, as on a Space
+
+REAL_SPACES = """
+import app, torch
+from bert_demo.app import zerogpu
+from bert_demo.app.backend import backend
+registry = app.registry
+loaded = registry.catalog.load(registry.catalog.default_model())
+guesses = backend().inference.fill_mask(loaded.model, loaded.tokenizer, "the cat sat on the [MASK].", top_k=3)
+print(hasattr(zerogpu.GPU_TRAINING, "zerogpu"), registry.slot.gpu_call is zerogpu.GPU_TRAINING, registry.device,
+      registry.forms.run_device(), registry.caps.machine, len(guesses[0]), torch.cuda.is_available(),
+      torch.cuda.is_initialized())
+"""
+
+
+@pytest.mark.skipif(torch.version.cuda is None, reason="spaces on ZeroGPU needs a CUDA build of torch, as ZeroGPU's; "
+                                                         "this one is CPU-only (the torch 2.11 suite runs it)")
+def test_zerogpu_on_a_space_the_real_spaces_wraps_the_call_and_the_app_answers_on_the_cpu(tmp_path):
+    import subprocess
+    import sys
+
+    env = {**os.environ, "SPACES_ZERO_GPU": "true", "SPACES_ZERO_DEVICE_API_URL": "http://127.0.0.1:1",
+           "BERT_DEMO_HUB": "0", "BERT_DEMO_RUNS": str(tmp_path / "runs")}
+    done = subprocess.run([sys.executable, "-c", REAL_SPACES], cwd=Path(__file__).parents[1], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True", "True", "cpu", "cuda", "gpu", "3", "True", "False"]
