@@ -165,12 +165,12 @@ def come_back(root: Path = ROOT, home: Path = HOME) -> list[Path]:
     return returned
 
 
-def travel_bytes(root: Path = ROOT) -> int:
+def travel_bytes(root: Path = ROOT, carry: str = CARRY.name) -> int:
     """What a call sends: the tracked files and the untracked ones git does not ignore, and the carried folder."""
     listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root,
                             capture_output=True, check=True).stdout.decode().split("\0")
     files = [root / name for name in listed if name and (root / name).is_file()]
-    carried = [f for f in (root / CARRY.name).rglob("*") if f.is_file()]
+    carried = [f for f in (root / carry).rglob("*") if f.is_file()]
     return sum(f.stat().st_size for f in files + carried)
 
 

@@ -47,7 +47,7 @@ def pack() -> None:
 
     gpu_pretrain.pack(APP_GPU_RUN["corpus"], CORPUS, APP_GPU_RUN["vocab_size"])
     gpu_pretrain.pack_wheels(CARRY / "wheels")
-    sent = gpu_pretrain.travel_bytes() + sum(f.stat().st_size for f in CARRY.rglob("*") if f.is_file())
+    sent = gpu_pretrain.travel_bytes(carry=CARRY.name)
     print(f"a call sends {sent / gpu_pretrain.MiB:.1f} MiB of the {gpu_pretrain.TRAVEL_BYTES // gpu_pretrain.MiB} MiB "
           "that may travel (run `gpu_pretrain.py leave-home` first if the shipped weights are still in the tree)")
 
