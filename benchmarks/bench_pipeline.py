@@ -13,15 +13,18 @@ batches were built in the training process between steps. Now data workers build
 The target (issue 49): on a GPU, the run at >= 80% of the step alone. On a CPU the data is a few ms beside a step of
 hundreds, and the run there must be no slower than before the workers came (compare with 0 workers).
 
-With --profile, the run of the last --workers count is profiled (torch.profiler) over 20 of its steps from its
-middle: where the training process spends its own time (host time by operation, highest first), and on a GPU
-how much of that stretch the GPU computed. What a run does beyond its step alone shows there.
+With --profile, the run of the first --batch with the last --workers count is profiled (torch.profiler) over 20 of
+its steps from its middle: where the training process spends its own time (host time by operation, highest first),
+and on a GPU how much of that stretch the GPU computed. What a run does beyond its step alone shows there.
+
+--batch 256,512 measures each batch size in turn (its runs, the pipeline, its step alone): where the step is too small
+to fill the GPU, the host's own time per step weighs less beside a larger one (issue 57).
 
     python benchmarks/bench_pipeline.py --preset mini --batch 32 --corpus wiki --steps 40 --workers 0,1
     python benchmarks/bench_pipeline.py --preset small --vocab 16384 --batch 256 --corpus everyday --steps 300 \\
         --workers 0,8                                                                        # on a GPU
-    python benchmarks/bench_pipeline.py --preset small --vocab 16384 --batch 256 --corpus v4 --steps 300 \
-        --workers 8 --profile                                                                # where the time goes
+    python benchmarks/bench_pipeline.py --preset small --vocab 16384 --batch 256,512 --corpus v4 --steps 200 \\
+        --workers 8 --profile                                        # where the time goes, and a batch twice as large
 """
 from __future__ import annotations
 
@@ -97,11 +100,50 @@ def data_speed(data, workers: int, batches: int) -> float:
     return batches / (time.perf_counter() - start)
 
 
+def measure_batch(args: argparse.Namespace, batch: int, profile: bool, scratch: Path) -> list[list]:
+    """The run (for each --workers count; the last one profiled if `profile`), the pipeline alone and the step alone
+    at one batch size; each figure printed as soon as it is measured, so that a timeout leaves what was measured."""
+    counts = [int(w) for w in args.workers.split(",")]
+    config = TrainConfig(preset=args.preset, vocab_size=args.vocab, batch_size=batch, seq_len=args.seq,
+                         corpus=args.corpus, steps=args.steps, log_every=max(1, args.steps // 10), eval_every=10**6,
+                         save_every=10**6, device=args.device, compile=args.compile,
+                         out=str(scratch / f"run-{batch}"))
+    runs = {}
+    for w in counts:
+        profile_from = args.steps // 2 if profile and w == counts[-1] else None
+        runs[w] = run_speed(TrainConfig.from_dict({**config.to_dict(), "data_workers": w}), profile_from)
+        print(f"the run at batch {batch} with {w} data workers: {runs[w]:,.0f} real tokens/s", flush=True)
+    tokenizer = load_tokenizer(config.out)
+    (train_docs, train_sources), _ = split_corpus(config)
+    data = _data(config, _ids(config, tokenizer, train_docs, train_sources, "train"),
+                 SpecialIds.from_tokenizer(tokenizer), 0, batch, mask_prob=config.mask_prob)
+    made = {w: data_speed(data, w, max(20, args.step_repeats)) for w in counts}
+    alone, tokens = step_alone(args, config, data, len(tokenizer))
+    step_speed = tokens / alone
+    print(f"the step alone at batch {batch}: {alone * 1000:.1f} ms, {step_speed:,.0f} real tokens/s ({tokens:.0f} a "
+          "batch)", flush=True)
+    return [[batch, w, f"{made[w]:.1f}", f"{made[w] * tokens:,.0f}", f"{runs[w]:,.0f}", f"{step_speed:,.0f}",
+             f"{runs[w] / step_speed:.0%}"] for w in counts]
+
+
+def step_alone(args: argparse.Namespace, config: TrainConfig, data, vocab: int) -> tuple[float, float]:
+    """The median seconds of bench_train.py's training step on four of the pipeline's batches already on the device,
+    and their mean real tokens."""
+    device = torch.device(args.device)
+    batches = [{k: v.to(device) for k, v in b.items()} for b in itertools.islice(data.batches(), 4)]
+    model = BertForPreTraining(PRESETS[args.preset].with_vocab(vocab))
+    set_dropout(model, config.dropout)
+    model = model.to(device).train()
+    step, _ = step_fn("ours", torch.compile(model) if args.compile else model, batches, device, config.precision)
+    alone = statistics.median(interleaved_times({"step": step}, args.step_repeats, 3, device)["step"])
+    return alone, statistics.mean(float(b["attention_mask"].sum()) for b in batches)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--preset", default="mini", choices=sorted(PRESETS))
     p.add_argument("--vocab", type=int, default=8192)
-    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--batch", default="32", help="batch sizes to compare, comma-separated (each its run and step)")
     p.add_argument("--seq", type=int, default=128)
     p.add_argument("--corpus", default="wiki")
     p.add_argument("--steps", type=int, default=40, help="steps of each run")
@@ -109,41 +151,18 @@ def main() -> None:
     p.add_argument("--step-repeats", type=int, default=20)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--compile", action="store_true", help="torch.compile the run's model (and the step alone's)")
-    p.add_argument("--profile", action="store_true", help="profile 20 steps of the last --workers count's run")
+    p.add_argument("--profile", action="store_true",
+                   help="profile 20 steps of the run of the first --batch with the last --workers count")
     args = p.parse_args()
-    counts = [int(w) for w in args.workers.split(",")]
-    device = torch.device(args.device)
+    sizes = [int(b) for b in args.batch.split(",")]
+    rows = []
     with tempfile.TemporaryDirectory() as scratch:
-        config = TrainConfig(preset=args.preset, vocab_size=args.vocab, batch_size=args.batch, seq_len=args.seq,
-                             corpus=args.corpus, steps=args.steps, log_every=max(1, args.steps // 10),
-                             eval_every=10**6, save_every=10**6, device=args.device, compile=args.compile,
-                             out=str(Path(scratch) / "run"))
-        runs = {}
-        for w in counts:  # the last count's run profiled, where asked
-            profile_from = args.steps // 2 if args.profile and w == counts[-1] else None
-            runs[w] = run_speed(TrainConfig.from_dict({**config.to_dict(), "data_workers": w}), profile_from)
-            print(f"the run with {w} data workers: {runs[w]:,.0f} real tokens/s", flush=True)
-        tokenizer = load_tokenizer(config.out)
-    (train_docs, train_sources), _ = split_corpus(config)
-    data = _data(config, _ids(config, tokenizer, train_docs, train_sources, "train"),
-                 SpecialIds.from_tokenizer(tokenizer), 0, config.batch_size, mask_prob=config.mask_prob)
-    made = {w: data_speed(data, w, max(20, args.step_repeats)) for w in counts}
-
-    batches = [{k: v.to(device) for k, v in b.items()} for b in itertools.islice(data.batches(), 4)]
-    model = BertForPreTraining(PRESETS[args.preset].with_vocab(len(tokenizer)))
-    set_dropout(model, config.dropout)
-    model = model.to(device).train()
-    step, _ = step_fn("ours", torch.compile(model) if args.compile else model, batches, device, config.precision)
-    alone = statistics.median(interleaved_times({"step": step}, args.step_repeats, 3, device)["step"])
-    tokens = statistics.mean(float(b["attention_mask"].sum()) for b in batches)
-    step_speed = tokens / alone
-
-    print(f"{args.preset} V={len(tokenizer)}, batch {args.batch}x{args.seq}, corpus {args.corpus}, "
-          f"{device.type}{', compiled' if args.compile else ''}; runs of {args.steps} steps")
-    print(f"the step alone: {alone * 1000:.1f} ms, {step_speed:,.0f} real tokens/s ({tokens:.0f} a batch)")
-    rows = [[w, f"{made[w]:.1f}", f"{made[w] * tokens:,.0f}", f"{runs[w]:,.0f}", f"{runs[w] / step_speed:.0%}"]
-            for w in counts]
-    print_table(["data workers", "batches/s made", "tokens/s made", "run tokens/s", "run / step alone"], rows)
+        for batch in sizes:
+            rows += measure_batch(args, batch, args.profile and batch == sizes[0], Path(scratch))
+    print(f"{args.preset} V={args.vocab}, x{args.seq}, corpus {args.corpus}, {args.device}"
+          f"{', compiled' if args.compile else ''}; runs of {args.steps} steps")
+    print_table(["batch", "data workers", "batches/s made", "tokens/s made", "run tokens/s", "step alone tokens/s",
+                 "run / step alone"], rows)
     print("target: on a GPU, the run at >= 80% of the step alone")
 
 
