@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 
-from bert_demo.plots import COLORS, COLORSCALE, MARGIN, SUBPLOT_TITLE_FONT, _figure, _on, _panels, empty_figure
+from bert_demo.plots import COLORS, COLORSCALE, MARGIN, SUBPLOT_TITLE_FONT, _axis, _figure, _on, _panels, empty_figure
 
 if TYPE_CHECKING:  # torch is not imported at start-up: the app's page appears before torch has loaded
     from torch import Tensor
@@ -100,9 +100,10 @@ GRID_LABELS_UP_TO = 48  # tokens; past this the labels overlap and only hovering
 
 def attention_grid(tokens: Sequence[str], weights: Tensor, title: str = "", keys: Sequence[str] | None = None
                    ) -> go.Figure:
-    """All heads of one layer, two a row, weights[head, query, key], on one colour scale shared by the heads.
-
-    """
+    """All heads of one layer, two a row, weights[head, query, key], on one colour scale shared by the heads. The
+    rows' tokens are named once, left of each row of maps (every map has the same rows: a second set of labels
+    between the maps ran into the first map on a phone), in a margin as wide as they need ("condemned" had lost its
+    first letters), and the colour bar lies above the maps, so that their width goes to the maps."""
     keys = tokens if keys is None else keys
     _check(tokens, keys, weights, 3)
     row_labels, col_labels = _labels(tokens), _labels(keys)
@@ -111,9 +112,12 @@ def attention_grid(tokens: Sequence[str], weights: Tensor, title: str = "", keys
     rows = math.ceil(heads / cols)
     labelled = n <= GRID_LABELS_UP_TO
     axis = dict(type="category", showticklabels=labelled, tickfont=dict(size=_tick_font(n)), showgrid=False,
-                zeroline=False)
-    layout = _panels(heads, cols, h_gap=0.12, v_gap=0.25 / rows, titles=[f"head {h + 1}" for h in range(heads)],
+                zeroline=False, automargin=True)
+    layout = _panels(heads, cols, h_gap=0.04, v_gap=0.25 / rows, titles=[f"head {h + 1}" for h in range(heads)],
                      x=dict(axis, tickangle=-90), y=dict(axis, autorange="reversed"))
+    for h in range(heads):
+        if h % cols:  # the same rows as the map on their left
+            layout[f"yaxis{_axis(h)}"]["showticklabels"] = False
     # the tokens themselves are the axes (kept distinct), so hovering names a cell without a text per cell:
     # that text was three quarters of the figure's JSON, sent and parsed on every request
     rows_, columns = _distinct(row_labels), _distinct(col_labels)
@@ -121,9 +125,11 @@ def attention_grid(tokens: Sequence[str], weights: Tensor, title: str = "", keys
                    hovertemplate=f"head {h + 1}<br>%{{y}} → %{{x}}: %{{z:.3f}}<extra></extra>")
               for h in range(heads)]
     label_room = 9 * max(len(t) for t in row_labels + col_labels) if labelled else 0
-    return _figure(traces, title, rows * (max(220, 13 * n) + label_room + 40) + 80, plot_bgcolor="white", **layout,
-                   coloraxis=dict(colorscale=COLORSCALE, cmin=0, cmax=colour_top(weights),
-                                  colorbar=dict(title=dict(text="weight"), thickness=12)))
+    bar = dict(orientation="h", thickness=10, len=0.9, y=1.0, yanchor="bottom", ypad=24,
+               title=dict(text="weight", side="right"))
+    return _figure(traces, title, rows * (max(220, 13 * n) + label_room + 40) + 120, plot_bgcolor="white",
+                   **layout, margin={**MARGIN, "t": 130},  # the title, then the colour bar
+                   coloraxis=dict(colorscale=COLORSCALE, cmin=0, cmax=colour_top(weights), colorbar=bar))
 
 
 # ----------------------------------------------------------------------------------------------------------------

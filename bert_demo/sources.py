@@ -234,8 +234,8 @@ MIX_ABOUT = {  # each mix in words, for the app and the model cards (its words c
           "documentation",
     "everyday": "v3's 11 sources of plain modern prose: 9.3 M words, no manuals, scripture, dictionaries, verse or "
                 "game text",
-    "v4": "everyday's 11 sources and three found since, chat, booking dialogue and BBC news: 12.8 M words of modern "
-          "prose and conversation",
+    "v4": "everyday's 11 sources with chat, booking dialogue and BBC news: 12.8 M words of modern prose and "
+          "conversation",
     "v5": "v4's 14 sources and example sentences of everyday English from a German-English dictionary: 13.0 M "
           "words of modern prose, conversation and everyday sentences",
 }

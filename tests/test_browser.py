@@ -7,6 +7,7 @@ either is missing (under CI, with $CI set, they fail instead). Screenshots of ev
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import threading
 import time
@@ -119,6 +120,11 @@ def test_a_training_run_draws_a_growing_chart_and_stops_into_a_checkpoint(app, w
         lengths.append(trace_length(web, "loss-plot"))
     assert len(set(lengths)) >= 3 and lengths == sorted(lengths), lengths
     assert web.locator("#loss-plot .js-plotly-plot").is_visible()  # no progress overlay hides the live chart
+    wait_text(web, "#train-estimate", "in all at the pace it keeps")  # the line under Start: the run's own pace
+    lines = web.evaluate("[document.querySelector('#train-estimate').innerText,"
+                         " document.querySelector('#status').innerText]")
+    left = re.search(r"(\d+:\d\d) left", lines[0])
+    assert left and f"about {left[1]} left" in lines[1], lines  # the same time left as the status line's
     wait_text(web, "#probe", "Step")
     shoot(web, "train-running")
     web.click("#stop")
@@ -227,6 +233,19 @@ def test_fill_mask_look_inside_layers_clicked_words_heads_off_and_importance(web
     web.wait_for_function("(() => { const p = document.querySelector('#importance-plot .js-plotly-plot');"
                           " return p && p.data && p.data.length === 2; })()")  # one map per [MASK]
     shoot(web, "fill-mask-inside")
+    assert not web.locator("#mask-words").is_visible()  # no empty box with a broken-picture icon until asked
+    web.click("#mask-words-button")
+    wait_text(web, "#mask-words", "Why")
+    resize(web, 390, 844)
+    assert web.evaluate("document.querySelector('#layer-table table').scrollWidth"
+                        " <= document.querySelector('#layer-table table').clientWidth + 1")  # a phone sees it whole
+    web.fill("#fill-text textarea", "the cat [MASK] on the mat.")  # one map: the next one is told apart
+    web.get_by_role("tab", name="Next sentence").click()  # the map is drawn while its tab is hidden
+    web.evaluate("document.querySelector('#importance-button').click()")
+    web.wait_for_function("document.querySelector('#importance-plot .js-plotly-plot').data.length === 1")
+    web.get_by_role("tab", name="Fill-mask").click()
+    web.wait_for_function(CHARTS_FIT, timeout=10_000)  # it fits the phone once its tab shows (it was cut off)
+    shoot(web, "fill-mask-inside-390")
 
 
 def test_embeddings_tab_lists_neighbours_and_draws_the_projection(web):
@@ -234,11 +253,20 @@ def test_embeddings_tab_lists_neighbours_and_draws_the_projection(web):
     web.fill("#emb-word textarea", "cat")
     web.click("#emb-button")
     wait_text(web, "#neighbours-caption", "Nearest tokens to “cat”")
+    assert web.locator("#neighbours-table th").all_inner_texts() == ["token", "cosine similarity"]
     web.fill("#emb-words textarea", "cat dog sun mat")
     web.click("#projection-button")
     web.wait_for_function("(() => { const p = document.querySelector('#projection-plot .js-plotly-plot');"
                           " return p && p.data && p.data.length && p.data[0].text.length === 4; })()")
     shoot(web, "embeddings")
+    resize(web, 390, 844)
+    web.fill("#emb-sentence textarea", "the cat sat on the mat.")
+    web.click("#emb-button")
+    wait_text(web, "#neighbours-caption", "in your sentence")
+    assert web.evaluate(BROKEN_WORDS, "#neighbours-table") == []  # the header broke as "tok / en"
+    assert web.evaluate("(() => { const w = document.querySelector('#neighbours-table .table-wrap');"
+                        " return w.scrollWidth <= w.clientWidth + 1; })()")  # and every column in view
+    shoot(web, "embeddings-390")
 
 
 APART = """(selectors) => {
@@ -479,6 +507,11 @@ def test_the_fine_tune_tabs_task_shows_its_whole_name_clear_of_the_arrow_and_wha
     assert task.input_value() == "movie-reviews"
     assert task.evaluate("e => e.scrollWidth <= e.clientWidth")  # "movie-reviews: 10,568 rated movie-review sente…"
     page.locator("#ft-task").screenshot(path=str(SCREENSHOTS / f"finetune-task-{width}.png"))
+    assert page.evaluate("document.querySelector('#ft-upload [data-testid=block-label]').getBoundingClientRect()"
+                         ".bottom <= document.querySelector('#ft-upload svg.feather-upload')"
+                         ".getBoundingClientRect().top")  # its label, two lines on a phone, clear of its icon
+    assert page.locator("#ft-upload").inner_text().count("Click to Upload") == 1
+    page.locator("#ft-upload").screenshot(path=str(SCREENSHOTS / f"finetune-upload-{width}.png"))
     task.click()
     page.get_by_role("option", name="tweets").click()
     wait_text(page, "#ft-task-about", "rated tweets")
@@ -501,7 +534,7 @@ def test_the_fine_tune_tab_trains_both_starts_then_classifies_with_coloured_word
     web.locator("#ft-upload input[type=file]").set_input_files(str(labelled))
     wait_text(web, "#ft-upload", "mine.jsonl")
     web.get_by_label("100", exact=True).check()
-    web.get_by_label("the selected model, encoder frozen").check()  # three starts: a legend of four lines
+    web.get_by_label("the same model, encoder frozen").check()  # three starts: a legend of four lines
     wait_text(web, "#ft-estimate", "The experiment: about")  # the uploaded file's 3 runs, timed here now
     wait_text(web, "#ft-estimate", "3 runs of 6 steps")
     web.click("#ft-start")
@@ -509,6 +542,8 @@ def test_the_fine_tune_tab_trains_both_starts_then_classifies_with_coloured_word
     assert web.locator("#ft-stop").is_enabled() and web.locator("#ft-start").is_disabled()  # grey while it trains
     wait_text(web, "#ft-status", "Done: 3 runs")
     assert web.locator("#ft-start").is_enabled()
+    wait_text(web, "#ft-estimate", "The latest experiment here took")  # each of its runs, once it ended
+    assert len(re.findall(r"\d+:\d\d \(", web.locator("#ft-estimate").inner_text())) == 3
     web.wait_for_function("() => { const p = document.querySelector('#ft-curves .js-plotly-plot');"
                           " const names = p && p.data ? p.data.map(t => t.name) : [];"
                           " return names.includes('pre-trained (validation)')"

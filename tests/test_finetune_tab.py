@@ -225,7 +225,7 @@ def test_the_attention_and_embeddings_tabs_look_inside_a_fine_tuned_model_the_ot
     _, expected = inference_attention(registry.catalog.load_classifier(chosen, OWNER), "the river was wonderful today.")
     drawn = [value for row in shown["att_plot"].data[0].z for value in row]
     assert drawn == pytest.approx(expected[1, 0].flatten().tolist(), abs=1e-3)  # the classifier's own map
-    assert embeddings.neighbours(registry, chosen, "river", "", 0, owner=OWNER)["neighbours_table"]
+    assert embeddings.neighbours(registry, chosen, "river", "", 0, owner=OWNER)["neighbours_table"]["data"]
     assert embeddings.projection(registry, chosen, "river garden music", owner=OWNER)["projection_plot"].data
     with pytest.raises(gr.Error, match="fine-tuned classifier .* look at its attention or embeddings"):
         fill.fill_mask(registry, chosen, "the [MASK] was wonderful today.", 5, owner=OWNER)

@@ -37,6 +37,15 @@ def test_attention_grid_has_one_heatmap_per_head_on_a_shared_scale():
     assert fig.layout.yaxis.autorange == "reversed" and fig.layout.yaxis12.autorange == "reversed"
 
 
+def test_the_grid_names_its_rows_once_a_row_of_maps_in_a_margin_that_fits_them_and_its_scale_above():
+    """On a phone the second map's labels ran into the first map and "condemned" read "ndemned"."""
+    fig = maps.attention_grid(["[CLS]", "condemned", "[SEP]"], torch.softmax(torch.rand(4, 3, 3), -1))
+    labelled = [fig.layout[f"yaxis{suffix}"].showticklabels is not False for suffix in ("", "2", "3", "4")]
+    assert labelled == [True, False, True, False]  # the left map of each row of two
+    assert fig.layout.yaxis.automargin and fig.layout.xaxis3.automargin
+    assert fig.layout.coloraxis.colorbar.orientation == "h"  # the maps, not the scale, have the width
+
+
 def test_a_flat_map_gets_a_colour_scale_that_shows_its_structure():
     flat = torch.full((6, 6), 1 / 6) + torch.eye(6) * 0.02  # an average of heads: nearly uniform rows
     assert maps.attention_heatmap(list("abcdef"), flat).data[0].zmax == pytest.approx(1 / 6 + 0.02)

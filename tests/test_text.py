@@ -60,3 +60,8 @@ def test_the_page_the_fine_tune_tab_and_the_cards_agree_on_how_much_text_the_shi
         card = (SHIPPED / model / "README.md").read_text()
         assert "million words" not in card or said in card
     assert f"on {text.WORDS_READ['small-english']} words" in text.INTRO
+
+
+def test_the_guesses_at_every_layer_are_one_a_line_so_that_a_phone_shows_the_table_whole():
+    table = text.layer_table([[[("door", 0.05), ("night", 0.03)], [("door", 0.67), ("window", 0.04)]]])
+    assert "| 2 (last) | door 67%<br>window 4% |" in table

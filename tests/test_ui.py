@@ -150,8 +150,11 @@ def test_neighbours_and_projection_answer_and_explain_a_word_that_is_not_one_tok
     table, caption = client.predict(MODEL, "cat", "", 0, api_name="/neighbours")
     assert len(table["data"]) == embeddings.NEIGHBOURS and "cat" not in [row[0] for row in table["data"]]
     assert "input embedding" in caption
-    _, in_context = client.predict(MODEL, "cat", "the cat sat on the mat.", 2, api_name="/neighbours")
+    assert table["headers"] == ["token", "cosine similarity"]  # a word on its own has no reference sentence
+    in_sentence, in_context = client.predict(MODEL, "cat", "the cat sat on the mat.", 2, api_name="/neighbours")
     assert "after layer 2" in in_context
+    assert in_sentence["headers"] == ["word", "in the reference sentence", "cosine similarity"]
+    assert all(row[1] for row in in_sentence["data"])
     with pytest.raises(AppError, match="not one token"):
         client.predict(MODEL, "xylophonists", "", 0, api_name="/neighbours")
     figure = json.loads(client.predict(MODEL, "cat dog sun mat", api_name="/projection")["plot"])

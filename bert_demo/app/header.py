@@ -14,6 +14,11 @@ from bert_demo.app.registry import Registry
 from bert_demo.app.tabs.heads import head_names
 
 
+# a chart drawn while its tab was hidden (an answer that came while the visitor looked at another tab) has plotly's
+# default width, wider than a phone: cut off at both sides. Plotly redraws its charts to their boxes on a resize
+REDRAW_CHARTS = "() => { setTimeout(() => window.dispatchEvent(new Event('resize')), 100); }"
+
+
 def layout(registry: Registry) -> Components:
     """The introduction, the model selector, the training step, Refresh, and the chosen model in a line."""
     gr.Markdown(text.INTRO)
@@ -51,6 +56,7 @@ def wire(demo: gr.Blocks, c: Components, bound: Callable[[Callable], Callable]) 
     c["refresh"].click(bound(refresh), c["model"], listed, api_visibility="private")
     for tab, button in c["start_here"].items():
         button.click(go_to(tab), None, c["tabs"], api_visibility="private", queue=False)
+    c["tabs"].change(None, js=REDRAW_CHARTS, api_visibility="private", queue=False)
     demo.load(bound(refresh), c["model"], listed, api_visibility="private").then(
         bound(selected), asked, chosen, api_visibility="private")
 

@@ -166,13 +166,14 @@ def attention_caption(rows: int, cols: int, layers: int, heads: int, rollout: bo
 
 
 def layer_table(lens: list[list[list[tuple[str, float]]]]) -> str:
-    """The logit lens as a Markdown table: a row per layer, a column per [MASK] with its top guesses."""
+    """The logit lens as a Markdown table: a row per layer, a column per [MASK] with its top guesses, one a line
+    (side by side, a [MASK]'s three guesses ran past a phone's right edge)."""
     layers = len(lens[0]) if lens else 0
     lines = ["| layer | " + " | ".join(f"[MASK] {i + 1}" for i in range(len(lens))) + " |",
              "|---|" + "---|" * len(lens)]
     for layer in range(layers):
         name = f"{layer + 1}" + (" (last)" if layer == layers - 1 else "")
-        cells = [" · ".join(f"{_escape(token)} {p:.0%}" for token, p in mask[layer]) for mask in lens]
+        cells = ["<br>".join(f"{_escape(token)} {p:.0%}" for token, p in mask[layer]) for mask in lens]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -48,10 +48,16 @@ CSS = """
 #fill-sentence .empty, #probe .empty, #fill-label-0 .empty, #nsp-result .empty {
   min-height: 5rem !important; height: 5rem !important; }
 #fill-sentence .token .label { color: #1e3a8a !important; font-weight: 600; }
-#upload .upload-container { padding-top: 1.8em; }
+#upload .upload-container, #ft-upload .upload-container { padding-top: 1.8em; }  /* below the label */
+#neighbours-table th, #neighbours-table td, #neighbours-table th *, #neighbours-table td * {
+  word-break: normal !important; overflow-wrap: normal !important; }  /* words stay whole */
+@media (max-width: 640px) {  /* a phone: the reference sentence wraps in its column, and the table fits ("tok/en") */
+  #neighbours-table th, #neighbours-table td { width: auto !important; min-width: 0 !important; }
+  #neighbours-table th:nth-child(2), #neighbours-table td:nth-child(2) { max-width: 120px !important; } }
 #model-info table, #layer-table table, #readout table { display: block; overflow-x: auto; }  /* a phone scrolls */
 #model-info th, #model-info td, #layer-table th, #layer-table td { white-space: nowrap; }
 #model-info td:first-child { white-space: normal; }  /* a metric's name may wrap: its numbers fit a phone */
+@media (max-width: 640px) { #layer-table th, #layer-table td { padding: 0.4em 0.5em; } }  /* two [MASK]s fit */
 #readout td { overflow-wrap: normal; word-break: normal; }  /* words stay whole: a phone scrolls the table */
 #model-card table { display: block; overflow-x: auto; }
 #model-card td, #model-card th { overflow-wrap: normal; word-break: normal; min-width: 5em; }
@@ -64,8 +70,10 @@ CSS = """
 #model-view .grid-container {  /* bertviz's model view: a row a layer, small squares that shrink on a phone */
   grid-template-columns: repeat(var(--grid-cols), minmax(0, 84px)); grid-template-rows: none; grid-auto-rows: auto; }
 #model-view .thumbnail-item { aspect-ratio: 1; }
-#model-view .grid-wrap { min-height: 0 !important; }
+#model-view .grid-wrap { min-height: 0 !important; max-height: none !important; height: auto !important; }
 #model-view .caption-label { max-width: 100%; padding: 0 0.25em; }
+@media (max-width: 640px) {  /* a phone: four heads a row, each its caption whole ("L1 H1"), a layer on two rows */
+  #model-view .grid-container { grid-template-columns: repeat(4, minmax(0, 84px)); } }
 @media (max-width: 640px) {  /* a phone: an attention map's token labels small enough for its rows, and no */
   #att-plot .xtick text, #att-plot .ytick text, #compare-plot .xtick text, #compare-plot .ytick text {
     font-size: 9px !important; }  /* blank below its square map, which the phone's width sizes */

@@ -13,6 +13,8 @@ from bert_demo.app.registry import Registry
 from bert_demo.config import LIMITS
 
 NEIGHBOURS = 12  # nearest tokens listed
+ON_ITS_OWN = ["token", "cosine similarity"]  # the neighbours table's columns, for a word on its own
+IN_A_SENTENCE = ["word", "in the reference sentence", "cosine similarity"]  # and for a word in a sentence
 PROJECTED_WORDS = "monday friday january march paris london berlin france england germany king queen man woman"
 
 
@@ -29,8 +31,7 @@ def layout() -> Components:
                                         label="After layer (with a sentence)", scale=2)}
         c["emb_button"] = gr.Button("Find neighbours", variant="primary", elem_id="emb-button")
         c["neighbours_caption"] = gr.Markdown(elem_id="neighbours-caption")
-        c["neighbours_table"] = gr.Dataframe(headers=["token", "in the reference sentence", "cosine similarity"],
-                                             elem_id="neighbours-table", wrap=True,
+        c["neighbours_table"] = gr.Dataframe(headers=ON_ITS_OWN, elem_id="neighbours-table", wrap=True,
                                              interactive=False, show_label=False)
         with gr.Row(equal_height=True):
             c["emb_words"] = gr.Textbox(value=PROJECTED_WORDS, label="Words to project (3 to 60)",
@@ -73,13 +74,16 @@ def neighbours(registry: Registry, model_name: str, word: str, sentence: str, la
     else:
         caption = (f"Nearest tokens to “{word.strip()}” by cosine similarity of input embeddings (rows of the "
                    "embedding table), leaving out the quarter of the vocabulary the model saw least in training.")
-    return {"neighbours_table": [[n.token, n.sentence, round(n.similarity, 3)] for n in found],
-            "neighbours_caption": caption}
+    if in_context:
+        table = {"headers": IN_A_SENTENCE, "data": [[n.token, n.sentence, round(n.similarity, 3)] for n in found]}
+    else:  # a word on its own has no reference sentence: no empty column for one
+        table = {"headers": ON_ITS_OWN, "data": [[n.token, round(n.similarity, 3)] for n in found]}
+    return {"neighbours_table": table, "neighbours_caption": caption}  # a value with its headers, not an update
 
 
 def no_neighbours(registry: Registry) -> Outputs:
     """What the table shows after a refused word: nothing (the message says why), not the last word's neighbours."""
-    return {"neighbours_table": [], "neighbours_caption": ""}
+    return {"neighbours_table": {"headers": ON_ITS_OWN, "data": []}, "neighbours_caption": ""}
 
 
 def no_projection(registry: Registry) -> Outputs:

@@ -38,10 +38,9 @@ def layout(examples: Examples | None, heads: list[str]) -> Components:
                                         color_map={"word": "#e0e7ff"})
         c["mask_words_button"] = gr.Button("Which words led to the first guess?", size="sm",
                                            elem_id="mask-words-button")
-        c["mask_words"] = gr.HighlightedText(label="Press the button: integrated gradients colour each word by how "
-                                                   "much it raised (red) or lowered (purple) the first guess",
-                                             elem_id="mask-words", show_legend=False, combine_adjacent=False)
-        gr.Markdown(text.ATTRIBUTION_KEY, elem_classes="attribution-key")
+        with gr.Column(visible=False, elem_id="mask-words-box") as c["mask_words_box"]:  # an empty box until asked
+            c["mask_words"] = gr.HighlightedText(elem_id="mask-words", show_legend=False, combine_adjacent=False)
+            gr.Markdown(text.ATTRIBUTION_KEY, elem_classes="attribution-key")
         with gr.Column(visible=examples is not None, elem_id="fill-examples") as c["fill_examples"]:
             if examples:
                 gr.Examples([[t] for t in examples.fill_mask], inputs=[c["fill_text"]],
@@ -72,8 +71,8 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
     c["words"].select(_mask_clicked, c["fill_text"], c["fill_text"], api_visibility="private", queue=False).then(
         bound(fill_mask), inputs, outputs, api_visibility="private", show_progress="hidden")
     asked = [c[name] for name in ("model", "fill_text", "step")]
-    c["mask_words_button"].click(bound(mask_attribution), asked, c["mask_words"], api_visibility="private",
-                                 show_progress_on=[c["mask_words"]])
+    c["mask_words_button"].click(bound(mask_attribution), asked, [c["mask_words"], c["mask_words_box"]],
+                                 api_visibility="private", show_progress_on=[c["mask_words_button"]])
     c["importance_button"].click(bound(importance), asked, c["importance_plot"], api_name="head_importance",
                                  show_progress_on=[c["importance_plot"]])
 
@@ -116,12 +115,13 @@ def fill_mask(registry: Registry, model_name: str, sentence: str, top_k: float, 
 def mask_attribution(registry: Registry, model_name: str, sentence: str, step: str = FINAL,
                      owner: str | None = None) -> Outputs:
     """Which words made the model give its top guess at the first [MASK]: integrated gradients (Sundararajan et
-    al. 2017) as coloured words, with the completeness check in the caption."""
+    al. 2017) as coloured words, with the completeness check in the caption, shown (with their key) once asked."""
     loaded = load_at(registry, model_name, step, owner)
     result = backend().attribution.masked_word(loaded.model, loaded.tokenizer, sentence)
     lead = f"Why “{result.target}” at the first [MASK]"
     return {"mask_words": gr.HighlightedText(value=text.attribution_spans(result.tokens, result.scores),
-                                             label=text.attribution_caption(lead, result))}
+                                             label=text.attribution_caption(lead, result)),
+            "mask_words_box": gr.Column(visible=True)}
 
 
 @friendly

@@ -93,7 +93,7 @@ def _form(registry: Registry) -> Components:
         "ft_task_about": gr.Markdown(task_about(APP_FINETUNE["task"]), elem_id="ft-task-about"),
         "ft_upload": gr.File(label=f"…or your own labelled file ({', '.join(FILE_TYPES)}: columns text, optional "
                                    "text_b, label)", file_types=list(FILE_TYPES), type="filepath",
-                             elem_id="ft-upload", height=130),
+                             elem_id="ft-upload", height=160),
         "ft_labels": gr.Radio(LABEL_CHOICES, value=str(APP_FINETUNE["train_examples"]),
                               label="Labelled sentences to train on", elem_id="ft-labels",
                               info="The first N of a fixed shuffle: repeat with other counts to fill the chart of "
