@@ -274,3 +274,34 @@ def test_zerogpu_on_a_space_the_real_spaces_wraps_the_call_and_the_app_answers_o
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["True", "True", "cpu", "cuda", "gpu", "3", "True", "False"]
+
+
+# what the page says before Start
+
+def test_zerogpu_the_train_and_fine_tune_tabs_say_each_calls_length_before_start_and_time_nothing_here(
+        roots, monkeypatch, zerogpu_torch):
+    from bert_demo.app import estimates
+    from bert_demo.app.tabs import finetune, train
+
+    monkeypatch.setattr(estimates, "pace", lambda shape: pytest.fail("a pace was timed in the app's process"))
+    registry = zerogpu_registry(roots, gpu(zerogpu_torch))
+    line = train.estimate(registry, **{k: APP_GPU_RUN[k] for k in ("preset", "steps", "batch_size", "seq_len",
+                                                                    "vocab_size")})["estimate"]
+    seconds = call_seconds(registry.forms.train_config())
+    assert f"a GPU call of up to {seconds} s on ZeroGPU" in line and "20 M" in line and estimates.QUOTA in line
+    line = finetune.estimate(registry, MODEL, "movie-reviews", None, "100", ["random"])["ft_estimate"]
+    assert "2 GPU calls of up to" in line and "2 runs of" in line
+    assert not zerogpu_torch.attempts
+
+
+def test_zerogpu_the_train_form_opens_on_the_gpus_default_run_and_says_where_runs_train(roots, zerogpu_torch):
+    import gradio as gr
+
+    from bert_demo.app.tabs import train
+
+    registry = zerogpu_registry(roots, gpu(zerogpu_torch))
+    with gr.Blocks() as page:
+        components = train.layout(registry)
+    assert {name: components[name].value for name in ("preset", "steps", "batch_size")} == \
+        {name: APP_GPU_RUN[name] for name in ("preset", "steps", "batch_size")}
+    assert "Limits on this machine (ZeroGPU: each run in a GPU call)" in json.dumps(page.get_config_file())

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bert_demo.app.backend import backend
+from bert_demo.app.gpu_call import call_seconds
 from bert_demo.app.pace import Pace, Shape, kept, pace
 from bert_demo.config import PRESETS, read_config
 from bert_demo.train_config import VAL_BATCH_SIZE, FinetuneConfig, RunConfig
@@ -28,10 +29,14 @@ if TYPE_CHECKING:
     from bert_demo.app.job import TrainingJob
     from bert_demo.app.registry import Registry
 
+QUOTA = "2 minutes a day without a Hugging Face account, 5 with a free one, 40 with PRO"  # ZeroGPU's, per visitor
 PADDED_TO = 8  # a batch's length in tokens is taken as its examples' mean, rounded up to a multiple of this
 LENGTH_SAMPLE = 1_000  # training examples tokenized to find that mean
 KEPT_PLANS = 16  # plans of runs kept (a run's plan is made once)
 PHASES = {  # what a run's preparation is doing, by how its status begins: said beside the status
+    "asking ZeroGPU": "waiting for ZeroGPU to lend a GPU: seconds, longer when many visitors train",
+    "reading": "reading the text, learning its vocabulary and cutting it into word pieces, on the CPU, so that the "
+               "GPU's time goes to training",
     "loading corpus": "reading the text (a named corpus is fetched once, then read from the cache)",
     "preparing the tokenizer": "learning a vocabulary of word pieces from the text: a few seconds, kept for the "
                                "next run on the same corpus",
@@ -174,6 +179,16 @@ def estimate_text(what: str, total: float, parts: str, at: Pace, slot_busy: bool
     return f"<small>{line}</small>"
 
 
+def call_text(what: str, configs: list[RunConfig], parts: str) -> str:
+    """How long `what` asks ZeroGPU for, said before Start: each run is one GPU call, whose length its settings set
+    (`gpu_call.call_seconds`) and which is counted against the visitor's daily quota."""
+    seconds = sum(call_seconds(config) for config in configs)
+    calls = "a GPU call" if len(configs) == 1 else f"{len(configs)} GPU calls"
+    return (f"<small>**{what}: {calls} of up to {seconds} s on ZeroGPU** in all, from your daily GPU time "
+            f"({QUOTA}): {parts}. Its text is read on the CPU first; a run whose time runs out stops and "
+            "saves.</small>")
+
+
 def run_line(job: TrainingJob) -> str | None:
     """The line under Start while the visitor's own run trains: its whole time at the pace it keeps, which its
     status line counts down (None until it has timed its steps)."""
@@ -181,9 +196,10 @@ def run_line(job: TrainingJob) -> str | None:
     at = own_pace(job)
     if planned is None or left is None or at is None:
         return None
+    untimed = " (not timed yet: not counted)" if job.pace()[1] is None else ""  # as its status line says
     return (f"<small>**This run: about {duration(job.seconds_total)} in all** at the pace it keeps: "
-            f"{planned.steps:,} steps at {seconds_text(at.step_s)} each and {_checks_text(planned.checks)}; "
-            f"{clock(left)} left.</small>")
+            f"{planned.steps:,} steps at {seconds_text(at.step_s)} each and {_checks_text(planned.checks)}"
+            f"{untimed}; {clock(left)} left.</small>")
 
 
 def experiment_line(jobs: list[TrainingJob], runs: int) -> str | None:

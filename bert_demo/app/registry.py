@@ -73,6 +73,11 @@ class Registry:
         sweep_private_copies()  # what a killed app left of its visitors' private text
         sweep_claims(roots["runs"])  # and the folders of runs it was starting
 
+    @property
+    def runs_on(self) -> str:
+        """Where visitors' runs train, in words: ZeroGPU's calls, or a device."""
+        return "ZeroGPU: each run in a GPU call" if self.slot.gpu_call else self.forms.run_device()
+
     def warm_up(self) -> threading.Thread:
         """Import torch and load the default model in a background thread, and answer one fill-mask with it, as
         the app starts: the first question after a start had taken 4.9 s (torch, the model, the first pass through

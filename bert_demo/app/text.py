@@ -50,11 +50,11 @@ NO_MODEL = ("⚠️ There is no model yet: train one in the **Train** tab (a few
             "It then appears in the model selector.")
 
 
-def caps_text(caps: Caps, device: str) -> str:
-    """The limits one visitor's run has on this machine, in a sentence."""
+def caps_text(caps: Caps, where: str) -> str:
+    """The limits one visitor's run has on this machine (`where` its runs train), in a sentence."""
     steps, batch = caps.bounds("steps")[1], caps.bounds("batch_size")[1]
     seq_len, vocab = caps.bounds("seq_len")[1], caps.bounds("vocab_size")[1]
-    return (f"Limits on this machine ({device}): at most {steps:,} steps, batch {batch}, sequence length "
+    return (f"Limits on this machine ({where}): at most {steps:,} steps, batch {batch}, sequence length "
             f"{seq_len}, vocabulary {vocab:,}, presets {', '.join(caps.choices('preset'))}, uploads up to "
             f"{caps.max_upload_bytes // 2**20} MB. One run trains at a time for everyone.")
 

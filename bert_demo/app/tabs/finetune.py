@@ -270,8 +270,8 @@ def estimate(registry: Registry, model: str | None, task: str | None, upload: st
              compare: list[str] | None = None, owner: str | None = None) -> Outputs:
     """How long the experiment the form describes would take on this machine now (`estimates.forecast`: the pace of
     the run training now where it has the same shape, else a few of its steps timed), whether the machine is busy,
-    and how long the latest experiment here took. Settings that are not allowed get no estimate but the reason
-    (`_not_here`)."""
+    and how long the latest experiment here took; on ZeroGPU, the length of its runs' GPU calls. Settings that are
+    not allowed get no estimate but the reason (`_not_here`)."""
     latest = _small(latest_took(registry, owner))
     try:
         starts = ["pretrained", *_comparisons(compare)]
@@ -279,6 +279,10 @@ def estimate(registry: Registry, model: str | None, task: str | None, upload: st
         planned = estimates.plan(config, backend().labelled.load_file(upload) if upload else None)
     except ValueError as exc:
         return {"ft_estimate": _not_here(registry, exc, task, upload, labels, owner) + latest}
+    if registry.slot.gpu_call is not None:  # one call on ZeroGPU a run: their lengths, asked before each starts
+        return {"ft_estimate": estimates.call_text("The experiment", [config] * len(starts),
+                                                   f"{len(starts)} run{'s' if len(starts) > 1 else ''} of "
+                                                   f"{config.steps} steps") + latest}
     plans = [_well_read_plan(planned) if start == WELL_READ else planned for start in starts]
     seconds, first = estimates.forecast(registry, plans)
     runs = f"{len(starts)} runs" if len(starts) > 1 else "1 run"

