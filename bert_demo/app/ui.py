@@ -45,7 +45,7 @@ CSS = """
 #status p { font-size: 1.05em; margin: 0.2em 0; }
 #model-summary p { margin: 0.45em 0 0 0; color: var(--body-text-color-subdued); }
 .tab-links button { max-width: 16em; }
-#fill-sentence .empty, #probe .empty, #fill-label-0 .empty, #nsp-result .empty {
+#fill-sentence .empty, #probe .empty, #fill-label-0 .empty, #nsp-result .empty, #ft-label .empty, #ft-words .empty {
   min-height: 5rem !important; height: 5rem !important; }
 #fill-sentence .token .label { color: #1e3a8a !important; font-weight: 600; }
 #upload .upload-container, #ft-upload .upload-container { padding-top: 1.8em; }  /* below the label */
