@@ -16,9 +16,8 @@ from bert_demo.app.job import TrainingJob
 from bert_demo.app.registry import Registry
 from bert_demo.app.slot import BUSY_MARK, WAIT_POLL_S, Ticket
 from bert_demo.app.uploads import discard, private_text
-from bert_demo.config import read_metadata
+from bert_demo.config import PRESETS, read_metadata
 from bert_demo.sources import APP_SOURCES
-from bert_demo.config import PRESETS
 from bert_demo.train_config import APP_RUNS, FinetuneConfig, default, label
 
 MAX_COMPARED = 8  # runs on one comparison chart
