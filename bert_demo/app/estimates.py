@@ -183,8 +183,9 @@ def call_text(what: str, configs: list[RunConfig], parts: str) -> str:
     """How long `what` asks ZeroGPU for, said before Start: each run is one GPU call, whose length its settings set
     (`gpu_call.call_seconds`) and which is counted against the visitor's daily quota."""
     seconds = sum(call_seconds(config) for config in configs)
-    calls = "a GPU call" if len(configs) == 1 else f"{len(configs)} GPU calls"
-    return (f"<small>**{what}: {calls} of up to {seconds} s on ZeroGPU** in all, from your daily GPU time "
+    calls = "a GPU call of up to" if len(configs) == 1 else f"{len(configs)} GPU calls of up to"
+    total = f"{seconds} s" if len(configs) == 1 else f"{seconds} s in all"
+    return (f"<small>**{what}: {calls} {total} on ZeroGPU**, from your daily GPU time "
             f"({QUOTA}): {parts}. Its text is read on the CPU first; a run whose time runs out stops and "
             "saves.</small>")
 
