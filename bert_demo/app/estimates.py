@@ -186,8 +186,7 @@ def call_text(what: str, configs: list[RunConfig], parts: str) -> str:
     calls = "a GPU call of up to" if len(configs) == 1 else f"{len(configs)} GPU calls of up to"
     total = f"{seconds} s" if len(configs) == 1 else f"{seconds} s in all"
     return (f"<small>**{what}: {calls} {total} on ZeroGPU**, from your daily GPU time "
-            f"({QUOTA}): {parts}. Its text is read on the CPU first; a run whose time runs out stops and "
-            "saves.</small>")
+            f"({QUOTA}): {parts}. A run whose time runs out stops and saves.</small>")
 
 
 def run_line(job: TrainingJob) -> str | None:

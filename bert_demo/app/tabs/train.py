@@ -188,7 +188,8 @@ def estimate(registry: Registry, preset: str, steps: float, batch_size: float, s
     if registry.slot.gpu_call is not None:  # a call on ZeroGPU: its length, asked before it starts
         return {"estimate": estimates.call_text("This run", [config], f"{config.steps:,} steps of "
                                                 f"{config.batch_size} × {config.seq_len} tokens (about "
-                                                f"{config.steps * config.batch_size * config.seq_len / 1e6:.0f} M)")}
+                                                f"{config.steps * config.batch_size * config.seq_len / 1e6:.0f} M), "
+                                                "after reading the text on the CPU")}
     planned = estimates.plan(config)
     seconds, at = estimates.forecast(registry, [planned])
     parts = (f"{planned.steps:,} steps at {estimates.seconds_text(at.step_s)} each and {planned.checks} check"
