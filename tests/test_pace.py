@@ -39,6 +39,7 @@ def test_a_burst_of_other_work_that_slows_one_timed_step_does_not_set_the_pace(m
     """On a machine that others share in bursts, one slow step of a few made the mean four times the run's pace."""
     timings = iter([0.1, 0.1, 5.0, 0.1, 0.1, 0.04, 1.0, 0.04])  # five steps, then three forward passes
     monkeypatch.setattr(pace_module, "_timed", lambda torch, device, work: next(timings))
+    monkeypatch.setattr(pace_module, "BUSY_SHARE", 0.0)  # a quiet machine: no steps timed on one thread too
     measured = pace_module._measure_here(TINY)
     assert measured.step_s == 0.1 and measured.example_s == pytest.approx(0.04 / TINY.batch_size)
 
@@ -57,8 +58,24 @@ def test_the_checks_pace_is_timed_in_fp32_as_a_run_scores_its_checks(monkeypatch
     monkeypatch.setattr(runtime, "autocast", autocast)
     monkeypatch.setattr(runtime, "resolve_precision", lambda precision, device: "bf16")
     monkeypatch.setattr(pace_module, "MEASURED_STEPS", 1)
+    monkeypatch.setattr(pace_module, "BUSY_SHARE", 0.0)
     pace_module._measure_here(replace(TINY, classifier=True))
     assert entered == ["bf16", "bf16"]  # the warm-up step and the timed one; none for the forward passes
+
+
+def test_on_a_busy_machine_the_steps_are_timed_on_one_thread_too_and_the_faster_kept(monkeypatch):
+    """Another program keeping a core busy makes two OpenMP threads wait on each other: a run then trains on one
+    (run_process.Threads), and its estimate must be timed so."""
+    threads = []
+    torch = pace_module.backend().torch
+    monkeypatch.setattr(torch, "get_num_threads", lambda: threads[-1] if threads else 2)
+    monkeypatch.setattr(torch, "set_num_threads", threads.append)
+    monkeypatch.setattr(pace_module, "BUSY_SHARE", 2.0)  # whatever share the steps got, the machine is busy
+    monkeypatch.setattr(pace_module, "_timed", lambda torch, device, work: 0.9 if (threads or [2])[-1] == 2 else 0.05)
+    measured = pace_module._measure_here(TINY)
+    assert (measured.step_s, measured.threads) == (0.05, 1) and threads[-1] == 2  # the app's threads restored
+    monkeypatch.setattr(pace_module, "_timed", lambda torch, device, work: 0.02 if (threads or [2])[-1] == 2 else 0.05)
+    assert pace_module._measure_here(TINY).threads == 2
 
 
 def test_a_measurement_answers_for_its_shape_for_keep_s_then_the_machine_is_timed_again(monkeypatch):

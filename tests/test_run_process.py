@@ -180,3 +180,42 @@ def test_the_weights_change_only_while_the_seqlock_count_is_odd(write_corpus, tm
     list(pretraining(config(tmp_path, str(write_corpus(tmp_path / "corpus.txt")), steps=3), control=control).run())
     assert len(counts) == 6 and all(count % 2 == 1 for count in counts)
     assert writes.value % 2 == 0 and step.value == 3
+
+
+class StepClock:
+    """A clock that a fake run advances by its step's time on the thread count it trains on now."""
+
+    def __init__(self, seconds_on: dict[int, float]):
+        self.now, self.seconds_on, self.threads = 0.0, seconds_on, 2
+
+    def __call__(self) -> float:
+        return self.now
+
+    def step(self) -> None:
+        self.now += self.seconds_on[self.threads]
+
+
+def steps_on(chooser: run_process.Threads, clock: StepClock, steps: int) -> list[int]:
+    """The thread count of each of `steps` steps, the chooser called after each as the trainer calls it."""
+    counts = []
+    for _ in range(steps):
+        clock.step()
+        counts.append(clock.threads)
+        chooser()
+    return counts
+
+
+def test_a_run_trains_on_the_thread_count_that_is_faster_now_and_tries_the_other_again_later():
+    clock = StepClock({2: 0.9, 1: 0.05})  # another program keeps a core busy: two threads wait on each other
+    chooser = run_process.Threads(SimpleNamespace(value=-1e9), lambda n: setattr(clock, "threads", n),
+                                  lambda: clock.threads, clock=clock)
+    counts = steps_on(chooser, clock, 40)  # 20 s of two-thread steps, then a trial of one thread, kept
+    assert counts[:23] == [2] * 23 and set(counts[30:]) == {1}
+    clock.seconds_on = {2: 0.02, 1: 0.05}  # the other program ended: two threads are faster again
+    counts = steps_on(chooser, clock, 2000)
+    found = counts.index(2)
+    assert found <= run_process.Threads.TRY_EVERY_S / 0.05 + 3  # at the next trial, within 20 s of run time
+    assert counts[-1] == 2 and counts[found:].count(1) <= 6  # then only tried again every 20 s (1,000 steps)
+    question = SimpleNamespace(value=clock.now + 1)  # a visitor's question: one thread, whatever is faster
+    chooser.last_question = question
+    assert steps_on(chooser, clock, 3)[1:] == [1, 1]

@@ -5,7 +5,8 @@ process of the kind a run trains in (run_process.py: forked from the runs' fork 
 whatever else the machine is doing, with a few forward passes in fp32 for the checks on held-out examples (a run
 scores them in fp32 whatever it trains in); the median step is the pace, so that a burst of other work that slows
 one step does not set it. How much of its threads' time the measurement got says whether the machine is busy (other
-programs, or a run of ours). A run's steps take what the measurement's took, plus a few percent for its batches and
+programs, or a run of ours); on a busy machine the steps are timed on one thread too, and the faster kept, as a run
+chooses its threads (`run_process.Threads`). A run's steps take what the measurement's took, plus a few percent for its batches and
 records.
 
 A measurement answers for the same `Shape` for `KEEP_S` seconds, and one is taken at a time: visitors who open the
@@ -152,17 +153,34 @@ def _measure_with(shape: Shape, torch: Any, model_module: Any, runtime: Any) -> 
 
     step()  # the first allocates what the others reuse
     _synchronise(torch, where)
-    started, cpu, steps = time.perf_counter(), time.process_time(), []
-    while len(steps) < MEASURED_STEPS and (not steps or time.perf_counter() - started < MEASURING_S):
-        steps.append(_timed(torch, where, step))
+    started, cpu = time.perf_counter(), time.process_time()
+    steps = _steps(torch, where, step)
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu
-    model.eval()
-    with torch.no_grad():  # in fp32, as the runs' checks score (evaluate.validate, finetune._scores)
-        example_s = median(_timed(torch, where, lambda: model(ids, segments, None))
-                           for _ in range(FORWARD_REPEATS)) / batch_size
     threads = torch.get_num_threads() if where.type == "cpu" else 1
     share = 1.0 if where.type != "cpu" else min(1.0, cpu / (wall * threads))
+    cores = threads
+    try:
+        if share < BUSY_SHARE and threads > 1:  # as a run would (run_process.Threads): one thread, if faster now
+            torch.set_num_threads(1)
+            alone = _steps(torch, where, step)
+            steps, threads = (alone, 1) if median(alone) < median(steps) else (steps, threads)
+            torch.set_num_threads(threads)
+        model.eval()
+        with torch.no_grad():  # in fp32, as the runs' checks score (evaluate.validate, finetune._scores)
+            example_s = median(_timed(torch, where, lambda: model(ids, segments, None))
+                               for _ in range(FORWARD_REPEATS)) / batch_size
+    finally:
+        if where.type == "cpu":
+            torch.set_num_threads(cores)
     return Pace(median(steps), example_s, share, threads, time.monotonic())
+
+
+def _steps(torch: Any, where: Any, step: Callable[[], None]) -> list[float]:
+    """Up to MEASURED_STEPS steps timed, or fewer once MEASURING_S have gone into them."""
+    started, steps = time.perf_counter(), []
+    while len(steps) < MEASURED_STEPS and (not steps or time.perf_counter() - started < MEASURING_S):
+        steps.append(_timed(torch, where, step))
+    return steps
 
 
 def _labels(torch: Any, ids: Any, generator: Any, classifier: bool) -> dict[str, Any]:

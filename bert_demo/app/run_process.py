@@ -24,6 +24,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
+from statistics import median
 from typing import Any
 
 from bert_demo.records import HISTORY_KINDS, Record
@@ -229,7 +230,9 @@ def _train(config: TrainConfig, origin: str, visible_to: str | None, sender: Any
     try:
         from bert_demo.loop import Control
 
-        control = Control(after_step=_yield_cores_to_questions(last_question))
+        import torch
+
+        control = Control(after_step=Threads(last_question, torch.set_num_threads, torch.get_num_threads))
         control.lock = _Writing(writes, control, step)
         trainer = run_for(config, origin=origin, visible_to=visible_to, control=control)
         threading.Thread(target=_relay, args=(trainer, stop, step, app_alive), daemon=True).start()
@@ -264,23 +267,61 @@ def _share(trainer: Any, send: Callable[[tuple[str, Any]], None]) -> bool:
     return True
 
 
-def _yield_cores_to_questions(last_question: Any) -> Callable[[], None]:
-    """What the child's trainer calls after each step: train on one core while a question was asked within the
-    last BUSY_S, on all of this process's cores otherwise."""
-    import torch
+class Threads:
+    """The child's trainer calls this after each step: it picks the CPU threads the next steps train on.
 
-    cores = current = 0
+    While a visitor's question was answered within the last BUSY_S, one thread, so that the question gets a core.
+    Otherwise the count that trains faster now: all of this process's cores where nothing else wants them, but one
+    where another program keeps a core busy (two OpenMP threads then wait on each other at every parallel region: a
+    tiny step took 0.38-0.89 s on two threads and 17 ms on one, on a loaded machine). Every TRY_EVERY_S it trains
+    TRIAL_STEPS steps on the other count and keeps whichever's median step was shorter. `pace.py` times a run the
+    same way before it starts."""
 
-    def after_step() -> None:
-        nonlocal cores, current
-        if not cores:  # what the run set when it started (runtime.set_cpu_threads)
-            cores = current = torch.get_num_threads()
-        wanted = 1 if time.monotonic() - last_question.value < BUSY_S else cores
-        if wanted != current:
-            torch.set_num_threads(wanted)
-            current = wanted
+    TRY_EVERY_S = 20.0
+    TRIAL_STEPS = 3
 
-    return after_step
+    def __init__(self, last_question: Any, set_threads: Callable[[int], None], get_threads: Callable[[], int],
+                 clock: Callable[[], float] = time.monotonic):
+        self.last_question, self.set_threads, self.get_threads, self.clock = (last_question, set_threads,
+                                                                              get_threads, clock)
+        self.cores = 0  # what the run set when it started (runtime.set_cpu_threads), read after its first step
+        self.best = self.current = 0
+        self.steps: dict[int, list[float]] = {}  # the latest step times on each count
+        self.trying: int | None = None
+        self.next_trial = clock() + self.TRY_EVERY_S
+        self.before: float | None = None  # when the step that just ended began
+
+    def __call__(self) -> None:
+        now = self.clock()
+        if not self.cores:
+            self.cores = self.best = self.current = self.get_threads()
+            self.steps = {1: [], self.cores: []}
+        if self.before is not None:
+            self._keep(self.current, now - self.before)
+        wanted = 1 if now - self.last_question.value < BUSY_S else self._wanted(now)
+        if wanted != self.current:
+            self.set_threads(wanted)
+            self.current = wanted
+        self.before = self.clock()
+
+    def _keep(self, threads: int, seconds: float) -> None:
+        times = self.steps[threads]
+        times.append(seconds)
+        del times[:-self.TRIAL_STEPS]
+
+    def _wanted(self, now: float) -> int:
+        """The count to train the next step on: the one on trial until its steps are timed, then the faster."""
+        if self.cores == 1:
+            return 1
+        if self.trying is not None and len(self.steps[self.trying]) >= self.TRIAL_STEPS:
+            other = self.best
+            if median(self.steps[self.trying]) < median(self.steps[other] or [float("inf")]):
+                self.best = self.trying
+            self.trying, self.next_trial = None, now + self.TRY_EVERY_S
+        if self.trying is None and now >= self.next_trial and len(self.steps[self.best]) >= self.TRIAL_STEPS:
+            self.trying = 1 if self.best == self.cores else self.cores
+            self.steps[self.trying].clear()
+        return self.trying or self.best
 
 
 def _relay(trainer: Any, stop: Any, step: Any, app_alive: Any) -> None:
