@@ -6,9 +6,11 @@ import copy
 import importlib
 import importlib.util
 import os
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -25,6 +27,7 @@ from bert_demo.checkpoint import save_pretrained
 from bert_demo.config import PRESETS
 from bert_demo.corpus import load_corpus
 from bert_demo.model import BertForPreTraining
+from bert_demo.runtime import CPU_THREADS_ENV
 from bert_demo.tokenizer import train_tokenizer
 
 SENTENCES = [
@@ -84,7 +87,31 @@ def pretend_cpu(patch: pytest.MonkeyPatch, avx512_bf16: bool, amx: bool) -> None
 def pytest_configure(config) -> None:
     if os.environ.get(CPU_BF16_ENV, "") not in ("", "native", "emulated"):
         raise pytest.UsageError(f"${CPU_BF16_ENV} must be native or emulated, not {os.environ[CPU_BF16_ENV]!r}")
+    one_thread_per_process()
+    own_gradio_store(config)
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU (skipped without one; benchmarks/gpu_check.py runs them)")
+
+
+def one_thread_per_process() -> None:
+    """torch computes on one thread in this process and in every process the suite starts (the app's runs, the
+    timing of a pace, the CLI), unless $BERT_DEMO_CPU_THREADS or $OMP_NUM_THREADS says otherwise. The suite runs
+    several at once on two cores (a served app's answers beside its run, chromium, two torchrun ranks), and where
+    another program keeps a core busy two OpenMP threads wait on each other: a tiny model's step took 1.5-1.9 s on
+    two threads and 43-76 ms on one beside two `nice`d runs, and the suite 27:01 against 9:38. No test is about the
+    thread count a run picks (run_process.Threads and pace's are tested with fakes; test_zerogpu's fork sets two)."""
+    threads = os.environ.setdefault(CPU_THREADS_ENV, os.environ.get("OMP_NUM_THREADS", "1"))
+    os.environ.setdefault("OMP_NUM_THREADS", threads)  # processes that never call runtime.set_cpu_threads
+    torch.set_num_threads(int(threads))
+
+
+def own_gradio_store(config) -> None:
+    """gradio's upload store in a folder of this session's, not the machine's /tmp/gradio: an upload's path there
+    is a digest of its content, and a served app that closes deletes every file it was sent, so another session's
+    app closing deleted the corpus this session's test had just uploaded ("The uploaded file is gone")."""
+    if "GRADIO_TEMP_DIR" not in os.environ:
+        folder = tempfile.mkdtemp(prefix="bert-demo-tests-gradio-")
+        os.environ["GRADIO_TEMP_DIR"] = folder
+        config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
 
 
 @pytest.fixture(scope="session", autouse=True)
