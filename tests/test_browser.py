@@ -47,15 +47,37 @@ def chrome(sync_api):
         browser.close()
 
 
+@pytest.fixture(scope="module")
+def tab(app, chrome):
+    """`tab(width, height)`: the module's one browser tab, at that size, as a new visitor's (its local storage, where
+    the page keeps its visitor key, emptied), for the test to open the app in. A tab that opened the app before
+    opens it again in a second, where a new tab takes three or four (chromium compiles gradio's scripts anew)."""
+    pages = []
+
+    def fresh(width: int = 1400, height: int = 1000):
+        if pages and not pages[-1].is_closed():
+            page = pages[-1]
+            page.goto(f"{app['url']}gradio_api/info")  # the app's origin, without a page that could keep its key
+            page.evaluate("localStorage.clear(); sessionStorage.clear()")
+        else:
+            page = chrome.new_page()
+            page.set_default_timeout(TIMEOUT_MS)
+            pages.append(page)
+        page.set_viewport_size({"width": width, "height": height})
+        return page
+
+    yield fresh
+    for page in pages:
+        page.close()
+
+
 @pytest.fixture
-def web(app, chrome):
-    page = chrome.new_page(viewport={"width": 1400, "height": 1000})
-    page.set_default_timeout(TIMEOUT_MS)
+def web(app, tab):
+    page = tab(1400, 1000)
     page.goto(app["url"])
     page.wait_for_selector("#fill-label-0 :text('%')")  # the page opens on an answer
     page.wait_for_function("document.querySelector('#model-summary').innerText.includes('layers')")
-    yield page
-    page.close()
+    return page
 
 
 def open_train_tab(page) -> None:
@@ -184,7 +206,7 @@ def test_a_reload_finds_your_run_training_as_yours_and_stop_stops_it_while_anoth
 
 
 def test_closing_the_tab_for_good_stops_the_run_and_the_next_visitor_can_train(app, chrome, web, monkeypatch):
-    monkeypatch.setattr(app["registry"].slot, "abandon_s", 5.0)  # a reload takes less: see the test above
+    monkeypatch.setattr(app["registry"].slot, "abandon_s", 2.0)  # a reload takes less: see the test above
     start_training(web, app["corpus"])
     job = app["registry"].slot.job
     assert job.running
@@ -281,9 +303,8 @@ APART = """(selectors) => {
 
 
 @pytest.mark.parametrize("width", [1400, 390])
-def test_the_projections_words_are_labelled_apart(app, chrome, width):
-    page = chrome.new_page(viewport={"width": width, "height": 900 if width > 400 else 844})
-    page.set_default_timeout(TIMEOUT_MS)
+def test_the_projections_words_are_labelled_apart(app, tab, width):
+    page = tab(width, 900 if width > 400 else 844)
     page.goto(app["url"])
     page.get_by_role("tab", name="Embeddings").click()
     page.fill("#emb-words textarea", "the cat sat on mat dog rug paris capital france berlin germany sun east "
@@ -295,7 +316,6 @@ def test_the_projections_words_are_labelled_apart(app, chrome, width):
     page.locator("#projection-plot").screenshot(path=str(SCREENSHOTS / f"projection-{width}.png"))
     labels = page.evaluate(APART, "#projection-plot .textpoint text")
     assert labels == {"boxes": 18, "overlapping": 0}, labels  # "king" was drawn over "england"
-    page.close()
 
 
 def test_next_sentence_shows_both_probabilities(web):
@@ -347,9 +367,8 @@ MAP_FIT = """() => {
 
 
 @pytest.mark.parametrize("width", [1400, 390])
-def test_the_single_heads_map_is_wide_with_labels_apart_and_no_empty_space_around_it(app, chrome, width):
-    page = chrome.new_page(viewport={"width": width, "height": 900 if width > 400 else 844})
-    page.set_default_timeout(TIMEOUT_MS)
+def test_the_single_heads_map_is_wide_with_labels_apart_and_no_empty_space_around_it(app, tab, width):
+    page = tab(width, 900 if width > 400 else 844)
     page.goto(app["url"])
     open_attention_tab(page)
     page.fill("#att-a textarea", "the cat sat on the mat. the dog sat on the rug.")  # the test model's words
@@ -363,7 +382,6 @@ def test_the_single_heads_map_is_wide_with_labels_apart_and_no_empty_space_aroun
     assert fit["pitch"] >= fit["font"], fit  # no row label drawn over the next (on a phone, issue 50)
     assert fit["width"] >= (180 if width < 400 else 450), fit  # 130 px on a phone
     assert fit["above"] <= 130 and fit["below"] <= 220, fit  # the title and colour bar; the key's labels
-    page.close()
 
 
 def test_a_model_view_thumbnail_opens_its_head_and_the_neuron_view_draws_its_weights(web):
@@ -409,9 +427,8 @@ def test_model_tab_shows_the_configuration_and_model_card(web):
 
 
 @pytest.mark.parametrize("width", [1400, 390])
-def test_the_model_tabs_tables_show_every_column_without_a_sideways_scroll(app, chrome, width):
-    page = chrome.new_page(viewport={"width": width, "height": 900 if width > 400 else 844})
-    page.set_default_timeout(TIMEOUT_MS)
+def test_the_model_tabs_tables_show_every_column_without_a_sideways_scroll(app, tab, width):
+    page = tab(width, 900 if width > 400 else 844)
     page.goto(app["url"])
     page.get_by_role("tab", name="Model").click()
     wait_text(page, "#model-info", "MLM accuracy")  # the metrics table: one metric a row
@@ -419,7 +436,6 @@ def test_the_model_tabs_tables_show_every_column_without_a_sideways_scroll(app, 
                            ".map(t => t.scrollWidth - t.clientWidth)")
     assert len(hidden) == 2 and max(hidden) <= 0, hidden  # at 390 px four of six columns were off to the side
     page.locator("#model-info").screenshot(path=str(SCREENSHOTS / f"model-info-{width}.png"))
-    page.close()
 
 
 def test_an_error_is_shown_as_a_message(web):
@@ -471,9 +487,8 @@ def test_continuing_the_selected_model_is_labelled_as_such(app, web):
 
 
 @pytest.mark.parametrize("width", [1400, 390])
-def test_a_refused_question_gets_one_message_and_leaves_no_answer_to_another_question_under_it(app, chrome, width):
-    page = chrome.new_page(viewport={"width": width, "height": 900 if width > 400 else 844})
-    page.set_default_timeout(TIMEOUT_MS)
+def test_a_refused_question_gets_one_message_and_leaves_no_answer_to_another_question_under_it(app, tab, width):
+    page = tab(width, 900 if width > 400 else 844)
     page.goto(app["url"])
     page.wait_for_selector("#fill-label-0 :text('%')")
     page.get_by_role("tab", name="Embeddings").click()
@@ -493,13 +508,11 @@ def test_a_refused_question_gets_one_message_and_leaves_no_answer_to_another_que
     said = [t for t in page.locator(".toast-message-text").all_inner_texts() if "Fine-tune and compare" in t]
     assert len(said) == 1, said  # one message, not two identical ones
     shoot(page, f"classify-refused-{width}")
-    page.close()
 
 
 @pytest.mark.parametrize("width", [1400, 390])
-def test_the_fine_tune_tabs_task_shows_its_whole_name_clear_of_the_arrow_and_what_it_is_below(app, chrome, width):
-    page = chrome.new_page(viewport={"width": width, "height": 900 if width > 400 else 844})
-    page.set_default_timeout(TIMEOUT_MS)
+def test_the_fine_tune_tabs_task_shows_its_whole_name_clear_of_the_arrow_and_what_it_is_below(app, tab, width):
+    page = tab(width, 900 if width > 400 else 844)
     page.goto(app["url"])
     page.get_by_role("tab", name="Fine-tune").click()
     wait_text(page, "#ft-task-about", "10,568 rated movie-review sentences")
@@ -515,7 +528,6 @@ def test_the_fine_tune_tabs_task_shows_its_whole_name_clear_of_the_arrow_and_wha
     task.click()
     page.get_by_role("option", name="tweets").click()
     wait_text(page, "#ft-task-about", "rated tweets")
-    page.close()
 
 
 def test_the_fine_tune_tab_trains_both_starts_then_classifies_with_coloured_words(app, web, tmp_path, monkeypatch):
@@ -591,8 +603,8 @@ BROKEN_WORDS = """(root) => {
 
 
 @pytest.mark.parametrize("width", [1400, 390])
-def test_fill_mask_never_breaks_a_word_across_lines(app, chrome, width):
-    page = chrome.new_page(viewport={"width": width, "height": 900})
+def test_fill_mask_never_breaks_a_word_across_lines(app, tab, width):
+    page = tab(width, 900)
     page.set_default_timeout(TIMEOUT_MS)
     page.goto(app["url"])
     page.fill("#fill-text textarea", "our unfriendly neighbours were extraordinarily [MASK] and [MASK] about the "
@@ -601,7 +613,6 @@ def test_fill_mask_never_breaks_a_word_across_lines(app, chrome, width):
     wait_text(page, "#fill-sentence", "disappointingly")
     assert page.evaluate(BROKEN_WORDS, "#tab-fill") == []
     shoot(page, f"fill-mask-{width}")
-    page.close()
 
 
 def test_the_page_opens_on_the_models_answer_within_10_s_without_a_click(app, chrome):
@@ -614,8 +625,8 @@ def test_the_page_opens_on_the_models_answer_within_10_s_without_a_click(app, ch
     page.close()
 
 
-def test_on_a_phone_every_tab_is_one_tap_away(app, chrome):
-    page = chrome.new_page(viewport={"width": 390, "height": 844})
+def test_on_a_phone_every_tab_is_one_tap_away(app, tab):
+    page = tab(390, 844)
     page.goto(app["url"])
     page.wait_for_selector("#fill-label-0 :text('%')")
     for name in ("Fill-mask", "Next sentence", "Attention", "Embeddings", "Train", "Fine-tune", "Model"):
@@ -623,13 +634,12 @@ def test_on_a_phone_every_tab_is_one_tap_away(app, chrome):
     page.get_by_role("tab", name="Model").click()
     page.wait_for_selector("#model-info :text('parameters')")
     shoot(page, "tabs-phone")
-    page.close()
 
 
 @pytest.mark.parametrize("width", [1400, 390])
-def test_the_train_tabs_buttons_stay_buttons_and_the_status_a_line_in_view_when_it_opens(app, chrome, width):
+def test_the_train_tabs_buttons_stay_buttons_and_the_status_a_line_in_view_when_it_opens(app, tab, width):
     height = 900 if width > 400 else 844
-    page = chrome.new_page(viewport={"width": width, "height": height})
+    page = tab(width, height)
     page.goto(app["url"])
     open_train_tab(page)
     wait_text(page, "#train-estimate", "This run: about")  # timed on this machine before anyone starts
@@ -642,4 +652,3 @@ def test_the_train_tabs_buttons_stay_buttons_and_the_status_a_line_in_view_when_
     assert boxes["#status"]["width"] >= 250, boxes  # 55 px wide on a phone: "traini / ng"
     assert page.evaluate(BROKEN_WORDS, "#status") == []
     shoot(page, f"train-controls-{width}")
-    page.close()
