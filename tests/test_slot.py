@@ -48,8 +48,10 @@ def slot(tmp_path, monkeypatch) -> Slot:
     monkeypatch.setattr(slot.disk, "check", lambda *args: None)  # test_disk.py checks the disk's budget
     yield slot
     for ticket in list(slot.line):
-        slot.stop(ticket.owner)
-        ticket.ended.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while not ticket.ended.is_set() and time.monotonic() < deadline:
+            slot.stop(ticket.owner)  # again while it has not ended: a stop asked as its run starts is lost
+            ticket.ended.wait(timeout=0.05)
 
 
 def run(tmp_path: Path, steps: int = 10**6) -> TrainConfig:
