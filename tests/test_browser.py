@@ -605,8 +605,8 @@ BROKEN_WORDS = """(root) => {
 @pytest.mark.parametrize("width", [1400, 390])
 def test_fill_mask_never_breaks_a_word_across_lines(app, tab, width):
     page = tab(width, 900)
-    page.set_default_timeout(TIMEOUT_MS)
     page.goto(app["url"])
+    page.wait_for_selector("#fill-label-0 :text('%')")  # the page's opening answer, which would replace ours
     page.fill("#fill-text textarea", "our unfriendly neighbours were extraordinarily [MASK] and [MASK] about the "
                                      "disappointingly [MASK] arrangements.")
     page.click("#fill-button")
