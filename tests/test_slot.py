@@ -78,6 +78,13 @@ def test_a_run_trains_on_while_no_page_follows_it_and_is_stopped_once_none_has_f
     assert job.done["reason"] == "stopped" and slot.ticket_of("me") is None
 
 
+def test_a_stop_pressed_as_the_run_starts_still_stops_it(slot, tmp_path):
+    ticket = slot.join({"run": run(tmp_path)}, "me")
+    job = ticket.wait_for_run(1, timeout=5)
+    ticket.cancelled = True  # what Slot.stop leaves where the run's thread had not started yet: no job to stop
+    assert ticket.ended.wait(timeout=10) and job.done["reason"] == "stopped"
+
+
 def test_a_waiting_ticket_keeps_its_place_while_followed_and_gives_it_up_when_abandoned(slot, tmp_path):
     slot.abandon_s = 1.0
     ahead = slot.join({"run": run(tmp_path)}, "ahead")

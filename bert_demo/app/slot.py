@@ -171,12 +171,13 @@ class Slot:
             return not ticket.cancelled
 
     def _watch(self, ticket: Ticket, job: TrainingJob) -> None:
-        """Wait for a run to end; stop it (it saves what it learned) once no page has followed its ticket for
-        `abandon_s`."""
+        """Wait for a run to end; stop it (it saves what it learned) once its visitor has stopped the ticket, or no
+        page has followed it for `abandon_s`. (A Stop pressed as the run starts finds no running job to stop: the
+        ticket remembers it, and this passes it on.)"""
         stopped = False
         while job.running:
             job.thread.join(timeout=WAIT_POLL_S)
-            if job.running and not stopped and self._abandoned(ticket):
+            if job.running and not stopped and (ticket.cancelled or self._abandoned(ticket)):
                 job.stop()
                 stopped = True
 
