@@ -27,15 +27,10 @@ RUN = {"corpus": [], "preset": "tiny", "steps": 1000, "batch_size": 4, "lr": 1e-
        "vocab_size": 512}
 
 
-@pytest.fixture()
-def app(served_app, tmp_path):
-    with served_app(tmp_path) as served:
-        yield served
-
-
 @pytest.fixture(scope="module")
-def shared_app(served_app, tmp_path_factory):
-    """One app for the tests whose questions change nothing in it (refusals)."""
+def app(served_app, tmp_path_factory):
+    """One app for the tests that need none of their own: each leaves it as it found it (its runs ended, its line
+    empty, the settings it changed put back); those with their own limits serve their own."""
     with served_app(tmp_path_factory.mktemp("shared")) as served:
         yield served
 
@@ -92,7 +87,7 @@ def test_a_stop_request_without_a_session_or_from_another_session_or_browser_sto
     stop_request(session_hash="intruder")
     stop_request(data=[new_key()], session_hash="intruder")  # a key of its own making is a visitor of its own
     stop_request(session_hash=identity(new_key()))  # a session posing as some browser's identity is nobody
-    time.sleep(1.0)
+    # each answered once its handler had run (a Stop is no queued event): a stop it asked would show by now
     assert registry.slot.job.running and not registry.slot.job.trainer.stopping
     stop_request(session_hash=owner.session_hash)  # the same request from the visitor who started the run stops it
     registry.slot.job.thread.join(timeout=60)
@@ -133,9 +128,9 @@ def test_an_input_gradio_refuses_logs_one_line_not_a_traceback(app, capfd, caplo
     assert len(lines) == len(refused) and "\n" not in "".join(lines)
 
 
-def test_a_visitor_gets_one_run_a_short_line_and_inference_is_never_refused(app, tmp_path):
+def test_a_visitor_gets_one_run_a_short_line_and_inference_is_never_refused(app, monkeypatch):
     registry = app["registry"]
-    registry.slot.max_waiting = 1
+    monkeypatch.setattr(registry.slot, "max_waiting", 1)
     first, waiting, late = (Client(app["url"], verbose=False) for _ in range(3))
     running = train(first, app["corpus"])
     wait_for(lambda: registry.slot.job is not None and registry.slot.job.running, what="the first run")
@@ -148,7 +143,7 @@ def test_a_visitor_gets_one_run_a_short_line_and_inference_is_never_refused(app,
     started = time.perf_counter()
     sentence, *_ = late.predict(MODEL, "the cat [MASK] on the mat.", 3, api_name="/fill_mask")
     assert sentence["value"] and time.perf_counter() - started < 30
-    registry.slot.abandon_s = 1.0
+    monkeypatch.setattr(registry.slot, "abandon_s", 1.0)
     queued.cancel()  # leaving the line (and not coming back) frees the place
     wait_for(lambda: len(registry.slot.line) == 1, what="the waiting place to be given up")
     running.cancel()
@@ -199,7 +194,7 @@ def test_new_sessions_from_one_address_get_no_more_places_in_line_than_its_share
 
     monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1")
     registry = app["registry"]
-    registry.slot.max_waiting = 4
+    monkeypatch.setattr(registry.slot, "max_waiting", 4)
     one = {"X-Forwarded-For": "93.184.216.34"}
     sessions = [Client(app["url"], verbose=False, headers=one) for _ in range(ADDRESS_PLACES + 1)]
     running = train(sessions[0], app["corpus"])
@@ -210,7 +205,7 @@ def test_new_sessions_from_one_address_get_no_more_places_in_line_than_its_share
         train(sessions[2], app["corpus"]).result()
     elsewhere = train(Client(app["url"], verbose=False, headers={"X-Forwarded-For": "151.101.1.69"}), app["corpus"])
     wait_for(lambda: any("number 2 in line" in s for s in statuses(elsewhere)), what="another network's place")
-    registry.slot.abandon_s = 1.0
+    monkeypatch.setattr(registry.slot, "abandon_s", 1.0)
     for job in (elsewhere, queued, running):
         job.cancel()
     wait_for(lambda: not registry.slot.line, what="the line to empty")
@@ -265,7 +260,7 @@ def test_a_flood_through_call_from_one_address_holds_its_share_and_another_visit
                                       for message in refusals)
 
 
-def test_a_forged_x_forwarded_for_from_an_untrusted_peer_names_no_one_in_the_app_or_in_uvicorn(shared_app,
+def test_a_forged_x_forwarded_for_from_an_untrusted_peer_names_no_one_in_the_app_or_in_uvicorn(app,
                                                                                                   monkeypatch):
     """uvicorn believed the header from loopback and handed the app the forged address as the peer."""
     from bert_demo.app import ui
@@ -274,33 +269,33 @@ def test_a_forged_x_forwarded_for_from_an_untrusted_peer_names_no_one_in_the_app
     monkeypatch.setattr(ui, "visitor_of", lambda request, key=None: seen.append(real(request, key)) or seen[-1])
     forged = {"X-Forwarded-For": "93.184.216.34"}
     question = [MODEL, "the [MASK] sat.", 3, [], "final"]
-    assert call(shared_app["url"], "fill_mask", question, forged)[0] == "complete"
+    assert call(app["url"], "fill_mask", question, forged)[0] == "complete"
     monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1")  # loopback named as the proxy: now it is believed
-    assert call(shared_app["url"], "fill_mask", question, forged)[0] == "complete"
+    assert call(app["url"], "fill_mask", question, forged)[0] == "complete"
     assert [visitor.address for visitor in seen] == [None, "93.184.216.34"]
 
 
-def test_a_forged_path_is_refused_without_naming_any_of_the_servers_folders(shared_app):
+def test_a_forged_path_is_refused_without_naming_any_of_the_servers_folders(app):
     for path in ["secret.txt", "../x.txt", "/etc/passwd"]:
         upload = {"path": path, "meta": {"_type": "gradio.FileData"}}
-        event, message = call(shared_app["url"], "train", [[], upload, "tiny", 10, 4, 1e-3, 32, 512, False,
+        event, message = call(app["url"], "train", [[], upload, "tiny", 10, 4, 1e-3, 32, 512, False,
                                                             START_RANDOM, MODEL, ""])
         assert event == "error" and message.startswith("That file was not uploaded to this app")
         assert os.getcwd() not in message and path not in message and "/tmp" not in message
 
 
-def test_a_file_given_by_its_web_address_is_refused_before_gradio_downloads_it_into_its_store(shared_app):
+def test_a_file_given_by_its_web_address_is_refused_before_gradio_downloads_it_into_its_store(app):
     """gradio downloads a FileData's URL into its upload store, of any size: a way around the upload caps."""
     for upload in [{"path": "https://example.com/huge.txt", "meta": {"_type": "gradio.FileData"}},
                    {"path": None, "url": "http://example.com/huge.txt", "meta": {"_type": "gradio.FileData"}}]:
-        event, message = call(shared_app["url"], "train", [[], upload, "tiny", 10, 4, 1e-3, 32, 512, False,
+        event, message = call(app["url"], "train", [[], upload, "tiny", 10, 4, 1e-3, 32, 512, False,
                                                             START_RANDOM, MODEL, ""])
         assert event == "error" and message.startswith("Give the file itself, not its web address")
 
 
-def test_a_long_value_gradio_refuses_comes_back_cut_short(shared_app):
+def test_a_long_value_gradio_refuses_comes_back_cut_short(app):
     """gradio's "Value: ... is not in the list of choices" repeated a visitor's value whole."""
-    event, message = call(shared_app["url"], "attention", [MODEL, "the cat sat.", "", 1, 1, "x" * 5000, False,
+    event, message = call(app["url"], "attention", [MODEL, "the cat sat.", "", 1, 1, "x" * 5000, False,
                                                               "every token", "final", "none"])
     assert event == "error" and "not in the list of choices" in message
     assert len(message) < 600 and "x" * 300 not in message
@@ -358,14 +353,14 @@ def test_one_address_posting_questions_it_never_reads_cannot_fill_gradios_queue_
 
 
 def test_streams_of_sessions_that_never_joined_are_answered_404_at_once_and_leave_the_log_as_it_was(
-        shared_app, capfd, caplog):
+        app, capfd, caplog):
     """Issue 58, finding 2: each `/queue/data` stream of a session that never joined started, then failed inside
     it with a 3 KB traceback (8 threads for 20 s: 25 MB of log), and 1,500 of them held open starved the app."""
     capfd.readouterr()
     stop, answers = threading.Event(), Counter()
 
     def flood(number: int) -> None:
-        with httpx.Client(base_url=f"{shared_app['url']}gradio_api/", timeout=10) as client:
+        with httpx.Client(base_url=f"{app['url']}gradio_api/", timeout=10) as client:
             for i in range(100_000):
                 if stop.is_set():
                     return
@@ -380,7 +375,7 @@ def test_streams_of_sessions_that_never_joined_are_answered_404_at_once_and_leav
         flooders = [pool.submit(flood, number) for number in range(8)]
         time.sleep(1.0)
         started = time.perf_counter()
-        event, _ = call(shared_app["url"], "fill_mask", [MODEL, "the [MASK] sat.", 3, [], "final"])
+        event, _ = call(app["url"], "fill_mask", [MODEL, "the [MASK] sat.", 3, [], "final"])
         assert event == "complete" and time.perf_counter() - started < 5
         time.sleep(1.0)
         stop.set()
