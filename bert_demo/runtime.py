@@ -101,14 +101,18 @@ def release_free_memory() -> None:
 
 
 def set_cpu_threads() -> None:
+    """Compute on `cpu_threads()` threads."""
+    torch.set_num_threads(cpu_threads())
+
+
+def cpu_threads() -> int:
     """One thread per core this process may use, shared among the processes of a torchrun job; or as many as
-    $BERT_DEMO_CPU_THREADS says (a ZeroGPU call says 1: see app/gpu_call.py)."""
+    $BERT_DEMO_CPU_THREADS says (a ZeroGPU call says 1: see app/gpu_call.py; an app's run on a busy machine starts
+    on 1: see app/run_process.py)."""
     threads = os.environ.get(CPU_THREADS_ENV)
     if threads:
-        torch.set_num_threads(int(threads))
-        return
-    local = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
-    torch.set_num_threads(max(1, _cores() // local))
+        return int(threads)
+    return max(1, _cores() // int(os.environ.get("LOCAL_WORLD_SIZE", 1)))
 
 
 def data_workers(requested: int | None, device: torch.device, world_size: int = 1) -> int:

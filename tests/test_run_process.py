@@ -205,17 +205,55 @@ def steps_on(chooser: run_process.Threads, clock: StepClock, steps: int) -> list
     return counts
 
 
+def chooser_on(clock: StepClock, first: int = 2) -> run_process.Threads:
+    """A Threads choosing among one and two threads for a fake run on `clock`, started on `first`."""
+    clock.threads = first
+    return run_process.Threads(SimpleNamespace(value=-1e9), lambda n: setattr(clock, "threads", n), 2, first,
+                               clock=clock)
+
+
 def test_a_run_trains_on_the_thread_count_that_is_faster_now_and_tries_the_other_again_later():
     clock = StepClock({2: 0.9, 1: 0.05})  # another program keeps a core busy: two threads wait on each other
-    chooser = run_process.Threads(SimpleNamespace(value=-1e9), lambda n: setattr(clock, "threads", n),
-                                  lambda: clock.threads, clock=clock)
+    chooser = chooser_on(clock)
     counts = steps_on(chooser, clock, 40)  # 20 s of two-thread steps, then a trial of one thread, kept
     assert counts[:23] == [2] * 23 and set(counts[30:]) == {1}
     clock.seconds_on = {2: 0.02, 1: 0.05}  # the other program ended: two threads are faster again
-    counts = steps_on(chooser, clock, 2000)
+    counts = steps_on(chooser, clock, 4000)
     found = counts.index(2)
-    assert found <= run_process.Threads.TRY_EVERY_S / 0.05 + 3  # at the next trial, within 20 s of run time
-    assert counts[-1] == 2 and counts[found:].count(1) <= 6  # then only tried again every 20 s (1,000 steps)
+    assert found <= run_process.Threads.MAX_WAIT_S / 0.05 + 3  # at a later trial
+    assert counts[-1] == 2 and counts[found:].count(1) <= 12  # one thread then only tried again, a step at a time
     question = SimpleNamespace(value=clock.now + 1)  # a visitor's question: one thread, whatever is faster
     chooser.last_question = question
     assert steps_on(chooser, clock, 3)[1:] == [1, 1]
+
+
+def test_a_losing_trial_ends_after_one_slow_step_and_the_next_comes_twice_as_late():
+    clock = StepClock({2: 0.9, 1: 0.05})  # a loaded machine, the run started on one thread
+    chooser = chooser_on(clock, first=1)
+    counts, starts = [], []
+    for _ in range(12_000):  # 600 s on one thread
+        clock.step()
+        counts.append(clock.threads)
+        if clock.threads == 2 and (len(counts) < 2 or counts[-2] == 1):
+            starts.append(round(clock.now))
+        chooser()
+    assert counts.count(2) == len(starts) >= 4  # each trial of two threads lost after its first step
+    gaps = [later - earlier for earlier, later in zip(starts, starts[1:])]
+    assert gaps[:3] == [pytest.approx(40, abs=2), pytest.approx(80, abs=2), pytest.approx(160, abs=2)]
+    assert max(gaps) <= run_process.Threads.MAX_WAIT_S + 2
+
+
+def test_a_run_starts_on_one_thread_where_its_cores_are_not_all_its_own(monkeypatch):
+    shares = {2: 0.52}  # as measured beside a second heavy process
+    monkeypatch.setattr(run_process, "cpu_share", lambda torch_, threads: shares[threads])
+    assert run_process.first_threads(torch, 2) == 1
+    shares[2] = 0.97  # a quiet machine
+    assert run_process.first_threads(torch, 2) == 2
+
+
+def test_a_moment_of_work_on_one_thread_is_measured_as_that_threads_time():
+    threads = torch.get_num_threads()
+    try:
+        assert 0.05 < run_process.cpu_share(torch, 1) <= 1.05  # a share, of one thread's time
+    finally:
+        torch.set_num_threads(threads)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from bert_demo.app.backend import backend
+from bert_demo.app.run_process import BUSY_SHARE
 from bert_demo.config import BertConfig
 
 MEASURED_STEPS = 5  # timed optimizer steps at most, after one that warms up, their median kept (a burst of other
@@ -29,7 +30,6 @@ MEASURING_S = 3.0  # work slows one step, not the pace), and no more once this m
 FORWARD_REPEATS = 3  # forward passes for the checks' pace, their median kept (one alone: 7.7, then 1.6 ms an example)
 KEEP_S = 60.0  # how long a measurement answers for the same shape
 CHILD_WAIT_S = 120.0  # longest the measurement's process may take (on a very busy machine, seconds a step)
-BUSY_SHARE = 0.75  # a measurement that got less of its threads' time than this: the machine is busy
 _kept: dict["Shape", "Pace"] = {}
 _measuring = threading.Lock()
 

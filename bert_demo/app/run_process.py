@@ -32,6 +32,8 @@ from bert_demo.train_config import FinetuneConfig, RunConfig, TrainConfig
 
 log = logging.getLogger(__name__)
 
+BUSY_SHARE = 0.75  # work on all the cores that got less of their time than this: the machine is busy (`pace.py` too)
+PROBE_S = 0.15  # how long a run, as it starts, works on all its cores to see whether it gets them (`first_threads`)
 BUSY_S = 1.0  # a run trains on one core for this long after a visitor's question was answered
 POLL_S = 0.05  # how often the child passes its step and a stop request on
 SNAPSHOT_WAIT_S = 10.0  # longest a snapshot keeps retrying while the weights change (a save, or many steps)
@@ -229,10 +231,14 @@ def _train(config: TrainConfig, origin: str, visible_to: str | None, sender: Any
 
     try:
         from bert_demo.loop import Control
+        from bert_demo.runtime import CPU_THREADS_ENV, cpu_threads
 
         import torch
 
-        control = Control(after_step=Threads(last_question, torch.set_num_threads, torch.get_num_threads))
+        cores = cpu_threads()
+        first = first_threads(torch, cores)
+        os.environ[CPU_THREADS_ENV] = str(first)  # read by the run's set_cpu_threads as it starts
+        control = Control(after_step=Threads(last_question, torch.set_num_threads, cores, first))
         control.lock = _Writing(writes, control, step)
         trainer = run_for(config, origin=origin, visible_to=visible_to, control=control)
         threading.Thread(target=_relay, args=(trainer, stop, step, app_alive), daemon=True).start()
@@ -271,31 +277,32 @@ class Threads:
     """The child's trainer calls this after each step: it picks the CPU threads the next steps train on.
 
     While a visitor's question was answered within the last BUSY_S, one thread, so that the question gets a core.
-    Otherwise the count that trains faster now: all of this process's cores where nothing else wants them, but one
+    Otherwise the count that trains faster now: all of this process's `cores` where nothing else wants them, but one
     where another program keeps a core busy (two OpenMP threads then wait on each other at every parallel region: a
-    tiny step took 0.38-0.89 s on two threads and 17 ms on one, on a loaded machine). Every TRY_EVERY_S it trains
-    TRIAL_STEPS steps on the other count and keeps whichever's median step was shorter. `pace.py` times a run the
-    same way before it starts."""
+    tiny step took 0.38-0.89 s on two threads and 17 ms on one, on a loaded machine). The run starts on `first`
+    (`first_threads`). Every so often it trains on the other count, for TRIAL_STEPS steps or until one of them takes
+    LOSING times the kept count's median, and keeps whichever's median step was shorter. A trial lost doubles the
+    wait for the next, from TRY_EVERY_S up to MAX_WAIT_S: beside a second heavy process, trials of two threads every
+    20 s and a start on two made the Fine-tune tab's experiment take 217 s, against 110 s on one thread throughout.
+    `pace.py` times a run the same way before it starts."""
 
     TRY_EVERY_S = 20.0
+    MAX_WAIT_S = 160.0
     TRIAL_STEPS = 3
+    LOSING = 2.0
 
-    def __init__(self, last_question: Any, set_threads: Callable[[int], None], get_threads: Callable[[], int],
+    def __init__(self, last_question: Any, set_threads: Callable[[int], None], cores: int, first: int,
                  clock: Callable[[], float] = time.monotonic):
-        self.last_question, self.set_threads, self.get_threads, self.clock = (last_question, set_threads,
-                                                                              get_threads, clock)
-        self.cores = 0  # what the run set when it started (runtime.set_cpu_threads), read after its first step
-        self.best = self.current = 0
-        self.steps: dict[int, list[float]] = {}  # the latest step times on each count
+        self.last_question, self.set_threads, self.clock = last_question, set_threads, clock
+        self.cores, self.best, self.current = cores, first, first
+        self.steps: dict[int, list[float]] = {1: [], cores: []}  # the latest step times on each count
         self.trying: int | None = None
-        self.next_trial = clock() + self.TRY_EVERY_S
+        self.wait = self.TRY_EVERY_S
+        self.next_trial = clock() + self.wait
         self.before: float | None = None  # when the step that just ended began
 
     def __call__(self) -> None:
         now = self.clock()
-        if not self.cores:
-            self.cores = self.best = self.current = self.get_threads()
-            self.steps = {1: [], self.cores: []}
         if self.before is not None:
             self._keep(self.current, now - self.before)
         wanted = 1 if now - self.last_question.value < BUSY_S else self._wanted(now)
@@ -310,18 +317,40 @@ class Threads:
         del times[:-self.TRIAL_STEPS]
 
     def _wanted(self, now: float) -> int:
-        """The count to train the next step on: the one on trial until its steps are timed, then the faster."""
+        """The count to train the next step on: the one on trial until its trial is over, then the faster."""
         if self.cores == 1:
             return 1
-        if self.trying is not None and len(self.steps[self.trying]) >= self.TRIAL_STEPS:
-            other = self.best
-            if median(self.steps[self.trying]) < median(self.steps[other] or [float("inf")]):
-                self.best = self.trying
-            self.trying, self.next_trial = None, now + self.TRY_EVERY_S
+        if self.trying is not None:
+            trial, kept = self.steps[self.trying], median(self.steps[self.best] or [float("inf")])
+            lost = bool(trial) and trial[-1] > self.LOSING * kept
+            if lost or len(trial) >= self.TRIAL_STEPS:
+                won = not lost and median(trial) < kept
+                self.best = self.trying if won else self.best
+                self.wait = self.TRY_EVERY_S if won else min(2 * self.wait, self.MAX_WAIT_S)
+                self.trying, self.next_trial = None, now + self.wait
         if self.trying is None and now >= self.next_trial and len(self.steps[self.best]) >= self.TRIAL_STEPS:
             self.trying = 1 if self.best == self.cores else self.cores
             self.steps[self.trying].clear()
         return self.trying or self.best
+
+
+def first_threads(torch: Any, cores: int) -> int:
+    """The threads a run starts on, its preparation included: all of `cores`, unless a moment of work on them got
+    less than BUSY_SHARE of their time (another program keeps a core busy), then one. `Threads` corrects it at its
+    first trial. (The load average said too late: a minute after a second heavy process began, it was under 1.)"""
+    if cores == 1:
+        return 1
+    return 1 if cpu_share(torch, cores) < BUSY_SHARE else cores
+
+
+def cpu_share(torch: Any, threads: int) -> float:
+    """Of `threads` threads' time, the share that matrix products on them got for PROBE_S."""
+    torch.set_num_threads(threads)
+    matrix = torch.ones(384, 384)
+    started, cpu = time.perf_counter(), time.process_time()
+    while time.perf_counter() - started < PROBE_S:
+        matrix @ matrix
+    return (time.process_time() - cpu) / ((time.perf_counter() - started) * threads)
 
 
 def _relay(trainer: Any, stop: Any, step: Any, app_alive: Any) -> None:
