@@ -93,6 +93,28 @@ def test_a_measurement_answers_for_its_shape_for_keep_s_then_the_machine_is_time
     assert len(taken) == 3
 
 
+def test_estimates_of_many_shapes_asked_at_once_are_measured_one_at_a_time(monkeypatch):
+    """Issue 58, finding 3: a flood of slightly different shapes, each past the kept measurements, times one run's
+    steps at a time, never several beside each other."""
+    running, most = [0], [0]
+
+    def measure(shape: Shape) -> Pace:
+        running[0] += 1
+        most[0] = max(most[0], running[0])
+        time.sleep(0.05)
+        running[0] -= 1
+        return Pace(0.1, 0.01, 1.0, 2, time.monotonic())
+
+    monkeypatch.setattr(pace_module, "_kept", {})
+    monkeypatch.setattr(pace_module, "_measure", measure)
+    asks = [threading.Thread(target=pace, args=(replace(TINY, batch_size=size),)) for size in range(1, 9)]
+    for ask in asks:
+        ask.start()
+    for ask in asks:
+        ask.join()
+    assert len(pace_module._kept) == 8 and most[0] == 1
+
+
 def test_checks_are_counted_as_the_loop_makes_them():
     assert estimates.checks(1000, 167) == 6 and estimates.checks(94, 11) == 9 and estimates.checks(100, 20) == 5
 
