@@ -140,10 +140,11 @@ class TrainConfig(RunConfig):
     unigram_bias: bool = setting(True, "start the masked-LM bias at the log frequencies of the training tokens")
     nsp_weight: float = setting(1.0, "weight of the next-sentence loss beside the masked-LM loss",
                                 label="NSP loss weight", low=0.0, high=10.0)
-    random_b: str = setting("any", "where next-sentence prediction's random B comes from: same-source, another "
-                                   "document of A's source (in a mix of sources, B's style then says nothing about "
-                                   "whether it follows A; a source without another document draws from any), or "
-                                   "any, another document of the whole corpus (the paper's draw)",
+    random_b: str = setting("same-source", "where next-sentence prediction's random B comes from: same-source, "
+                                           "another document of A's source (in a mix of sources, B's style then "
+                                           "says nothing about whether it follows A; a source without another "
+                                           "document draws from any), or any, another document of the whole corpus "
+                                           "(the paper's draw; on one source the two are the same)",
                             label="random B from", choices=RANDOM_B)
     short_seq_len: int = setting(32, "sequence length of the first --short-seq-steps steps",
                                  label="short sequence length", low=16, high=512)

@@ -121,7 +121,7 @@ def test_the_same_config_and_seed_train_to_identical_weights(stories_file, tmp_p
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="malloc_trim is glibc's")
-def test_a_mix_splits_with_each_documents_source_and_the_setting_decides_whether_random_b_keeps_to_it(tmp_path):
+def test_a_mix_splits_with_each_documents_source_and_random_b_keeps_to_it_unless_the_setting_says_any(tmp_path):
     parts = []
     for name, stories in (("a", STORIES[:3]), ("b", STORIES[3:])):
         parts.append(tmp_path / f"{name}.txt")
@@ -136,6 +136,7 @@ def test_a_mix_splits_with_each_documents_source_and_the_setting_decides_whether
     assert trainer_module._data(replace(config, random_b="same-source"), tokenized, special, 0, 4).sources == \
         train_sources
     assert trainer_module._data(replace(config, random_b="any"), tokenized, special, 0, 4).sources is None
+    assert trainer_module._data(config, tokenized, special, 0, 4).sources == train_sources  # the default (issue 57)
 
 
 def test_release_free_memory_hands_freed_heap_pages_back_to_the_system():
