@@ -51,6 +51,8 @@ from bert_demo.tokenizer import load_tokenizer
 from bert_demo.train_config import TrainConfig
 from bert_demo.trainer import _data, _ids, pretraining, split_corpus
 
+PROFILED_STEPS = 20  # the steps --profile times, from the middle of the run
+
 
 def run_speed(config: TrainConfig, profile_from: int | None = None) -> float:
     """Median tokens/s of a run's training records, the first one (start-up, first batches) left out; with
@@ -65,7 +67,7 @@ def run_speed(config: TrainConfig, profile_from: int | None = None) -> float:
 
 
 @contextmanager
-def profiled(control: Control, device: str, first: int, steps: int = 20) -> Iterator[None]:
+def profiled(control: Control, device: str, first: int, steps: int = PROFILED_STEPS) -> Iterator[None]:
     """Profile the steps first+1 to first+steps of the run `control` steers, then print where its process spent its
     time, and on a GPU the share of that stretch the GPU computed."""
     from torch.profiler import ProfilerActivity, profile, schedule
@@ -152,8 +154,11 @@ def main() -> None:
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--compile", action="store_true", help="torch.compile the run's model (and the step alone's)")
     p.add_argument("--profile", action="store_true",
-                   help="profile 20 steps of the run of the first --batch with the last --workers count")
+                   help=f"profile {PROFILED_STEPS} steps of the run of the first --batch with the last --workers count")
     args = p.parse_args()
+    if args.profile and args.steps < 2 * PROFILED_STEPS:
+        p.error(f"--profile times {PROFILED_STEPS} steps from the run's middle: give --steps {2 * PROFILED_STEPS} "
+                "or more")
     sizes = [int(b) for b in args.batch.split(",")]
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
