@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import importlib
+import json
 import importlib.util
 import os
 import shutil
@@ -29,6 +30,7 @@ from bert_demo.corpus import load_corpus
 from bert_demo.model import BertForPreTraining
 from bert_demo.runtime import CPU_THREADS_ENV
 from bert_demo.tokenizer import train_tokenizer
+from bert_demo.train_config import APP_FINETUNE
 
 SENTENCES = [
     "the cat sat on the mat.",
@@ -297,6 +299,20 @@ def write_corpus():
 @pytest.fixture(scope="session")
 def with_embeddings():
     return _with_embeddings
+
+
+@pytest.fixture
+def short_finetune(tmp_path, monkeypatch) -> Path:
+    """A labelled file of 60 sentences (yes: happy, no: sad) to upload, with the Fine-tune tab's runs cut to 4 steps:
+    a fine-tune through the app that ends in seconds."""
+    rows = [{"text": f"the cat was {'happy' if i % 2 else 'sad'}.", "label": "yes" if i % 2 else "no"}
+            for i in range(60)]
+    upload = tmp_path / "mine.jsonl"
+    upload.write_text("\n".join(json.dumps(row) for row in rows))
+    short = {**APP_FINETUNE, "max_steps": 4}
+    monkeypatch.setattr("bert_demo.app.forms.APP_FINETUNE", short)
+    monkeypatch.setattr("bert_demo.train_config.APP_FINETUNE", short)
+    return upload
 
 
 @pytest.fixture(scope="session")

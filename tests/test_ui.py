@@ -24,7 +24,7 @@ from bert_demo.app.tabs.attention import VIEW_AVERAGE, VIEW_HEAD, VIEW_ROLLOUT
 from bert_demo.app.ui import ANALYTICS_EVERY
 from bert_demo.app.uploads import UPLOAD_PREFIX
 from bert_demo.config import PRESETS, read_metadata
-from bert_demo.train_config import APP_FINETUNE, TrainConfig
+from bert_demo.train_config import TrainConfig
 from tests.conftest import held, wait_until
 
 MODEL = "checkpoints/tiny-test"
@@ -253,15 +253,8 @@ def test_a_short_run_streams_growing_metrics_and_ends_with_a_checkpoint(app, cli
         Client(app["url"], verbose=False).predict(run, "the [MASK] sat.", 3, api_name="/fill_mask")
 
 
-def test_a_fine_tune_through_the_api_streams_curves_and_leaves_a_classifier_that_answers(app, client, tmp_path,
-                                                                                        monkeypatch):
-    rows = [{"text": f"the cat was {'happy' if i % 2 else 'sad'}.", "label": "yes" if i % 2 else "no"}
-            for i in range(60)]
-    upload = tmp_path / "mine.jsonl"
-    upload.write_text("\n".join(json.dumps(row) for row in rows))
-    monkeypatch.setattr("bert_demo.app.forms.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 4})
-    monkeypatch.setattr("bert_demo.train_config.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 4})
-    job = client.submit(MODEL, "movie-reviews", handle_file(str(upload)), "100", ["random"], api_name="/finetune")
+def test_a_fine_tune_through_the_api_streams_curves_and_leaves_a_classifier_that_answers(app, client, short_finetune):
+    job = client.submit(MODEL, "movie-reviews", handle_file(str(short_finetune)), "100", ["random"], api_name="/finetune")
     outputs = list(job)[-1]
     status, curves, verdict, counts, changes, classifier, selector, tuned, took = outputs
     assert status.startswith("Done: 2 runs of 4 steps"), status

@@ -17,7 +17,7 @@ from bert_demo.app.gpu_call import call_seconds, train_call
 from bert_demo.app.registry import Registry
 from bert_demo.app.zerogpu import duration
 from bert_demo.config import read_metadata
-from bert_demo.train_config import APP_FINETUNE, APP_GPU_RUN, TrainConfig
+from bert_demo.train_config import APP_GPU_RUN, TrainConfig
 from tests.conftest import import_or_skip
 from tests.zerogpu_harness import ForkedGPU, GPUError, ZeroGPUTorch
 
@@ -216,8 +216,8 @@ def space(served_app, tmp_path_factory):
             call.kill()
 
 
-def test_zerogpu_a_run_and_a_fine_tune_go_from_start_to_models_that_answer_with_no_cuda_in_the_app(space, tmp_path,
-                                                                                                 monkeypatch):
+def test_zerogpu_a_run_and_a_fine_tune_go_from_start_to_models_that_answer_with_no_cuda_in_the_app(space,
+                                                                                                 short_finetune):
     from gradio_client import Client, handle_file
 
     client = Client(space["url"], verbose=False)
@@ -229,13 +229,7 @@ def test_zerogpu_a_run_and_a_fine_tune_go_from_start_to_models_that_answer_with_
     sentence, *_ = client.predict(run, "the [MASK] was visited.", 3, api_name="/fill_mask")
     assert sentence["value"][1]["class_or_confidence"]
 
-    rows = [{"text": f"the cat was {'happy' if i % 2 else 'sad'}.", "label": "yes" if i % 2 else "no"}
-            for i in range(60)]
-    upload = tmp_path / "mine.jsonl"
-    upload.write_text("\n".join(json.dumps(row) for row in rows))
-    monkeypatch.setattr("bert_demo.app.forms.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 4})
-    monkeypatch.setattr("bert_demo.train_config.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 4})
-    outputs = list(client.submit(MODEL, "movie-reviews", handle_file(str(upload)), "100", ["random"],
+    outputs = list(client.submit(MODEL, "movie-reviews", handle_file(str(short_finetune)), "100", ["random"],
                                  api_name="/finetune"))[-1]
     status, classifier = outputs[0], outputs[5]  # (Stop and Start are no API outputs)
     assert status.startswith("Done: 2 runs of 4 steps"), status
