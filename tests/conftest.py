@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import copy
 import importlib
-import json
 import importlib.util
+import json
 import os
 import shutil
 import signal
