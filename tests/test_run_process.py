@@ -251,9 +251,28 @@ def test_a_run_starts_on_one_thread_where_its_cores_are_not_all_its_own(monkeypa
     assert run_process.first_threads(torch, 2) == 2
 
 
-def test_a_moment_of_work_on_one_thread_is_measured_as_that_threads_time():
-    threads = torch.get_num_threads()
-    try:
-        assert 0.05 < run_process.cpu_share(torch, 1) <= 1.05  # a share, of one thread's time
-    finally:
-        torch.set_num_threads(threads)
+class SharedCores:
+    """A fake torch whose matrix product takes 10 ms of wall time, in which its threads get `share` of the cores
+    they were given; its clocks (`wall`, `cpu`) stand in for time.perf_counter and time.process_time."""
+
+    def __init__(self, share: float):
+        self.share, self.threads, self.wall, self.cpu = share, 1, 0.0, 0.0
+
+    def set_num_threads(self, threads: int) -> None:
+        self.threads = threads
+
+    def ones(self, *shape: int) -> "SharedCores":
+        return self
+
+    def __matmul__(self, other: "SharedCores") -> "SharedCores":
+        self.wall += 0.01
+        self.cpu += 0.01 * self.threads * self.share
+        return self
+
+
+def test_a_moment_of_work_measures_the_share_of_its_threads_time_it_got():
+    cores = SharedCores(share=0.5)  # two threads, one of whose cores another program keeps busy
+    clocks = {"wall": lambda: cores.wall, "cpu": lambda: cores.cpu}
+    assert run_process.cpu_share(cores, 2, **clocks) == pytest.approx(0.5)
+    cores.share = 1.0
+    assert run_process.cpu_share(cores, 2, **clocks) == pytest.approx(1.0)

@@ -344,14 +344,15 @@ def first_threads(torch: Any, cores: int) -> int:
     return 1 if cpu_share(torch, cores) < BUSY_SHARE else cores
 
 
-def cpu_share(torch: Any, threads: int) -> float:
+def cpu_share(torch: Any, threads: int, wall: Callable[[], float] = time.perf_counter,
+              cpu: Callable[[], float] = time.process_time) -> float:
     """Of `threads` threads' time, the share that matrix products on them got for PROBE_S."""
     torch.set_num_threads(threads)
     matrix = torch.ones(384, 384)
-    started, cpu = time.perf_counter(), time.process_time()
-    while time.perf_counter() - started < PROBE_S:
+    started, used = wall(), cpu()
+    while wall() - started < PROBE_S:
         matrix @ matrix
-    return (time.process_time() - cpu) / ((time.perf_counter() - started) * threads)
+    return (cpu() - used) / ((wall() - started) * threads)
 
 
 def _relay(trainer: Any, stop: Any, step: Any, app_alive: Any) -> None:
