@@ -5,24 +5,29 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 import torch
 
 from bert_demo.app import gpu_call, zerogpu
+from bert_demo.app.forms import FORM
 from bert_demo.app.gpu_call import call_seconds, train_call
 from bert_demo.app.registry import Registry
 from bert_demo.app.zerogpu import duration
 from bert_demo.config import read_metadata
-from bert_demo.train_config import APP_GPU_RUN, TrainConfig
+from bert_demo.train_config import APP_GPU_RUN, FinetuneConfig, TrainConfig
 from tests.conftest import import_or_skip
 from tests.zerogpu_harness import ForkedGPU, GPUError, ZeroGPUTorch
 
 MODEL = "checkpoints/tiny-test"
 OWNER = "visitor-zerogpu"
+SHIPPED = Path(__file__).parents[1] / "checkpoints"
+LONGEST = TrainConfig(preset="base", steps=20_000, batch_size=64, seq_len=512)  # a run longer than any call
 
 
 @pytest.fixture
@@ -96,12 +101,64 @@ def test_zerogpu_a_call_asks_for_the_time_its_settings_need_within_the_cap(monke
     small = TrainConfig(preset="tiny", steps=100, batch_size=32, seq_len=128)
     larger = TrainConfig(**{**APP_GPU_RUN, "corpus": "wiki"})
     assert gpu_call.SETUP_S < call_seconds(small) < call_seconds(larger) <= 60
-    assert call_seconds(TrainConfig(preset="base", steps=20_000, batch_size=64, seq_len=512)) == gpu_call.MAX_CALL_S
+    assert call_seconds(LONGEST) == gpu_call.max_call_seconds()
     monkeypatch.setenv(gpu_call.MAX_CALL_ENV, "45")
     assert call_seconds(larger) == 45
     monkeypatch.setenv(gpu_call.MAX_CALL_ENV, "a minute")
     with pytest.raises(ValueError, match="whole number of seconds"):
         call_seconds(larger)
+
+
+def spaces_cards() -> list[dict]:
+    """The GPUs `spaces` knows, each with the factor it multiplies a call's length by (its spaces/zero/configs.json)."""
+    from importlib.resources import files
+
+    config = import_or_skip("spaces.zero.config")
+    return json.loads(files("spaces.zero").joinpath(config.CONFIGS_FILENAME).read_text())
+
+
+def asked_of_zerogpu(config: TrainConfig | FinetuneConfig) -> int:
+    """The seconds the real `spaces` asks ZeroGPU's scheduler for, for a run's call: the length the app's duration
+    function gives, through `spaces.zero.client.get_duration_seconds`, rounded as `schedule` rounds it."""
+    from spaces.zero.client import get_duration_seconds
+
+    return round(get_duration_seconds(timedelta(seconds=duration(config)), None))
+
+
+def test_zerogpu_no_call_of_the_default_run_or_experiment_asks_for_more_than_a_visitors_quota_once_multiplied(
+        tmp_path, monkeypatch, zerogpu_torch):
+    import gradio as gr
+
+    from bert_demo.app.tabs import finetune, train
+
+    registry = Registry(checkpoints_dir=SHIPPED, runs_dir=tmp_path, allow_hub=False, gpu_call=gpu(zerogpu_torch))
+    with gr.Blocks():
+        page = {**train.layout(registry), **finetune.layout(registry)}  # the forms as the page opens them
+    form = {name: page[name].value for name in FORM}
+    tune = [page[name].value for name in ("ft_model", "ft_task", "ft_upload", "ft_labels", "ft_compare")]
+    run = registry.forms.train_config(**form)
+    experiment = {start: registry.forms.finetune_config(tune[0], tune[1], int(tune[3]), start)
+                  for start in ("pretrained", *tune[4])}
+    calls = {"the default run": run, **{f"the experiment's {start} run": c for start, c in experiment.items()},
+             "a call at the cap": LONGEST}
+    for card in spaces_cards():
+        monkeypatch.setattr("spaces.zero.config.get_config", lambda card=card: card)
+        for what, config in calls.items():
+            assert asked_of_zerogpu(config) <= gpu_call.VISITOR_QUOTA_S, f"{what} on an {card['model']}"
+            assert gpu_call.charged_seconds(config) == asked_of_zerogpu(config), f"{what} on an {card['model']}"
+        line = train.estimate(registry, **{k: v for k, v in form.items() if k != "lr"})["estimate"]
+        charged = asked_of_zerogpu(run)
+        assert f"counted as {charged} s**" in line and f"{gpu_call.VISITOR_QUOTA_S // charged} without a" in line
+        line = finetune.estimate(registry, *tune)["ft_estimate"]
+        charged = sum(map(asked_of_zerogpu, experiment.values()))
+        assert f"counted as {charged} s**" in line and f"{gpu_call.VISITOR_QUOTA_S // charged} without a" in line
+
+
+def test_zerogpu_where_spaces_cannot_be_imported_a_call_is_charged_at_least_as_on_any_gpu_it_knows(monkeypatch):
+    largest = max(card["duration_factor"] for card in spaces_cards())
+    monkeypatch.setitem(sys.modules, "spaces.zero", None)  # as where spaces is not installed
+    assert gpu_call.duration_factor() == gpu_call.FALLBACK_FACTOR >= largest
+    assert gpu_call.charged_seconds(LONGEST) <= gpu_call.VISITOR_QUOTA_S
 
 
 def test_zerogpu_a_named_corpus_is_read_on_the_cpu_before_the_call_and_an_upload_inside_it(monkeypatch, tmp_path):
@@ -282,9 +339,10 @@ def test_zerogpu_the_train_and_fine_tune_tabs_say_each_calls_length_before_start
     line = train.estimate(registry, **{k: APP_GPU_RUN[k] for k in ("preset", "steps", "batch_size", "seq_len",
                                                                     "vocab_size")})["estimate"]
     seconds = call_seconds(registry.forms.train_config())
-    assert f"a GPU call of up to {seconds} s on ZeroGPU" in line and "20 M" in line and estimates.QUOTA in line
+    assert f"a GPU call of up to {seconds} s on ZeroGPU" in line and "20 M" in line
+    assert all(who in line for who, _ in estimates.QUOTAS) and "Such runs a day" in line
     line = finetune.estimate(registry, MODEL, "movie-reviews", None, "100", ["random"])["ft_estimate"]
-    assert "2 GPU calls of up to" in line and "2 runs of" in line
+    assert "2 GPU calls of up to" in line and "2 runs of" in line and "Such experiments a day" in line
     assert not zerogpu_torch.attempts
 
 

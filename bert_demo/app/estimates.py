@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bert_demo.app.backend import backend
-from bert_demo.app.gpu_call import call_seconds
+from bert_demo.app.gpu_call import VISITOR_QUOTA_S, call_seconds, charged_seconds, duration_factor
 from bert_demo.app.pace import Pace, Shape, kept, pace
 from bert_demo.config import PRESETS, read_config
 from bert_demo.train_config import VAL_BATCH_SIZE, FinetuneConfig, RunConfig
@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     from bert_demo.app.job import TrainingJob
     from bert_demo.app.registry import Registry
 
-QUOTA = "2 minutes a day without a Hugging Face account, 5 with a free one, 40 with PRO"  # ZeroGPU's, per visitor
+# ZeroGPU's daily quota of a visitor, in seconds, by who they are (hub-docs spaces-zerogpu.md)
+QUOTAS = (("without a Hugging Face account", VISITOR_QUOTA_S), ("with a free one", 300), ("with PRO", 2400))
 PADDED_TO = 8  # a batch's length in tokens is taken as its examples' mean, rounded up to a multiple of this
 LENGTH_SAMPLE = 1_000  # training examples tokenized to find that mean
 KEPT_PLANS = 16  # plans of runs kept (a run's plan is made once)
@@ -179,14 +180,18 @@ def estimate_text(what: str, total: float, parts: str, at: Pace, slot_busy: bool
     return f"<small>{line}</small>"
 
 
-def call_text(what: str, configs: list[RunConfig], parts: str) -> str:
-    """How long `what` asks ZeroGPU for, said before Start: each run is one GPU call, whose length its settings set
-    (`gpu_call.call_seconds`) and which is counted against the visitor's daily quota."""
-    seconds = sum(call_seconds(config) for config in configs)
+def call_text(what: str, configs: list[RunConfig], parts: str, noun: str) -> str:
+    """How much of the visitor's daily ZeroGPU quota `what` asks for, said before Start: each run is one GPU call,
+    whose length its settings set (`gpu_call.call_seconds`) and which ZeroGPU counts as that length times its GPU's
+    factor (`gpu_call.charged_seconds`); and how many such `noun`s a day each visitor's quota (QUOTAS) holds."""
+    longest, charged = max(map(call_seconds, configs)), sum(map(charged_seconds, configs))
     calls = "a GPU call of up to" if len(configs) == 1 else f"{len(configs)} GPU calls of up to"
-    total = f"{seconds} s" if len(configs) == 1 else f"{seconds} s in all"
-    return (f"<small>**{what}: {calls} {total} on ZeroGPU**, from your daily GPU time "
-            f"({QUOTA}): {parts}. A run whose time runs out stops and saves.</small>")
+    each = "" if len(configs) == 1 else " each"
+    factor = duration_factor()
+    why = f" ({factor:g} × a call's length on its GPU)" if factor != 1 else ""
+    a_day = ", ".join(f"{quota // charged} {who} ({quota // 60} min)" for who, quota in QUOTAS)
+    return (f"<small>**{what}: {calls} {longest} s{each} on ZeroGPU, counted as {charged} s** of your daily GPU "
+            f"time{why}. Such {noun}s a day: {a_day}. {parts}. A run whose time runs out stops and saves.</small>")
 
 
 def run_line(job: TrainingJob) -> str | None:

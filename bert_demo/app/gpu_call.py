@@ -9,9 +9,10 @@ messages that cross a queue, pickled: the run's records; once the model is built
 then its weights every LIVE_EVERY_S, so that the app can answer questions about the run in progress and keep what it
 trained if the call is cut. The run writes its own checkpoint to the run's folder, as a run in the app's process does.
 
-ZeroGPU asks each call's length before it starts (`call_seconds`, from the run's settings): it is counted against the
-visitor's daily quota, and shorter calls are served first. The run stops itself SAVE_RESERVE_S before that length and
-saves, whatever its pace.
+ZeroGPU asks each call's length before it starts (`call_seconds`, from the run's settings), and shorter calls are
+served first. `spaces` multiplies that length by its GPU's factor before it asks (`charged_seconds`): the scheduler
+checks the product against what is left of the visitor's daily quota. The run stops itself SAVE_RESERVE_S before the
+call's length and saves, whatever its pace.
 """
 from __future__ import annotations
 
@@ -32,7 +33,11 @@ from bert_demo.config import PRESETS, read_config
 from bert_demo.train_config import FinetuneConfig, RunConfig
 
 MAX_CALL_ENV = "BERT_DEMO_ZEROGPU_MAX_S"
-MAX_CALL_S = 120  # the longest call a run asks for: a visitor without an account has 2 minutes of ZeroGPU a day
+VISITOR_QUOTA_S = 120  # ZeroGPU's daily quota of a visitor without a Hugging Face account: no call may be charged more
+# The factor `spaces` multiplies a call's length by where it cannot be imported (it is not installed, or torch is a CPU
+# build under SPACES_ZERO_GPU): spaces 0.51.3's for the card ZeroGPU runs on since May 2026, an RTX Pro 6000 Blackwell
+# (spaces/zero/configs.json), the largest it knows.
+FALLBACK_FACTOR = 1.5
 SETUP_S = 10  # the call's start: CUDA, the run's text read back from the cache, its model and data workers
 SAVE_RESERVE_S = 5  # the run stops this long before its call's end: a last check on held-out text, and the save
 SCORING_S = 10  # a fine-tuning run's scoring of its held-out and outside sentences
@@ -50,11 +55,31 @@ Message = tuple[str, Any]  # ("record", a record), ("model", (CPU model, tokeniz
 # ("refused", why) or ("failed", why)
 
 
+def duration_factor() -> float:
+    """What `spaces` multiplies a call's length by before it asks ZeroGPU for the call: the `duration_factor` of the
+    GPU it finds on this machine (`spaces.zero.config.get_config`, which `spaces.zero.client.get_duration_seconds`
+    applies to every call but an `xlarge` one; the app's are never `xlarge`: it puts no weights on CUDA). Where
+    `spaces` cannot be imported, FALLBACK_FACTOR."""
+    try:
+        from spaces.zero import config
+    except (ImportError, AttributeError):  # AttributeError: spaces under SPACES_ZERO_GPU on a CPU build of torch
+        return FALLBACK_FACTOR
+    return float(config.get_config()["duration_factor"])
+
+
+def charged_seconds(config: RunConfig) -> int:
+    """The seconds of the visitor's quota a run's call asks for: its length times `duration_factor()`, rounded as
+    `spaces` rounds it."""
+    return round(call_seconds(config) * duration_factor())
+
+
 def max_call_seconds() -> int:
-    """The longest call a run may ask for here (BERT_DEMO_ZEROGPU_MAX_S, else MAX_CALL_S)."""
+    """The longest call a run may ask for here: BERT_DEMO_ZEROGPU_MAX_S, else the longest that `spaces` charges no
+    more than VISITOR_QUOTA_S (80 s where the factor is 1.5), so that a visitor without an account can start any
+    run's call on a day they have not used ZeroGPU."""
     value = os.environ.get(MAX_CALL_ENV)
     if not value:
-        return MAX_CALL_S
+        return math.floor(VISITOR_QUOTA_S / duration_factor())
     try:
         seconds = int(value)
     except ValueError:

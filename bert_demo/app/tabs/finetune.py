@@ -282,7 +282,7 @@ def estimate(registry: Registry, model: str | None, task: str | None, upload: st
     if registry.slot.gpu_call is not None:  # one call on ZeroGPU a run: their lengths, asked before each starts
         return {"ft_estimate": estimates.call_text("The experiment", [config] * len(starts),
                                                    f"{len(starts)} run{'s' if len(starts) > 1 else ''} of "
-                                                   f"{config.steps} steps") + latest}
+                                                   f"{config.steps} steps", "experiment") + latest}
     plans = [_well_read_plan(planned) if start == WELL_READ else planned for start in starts]
     seconds, first = estimates.forecast(registry, plans)
     runs = f"{len(starts)} runs" if len(starts) > 1 else "1 run"

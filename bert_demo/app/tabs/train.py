@@ -189,7 +189,7 @@ def estimate(registry: Registry, preset: str, steps: float, batch_size: float, s
         return {"estimate": estimates.call_text("This run", [config], f"{config.steps:,} steps of "
                                                 f"{config.batch_size} × {config.seq_len} tokens (about "
                                                 f"{config.steps * config.batch_size * config.seq_len / 1e6:.0f} M), "
-                                                "after reading the text on the CPU")}
+                                                "after reading the text on the CPU", "run")}
     planned = estimates.plan(config)
     seconds, at = estimates.forecast(registry, [planned])
     parts = (f"{planned.steps:,} steps at {estimates.seconds_text(at.step_s)} each and {planned.checks} check"
