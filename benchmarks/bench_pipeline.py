@@ -49,7 +49,7 @@ from bert_demo.pretraining_data import SpecialIds
 from bert_demo.recipe import set_dropout
 from bert_demo.tokenizer import load_tokenizer
 from bert_demo.train_config import TrainConfig
-from bert_demo.trainer import _data, _ids, pretraining, split_corpus
+from bert_demo.trainer import _ids, pretraining, sentence_pairs, split_corpus
 
 PROFILED_STEPS = 20  # the steps --profile times, from the middle of the run
 
@@ -117,8 +117,8 @@ def measure_batch(args: argparse.Namespace, batch: int, profile: bool, scratch: 
         print(f"the run at batch {batch} with {w} data workers: {runs[w]:,.0f} real tokens/s", flush=True)
     tokenizer = load_tokenizer(config.out)
     (train_docs, train_sources), _ = split_corpus(config)
-    data = _data(config, _ids(config, tokenizer, train_docs, train_sources, "train"),
-                 SpecialIds.from_tokenizer(tokenizer), 0, batch, mask_prob=config.mask_prob)
+    data = sentence_pairs(config, _ids(config, tokenizer, train_docs, train_sources, "train"),
+                          SpecialIds.from_tokenizer(tokenizer), 0, batch, mask_prob=config.mask_prob)
     made = {w: data_speed(data, w, max(20, args.step_repeats)) for w in counts}
     alone, tokens = step_alone(args, config, data, len(tokenizer))
     step_speed = tokens / alone

@@ -71,6 +71,20 @@ class Example:
     nsp_label: int
 
 
+class Origin(NamedTuple):
+    """Where an example's two segments came from, among the documents it was made of (for showing how an example is
+    made; training does not keep them)."""
+
+    document: int  # A's document
+    a_sentences: tuple[int, int]  # A's sentences of that document, [start, end)
+    b_document: int  # B's document: A's own for the true next sentences, another for a random B
+    b_sentences: tuple[int, int]  # B's sentences of its document, [start, end), before any cut
+    cut: tuple[int, int, int, int]  # word pieces cut to fit: from A's front, A's back, B's front, B's back
+
+
+FATES = ("not picked", "[MASK]", "a random word", "kept")  # what masking did to each position, by its fate code
+
+
 def split_documents(documents: Sequence[list[str]], val_fraction: float, seed: int
                     ) -> tuple[list[list[str]], list[list[str]]]:
     """The documents kept for training and those held out for validation (`held_out`)."""
@@ -148,16 +162,22 @@ def tokenize_sourced(documents: Sequence[list[str]], sources: Sequence[int], tok
 
 
 def create_examples(documents: Sequence[Document], special: SpecialIds, max_seq_len: int, rng: random.Random,
-                    short_seq_prob: float = 0.1, sources: Sequence[int] | None = None) -> list[Example]:
+                    short_seq_prob: float = 0.1, sources: Sequence[int] | None = None,
+                    origins: list[Origin] | None = None) -> list[Example]:
     """One pass over the corpus: every document cut into sentence-pair examples (the reference's dupe_factor=1),
-    each random B from another document of its A's source if `sources` (each document's) are given (`RandomB`)."""
+    each random B from another document of its A's source if `sources` (each document's) are given (`RandomB`),
+    then shuffled. `origins`, where given, receives each example's `Origin`, in the same order."""
     if len(documents) < 2:
         raise ValueError("next-sentence prediction needs at least two documents")
-    examples, owed, draw = [], [0], RandomB(len(documents), sources)
+    examples, made, owed, draw = [], [] if origins is not None else None, [0], RandomB(len(documents), sources)
     for index in range(len(documents)):
-        examples.extend(_document_examples(documents, index, special, max_seq_len, rng, short_seq_prob, owed, draw))
-    rng.shuffle(examples)
-    return examples
+        examples.extend(_document_examples(documents, index, special, max_seq_len, rng, short_seq_prob, owed, draw,
+                                           made))
+    order = list(range(len(examples)))
+    rng.shuffle(order)  # the same draws, and so the same order, as shuffling the examples themselves
+    if origins is not None:
+        origins.extend(made[i] for i in order)
+    return [examples[i] for i in order]
 
 
 class RandomB:
@@ -186,8 +206,10 @@ class RandomB:
 
 
 def _document_examples(documents: Sequence[Document], index: int, special: SpecialIds, max_seq_len: int,
-                       rng: random.Random, short_seq_prob: float, owed: list[int], draw: RandomB) -> list[Example]:
-    """Pack consecutive sentences of documents[index] into chunks, each split into A and B (true or random).
+                       rng: random.Random, short_seq_prob: float, owed: list[int], draw: RandomB,
+                       origins: list[Origin] | None) -> list[Example]:
+    """Pack consecutive sentences of documents[index] into chunks, each split into A and B (true or random), each
+    example's `Origin` appended to `origins` where given.
 
     A one-sentence chunk can only take a random B; `owed` counts those, and the next chunks that could go either way
     take the true continuation instead of a coin flip, so the NSP labels stay balanced (the reference code skews
@@ -200,41 +222,54 @@ def _document_examples(documents: Sequence[Document], index: int, special: Speci
         chunk.append(document[i])
         length += len(document[i])
         if i == len(document) - 1 or length >= target:
-            a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
+            start, a_end = i + 1 - len(chunk), rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
             tokens_a = [t for s in chunk[:a_end] for t in s]
             forced = len(chunk) == 1
             owed[0] += forced
             if forced or (owed[0] == 0 and rng.random() < 0.5):
-                other = documents[draw.document(index, rng)]
-                tokens_b, label = _random_segment(other, target - len(tokens_a), rng), NOT_NEXT
+                b_document = draw.document(index, rng)
+                tokens_b, b_sentences = _random_segment(documents[b_document], target - len(tokens_a), rng)
+                label = NOT_NEXT
                 i -= len(chunk) - a_end  # put the unused sentences back
             else:
+                b_document, b_sentences = index, (start + a_end, start + len(chunk))
                 tokens_b, label = [t for s in chunk[a_end:] for t in s], IS_NEXT
                 owed[0] = max(0, owed[0] - 1)
-            _truncate_pair(tokens_a, tokens_b, max_tokens, rng)
+            cut = _truncate_pair(tokens_a, tokens_b, max_tokens, rng)
             if tokens_a and tokens_b:
                 examples.append(_pack(tokens_a, tokens_b, label, special))
+                if origins is not None:
+                    origins.append(Origin(index, (start, start + a_end), b_document, b_sentences, cut))
             chunk, length = [], 0
             target = rng.randint(2, max_tokens) if rng.random() < short_seq_prob else max_tokens
         i += 1
     return examples
 
 
-def _random_segment(sentences: Document, target: int, rng: random.Random) -> list[int]:
-    """Consecutive sentences of a document, starting anywhere, about `target` tokens long."""
+def _random_segment(sentences: Document, target: int, rng: random.Random) -> tuple[list[int], tuple[int, int]]:
+    """Consecutive sentences of a document, starting anywhere, about `target` tokens long, and which sentences they
+    are ([start, end))."""
     tokens: list[int] = []
-    for sentence in sentences[rng.randrange(len(sentences)):]:
+    start = end = rng.randrange(len(sentences))
+    for sentence in sentences[start:]:
         tokens.extend(sentence)
+        end += 1
         if len(tokens) >= max(target, 1):
             break
-    return tokens
+    return tokens, (start, end)
 
 
-def _truncate_pair(tokens_a: list[int], tokens_b: list[int], max_tokens: int, rng: random.Random) -> None:
-    """Trim the longer segment, one token at a time from its front or back at random, until the pair fits."""
+def _truncate_pair(tokens_a: list[int], tokens_b: list[int], max_tokens: int, rng: random.Random
+                   ) -> tuple[int, int, int, int]:
+    """Trim the longer segment, one token at a time from its front or back at random, until the pair fits; how many
+    were cut from A's front, A's back, B's front and B's back."""
+    cut = [0, 0, 0, 0]
     while len(tokens_a) + len(tokens_b) > max_tokens:
-        longer = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
-        del longer[0 if rng.random() < 0.5 else -1]
+        in_b = len(tokens_a) <= len(tokens_b)
+        front = rng.random() < 0.5
+        del (tokens_b if in_b else tokens_a)[0 if front else -1]
+        cut[2 * in_b + (not front)] += 1
+    return cut[0], cut[1], cut[2], cut[3]
 
 
 def _pack(tokens_a: list[int], tokens_b: list[int], label: int, special: SpecialIds) -> Example:
@@ -256,7 +291,10 @@ class MaskingCollator:
         ordinary[self.special_tensor] = False
         self.ordinary_ids = ordinary.nonzero().squeeze(1)  # random replacements are never special tokens
 
-    def __call__(self, examples: Sequence[Example], generator: torch.Generator) -> dict[str, Tensor]:
+    def __call__(self, examples: Sequence[Example], generator: torch.Generator, fates: bool = False
+                 ) -> dict[str, Tensor]:
+        """The batch the model reads; with `fates`, also "mlm_fates" (B, T): what masking did to each position (an
+        index of FATES), which a model is never shown."""
         T = max(len(e.input_ids) for e in examples)
         input_ids = torch.full((len(examples), T), self.special.pad, dtype=torch.long)  # (B, T)
         token_type_ids = torch.zeros_like(input_ids)
@@ -266,12 +304,14 @@ class MaskingCollator:
             token_type_ids[row, :len(example.token_type_ids)] = torch.frombuffer(example.token_type_ids,
                                                                                  dtype=torch.int8)
             attention_mask[row, :len(example.input_ids)] = 1
-        input_ids, mlm_labels = self.mask(input_ids, generator)
-        return {"input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": attention_mask,
-                "mlm_labels": mlm_labels, "nsp_labels": torch.tensor([e.nsp_label for e in examples])}
+        input_ids, mlm_labels, fate = self.mask(input_ids, generator)
+        batch = {"input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": attention_mask,
+                 "mlm_labels": mlm_labels, "nsp_labels": torch.tensor([e.nsp_label for e in examples])}
+        return {**batch, "mlm_fates": fate} if fates else batch
 
-    def mask(self, input_ids: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor]:
-        """Choose round(15%) of each row's non-special tokens (capped), then apply the 80/10/10 replacement."""
+    def mask(self, input_ids: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
+        """Choose round(15%) of each row's non-special tokens (capped), then apply the 80/10/10 replacement: the
+        masked ids, the labels (-100 where not picked) and each position's fate (an index of FATES)."""
         candidates = ~torch.isin(input_ids, self.special_tensor)  # (B, T); [PAD] is special too
         n_targets = (candidates.sum(1) * self.mask_prob).round().clamp(1, self.max_predictions)  # (B,)
         scores = torch.rand(input_ids.shape, generator=generator).masked_fill(~candidates, 2.0)
@@ -283,7 +323,9 @@ class MaskingCollator:
         to_random = targets & (roll >= self.replace_mask) & (roll < self.replace_mask + self.replace_random)
         random_ids = self.ordinary_ids[torch.randint(len(self.ordinary_ids), input_ids.shape, generator=generator)]
         masked = torch.where(to_mask, self.special.mask, input_ids)
-        return torch.where(to_random, random_ids, masked), labels
+        kept = targets & ~to_mask & ~to_random
+        fate = to_mask.to(torch.int8) + 2 * to_random.to(torch.int8) + 3 * kept.to(torch.int8)  # an index of FATES
+        return torch.where(to_random, random_ids, masked), labels, fate
 
 
 class PretrainingData:
@@ -322,6 +364,12 @@ class PretrainingData:
 
     def shard_batches(self, shard: int, shards: int) -> Iterator[dict[str, Tensor]]:
         """Shard `shard` of `shards`: each epoch, examples from its share of the documents, then their batches."""
+        return (batch for batch, _ in self.drawn(shard, shards))
+
+    def drawn(self, shard: int = 0, shards: int = 1, explain: bool = False
+              ) -> Iterator[tuple[dict[str, Tensor], list[Origin]]]:
+        """`shard_batches`' batches, each with its examples' origins (indices into `documents`) where `explain`, and
+        then with each position's fate too ("mlm_fates"); the same batches either way."""
         generator = torch.Generator().manual_seed(self.seed * 1_000_003 + shard)
         for epoch in itertools.count():
             share, stride = self._share(epoch, shard, shards)
@@ -329,12 +377,16 @@ class PretrainingData:
             sources = self.sources if share is None or self.sources is None else [self.sources[i] for i in share]
             # sharing one epoch's examples out by stride, every shard must draw the same examples
             rng = random.Random(f"{self.seed}:{epoch}" if stride else f"{self.seed}:{epoch}:{shard}")
-            examples = create_examples(documents, self.special, self.max_seq_len, rng, self.short_seq_prob, sources)
-            examples = examples[shard::shards] if stride else examples
-            if len(examples) < self.batch_size:
-                examples = examples * (self.batch_size // max(len(examples), 1) + 1)  # a tiny corpus: repeat it
-            for start in range(0, len(examples) - self.batch_size + 1, self.batch_size):
-                yield self.collate(examples[start:start + self.batch_size], generator)
+            origins: list[Origin] | None = [] if explain else None
+            examples = create_examples(documents, self.special, self.max_seq_len, rng, self.short_seq_prob, sources,
+                                       origins)
+            indices = list(range(len(examples)))[shard::shards] if stride else list(range(len(examples)))
+            if len(indices) < self.batch_size:
+                indices = indices * (self.batch_size // max(len(indices), 1) + 1)  # a tiny corpus: repeat it
+            for start in range(0, len(indices) - self.batch_size + 1, self.batch_size):
+                chosen = indices[start:start + self.batch_size]
+                batch = self.collate([examples[i] for i in chosen], generator, fates=explain)
+                yield batch, [_in_corpus(origins[i], share) for i in chosen] if origins is not None else []
 
     def _share(self, epoch: int, shard: int, shards: int) -> tuple[list[int] | None, bool]:
         """The indices of the documents shard `shard` reads in `epoch` (None: all of them), and whether it must take
@@ -354,6 +406,13 @@ class PretrainingData:
                                    self.sources)
         batches = [examples[i:i + self.batch_size] for i in range(0, len(examples), self.batch_size)][:n]
         return [self.collate(chunk, generator) for chunk in batches]
+
+
+def _in_corpus(origin: Origin, share: list[int] | None) -> Origin:
+    """An origin whose documents are numbered in a shard's share, renumbered as in the whole corpus."""
+    if share is None:
+        return origin
+    return origin._replace(document=share[origin.document], b_document=share[origin.b_document])
 
 
 class _Shards(IterableDataset):

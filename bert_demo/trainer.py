@@ -70,7 +70,7 @@ def prepare(run: Run) -> Generator[Record, None, Training | None]:
     special = SpecialIds.from_tokenizer(run.tokenizer)
     train_ids = _ids(cfg, run.tokenizer, train_docs, train_sources, "train")
     val_ids = _ids(cfg, run.tokenizer, val_docs, val_sources, "validation")
-    val_batches = _data(cfg, val_ids, special, 0, VAL_BATCH_SIZE).fixed_batches(cfg.eval_batches, seed=0)
+    val_batches = sentence_pairs(cfg, val_ids, special, 0, VAL_BATCH_SIZE).fixed_batches(cfg.eval_batches, seed=0)
     counts = token_counts(train_ids.documents, len(run.tokenizer))
     baseline = frequency_baseline(counts, val_batches, run.tokenizer.all_special_ids)
     items = readout_items(val_docs, run.tokenizer)
@@ -166,10 +166,11 @@ def _kept_as(cfg: TrainConfig, split: str) -> str | None:
     return f"{','.join(source_parts(cfg.corpus))}|{split}|{cfg.val_fraction}|{cfg.seed}"  # a mix by what it holds
 
 
-def _data(cfg: TrainConfig, tokenized: Tokenized, special: SpecialIds, seed: int, batch_size: int,
-          rank: int = 0, world: int = 1, mask_prob: float = 0.15, seq_len: int | None = None) -> PretrainingData:
+def sentence_pairs(cfg: TrainConfig, tokenized: Tokenized, special: SpecialIds, seed: int, batch_size: int,
+                   rank: int = 0, world: int = 1, mask_prob: float = 0.15, seq_len: int | None = None
+                   ) -> PretrainingData:
     """The run's sentence pairs, their random B drawn as `cfg.random_b` says (validation's too, so that it measures
-    what training asks)."""
+    what training asks): the stream training batches come from, and the example `pretraining_example` shows."""
     seq_len = seq_len or cfg.seq_len
     max_predictions = cfg.max_predictions or round(seq_len * mask_prob) + 1
     sources = tokenized.sources if cfg.random_b == "same-source" else None
@@ -186,11 +187,11 @@ def _batches(run: Run, train_ids: Tokenized, special: SpecialIds) -> Iterator[Ba
     workers = data_workers(cfg.data_workers, run.device, world)
     pin = run.device.type == "cuda"
     if run.step < cfg.short_seq_steps:
-        short = _data(cfg, train_ids, special, seed, cfg.batch_size, rank, world, mask_prob=cfg.mask_prob,
-                      seq_len=cfg.short_seq_len)
+        short = sentence_pairs(cfg, train_ids, special, seed, cfg.batch_size, rank, world, mask_prob=cfg.mask_prob,
+                               seq_len=cfg.short_seq_len)
         yield from itertools.islice(short.batches(workers, pin), cfg.short_seq_steps - run.step)
-    yield from _data(cfg, train_ids, special, seed, cfg.batch_size, rank, world, mask_prob=cfg.mask_prob).batches(
-        workers, pin)
+    yield from sentence_pairs(cfg, train_ids, special, seed, cfg.batch_size, rank, world,
+                              mask_prob=cfg.mask_prob).batches(workers, pin)
 
 
 def _model(run: Run, counts: Tensor) -> BertForPreTraining:

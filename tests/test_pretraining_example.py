@@ -1,0 +1,127 @@
+"""The pre-training example a page shows is the trainer's own: the batch training draws with the same seed, its
+origins and fates true to its tokens, the shares of its choices what the recipe says over 1,000 draws, and its loss
+the training loop's."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from bert_demo import pretraining_example
+from bert_demo.model import IGNORE_INDEX
+from bert_demo.pretraining_data import IS_NEXT
+from bert_demo.train_config import PAPER_RECIPE, TrainConfig
+from bert_demo.trainer import pretraining, prepare, split_corpus
+
+SEED = 11
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory, write_corpus):
+    return str(write_corpus(tmp_path_factory.mktemp("corpus") / "places.txt", documents=40))
+
+
+@pytest.fixture(scope="module")
+def training(corpus, tmp_path_factory):
+    """A pre-training run's prepared task at batch size 1 (the fast recipe), and the documents it trains on."""
+    config = TrainConfig(corpus=corpus, preset="tiny", vocab_size=256, seq_len=64, batch_size=1, seed=SEED,
+                         steps=5, out=str(tmp_path_factory.mktemp("run") / "out"), device="cpu")
+    run = pretraining(config)
+    steps = prepare(run)
+    try:
+        while True:
+            next(steps)
+    except StopIteration as done:
+        task = done.value
+    (documents, sources), _ = split_corpus(config)
+    return config, run, task, pretraining_example.Documents(documents, ["places"] * len(documents),
+                                                            list(range(len(documents))), [0] * len(documents))
+
+
+def test_the_example_is_the_batch_training_draws_first_with_the_same_seed(training):
+    config, run, task, documents = training
+    first = next(task.batches)
+    example = pretraining_example.draw(documents, run.tokenizer, config, SEED)
+    assert set(example.batch) == set(first)
+    for name, tensor in first.items():
+        assert torch.equal(example.batch[name], tensor), name
+    other = pretraining_example.draw(documents, run.tokenizer, config, SEED + 1)
+    assert not torch.equal(other.batch["input_ids"], first["input_ids"])
+
+
+def test_the_segments_origins_and_fates_are_those_of_its_tokens(training):
+    config, run, _, documents = training
+    tokenizer = run.tokenizer
+    for seed in range(12):
+        example = pretraining_example.draw(documents, tokenizer, config, seed)
+        first_sep = example.pieces.index("[SEP]")
+        a_pieces, b_pieces = example.pieces[1:first_sep], example.pieces[first_sep + 1:-1]
+        cut = example.cut
+        a_full = tokenizer.tokenize(" ".join(example.a.sentences))
+        b_full = tokenizer.tokenize(" ".join(example.b.sentences))
+        assert a_pieces == a_full[cut[0]:len(a_full) - cut[1]]
+        assert b_pieces == b_full[cut[2]:len(b_full) - cut[3]]
+        assert example.token_type_ids == [0] * (first_sep + 1) + [1] * (len(b_pieces) + 1)
+        if example.is_next:
+            assert (example.b.document, example.b.first) == (example.a.document,
+                                                             example.a.first + len(example.a.sentences))
+        else:
+            assert example.b.document != example.a.document
+        assert example.is_next == (int(example.batch["nsp_labels"][0]) == IS_NEXT)
+        for position, (piece, shown, fate, label) in enumerate(zip(example.pieces, example.shown, example.fates,
+                                                                   example.labels)):
+            assert (label != IGNORE_INDEX) == (fate != 0), position
+            assert shown == ("[MASK]" if fate == 1 else piece) or fate == 2
+            if fate:
+                assert tokenizer.convert_ids_to_tokens(label) == piece
+
+
+@pytest.mark.parametrize("recipe", ["fast", "paper"])
+def test_over_1000_draws_the_shares_of_each_choice_hold_what_the_recipe_says(training, recipe):
+    """Within four standard deviations of a binomial count (masking rounds each example's picks to a whole number,
+    which moves the picked share by less than 1/200 on these examples)."""
+    config, run, _, documents = training
+    recipe_config = TrainConfig.from_dict({**config.to_dict(), **(PAPER_RECIPE if recipe == "paper" else {})})
+    shares = pretraining_example.shares(documents, run.tokenizer, recipe_config, draws=1000)
+    assert shares.draws == 1000 and shares.mask_prob == (0.15 if recipe == "paper" else 0.25)
+
+    def within(share: float, p: float, n: int, slack: float = 0.0) -> bool:
+        return abs(share - p) <= 4 * math.sqrt(p * (1 - p) / n) + slack
+
+    assert within(shares.picked, shares.mask_prob, shares.candidates, slack=0.005), shares
+    for fate, p in (("[MASK]", 0.8), ("a random word", 0.1), ("kept", 0.1)):
+        assert within(shares.fates[fate], p, shares.targets), (fate, shares)
+    assert within(shares.is_next, 0.5, shares.draws), shares
+
+
+def test_the_examples_loss_is_the_training_loops_loss_for_that_batch(training):
+    """The masked-LM loss the page shows (the mean of each picked position's cross-entropy) and the NSP loss, summed
+    with the recipe's weight, are what the training loop's loss function makes of the same batch."""
+    config, run, task, documents = training
+    example = pretraining_example.draw(documents, run.tokenizer, config, SEED)
+    model = task.model.eval()
+    with torch.no_grad():
+        out = model(**example.batch, **task.known(example.batch))
+        looped, _ = task.loss(out, example.batch, example.batch)
+    shown = pretraining_example.loss(model, example, run.tokenizer, config.nsp_weight)
+    assert shown.loss == pytest.approx(float(looped), abs=1e-5)
+    assert shown.mlm_loss == pytest.approx(sum(shown.losses) / len(shown.losses), abs=1e-5)
+    assert shown.positions == example.picked and len(shown.losses) == len(example.picked)
+    for loss, p in zip(shown.losses, shown.target_probs):
+        assert loss == pytest.approx(-math.log(p), rel=1e-4)
+    label_prob = shown.is_next_prob if example.is_next else 1 - shown.is_next_prob
+    assert shown.nsp_loss == pytest.approx(-math.log(label_prob), rel=1e-4)
+
+
+def test_typed_paragraphs_and_seeds_are_checked_with_clear_messages():
+    with pytest.raises(ValueError, match="at least two paragraphs"):
+        pretraining_example.typed_documents("One paragraph only. It has two sentences.")
+    with pytest.raises(ValueError, match="type a few paragraphs"):
+        pretraining_example.typed_documents("   ")
+    with pytest.raises(ValueError, match="at most"):
+        pretraining_example.typed_documents("Word. " * 2000)
+    for seed in (-1, 2**31, 1.5, "7", True):
+        with pytest.raises(ValueError, match="seed must be a whole number"):
+            pretraining_example.check_seed(seed)
+    assert pretraining_example.check_seed(7.0) == 7
