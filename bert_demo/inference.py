@@ -131,9 +131,7 @@ def attention(
 ) -> tuple[list[str], Tensor]:
     """Tokens and every head's attention probabilities, weights[layer, head, query, key]; rows sum to 1, except
     for a head switched off by `head_mask`, whose rows are 0."""
-    text_a = _read(text_a, "the sentence" if text_b is None else "sentence A", tokenizer)
-    text_b = None if text_b is None else _read(text_b, "sentence B", tokenizer)
-    batch, heads = _encode(model, tokenizer, text_a, text_b), _head_mask(model, head_mask)
+    batch, heads = encode_input(model, tokenizer, text_a, text_b), _head_mask(model, head_mask)
     with _evaluating(model):  # the encoder alone: the pre-training heads play no part in attention
         _, attentions = model.bert(batch["input_ids"], batch["token_type_ids"], None, True, heads)
     weights = torch.stack([a[0] for a in attentions]).float().cpu()  # (L, A, T, T)
@@ -159,9 +157,7 @@ def query_key(model: BertForPreTraining, tokenizer: BertTokenizerFast, text_a: s
     for name, value, top in (("layer", layer, config.num_hidden_layers), ("head", head, config.num_attention_heads)):
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
             raise ValueError(f"{name} must be a whole number from 1 to {top}, got {echo(value)}")
-    text_a = _read(text_a, "the sentence" if text_b is None else "sentence A", tokenizer)
-    text_b = None if text_b is None else _read(text_b, "sentence B", tokenizer)
-    batch = _encode(model, tokenizer, text_a, text_b)
+    batch = encode_input(model, tokenizer, text_a, text_b)
     tokens = tokenizer.convert_ids_to_tokens(batch["input_ids"][0].tolist())
     if isinstance(position, bool) or not isinstance(position, int) or not 0 <= position < len(tokens):
         raise ValueError(f"the query token must be one of the {len(tokens)} tokens, numbered from 0")
@@ -285,6 +281,14 @@ def _check_text(text: str, what: str) -> str:
     if len(text) > MAX_TEXT_CHARS:
         raise ValueError(f"{what} has {len(text)} characters; at most {MAX_TEXT_CHARS} are allowed")
     return text
+
+
+def encode_input(model: BertForPreTraining, tokenizer: BertTokenizerFast, text_a: str, text_b: str | None = None
+                 ) -> dict[str, Tensor]:
+    """A visitor's sentence (or pair), checked, as the model reads it: [CLS] A [SEP] (B [SEP]), a batch of one on the
+    model's device, any way of writing [MASK] made the real token."""
+    text_a = _read(text_a, "the sentence" if text_b is None else "sentence A", tokenizer)
+    return _encode(model, tokenizer, text_a, None if text_b is None else _read(text_b, "sentence B", tokenizer))
 
 
 def _encode(

@@ -46,6 +46,11 @@ class SequenceClassifierOutput:
     attentions: tuple[Tensor, ...] | None = None
 
 
+class Tap(nn.Identity):
+    """A named point where a look-inside view reads the value passing through (TransformerLens's hook points): it
+    computes nothing, holds no weights, and leaves the state_dict as it is."""
+
+
 class BertEmbeddings(nn.Module):
     """Token + learned position + segment embeddings, then LayerNorm and dropout (§3, Figure 2)."""
 
@@ -79,6 +84,7 @@ class BertSelfAttention(nn.Module):
         self.value = nn.Linear(config.hidden_size, config.hidden_size)
         self.dropout_prob = config.attention_probs_dropout_prob
         self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
+        self.attention_scores = Tap()  # QK^T / sqrt(D) before the padding mask, on the explicit path
 
     def forward(self, x: Tensor, key_mask: Tensor | None, output_attentions: bool, head_mask: Tensor | None = None
                 ) -> tuple[Tensor, Tensor | None]:
@@ -91,7 +97,7 @@ class BertSelfAttention(nn.Module):
             rearrange(proj(x), "b t (a d) -> b a t d", a=self.num_heads) for proj in (self.query, self.key, self.value)
         )  # (B, A, T, D) each
         if output_attentions:
-            scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])  # (B, A, T, T)
+            scores = self.attention_scores(q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1]))  # (B, A, T, T)
             if key_mask is not None:
                 scores = scores.masked_fill(~key_mask, torch.finfo(scores.dtype).min)
             probs = scores.softmax(dim=-1)

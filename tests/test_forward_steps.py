@@ -1,0 +1,136 @@
+"""The forward pass step by step shows the model's own numbers: every value a step shows equals what Hugging Face's
+BertForPreTraining computes at the same place on the same weights, and each step names the line that computes it."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import transformers
+
+from bert_demo.config import BertConfig
+from bert_demo.forward_steps import PARTS, capture, forward_steps, source_line
+from bert_demo.inference import encode_input
+from bert_demo.model import BertForPreTraining
+from bert_demo.tokenizer import train_tokenizer
+
+TOL = 1e-5
+SENTENCES = ["the cat sat on the mat.", "a dog barked at the moon.", "paris is the capital of france."]
+
+
+@pytest.fixture(scope="module")
+def pair():
+    """Our model and transformers' with the same random weights (LayerNorms and biases random too), and a
+    tokenizer of its vocabulary."""
+    tokenizer = train_tokenizer([SENTENCES] * 5, vocab_size=128, min_frequency=1)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=48, num_hidden_layers=3, num_attention_heads=4,
+                        intermediate_size=80)
+    torch.manual_seed(0)
+    ours = BertForPreTraining(config).eval()
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for name, p in ours.named_parameters():
+            p.copy_(torch.randn(p.shape, generator=generator) * 0.1 + name.endswith("LayerNorm.weight"))
+    theirs = transformers.BertForPreTraining(
+        transformers.BertConfig(**config.to_hf_dict(), attn_implementation="eager")).eval()
+    theirs.load_state_dict(ours.state_dict(), strict=False)
+    theirs.cls.predictions.decoder.bias = theirs.cls.predictions.bias
+    return ours, theirs, tokenizer
+
+
+def hf_capture(model: transformers.BertForPreTraining, batch: dict) -> dict[str, torch.Tensor]:
+    """What transformers' modules returned and received, under the same names as `capture`'s."""
+    kept = {}
+
+    def keep(name):
+        def hook(module, inputs, output):
+            if inputs and isinstance(inputs[0], torch.Tensor):
+                kept[f"{name}<"] = inputs[0].float()
+            output = output[0] if isinstance(output, tuple) else output
+            if isinstance(output, torch.Tensor):
+                kept[f"{name}>"] = output.float()
+        return hook
+
+    handles = [m.register_forward_hook(keep(name)) for name, m in model.named_modules() if name]
+    with torch.no_grad():
+        out = model(**batch, output_attentions=True, output_hidden_states=True)
+    for handle in handles:
+        handle.remove()
+    return kept, out
+
+
+def test_every_value_captured_from_our_forward_pass_equals_transformers_at_the_same_module(pair):
+    ours, theirs, tokenizer = pair
+    batch = encode_input(ours, tokenizer, "the cat sat on the [MASK].", "a dog barked at the moon.")
+    kept, probs = capture(ours, batch)
+    hf, out = hf_capture(theirs, {**batch, "attention_mask": torch.ones_like(batch["input_ids"])})
+    compared = [key for key in kept if key in hf and not key.endswith("_embeddings<")]  # (ids, not values)
+    assert len(compared) >= 3 * 20  # every layer's projections, norms and feed-forward, and the heads
+    for key in compared:
+        torch.testing.assert_close(kept[key], hf[key].reshape(kept[key].shape), atol=TOL, rtol=0, msg=key)
+    torch.testing.assert_close(probs[0], torch.stack(out.attentions, dim=1)[0], atol=TOL, rtol=0)
+    torch.testing.assert_close(kept["cls.predictions>"], out.prediction_logits, atol=TOL, rtol=0)
+    torch.testing.assert_close(kept["cls.seq_relationship>"], out.seq_relationship_logits, atol=TOL, rtol=0)
+    for layer, hidden in enumerate(out.hidden_states):
+        name = "bert.embeddings.LayerNorm>" if layer == 0 else f"bert.encoder.layer.{layer - 1}.output.LayerNorm>"
+        torch.testing.assert_close(kept[name], hidden, atol=TOL, rtol=0, msg=name)
+
+
+def test_each_step_shows_what_the_model_computed_there(pair):
+    """The steps of layer 2, head 3: the scores are Q Kᵀ/√d of the head's own Q and K, the softmax is the
+    model's attention for that head, the weighted sum is that softmax times V, the embeddings add up, and the
+    layer's output and the NSP probabilities are transformers'."""
+    ours, theirs, tokenizer = pair
+    text = ("the cat sat on the [MASK].", "a dog barked.")
+    steps = {(step.part, step.title.split(" (")[0]): step.values
+             for step in forward_steps(ours, tokenizer, *text, layer=2, head=3)}
+    attention = {title: values for (part, title), values in steps.items() if part == "Attention"}
+    q, k, v = attention["Queries Q"], attention["Keys K"], attention["Values V"]
+    torch.testing.assert_close(attention["Scores"], q @ k.T / math.sqrt(q.shape[1]), atol=TOL, rtol=0)
+    torch.testing.assert_close(attention["Softmax"], attention["Scores"].softmax(-1), atol=TOL, rtol=0)
+    torch.testing.assert_close(attention["Weighted sum of V"], attention["Softmax"] @ v, atol=TOL, rtol=0)
+    assert attention["Padding mask"].tolist() == [[1.0] * len(q)]
+    embeddings = [steps["Embeddings", name] for name in ("Word rows", "Position rows", "Segment rows")]
+    torch.testing.assert_close(steps["Embeddings", "Their sum"], sum(embeddings), atol=TOL, rtol=0)
+    batch = encode_input(ours, tokenizer, *text)
+    _, out = hf_capture(theirs, {**batch, "attention_mask": torch.ones_like(batch["input_ids"])})
+    torch.testing.assert_close(attention["Softmax"], out.attentions[1][0, 2], atol=TOL, rtol=0)
+    torch.testing.assert_close(steps["Feed-forward", "LayerNorm: layer 2's output"], out.hidden_states[2][0],
+                               atol=TOL, rtol=0)
+    torch.testing.assert_close(steps["Next-sentence head", "Softmax"], out.seq_relationship_logits.softmax(-1),
+                               atol=TOL, rtol=0)
+
+
+def test_the_guesses_are_the_heads_top_scores_at_each_mask(pair):
+    ours, theirs, tokenizer = pair
+    steps = forward_steps(ours, tokenizer, "the [MASK] sat on the [MASK].")
+    decoder, softmax = [s for s in steps if s.part == "Masked-LM head"][-2:]
+    assert decoder.rows == ["2 [MASK]", "6 [MASK]"] and softmax.rows == decoder.rows
+    batch = encode_input(ours, tokenizer, "the [MASK] sat on the [MASK].")
+    _, out = hf_capture(theirs, {**batch, "attention_mask": torch.ones_like(batch["input_ids"])})
+    logits = out.prediction_logits[0, [2, 6]]
+    top = logits.topk(decoder.values.shape[1], dim=-1)
+    torch.testing.assert_close(decoder.values, top.values, atol=TOL, rtol=0)
+    assert decoder.cells == [tokenizer.convert_ids_to_tokens(row.tolist()) for row in top.indices]
+    torch.testing.assert_close(softmax.values, logits.softmax(-1).gather(1, top.indices), atol=TOL, rtol=0)
+
+
+def test_the_steps_walk_the_paper_in_order_and_each_names_its_line_of_model_py(pair):
+    ours, _, tokenizer = pair
+    steps = forward_steps(ours, tokenizer, "the cat sat on the mat.")
+    assert [s.part for s in steps] == sorted((s.part for s in steps), key=PARTS.index)
+    assert len(steps) == 31
+    for step in steps:
+        number, line = source_line(step.code)
+        assert step.code in line and number > 1
+        assert step.values.dim() == 2 and len(step.rows) == step.values.shape[0], step.title
+        assert step.equation and step.about
+
+
+@pytest.mark.parametrize("layer, head, message", [(0, 1, "layer must be"), (4, 1, "layer must be"),
+                                                  (1, 5, "head must be"), (True, 1, "layer must be"),
+                                                  (1, "2", "head must be")])
+def test_a_layer_or_head_the_model_lacks_is_refused_with_its_range(pair, layer, head, message):
+    ours, _, tokenizer = pair
+    with pytest.raises(ValueError, match=message):
+        forward_steps(ours, tokenizer, "the cat sat.", layer=layer, head=head)
