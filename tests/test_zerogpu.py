@@ -1,10 +1,16 @@
 """ZeroGPU's contract, held without ZeroGPU (`pytest -k zerogpu`): runs train inside a GPU call made as `spaces` makes
 it there (tests/zerogpu_harness.py: a forked, reused worker; pickled arguments and messages; a duration asked first
-that bounds the call), while the app's own process, where torch says CUDA is available, never initialises it."""
+that bounds the call), while the app's own process, where torch says CUDA is available, never initialises it; each
+call is charged as the real `spaces` charges it; and, where torch is a CUDA build (the real `spaces` refuses a CPU
+one), the app runs under the real `spaces` beside a stand-in for ZeroGPU's device API (tests/zerogpu_space.py,
+tests/zerogpu_device_api.py)."""
 from __future__ import annotations
 
+import base64
 import json
 import os
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -21,12 +27,14 @@ from bert_demo.app.registry import Registry
 from bert_demo.app.zerogpu import duration
 from bert_demo.config import read_metadata
 from bert_demo.train_config import APP_GPU_RUN, FinetuneConfig, TrainConfig
-from tests.conftest import import_or_skip
+from tests.conftest import free_port, import_or_skip, wait_until
+from tests.zerogpu_device_api import DeviceAPI
 from tests.zerogpu_harness import ForkedGPU, GPUError, ZeroGPUTorch
 
 MODEL = "checkpoints/tiny-test"
 OWNER = "visitor-zerogpu"
-SHIPPED = Path(__file__).parents[1] / "checkpoints"
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = ROOT / "checkpoints"
 LONGEST = TrainConfig(preset="base", steps=20_000, batch_size=64, seq_len=512)  # a run longer than any call
 
 
@@ -127,8 +135,7 @@ def asked_of_zerogpu(config: TrainConfig | FinetuneConfig) -> int:
 
 def test_zerogpu_no_call_of_the_default_run_or_experiment_asks_for_more_than_a_visitors_quota_once_multiplied(
         tmp_path, monkeypatch, zerogpu_torch):
-    import gradio as gr
-
+    gr = import_or_skip("gradio")
     from bert_demo.app.tabs import finetune, train
 
     registry = Registry(checkpoints_dir=SHIPPED, runs_dir=tmp_path, allow_hub=False, gpu_call=gpu(zerogpu_torch))
@@ -298,7 +305,13 @@ def test_zerogpu_a_run_and_a_fine_tune_go_from_start_to_models_that_answer_with_
     assert zerogpu.GPU_TRAINING is None  # off the Space, spaces's decorator is never applied
 
 
-# with the real `spaces`, as on a Space
+# with the real `spaces`, as on a Space: where torch is a CUDA build, as ZeroGPU's (PyPI's torch 2.11 runs on a CPU)
+
+needs_cuda_build = pytest.mark.skipif(
+    torch.version.cuda is None, reason="the real spaces needs a CUDA build of torch, as ZeroGPU's, and fails on import "
+                                       "with this CPU-only one: a venv with PyPI's torch 2.11.0 runs these tests")
+IP_TOKEN = ".".join(base64.urlsafe_b64encode(json.dumps(part).encode()).decode().rstrip("=")
+                    for part in ({"alg": "none"}, {}, "signature"))  # a visitor's token as Spaces forwards it
 
 REAL_SPACES = """
 import app, torch
@@ -313,18 +326,123 @@ print(hasattr(zerogpu.GPU_TRAINING, "zerogpu"), registry.slot.gpu_call is zerogp
 """
 
 
-@pytest.mark.skipif(torch.version.cuda is None, reason="spaces on ZeroGPU needs a CUDA build of torch, as ZeroGPU's; "
-                                                         "this one is CPU-only (the torch 2.11 suite runs it)")
+@needs_cuda_build
 def test_zerogpu_on_a_space_the_real_spaces_wraps_the_call_and_the_app_answers_on_the_cpu(tmp_path):
-    import subprocess
-    import sys
-
     env = {**os.environ, "SPACES_ZERO_GPU": "true", "SPACES_ZERO_DEVICE_API_URL": "http://127.0.0.1:1",
            "BERT_DEMO_HUB": "0", "BERT_DEMO_RUNS": str(tmp_path / "runs")}
-    done = subprocess.run([sys.executable, "-c", REAL_SPACES], cwd=Path(__file__).parents[1], env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", REAL_SPACES], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["True", "True", "cpu", "cuda", "gpu", "3", "True", "False"]
+
+
+@pytest.fixture(scope="module")
+def real_space(tmp_path_factory, make_checkpoint, write_corpus):
+    """The app served under the real `spaces` (tests/zerogpu_space.py: on a machine without a GPU, only the GPU
+    call's CUDA start and its run's device replaced), over a tiny checkpoint, beside a stand-in for ZeroGPU's device
+    API on loopback (tests/zerogpu_device_api.py); ended with the module."""
+    import_or_skip("gradio_client")
+    base = tmp_path_factory.mktemp("real-space")
+    make_checkpoint(base / "checkpoints" / "tiny-test")
+    url = f"http://127.0.0.1:{free_port()}/"
+    with DeviceAPI() as api, (base / "app.log").open("w") as log:
+        env = {**os.environ, "SPACES_ZERO_GPU": "true", "SPACES_ZERO_DEVICE_API_URL": api.url, "BERT_DEMO_HUB": "0",
+               "BERT_DEMO_CHECKPOINTS": str(base / "checkpoints"), "BERT_DEMO_RUNS": str(base / "runs"),
+               "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": url.rsplit(":", 1)[1].strip("/")}
+        app = subprocess.Popen([sys.executable, "-m", "tests.zerogpu_space", str(base / "report.json")], cwd=ROOT,
+                               env=env, stdout=log, stderr=subprocess.STDOUT)
+        space = {"url": url, "api": api, "app": app, "base": base, "corpus": write_corpus(base / "corpus.txt")}
+        try:
+            wait_until(lambda: app.poll() is not None or serves(url), "the app under the real spaces to serve",
+                       timeout=300)
+            assert app.poll() is None, f"the app under the real spaces ended: {app_log(space)}"
+            yield space
+        finally:
+            app.terminate()
+            app.wait(timeout=60)
+
+
+def serves(url: str) -> bool:
+    """Whether the page at `url` answers."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=5) as page:
+            return page.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def app_log(space: dict, chars: int = 3000) -> str:
+    """The end of what the app's process printed, for a failed assertion to show."""
+    return (space["base"] / "app.log").read_text()[-chars:]
+
+
+def app_report(space: dict) -> dict:
+    """What the app's process says of itself now: the attempts to initialise CUDA there, and whether it is
+    (tests/zerogpu_space.py writes it on SIGUSR1)."""
+    report = space["base"] / "report.json"
+    report.unlink(missing_ok=True)
+    space["app"].send_signal(signal.SIGUSR1)
+    wait_until(report.exists, "the app's report")
+    return json.loads(report.read_text())
+
+
+@needs_cuda_build
+def test_zerogpu_real_spaces_a_run_and_a_fine_tune_go_from_start_to_models_that_answer_with_no_cuda_in_the_app(
+        real_space, tmp_path):
+    from gradio_client import Client, handle_file
+
+    api = real_space["api"]
+    earlier = len(api.requests)
+    client = Client(real_space["url"], verbose=False)
+    outputs = list(client.submit([], handle_file(str(real_space["corpus"])), "tiny", 20, 4, 1e-3, 32, 512,
+                                 api_name="/train"))[-1]
+    status, selector = outputs[0], outputs[6]
+    assert "Saved as runs/tiny-upload-" in status, f"{status}\n{app_log(real_space)}"  # finished, or stopped in time
+    run = next(name for _, name in selector["choices"] if name.startswith("runs/tiny-upload-"))
+    sentence, *_ = client.predict(run, "the [MASK] was visited.", 3, api_name="/fill_mask")
+    assert sentence["value"][1]["class_or_confidence"]
+
+    labelled = tmp_path / "mine.jsonl"
+    labelled.write_text("\n".join(json.dumps({"text": f"the cat was {'happy' if i % 2 else 'sad'}.",
+                                               "label": "yes" if i % 2 else "no"}) for i in range(60)))
+    outputs = list(client.submit(MODEL, "movie-reviews", handle_file(str(labelled)), "100", ["random"],
+                                 api_name="/finetune"))[-1]
+    status, classifier = outputs[0], outputs[5]
+    assert status.startswith("Done: 2 runs of"), f"{status}\n{app_log(real_space)}"
+    probabilities = client.predict(classifier["value"], "the cat was happy.", "", api_name="/classify")
+    assert {c["label"] for c in probabilities["confidences"]} == {"no", "yes"}  # a classifier answers here, not
+    # in Fill-mask: it has no masked-LM head
+
+    asked = api.requests[earlier:]
+    scheduled = [params for _, path, params in asked if path == "/schedule"]
+    released = [params["fail"] for _, path, params in asked if path == "/release"]
+    assert api.asked("/startup-report") and len(scheduled) == 3  # one call a run
+    assert released == ["false"] * 3 and not api.allowed  # each call ended and gave its GPU back
+    assert all(int(a["pid"]) != real_space["app"].pid for a in api.asked("/allow"))  # the GPU went to a worker
+    report = app_report(real_space)
+    assert not report["cuda_attempts"] and not report["cuda_initialized"], report["cuda_attempts"][:1]
+
+
+@needs_cuda_build
+def test_zerogpu_real_spaces_a_refusal_reaches_the_visitor_in_zerogpus_words_and_leaves_nothing(real_space):
+    from gradio_client import Client, handle_file
+
+    api, runs = real_space["api"], real_space["base"] / "runs"
+    before = set(runs.iterdir()) if runs.exists() else set()
+    api.left, api.auth = 5, "regular"  # a visitor with a free account and 5 s left today
+    try:
+        client = Client(real_space["url"], verbose=False, headers={"X-IP-Token": IP_TOKEN})
+        status = list(client.submit([], handle_file(str(real_space["corpus"])), "tiny", 20, 4, 1e-3, 32, 512,
+                                    api_name="/train"))[-1][0]
+    finally:
+        api.left, api.auth = None, None
+    asked = api.asked("/schedule")[-1]["durationSeconds"]
+    assert (f"ZeroGPU quota exceeded: You have exceeded your free ZeroGPU quota ({asked}s requested vs. 5s left). "
+            "Try again in 0:05:00.") in status, f"{status}\n{app_log(real_space)}"
+    assert (set(runs.iterdir()) if runs.exists() else set()) == before
 
 
 # what the page says before Start

@@ -66,10 +66,15 @@ class ZeroGPUTorch:
     def in_worker(self) -> None:
         self.unpatch()
         if not self.has_gpu:
-            from bert_demo import loop, runtime
+            cuda_runs_on_the_cpu()
 
-            loop.pick_device = lambda requested, distributed: runtime.pick_device(
-                "cpu" if str(requested).startswith("cuda") else requested, distributed)
+
+def cuda_runs_on_the_cpu() -> None:
+    """A run asked to train on "cuda" trains on the CPU (in a GPU call's worker on a machine without a GPU)."""
+    from bert_demo import loop, runtime
+
+    loop.pick_device = lambda requested, distributed: runtime.pick_device(
+        "cpu" if str(requested).startswith("cuda") else requested, distributed)
 
 
 class ForkedGPU:
