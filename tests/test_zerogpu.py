@@ -328,6 +328,7 @@ print(hasattr(zerogpu.GPU_TRAINING, "zerogpu"), registry.slot.gpu_call is zerogp
 
 @needs_cuda_build
 def test_zerogpu_on_a_space_the_real_spaces_wraps_the_call_and_the_app_answers_on_the_cpu(tmp_path):
+    import_or_skip("spaces")  # and gradio, which it imports (a lent GPU machine has neither)
     env = {**os.environ, "SPACES_ZERO_GPU": "true", "SPACES_ZERO_DEVICE_API_URL": "http://127.0.0.1:1",
            "BERT_DEMO_HUB": "0", "BERT_DEMO_RUNS": str(tmp_path / "runs")}
     done = subprocess.run([sys.executable, "-c", REAL_SPACES], cwd=ROOT, env=env, capture_output=True, text=True,
@@ -341,6 +342,7 @@ def real_space(tmp_path_factory, make_checkpoint, write_corpus):
     """The app served under the real `spaces` (tests/zerogpu_space.py: on a machine without a GPU, only the GPU
     call's CUDA start and its run's device replaced), over a tiny checkpoint, beside a stand-in for ZeroGPU's device
     API on loopback (tests/zerogpu_device_api.py); ended with the module."""
+    import_or_skip("spaces")  # and gradio, which it imports (a lent GPU machine has neither)
     import_or_skip("gradio_client")
     base = tmp_path_factory.mktemp("real-space")
     make_checkpoint(base / "checkpoints" / "tiny-test")
@@ -449,6 +451,7 @@ def test_zerogpu_real_spaces_a_refusal_reaches_the_visitor_in_zerogpus_words_and
 
 def test_zerogpu_the_train_and_fine_tune_tabs_say_each_calls_length_before_start_and_time_nothing_here(
         roots, monkeypatch, zerogpu_torch):
+    import_or_skip("gradio")  # the tabs' (a lent GPU machine has none)
     from bert_demo.app import estimates
     from bert_demo.app.tabs import finetune, train
 
@@ -465,8 +468,7 @@ def test_zerogpu_the_train_and_fine_tune_tabs_say_each_calls_length_before_start
 
 
 def test_zerogpu_the_train_form_opens_on_the_gpus_default_run_and_says_where_runs_train(roots, zerogpu_torch):
-    import gradio as gr
-
+    gr = import_or_skip("gradio")
     from bert_demo.app.tabs import train
 
     registry = zerogpu_registry(roots, gpu(zerogpu_torch))
