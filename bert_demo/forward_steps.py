@@ -21,11 +21,12 @@ from torch import Tensor, nn
 from transformers import BertTokenizerFast
 
 from bert_demo import model as model_module
-from bert_demo.inference import _evaluating, encode_input
+from bert_demo.inference import encode_input, evaluating
 from bert_demo.model import BertForPreTraining
 
 TOP_GUESSES = 10  # guesses shown at each position by the decoder and softmax steps
 PARTS = ("Embeddings", "Attention", "Feed-forward", "Masked-LM head", "Next-sentence head")
+NSP_LABELS = ["B follows A", "B is random"]  # the NSP head's two classes, in its order (pretraining_data.IS_NEXT)
 
 # what a module returned ("name>"), its first input ("name<") and its second ("name<1"), float32 on the CPU
 Captured = dict[str, Tensor]
@@ -37,6 +38,7 @@ class Step:
 
     part: str  # one of PARTS
     title: str
+    where: str  # the layer and head whose values these are ("layer 2, head 3"), or "" outside the encoder
     equation: str  # LaTeX
     about: str  # what the step does and why, in a sentence or two
     values: Tensor  # (rows, columns), float32 on the CPU
@@ -67,7 +69,7 @@ def capture(model: BertForPreTraining, batch: dict[str, Tensor]) -> tuple[Captur
 
     handles = [module.register_forward_hook(keep(name)) for name, module in model.named_modules() if name]
     try:
-        with _evaluating(model):
+        with evaluating(model):
             out = model(**batch, attention_mask=torch.ones_like(batch["input_ids"]), output_attentions=True)
     finally:
         for handle in handles:
@@ -75,176 +77,223 @@ def capture(model: BertForPreTraining, batch: dict[str, Tensor]) -> tuple[Captur
     return kept, torch.stack(out.attentions, dim=1).float().cpu()
 
 
-def forward_steps(model: BertForPreTraining, tokenizer: BertTokenizerFast, text_a: str, text_b: str | None = None,
-                  layer: int = 1, head: int = 1) -> list[Step]:
-    """Every step of the forward pass for a sentence (or a pair), the encoder's inside shown for layer `layer` and
-    head `head` (both from 1); the masked-LM head's guesses at each [MASK], or at every token where there is none."""
+@dataclass(frozen=True)
+class Pass:
+    """One forward pass's values, as the steps read them: the layer and head shown (from 0), and where the masked-LM
+    head's guesses are shown."""
+
+    kept: Captured
+    probs: Tensor  # (1, L, A, T, T)
+    tokens: list[str]
+    segments: list[int]
+    layer: int
+    head: int
+    heads: int
+    guessed: list[int]  # the positions of the [MASK]s, or every position where there is none
+    guesses: list[list[str]]  # the top word pieces at each of them
+    top_logits: Tensor  # (len(guessed), k)
+
+    def out(self, name: str) -> Tensor:
+        """What module `name` returned (the batch's one row)."""
+        return self.kept[f"{name}>"][0]
+
+    def into(self, name: str) -> Tensor:
+        """What module `name` read."""
+        return self.kept[f"{name}<"][0]
+
+    @property
+    def rows(self) -> list[str]:
+        return [f"{i} {token}" for i, token in enumerate(self.tokens)]
+
+    @property
+    def layer_name(self) -> str:
+        return f"bert.encoder.layer.{self.layer}"
+
+    @property
+    def own(self) -> slice:
+        """Head `head`'s columns of Q, K, V and of the joined heads."""
+        width = self.out(f"{self.layer_name}.attention.self.query").shape[-1] // self.heads
+        return slice(self.head * width, (self.head + 1) * width)
+
+    @property
+    def words(self) -> dict[str, object]:
+        """What a step's `about` may name."""
+        own = self.own
+        return {"layer": self.layer + 1, "head": self.head + 1, "heads": self.heads, "width": own.stop - own.start,
+                "first": own.start, "last": own.stop - 1, "a_tokens": self.segments.count(0),
+                "b_tokens": self.segments.count(1), "k": self.top_logits.shape[-1],
+                "where": "each [MASK]" if len(self.guessed) < len(self.tokens) else "each token"}
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A step as the paper writes it, and where its values are in a forward pass. `about` may name any of
+    `Pass.words` in braces."""
+
+    part: str
+    title: str
+    equation: str
+    about: str
+    code: str  # a fragment of the line of model.py that computes it
+    values: Callable[[Pass], Tensor]
+    rows: Callable[[Pass], list[str]] = lambda p: p.rows
+    columns: Callable[[Pass], str | list[str]] = lambda p: "dimension"
+    cells: Callable[[Pass], list[list[str]] | None] = lambda p: None
+
+
+E, RESIDUAL = "bert.embeddings", "return self.LayerNorm(residual + self.dropout(self.dense(h)))"
+QKV, TRANSFORM, DECODER = "for proj in (self.query, self.key, self.value)", \
+    "return self.LayerNorm(F.gelu(self.dense(x)))", "return F.linear(self.transform(x), self.decoder.weight, self.bias)"
+POOLER, NSP = "return torch.tanh(self.dense(hidden[:, 0]))", \
+    "nsp_logits=self.cls.seq_relationship(self.bert.pooler(sequence_output))"
+CLS_ROW = ["[CLS]"]
+
+
+def _att(p: Pass, name: str) -> str:
+    return f"{p.layer_name}.attention.{name}"
+
+
+SPECS: tuple[Spec, ...] = (
+    Spec("Embeddings", "Word rows", r"E_{\text{word}}[x_t]",
+         "Each word piece's id picks its row of the word-embedding table (one row a piece of the vocabulary).",
+         "x = self.word_embeddings(input_ids) +", lambda p: p.out(f"{E}.word_embeddings")),
+    Spec("Embeddings", "Position rows", r"E_{\text{pos}}[t]",
+         "Position t picks row t of a learned position table: without it, attention could not tell the order.",
+         "x = x + self.position_embeddings(positions)", lambda p: p.kept[f"{E}.position_embeddings>"]),
+    Spec("Embeddings", "Segment rows", r"E_{\text{seg}}[s_t]",
+         "Segment A ([CLS] A [SEP]) picks row 0 of the segment table, segment B (B [SEP]) row 1: here {a_tokens} "
+         "tokens of A and {b_tokens} of B.", "self.token_type_embeddings(token_type_ids)",
+         lambda p: p.out(f"{E}.token_type_embeddings")),
+    Spec("Embeddings", "Their sum", r"e_t = E_{\text{word}}[x_t] + E_{\text{pos}}[t] + E_{\text{seg}}[s_t]",
+         "The three rows are added: one vector a token, holding what it is, where it is and which sentence it is in.",
+         "x = x + self.position_embeddings(positions)", lambda p: p.into(f"{E}.LayerNorm")),
+    Spec("Embeddings", "LayerNorm", r"h^0_t = \gamma \odot \frac{e_t - \mu_t}{\sigma_t} + \beta",
+         "Each token's vector is normalised to mean 0 and variance 1, then scaled and shifted by learned weights: "
+         "the input of layer 1.", "return self.dropout(self.LayerNorm(x))", lambda p: p.out(f"{E}.LayerNorm")),
+    Spec("Attention", "Queries Q", r"Q = h^{l-1} W_Q + b_Q",
+         "A linear map of the layer's input; head {head} keeps its own {width} columns. A token's query says what "
+         "it looks for.", QKV, lambda p: p.out(_att(p, "self.query"))[:, p.own]),
+    Spec("Attention", "Keys K", r"K = h^{l-1} W_K + b_K",
+         "A token's key says what it offers: a query matches the keys that point its way.", QKV,
+         lambda p: p.out(_att(p, "self.key"))[:, p.own]),
+    Spec("Attention", "Values V", r"V = h^{l-1} W_V + b_V",
+         "A token's value is what it hands on to the tokens that attend to it.", QKV,
+         lambda p: p.out(_att(p, "self.value"))[:, p.own]),
+    Spec("Attention", "Scores", r"S = \frac{Q K^\top}{\sqrt{d}}",
+         "Every query against every key (rows: the token asking; columns: the token asked), divided by the square "
+         "root of the head's width, d = {width}, so that the softmax stays soft.", "scores = self.attention_scores(",
+         lambda p: p.out(_att(p, "self.attention_scores"))[p.head], columns=lambda p: p.rows),
+    Spec("Attention", "Padding mask", r"S_{ij} \leftarrow -\infty \text{ where key } j \text{ is [PAD]}",
+         "In a batch, shorter inputs are padded to the longest, and their [PAD] keys get minus infinity: no token "
+         "attends to them. One input has no padding: every key may be attended (1).",
+         "scores = scores.masked_fill(~key_mask", lambda p: p.kept[f"{_att(p, 'self')}<1"][0].reshape(1, -1),
+         rows=lambda p: ["may be attended"], columns=lambda p: p.rows),
+    Spec("Attention", "Softmax", r"A_{ij} = \operatorname{softmax}_j(S_{ij})",
+         "Each row of scores becomes weights that sum to 1: how much each token attends to every other.",
+         "probs = scores.softmax(dim=-1)", lambda p: p.probs[0, p.layer, p.head], columns=lambda p: p.rows),
+    Spec("Attention", "Weighted sum of V", r"Z_h = A V",
+         "Each token's output is the average of the values, weighted by its row of attention.",
+         "context = self.dropout(probs) @ v", lambda p: p.into(_att(p, "output.dense"))[:, p.own]),
+    Spec("Attention", "Every head joined", r"Z = [Z_1; Z_2; \dots; Z_A]",
+         "The {heads} heads' outputs side by side: head {head}'s are columns {first} to {last}.",
+         'return rearrange(context, "b a t d -> b t (a d)")', lambda p: p.into(_att(p, "output.dense"))),
+    Spec("Attention", "Output projection", r"Z W_O + b_O",
+         "One linear map mixes the heads' outputs back into the hidden size.", RESIDUAL,
+         lambda p: p.out(_att(p, "output.dense"))),
+    Spec("Attention", "Residual", r"h^{l-1} + Z W_O + b_O",
+         "The sub-layer's input is added back (a residual connection): attention adds to what a token was.",
+         RESIDUAL, lambda p: p.into(_att(p, "output.LayerNorm"))),
+    Spec("Attention", "LayerNorm (post-LN)", r"a^l = \operatorname{LN}(h^{l-1} + Z W_O + b_O)",
+         "Normalised after the residual, as in the paper (post-LN): the feed-forward network's input.", RESIDUAL,
+         lambda p: p.out(_att(p, "output.LayerNorm"))),
+    Spec("Feed-forward", "First linear map", r"u = a^l W_1 + b_1",
+         "Each token on its own (no mixing between tokens here) is mapped to a wider vector, four times the "
+         "hidden size.", "return F.gelu(self.dense(x))", lambda p: p.out(f"{p.layer_name}.intermediate.dense")),
+    Spec("Feed-forward", "GELU", r"\operatorname{GELU}(u) = u\,\Phi(u)",
+         "Each number is kept in proportion to how likely a standard normal falls below it: negatives shrink "
+         "towards 0.", "return F.gelu(self.dense(x))", lambda p: p.out(f"{p.layer_name}.intermediate")),
+    Spec("Feed-forward", "Second linear map", r"\operatorname{FFN}(a^l) = \operatorname{GELU}(u) W_2 + b_2",
+         "Back down to the hidden size.", RESIDUAL, lambda p: p.out(f"{p.layer_name}.output.dense")),
+    Spec("Feed-forward", "Residual", r"a^l + \operatorname{FFN}(a^l)", "The sub-layer's input is added back.",
+         RESIDUAL, lambda p: p.into(f"{p.layer_name}.output.LayerNorm")),
+    Spec("Feed-forward", "The layer's output (LayerNorm)", r"h^l = \operatorname{LN}(a^l + \operatorname{FFN}(a^l))",
+         "Layer {layer}'s output: the next layer's input; the last layer's feeds the two heads.",
+         "return self.output(self.intermediate(x), x), probs", lambda p: p.out(f"{p.layer_name}.output.LayerNorm")),
+    Spec("Masked-LM head", "Transform: dense", r"t = h^L W_T + b_T",
+         "The last layer's output, mapped once more before it is compared with the vocabulary.", TRANSFORM,
+         lambda p: p.out("cls.predictions.transform.dense")),
+    Spec("Masked-LM head", "Transform: GELU", r"\operatorname{GELU}(t)", "The same GELU as the feed-forward's.",
+         TRANSFORM, lambda p: p.into("cls.predictions.transform.LayerNorm")),
+    Spec("Masked-LM head", "Transform: LayerNorm", r"g = \operatorname{LN}(\operatorname{GELU}(t))",
+         "Normalised, ready to be scored against every word piece.", TRANSFORM,
+         lambda p: p.out("cls.predictions.transform.LayerNorm")),
+    Spec("Masked-LM head", "Decoder, tied to the word embeddings", r"z = g\, E_{\text{word}}^\top + b",
+         "A score for every word piece of the vocabulary: the dot product with its own row of the word-embedding "
+         "table (the decoder shares the input's), plus a bias a piece. Shown: the {k} highest at {where}.", DECODER,
+         lambda p: p.top_logits, rows=lambda p: [p.rows[i] for i in p.guessed], columns=lambda p: _ranks(p),
+         cells=lambda p: p.guesses),
+    Spec("Masked-LM head", "Softmax: the guesses", r"p = \operatorname{softmax}(z)",
+         "The scores become probabilities over the whole vocabulary; the highest is the guess at {where}.", DECODER,
+         lambda p: p.out("cls.predictions")[p.guessed].softmax(-1).gather(1, _top_ids(p)),
+         rows=lambda p: [p.rows[i] for i in p.guessed], columns=lambda p: _ranks(p), cells=lambda p: p.guesses),
+    Spec("Next-sentence head", "The [CLS] vector", r"h^L_{[\mathrm{CLS}]}",
+         "Only the first token's final vector is read: [CLS] has attended to both sentences in every layer.",
+         POOLER, lambda p: p.into("bert.pooler.dense")[None], rows=lambda p: CLS_ROW),
+    Spec("Next-sentence head", "Pooler: dense", r"W_P h^L_{[\mathrm{CLS}]} + b_P", "A linear map of it.", POOLER,
+         lambda p: p.out("bert.pooler.dense")[None], rows=lambda p: CLS_ROW),
+    Spec("Next-sentence head", "Pooler: tanh", r"c = \tanh(W_P h^L_{[\mathrm{CLS}]} + b_P)",
+         "Squashed into (-1, 1): the pooled summary of the pair.", POOLER, lambda p: p.out("bert.pooler")[None],
+         rows=lambda p: CLS_ROW),
+    Spec("Next-sentence head", "Classifier", r"y = c\, W_{\text{NSP}} + b_{\text{NSP}}",
+         "Two scores: B follows A, or B is a random sentence.", NSP, lambda p: p.out("cls.seq_relationship")[None],
+         rows=lambda p: CLS_ROW, columns=lambda p: NSP_LABELS),
+    Spec("Next-sentence head", "Softmax", r"P(\text{IsNext}) = \operatorname{softmax}(y)_0",
+         "The two scores as probabilities.", NSP, lambda p: p.out("cls.seq_relationship")[None].softmax(-1),
+         rows=lambda p: CLS_ROW, columns=lambda p: NSP_LABELS),
+)
+STEP_NAMES = tuple(f"{spec.part} · {spec.title}" for spec in SPECS)  # the steps in order, as a picker lists them
+
+
+def _top_ids(p: Pass) -> Tensor:
+    return p.out("cls.predictions")[p.guessed].topk(p.top_logits.shape[-1], dim=-1).indices
+
+
+def _ranks(p: Pass) -> list[str]:
+    return [f"guess {i + 1}" for i in range(p.top_logits.shape[-1])]
+
+
+def forward_pass(model: BertForPreTraining, tokenizer: BertTokenizerFast, text_a: str, text_b: str | None = None,
+                 layer: int = 1, head: int = 1) -> Pass:
+    """The model's forward pass on a sentence (or a pair), kept for its steps: layer `layer` and head `head` (both
+    from 1) are the ones shown inside the encoder."""
     config = model.config
     for name, value, top in (("layer", layer, config.num_hidden_layers), ("head", head, config.num_attention_heads)):
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
             raise ValueError(f"{name} must be a whole number from 1 to {top}, got {str(value)[:40]}")
     batch = encode_input(model, tokenizer, text_a, text_b)
     ids = batch["input_ids"][0].tolist()
-    tokens = tokenizer.convert_ids_to_tokens(ids)
-    rows = [f"{i} {token}" for i, token in enumerate(tokens)]
     kept, probs = capture(model, batch)
-    masks = [i for i, id_ in enumerate(ids) if id_ == tokenizer.mask_token_id]
-    return [*_embedding_steps(kept, rows, batch["token_type_ids"][0]),
-            *_attention_steps(kept, probs, rows, layer, head, config.num_attention_heads),
-            *_feed_forward_steps(kept, rows, layer),
-            *_masked_lm_steps(kept, rows, masks, tokenizer),
-            *_next_sentence_steps(kept)]
+    guessed = [i for i, id_ in enumerate(ids) if id_ == tokenizer.mask_token_id] or list(range(len(ids)))
+    top = kept["cls.predictions>"][0][guessed].topk(min(TOP_GUESSES, config.vocab_size), dim=-1)
+    return Pass(kept, probs, tokenizer.convert_ids_to_tokens(ids), batch["token_type_ids"][0].tolist(), layer - 1,
+                head - 1, config.num_attention_heads, guessed,
+                [tokenizer.convert_ids_to_tokens(row.tolist()) for row in top.indices], top.values)
 
 
-def _embedding_steps(kept: Captured, rows: list[str], segments: Tensor) -> list[Step]:
-    e = "bert.embeddings"
-    return [
-        Step("Embeddings", "Word rows", r"E_{\text{word}}[x_t]",
-             "Each word piece's id picks its row of the word-embedding table (V rows, one a piece).",
-             kept[f"{e}.word_embeddings>"][0], rows, "dimension", "x = self.word_embeddings(input_ids) +"),
-        Step("Embeddings", "Position rows", r"E_{\text{pos}}[t]",
-             "Position t picks row t of a learned position table: without it, attention would not know the order.",
-             kept[f"{e}.position_embeddings>"], rows, "dimension", "x = x + self.position_embeddings(positions)"),
-        Step("Embeddings", "Segment rows", r"E_{\text{seg}}[s_t]",
-             "Segment A ([CLS] A [SEP]) picks row 0 of the segment table, segment B (B [SEP]) row 1: "
-             f"here {int((segments == 0).sum())} tokens of A and {int((segments == 1).sum())} of B.",
-             kept[f"{e}.token_type_embeddings>"][0], rows, "dimension", "self.token_type_embeddings(token_type_ids)"),
-        Step("Embeddings", "Their sum", r"e_t = E_{\text{word}}[x_t] + E_{\text{pos}}[t] + E_{\text{seg}}[s_t]",
-             "The three rows are added: one vector a token, holding what it is, where it is and which sentence "
-             "it is in.", kept[f"{e}.LayerNorm<"][0], rows, "dimension", "x = x + self.position_embeddings(positions)"),
-        Step("Embeddings", "LayerNorm", r"h^0_t = \gamma \odot \frac{e_t - \mu_t}{\sigma_t} + \beta",
-             "Each token's vector is normalised to mean 0 and variance 1, then scaled and shifted by learned "
-             "weights: the input of layer 1.", kept[f"{e}.LayerNorm>"][0], rows, "dimension",
-             "return self.dropout(self.LayerNorm(x))"),
-    ]
+def forward_steps(model: BertForPreTraining, tokenizer: BertTokenizerFast, text_a: str, text_b: str | None = None,
+                  layer: int = 1, head: int = 1) -> list[Step]:
+    """Every step of the forward pass (SPECS, in order) for a sentence or a pair, the encoder's inside shown for
+    layer `layer` and head `head` (both from 1); the masked-LM head's guesses at each [MASK], or at every token
+    where there is none."""
+    values = forward_pass(model, tokenizer, text_a, text_b, layer, head)
+    return [step(spec, values) for spec in SPECS]
 
 
-def _attention_steps(kept: Captured, probs: Tensor, rows: list[str], layer: int, head: int, heads: int
-                     ) -> list[Step]:
-    n = f"bert.encoder.layer.{layer - 1}.attention"
-    width = kept[f"{n}.self.query>"][0].shape[-1] // heads
-    own = slice((head - 1) * width, head * width)  # head h's columns of Q, K, V and of the joined heads
-    where = f"layer {layer}, head {head}"
-    qkv = 'for proj in (self.query, self.key, self.value)'
-    scores = kept[f"{n}.self.attention_scores>"][0][head - 1]  # (T, T)
-    return [
-        Step("Attention", f"Queries Q ({where})", r"Q = h^{l-1} W_Q + b_Q",
-             f"A linear map of the layer's input; head {head} keeps its own {width} columns. A token's query says "
-             "what it looks for.", kept[f"{n}.self.query>"][0][:, own], rows, "dimension", qkv),
-        Step("Attention", f"Keys K ({where})", r"K = h^{l-1} W_K + b_K",
-             "A token's key says what it offers: a query matches the keys that point its way.",
-             kept[f"{n}.self.key>"][0][:, own], rows, "dimension", qkv),
-        Step("Attention", f"Values V ({where})", r"V = h^{l-1} W_V + b_V",
-             "A token's value is what it hands on to the tokens that attend to it.",
-             kept[f"{n}.self.value>"][0][:, own], rows, "dimension", qkv),
-        Step("Attention", f"Scores ({where})", rf"S = \frac{{Q K^\top}}{{\sqrt{{d}}}},\; d = {width}",
-             "Every query against every key (rows: the token asking, columns: the token asked), divided by the "
-             "square root of the head's width so that the softmax stays soft.", scores, rows, rows,
-             "scores = self.attention_scores("),
-        Step("Attention", "Padding mask", r"S_{ij} \leftarrow -\infty \text{ where key } j \text{ is [PAD]}",
-             "In a batch, shorter inputs are padded to the longest: their [PAD] keys get minus infinity, so no "
-             "token attends to them. One input has no padding: every key is allowed (1).",
-             kept[f"{n}.self<1"][0].reshape(1, -1), ["may be attended"], rows,
-             "scores = scores.masked_fill(~key_mask"),
-        Step("Attention", f"Softmax ({where})", r"A = \operatorname{softmax}_j(S_{ij})",
-             "Each row of scores becomes weights that sum to 1: how much each token attends to every other.",
-             probs[0, layer - 1, head - 1], rows, rows, "probs = scores.softmax(dim=-1)"),
-        Step("Attention", f"Weighted sum of V ({where})", r"Z_h = A V",
-             "Each token's output is the average of the values, weighted by its attention row.",
-             kept[f"{n}.output.dense<"][0][:, own], rows, "dimension", "context = self.dropout(probs) @ v"),
-        Step("Attention", "Every head joined", r"Z = [Z_1; Z_2; \dots; Z_A]",
-             f"The {heads} heads' outputs side by side: head {head}'s are columns {own.start}-{own.stop - 1}.",
-             kept[f"{n}.output.dense<"][0], rows, "dimension", 'return rearrange(context, "b a t d -> b t (a d)")'),
-        Step("Attention", "Output projection", r"Z W_O + b_O",
-             "One linear map mixes the heads' outputs back into the hidden size.",
-             kept[f"{n}.output.dense>"][0], rows, "dimension",
-             "return self.LayerNorm(residual + self.dropout(self.dense(h)))"),
-        Step("Attention", "Residual", r"h^{l-1} + Z W_O + b_O",
-             "The sub-layer's input is added back (a residual connection): attention adds to what a token was.",
-             kept[f"{n}.output.LayerNorm<"][0], rows, "dimension",
-             "return self.LayerNorm(residual + self.dropout(self.dense(h)))"),
-        Step("Attention", "LayerNorm (post-LN)", r"a^l = \operatorname{LN}(h^{l-1} + Z W_O + b_O)",
-             "Normalised after the residual, as in the paper (post-LN): the feed-forward network's input.",
-             kept[f"{n}.output.LayerNorm>"][0], rows, "dimension",
-             "return self.LayerNorm(residual + self.dropout(self.dense(h)))"),
-    ]
-
-
-def _feed_forward_steps(kept: Captured, rows: list[str], layer: int) -> list[Step]:
-    n = f"bert.encoder.layer.{layer - 1}"
-    return [
-        Step("Feed-forward", "First linear map", r"u = a^l W_1 + b_1",
-             "Each token alone (no mixing between tokens here) is mapped to a wider vector, four times the hidden "
-             "size.", kept[f"{n}.intermediate.dense>"][0], rows, "dimension", "return F.gelu(self.dense(x))"),
-        Step("Feed-forward", "GELU", r"\operatorname{GELU}(u) = u\,\Phi(u)",
-             "Each number is kept in proportion to how likely a standard normal falls below it: negatives shrink "
-             "towards 0.", kept[f"{n}.intermediate>"][0], rows, "dimension", "return F.gelu(self.dense(x))"),
-        Step("Feed-forward", "Second linear map", r"\operatorname{GELU}(u) W_2 + b_2",
-             "Back down to the hidden size.", kept[f"{n}.output.dense>"][0], rows, "dimension",
-             "return self.LayerNorm(residual + self.dropout(self.dense(h)))"),
-        Step("Feed-forward", "Residual", r"a^l + \operatorname{FFN}(a^l)",
-             "The sub-layer's input is added back.", kept[f"{n}.output.LayerNorm<"][0], rows, "dimension",
-             "return self.LayerNorm(residual + self.dropout(self.dense(h)))"),
-        Step("Feed-forward", f"LayerNorm: layer {layer}'s output",
-             r"h^l = \operatorname{LN}(a^l + \operatorname{FFN}(a^l))",
-             "The layer's output, the next layer's input; the last layer's feeds the two heads.",
-             kept[f"{n}.output.LayerNorm>"][0], rows, "dimension",
-             "return self.output(self.intermediate(x), x), probs"),
-    ]
-
-
-def _masked_lm_steps(kept: Captured, rows: list[str], masks: list[int], tokenizer: BertTokenizerFast
-                     ) -> list[Step]:
-    """The head's transform at every token, then its scores and guesses at each [MASK] (every token, where there is
-    none)."""
-    p = "cls.predictions"
-    where = "each [MASK]" if masks else "each token"
-    masks = masks or list(range(len(rows)))
-    at = [rows[i] for i in masks]
-    logits = kept[f"{p}>"][0][masks]  # (M, V)
-    top_logits, top_ids = logits.topk(min(TOP_GUESSES, logits.shape[-1]), dim=-1)  # (M, k)
-    top_probs = logits.softmax(-1).gather(1, top_ids)
-    ranks = [f"guess {i + 1}" for i in range(top_ids.shape[-1])]
-    pieces = [tokenizer.convert_ids_to_tokens(row.tolist()) for row in top_ids]
-    return [
-        Step("Masked-LM head", "Transform: dense", r"t = h^L W_T + b_T",
-             "The last layer's output, mapped once more before it is compared with the vocabulary.",
-             kept[f"{p}.transform.dense>"][0], rows, "dimension", "return self.LayerNorm(F.gelu(self.dense(x)))"),
-        Step("Masked-LM head", "Transform: GELU", r"\operatorname{GELU}(t)", "The same GELU as the feed-forward's.",
-             kept[f"{p}.transform.LayerNorm<"][0], rows, "dimension", "return self.LayerNorm(F.gelu(self.dense(x)))"),
-        Step("Masked-LM head", "Transform: LayerNorm", r"g = \operatorname{LN}(\operatorname{GELU}(t))",
-             "Normalised, ready to be scored against every word piece.", kept[f"{p}.transform.LayerNorm>"][0], rows,
-             "dimension", "return self.LayerNorm(F.gelu(self.dense(x)))"),
-        Step("Masked-LM head", "Decoder, tied to the word embeddings", r"z = g\, E_{\text{word}}^\top + b",
-             "A score for every word piece of the vocabulary: the dot product with its own word-embedding row (the "
-             f"decoder shares the input's table), plus a bias a piece. Shown: the {len(ranks)} highest at {where}.",
-             top_logits, at, ranks, "return F.linear(self.transform(x), self.decoder.weight, self.bias)", pieces),
-        Step("Masked-LM head", "Softmax: the guesses", r"p = \operatorname{softmax}(z)",
-             f"The scores become probabilities over the vocabulary; the highest is the guess at {where}.",
-             top_probs, at, ranks, "return F.linear(self.transform(x), self.decoder.weight, self.bias)", pieces),
-    ]
-
-
-def _next_sentence_steps(kept: Captured) -> list[Step]:
-    logits = kept["cls.seq_relationship>"][0][None]  # (1, 2)
-    labels = ["B follows A", "B is random"]
-    cls = ["[CLS]"]
-    return [
-        Step("Next-sentence head", "The [CLS] vector", r"h^L_{[\mathrm{CLS}]}",
-             "Only the first token's final vector is read: [CLS] has attended to both sentences in every layer.",
-             kept["bert.pooler.dense<"][0][None], cls, "dimension", "return torch.tanh(self.dense(hidden[:, 0]))"),
-        Step("Next-sentence head", "Pooler: dense", r"W_P h^L_{[\mathrm{CLS}]} + b_P", "A linear map of it.",
-             kept["bert.pooler.dense>"][0][None], cls, "dimension", "return torch.tanh(self.dense(hidden[:, 0]))"),
-        Step("Next-sentence head", "Pooler: tanh", r"c = \tanh(W_P h^L_{[\mathrm{CLS}]} + b_P)",
-             "Squashed into (-1, 1): the pooled summary of the pair.", kept["bert.pooler>"][0][None], cls,
-             "dimension", "return torch.tanh(self.dense(hidden[:, 0]))"),
-        Step("Next-sentence head", "Classifier", r"y = c\, W_{\text{NSP}} + b_{\text{NSP}}",
-             "Two scores: B follows A, or B is a random sentence.", logits, cls, labels,
-             "nsp_logits=self.cls.seq_relationship(self.bert.pooler(sequence_output))"),
-        Step("Next-sentence head", "Softmax", r"P(\text{IsNext}) = \operatorname{softmax}(y)_0",
-             "The two scores as probabilities.", logits.softmax(-1), cls, labels,
-             "nsp_logits=self.cls.seq_relationship(self.bert.pooler(sequence_output))"),
-    ]
+def step(spec: Spec, p: Pass) -> Step:
+    """One step's values in a forward pass."""
+    where = {"Attention": f"layer {p.layer + 1}, head {p.head + 1}", "Feed-forward": f"layer {p.layer + 1}"}
+    return Step(spec.part, spec.title, where.get(spec.part, ""), spec.equation, spec.about.format(**p.words),
+                spec.values(p), spec.rows(p), spec.columns(p), spec.code, spec.cells(p))
 
 
 @cache

@@ -267,3 +267,87 @@ def attention_thumbnails(weights: Tensor, size: int = 96) -> list[tuple[object, 
             picture = Image.fromarray(array, "RGB").resize((size, size), Image.NEAREST)
             pictures.append((picture, f"L{layer + 1} H{head + 1}"))
     return pictures
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the forward pass, step by step
+
+MAX_HEATMAP_CELLS = 40_000  # values a step's heatmap carries (hovering names each); past this, a picture of them
+SIGNED = [[0.0, "#2166ac"], [0.5, "#f7f7f7"], [1.0, "#b2182b"]]  # blue below 0, white at 0, red above
+
+
+MAX_BARS = 16  # values a row a step draws as bars (the heads' scores and guesses): more, a heatmap
+MAX_BAR_ROWS = 4  # rows drawn as bars, a chart each
+
+
+def step_figure(title: str, values: Tensor, rows: Sequence[str], columns: str | Sequence[str],
+                cells: Sequence[Sequence[str]] | None = None) -> go.Figure:
+    """A step's values[row, column]: as bars, a chart a row, where there are few (a head's scores and guesses,
+    `cells` naming each row's own columns); else as a heatmap, blue below 0, red above, white at 0 (a probability or
+    a mask: white up to blue), a row a token, hovering a value naming its row and column; and past
+    MAX_HEATMAP_CELLS values, as a picture, a pixel a value, which a phone still reads as a pattern. `columns` names
+    the columns, or says what they are ("dimension")."""
+    values = values.detach().float().cpu()
+    n_rows, n_cols = values.shape
+    named = not isinstance(columns, str)
+    if named and n_cols <= MAX_BARS and n_rows <= MAX_BAR_ROWS:
+        return _bars(title, values, rows, [list(row) for row in cells] if cells else [list(columns)] * n_rows)
+    unsigned = bool((values >= 0).all())
+    top = max(float(values.abs().max()), 1e-6)
+    height = min(760, max(240, 16 * n_rows + 190))
+    axis = dict(showgrid=False, zeroline=False, automargin=True)
+    y_axis = dict(axis, type="category", autorange="reversed", tickfont=dict(size=_tick_font(n_rows)))
+    x_axis = dict(axis, title=dict(text="" if named else columns, standoff=6),
+                  **(dict(type="category", tickangle=-60, tickfont=dict(size=_tick_font(n_cols))) if named else {}))
+    bar = dict(orientation="h", thickness=10, len=0.9, y=1.0, yanchor="bottom", ypad=4)  # above: the width is the map's
+    layout = dict(plot_bgcolor="white", margin={**MARGIN, "t": 110})
+    if n_rows * n_cols > MAX_HEATMAP_CELLS:
+        y_axis = dict(axis, tickvals=list(range(n_rows)), ticktext=list(rows), range=[n_rows - 0.5, -0.5],
+                      scaleanchor=False, tickfont=dict(size=_tick_font(n_rows)))
+        return _figure([_picture(values, top, unsigned)], title, height,
+                       xaxis=dict(x_axis, range=[-0.5, n_cols - 0.5]), yaxis=y_axis, **layout)
+    x = _distinct(columns) if named else list(range(n_cols))
+    column = "%{x}" if named else f"{columns} %{{x}}"
+    trace = dict(type="heatmap", z=values.round(decimals=4).numpy(), x=x, y=_distinct(rows),
+                 zmin=0 if unsigned else -top, zmax=top, colorscale=COLORSCALE if unsigned else SIGNED,
+                 ygap=1 if n_rows <= 48 else 0, colorbar=bar,
+                 hovertemplate=f"%{{y}} · {column}: %{{z:.4f}}<extra></extra>")
+    if cells is not None:
+        trace.update(text=[list(row) for row in cells], texttemplate="%{text}", textfont=dict(size=10),
+                     hovertemplate="%{y} · %{x}: %{text}, %{z:.3f}<extra></extra>")
+    return _figure([trace], title, height, xaxis=x_axis, yaxis=y_axis, **layout)
+
+
+def _bars(title: str, values: Tensor, rows: Sequence[str], labels: list[list[str]]) -> go.Figure:
+    """values[row, column] as horizontal bars, a chart a row (titled with the row), each bar named by its label."""
+    n_rows, n_cols = values.shape
+    layout = _panels(n_rows, 1, h_gap=0.0, v_gap=0.12 / max(n_rows - 1, 1), titles=list(rows),
+                     x=dict(zeroline=True, zerolinecolor="#999", showgrid=True, gridcolor="#eee"),
+                     y=dict(type="category", autorange="reversed", automargin=True, tickfont=dict(size=11)))
+    traces = [dict(type="bar", orientation="h", x=values[r].tolist(), y=_distinct(labels[r]), **_on(r),
+                   marker=dict(color=COLORS["mlm"]), text=[f"{v:.3g}" for v in values[r].tolist()],
+                   textposition="auto", hovertemplate="%{y}: %{x:.4f}<extra></extra>") for r in range(n_rows)]
+    return _figure(traces, title, n_rows * (24 * n_cols + 60) + 90, showlegend=False, plot_bgcolor="white",
+                   **layout)
+
+
+def _picture(values: Tensor, top: float, unsigned: bool) -> dict:
+    """An image trace of values[row, column], a pixel a value, on the heatmaps' colours."""
+    import base64
+    import io
+
+    import torch
+    from PIL import Image
+
+    scaled = (values / top).clamp(-1, 1)
+    if unsigned:
+        rgb = [255 - scaled * (255 - c) for c in (8, 48, 107)]
+    else:
+        blue, red, white = (33, 102, 172), (178, 24, 43), 247
+        rgb = [torch.where(scaled < 0, white + (-scaled) * (b - white), white + scaled * (r - white))
+               for b, r in zip(blue, red)]
+    array = torch.stack(rgb, dim=-1).round().clamp(0, 255).to(torch.uint8).numpy()
+    buffer = io.BytesIO()
+    Image.fromarray(array, "RGB").save(buffer, format="PNG")
+    source = "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+    return dict(type="image", source=source, x0=0, y0=0, dx=1, dy=1, hoverinfo="skip")

@@ -252,6 +252,35 @@ BERT_RECIPE: dict[str, Any] = {"schedule": "linear", "mask_prob": 0.15, "dropout
                                "qk_scale": 1.0, "mimetic": False, "sinusoid_positions": False, "position_scale": 1.0,
                                "local_heads": 0, "unigram_bias": False, "nsp_weight": 1.0, "short_seq_steps": 0,
                                "random_b": "any"}
+# The paper's pre-training recipe (Devlin et al. 2019, §3.1 and Appendix A.2): BERT_RECIPE, and Adam's beta2 of 0.999.
+# Its learning rate (1e-4) and length (1 M steps of 256 sequences) were BERT-Base's: a run's own settings choose those.
+PAPER_RECIPE: dict[str, Any] = {**BERT_RECIPE, "beta2": 0.999}
+# A run's recipe by name: what it changes of TrainConfig's defaults. "fast" is TrainConfig's own (the plateau levers,
+# measured in benchmarks/README.md, "Learning speed"); "paper" is BERT's.
+RECIPES: dict[str, dict[str, Any]] = {"fast": {}, "paper": PAPER_RECIPE}
+
+
+def recipe_changes(config: TrainConfig) -> list[tuple[str, Any, Any]]:
+    """How a pre-training config's recipe differs from the paper's: (setting, its value, the paper's value), for each
+    setting of PAPER_RECIPE it changes; the position scale only where it shapes a starting position code."""
+    paper = TrainConfig.from_dict({**asdict(config), **PAPER_RECIPE})
+    changes = [(name, getattr(config, name), getattr(paper, name)) for name in PAPER_RECIPE
+               if getattr(config, name) != getattr(paper, name)]
+    if not (config.local_heads or config.sinusoid_positions):
+        changes = [change for change in changes if change[0] != "position_scale"]
+    return changes
+
+
+def recipe_of(config: TrainConfig) -> str | None:
+    """The name of the recipe (RECIPES) whose settings a config has, or None where its settings mix them."""
+    return next((name for name, values in RECIPES.items()
+                 if all(getattr(config, key) == value for key, value in {**_recipe_defaults(), **values}.items())),
+                None)
+
+
+def _recipe_defaults() -> dict[str, Any]:
+    """TrainConfig's defaults of the settings any recipe changes."""
+    return {name: default(name) for name in PAPER_RECIPE}
 
 # The app's default run: a from-scratch run a visitor starts with one click. The recipe is TrainConfig's own
 # defaults; only the size and length of the run differ, chosen to finish within 5 minutes on 2 CPU cores, corpus

@@ -9,7 +9,7 @@ import torch
 import transformers
 
 from bert_demo.config import BertConfig
-from bert_demo.forward_steps import PARTS, capture, forward_steps, source_line
+from bert_demo.forward_steps import PARTS, STEP_NAMES, capture, forward_steps, source_line
 from bert_demo.inference import encode_input
 from bert_demo.model import BertForPreTraining
 from bert_demo.tokenizer import train_tokenizer
@@ -82,8 +82,7 @@ def test_each_step_shows_what_the_model_computed_there(pair):
     layer's output and the NSP probabilities are transformers'."""
     ours, theirs, tokenizer = pair
     text = ("the cat sat on the [MASK].", "a dog barked.")
-    steps = {(step.part, step.title.split(" (")[0]): step.values
-             for step in forward_steps(ours, tokenizer, *text, layer=2, head=3)}
+    steps = {(step.part, step.title): step.values for step in forward_steps(ours, tokenizer, *text, layer=2, head=3)}
     attention = {title: values for (part, title), values in steps.items() if part == "Attention"}
     q, k, v = attention["Queries Q"], attention["Keys K"], attention["Values V"]
     torch.testing.assert_close(attention["Scores"], q @ k.T / math.sqrt(q.shape[1]), atol=TOL, rtol=0)
@@ -95,7 +94,7 @@ def test_each_step_shows_what_the_model_computed_there(pair):
     batch = encode_input(ours, tokenizer, *text)
     _, out = hf_capture(theirs, {**batch, "attention_mask": torch.ones_like(batch["input_ids"])})
     torch.testing.assert_close(attention["Softmax"], out.attentions[1][0, 2], atol=TOL, rtol=0)
-    torch.testing.assert_close(steps["Feed-forward", "LayerNorm: layer 2's output"], out.hidden_states[2][0],
+    torch.testing.assert_close(steps["Feed-forward", "The layer's output (LayerNorm)"], out.hidden_states[2][0],
                                atol=TOL, rtol=0)
     torch.testing.assert_close(steps["Next-sentence head", "Softmax"], out.seq_relationship_logits.softmax(-1),
                                atol=TOL, rtol=0)
@@ -117,9 +116,10 @@ def test_the_guesses_are_the_heads_top_scores_at_each_mask(pair):
 
 def test_the_steps_walk_the_paper_in_order_and_each_names_its_line_of_model_py(pair):
     ours, _, tokenizer = pair
-    steps = forward_steps(ours, tokenizer, "the cat sat on the mat.")
+    steps = forward_steps(ours, tokenizer, "the cat sat on the mat.", layer=3, head=2)
     assert [s.part for s in steps] == sorted((s.part for s in steps), key=PARTS.index)
-    assert len(steps) == 31
+    assert [f"{s.part} · {s.title}" for s in steps] == list(STEP_NAMES)
+    assert {s.where for s in steps if s.part == "Attention"} == {"layer 3, head 2"}
     for step in steps:
         number, line = source_line(step.code)
         assert step.code in line and number > 1

@@ -5,6 +5,7 @@ look-inside views (captions, the per-layer table, clickable words, attributions)
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from bert_demo.app.estimates import duration
@@ -21,8 +22,8 @@ modern prose and conversation). Below, it already fills in the `[MASK]` of a sen
 Enter. Then look inside it, train your own, and fine-tune it to see what pre-training bought.
 """
 
-START_HERE = (("fill", "① Its guesses"), ("attention", "② Where it looks"), ("train", "③ Train your own"),
-              ("finetune", "④ What pre-training buys"))  # (tab, words): the start-here row's buttons
+START_HERE = (("fill", "① Its guesses"), ("attention", "② Where it looks"), ("steps", "③ Step by step"),
+              ("train", "④ Train your own"), ("finetune", "⑤ What pre-training buys"))  # the start-here row's buttons
 
 EXPLAINER = """### How BERT is built (Devlin et al. 2019)
 1. **Embeddings.** Text is split into WordPiece tokens; `[CLS]` starts the input and `[SEP]` ends each sentence.
@@ -303,3 +304,50 @@ def attribution_caption(lead: str, result: Any) -> str:
     return (f"{lead}: the model gives it {result.output:.2f}, and {result.baseline:.2f} with every word blanked out. "
             f"Red words raised it, purple ones lowered it; the colours add up to the difference within "
             f"{result.gap:.1%}.")
+
+
+# a recipe's settings as people read them (train_config.recipe_changes), each value in words
+RECIPE_WORDS: dict[str, tuple[str, Callable[[Any], str]]] = {  # in the order a recipe is told
+    "mask_prob": ("masking rate", lambda v: f"{v:.0%}"),
+    "random_b": ("a random B comes from", lambda v: "another document of A's source" if v == "same-source"
+                 else "any other document"),
+    "local_heads": ("heads started on the previous and the next token",
+                    lambda v: f"{v} a layer" if v else "none: every head starts at random"),
+    "position_scale": ("scale of the starting position code", lambda v: _times_berts(v)),
+    "unigram_bias": ("masked-LM bias at the start", lambda v: "the words' log frequencies" if v else "0"),
+    "qk_scale": ("query and key weights at the start", lambda v: _times_berts(v)),
+    "mimetic": ("keys started equal to queries", lambda v: "yes" if v else "no"),
+    "sinusoid_positions": ("positions started at sinusoids", lambda v: "yes" if v else "no"),
+    "dropout": ("dropout", lambda v: "0.1 (the model size's)" if v is None else "none" if v == 0 else f"{v:g}"),
+    "schedule": ("learning-rate schedule", lambda v: "one-cycle" if v == "triangle" else "warm-up, then linear decay"),
+    "adam_eps": ("Adam's ε", lambda v: f"{v:g}"),
+    "beta2": ("Adam's β₂", lambda v: f"{v:g}"),
+    "nsp_weight": ("weight of the next-sentence loss", lambda v: f"{v:g}"),
+    "short_seq_steps": ("steps on short sequences first", lambda v: f"{v:,}"),
+}
+
+
+def _times_berts(value: float) -> str:
+    return "BERT's" if value == 1 else f"{value:g} × BERT's"
+
+
+RECIPE_NAMES = {"fast": "this app's fast recipe", "paper": "BERT's recipe (the paper's)", None: "its own recipe"}
+FAST_RECIPE_WHY = ("The fast recipe starts the model where BERT's spends its first minutes: with its attention on "
+                   "neighbouring words and its guesses at the words' frequencies, it leaves the frequent-token "
+                   "plateau after about 1.2 M tokens, where BERT's recipe needed 41 M (benchmarks/README.md).")
+
+
+def recipe_markdown(config: Any, lead: str = "") -> str:
+    """How a pre-training config's recipe differs from the paper's, a setting a row (`train_config.recipe_changes`);
+    that it is the paper's, where nothing differs."""
+    from bert_demo.train_config import recipe_changes, recipe_of
+
+    name = RECIPE_NAMES[recipe_of(config)]
+    name = name[0].upper() + name[1:]
+    changes = sorted(recipe_changes(config), key=lambda change: list(RECIPE_WORDS).index(change[0]))
+    if not changes:
+        return f"{lead}**{name}**: every setting as in the paper (Devlin et al. 2019, Appendix A.2)."
+    rows = [f"| {RECIPE_WORDS[setting][0]} | {RECIPE_WORDS[setting][1](ours)} | {RECIPE_WORDS[setting][1](paper)} |"
+            for setting, ours, paper in changes]
+    return "\n".join([f"{lead}**{name}**, where it differs from BERT's:", "",
+                      "| setting | this recipe | BERT's |", "|---|---|---|", *rows])

@@ -28,7 +28,7 @@ from bert_demo.app.http_limits import UPLOAD_RETENTION_S, UPLOAD_SWEEP_S, Limits
 from bert_demo.app.queue_door import WORKERS, Door
 from bert_demo.app.registry import Registry
 from bert_demo.app.run_process import question_asked
-from bert_demo.app.tabs import attention, classifier, embeddings, fill, finetune, model, nsp, train
+from bert_demo.app.tabs import attention, classifier, embeddings, fill, finetune, model, nsp, steps, train
 from bert_demo.app.tabs.fill import MAX_LABELS
 from bert_demo.app.tabs.heads import head_names
 from bert_demo.app.visitors import Visitor, is_key, new_key, trusted_proxies, visitor_of
@@ -79,6 +79,23 @@ CSS = """
     font-size: 9px !important; }  /* blank below its square map, which the phone's width sizes */
   #att-plot .js-plotly-plot, #compare-plot .js-plotly-plot { max-height: calc(100vw + 80px); overflow: hidden; } }
 #neuron-plot .js-plotly-plot { min-width: 760px; }  /* three panels side by side: a phone scrolls them */
+.ex-legend { display: flex; flex-wrap: wrap; gap: 0.4em; align-items: center; margin-bottom: 0.5em; }
+.ex-tokens { display: flex; flex-wrap: wrap; gap: 4px; }  /* one box a position, wrapping: a phone reads it too */
+.ex-tok, .ex-key { border: 1px solid #cbd5e1; border-radius: 4px; padding: 2px 5px; font-size: 0.85em;
+  line-height: 1.25; }
+.ex-tok { display: flex; flex-direction: column; align-items: center; min-width: 2.6em; }
+.ex-tok.seg-a, .ex-key.seg-a { background: #e0ecff; }
+.ex-tok.seg-b, .ex-key.seg-b { background: #e3f5e1; }
+.ex-tok.fate-1, .ex-key.fate-1 { border: 2px solid #d62728; }
+.ex-tok.fate-2, .ex-key.fate-2 { border: 2px solid #ff7f0e; }
+.ex-tok.fate-3, .ex-key.fate-3 { border: 2px solid #9467bd; }
+.ex-pos, .ex-id { color: #64748b; font-size: 0.8em; }
+.ex-piece { font-weight: 600; color: #0f172a; }
+.ex-fate { font-size: 0.8em; color: #7f1d1d; }
+#ex-loss table, #ex-shares table, #ex-recipe-note table { display: block; overflow-x: auto; }
+#fw-text pre, #fw-text pre code { white-space: pre-wrap !important; overflow-wrap: anywhere; }  /* model.py's
+   long lines wrap on a phone */
+#ex-loss-table table { display: block; overflow-x: auto; }
 #neuron-plot > div { overflow-x: auto; }
 """ + ", ".join(f"#fill-label-{i}:has(> .empty)" for i in range(1, MAX_LABELS)) + """ { display: none !important; }
 """  # a ranked list is drawn only for a [MASK] the sentence has: answers are values, not visibility updates
@@ -196,12 +213,13 @@ def build_demo(registry: Registry | None = None, admission: Admission | None = N
             c.update(train.layout(registry))
             c.update(finetune.layout(registry))
             c.update(model.layout())
+            c.update(steps.layout())
         c["tabs"], c["page"] = tabs, demo
 
         def bound(handler: Callable) -> Callable:
             return wire(handler, registry, c, admission)
 
-        for tab in (train, fill, nsp, attention, embeddings, finetune, classifier, model):
+        for tab in (train, fill, nsp, attention, embeddings, finetune, classifier, model, steps):
             tab.wire(c, bound)
         header.wire(demo, c, bound)
         ask_for_keys(demo, key)

@@ -1,0 +1,297 @@
+"""The Step by step tab: the paper on screen, on the selected model. How one pre-training example is made (§3.1:
+[CLS] A [SEP] B [SEP], segments, the positions picked and their fate, the NSP label) and its loss, then what the
+encoder computes from a sentence to its guesses, step by step: the layout, its wiring and its handlers."""
+from __future__ import annotations
+
+import random
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+import gradio as gr
+
+from bert_demo import maps, plots
+from bert_demo.app.handlers import FINAL, Components, Outputs, friendly, load_at
+from bert_demo.app.registry import Registry
+from bert_demo.app.tabs import steps_views as views
+from bert_demo.config import LIMITS, read_metadata
+from bert_demo.sources import APP_SOURCES
+from bert_demo.train_config import PAPER_RECIPE, TrainConfig, recipe_of
+
+YOUR_TEXT = "your own paragraphs"
+RECIPE_CHOICES = [("the one this model was trained with", "model"), ("the paper's", "paper")]
+FIRST_SOURCE = "wiki"  # offline: the page opens on it
+FIRST_A, FIRST_B = "the cat sat on the [MASK].", "it was warm by the fire."
+SHARES_KEPT = 16  # (model, corpus, recipe) whose shares over 1,000 draws are kept
+INTRO = ("How BERT learns and what it computes, on the model selected above: first one pre-training example, made "
+         "by the very code that makes the training batches, and its loss; then the forward pass of a sentence, one "
+         "step at a time, with the model's own numbers (Devlin et al. 2019, §3).")
+
+
+def layout() -> Components:
+    with gr.Tab("Step by step", id="steps", elem_id="tab-steps") as tab:
+        gr.Markdown(INTRO)
+        c = {"steps_tab": tab, "steps_drawn": gr.State(False)}
+        with gr.Accordion("1. A pre-training example (§3.1): [CLS] A [SEP] B [SEP], masked", open=True):
+            c.update(_example_form())
+            c["ex_pair"] = gr.Markdown(elem_id="ex-pair")
+            c["ex_tokens"] = gr.HTML(elem_id="ex-tokens")
+            with gr.Accordion("How often each choice comes up, over 1,000 draws", open=False):
+                c["ex_shares"] = gr.Markdown(elem_id="ex-shares")
+            with gr.Accordion("The recipe that drew it", open=False):
+                c["ex_recipe_note"] = gr.Markdown(elem_id="ex-recipe-note")
+            gr.Markdown("#### The loss of this example, under the selected model")
+            c["ex_loss"] = gr.Markdown(elem_id="ex-loss")
+            with gr.Accordion("Each picked position's loss", open=False):
+                c["ex_loss_table"] = gr.Markdown(elem_id="ex-loss-table")
+        with gr.Accordion("2. The forward pass, step by step (§3, Figure 2)", open=True):
+            c.update(_forward_form())
+            c["fw_step"] = gr.Dropdown(choices=[], value=None, label="Step", elem_id="fw-step",
+                                       allow_custom_value=True)
+            with gr.Row(elem_id="fw-nav"):
+                c["fw_prev"] = gr.Button("◀ Previous step", size="sm", elem_id="fw-prev", min_width=120)
+                c["fw_next"] = gr.Button("Next step ▶", size="sm", elem_id="fw-next", min_width=120)
+            c["fw_text"] = gr.Markdown(elem_id="fw-text", latex_delimiters=[
+                {"left": "$$", "right": "$$", "display": True}])
+            c["fw_plot"] = gr.Plot(plots.empty_figure("Press “Show the steps”", height=240), show_label=False,
+                                   elem_id="fw-plot")
+    return c
+
+
+def _example_form() -> Components:
+    with gr.Row(equal_height=True):
+        c = {"ex_source": gr.Dropdown([*APP_SOURCES, YOUR_TEXT], value=FIRST_SOURCE, label="Drawn from",
+                                      elem_id="ex-source", scale=2, min_width=160,
+                                      info="32 passages of a corpus the seed picks, or your paragraphs"),
+             "ex_recipe": gr.Radio(RECIPE_CHOICES, value="model", label="Recipe", elem_id="ex-recipe", scale=3,
+                                   min_width=220),
+             "ex_seed": gr.Number(value=0, label="Seed", precision=0, minimum=0, elem_id="ex-seed", scale=1,
+                                  min_width=110)}
+    c["ex_typed"] = gr.Textbox(label="Your paragraphs (a blank line between them; B may come from another one)",
+                               lines=4, max_lines=10, visible=False, elem_id="ex-typed")
+    with gr.Row():
+        c["ex_draw"] = gr.Button("Draw", variant="primary", elem_id="ex-draw", min_width=120)
+        c["ex_another"] = gr.Button("Draw another", elem_id="ex-another", min_width=120)
+    return c
+
+
+def _forward_form() -> Components:
+    with gr.Row():
+        c = {"fw_a": gr.Textbox(value=FIRST_A, label="Sentence A (write [MASK] where the model should guess)",
+                                elem_id="fw-a"),
+             "fw_b": gr.Textbox(value=FIRST_B, label="Sentence B (optional)", elem_id="fw-b")}
+    with gr.Row(equal_height=True):
+        # any model's sizes are accepted (the handler checks them); the page narrows them to the model's
+        c["fw_layer"] = gr.Slider(1, LIMITS["num_hidden_layers"], value=1, step=1, label="Layer shown",
+                                  elem_id="fw-layer")
+        c["fw_head"] = gr.Slider(1, LIMITS["num_attention_heads"], value=1, step=1, label="Head shown",
+                                 elem_id="fw-head")
+    c["fw_show"] = gr.Button("Show the steps", variant="primary", elem_id="fw-show")
+    return c
+
+
+def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
+    """Draw (and Draw another, with a new seed), Show the steps and the step picker; the tab draws both views the
+    first time it opens, and again when the model changes once it has."""
+    example_in = [c[name] for name in ("model", "ex_source", "ex_typed", "ex_recipe", "ex_seed", "step")]
+    example_out = [c[name] for name in EXAMPLE_OUT]
+    forward_in = [c[name] for name in ("model", "fw_a", "fw_b", "fw_layer", "fw_head", "fw_step", "step")]
+    forward_out = [c[name] for name in FORWARD_OUT]
+    c["ex_draw"].click(bound(pretraining_example), example_in, example_out, api_name="pretraining_example",
+                       show_progress_on=[c["ex_tokens"]])
+    c["ex_another"].click(another_seed, c["ex_seed"], c["ex_seed"], api_visibility="private", queue=False).then(
+        bound(pretraining_example), example_in, example_out, api_visibility="private",
+        show_progress_on=[c["ex_tokens"]])
+    c["ex_source"].change(_typed_box, c["ex_source"], c["ex_typed"], api_visibility="private", queue=False)
+    gr.on([c["fw_show"].click, c["fw_a"].submit, c["fw_b"].submit, c["fw_step"].input], bound(forward_steps),
+          forward_in, forward_out, api_name="forward_steps", show_progress_on=[c["fw_plot"]])
+    for button, by in ((c["fw_prev"], -1), (c["fw_next"], 1)):
+        button.click(_mover(by), c["fw_step"], c["fw_step"], api_visibility="private", queue=False).then(
+            bound(forward_steps), forward_in, forward_out, api_visibility="private",
+            show_progress_on=[c["fw_plot"]])
+    both_in = [*example_in, *forward_in[1:-1], c["steps_drawn"]]
+    both_out = [*example_out, *forward_out]
+    sliders = [c["fw_layer"], c["fw_head"]]
+    c["steps_tab"].select(bound(opened), both_in, [*both_out, *sliders], api_visibility="private",
+                          show_progress="hidden")
+    gr.on([c["model"].change, c["step"].change], bound(refreshed), both_in, [*both_out, *sliders],
+          api_visibility="private", show_progress="hidden")
+
+
+def another_seed(seed: float | None) -> int:
+    """A new seed, shown, so that a class can ask for the same draw again."""
+    return random.randrange(1, 100_000)
+
+
+def _typed_box(source: str) -> gr.Textbox:
+    return gr.Textbox(visible=source == YOUR_TEXT)
+
+
+def _mover(by: int) -> Callable[[Any], int]:
+    """A handler that moves the step picker by `by` steps, staying within them."""
+    def move(index: Any) -> int:
+        from bert_demo.forward_steps import STEP_NAMES
+
+        current = _step_index(index, len(STEP_NAMES))
+        return min(max(current + by, 0), len(STEP_NAMES) - 1)
+    return move
+
+
+@friendly
+def pretraining_example(registry: Registry, model_name: str, source: str, typed: str | None, recipe: str,
+                        seed: float, step: str = FINAL, owner: str | None = None) -> Outputs:
+    """One pre-training example drawn with `seed` from a corpus (or typed paragraphs) under the model's recipe or
+    the paper's, its input position by position, the shares of each choice over 1,000 draws, and its loss."""
+    from bert_demo import pretraining_example as examples
+
+    seed = examples.check_seed(seed)
+    if source not in (*APP_SOURCES, YOUR_TEXT):
+        raise ValueError(f"draw from {', '.join(APP_SOURCES)} or {YOUR_TEXT}, not {str(source)[:40]!r}")
+    if recipe not in dict(map(reversed, RECIPE_CHOICES)):
+        raise ValueError(f"the recipe is 'model' (the one this model was trained with) or 'paper', not "
+                         f"{str(recipe)[:40]!r}")
+    loaded = load_at(registry, model_name, step, owner)
+    trained = trained_with(registry, model_name, owner)
+    ours = trained or TrainConfig()
+    config = ours if recipe == "model" else paper_recipe(ours)
+    documents = examples.typed_documents(typed) if source == YOUR_TEXT else examples.corpus_sample(source, seed)
+    example = examples.draw(documents, loaded.tokenizer, config, seed)
+    loss = examples.loss(loaded.model, example, loaded.tokenizer, config.nsp_weight)
+    sample = documents if source == YOUR_TEXT else examples.corpus_sample(source, 0)
+    key = (loaded.entry.name, str(loaded.folder), step, None if source == YOUR_TEXT else source)
+    return {"ex_pair": views.pair_markdown(example, recipe, trained is not None),
+            "ex_tokens": views.tokens_html(example),
+            "ex_shares": views.shares_markdown(_shares(key, sample, loaded.tokenizer, ours),
+                                               _shares(key, sample, loaded.tokenizer, paper_recipe(ours)),
+                                               recipe_of(ours)),
+            "ex_recipe_note": views.recipe_note(config), "ex_loss": views.loss_markdown(loss, example),
+            "ex_loss_table": views.loss_table(loss, example), "steps_drawn": True}
+
+
+@friendly
+def forward_steps(registry: Registry, model_name: str, text_a: str, text_b: str | None, layer: float, head: float,
+                  index: Any = 0, step: str = FINAL, owner: str | None = None) -> Outputs:
+    """One step of the forward pass of sentence A (and B) on the model, layer `layer` and head `head` shown inside
+    the encoder: its equation, shape and line of model.py, and its values as a picture; and the step picker."""
+    from bert_demo import forward_steps as forward
+
+    index = _step_index(index, len(forward.STEP_NAMES))
+    loaded = load_at(registry, model_name, step, owner)
+    values = forward.forward_pass(loaded.model, loaded.tokenizer, text_a, (text_b or "").strip() or None,
+                                  _whole(layer, "layer"), _whole(head, "head"))
+    shown = forward.step(forward.SPECS[index], values)
+    title = f"{shown.title}{f' ({shown.where})' if shown.where else ''}"
+    return {"fw_text": views.step_markdown(shown, index, len(forward.SPECS), forward.source_line(shown.code)),
+            "fw_plot": maps.step_figure(title, shown.values, shown.rows, shown.columns, shown.cells),
+            "fw_step": gr.Dropdown(choices=[(f"{i + 1}. {name}", i) for i, name in enumerate(forward.STEP_NAMES)],
+                                   value=index)}
+
+
+EXAMPLE_OUT = ("ex_pair", "ex_tokens", "ex_shares", "ex_recipe_note", "ex_loss", "ex_loss_table", "steps_drawn")
+FORWARD_OUT = ("fw_text", "fw_plot", "fw_step")
+
+
+@friendly
+def opened(registry: Registry, model_name: str, source: str, typed: str | None, recipe: str, seed: float,
+           step: str, text_a: str, text_b: str | None, layer: float, head: float, index: Any, drawn: bool,
+           owner: str | None = None) -> Outputs:
+    """The first time the tab opens: the layer and head sliders narrowed to the model, and both views drawn (as
+    Fill-mask opens answered); afterwards, nothing."""
+    if drawn:
+        return {name: gr.skip() for name in (*EXAMPLE_OUT, *FORWARD_OUT, "fw_layer", "fw_head")}
+    return _both(registry, model_name, source, typed, recipe, seed, step, text_a, text_b, layer, head, index, owner)
+
+
+def refreshed(registry: Registry, model_name: str, source: str, typed: str | None, recipe: str, seed: float,
+              step: str, text_a: str, text_b: str | None, layer: float, head: float, index: Any, drawn: bool,
+              owner: str | None = None) -> Outputs:
+    """Another model, or another step of its training: where the tab has been drawn, its sliders narrowed and both
+    views drawn again on it, so that no answer of the model before stays on screen; elsewhere, nothing."""
+    if not drawn:
+        return {name: gr.skip() for name in (*EXAMPLE_OUT, *FORWARD_OUT, "fw_layer", "fw_head")}
+    try:
+        registry.catalog.config_of(model_name, owner)
+    except ValueError:  # the header says what is wrong with the name
+        return {name: gr.skip() for name in (*EXAMPLE_OUT, *FORWARD_OUT, "fw_layer", "fw_head")}
+    return friendly(_both)(registry, model_name, source, typed, recipe, seed, step, text_a, text_b, layer, head,
+                           index, owner)
+
+
+def _both(registry: Registry, model_name: str, source: str, typed: str | None, recipe: str, seed: float, step: str,
+          text_a: str, text_b: str | None, layer: float, head: float, index: Any, owner: str | None) -> Outputs:
+    """Both views on the model, the layer and head shown kept within its range, the sliders narrowed to it."""
+    config = registry.catalog.config_of(model_name, owner)[1]
+    layer = min(_whole(layer, "layer"), config.num_hidden_layers)
+    head = min(_whole(head, "head"), config.num_attention_heads)
+    return {**pretraining_example(registry, model_name, source, typed, recipe, seed, step, owner),
+            **forward_steps(registry, model_name, text_a, text_b, layer, head, index, step, owner),
+            "fw_layer": gr.Slider(maximum=config.num_hidden_layers, value=layer),
+            "fw_head": gr.Slider(maximum=config.num_attention_heads, value=head)}
+
+
+def trained_with(registry: Registry, model_name: str, owner: str | None) -> TrainConfig | None:
+    """The pre-training config the selected model was trained with, where its folder (or the run in progress)
+    keeps one; None for a model trained elsewhere, a fine-tuned classifier, or a record this app cannot read."""
+    entry = registry.catalog.resolve(model_name, owner)
+    if entry.folder is None:
+        job = registry.catalog.live()
+        config = getattr(getattr(job, "trainer", None), "config", None) if entry.name == "live" else None
+        return config if isinstance(config, TrainConfig) else None
+    stored = read_metadata(entry.folder).get("train_config")
+    if not isinstance(stored, dict) or "corpus" not in stored:
+        return None
+    try:
+        return TrainConfig.from_stored(stored)
+    except (TypeError, ValueError):
+        return None
+
+
+def paper_recipe(config: TrainConfig) -> TrainConfig:
+    """BERT's recipe at a config's sequence length (an example of the paper's fits the model the same way)."""
+    return TrainConfig.from_dict({**config.to_dict(), **PAPER_RECIPE})
+
+
+_SHARES: OrderedDict[tuple, Any] = OrderedDict()
+_SHARES_LOCK = threading.Lock()
+
+
+def _shares(key: tuple, documents: Any, tokenizer: Any, config: TrainConfig) -> Any:
+    """The shares over 1,000 draws of a recipe on a sample, kept by the model (`key`: its name, folder and step)
+    and the named corpus (a typed text's are counted afresh: they are quick)."""
+    from bert_demo import pretraining_example as examples
+
+    full_key = (*key, tuple(sorted((k, str(v)) for k, v in config.to_dict().items()
+                                   if k in (*PAPER_RECIPE, "seq_len", "max_predictions"))))
+    if key[-1] is None:
+        return examples.shares(documents, tokenizer, config)
+    with _SHARES_LOCK:
+        if full_key in _SHARES:
+            _SHARES.move_to_end(full_key)
+            return _SHARES[full_key]
+    counted = examples.shares(documents, tokenizer, config)
+    with _SHARES_LOCK:
+        _SHARES[full_key] = counted
+        while len(_SHARES) > SHARES_KEPT:
+            _SHARES.popitem(last=False)
+    return counted
+
+
+def _step_index(index: Any, count: int) -> int:
+    """A step picker's value as a step's index, checked."""
+    if index in (None, ""):
+        return 0
+    if isinstance(index, float) and index.is_integer():
+        index = int(index)
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < count:
+        raise ValueError(f"the step is a whole number from 0 to {count - 1}, got {str(index)[:40]}")
+    return index
+
+
+def _whole(value: Any, name: str) -> int:
+    """A slider's value (gradio sends floats) as the whole number it is; `forward_pass` checks its range."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"the {name} is a whole number, got {str(value)[:40]}")
+    return value

@@ -1,0 +1,146 @@
+"""What the Step by step tab shows, in words and pictures: a pre-training example (its sentences and where they came
+from, its input position by position, the shares of each choice over many draws, its loss), and one step of the
+forward pass (its equation, shape, values and line of model.py). Facts in, Markdown and HTML out."""
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from bert_demo.app.text import FAST_RECIPE_WHY, RECIPE_NAMES, recipe_markdown
+
+MODEL_PY = "bert_demo/model.py"
+FATE_WORDS = {1: "", 2: "random · ", 3: "kept · "}  # before a picked position's label, by its fate
+SEGMENTS = "AB"
+
+
+def pair_markdown(example: Any, recipe: str, recorded: bool) -> str:
+    """Sentence A, sentence B and where each came from, the NSP label, what was cut, and the recipe that drew it
+    ("model": the one the model was trained with, where `recorded`; "paper")."""
+    a, b = example.a, example.b
+    if example.is_next:
+        b_from = "the sentences that follow A in its document: **IsNext** (label 0)"
+    else:
+        b_from = (f"a random passage, {_place(b)}: **NotNext** (label 1). Half the time B is the next sentences, "
+                  "half the time a passage of another document")
+    recipe = ("BERT's recipe (the paper's)" if recipe == "paper" else "the recipe this model was trained with"
+              if recorded else "the app's fast recipe (this model kept no record of how it was trained)")
+    return "\n".join([
+        f"Seed **{example.seed}**, drawn by the training pipeline itself, under {recipe}.", "",
+        f"**Sentence A**, {_place(a)}:", "", _quote(a.sentences), "",
+        f"**Sentence B** is {b_from}:", "", _quote(b.sentences), "",
+        _cut_text(example.cut, len(example.pieces)),
+    ])
+
+
+def _place(segment: Any) -> str:
+    sentences = len(segment.sentences)
+    span = (f"sentence {segment.first + 1}" if sentences == 1
+            else f"sentences {segment.first + 1}-{segment.first + sentences}")
+    return f"{segment.source}, document {segment.document + 1}, {span}"
+
+
+def _quote(sentences: list[str]) -> str:
+    return "> " + html.escape(" ".join(sentences)).replace("*", "&#42;").replace("_", "&#95;")
+
+
+def _cut_text(cut: tuple[int, int, int, int], length: int) -> str:
+    """What truncation removed, one word piece at a time from the longer side's front or back at random."""
+    parts = [f"{n} from {where}" for n, where in zip(cut, ("A's start", "A's end", "B's start", "B's end")) if n]
+    if not parts:
+        return f"Nothing was cut: with `[CLS]` and two `[SEP]`, the pair is {length} word pieces."
+    return (f"**Cut to fit** ({length} word pieces with `[CLS]` and two `[SEP]`): {', '.join(parts)} word "
+            "piece(s), one at a time from the longer side, at its start or end at random.")
+
+
+def tokens_html(example: Any) -> str:
+    """The input position by position, as the model reads it: each box a position, its word piece, its id, its
+    segment; a picked position framed by its fate, with the label the loss scores it against."""
+    boxes = []
+    for position, (piece, shown, id_, segment, fate) in enumerate(zip(example.pieces, example.shown,
+                                                                      example.input_ids, example.token_type_ids,
+                                                                      example.fates)):
+        classes = f"ex-tok seg-{SEGMENTS[segment].lower()}" + (f" fate-{fate}" if fate else "")
+        lines = [f'<span class="ex-pos">{position} · {SEGMENTS[segment]}</span>',
+                 f'<span class="ex-piece">{html.escape(shown)}</span>', f'<span class="ex-id">{id_}</span>']
+        if fate:
+            lines.append(f'<span class="ex-fate">{FATE_WORDS[fate]}label {html.escape(piece)}</span>')
+        boxes.append(f'<div class="{classes}">{"".join(lines)}</div>')
+    return f'{LEGEND}<div class="ex-tokens">{"".join(boxes)}</div>'
+
+
+LEGEND = ('<div class="ex-legend"><span class="ex-key seg-a">segment A (0)</span>'
+          '<span class="ex-key seg-b">segment B (1)</span><span class="ex-key fate-1">picked → [MASK]</span>'
+          '<span class="ex-key fate-2">picked → a random word</span><span class="ex-key fate-3">picked, kept</span>'
+          '<small>Each box: position · segment, the word piece the model reads, its id; a picked one also says '
+          'what became of it and the label it is scored against.</small></div>')
+
+
+def shares_markdown(ours: Any, paper: Any, ours_name: str | None) -> str:
+    """The shares of each choice over many draws, beside what each recipe sets: the model's and the paper's."""
+    rows = [("positions picked, of those not [CLS], [SEP] or [PAD]", ours.mask_prob, ours.picked, paper.mask_prob,
+             paper.picked)]
+    for fate, share in (("[MASK]", 0.8), ("a random word", 0.1), ("kept", 0.1)):
+        rows.append((f"… of those picked: {fate}", share, ours.fates[fate], share, paper.fates[fate]))
+    rows.append(("B is the next sentences (IsNext)", 0.5, ours.is_next, 0.5, paper.is_next))
+    name = "this model's" if ours_name is None else RECIPE_NAMES[ours_name].replace("this app's", "the app's")
+    lines = [f"Over **{ours.draws:,} draws** each (the same passages, new seeds), what each recipe sets and what "
+             "came up:", "", f"| | {name}: sets | drawn | the paper's: sets | drawn |", "|---|---|---|---|---|"]
+    lines += [f"| {what} | {a:.0%} | {b:.1%} | {c:.0%} | {d:.1%} |" for what, a, b, c, d in rows]
+    lines += ["", "<small>Each example's picks are its share of its word pieces, rounded (at least one, at most "
+                  "the recipe's limit), and the next-sentence draw is owed a true B after a one-sentence chunk that "
+                  "could only take a random one: the drawn shares sit close to the settings, not on them.</small>"]
+    return "\n".join(lines)
+
+
+def loss_markdown(loss: Any, example: Any) -> str:
+    """The example's loss under the model: the masked-LM loss (the mean over the picked positions), the NSP loss,
+    and the sum training minimises."""
+    label = "IsNext" if example.is_next else "NotNext"
+    p_label = loss.is_next_prob if example.is_next else 1 - loss.is_next_prob
+    weight = "" if loss.nsp_weight == 1 else f"{loss.nsp_weight:g} × "
+    worst = max(range(len(loss.losses)), key=loss.losses.__getitem__)
+    return "\n".join([
+        f"**Masked-LM loss**: the mean of −log p over the {len(loss.positions)} picked positions, p being the "
+        f"model's probability of each one's label = **{loss.mlm_loss:.3f}**. Only the picked positions are scored: "
+        f"the model is never asked about the others. Its hardest here: position {loss.positions[worst]}, label "
+        f"{_code(loss.targets[worst])}, p = {loss.target_probs[worst]:.3g}.", "",
+        f"**Next-sentence loss**: the label is {label}, to which the model gives {p_label:.3f}: "
+        f"−log {p_label:.3f} = **{loss.nsp_loss:.3f}**.", "",
+        f"**The loss training minimises**: {loss.mlm_loss:.3f} + {weight}{loss.nsp_loss:.3f} = **{loss.loss:.3f}** "
+        "(in eval mode: no dropout).",
+    ])
+
+
+def loss_table(loss: Any, example: Any) -> str:
+    """Each picked position's cross-entropy: what the model read there, its label, the model's probability of the
+    label and its own top guess."""
+    lines = ["| position | the model reads | label | p(label) | top guess | −log p |", "|---|---|---|---|---|---|"]
+    for position, target, p, guess, value in zip(loss.positions, loss.targets, loss.target_probs, loss.top_guesses,
+                                                 loss.losses):
+        lines.append(f"| {position} | {_code(example.shown[position])} | {_code(target)} | {p:.3f} | "
+                     f"{_code(guess)} | {value:.3f} |")
+    return "\n".join(lines)
+
+
+def _code(piece: str) -> str:
+    return f"`{piece.replace('`', 'ˋ')}`"
+
+
+def recipe_note(config: Any) -> str:
+    """The recipe an example was drawn under, and why the app's own differs from the paper's."""
+    return recipe_markdown(config) + "\n\n" + FAST_RECIPE_WHY
+
+
+def step_markdown(step: Any, index: int, count: int, line: tuple[int, str]) -> str:
+    """One step of the forward pass: where it is, its equation, what it does, its shape and its line of model.py."""
+    where = f" ({step.where})" if step.where else ""
+    rows, columns = step.shape
+    across = step.columns if isinstance(step.columns, str) else "columns"
+    number, code = line
+    return "\n".join([
+        f"### {index + 1} of {count} · {step.part}: {step.title}{where}", "",
+        f"$$ {step.equation} $$", "", step.about, "",
+        f"**Shape** ({rows}, {columns}): {rows} row{'s' if rows != 1 else ''} × {columns} {across}"
+        f"{'s' if columns != 1 and across == 'dimension' else ''}. Hover or tap a cell for its value.", "",
+        f"`{MODEL_PY}`, line {number}:", "", "```python", code, "```",
+    ])
