@@ -326,6 +326,27 @@ print(hasattr(zerogpu.GPU_TRAINING, "zerogpu"), registry.slot.gpu_call is zerogp
 """
 
 
+def test_zerogpu_the_device_api_stand_in_answers_as_spaces_own_client_reads_it():
+    import httpx
+
+    zerogpu_api = import_or_skip("spaces.zero.api")
+    with DeviceAPI() as api:
+        client = zerogpu_api.APIClient(httpx.Client(base_url=api.url, timeout=30))
+        assert client.startup_report() == 200
+        first, meta = client.schedule(cgroup_path="/", task_id=1, duration_seconds=90)
+        assert isinstance(first, zerogpu_api.ScheduleResponse) and first.idle and meta.auth is None
+        second, _ = client.schedule(cgroup_path="/", task_id=1, duration_seconds=90)
+        assert not second.idle and second.allowToken != first.allowToken  # the GPU is held by the first call
+        assert client.allow(allow_token=first.allowToken, pid=4321) == 200
+        assert client.allow(allow_token="never-given", pid=4321) == 404
+        assert [client.release(allow_token=first.allowToken) for _ in range(2)] == [200, 404]
+        api.left, api.auth = 30, "regular"
+        refused, meta = client.schedule(cgroup_path="/", task_id=1, duration_seconds=90)
+        assert refused == zerogpu_api.QuotaInfos(left=30, wait=timedelta(seconds=300)) and meta.auth == "regular"
+        assert client.get_queue_size() == 0
+    assert [path for _, path, _ in api.requests].count("/schedule") == 3
+
+
 @needs_cuda_build
 def test_zerogpu_on_a_space_the_real_spaces_wraps_the_call_and_the_app_answers_on_the_cpu(tmp_path):
     import_or_skip("spaces")  # and gradio, which it imports (a lent GPU machine has neither)
