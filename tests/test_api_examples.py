@@ -97,6 +97,12 @@ def test_the_documented_gradio_client_examples_run_as_written_from_a_fresh_clien
                                                                                                        "gripping"]
     assert "Layer 4, before" in plot_title(run["before"]) and "Layer 4, after" in plot_title(run["after"])
     assert run["moved"].startswith("Share of attention that moved") and "layer 4: " in run["moved"]
+    assert run["pair"].startswith("Seed **7**, drawn by the training pipeline itself") and "**Sentence B**" in run["pair"]
+    assert run["tokens"].count('<div class="ex-tok ') > 10 and "over **1,000 draws**" in run["shares"].replace("O", "o")
+    assert "Masked-LM loss" in run["loss"] and run["per_position"].startswith("| position |")
+    assert "masking rate" in run["recipe"]
+    assert run["step_text"].startswith("### 9 of 31 · Attention: Scores (layer 2, head 3)")
+    assert plot_data(run["step_plot"])[0]["type"] == "heatmap"
 
 
 def plot_title(output) -> str:

@@ -51,11 +51,12 @@ def points(output) -> int:
     return len(data[0]["x"]) if data else 0
 
 
-def test_the_api_has_exactly_the_thirteen_named_endpoints(client):
+def test_the_api_has_exactly_the_fifteen_named_endpoints(client):
     api = client.view_api(print_info=False, return_format="dict")
     assert set(api["named_endpoints"]) == {"/train", "/compare_runs", "/fill_mask", "/head_importance",
                                            "/next_sentence", "/attention", "/neighbours", "/projection",
-                                           "/finetune", "/classify", "/attribution", "/attention_change", "/neuron"}
+                                           "/finetune", "/classify", "/attribution", "/attention_change", "/neuron",
+                                           "/pretraining_example", "/forward_steps"}
     assert not api["unnamed_endpoints"]
 
 
@@ -441,7 +442,7 @@ def test_typed_text_that_cannot_be_trained_on_is_called_typed_text_not_an_upload
                            ("One paragraph alone.", "The typed text cannot be trained on: ")]:
         with pytest.raises(gr.Error, match=re.escape(message)) as refused:
             list(train.train(registry, [], None, "tiny", 10, 4, 1e-3, 32, 512, False, train.START_RANDOM,
-                                None, typed, "visitor"))
+                                None, typed, owner="visitor"))
         assert "upload" not in str(refused.value)
 
 
@@ -453,7 +454,7 @@ def test_typed_text_is_refused_by_size_before_any_copy_and_is_kept_where_a_resta
                         allow_hub=False)
     with pytest.raises(gr.Error, match="The typed text is 11.0 MB"):
         list(train.train(registry, [], None, "tiny", 10, 4, 1e-3, 32, 512, False, train.START_RANDOM, None,
-                            "x" * (11 * 2**20), "visitor"))
+                            "x" * (11 * 2**20), owner="visitor"))
     assert not any((tmp_path / "temp").iterdir())  # nothing was written
     seen = []
 
@@ -465,7 +466,7 @@ def test_typed_text_is_refused_by_size_before_any_copy_and_is_kept_where_a_resta
     monkeypatch.setattr(registry, "join_line", join_line)
     with pytest.raises(gr.Error, match="The slot is closed"):
         list(train.train(registry, [], None, "tiny", 10, 4, 1e-3, 32, 512, False, train.START_RANDOM, None,
-                            TYPED, "visitor"))
+                            TYPED, owner="visitor"))
     assert seen[0].parent.name.startswith(f"{UPLOAD_PREFIX}{os.getpid()}-") and not seen[0].parent.exists()
 
 

@@ -53,6 +53,7 @@ ADDRESS_WAITING = 64  # questions from one address that may wait for its own (a 
 HEAVY = Share(heavy=True)  # the model run for every token or layer, or many figures: attention maps, neighbours
 SLOW = Share(running=2, waiting=4, heavy=True)  # seconds a question: a longer line would only be a longer wait
 SHARES = {"attention": HEAVY, "neuron": HEAVY, "neighbours": HEAVY,
+          "pretraining_example": HEAVY, "forward_steps": HEAVY, "steps_opened": HEAVY, "steps_refreshed": HEAVY,
           "attribution": SLOW, "mask_attribution": SLOW, "importance": SLOW, "pair_importance": SLOW,
           "attention_change": SLOW}
 TYPICAL_S = 1.0  # what a question is taken to last before its kind has been timed here

@@ -24,6 +24,7 @@ from bert_demo.train_config import (
     APP_RUN,
     APP_RUNS,
     GOOGLE_BERTS,
+    RECIPES,
     FinetuneConfig,
     TrainConfig,
     app_finetune_steps,
@@ -78,10 +79,13 @@ class Forms:
 
     def train_config(self, corpus: str | list[str] | tuple[str, ...] | None = APP_RUN["corpus"],
                      upload: str | Path | None = None, name: str | None = None, init_from: str | None = None,
-                     viewer: str | None = None, **form: Any) -> TrainConfig:
+                     viewer: str | None = None, recipe: str = "fast", **form: Any) -> TrainConfig:
         """A checked TrainConfig for a run in `runs/` from the form's values (where one is left out, the machine's
-        default run, APP_RUNS); `init_from` names a saved model to continue training instead of starting from random
-        weights. ValueError names the first setting that is not allowed."""
+        default run, APP_RUNS) under a recipe (RECIPES: the app's fast one, or the paper's); `init_from` names a saved
+        model to continue training instead of starting from random weights. ValueError names the first setting that
+        is not allowed."""
+        if recipe not in RECIPES:
+            raise ValueError(f"the recipe is {' or '.join(RECIPES)}, not {str(recipe)[:40]!r}")
         unknown = set(form) - set(FORM)
         if unknown:
             raise ValueError(f"unknown setting(s) {', '.join(sorted(unknown))}: the form has {', '.join(FORM)}")
@@ -100,7 +104,8 @@ class Forms:
         check_limits(values, self.caps.limits)
         check_batch_tokens(values["batch_size"], values["seq_len"], self.caps.machine)
         steps = values["steps"]
-        config = TrainConfig(**values, corpus=",".join(sources) or "upload", log_every=max(1, steps // 50),
+        config = TrainConfig(**values, **RECIPES[recipe], corpus=",".join(sources) or "upload",
+                             log_every=max(1, steps // 50),
                              eval_every=max(10, math.ceil(steps / 6)), save_every=10**9,
                              device=self.run_device())
         start = config.preset

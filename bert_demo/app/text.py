@@ -23,7 +23,7 @@ Enter. Then look inside it, train your own, and fine-tune it to see what pre-tra
 """
 
 START_HERE = (("fill", "① Its guesses"), ("attention", "② Where it looks"), ("steps", "③ Step by step"),
-              ("train", "④ Train your own"), ("finetune", "⑤ What pre-training buys"))  # the start-here row's buttons
+              ("train", "④ Train your own"), ("finetune", "⑤ What pre-training buys"))  # (tab, words): the buttons
 
 EXPLAINER = """### How BERT is built (Devlin et al. 2019)
 1. **Embeddings.** Text is split into WordPiece tokens; `[CLS]` starts the input and `[SEP]` ends each sentence.
@@ -32,8 +32,8 @@ EXPLAINER = """### How BERT is built (Devlin et al. 2019)
 2. **Encoder.** A stack of identical layers. In each, **multi-head self-attention** lets every token mix in
    information from every other token (each head with its own pattern), then a **feed-forward** network transforms
    each token on its own; both parts have a residual connection and LayerNorm.
-3. **Masked-LM head.** 15% of the tokens are hidden during pre-training and the model must guess them from both
-   sides of the context.
+3. **Masked-LM head.** Some of the tokens are hidden during pre-training (15% in the paper; the recipe at the left
+   gives this model's rate) and the model must guess them from both sides of the context.
 4. **Next-sentence head.** The final `[CLS]` vector (through the *pooler*) predicts whether sentence B really
    followed sentence A, or is a random sentence.
 
@@ -103,7 +103,20 @@ def _training_lines(info: dict[str, Any]) -> list[str]:
     return ["#### Training",
             f"Corpus **{corpus_name(corpus)}**{about}, {shape}, "
             f"{info.get('step') or 0:,} of {train.get('steps'):,} steps, batch {train.get('batch_size')}, "
-            f"sequence length {train.get('seq_len')}, peak learning rate {train.get('lr'):g}{spent}."]
+            f"sequence length {train.get('seq_len')}, peak learning rate {train.get('lr'):g}{spent}.",
+            "", _trained_recipe(train)]
+
+
+def _trained_recipe(train: dict[str, Any]) -> str:
+    """The recipe a pre-training run's stored settings say it was trained with (settings it predates were BERT's:
+    `TrainConfig.from_stored`), told by how it differs from the paper's."""
+    from bert_demo.train_config import TrainConfig
+
+    try:
+        config = TrainConfig.from_stored(train)
+    except (TypeError, ValueError):
+        return "Its recipe could not be read from its training record."
+    return recipe_markdown(config, lead="Trained with ")
 
 
 def _metric_lines(info: dict[str, Any]) -> list[str]:
@@ -343,7 +356,7 @@ def recipe_markdown(config: Any, lead: str = "") -> str:
     from bert_demo.train_config import recipe_changes, recipe_of
 
     name = RECIPE_NAMES[recipe_of(config)]
-    name = name[0].upper() + name[1:]
+    name = name if lead else name[0].upper() + name[1:]
     changes = sorted(recipe_changes(config), key=lambda change: list(RECIPE_WORDS).index(change[0]))
     if not changes:
         return f"{lead}**{name}**: every setting as in the paper (Devlin et al. 2019, Appendix A.2)."

@@ -113,9 +113,9 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
     both_in = [*example_in, *forward_in[1:-1], c["steps_drawn"]]
     both_out = [*example_out, *forward_out]
     sliders = [c["fw_layer"], c["fw_head"]]
-    c["steps_tab"].select(bound(opened), both_in, [*both_out, *sliders], api_visibility="private",
+    c["steps_tab"].select(bound(steps_opened), both_in, [*both_out, *sliders], api_visibility="private",
                           show_progress="hidden")
-    gr.on([c["model"].change, c["step"].change], bound(refreshed), both_in, [*both_out, *sliders],
+    gr.on([c["model"].change, c["step"].change], bound(steps_refreshed), both_in, [*both_out, *sliders],
           api_visibility="private", show_progress="hidden")
 
 
@@ -193,9 +193,9 @@ FORWARD_OUT = ("fw_text", "fw_plot", "fw_step")
 
 
 @friendly
-def opened(registry: Registry, model_name: str, source: str, typed: str | None, recipe: str, seed: float,
-           step: str, text_a: str, text_b: str | None, layer: float, head: float, index: Any, drawn: bool,
-           owner: str | None = None) -> Outputs:
+def steps_opened(registry: Registry, model_name: str, source: str, typed: str | None, recipe: str, seed: float,
+                 step: str, text_a: str, text_b: str | None, layer: float, head: float, index: Any, drawn: bool,
+                 owner: str | None = None) -> Outputs:
     """The first time the tab opens: the layer and head sliders narrowed to the model, and both views drawn (as
     Fill-mask opens answered); afterwards, nothing."""
     if drawn:
@@ -203,9 +203,9 @@ def opened(registry: Registry, model_name: str, source: str, typed: str | None, 
     return _both(registry, model_name, source, typed, recipe, seed, step, text_a, text_b, layer, head, index, owner)
 
 
-def refreshed(registry: Registry, model_name: str, source: str, typed: str | None, recipe: str, seed: float,
-              step: str, text_a: str, text_b: str | None, layer: float, head: float, index: Any, drawn: bool,
-              owner: str | None = None) -> Outputs:
+def steps_refreshed(registry: Registry, model_name: str, source: str, typed: str | None, recipe: str,
+                    seed: float, step: str, text_a: str, text_b: str | None, layer: float, head: float, index: Any,
+                    drawn: bool, owner: str | None = None) -> Outputs:
     """Another model, or another step of its training: where the tab has been drawn, its sliders narrowed and both
     views drawn again on it, so that no answer of the model before stays on screen; elsewhere, nothing."""
     if not drawn:

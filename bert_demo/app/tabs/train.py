@@ -18,12 +18,13 @@ from bert_demo.app.slot import BUSY_MARK, WAIT_POLL_S, Ticket
 from bert_demo.app.uploads import discard, private_text
 from bert_demo.config import PRESETS, read_metadata
 from bert_demo.sources import APP_SOURCES
-from bert_demo.train_config import APP_RUNS, FinetuneConfig, default, label
+from bert_demo.train_config import APP_RUNS, RECIPES, FinetuneConfig, TrainConfig, default, label
 
 MAX_COMPARED = 8  # runs on one comparison chart
 UPDATE_EVERY_S = 1.0  # how often the training stream sends new charts
 WATCH_EVERY_S = 5.0  # how often an idle page hears how far someone else's run is
 STARTS = ("random weights (pre-train from scratch)", "the model selected above (continue training it)")
+RECIPE_CHOICES = [("fast: this app's", "fast"), ("BERT's: the paper's", "paper")]  # (words, train_config.RECIPES)
 START_RANDOM, START_CONTINUE = STARTS
 PROBE_LABEL = f"Probe: guesses for “{default('probe')}”"
 STOP_ACTIVE = gr.Button(interactive=True, variant="stop")  # red only while there is a run to stop
@@ -47,6 +48,11 @@ def layout(registry: Registry) -> Components:
         with gr.Row():
             with gr.Column(scale=1, min_width=300):
                 c.update(_form(caps))
+                c["recipe"] = gr.Radio(RECIPE_CHOICES, value="fast", label="Recipe", elem_id="recipe",
+                                       info="how the run starts and what it is asked: the app's, to learn in "
+                                            "minutes, or BERT's own")
+                c["recipe_note"] = gr.Markdown(text.recipe_markdown(TrainConfig()) + "\n\n" + text.FAST_RECIPE_WHY,
+                                               elem_id="recipe-note")
                 c["start_from"] = gr.Radio(list(STARTS), value=START_RANDOM, label="Start from",
                                            elem_id="start-from",
                                            info="Continuing a model teaches it a new corpus (domain adaptation): "
@@ -131,12 +137,14 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
     outputs = [c[name] for name in ("status", "loss_plot", "accuracy_plot", "lr_plot", "probe", "checkpoint_file",
                                     "model", "stop", "compare_runs", "readout", "start", "estimate")]
     inputs = [c[name] for name in ("corpus", "upload", "preset", "steps", "batch_size", "lr", "seq_len", "vocab_size",
-                                   "share", "start_from", "model", "typed")]
-    form = [c[name] for name in ("preset", "steps", "batch_size", "seq_len", "vocab_size", "start_from", "model")]
+                                   "share", "start_from", "model", "typed", "recipe")]
+    form = [c[name] for name in ("preset", "steps", "batch_size", "seq_len", "vocab_size", "start_from", "recipe",
+                                 "model")]
     started = c["start"].click(bound(train), inputs, outputs, api_name="train", concurrency_limit=None,
                                trigger_mode="once", show_progress="minimal", show_progress_on=[c["status"]])
     started.then(bound(estimate), form, c["estimate"], api_visibility="private", show_progress="hidden")
     c["stop"].click(bound(stop), None, c["status"], api_visibility="private", queue=False)
+    c["recipe"].change(recipe_note, c["recipe"], c["recipe_note"], api_visibility="private", queue=False)
     gr.on([c["train_tab"].select, *(setting.change for setting in form[:-1])], bound(estimate), form,
           c["estimate"], api_visibility="private", trigger_mode="always_last", show_progress="hidden")
     c["compare_button"].click(bound(compare_runs), [c["compare_runs"], c["compare_x"]], c["compare_runs_plot"],
@@ -152,24 +160,25 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
 @friendly
 def train(registry: Registry, corpus: list[str], upload: str | None, preset: str, steps: float,
           batch_size: float, lr: float, seq_len: float, vocab_size: float, share: bool = False,
-          start: str = START_RANDOM, model_name: str | None = None, typed: str = "",
+          start: str = START_RANDOM, model_name: str | None = None, typed: str = "", recipe: str = "fast",
           owner: str | None = None) -> Iterator[Outputs]:
-    """Take a place in line for the run (from random weights, or continuing `model_name`) and follow it until it
-    ends. The slot starts the run when its turn comes, so a page that reloads finds it again (`reopened`). Text the
-    visitor typed is trained on as if uploaded."""
+    """Take a place in line for the run (from random weights, or continuing `model_name`, under the app's fast
+    recipe or the paper's) and follow it until it ends. The slot starts the run when its turn comes, so a page that
+    reloads finds it again (`reopened`). Text the visitor typed is trained on as if uploaded."""
     if start not in STARTS:
         raise ValueError(f"start from {' or '.join(STARTS)}, not {start!r}")
     with _typed_upload(registry, typed, upload) as upload:
         ticket = registry.join_line(corpus=corpus, upload=upload, preset=preset, steps=steps, batch_size=batch_size,
                                     lr=lr, seq_len=seq_len, vocab_size=vocab_size,
                                     init_from=model_name if start == START_CONTINUE else None, share=bool(share),
-                                    owner=owner)
+                                    recipe=recipe, owner=owner)
     yield from follow(registry, ticket, owner)
 
 
 @friendly
 def estimate(registry: Registry, preset: str, steps: float, batch_size: float, seq_len: float, vocab_size: float,
-             start: str = START_RANDOM, model_name: str | None = None, owner: str | None = None) -> Outputs:
+             start: str = START_RANDOM, recipe: str = "fast", model_name: str | None = None,
+             owner: str | None = None) -> Outputs:
     """The line under Start: while the visitor's own run trains, its whole time at the pace it keeps (which its
     status line counts down); else how long the run the form describes would take on this machine now
     (`estimates.forecast`: the pace of the run training now where it has the same shape, else a few of its steps
@@ -181,7 +190,7 @@ def estimate(registry: Registry, preset: str, steps: float, batch_size: float, s
         return {"estimate": line}
     try:
         config = registry.forms.train_config(preset=preset, steps=steps, batch_size=batch_size, seq_len=seq_len,
-                                             vocab_size=vocab_size, viewer=owner,
+                                             vocab_size=vocab_size, viewer=owner, recipe=recipe,
                                              init_from=model_name if start == START_CONTINUE else None)
     except ValueError:
         return {"estimate": ""}
@@ -358,6 +367,17 @@ def compare_runs(registry: Registry, names: list[str] | None, x_axis: str = "tok
         raise ValueError(f"the x axis is 'tokens' or 'time', not {x_axis!r}")
     runs = dict(registry.catalog.history(name, owner) for name in names)
     return {"compare_runs_plot": plots.compare_figure(runs, x_axis)}
+
+
+def recipe_note(recipe: str) -> str:
+    """The chosen recipe, told by how it differs from the paper's; the fast one's, with why it is the app's."""
+    if recipe not in RECIPES:
+        raise gr.Error(f"the recipe is {' or '.join(RECIPES)}, not {str(recipe)[:40]!r}", print_exception=False)
+    note = text.recipe_markdown(TrainConfig(**RECIPES[recipe]))
+    if recipe == "paper":
+        return note + " The learning rate and the length of the run are the form's (BERT-Base read 1 M steps of 256 " \
+                      "sequences at 1e-4)."
+    return note + "\n\n" + text.FAST_RECIPE_WHY
 
 
 def stop(registry: Registry, owner: str | None) -> Outputs:

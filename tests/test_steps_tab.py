@@ -1,0 +1,131 @@
+"""The Step by step tab's handlers, called as the page calls them: an example drawn again with its seed, the shares
+of both recipes, the loss the backend gives; every step of the forward pass with its line of model.py; bad input
+refused with a message; and the recipe said on the Train and Model tabs."""
+from __future__ import annotations
+
+import json
+import re
+
+import gradio as gr
+import pytest
+
+from bert_demo import pretraining_example
+from bert_demo.app import text
+from bert_demo.app.tabs import steps, train
+from bert_demo.forward_steps import STEP_NAMES, source_line
+from bert_demo.train_config import PAPER_RECIPE, TrainConfig
+
+MODEL = "checkpoints/tiny-test"
+PARAGRAPHS = "\n\n".join(
+    f"The {w} stood by the river for many years. People came from far away to see the {w}. In winter the {w} was "
+    f"covered in snow. Children played near the {w} every summer." for w in ("mill", "tower", "bridge", "church"))
+
+
+def draw(registry, seed: int = 3, recipe: str = "model", source: str = steps.YOUR_TEXT, typed: str = PARAGRAPHS):
+    return steps.pretraining_example(registry, MODEL, source, typed, recipe, seed)
+
+
+def test_an_example_is_drawn_again_by_its_seed_and_shows_every_position_of_the_backends_draw(registry):
+    first, again, other = draw(registry, 5), draw(registry, 5), draw(registry, 6)
+    assert first == again and first["ex_tokens"] != other["ex_tokens"]
+    loaded = registry.catalog.load(MODEL)
+    recipe = steps.trained_with(registry, MODEL, None)
+    example = pretraining_example.draw(pretraining_example.typed_documents(PARAGRAPHS), loaded.tokenizer, recipe, 5)
+    assert first["ex_tokens"].count('<div class="ex-tok ') == len(example.pieces)
+    assert first["ex_tokens"].count('class="ex-fate"') == len(example.picked) > 0
+    assert first["ex_pair"].startswith("Seed **5**") and ("IsNext" if example.is_next else "NotNext") in first["ex_pair"]
+    loss = pretraining_example.loss(loaded.model, example, loaded.tokenizer)
+    assert f"**{loss.mlm_loss:.3f}**" in first["ex_loss"] and f"**{loss.loss:.3f}**" in first["ex_loss"]
+    assert first["ex_loss_table"].count("\n") == len(example.picked) + 1
+
+
+def test_the_shares_table_sets_the_models_masking_rate_beside_the_papers(registry):
+    shown = draw(registry)["ex_shares"]
+    picked = next(line for line in shown.splitlines() if line.startswith("| positions picked"))
+    cells = [cell.strip() for cell in picked.split("|")[2:-1]]
+    recorded = steps.trained_with(registry, MODEL, None)
+    assert cells[0] == f"{recorded.mask_prob:.0%}" and cells[2] == "15%"
+    assert all(re.fullmatch(r"\d+\.\d%", cell) for cell in (cells[1], cells[3]))
+    paper = draw(registry, recipe="paper")
+    assert "under BERT's recipe" in paper["ex_pair"] and "every setting as in the paper" in paper["ex_recipe_note"]
+
+
+def test_a_named_corpus_gives_passages_with_their_places(registry, private_cache, monkeypatch):
+    shown = draw(registry, seed=2, source="wiki", typed="")
+    assert re.search(r"\*\*Sentence A\*\*, wiki, document \d+, sentences? \d+", shown["ex_pair"])
+
+
+def test_every_step_of_the_forward_pass_is_shown_with_its_equation_shape_and_line(registry):
+    for index in range(len(STEP_NAMES)):
+        shown = steps.forward_steps(registry, MODEL, "the cat sat on the [MASK].", "it purred.", 2, 1, index)
+        part, title = STEP_NAMES[index].split(" · ")
+        assert shown["fw_text"].startswith(f"### {index + 1} of {len(STEP_NAMES)} · {part}: {title}")
+        assert "$$" in shown["fw_text"] and "**Shape**" in shown["fw_text"]
+        number = int(re.search(r"model.py`, line (\d+)", shown["fw_text"])[1])
+        assert source_line_of(shown["fw_text"]) and number > 1
+        figure = json.loads(shown["fw_plot"].to_json())
+        assert figure["data"], STEP_NAMES[index]
+        assert shown["fw_step"].value == index
+
+
+def source_line_of(markdown: str) -> str:
+    return markdown.split("```python\n")[1].split("\n```")[0]
+
+
+def test_the_code_shown_is_the_line_of_model_py_it_names(registry):
+    shown = steps.forward_steps(registry, MODEL, "the cat sat.", "", 1, 1, STEP_NAMES.index("Attention · Scores"))
+    number, line = source_line("scores = self.attention_scores(")
+    assert f"line {number}:" in shown["fw_text"] and source_line_of(shown["fw_text"]) == line
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"source": "the web"}, "draw from"), ({"recipe": "mine"}, "the recipe is"), ({"seed": -1}, "seed must be"),
+    ({"typed": "one paragraph only. it is short."}, "at least two paragraphs"),
+])
+def test_an_example_asked_wrongly_gets_a_message(registry, change, message):
+    args = {"seed": 3, "recipe": "model", "source": steps.YOUR_TEXT, "typed": PARAGRAPHS, **change}
+    with pytest.raises(gr.Error, match=f"(?i){message}"):
+        draw(registry, **args)
+
+
+@pytest.mark.parametrize("layer, head, index, message", [(9, 1, 0, "layer must be"), (1, 9, 0, "head must be"),
+                                                         (1, 1, 31, "the step is"), (1.5, 1, 0, "layer is a whole")])
+def test_a_step_asked_wrongly_gets_a_message(registry, layer, head, index, message):
+    with pytest.raises(gr.Error, match=f"(?i){message}"):
+        steps.forward_steps(registry, MODEL, "the cat sat.", "", layer, head, index)
+
+
+def test_the_tab_draws_when_first_opened_and_again_on_another_model_only_once_drawn(registry):
+    args = (MODEL, "wiki", "", "model", 1, "final", "the cat sat.", "", 9, 9, 0)
+    first = steps.steps_opened(registry, *args, False)
+    assert first["steps_drawn"] is True and first["fw_layer"].maximum == 2 and first["fw_layer"].value == 2
+    assert all(value == gr.skip() for value in steps.steps_opened(registry, *args, True).values())
+    untouched = steps.steps_refreshed(registry, "checkpoints/another", *args[1:], False)
+    assert untouched["ex_pair"] == gr.skip() and untouched["fw_text"] == gr.skip()
+    again = steps.steps_refreshed(registry, "checkpoints/another", *args[1:], True)
+    assert again["ex_pair"].startswith("Seed **1**") and again["fw_text"].startswith("### 1 of 31")
+
+
+def test_the_train_tab_offers_the_papers_recipe_and_says_how_the_fast_one_differs():
+    fast, paper = train.recipe_note("fast"), train.recipe_note("paper")
+    assert "| masking rate | 25% | 15% |" in fast and "1.2 M tokens" in fast
+    assert "every setting as in the paper" in paper
+    with pytest.raises(gr.Error, match="(?i)the recipe is"):
+        train.recipe_note("quick")
+
+
+def test_a_run_under_the_papers_recipe_is_configured_with_its_settings(registry):
+    config = registry.forms.train_config(corpus="wiki", recipe="paper")
+    assert {name: getattr(config, name) for name in PAPER_RECIPE} == PAPER_RECIPE
+    assert registry.forms.train_config(corpus="wiki").mask_prob == TrainConfig().mask_prob == 0.25
+    with pytest.raises(ValueError, match="the recipe is fast or paper"):
+        registry.forms.train_config(corpus="wiki", recipe="mine")
+
+
+def test_the_model_tab_says_the_recipe_the_model_was_trained_with(registry):
+    shown = text.model_markdown(registry.catalog.model_info(MODEL))
+    assert "Trained with **its own recipe**" in shown and "| masking rate | 15% | 15% |" not in shown
+    record = {**json.loads((registry.catalog.resolve(MODEL).folder / "bert_demo.json").read_text())["train_config"],
+              "mask_prob": 0.25}
+    assert "| masking rate | 25% | 15% |" in text.model_markdown({**registry.catalog.model_info(MODEL),
+                                                                 "train_config": record})
