@@ -52,10 +52,12 @@ class Step:
         return tuple(self.values.shape)
 
 
-def capture(model: BertForPreTraining, batch: dict[str, Tensor]) -> tuple[Captured, Tensor]:
+def capture(model: BertForPreTraining, batch: dict[str, Tensor], mlm_positions: Tensor | None = None
+            ) -> tuple[Captured, Tensor]:
     """Run the model once on a batch of one (eval mode, attention probabilities asked for, so the explicit path
     computes them) and keep every module's output and first input; with the [B, L, A, T, T] stack of attention
-    probabilities."""
+    probabilities. `mlm_positions` (bool [1, T]) runs the masked-LM head at those positions only, as training does:
+    its values are then [N, ...], a row a position."""
     kept: Captured = {}
 
     def keep(name: str) -> Callable:
@@ -70,7 +72,8 @@ def capture(model: BertForPreTraining, batch: dict[str, Tensor]) -> tuple[Captur
     handles = [module.register_forward_hook(keep(name)) for name, module in model.named_modules() if name]
     try:
         with evaluating(model):
-            out = model(**batch, attention_mask=torch.ones_like(batch["input_ids"]), output_attentions=True)
+            out = model(**batch, attention_mask=torch.ones_like(batch["input_ids"]), output_attentions=True,
+                        mlm_positions=mlm_positions)
     finally:
         for handle in handles:
             handle.remove()
@@ -100,6 +103,15 @@ class Pass:
     def into(self, name: str) -> Tensor:
         """What module `name` read."""
         return self.kept[f"{name}<"][0]
+
+    def at_guesses(self, name: str, reads: bool = False) -> Tensor:
+        """What a module of the masked-LM head returned (or read), a row a guessed position: the head runs there
+        only."""
+        return self.kept[f"{name}{'<' if reads else '>'}"]
+
+    @property
+    def guessed_rows(self) -> list[str]:
+        return [self.rows[i] for i in self.guessed]
 
     @property
     def rows(self) -> list[str]:
@@ -220,22 +232,24 @@ SPECS: tuple[Spec, ...] = (
          "Layer {layer}'s output: the next layer's input; the last layer's feeds the two heads.",
          "return self.output(self.intermediate(x), x), probs", lambda p: p.out(f"{p.layer_name}.output.LayerNorm")),
     Spec("Masked-LM head", "Transform: dense", r"t = h^L W_T + b_T",
-         "The last layer's output, mapped once more before it is compared with the vocabulary.", TRANSFORM,
-         lambda p: p.out("cls.predictions.transform.dense")),
+         "The last layer's output at {where}, mapped once more before it is compared with the vocabulary. The head "
+         "runs only where there is a word to guess, as in training, where it runs at the picked positions only.",
+         TRANSFORM, lambda p: p.at_guesses("cls.predictions.transform.dense"), rows=lambda p: p.guessed_rows),
     Spec("Masked-LM head", "Transform: GELU", r"\operatorname{GELU}(t)", "The same GELU as the feed-forward's.",
-         TRANSFORM, lambda p: p.into("cls.predictions.transform.LayerNorm")),
+         TRANSFORM, lambda p: p.at_guesses("cls.predictions.transform.LayerNorm", reads=True),
+         rows=lambda p: p.guessed_rows),
     Spec("Masked-LM head", "Transform: LayerNorm", r"g = \operatorname{LN}(\operatorname{GELU}(t))",
          "Normalised, ready to be scored against every word piece.", TRANSFORM,
-         lambda p: p.out("cls.predictions.transform.LayerNorm")),
+         lambda p: p.at_guesses("cls.predictions.transform.LayerNorm"), rows=lambda p: p.guessed_rows),
     Spec("Masked-LM head", "Decoder, tied to the word embeddings", r"z = g\, E_{\text{word}}^\top + b",
          "A score for every word piece of the vocabulary: the dot product with its own row of the word-embedding "
          "table (the decoder shares the input's), plus a bias a piece. Shown: the {k} highest at {where}.", DECODER,
-         lambda p: p.top_logits, rows=lambda p: [p.rows[i] for i in p.guessed], columns=lambda p: _ranks(p),
+         lambda p: p.top_logits, rows=lambda p: p.guessed_rows, columns=lambda p: _ranks(p),
          cells=lambda p: p.guesses),
     Spec("Masked-LM head", "Softmax: the guesses", r"p = \operatorname{softmax}(z)",
          "The scores become probabilities over the whole vocabulary; the highest is the guess at {where}.", DECODER,
-         lambda p: p.out("cls.predictions")[p.guessed].softmax(-1).gather(1, _top_ids(p)),
-         rows=lambda p: [p.rows[i] for i in p.guessed], columns=lambda p: _ranks(p), cells=lambda p: p.guesses),
+         lambda p: p.at_guesses("cls.predictions").softmax(-1).gather(1, _top_ids(p)),
+         rows=lambda p: p.guessed_rows, columns=lambda p: _ranks(p), cells=lambda p: p.guesses),
     Spec("Next-sentence head", "The [CLS] vector", r"h^L_{[\mathrm{CLS}]}",
          "Only the first token's final vector is read: [CLS] has attended to both sentences in every layer.",
          POOLER, lambda p: p.into("bert.pooler.dense")[None], rows=lambda p: CLS_ROW),
@@ -255,7 +269,7 @@ STEP_NAMES = tuple(f"{spec.part} · {spec.title}" for spec in SPECS)  # the step
 
 
 def _top_ids(p: Pass) -> Tensor:
-    return p.out("cls.predictions")[p.guessed].topk(p.top_logits.shape[-1], dim=-1).indices
+    return p.at_guesses("cls.predictions").topk(p.top_logits.shape[-1], dim=-1).indices
 
 
 def _ranks(p: Pass) -> list[str]:
@@ -272,9 +286,11 @@ def forward_pass(model: BertForPreTraining, tokenizer: BertTokenizerFast, text_a
             raise ValueError(f"{name} must be a whole number from 1 to {top}, got {str(value)[:40]}")
     batch = encode_input(model, tokenizer, text_a, text_b)
     ids = batch["input_ids"][0].tolist()
-    kept, probs = capture(model, batch)
     guessed = [i for i, id_ in enumerate(ids) if id_ == tokenizer.mask_token_id] or list(range(len(ids)))
-    top = kept["cls.predictions>"][0][guessed].topk(min(TOP_GUESSES, config.vocab_size), dim=-1)
+    at = torch.zeros_like(batch["input_ids"], dtype=torch.bool)
+    at[0, guessed] = True
+    kept, probs = capture(model, batch, at)
+    top = kept["cls.predictions>"].topk(min(TOP_GUESSES, config.vocab_size), dim=-1)
     return Pass(kept, probs, tokenizer.convert_ids_to_tokens(ids), batch["token_type_ids"][0].tolist(), layer - 1,
                 head - 1, config.num_attention_heads, guessed,
                 [tokenizer.convert_ids_to_tokens(row.tolist()) for row in top.indices], top.values)

@@ -629,7 +629,8 @@ def test_on_a_phone_every_tab_is_one_tap_away(app, tab):
     page = tab(390, 844)
     page.goto(app["url"])
     page.wait_for_selector("#fill-label-0 :text('%')")
-    for name in ("Fill-mask", "Next sentence", "Attention", "Embeddings", "Train", "Fine-tune", "Model"):
+    for name in ("Fill-mask", "Next sentence", "Attention", "Embeddings", "Train", "Fine-tune", "Model",
+                 "Step by step"):
         assert page.get_by_role("tab", name=name).is_visible(), name  # a button of its own, no overflow menu
     page.get_by_role("tab", name="Model").click()
     page.wait_for_selector("#model-info :text('parameters')")
@@ -652,3 +653,48 @@ def test_the_train_tabs_buttons_stay_buttons_and_the_status_a_line_in_view_when_
     assert boxes["#status"]["width"] >= 250, boxes  # 55 px wide on a phone: "traini / ng"
     assert page.evaluate(BROKEN_WORDS, "#status") == []
     shoot(page, f"train-controls-{width}")
+
+
+def open_steps_tab(page) -> None:
+    """The Step by step tab, once it has drawn both of its views (it draws them when it first opens)."""
+    page.get_by_role("tab", name="Step by step").click()
+    page.wait_for_selector("#ex-tokens .ex-tok")
+    page.wait_for_selector("#fw-plot .js-plotly-plot")
+
+
+FITS = ("s => { const e = document.querySelector(s); return e.scrollWidth <= e.clientWidth + 1"
+        " && e.getBoundingClientRect().right <= document.documentElement.clientWidth + 1; }")
+
+
+@pytest.mark.parametrize("width", [1400, 390])
+def test_the_step_by_step_tab_opens_drawn_draws_another_example_and_walks_the_forward_pass(app, tab, width):
+    page = tab(width, 1000 if width > 400 else 844)
+    page.goto(app["url"])
+    page.wait_for_selector("#fill-label-0 :text('%')")
+    open_steps_tab(page)
+    wait_text(page, "#ex-pair", "Seed 0, drawn by the training pipeline itself")
+    assert page.locator("#ex-tokens .ex-tok.fate-1, #ex-tokens .ex-tok.fate-2, #ex-tokens .ex-tok.fate-3").count()
+    assert "Masked-LM loss" in page.locator("#ex-loss").inner_text()
+    page.click("#ex-another")
+    page.wait_for_function("document.querySelector('#ex-seed input').value !== '0'")
+    seed = page.locator("#ex-seed input").input_value()
+    wait_text(page, "#ex-pair", f"Seed {seed}, drawn")
+    wait_text(page, "#fw-text", "1 of 31 · Embeddings: Word rows")
+    page.click("#fw-next")
+    wait_text(page, "#fw-text", "2 of 31 · Embeddings: Position rows")
+    page.locator("#fw-step input").click()
+    page.get_by_role("option", name="9. Attention · Scores").click()
+    wait_text(page, "#fw-text", "9 of 31 · Attention: Scores (layer 1, head 1)")
+    assert page.locator("#fw-text .katex").count()  # the equation drawn, not its LaTeX
+    page.wait_for_function(CHARTS_FIT, timeout=10_000)
+    for selector in ("#ex-tokens", "#fw-text", "#fw-plot", "#ex-pair"):
+        assert page.evaluate(FITS, selector), selector  # nothing runs off a phone's right edge
+    shoot(page, f"steps-{width}")
+
+
+def test_the_train_tab_offers_the_papers_recipe_and_says_how_it_differs(web):
+    open_train_tab(web)
+    wait_text(web, "#recipe-note", "This app's fast recipe, where it differs from BERT's")
+    web.locator("#recipe").get_by_text("BERT's: the paper's").click()
+    wait_text(web, "#recipe-note", "BERT's recipe (the paper's): every setting as in the paper")
+    shoot(web, "train-recipe")

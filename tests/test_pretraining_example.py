@@ -17,9 +17,20 @@ from bert_demo.trainer import pretraining, prepare, split_corpus
 SEED = 11
 
 
+PLACES = ["river", "mountain", "city", "forest", "island", "castle", "harbour", "valley", "bridge", "market"]
+DOINGS = ["was first described long ago", "was visited every summer", "became famous across the country",
+          "is described in old books", "is still visited by travellers", "was painted by many artists",
+          "was nearly forgotten for a century", "appears on the town's oldest map", "gave its name to a street",
+          "was the subject of a long dispute", "welcomed a king once", "was rebuilt after a great fire"]
+
+
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory, write_corpus):
-    return str(write_corpus(tmp_path_factory.mktemp("corpus") / "places.txt", documents=40))
+def corpus(tmp_path_factory):
+    """Documents of twelve sentences: longer than a pair, so that a random B ends inside its document."""
+    documents = [" ".join(f"The {PLACES[d % 10]} number {d} {doing}." for doing in DOINGS) for d in range(40)]
+    path = tmp_path_factory.mktemp("corpus") / "places.txt"
+    path.write_text("\n\n".join(documents) + "\n")
+    return str(path)
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +64,7 @@ def test_the_example_is_the_batch_training_draws_first_with_the_same_seed(traini
 def test_the_segments_origins_and_fates_are_those_of_its_tokens(training):
     config, run, _, documents = training
     tokenizer = run.tokenizer
-    for seed in range(12):
+    for seed in range(16):
         example = pretraining_example.draw(documents, tokenizer, config, seed)
         first_sep = example.pieces.index("[SEP]")
         a_pieces, b_pieces = example.pieces[1:first_sep], example.pieces[first_sep + 1:-1]

@@ -30,9 +30,16 @@ def test_an_example_is_drawn_again_by_its_seed_and_shows_every_position_of_the_b
     assert first == again and first["ex_tokens"] != other["ex_tokens"]
     loaded = registry.catalog.load(MODEL)
     recipe = steps.trained_with(registry, MODEL, None)
-    example = pretraining_example.draw(pretraining_example.typed_documents(PARAGRAPHS), loaded.tokenizer, recipe, 5)
-    assert first["ex_tokens"].count('<div class="ex-tok ') == len(example.pieces)
-    assert first["ex_tokens"].count('class="ex-fate"') == len(example.picked) > 0
+    documents = pretraining_example.typed_documents(PARAGRAPHS)
+    fates = set()
+    for seed in range(5, 12):
+        example = pretraining_example.draw(documents, loaded.tokenizer, recipe, seed)
+        shown = draw(registry, seed)["ex_tokens"]
+        assert shown.count('<div class="ex-tok ') == len(example.pieces)
+        assert shown.count('class="ex-fate"') == len(example.picked) > 0
+        fates |= set(example.fates)
+    assert fates == {0, 1, 2, 3}  # every fate was shown
+    example = pretraining_example.draw(documents, loaded.tokenizer, recipe, 5)
     assert first["ex_pair"].startswith("Seed **5**") and ("IsNext" if example.is_next else "NotNext") in first["ex_pair"]
     loss = pretraining_example.loss(loaded.model, example, loaded.tokenizer)
     assert f"**{loss.mlm_loss:.3f}**" in first["ex_loss"] and f"**{loss.loss:.3f}**" in first["ex_loss"]
