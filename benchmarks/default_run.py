@@ -31,7 +31,7 @@ from bert_demo.trainer import pretraining
 
 WHAT_IS_NOT_A_STEP = ["load_corpus", "split_documents", "train_tokenizer", "tokenize_documents", "create_examples",
                       "token_counts", "frequency_baseline", "readout_items", "fixed_batches", "_model_and_optimizer",
-                      "validate", "_probe", "_readout", "_take_snapshot", "_save", "share_memory_"]
+                      "validate", "_probe", "_readout", "snapshot", "save_pretrained", "share_memory_"]
 
 
 def phases(runs: str, precision: str) -> tuple[list[list], str]:

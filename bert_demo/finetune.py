@@ -62,12 +62,12 @@ def prepare(run: Run) -> Generator[Record, None, Training | None]:
     train = encode(first(task["train"], cfg.train_examples))
     splits = {"": encode(task["validation"]), "test_": encode(task["test"]),
               "outside_": _outside_examples(cfg, labels, encode)}
-    if cfg.steps is None:  # the epochs decide: stored with the run, so its records say how long it was
-        cfg.steps = max(1, math.ceil(cfg.epochs * len(train) / cfg.batch_size))
-    optimizer, schedule = optimizer_and_schedule(run.model, cfg, run.step, run.resume)
+    if cfg.steps is None:  # the epochs decide: saved with the run (its `planned_steps`)
+        run.total_steps = max(1, math.ceil(cfg.epochs * len(train) / cfg.batch_size))
+    optimizer, schedule = optimizer_and_schedule(run.model, cfg, lambda: run.total_steps, run.step, run.resume)
     done = run.step  # a resumed run picks the schedule up where it stopped
     yield {"kind": "status", "message": f"fine-tuning on {len(train):,} labelled examples ({', '.join(labels)}) "
-                                        f"for {cfg.steps:,} steps on {run.device.type} in {run.precision}"
+                                        f"for {run.total_steps:,} steps on {run.device.type} in {run.precision}"
                                         + (f", from step {done:,}" if done else "")}
     batches = _length_grouped(train, cfg.batch_size, cfg.seed, run.tokenizer.pad_token_id)
     return Training(run.model, itertools.islice(batches, done, None), optimizer, schedule,  # the batches next due
@@ -116,9 +116,10 @@ def _loss(parts: int, out, part: Batch, batch: Batch) -> tuple[Tensor, Metrics]:
     return out.loss / parts, metrics
 
 
-def _evaluate(run: Run, splits: dict[str, Encoded], metric: str, final: bool) -> Iterator[Record]:
-    """The validation split's loss, accuracy and the task's metric; at the end also the test split's and the
-    outside domain's."""
+def _evaluate(run: Run, splits: dict[str, Encoded], metric: str) -> Iterator[Record]:
+    """The validation split's loss, accuracy and the task's metric; at the run's last step also the test split's and
+    the outside domain's."""
+    final = run.step >= run.total_steps
     if final:  # the last scoring takes longer than a validation: say what the run is doing
         yield {"kind": "status", "message": "scoring the validation and test splits"
                                             + (f" and {run.config.outside}" if splits["outside_"] else "")}

@@ -1,14 +1,14 @@
 """The loop every run shares, pre-training or fine-tuning (nanoGPT's train.py and minGPT's trainer are the models:
 one flat loop, handed what it trains).
 
-A run is a `Run`: its settings, its `Control` and its records. `Run.run()` calls its `prepare` function
-(`trainer.prepare` for pre-training, `finetune.prepare` for fine-tuning), which builds the run's `Training`: the model
-and tokenizer, the batches, the optimizer and schedule, and three small functions (the loss of a micro-batch with
-its metrics, the validation records, and what a run stopped between validations shows). `train` then drives the
-task: the device and precision, optimizer steps with clipping and the schedule, a stop from any thread, divergence
-(`divergence.Divergence`) and running out of memory, a time budget (`time_budget.Budget`), periodic and final
-checkpoints (atomic, Hugging Face format, with the run's settings and records beside them), and the timeline's
-snapshots. Both the app and the CLI consume its plain-dict records.
+A run is a `Run`: its settings (checked once, never changed), its `Control`, its records and its length
+(`total_steps`: the settings' steps, or what a time budget or a fine-tuning run's epochs make of them). `Run.run()`
+calls its `prepare` function (`trainer.prepare` for pre-training, `finetune.prepare` for fine-tuning), which builds
+the run's `Training`: the model and tokenizer, the batches, the optimizer and schedule, and three small functions (the
+loss of a micro-batch with its metrics, the validation records, and the guesses a run stopped between validations
+shows). `train` is the step itself: the batch, the forward and backward passes, clipping, the optimizer and the
+schedule, then what comes after a step (`AfterStep`: re-planning by time, timeline snapshots, handing freed memory
+back), records, validations and saves (`saving.Saving`). Both the app and the CLI consume its plain-dict records.
 
 Under `torchrun --nproc_per_node N` the same code trains with DistributedDataParallel: every rank draws its own
 share of the examples, gradients are averaged, and rank 0 alone logs, validates and writes checkpoints.
@@ -21,32 +21,32 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Generator, Iterator
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed as dist
 from torch import Tensor
 from transformers import BertTokenizerFast
 
 from bert_demo import timeline
-from bert_demo.checkpoint import TIED_KEYS, check_writable, optimizer_tensors, save_pretrained
-from bert_demo.config import OPTIMIZER_NAME, read_metadata, trained_on
+from bert_demo.checkpoint import check_writable
+from bert_demo.config import read_metadata
 from bert_demo.divergence import Divergence
 from bert_demo.records import DoneRecord, Record
 from bert_demo.runtime import (
     Batch,
     Distributed,
     autocast,
-    describe_hardware,
     pick_device,
     release_free_memory,
     resolve_precision,
     set_cpu_threads,
+    start_process_group,
     to_device,
     wrap_for_training,
 )
+from bert_demo.saving import Saving
 from bert_demo.time_budget import PACE_STEPS, Budget
 from bert_demo.train_config import RunConfig, bounds
 
@@ -85,11 +85,11 @@ class Training:
     optimizer: torch.optim.Optimizer
     schedule: torch.optim.lr_scheduler.LRScheduler
     loss: Loss  # the loss of a micro-batch's output (backward is the loop's) and the metrics to average
-    evaluate: Callable[[bool], Iterator[Record]]  # validation records (final: the last one); "val" is stamped here
-    look: Callable[[], Iterator[Record]] = lambda: iter(())  # what a run stopped between validations shows
+    evaluate: Callable[[], Iterator[Record]]  # validation records; "val" is stamped here
+    guesses: Callable[[], Iterator[Record]] = lambda: iter(())  # what a run stopped between validations shows
     # what the model is told about a micro-batch beyond its tensors, read from its CPU copy (pre-training: how many
     # masked-LM targets it has, so that the GPU finds them without a synchronisation)
-    known: Callable[[Batch], dict[str, Any]] = lambda part: {}
+    forward_extras: Callable[[Batch], dict[str, Any]] = lambda part: {}
 
 
 class Window:
@@ -144,11 +144,10 @@ class Run:
         self.metadata = read_metadata(self.resume) if self.resume else {}
         self.history: list[Record] = list(self.metadata.get("history", []))
         self.control.step = int(self.metadata.get("step", 0))
-        self.snapshots: dict[int, timeline.State] = {}  # taken since the last save, written with the next one
+        # the run's length: its settings' steps until a fine-tuning run's epochs or a time budget set it
+        self.total_steps: int | None = config.steps
+        self.saving = Saving(config.out, self.resume)
         self._made_group = False  # whether run() started the torchrun process group (close() ends it)
-        # the output folder's timeline is this run's own when it resumes there, or once this run has saved there;
-        # a new run writing over an old folder must not inherit that folder's snapshots
-        self._owns_timeline = self.resume is not None and self.resume.resolve() == Path(config.out).resolve()
 
     @property
     def step(self) -> int:
@@ -175,42 +174,23 @@ class Run:
         started = time.perf_counter()
         set_cpu_threads()
         torch.manual_seed(self.config.seed)
-        if self.dist.world_size > 1 and not dist.is_initialized():
-            dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo")
-            self._made_group = True
+        self._made_group = start_process_group(self.dist, self.device)
         task = yield from self.prepare(self)
         if task is None:
-            yield self.nothing_written()
+            yield self.saving.nothing_written(self)
             return
         yield from train(self, task, started)
 
     def close(self) -> None:
         """End the torchrun process group this run made, once its caller is done with it (the CLI, at exit)."""
-        if self._made_group and dist.is_initialized():
-            dist.destroy_process_group()
+        if self._made_group:
+            self.dist.end_group()
             self._made_group = False
 
     def stopping_now(self) -> bool:
-        """Whether to stop before the next step or phase. Under torchrun the ranks agree (any rank asked, all stop):
-        a rank that stopped alone would leave the others waiting for ever in the next gradient all-reduce."""
-        if self.dist.world_size == 1:
-            return self.control.stopping
-        flag = torch.tensor([float(self.control.stopping)], device=self.device)
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        return bool(flag.item())
-
-    def agree(self, value: int, choose: Callable[[int, int], int]) -> int:
-        """One value for every rank of a torchrun job (`choose`: min or max of theirs); alone, `value`."""
-        if self.dist.world_size == 1:
-            return value
-        tensor = torch.tensor([value], device=self.device)
-        dist.all_reduce(tensor, op=dist.ReduceOp.MIN if choose is min else dist.ReduceOp.MAX)
-        return int(tensor.item())
-
-    def nothing_written(self) -> DoneRecord:
-        """The last record of a run stopped before its first step: the output folder keeps what it held."""
-        return {"kind": "done", "reason": "stopped", "step": self.step, "checkpoint": None,
-                "message": f"stopped before the first step: nothing was written to {self.config.out}"}
+        """Whether to stop before the next step or phase: under torchrun, whether any rank was asked (a rank that
+        stopped alone would leave the others waiting for ever in the next gradient all-reduce)."""
+        return self.dist.any(self.control.stopping, self.device)
 
     def log(self, metrics: dict[str, float], tokens: int, started: float, kind: str = "train",
             lr: float | None = None) -> Record:
@@ -222,82 +202,69 @@ class Run:
         self.history.append(record)
         return record
 
-    def take_snapshot(self) -> Iterator[Record]:
-        """Keep this step's weights for the timeline, unless the run's snapshots would pass their disk budget."""
-        size = sum(t.numel() * 2 for name, t in self.model.state_dict().items() if name not in TIED_KEYS)  # fp16
-        written = timeline.used_bytes(self.config.out) if self._owns_timeline else 0
-        if written + sum(map(timeline.size, self.snapshots.values())) + size > timeline.BUDGET_BYTES:
-            yield {"kind": "status", "step": self.step,
-                   "message": f"no timeline snapshot at step {self.step}: this model's snapshots would pass their "
-                              f"{timeline.BUDGET_BYTES // 2**20} MB budget"}
-            return
-        self.snapshots[self.step] = timeline.snapshot(self.model, skip=frozenset(TIED_KEYS))
-
-    def save(self, optimizer, started: float) -> Path | None:
-        """Rank 0 writes the checkpoint (atomically); the other ranks wait for it."""
-        if not self.dist.is_main:
-            dist.barrier()
-            return None
-        elapsed = float(self.metadata.get("elapsed", 0.0)) + time.perf_counter() - started
-        hardware, here = trained_on(self.metadata), describe_hardware(self.device, self.dist.world_size)
-        metadata = {"train_config": asdict(self.config), "step": self.step, "history": self.history,
-                    "elapsed": round(elapsed, 3), "device": self.device.type, "precision": self.precision,
-                    "hardware": hardware if here in hardware else [*hardware, here],
-                    "world_size": self.dist.world_size, "parameters": self.model.num_parameters(),
-                    "origin": self.origin, "visible_to": self.visible_to}
-        try:
-            extra = {timeline.file_name(step): state for step, state in self.snapshots.items()}
-            if optimizer is not None and self.origin != "app":  # the app never resumes its runs (it continues one
-                extra[OPTIMIZER_NAME] = optimizer_tensors(optimizer)  # with a new optimizer): 2/3 of a run's bytes
-            with self.control.lock:
-                saved = save_pretrained(self.model, self.tokenizer, self.config.out, metadata=metadata,
-                                        extra_files=extra,
-                                        keep=(timeline.FOLDER,) if self._owns_timeline else ())
-            self.snapshots.clear()
-            self._owns_timeline = True
-            return saved
-        finally:  # a failed save (disk full) must not leave the other ranks waiting at the barrier for ever
-            if self.dist.world_size > 1:
-                dist.barrier()
-
-    def rescue(self, model: torch.nn.Module, tokenizer: BertTokenizerFast, step: int, history: list[Record],
-               message: str) -> DoneRecord:
-        """Save weights that outlived the process that trained them (the app's shared copy of a run whose process
-        was killed) as this run's checkpoint, stopped at `step`, with the records it had sent."""
-        self.model, self.tokenizer, self.control.step, self.history = model, tokenizer, step, history
-        elapsed = float(history[-1]["elapsed"]) if history else 0.0
-        return self.finish("stopped", time.perf_counter() - elapsed, None, message)
-
     def finish(self, reason: str, started: float, optimizer, message: str | None = None) -> DoneRecord:
         """Save the checkpoint and say how the run ended."""
-        record: DoneRecord = {"kind": "done", "reason": reason, "step": self.step, "message": message}
-        try:
-            saved = self.save(optimizer, started)
-            record["checkpoint"] = str(saved) if saved else None
-        except OSError as exc:
-            record["checkpoint"] = None
-            record["message"] = f"{message or ''} The checkpoint could not be written to {self.config.out}: " \
-                                f"{exc.strerror or exc}".strip()
-        return record
+        return self.saving.finish(self, reason, started, optimizer, message)
+
+
+class AfterStep:
+    """What comes after each step besides its records: the time budget's re-planning (`--minutes`), the timeline's
+    snapshots and handing freed heap memory back. Each yields the records it has to say."""
+
+    def __init__(self, run: Run, started: float):
+        cfg = run.config
+        self.run, self.taken = run, run.saving.taken()
+        self.budget = Budget(started + 60 * cfg.minutes, run.step) if cfg.minutes else None
+        if self.budget is not None:
+            run.total_steps = bounds("steps", config=type(cfg))[1]  # until the pace is known; the time decides
+
+    def first(self) -> Iterator[Record]:
+        """Before the first step: the starting weights' snapshot where one is due."""
+        yield from self._snapshot(self.run.step)
+
+    def __call__(self, step: int) -> Iterator[Record]:
+        yield from self._replan(step)
+        yield from self._snapshot(step)
+        if step % TRIM_EVERY == 0:
+            release_free_memory()
+
+    def _replan(self, step: int) -> Iterator[Record]:
+        """On a time budget: the run's length set again from its pace, and the run stopped when the time is up."""
+        run, budget, minutes = self.run, self.budget, self.run.config.minutes
+        if budget is None:
+            return
+        planned = budget.after(step)
+        if planned is not None:
+            before, run.total_steps = run.total_steps, run.dist.agree(planned, min, run.device)
+            if budget.worth_telling(before, run.total_steps):
+                yield {"kind": "status", "step": step, "steps": run.total_steps, "message": f"{budget.pace * 1000:.1f}"
+                       f" ms a step: {run.total_steps:,} steps fit the {minutes:g} minutes"}
+        if budget.spent() and not run.stopping:
+            run.stop()
+            yield {"kind": "status", "step": step, "message": f"the {minutes:g} minutes are up: the run stops and "
+                   "saves" + ("" if budget.pace else f", before it could time {PACE_STEPS[1]} steps of its own (its "
+                              "preparation took most of the time)")}
+
+    def _snapshot(self, step: int) -> Iterator[Record]:
+        """The timeline's snapshot of this step, where one is due and not yet taken (rank 0)."""
+        run = self.run
+        if run.dist.is_main and step in timeline.snapshot_steps(run.total_steps) and step not in self.taken:
+            said = run.saving.snapshot(run.model, step)
+            if said is not None:
+                yield said
 
 
 def train(run: Run, task: Training, started: float) -> Iterator[Record]:
-    """The training loop: steps until the run's last or a stop, with its records, snapshots, validations and saves,
-    then the final checkpoint."""
+    """The training loop: steps until the run's last or a stop, then the final checkpoint; after each step, what
+    `AfterStep` does, the records, validations and periodic saves."""
     cfg, control, main = run.config, run.control, run.dist.is_main
     optimizer, schedule = task.optimizer, task.schedule
     forward = wrap_for_training(task.model, run.device, run.dist.world_size, cfg.compile)
-    window, first_step = Window(), control.step
+    window, first_step, after = Window(), control.step, AfterStep(run, started)
     tokens_seen = int(run.history[-1]["tokens"]) if run.history else 0
-    taken = timeline.steps(cfg.out) if run._owns_timeline else []  # a resumed run's: never taken twice
-    budget = Budget(started + 60 * cfg.minutes, first_step) if cfg.minutes else None
-    if budget is not None:
-        cfg.steps = bounds("steps")[1]  # until the pace is known; then the time decides
-    due = set(timeline.snapshot_steps(cfg.steps)) - set(taken)
     divergence = Divergence(run.device, 1 if run.device.type == "cpu" else cfg.log_every)
-    if main and control.step in due:
-        yield from run.take_snapshot()
-    while control.step < cfg.steps and not run.stopping_now():
+    yield from after.first()
+    while control.step < run.total_steps and not run.stopping_now():
         batch = next(task.batches)
         optimizer.zero_grad(set_to_none=True)
         try:
@@ -325,40 +292,32 @@ def train(run: Run, task: Training, started: float) -> Iterator[Record]:
                              "the run stopped and the weights from before that step were saved. Try a lower "
                              "learning rate.")
             return
-        if budget is not None:
-            planned = budget.after(step)
-            if planned is not None:
-                before, cfg.steps = cfg.steps, run.agree(planned, min)
-                due = set(timeline.snapshot_steps(cfg.steps)) - set(taken)
-                if budget.worth_telling(before, cfg.steps):
-                    yield {"kind": "status", "step": step, "steps": cfg.steps, "message": f"{budget.pace * 1000:.1f}"
-                           f" ms a step: {cfg.steps:,} steps fit the {cfg.minutes:g} minutes"}
-            if budget.spent() and not run.stopping:
-                run.stop()
-                yield {"kind": "status", "step": step, "message": f"the {cfg.minutes:g} minutes are up: the run "
-                       "stops and saves" + ("" if budget.pace else f", before it could time {PACE_STEPS[1]} steps "
-                                            "of its own (its preparation took most of the time)")}
-        if main and step in due:
-            yield from run.take_snapshot()
-        if step % TRIM_EVERY == 0:
-            release_free_memory()
+        yield from after(step)
         tokens_seen += int(batch["attention_mask"].sum()) * run.dist.world_size
-        if main and (step % cfg.log_every == 0 or step == cfg.steps):
+        last = step == run.total_steps
+        if main and (step % cfg.log_every == 0 or last):
             yield run.log(window.flush(run.dist.world_size), tokens_seen, started, lr=schedule.get_last_lr()[0])
-        if main and (step % cfg.eval_every == 0 or step == cfg.steps):
+        if main and (step % cfg.eval_every == 0 or last):
             yield from _validation(run, task, tokens_seen, started)
-        if step % cfg.save_every == 0 and step < cfg.steps:
-            try:
-                run.save(optimizer, started)
-            except OSError as exc:  # disk full, say: keep training; the final save tries again
-                yield {"kind": "status", "step": step, "message": f"could not save the checkpoint at step {step} to "
-                                                                  f"{cfg.out}: {exc.strerror or exc}; training goes on"}
-    if control.step == first_step < cfg.steps:
-        yield run.nothing_written()
+        if step % cfg.save_every == 0 and not last:
+            yield from _periodic_save(run, optimizer, started)
+    if control.step == first_step < run.total_steps:
+        yield run.saving.nothing_written(run)
         return
-    if main and control.step < cfg.steps and control.step % cfg.eval_every:  # stopped between two validations
-        yield from task.look()
-    yield run.finish("finished" if control.step >= cfg.steps else "stopped", started, optimizer)
+    if main and control.step < run.total_steps and control.step % cfg.eval_every:  # stopped between validations
+        yield from task.guesses()
+    yield run.finish("finished" if control.step >= run.total_steps else "stopped", started, optimizer)
+
+
+def _periodic_save(run: Run, optimizer: torch.optim.Optimizer, started: float) -> Iterator[Record]:
+    """A checkpoint on the way; a disk that is full (say) is reported and training goes on: the final save tries
+    again."""
+    try:
+        run.saving.save(run, optimizer, started)
+    except OSError as exc:
+        yield {"kind": "status", "step": run.step, "message": f"could not save the checkpoint at step {run.step} to "
+                                                              f"{run.config.out}: {exc.strerror or exc}; training "
+                                                              "goes on"}
 
 
 def _accumulate(run: Run, task: Training, forward: torch.nn.Module, batch: Batch, window: Window) -> Any:
@@ -373,7 +332,7 @@ def _accumulate(run: Run, task: Training, forward: torch.nn.Module, batch: Batch
         last = index == len(parts) - 1
         with nullcontext() if last or run.dist.world_size == 1 else forward.no_sync():
             with autocast(run.device, run.precision):
-                out = forward(**on_device, **task.known(part))
+                out = forward(**on_device, **task.forward_extras(part))
             loss, metrics = task.loss(out, part, batch)
             loss.backward()
         window.add(metrics, tokens)
@@ -384,7 +343,7 @@ def _validation(run: Run, task: Training, tokens: int, started: float) -> Iterat
     """A "check" record (a validation begins: it may take as long as many steps), then the task's validation
     records; its "val" record is stamped with the step, tokens and time, and kept."""
     yield {"kind": "check", "step": run.step, "elapsed": round(time.perf_counter() - started, 3)}
-    for record in task.evaluate(run.step >= run.config.steps):
+    for record in task.evaluate():
         if record["kind"] == "val":
             record = run.log({k: v for k, v in record.items() if k != "kind"}, tokens, started, kind="val")
         yield record

@@ -173,6 +173,18 @@ class BertEncoder(nn.Module):
         super().__init__()
         self.layer = nn.ModuleList(BertLayer(config) for _ in range(config.num_hidden_layers))
 
+    def forward(self, x: Tensor, key_mask: Tensor | None, output_attentions: bool, head_mask: Tensor | None = None
+                ) -> tuple[list[Tensor], list[Tensor | None]]:
+        """Every layer's output (after the input x, (B, T, H)) and its attention probabilities (None on the fused
+        path). head_mask (L, A) or (B, L, A): 1 keeps a head, 0 switches it off (see BertSelfAttention)."""
+        hidden, attentions = [x], []
+        for i, layer in enumerate(self.layer):
+            layer_mask = None if head_mask is None else head_mask[..., i, :]  # (A,) or (B, A)
+            x, probs = layer(x, key_mask, output_attentions, layer_mask)
+            hidden.append(x)
+            attentions.append(probs)
+        return hidden, attentions
+
 
 class BertPooler(nn.Module):
     """tanh(W h_[CLS] + b): the sentence-level summary that feeds next-sentence prediction (§3.1)."""
@@ -204,14 +216,7 @@ class BertModel(nn.Module):
         head_mask (L, A) or (B, L, A): 1 keeps a head, 0 switches it off (see BertSelfAttention).
         """
         key_mask = None if attention_mask is None else rearrange(attention_mask.bool(), "b t -> b 1 1 t")
-        hidden = [self.embeddings(input_ids, token_type_ids)]
-        attentions = []
-        for i, layer in enumerate(self.encoder.layer):
-            layer_mask = None if head_mask is None else head_mask[..., i, :]  # (A,) or (B, A)
-            x, probs = layer(hidden[-1], key_mask, output_attentions, layer_mask)
-            hidden.append(x)
-            attentions.append(probs)
-        return hidden, attentions
+        return self.encoder(self.embeddings(input_ids, token_type_ids), key_mask, output_attentions, head_mask)
 
 
 class BertPredictionHeadTransform(nn.Module):

@@ -8,6 +8,7 @@ the Loss"; Gopalani & Hu 2025: the plateau is slow learning of the attention map
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -156,10 +157,11 @@ def lr_multiplier(step: int, warmup: int, total: int, shape: str = "linear") -> 
     raise ValueError(f"unknown learning-rate schedule {shape!r}: choose one of {', '.join(SCHEDULES)}")
 
 
-def optimizer_and_schedule(model: torch.nn.Module, cfg: RunConfig, done: int = 0, resume: Path | None = None
-                           ) -> tuple[torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
+def optimizer_and_schedule(model: torch.nn.Module, cfg: RunConfig, total: Callable[[], int], done: int = 0,
+                           resume: Path | None = None) -> tuple[torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
     """AdamW (`make_optimizer`), carrying on with the moments a resumed run saved in `resume`, and the schedule
-    (`lr_multiplier`, warm-up 10% of the steps unless given) picked up at step `done`, not restarted.
+    (`lr_multiplier` over `total()` steps, the run's length, which a time budget sets once it knows its pace;
+    warm-up 10% of them unless given) picked up at step `done`, not restarted.
 
     A resumed run whose folder holds no moments (a checkpoint sent back from a GPU without them, where they would not
     fit) starts AdamW afresh, and warms up again over the run's warm-up steps: the first steps of a fresh AdamW move
@@ -173,11 +175,10 @@ def optimizer_and_schedule(model: torch.nn.Module, cfg: RunConfig, done: int = 0
             load_optimizer_tensors(optimizer, load_file(str(resume / OPTIMIZER_NAME), device=device))
         else:
             restarted = done > 0
-    warmup = lambda: cfg.warmup_steps if cfg.warmup_steps is not None else cfg.steps // 10  # noqa: E731  (a run
-    # on a time budget sets its steps once it has measured its pace: its default warm-up follows them)
+    warmup = lambda: cfg.warmup_steps if cfg.warmup_steps is not None else total() // 10  # noqa: E731
     rewarm = warmup() if restarted else 0
     schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: lr_multiplier(step + done, warmup(), cfg.steps, cfg.schedule)
+        optimizer, lambda step: lr_multiplier(step + done, warmup(), total(), cfg.schedule)
         * min(1.0, (step + 1) / (rewarm + 1)))
     return optimizer, schedule
 

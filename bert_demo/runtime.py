@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import ctypes
 import os
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
+import torch.distributed as dist
 from torch import Tensor
 
 Batch = dict[str, Tensor]
@@ -33,6 +35,36 @@ class Distributed:
     @property
     def is_main(self) -> bool:
         return self.rank == 0
+
+    def any(self, flag: bool, device: torch.device) -> bool:
+        """Whether any rank's `flag` is set (every rank must ask together); alone, the flag."""
+        if self.world_size == 1:
+            return flag
+        tensor = torch.tensor([float(flag)], device=device)
+        dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+        return bool(tensor.item())
+
+    def agree(self, value: int, choose: Callable[..., int], device: torch.device) -> int:
+        """One value for every rank (`choose`: min or max of theirs; every rank must ask together); alone, `value`."""
+        if self.world_size == 1:
+            return value
+        tensor = torch.tensor([value], device=device)
+        dist.all_reduce(tensor, op=dist.ReduceOp.MIN if choose is min else dist.ReduceOp.MAX)
+        return int(tensor.item())
+
+    def end_group(self) -> None:
+        """End the torchrun process group, where one is running."""
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def start_process_group(distributed: Distributed, device: torch.device) -> bool:
+    """Join the torchrun job's process group (NCCL on GPUs, gloo on CPUs) unless alone or already in one; whether
+    this call started it (its caller then ends it: `Distributed.end_group`)."""
+    if distributed.world_size == 1 or dist.is_initialized():
+        return False
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    return True
 
 
 def pick_device(requested: str | None, distributed: Distributed) -> torch.device:

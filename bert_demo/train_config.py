@@ -338,30 +338,32 @@ def app_finetune_steps(examples: int) -> int:
     return min(math.ceil(APP_FINETUNE["epochs"] * examples / FinetuneConfig.batch_size), APP_FINETUNE["max_steps"])
 
 
-def label(name: str) -> str:
-    """How a setting is named to people: its label, else its field name."""
-    return _field(name).metadata["label"] or name
+def label(name: str, config: type[RunConfig] | None = None) -> str:
+    """How a setting of `config` (default: TrainConfig) is named to people: its label, else its field name."""
+    return _field(name, config).metadata["label"] or name
 
 
-def bounds(name: str, machine: str | None = None) -> tuple[Any, Any]:
-    """(low, high) of a numeric setting, high tightened to `machine`'s app cap ("cpu" or "gpu") when it has one."""
-    meta = _field(name).metadata
+def bounds(name: str, machine: str | None = None, config: type[RunConfig] | None = None) -> tuple[Any, Any]:
+    """(low, high) of a numeric setting of `config` (default: TrainConfig), high tightened to `machine`'s app cap
+    ("cpu" or "gpu") when it has one."""
+    meta = _field(name, config).metadata
     return meta["low"], (meta[machine] if machine and meta[machine] is not None else meta["high"])
 
 
-def choices(name: str, machine: str | None = None) -> tuple:
+def choices(name: str, machine: str | None = None, config: type[RunConfig] | None = None) -> tuple:
     """The allowed values of a setting with choices, narrowed to `machine`'s app when it narrows them."""
-    meta = _field(name).metadata
+    meta = _field(name, config).metadata
     return tuple(meta[machine] if machine and meta[machine] is not None else meta["choices"])
 
 
-def kind(name: str) -> type:
+def kind(name: str, config: type[RunConfig] | None = None) -> type:
     """A setting's type: int, float, bool or str."""
-    return _kind(_field(name))
+    return _kind(_field(name, config))
 
 
-def default(name: str) -> Any:
-    return _field(name).default
+def default(name: str, config: type[RunConfig] | None = None) -> Any:
+    """A setting's default in `config` (default: TrainConfig)."""
+    return _field(name, config).default
 
 
 def check_limits(values: Mapping[str, Any], limits: Mapping[str, Any]) -> None:
@@ -405,11 +407,12 @@ def given_flags(args: argparse.Namespace, config: type[RunConfig] = TrainConfig)
     return {f.name: getattr(args, f.name) for f in fields(config) if getattr(args, f.name, None) is not None}
 
 
-def _field(name: str):
+def _field(name: str, config: type[RunConfig] | None = None):
+    config = config or TrainConfig
     try:
-        return next(f for f in fields(TrainConfig) if f.name == name)
+        return next(f for f in fields(config) if f.name == name)
     except StopIteration:
-        raise KeyError(f"TrainConfig has no setting {name!r}") from None
+        raise KeyError(f"{config.__name__} has no setting {name!r}") from None
 
 
 def _kind(f) -> type:

@@ -75,15 +75,16 @@ def prepare(run: Run) -> Generator[Record, None, Training | None]:
     baseline = frequency_baseline(counts, val_batches, run.tokenizer.all_special_ids)
     items = readout_items(val_docs, run.tokenizer)
     run.model = _model(run, counts)
-    optimizer, schedule = optimizer_and_schedule(run.model, cfg, run.step, run.resume)
+    optimizer, schedule = optimizer_and_schedule(run.model, cfg, lambda: run.total_steps, run.step, run.resume)
     processes = f" in {run.dist.world_size} processes" if run.dist.world_size > 1 else ""
     yield {"kind": "status", "message": f"training on {run.device.type} in {run.precision}{processes} with "
                                         f"{run.model.num_parameters():,} parameters"}
     if run.dist.is_main:
         yield _probe(run)  # the probe's guesses before the first step: what a model knows when it knows nothing
-    look = functools.partial(_look, run, items, baseline)
+    guesses = functools.partial(_guesses, run, items, baseline)
     return Training(run.model, _batches(run, train_ids, special), optimizer, schedule, functools.partial(_loss, cfg),
-                evaluate=functools.partial(_evaluate, run, val_batches, baseline, look), look=look, known=_known)
+                    evaluate=functools.partial(_evaluate, run, val_batches, baseline, guesses), guesses=guesses,
+                    forward_extras=_forward_extras)
 
 
 def split_corpus(cfg: TrainConfig) -> tuple[Split, Split]:
@@ -211,7 +212,7 @@ def _model(run: Run, counts: Tensor) -> BertForPreTraining:
     return model.train()
 
 
-def _known(part: Batch) -> dict[str, int]:
+def _forward_extras(part: Batch) -> dict[str, int]:
     """What the model is told about a micro-batch from its CPU copy: how many masked-LM targets it has."""
     return {"mlm_count": int((part["mlm_labels"] != IGNORE_INDEX).sum())}
 
@@ -229,14 +230,14 @@ def _loss(cfg: TrainConfig, out, part: Batch, batch: Batch) -> tuple[Tensor, Met
     return out.mlm_loss * share + cfg.nsp_weight * out.nsp_loss / cfg.grad_accum, metrics
 
 
-def _evaluate(run: Run, val_batches: list[Batch], baseline: Baseline, look, final: bool) -> Iterator[Record]:
+def _evaluate(run: Run, val_batches: list[Batch], baseline: Baseline, guesses) -> Iterator[Record]:
     """Held-out MLM and NSP metrics beside the frequent-token baseline, then the probe's and the readout's
     guesses."""
     yield {"kind": "val", **validate(run.model, val_batches, run.device), "mlm_baseline_acc": baseline[1]}
-    yield from look()
+    yield from guesses()
 
 
-def _look(run: Run, items: list, baseline: Baseline) -> Iterator[Record]:
+def _guesses(run: Run, items: list, baseline: Baseline) -> Iterator[Record]:
     """What the weights guess now: the probe sentence's words and a few held-out sentences' (a run stopped between
     two validations shows these too)."""
     yield _probe(run)

@@ -39,11 +39,11 @@ def training_run(tokenizer, tmp_path, seen: dict, control: Control | None = None
         seen.setdefault("parts", []).append((len(part["input_ids"]), len(batch["input_ids"])))
         return out.loss, {"loss": (out.loss.detach(), 1), "right": (3.0, 4.0)}
 
-    def evaluate(final: bool):
-        seen.setdefault("validations", []).append(final)
-        yield {"kind": "val", "score": 0.5}
-
     def prepare(run: Run):
+        def evaluate():
+            seen.setdefault("validations", []).append(run.step >= run.total_steps)
+            yield {"kind": "val", "score": 0.5}
+
         yield {"kind": "status", "message": "prepared by hand"}
         torch.manual_seed(0)
         run.model = BertForPreTraining(PRESETS["tiny"].with_vocab(len(tokenizer)))
@@ -51,7 +51,7 @@ def training_run(tokenizer, tmp_path, seen: dict, control: Control | None = None
         optimizer = torch.optim.SGD(run.model.parameters(), lr=0.01)
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
         if recipe:
-            optimizer, schedule = optimizer_and_schedule(run.model, run.config)
+            optimizer, schedule = optimizer_and_schedule(run.model, run.config, lambda: run.total_steps)
         return Training(run.model, batches(len(tokenizer)), optimizer, schedule, loss, evaluate)
 
     return Run(config, prepare, control=control)
@@ -64,7 +64,7 @@ def test_the_loop_takes_its_steps_logs_and_validates_on_schedule_and_saves_once_
         ("train", 2), ("val", 3), ("train", 4), ("train", 6), ("val", 6)]
     val = next(r for r in records if r["kind"] == "val")
     assert val["score"] == 0.5 and val["tokens"] == 3 * 4 * 12 and "elapsed" in val  # stamped by the loop
-    assert seen["validations"] == [False, True]  # the last one is told it is the last
+    assert seen["validations"] == [False, True]  # the last one knows it is the last
     assert records[-1]["reason"] == "finished" and (tmp_path / "run" / "config.json").is_file()
     train = next(r for r in records if r["kind"] == "train")
     assert train["right"] == 0.75 and train["tokens_per_s"] > 0

@@ -113,7 +113,7 @@ def test_the_examples_loss_is_the_training_loops_loss_for_that_batch(training):
     example = pretraining_example.draw(documents, run.tokenizer, config, SEED)
     model = task.model.eval()
     with torch.no_grad():
-        out = model(**example.batch, **task.known(example.batch))
+        out = model(**example.batch, **task.forward_extras(example.batch))
         looped, _ = task.loss(out, example.batch, example.batch)
     shown = pretraining_example.loss(model, example, run.tokenizer, config.nsp_weight)
     assert shown.loss == pytest.approx(float(looped), abs=1e-5)

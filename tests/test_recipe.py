@@ -72,7 +72,7 @@ def test_triangle_schedule_starts_at_a_quarter_peaks_at_warmup_and_ends_at_zero(
 
 def rates(model, config, done, folder) -> list[float]:
     """The learning rates of a run's next steps, resumed at step `done` from `folder`."""
-    optimizer, schedule = optimizer_and_schedule(model, config, done, folder)
+    optimizer, schedule = optimizer_and_schedule(model, config, lambda: config.steps, done, folder)
     seen = []
     for _ in range(4):
         seen.append(schedule.get_last_lr()[0])
@@ -87,7 +87,7 @@ def test_a_run_resumed_without_its_adam_moments_warms_up_again_and_one_with_them
     model, config = fresh(), TrainConfig(steps=1000, warmup_steps=3, lr=1e-3)
     on_schedule = [1e-3 * lr_multiplier(step, 3, 1000) for step in range(500, 504)]
     assert rates(model, config, 500, tmp_path) == pytest.approx([r * k / 4 for r, k in zip(on_schedule, (1, 2, 3, 4))])
-    optimizer, _ = optimizer_and_schedule(model, config)
+    optimizer, _ = optimizer_and_schedule(model, config, lambda: config.steps)
     save_file(optimizer_tensors(optimizer), str(tmp_path / OPTIMIZER_NAME))
     assert rates(model, config, 500, tmp_path) == pytest.approx(on_schedule)
 

@@ -18,6 +18,8 @@ from safetensors.torch import load_file
 
 import bert_demo.evaluate as evaluate_module
 import bert_demo.loop as loop_module
+import bert_demo.runtime as runtime_module
+import bert_demo.saving as saving_module
 import bert_demo.trainer as trainer_module
 from bert_demo import recipe
 from bert_demo import timeline
@@ -133,10 +135,10 @@ def test_a_mix_splits_with_each_documents_source_and_random_b_keeps_to_it_unless
         assert any(document[0] in story for story in STORIES[3 * source:3 * source + 3])
     tokenized = Tokenized([[[5, 6, 7, 8]]] * len(train), train_sources)
     special = SpecialIds(cls=2, sep=3, mask=4, pad=0, vocab_size=200, special=(0, 1, 2, 3, 4))
-    assert trainer_module._data(replace(config, random_b="same-source"), tokenized, special, 0, 4).sources == \
+    assert trainer_module.sentence_pairs(replace(config, random_b="same-source"), tokenized, special, 0, 4).sources == \
         train_sources
-    assert trainer_module._data(replace(config, random_b="any"), tokenized, special, 0, 4).sources is None
-    assert trainer_module._data(config, tokenized, special, 0, 4).sources == train_sources  # the default (issue 57)
+    assert trainer_module.sentence_pairs(replace(config, random_b="any"), tokenized, special, 0, 4).sources is None
+    assert trainer_module.sentence_pairs(config, tokenized, special, 0, 4).sources == train_sources  # the default (issue 57)
 
 
 def test_release_free_memory_hands_freed_heap_pages_back_to_the_system():
@@ -311,7 +313,7 @@ def test_an_output_folder_that_cannot_be_written_is_refused_before_training(stor
 
 
 def test_a_full_disk_during_a_periodic_save_is_reported_and_training_goes_on(stories_file, tmp_path, monkeypatch):
-    real_save, calls = loop_module.save_pretrained, {"n": 0}
+    real_save, calls = saving_module.save_pretrained, {"n": 0}
 
     def full_once(*args, **kwargs):
         calls["n"] += 1
@@ -319,7 +321,7 @@ def test_a_full_disk_during_a_periodic_save_is_reported_and_training_goes_on(sto
             raise OSError(errno.ENOSPC, "No space left on device")
         return real_save(*args, **kwargs)
 
-    monkeypatch.setattr(loop_module, "save_pretrained", full_once)
+    monkeypatch.setattr(saving_module, "save_pretrained", full_once)
     records = list(pretraining(tiny_config(stories_file, tmp_path / "run", steps=20, save_every=10)).run())
     warnings = [r for r in records if r["kind"] == "status" and "No space left" in r["message"]]
     assert len(warnings) == 1 and warnings[0]["step"] == 10
@@ -330,7 +332,7 @@ def test_a_final_save_that_fails_ends_the_run_with_a_message_not_a_traceback(sto
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(loop_module, "save_pretrained", full)
+    monkeypatch.setattr(saving_module, "save_pretrained", full)
     done = list(pretraining(tiny_config(stories_file, tmp_path / "run", steps=10)).run())[-1]
     assert done["reason"] == "finished" and done["checkpoint"] is None
     assert "could not be written" in done["message"] and "No space left" in done["message"]
@@ -538,8 +540,8 @@ def test_the_cli_ends_the_process_group_its_run_made_and_only_that(stories_file,
     from bert_demo.__main__ import main
 
     ended = []
-    monkeypatch.setattr(loop_module.dist, "is_initialized", lambda: True)
-    monkeypatch.setattr(loop_module.dist, "destroy_process_group", lambda: ended.append(True))
+    monkeypatch.setattr(runtime_module.dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(runtime_module.dist, "destroy_process_group", lambda: ended.append(True))
     trainer = pretraining(tiny_config(stories_file, tmp_path / "run", steps=1, warmup_steps=0))
     trainer.close()
     assert ended == []  # a group it did not make is its caller's

@@ -103,24 +103,21 @@ class Forms:
             raise ValueError("choose a corpus or upload a .txt file to train on")
         check_limits(values, self.caps.limits)
         check_batch_tokens(values["batch_size"], values["seq_len"], self.caps.machine)
-        steps = values["steps"]
-        config = TrainConfig(**values, **RECIPES[recipe], corpus=",".join(sources) or "upload",
-                             log_every=max(1, steps // 50),
-                             eval_every=max(10, math.ceil(steps / 6)), save_every=10**9,
-                             device=self.run_device())
-        start = config.preset
-        if init_from:
-            folder = self._continuable(init_from, viewer)
-            config.init_from, start = str(folder), f"{folder.name}-continued"
+        folder = self._continuable(init_from, viewer) if init_from else None
+        start = f"{folder.name}-continued" if folder else values["preset"]
         run_name = name or f"{start}-{'-'.join([*sources, *(['upload'] if upload else [])])}-" \
                            f"{time.strftime('%Y%m%d-%H%M%S')}"
         if not FOLDER.fullmatch(run_name):
             raise ValueError(f"{run_name!r} is not a valid run name")
-        config.out = str(self.runs / run_name)
+        steps = values["steps"]
+        settings = dict(**values, **RECIPES[recipe], init_from=str(folder) if folder else None,
+                        log_every=max(1, steps // 50), eval_every=max(10, math.ceil(steps / 6)), save_every=10**9,
+                        device=self.run_device(), out=str(self.runs / run_name))
+        TrainConfig(**settings, corpus=",".join(sources) or "upload")  # checked before the upload is copied
         if upload:  # last: every refusal above leaves nothing behind
             copy = corpus_upload(Path(upload), alone=not sources, max_bytes=self.caps.max_upload_bytes)
-            config.corpus = ",".join([*sources, str(copy)])
-        return config
+            sources = [*sources, str(copy)]
+        return TrainConfig(**settings, corpus=",".join(sources))
 
     def finetune_config(self, model: str, task: str, train_examples: int | None, init: str,
                         upload: str | Path | None = None, viewer: str | None = None, well_read: bool = False,
@@ -154,14 +151,13 @@ class Forms:
         examples = min(train_examples or len(data["train"]), len(data["train"]))
         train_examples = examples if train_examples else None  # what the run trains on, said as it is
         steps = app_finetune_steps(examples)
-        config = FinetuneConfig(model=str(folder), task=task, init=init, train_examples=train_examples, steps=steps,
-                                outside="none" if upload else APP_FINETUNE["outside"].get(task, "none"),
-                                device=self.run_device(),
-                                eval_every=max(1, steps // APP_FINETUNE["validations"]), log_every=max(1, steps // 20))
         stamp = stamp or time.strftime("%Y%m%d-%H%M%S")
-        config.out = str(self.runs / f"{stem}-{'upload' if upload else task}-"
-                                              f"{train_examples or 'all'}-{init}-{stamp}")
-        return config
+        return FinetuneConfig(model=str(folder), task=task, init=init, train_examples=train_examples, steps=steps,
+                              outside="none" if upload else APP_FINETUNE["outside"].get(task, "none"),
+                              device=self.run_device(),
+                              eval_every=max(1, steps // APP_FINETUNE["validations"]), log_every=max(1, steps // 20),
+                              out=str(self.runs / f"{stem}-{'upload' if upload else task}-"
+                                                  f"{train_examples or 'all'}-{init}-{stamp}"))
 
     def fine_tunable(self, name: str, viewer: str | None = None) -> bool:
         """Whether this machine can fine-tune the model `name`: a saved model no bigger than the machine trains."""

@@ -83,6 +83,17 @@ def run_for(config: RunConfig, **options: Any) -> Any:
     return pretraining(config, **options)
 
 
+def rescue(config: RunConfig, model: Any, tokenizer: Any, step: int, history: list[Record], message: str,
+           **options: Any) -> Record:
+    """Save weights that outlived the process that trained them (the app's shared copy of a run whose process was
+    killed, the last weights a GPU call sent back) as the run's checkpoint, stopped at `step`, with the records it
+    had sent; the record that says so (its checkpoint None where the save failed)."""
+    run = run_for(config, **options)
+    run.model, run.tokenizer, run.control.step, run.history = model, tokenizer, step, history
+    elapsed = float(history[-1]["elapsed"]) if history else 0.0
+    return run.finish("stopped", time.perf_counter() - elapsed, None, message)
+
+
 def question_asked() -> None:
     """Tell a run in progress that a visitor is waiting for an answer (see BUSY_S)."""
     if _last_question is not None:
@@ -144,8 +155,8 @@ class ProcessTrainer:
         step = self.step
         message = (f"the run's process ended at step {step} without saving: the app saved the weights it shares "
                    "with it")
-        return run_for(config, origin=origin, visible_to=visible_to).rescue(
-            copy.deepcopy(self.model), self.tokenizer, step, list(self.history), message)
+        return rescue(config, copy.deepcopy(self.model), self.tokenizer, step, list(self.history), message,
+                      origin=origin, visible_to=visible_to)
 
     def run(self) -> Iterator[Record]:
         """Start the child and yield its records until the last one ("done"), or until the child ends."""

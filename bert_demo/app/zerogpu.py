@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bert_demo.app.gpu_call import call_seconds, load_weights_bytes, train_call
-from bert_demo.app.run_process import run_for
+from bert_demo.app.run_process import rescue
 from bert_demo.records import HISTORY_KINDS, Record
 from bert_demo.train_config import RunConfig, TrainConfig
 
@@ -172,8 +172,8 @@ class GPUCallTrainer:
                               f"of step {step:,} that came back")
         history = [r for r in self.history if r.get("step", 0) <= step]
         config = replace(self.config, device="cpu")
-        return run_for(config, origin=self.origin, visible_to=self.visible_to).rescue(
-            copy.deepcopy(model), self.tokenizer, step, history, message)
+        return rescue(config, copy.deepcopy(model), self.tokenizer, step, history, message, origin=self.origin,
+                      visible_to=self.visible_to)
 
 
 class _Refused(Exception):
