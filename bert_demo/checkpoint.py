@@ -222,9 +222,7 @@ def load_checkpoint(path_or_hub_id: str | Path, device: str | torch.device | Non
     if config.labels:
         raise ValueError(f"{path_or_hub_id} is a fine-tuned classifier ({', '.join(config.labels)}): it has no "
                          "masked-LM or next-sentence head to answer with; classify with it instead")
-    tokenizer = load_tokenizer(folder)
-    if len(tokenizer) > config.vocab_size:
-        raise ValueError(f"the tokenizer has {len(tokenizer)} tokens but the model only {config.vocab_size}")
+    tokenizer = _tokenizer_for(folder, config)
     model = BertForPreTraining(config)
     missing = load_weights(model, read_weights(folder))
     if missing:
@@ -238,6 +236,14 @@ def load_pretrained(path_or_hub_id: str | Path, device: str | torch.device | Non
     """The model and tokenizer of `load_checkpoint`, for callers that need nothing else."""
     model, tokenizer, _ = load_checkpoint(path_or_hub_id, device)
     return model, tokenizer
+
+
+def _tokenizer_for(folder: Path, config: BertConfig) -> BertTokenizerFast:
+    """A checkpoint's tokenizer, refused where it has more tokens than the model has rows for."""
+    tokenizer = load_tokenizer(folder)
+    if len(tokenizer) > config.vocab_size:
+        raise ValueError(f"the tokenizer has {len(tokenizer)} tokens but the model only {config.vocab_size}")
+    return tokenizer
 
 
 class Classifier(NamedTuple):
@@ -260,9 +266,7 @@ def load_classifier(path_or_hub_id: str | Path, labels: Sequence[str] | None = N
     if labels is None and not saved.labels:
         raise ValueError(f"{path_or_hub_id} has no classifier: fine-tune it on a task first")
     config = saved if labels is None else replace(saved, labels=tuple(labels))
-    tokenizer = load_tokenizer(folder)
-    if len(tokenizer) > config.vocab_size:
-        raise ValueError(f"the tokenizer has {len(tokenizer)} tokens but the model only {config.vocab_size}")
+    tokenizer = _tokenizer_for(folder, config)
     model = BertForSequenceClassification(config)
     state = read_weights(folder)
     unused = ("cls.",) if config.labels == saved.labels else ("cls.", "classifier.")  # new classes: a new layer

@@ -19,6 +19,7 @@ from torch import Tensor
 from bert_demo.checkpoint import load_pretrained, read_metadata
 from bert_demo.corpus import load_corpus
 from bert_demo.inference import fill_mask
+from bert_demo.masking import max_predictions
 from bert_demo.model import IGNORE_INDEX, BertForPreTraining
 from bert_demo.pretraining_data import (
     PretrainingData,
@@ -93,7 +94,7 @@ def evaluate(folder: str | Path, corpus: str, max_batches: int = 200, batch_size
         _, val_docs = split_documents(load_corpus(corpus), train_config.val_fraction, train_config.seed)
     seq_len = min(train_config.seq_len, model.config.max_position_embeddings)
     data = PretrainingData(tokenize_documents(val_docs, tokenizer), SpecialIds.from_tokenizer(tokenizer),
-                           max_seq_len=seq_len, batch_size=batch_size, max_predictions=round(seq_len * 0.15) + 1,
+                           max_seq_len=seq_len, batch_size=batch_size, max_predictions=max_predictions(seq_len),
                            replace_mask=1.0, replace_random=0.0)
     batches = data.fixed_batches(max_batches, seed=seed)
     results = {"ours": validate(model, batches, torch.device("cpu"))}

@@ -29,6 +29,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from transformers import PreTrainedTokenizerBase
 
+from bert_demo.masking import MASK_PROB, REPLACE_MASK, REPLACE_RANDOM
 from bert_demo.model import IGNORE_INDEX
 
 Document = list[Sequence[int]]  # a document: sentences of token ids (int32 arrays), without special tokens
@@ -281,8 +282,8 @@ def _pack(tokens_a: list[int], tokens_b: list[int], label: int, special: Special
 class MaskingCollator:
     """Pads a list of examples into a batch and draws the masked-LM targets afresh (BERT §3.1, "Task #1")."""
 
-    def __init__(self, special: SpecialIds, max_predictions: int, mask_prob: float = 0.15,
-                 replace_mask: float = 0.8, replace_random: float = 0.1):
+    def __init__(self, special: SpecialIds, max_predictions: int, mask_prob: float = MASK_PROB,
+                 replace_mask: float = REPLACE_MASK, replace_random: float = REPLACE_RANDOM):
         self.special = special
         self.max_predictions = max_predictions
         self.mask_prob, self.replace_mask, self.replace_random = mask_prob, replace_mask, replace_random
@@ -310,7 +311,8 @@ class MaskingCollator:
         return {**batch, "mlm_fates": fate} if fates else batch
 
     def mask(self, input_ids: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
-        """Choose round(15%) of each row's non-special tokens (capped), then apply the 80/10/10 replacement: the
+        """Choose `mask_prob` of each row's non-special tokens, rounded (at least one, at most `max_predictions`),
+        then apply the 80/10/10 replacement: the
         masked ids, the labels (-100 where not picked) and each position's fate (an index of FATES)."""
         candidates = ~torch.isin(input_ids, self.special_tensor)  # (B, T); [PAD] is special too
         n_targets = (candidates.sum(1) * self.mask_prob).round().clamp(1, self.max_predictions)  # (B,)

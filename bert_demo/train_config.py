@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from bert_demo.config import PRESETS
+from bert_demo.masking import MASK_PROB
 from bert_demo.sources import MIXES, TRAINING_SOURCES
 
 SCHEDULES = ("linear", "triangle")
@@ -122,8 +123,8 @@ class TrainConfig(RunConfig):
     seq_len: int = setting(128, "tokens per example", label="sequence length", low=16, high=512, cpu=128, gpu=512)
     vocab_size: int = setting(8192, "WordPiece vocabulary size to train", label="vocabulary size", low=128,
                               high=65_536, cpu=16_384, gpu=32_768)
-    mask_prob: float = setting(0.25, "share of tokens masked in training (BERT: 15%; validation always masks 15%)",
-                               label="masking rate", low=0.01, high=0.9)
+    mask_prob: float = setting(0.25, f"share of tokens masked in training (BERT: {MASK_PROB:.0%}; validation always "
+                                     f"masks {MASK_PROB:.0%})", label="masking rate", low=0.01, high=0.9)
     max_predictions: int | None = setting(None, "at most this many masked tokens per example (default: "
                                                 "masking rate x length, plus one)", low=1, high=512)
     qk_scale: float = setting(1.0, "std of the query and key weights at the start, in multiples of 0.02",
@@ -248,7 +249,7 @@ class FinetuneConfig(RunConfig):
 
 # BERT's recipe, which every run used before the plateau levers (and the same-source random B) existed: a stored
 # config without these settings was trained with these values, so a resumed old run keeps them (`from_stored`).
-BERT_RECIPE: dict[str, Any] = {"schedule": "linear", "mask_prob": 0.15, "dropout": None, "adam_eps": 1e-6,
+BERT_RECIPE: dict[str, Any] = {"schedule": "linear", "mask_prob": MASK_PROB, "dropout": None, "adam_eps": 1e-6,
                                "qk_scale": 1.0, "mimetic": False, "sinusoid_positions": False, "position_scale": 1.0,
                                "local_heads": 0, "unigram_bias": False, "nsp_weight": 1.0, "short_seq_steps": 0,
                                "random_b": "any"}

@@ -24,6 +24,7 @@ from bert_demo.corpus import document_sources, is_named, load_corpus, source_par
 from bert_demo.evaluate import frequency_baseline, readout, readout_items, validate
 from bert_demo.inference import fill_mask
 from bert_demo.loop import Control, Metrics, Run, Training
+from bert_demo.masking import MASK_PROB, max_predictions
 from bert_demo.model import IGNORE_INDEX, BertForPreTraining
 from bert_demo.prepared import cached_ids, cached_vocabulary
 from bert_demo.pretraining_data import (
@@ -101,12 +102,16 @@ def _tokenizer(run: Run, train_docs: list[list[str]]) -> BertTokenizerFast:
     cfg = run.config
     if run.resume:
         return load_tokenizer(run.resume)
-    if cfg.tokenizer or cfg.init_from:
-        return load_tokenizer(cfg.tokenizer or cfg.init_from)
-    if not run.dist.is_main:
-        return _broadcast_vocabulary(run, None)
-    tokenizer = corpus_tokenizer(cfg, train_docs)
-    return _broadcast_vocabulary(run, tokenizer) if run.dist.world_size > 1 else tokenizer
+    if cfg.tokenizer or cfg.init_from or run.dist.world_size == 1:
+        return run_tokenizer(cfg, train_docs)
+    return _broadcast_vocabulary(run, corpus_tokenizer(cfg, train_docs) if run.dist.is_main else None)
+
+
+def run_tokenizer(cfg: TrainConfig, train_docs: list[list[str]]) -> BertTokenizerFast:
+    """The tokenizer a new run trains with: the one of the checkpoint it starts from (or names), else one trained on
+    its training documents (`corpus_tokenizer`)."""
+    given = cfg.tokenizer or cfg.init_from
+    return load_tokenizer(given) if given else corpus_tokenizer(cfg, train_docs)
 
 
 def corpus_tokenizer(cfg: TrainConfig, train_docs: list[list[str]]) -> BertTokenizerFast:
@@ -154,8 +159,7 @@ def prepare_data(cfg: TrainConfig) -> None:
     its two splits as token ids. A ZeroGPU run has this done on the app's CPU, so that its GPU call spends none of
     its time on it (app/zerogpu.py)."""
     (train_docs, train_sources), (val_docs, val_sources) = split_corpus(cfg)
-    tokenizer = load_tokenizer(cfg.tokenizer or cfg.init_from) if cfg.tokenizer or cfg.init_from \
-        else corpus_tokenizer(cfg, train_docs)
+    tokenizer = run_tokenizer(cfg, train_docs)
     _ids(cfg, tokenizer, train_docs, train_sources, "train")
     _ids(cfg, tokenizer, val_docs, val_sources, "validation")
 
@@ -168,15 +172,15 @@ def _kept_as(cfg: TrainConfig, split: str) -> str | None:
 
 
 def sentence_pairs(cfg: TrainConfig, tokenized: Tokenized, special: SpecialIds, seed: int, batch_size: int,
-                   rank: int = 0, world: int = 1, mask_prob: float = 0.15, seq_len: int | None = None
+                   rank: int = 0, world: int = 1, mask_prob: float = MASK_PROB, seq_len: int | None = None
                    ) -> PretrainingData:
     """The run's sentence pairs, their random B drawn as `cfg.random_b` says (validation's too, so that it measures
     what training asks): the stream training batches come from, and the example `pretraining_example` shows."""
     seq_len = seq_len or cfg.seq_len
-    max_predictions = cfg.max_predictions or round(seq_len * mask_prob) + 1
+    most = cfg.max_predictions or max_predictions(seq_len, mask_prob)
     sources = tokenized.sources if cfg.random_b == "same-source" else None
     return PretrainingData(tokenized.documents, special, max_seq_len=seq_len, batch_size=batch_size,
-                           max_predictions=max_predictions, seed=seed, rank=rank, world_size=world, sources=sources,
+                           max_predictions=most, seed=seed, rank=rank, world_size=world, sources=sources,
                            mask_prob=mask_prob)
 
 

@@ -142,9 +142,19 @@ def test_layer_decay_gives_each_depth_lr_times_decay_to_the_steps_it_sits_below_
     assert [g["lr"] for g in plain.param_groups] == [lr, lr]
 
 
-def test_the_run_trains_on_exactly_the_first_n_labelled_examples(pretrained, labelled, tmp_path):
+def test_the_run_trains_on_exactly_the_first_n_labelled_examples(pretrained, labelled, tmp_path, monkeypatch):
+    from bert_demo.labelled import load_file
+    from bert_demo.tokenizer import load_tokenizer
+
+    batched, length_grouped = [], finetune_module._length_grouped
+    monkeypatch.setattr(finetune_module, "_length_grouped",
+                        lambda examples, *rest: batched.append(examples) or length_grouped(examples, *rest))
     records = list(finetuning(config(pretrained, labelled, tmp_path / "n", steps=1, train_examples=30)).run())
     assert any("fine-tuning on 30 labelled examples" in r.get("message", "") for r in records)
+    train = load_file(labelled)["train"]
+    tokenizer = load_tokenizer(pretrained)
+    first_30 = [(tokenizer(text)["input_ids"], label) for text, label in zip(train["text"][:30], train["label"][:30])]
+    assert [(ids, label) for ids, _, label in batched[0]] == first_30
 
 
 def test_the_cli_fine_tunes_classifies_and_refuses_bad_input_with_a_message(pretrained, labelled, tmp_path,

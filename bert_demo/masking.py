@@ -1,0 +1,13 @@
+"""BERT's masking rule, as numbers (Devlin et al. 2019, §3.1, "Task #1"): the share of a sequence's positions picked
+as masked-LM targets, what becomes of the picked ones, and how many a sequence may hold. Imports nothing, so the
+settings (`train_config`) and the app's first page read it without torch; `pretraining_data` applies it."""
+from __future__ import annotations
+
+MASK_PROB = 0.15  # the paper's share of positions picked; validation always picks this share
+REPLACE_MASK, REPLACE_RANDOM = 0.8, 0.1  # of the picked: [MASK], a random word; the rest (0.1) stay as they are
+
+
+def max_predictions(seq_len: int, mask_prob: float = MASK_PROB) -> int:
+    """The most positions one sequence of `seq_len` tokens may have picked: its share, rounded, and one more (the
+    reference code's max_predictions_per_seq, 20 at 128 tokens and 15%)."""
+    return round(seq_len * mask_prob) + 1
