@@ -151,6 +151,13 @@ def test_a_visitor_gets_one_run_a_short_line_and_inference_is_never_refused(app,
     registry.slot.job.thread.join(timeout=60)
 
 
+def with_defaults(url: str, name: str, data: list) -> list:
+    """`data` for the endpoint `name`, its inputs after those given at their defaults (as /gradio_api/info gives
+    them): what gradio_client sends, which gradio's plain API does not fill in."""
+    parameters = httpx.get(f"{url}gradio_api/info").json()["named_endpoints"][f"/{name}"]["parameters"]
+    return [*data, *[parameter["parameter_default"] for parameter in parameters[len(data):]]]
+
+
 def test_a_flood_of_slow_questions_is_refused_at_once_while_another_visitors_fill_mask_answers(app, monkeypatch):
     """Issue 42's reproduction: two slow questions, then 34 more of the same kind from ten sessions, filled gradio's
     one queue, and every visitor's Fill-mask was refused for half a minute. Each kind now has its own line."""
@@ -278,8 +285,8 @@ def test_a_forged_x_forwarded_for_from_an_untrusted_peer_names_no_one_in_the_app
 def test_a_forged_path_is_refused_without_naming_any_of_the_servers_folders(app):
     for path in ["secret.txt", "../x.txt", "/etc/passwd"]:
         upload = {"path": path, "meta": {"_type": "gradio.FileData"}}
-        event, message = call(app["url"], "train", [[], upload, "tiny", 10, 4, 1e-3, 32, 512, False,
-                                                            START_RANDOM, MODEL, ""])
+        event, message = call(app["url"], "train", with_defaults(app["url"], "train", [
+            [], upload, "tiny", 10, 4, 1e-3, 32, 512, False, START_RANDOM, MODEL, ""]))
         assert event == "error" and message.startswith("That file was not uploaded to this app")
         assert os.getcwd() not in message and path not in message and "/tmp" not in message
 
@@ -288,8 +295,8 @@ def test_a_file_given_by_its_web_address_is_refused_before_gradio_downloads_it_i
     """gradio downloads a FileData's URL into its upload store, of any size: a way around the upload caps."""
     for upload in [{"path": "https://example.com/huge.txt", "meta": {"_type": "gradio.FileData"}},
                    {"path": None, "url": "http://example.com/huge.txt", "meta": {"_type": "gradio.FileData"}}]:
-        event, message = call(app["url"], "train", [[], upload, "tiny", 10, 4, 1e-3, 32, 512, False,
-                                                            START_RANDOM, MODEL, ""])
+        event, message = call(app["url"], "train", with_defaults(app["url"], "train", [
+            [], upload, "tiny", 10, 4, 1e-3, 32, 512, False, START_RANDOM, MODEL, ""]))
         assert event == "error" and message.startswith("Give the file itself, not its web address")
 
 
