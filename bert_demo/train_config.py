@@ -29,11 +29,19 @@ RANDOM_B = ("same-source", "any")  # where next-sentence prediction's random B c
 VAL_BATCH_SIZE = 32  # sequences in each of a pre-training run's validation batches (`eval_batches` of them)
 
 
-def setting(default: Any, help: str, *, label: str | None = None, low: float | None = None,
+GROUPS = {"model": "the model", "data": "the text it reads", "objectives": "what it is asked (the pre-training tasks)",
+          "start": "how it starts", "length": "how long it trains", "optimizer": "the optimizer and its schedule",
+          "records": "what it records and where", "machine": "where it computes"}  # a setting's concern, in order
+
+
+def setting(default: Any, help: str, *, group: str, label: str | None = None, low: float | None = None,
             high: float | None = None, choices: tuple | None = None, cpu: Any = None, gpu: Any = None) -> Any:
-    """A TrainConfig field. `low`/`high` bound it everywhere; `choices` lists its allowed values. `cpu` and `gpu`
-    are what the app allows one visitor on a shared machine of that kind: a tighter upper bound, or fewer choices."""
-    return field(default=default, metadata={"help": help, "label": label, "low": low, "high": high,
+    """A config's field, of one concern (`group`, one of GROUPS). `low`/`high` bound it everywhere; `choices` lists
+    its allowed values. `cpu` and `gpu` are what the app allows one visitor on a shared machine of that kind: a
+    tighter upper bound, or fewer choices."""
+    if group not in GROUPS:
+        raise ValueError(f"unknown group {group!r} of a setting: use {', '.join(GROUPS)}")
+    return field(default=default, metadata={"help": help, "group": group, "label": label, "low": low, "high": high,
                                             "choices": choices, "cpu": cpu, "gpu": gpu})
 
 
@@ -56,39 +64,52 @@ class RunConfig:
     """What every run has, pre-training or fine-tuning: its length, its optimizer and schedule, where and in what
     precision it computes, and how often it reports and saves."""
 
-    steps: int = setting(200, "optimizer steps in total (a resumed run continues up to this number)", low=1,
-                         high=10_000_000, cpu=1000, gpu=20_000)
-    batch_size: int = setting(32, "sequences per optimizer step on each process", label="batch size", low=1,
-                              high=65_536, cpu=64, gpu=256)
-    lr: float = setting(1e-3, "peak learning rate", label="learning rate", low=1e-6, high=1e-2)
-    out: str = setting("checkpoints/run", "checkpoint folder to write")
-    grad_accum: int = setting(1, "micro-batches per step (gradient accumulation)", low=1, high=1024)
-    warmup_steps: int | None = setting(None, "warm-up steps (default: 10% of steps)", label="warm-up steps", low=0)
-    schedule: str = setting("linear", "learning-rate shape: linear (BERT: warm-up, then linear decay) or triangle "
-                                      "(one-cycle: from 25% of the peak up to it at warm-up's end, then down to 0)",
-                            choices=SCHEDULES)
-    weight_decay: float = setting(0.01, "AdamW weight decay on matrices", label="weight decay", low=0.0, high=1.0)
-    beta2: float = setting(0.98, "AdamW's second-moment decay", low=0.5, high=0.99999)
-    adam_eps: float = setting(1e-12, "AdamW's epsilon (BERT: 1e-6, which damps the tiny early query/key updates)",
-                              label="Adam epsilon", low=1e-20, high=1e-3)
-    grad_clip: float = setting(1.0, "clip the gradient norm to this", label="gradient clipping", low=1e-3,
-                               high=1000.0)
+    # the model
     dropout: float | None = setting(0.0, "hidden and attention dropout (BERT: 0.1; None: the preset's)", low=0.0,
-                                    high=0.9)
-    eval_every: int = setting(50, "validate every N steps", low=1)
-    save_every: int = setting(500, "write a checkpoint every N steps", low=1)
-    log_every: int = setting(5, "report training metrics every N steps", low=1)
-    seed: int = setting(0, "random seed", low=0, high=2**31 - 1)
-    device: str | None = setting(None, "cpu, cuda or cuda:N (default: CUDA when present)")
-    precision: str = setting("auto", "compute precision of the forward pass: bf16 autocast or fp32 (auto: bf16 where "
-                                     "the device computes it natively, a GPU of compute capability 8.0+ or a CPU with "
-                                     "AVX-512 BF16 or AMX; fp32 elsewhere); weights, optimizer and checkpoints stay fp32",
-                             choices=PRECISIONS)
-    compile: bool = setting(False, "torch.compile the model (off by default: Spaces' ZeroGPU forbids it)")
+                                    high=0.9, group="model")
+
+    # how long it trains
+    steps: int = setting(200, "optimizer steps in total (a resumed run continues up to this number)", low=1,
+                         high=10_000_000, cpu=1000, gpu=20_000, group="length")
+    batch_size: int = setting(32, "sequences per optimizer step on each process", label="batch size", low=1,
+                              high=65_536, cpu=64, gpu=256, group="length")
+    grad_accum: int = setting(1, "micro-batches per step (gradient accumulation)", low=1, high=1024, group="length")
     minutes: float | None = setting(None, "train for this long, preparation included, instead of a set number of "
                                           "steps: the run measures its pace over its first steps, then sets --steps "
                                           "so that its schedule ends with the time (cramming's budget); a run that "
-                                          "falls behind stops at the time and saves", low=0.05, high=10_080.0)
+                                          "falls behind stops at the time and saves", low=0.05, high=10_080.0,
+                                    group="length")
+
+    # the optimizer and its schedule
+    lr: float = setting(1e-3, "peak learning rate", label="learning rate", low=1e-6, high=1e-2, group="optimizer")
+    warmup_steps: int | None = setting(None, "warm-up steps (default: 10% of steps)", label="warm-up steps", low=0,
+                                       group="optimizer")
+    schedule: str = setting("linear", "learning-rate shape: linear (BERT: warm-up, then linear decay) or triangle "
+                                      "(one-cycle: from 25% of the peak up to it at warm-up's end, then down to 0)",
+                            choices=SCHEDULES, group="optimizer")
+    weight_decay: float = setting(0.01, "AdamW weight decay on matrices", label="weight decay", low=0.0, high=1.0,
+                                  group="optimizer")
+    beta2: float = setting(0.98, "AdamW's second-moment decay", low=0.5, high=0.99999, group="optimizer")
+    adam_eps: float = setting(1e-12, "AdamW's epsilon (BERT: 1e-6, which damps the tiny early query/key updates)",
+                              label="Adam epsilon", low=1e-20, high=1e-3, group="optimizer")
+    grad_clip: float = setting(1.0, "clip the gradient norm to this", label="gradient clipping", low=1e-3,
+                               high=1000.0, group="optimizer")
+
+    # what it records and where
+    out: str = setting("checkpoints/run", "checkpoint folder to write", group="records")
+    eval_every: int = setting(50, "validate every N steps", low=1, group="records")
+    save_every: int = setting(500, "write a checkpoint every N steps", low=1, group="records")
+    log_every: int = setting(5, "report training metrics every N steps", low=1, group="records")
+    seed: int = setting(0, "random seed", low=0, high=2**31 - 1, group="records")
+
+    # where it computes
+    device: str | None = setting(None, "cpu, cuda or cuda:N (default: CUDA when present)", group="machine")
+    precision: str = setting("auto", "compute precision of the forward pass: bf16 autocast or fp32 (auto: bf16 where "
+                                     "the device computes it natively, a GPU of compute capability 8.0+ or a CPU with "
+                                     "AVX-512 BF16 or AMX; fp32 elsewhere); weights, optimizer and checkpoints stay fp32",
+                             choices=PRECISIONS, group="machine")
+    compile: bool = setting(False, "torch.compile the model (off by default: Spaces' ZeroGPU forbids it)",
+                            group="machine")
 
     def __post_init__(self) -> None:
         self.validate()  # a config is checked once, when it is made: a run never holds one no run can use
@@ -117,52 +138,69 @@ class TrainConfig(RunConfig):
     """Everything that defines a pre-training run; stored beside its checkpoint so the run can be repeated or
     resumed."""
 
-    preset: str = setting("tiny", "model size", choices=tuple(PRESETS), cpu=("tiny", "mini"))
-    corpus: str = setting("wiki", f"a named corpus ({', '.join(TRAINING_SOURCES)}), a mix of them "
-                                  f"({', '.join(MIXES)}: docs/data.md) or a text file; combine with commas (news,wiki)")
-    seq_len: int = setting(128, "tokens per example", label="sequence length", low=16, high=512, cpu=128, gpu=512)
+    # the model
+    preset: str = setting("tiny", "model size", choices=tuple(PRESETS), cpu=("tiny", "mini"), group="model")
     vocab_size: int = setting(8192, "WordPiece vocabulary size to train", label="vocabulary size", low=128,
-                              high=65_536, cpu=16_384, gpu=32_768)
+                              high=65_536, cpu=16_384, gpu=32_768, group="model")
+    tokenizer: str | None = setting(None, "reuse the tokenizer of this checkpoint folder", group="model")
+    init_from: str | None = setting(None, "start from this checkpoint folder's weights and tokenizer instead of "
+                                          "random ones: continued pre-training on a new corpus (domain adaptation); "
+                                          "its size replaces --preset and --vocab-size", label="start from",
+                                    group="model")
+
+    # the text it reads
+    corpus: str = setting("wiki", f"a named corpus ({', '.join(TRAINING_SOURCES)}), a mix of them "
+                                  f"({', '.join(MIXES)}: docs/data.md) or a text file; combine with commas (news,wiki)",
+                          group="data")
+    seq_len: int = setting(128, "tokens per example", label="sequence length", low=16, high=512, cpu=128, gpu=512,
+                           group="data")
+    short_seq_len: int = setting(32, "sequence length of the first --short-seq-steps steps",
+                                 label="short sequence length", low=16, high=512, group="data")
+    short_seq_steps: int = setting(0, "train this many steps on short examples first (a length curriculum)",
+                                   label="short-sequence steps", low=0, group="data")
+    val_fraction: float = setting(0.05, "share of documents held out for validation", label="validation share",
+                                  low=0.01, high=0.49, group="data")
+    eval_batches: int = setting(8, f"validation batches of {VAL_BATCH_SIZE}", low=1, high=10_000, group="data")
+
+    # what it is asked (the pre-training tasks)
     mask_prob: float = setting(0.25, f"share of tokens masked in training (BERT: {MASK_PROB:.0%}; validation always "
-                                     f"masks {MASK_PROB:.0%})", label="masking rate", low=0.01, high=0.9)
+                                     f"masks {MASK_PROB:.0%})", label="masking rate", low=0.01, high=0.9,
+                               group="objectives")
     max_predictions: int | None = setting(None, "at most this many masked tokens per example (default: "
-                                                "masking rate x length, plus one)", low=1, high=512)
-    qk_scale: float = setting(1.0, "std of the query and key weights at the start, in multiples of 0.02",
-                              label="query/key init scale", low=0.1, high=20.0)
-    mimetic: bool = setting(False, "start each layer's key weights equal to its query weights (mimetic init)")
-    sinusoid_positions: bool = setting(False, "start the position table at Vaswani et al.'s sinusoids")
-    position_scale: float = setting(4.0, "size of the starting position code (sinusoids, local heads), in "
-                                         "multiples of 0.02", label="position scale", low=0.1, high=50.0)
-    local_heads: int = setting(2, "start this many heads of every layer as previous- and next-token heads "
-                                  "(0: BERT's random init)", label="local heads", low=0, high=64)
-    global_cls: bool = setting(False, "start [CLS] reading the whole pair in the local heads (the next-sentence "
-                                      "head reads [CLS]; a local head would show it its neighbour only)",
-                               label="global [CLS]")
-    unigram_bias: bool = setting(True, "start the masked-LM bias at the log frequencies of the training tokens")
+                                                "masking rate x length, plus one)", low=1, high=512, group="objectives")
     nsp_weight: float = setting(1.0, "weight of the next-sentence loss beside the masked-LM loss",
-                                label="NSP loss weight", low=0.0, high=10.0)
+                                label="NSP loss weight", low=0.0, high=10.0, group="objectives")
     random_b: str = setting("same-source", "where next-sentence prediction's random B comes from: same-source, "
                                            "another document of A's source (in a mix of sources, B's style then "
                                            "says nothing about whether it follows A; a source without another "
                                            "document draws from any), or any, another document of the whole corpus "
                                            "(the paper's draw; on one source the two are the same)",
-                            label="random B from", choices=RANDOM_B)
-    short_seq_len: int = setting(32, "sequence length of the first --short-seq-steps steps",
-                                 label="short sequence length", low=16, high=512)
-    short_seq_steps: int = setting(0, "train this many steps on short examples first (a length curriculum)",
-                                   label="short-sequence steps", low=0)
-    val_fraction: float = setting(0.05, "share of documents held out for validation", label="validation share",
-                                  low=0.01, high=0.49)
-    eval_batches: int = setting(8, f"validation batches of {VAL_BATCH_SIZE}", low=1, high=10_000)
+                            label="random B from", choices=RANDOM_B, group="objectives")
+
+    # how it starts
+    qk_scale: float = setting(1.0, "std of the query and key weights at the start, in multiples of 0.02",
+                              label="query/key init scale", low=0.1, high=20.0, group="start")
+    mimetic: bool = setting(False, "start each layer's key weights equal to its query weights (mimetic init)",
+                            group="start")
+    sinusoid_positions: bool = setting(False, "start the position table at Vaswani et al.'s sinusoids", group="start")
+    position_scale: float = setting(4.0, "size of the starting position code (sinusoids, local heads), in "
+                                         "multiples of 0.02", label="position scale", low=0.1, high=50.0, group="start")
+    local_heads: int = setting(2, "start this many heads of every layer as previous- and next-token heads "
+                                  "(0: BERT's random init)", label="local heads", low=0, high=64, group="start")
+    global_cls: bool = setting(False, "start [CLS] reading the whole pair in the local heads (the next-sentence "
+                                      "head reads [CLS]; a local head would show it its neighbour only)",
+                               label="global [CLS]", group="start")
+    unigram_bias: bool = setting(True, "start the masked-LM bias at the log frequencies of the training tokens",
+                                 group="start")
+
+    # what it records and where
+    probe: str = setting("the [MASK] of the united states is the head of state.",
+                         "a sentence with [MASK] whose guesses are shown at every validation", group="records")
+
+    # where it computes
     data_workers: int | None = setting(None, "processes that build batches ahead of the training step (default: "
                                              "none on a CPU, whose cores the step needs; up to 8 on a GPU)",
-                                       label="data workers", low=0, high=64, cpu=0, gpu=8)
-    tokenizer: str | None = setting(None, "reuse the tokenizer of this checkpoint folder")
-    init_from: str | None = setting(None, "start from this checkpoint folder's weights and tokenizer instead of "
-                                          "random ones: continued pre-training on a new corpus (domain adaptation); "
-                                          "its size replaces --preset and --vocab-size", label="start from")
-    probe: str = setting("the [MASK] of the united states is the head of state.",
-                         "a sentence with [MASK] whose guesses are shown at every validation")
+                                       label="data workers", low=0, high=64, cpu=0, gpu=8, group="machine")
     def validate(self) -> None:
         super().validate()
         if self.init_from and self.tokenizer:
@@ -193,46 +231,58 @@ class FinetuneConfig(RunConfig):
     classifier trained on labelled sentences, with the small-model recipe of Turc et al. 2019 (a few epochs, AdamW,
     warm-up then linear decay, learning rates of 3e-4 to 3e-5)."""
 
+    # the model
     model: str = setting("checkpoints/mini-english", "the pre-trained checkpoint folder (or hub id) whose encoder "
                                                     "starts the run; a random start copies its architecture and "
-                                                    "vocabulary")
+                                                    "vocabulary", group="model")
+    dropout: float | None = setting(0.1, "dropout on the hidden states, the attention and the classifier's input "
+                                         "(BERT: 0.1)", low=0.0, high=0.9, group="model")
+
+    # the text it reads
     task: str = setting("movie-reviews", "movie-reviews (offline; amazon-reviews, nyt-editorials and tweets too), a "
                                          "GLUE task where the hub is reachable (sst2, cola, mrpc, rte), or a "
-                                         "labelled .csv, .tsv or .jsonl file (text, text_b, label)")
+                                         "labelled .csv, .tsv or .jsonl file (text, text_b, label)", group="data")
+    train_examples: int | None = setting(None, "train on the first N labelled examples of the fixed shuffle "
+                                               "(default: all)", label="labelled examples", low=1,
+                                         high=1_000_000, group="data")
+    max_seq_len: int = setting(128, "tokens per example; longer examples are cut", label="sequence length", low=8,
+                               high=512, group="data")
+    outside: str | None = setting("amazon-reviews", "a task from another domain, scored at the end (the classes "
+                                                    "must match)", label="outside task", group="data")
+
+    # how it starts
     init: str = setting("pretrained", "pretrained: the checkpoint's weights, all fine-tuned; random: the same "
                                       "architecture from random weights (the baseline); frozen: the checkpoint's "
                                       "encoder kept fixed, only the classifier learns (feature-based, §5.3)",
-                        choices=INITS)
-    train_examples: int | None = setting(None, "train on the first N labelled examples of the fixed shuffle "
-                                               "(default: all)", label="labelled examples", low=1,
-                                         high=1_000_000)
-    epochs: float = setting(3.0, "passes over the training examples (sets the steps unless --steps is given)",
-                            low=0.01, high=100.0)
-    max_seq_len: int = setting(128, "tokens per example; longer examples are cut", label="sequence length", low=8,
-                               high=512)
-    outside: str | None = setting("amazon-reviews", "a task from another domain, scored at the end (the classes "
-                                                    "must match)", label="outside task")
-    steps: int | None = setting(None, "optimizer steps in total (default: --epochs over the training examples)",
-                                low=1, high=10_000_000)
-    lr: float = setting(3e-4, "peak learning rate (3e-4: both starts' best on the movie-review validation split "
-                              "with all labels, see benchmarks/README.md)", label="learning rate", low=1e-6,
-                        high=1e-2)
-    out: str = setting("checkpoints/finetuned", "checkpoint folder to write")
-    beta2: float = setting(0.999, "AdamW's second-moment decay", low=0.5, high=0.99999)
-    adam_eps: float = setting(1e-6, "AdamW's epsilon", label="Adam epsilon", low=1e-20, high=1e-3)
-    dropout: float | None = setting(0.1, "dropout on the hidden states, the attention and the classifier's input "
-                                         "(BERT: 0.1)", low=0.0, high=0.9)
-    eval_every: int = setting(50, "validate every N steps", low=1)
-    log_every: int = setting(10, "report training metrics every N steps", low=1)
-    save_every: int = setting(10**9, "write a checkpoint every N steps (default: at the end only)", low=1)
+                        choices=INITS, group="start")
     reinit_pooler: bool = setting(False, "start the pooler's dense layer from random weights instead of the "
                                          "checkpoint's, which pre-training shaped for next-sentence prediction "
                                          "(Zhang et al. 2021, \"Revisiting Few-sample BERT Fine-tuning\")",
-                                  label="re-initialise the pooler")
+                                  label="re-initialise the pooler", group="start")
+
+    # how long it trains
+    epochs: float = setting(3.0, "passes over the training examples (sets the steps unless --steps is given)",
+                            low=0.01, high=100.0, group="length")
+    steps: int | None = setting(None, "optimizer steps in total (default: --epochs over the training examples)",
+                                low=1, high=10_000_000, group="length")
+
+    # the optimizer and its schedule
+    lr: float = setting(3e-4, "peak learning rate (3e-4: both starts' best on the movie-review validation split "
+                              "with all labels, see benchmarks/README.md)", label="learning rate", low=1e-6,
+                        high=1e-2, group="optimizer")
+    beta2: float = setting(0.999, "AdamW's second-moment decay", low=0.5, high=0.99999, group="optimizer")
+    adam_eps: float = setting(1e-6, "AdamW's epsilon", label="Adam epsilon", low=1e-20, high=1e-3, group="optimizer")
     layer_decay: float = setting(1.0, "layer-wise learning-rate decay: the classifier and pooler learn at the "
                                       "learning rate, encoder layer l of L (0 the lowest) at lr x decay^(L-l), the "
                                       "embeddings at lr x decay^(L+1) (ELECTRA, Clark et al. 2020; 1: off)",
-                                 label="layer-wise lr decay", low=0.05, high=1.0)
+                                 label="layer-wise lr decay", low=0.05, high=1.0, group="optimizer")
+
+    # what it records and where
+    out: str = setting("checkpoints/finetuned", "checkpoint folder to write", group="records")
+    eval_every: int = setting(50, "validate every N steps", low=1, group="records")
+    log_every: int = setting(10, "report training metrics every N steps", low=1, group="records")
+    save_every: int = setting(10**9, "write a checkpoint every N steps (default: at the end only)", low=1,
+                              group="records")
 
     @property
     def outside_task(self) -> str | None:
@@ -392,15 +442,18 @@ def shared_limits(machine: str) -> dict[str, Any]:
 
 
 def add_flags(parser: argparse.ArgumentParser, config: type[RunConfig] = TrainConfig) -> None:
-    """One --flag per field of `config`, with its help text and type; absent flags parse as None ("not given")."""
+    """One --flag per field of `config`, with its help text and type, listed by concern (GROUPS) in --help; flat
+    flags all the same; absent flags parse as None ("not given")."""
+    sections = {group: parser.add_argument_group(title) for group, title in GROUPS.items()
+                if any(f.metadata["group"] == group for f in fields(config))}
     for f in fields(config):
         flag, kind = "--" + f.name.replace("_", "-"), _kind(f)
-        text = f.metadata["help"].replace("%", "%%")  # argparse formats help with %
+        text, section = f.metadata["help"].replace("%", "%%"), sections[f.metadata["group"]]  # argparse formats %
         if kind is bool:
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=text)
+            section.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=text)
         else:
-            parser.add_argument(flag, type=kind, default=None, help=text, choices=f.metadata["choices"],
-                                metavar=f.name.upper() if not f.metadata["choices"] else None)
+            section.add_argument(flag, type=kind, default=None, help=text, choices=f.metadata["choices"],
+                                 metavar=f.name.upper() if not f.metadata["choices"] else None)
 
 
 def given_flags(args: argparse.Namespace, config: type[RunConfig] = TrainConfig) -> dict[str, Any]:

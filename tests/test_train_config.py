@@ -24,6 +24,21 @@ def test_every_setting_has_a_command_line_flag_with_its_help():
         assert f.name in flags and flags[f.name].help == f.metadata["help"].replace("%", "%%"), f.name
 
 
+def test_every_setting_of_every_config_has_one_concern_and_the_help_lists_the_flags_by_concern():
+    from bert_demo.train_config import GROUPS, FinetuneConfig
+
+    for config in (TrainConfig, FinetuneConfig):
+        assert {f.metadata["group"] for f in fields(config)} <= set(GROUPS)
+        parser = argparse.ArgumentParser()
+        add_flags(parser, config)
+        sections = {group.title: [a.dest for a in group._group_actions] for group in parser._action_groups}
+        for f in fields(config):
+            assert f.name in sections[GROUPS[f.metadata["group"]]], f.name
+    with pytest.raises(ValueError, match="unknown group"):
+        from bert_demo.train_config import setting
+        setting(1, "a setting of no concern", group="misc")
+
+
 def test_only_the_flags_given_override_and_they_arrive_typed():
     given = given_flags(parse("--steps", "30", "--lr", "3e-4", "--no-unigram-bias", "--schedule", "triangle"))
     assert given == {"steps": 30, "lr": 3e-4, "unigram_bias": False, "schedule": "triangle"}
