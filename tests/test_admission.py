@@ -1,6 +1,6 @@
 """bert_demo/app/admission.py: each kind of question waits in its own line, a full line refuses at once with when to
-try again, the heavy kinds share one cap, and one visitor, by session and by address, cannot hold more than their
-share of open questions or of a line."""
+try again, the heavy kinds share one cap, one visitor, by session and by address, cannot hold more than their share
+of open questions or of a line, and a line serves its addresses in turn."""
 from __future__ import annotations
 
 import asyncio
@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from bert_demo.app.admission import SHARES, Admission, Refused, Share, cores
-from bert_demo.app.visitors import Visitor
+from bert_demo.app.visitors import Visitor, network_of
 
 
 async def asked(admission: Admission, name: str, visitor: str | None, done: asyncio.Event, log: list) -> None:
@@ -190,3 +190,67 @@ def test_the_heavy_kinds_are_capped_near_the_cores_and_fill_mask_and_next_senten
     heavy = {name for name, share in SHARES.items() if share.heavy}
     assert {"attention", "neuron", "neighbours", "importance", "attribution"} <= heavy
     assert not {"fill_mask", "next_sentence"} & heavy
+
+
+def test_a_line_serves_its_addresses_in_turn_so_a_newcomer_waits_behind_one_question_of_each_other_address():
+    """Issue 63: five addresses filled a line first come first served, and another visitor's questions were
+    refused or waited behind all of theirs."""
+    admission = Admission({"kind": Share(running=1, waiting=40)})
+    answered: list[str] = []
+
+    async def ask(name: str, address: str, go: asyncio.Event) -> None:
+        async with admission.admit("kind", Visitor(name, address)):
+            answered.append(name)
+            await go.wait()
+
+    async def scenario(log):
+        go = asyncio.Event()
+        asked = [asyncio.create_task(ask(f"{address}{i}", address, go)) for address in "ABC" for i in (1, 2, 3)]
+        await asyncio.sleep(0.01)
+        asked.append(asyncio.create_task(ask("X1", "X", go)))
+        await asyncio.sleep(0.01)
+        go.set()
+        await asyncio.gather(*asked)
+
+    run(scenario)
+    assert answered == ["A1", "A2", "B1", "C1", "X1", "A3", "B2", "C2", "B3", "C3"]
+    assert admission.lines["kind"].turns == {} and admission.open == {}
+
+
+def test_an_address_with_no_question_in_a_full_line_still_gets_a_place_and_only_it():
+    admission = Admission({"kind": Share(running=1, waiting=1)})
+
+    async def scenario(log):
+        done = asyncio.Event()
+        first = [asyncio.create_task(asked(admission, "kind", Visitor(name, address), done, log))
+                 for name, address in (("a1", "93.184.216.34"), ("b1", "151.101.1.69"))]
+        await asyncio.sleep(0.01)
+        late = [asyncio.create_task(asked(admission, "kind", visitor, done, log))
+                for visitor in (Visitor("c1", "2.16.7.1"), Visitor("here"))]  # a new address; this host's network
+        await asyncio.sleep(0.01)
+        assert admission.line("kind").waiting == 2
+        done.set()
+        await asyncio.gather(*first, *late)
+
+    log = run(scenario)
+    assert [entry for entry in log if entry[0] == "refused"] == [
+        ("refused", "kind", "1 question of this kind is being answered and 2 more are waiting, so the app can take "
+                            "no more of them now: try again in about 4 s")]
+    assert [entry[2] for entry in log if entry[0] == "answered"] == ["a1", "b1", "c1"]
+
+
+def test_a_networks_requests_without_a_session_are_counted_by_its_address_alone_and_wait_their_turn():
+    admission = Admission(max_open=2)
+    network = network_of("93.184.216.34")
+
+    async def scenario(log):
+        done = asyncio.Event()
+        asking = [asyncio.create_task(asked(admission, f"kind{i}", network, done, log)) for i in range(3)]
+        await asyncio.sleep(0.01)
+        assert admission.open == {("address", "93.184.216.34"): 2} and admission.held_back == {"93.184.216.34": 1}
+        done.set()
+        await asyncio.gather(*asking)
+
+    log = run(scenario)
+    assert [entry[0] for entry in log].count("answered") == 3  # the third waited for the first two: not refused
+

@@ -16,7 +16,7 @@ import pytest
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 
-from bert_demo.app.admission import Admission
+from bert_demo.app.admission import Admission, Share
 from bert_demo.app.queue_door import ADDRESS_EVENTS
 from bert_demo.app.tabs.train import START_RANDOM
 from bert_demo.app.visitors import TRUSTED_PROXIES_ENV, identity, new_key
@@ -151,6 +151,13 @@ def test_a_visitor_gets_one_run_a_short_line_and_inference_is_never_refused(app,
     registry.slot.job.thread.join(timeout=60)
 
 
+def post(url: str, route: str, data: list, headers: dict | None = None, **body) -> tuple[int, dict]:
+    """One request to a route of gradio's that answers in the request itself (`/gradio_api/run/<name>`,
+    `/api/<name>`): its status and its JSON."""
+    response = httpx.post(f"{url}gradio_api/{route}", json={"data": data, **body}, headers=headers, timeout=60)
+    return response.status_code, response.json()
+
+
 def with_defaults(url: str, name: str, data: list) -> list:
     """`data` for the endpoint `name`, its inputs after those given at their defaults (as /gradio_api/info gives
     them): what gradio_client sends, which gradio's plain API does not fill in."""
@@ -265,6 +272,93 @@ def test_a_flood_through_call_from_one_address_holds_its_share_and_another_visit
     refusals = [message for event, message in answers if event == "error"]
     assert len(refusals) == 4 and all("Your network has 2 questions being answered and 2 more waiting" in message
                                       for message in refusals)
+
+
+def held_answers(monkeypatch) -> tuple[threading.Event, list[str]]:
+    """Fill-mask's answers held until the returned event is set, and the texts asked, in the order their
+    questions were given a place to be answered in."""
+    from bert_demo.app.backend import backend
+
+    inference = backend().inference
+    real, held, order = inference.layer_predictions, threading.Event(), []
+
+    def slow(model, tokenizer, text, *args, **kwargs):
+        order.append(text)
+        held.wait(60)
+        return real(model, tokenizer, text, *args, **kwargs)
+
+    monkeypatch.setattr(inference, "layer_predictions", slow)
+    return held, order
+
+
+def asked(url: str, route: str, question: list, address: str) -> tuple[str, object]:
+    """One question through `route` from `address`: ("complete", outputs), ("error", the app's message), or
+    ("refused", the door's)."""
+    headers = {"X-Forwarded-For": address}
+    try:
+        if route == "call":
+            return call(url, "fill_mask", question, headers)
+        status, body = post(url, f"{route}/fill_mask", question, headers)
+        return ("complete", body["data"]) if status == 200 else ("error", body["error"])
+    except httpx.HTTPStatusError as refused:
+        return "refused", refused.response.text
+
+
+def test_a_flood_through_run_and_api_without_a_session_holds_its_networks_share_and_another_visitor_is_answered(
+        served_app, tmp_path, monkeypatch):
+    """Issue 63, finding 1: `POST /gradio_api/run/fill_mask` and `/api/fill_mask` take requests without a session,
+    which were no one's: 30 threads from one address held Fill-mask's line, and another visitor was refused. They
+    are their network's now, with its limits, and pass the same door."""
+    held, _ = held_answers(monkeypatch)
+    monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1")
+    question = [MODEL, "the [MASK] sat.", 3, [], "final"]
+    with served_app(tmp_path, admission=Admission(max_open=2, address_waiting=2)) as app, \
+            ThreadPoolExecutor(8) as pool:
+        flood = [pool.submit(asked, app["url"], "run" if i % 2 else "api", question, "93.184.216.34")
+                 for i in range(8)]
+        wait_for(lambda: sum(future.done() for future in flood) == 4, what="the flood past its share refused")
+        held.set()
+        assert asked(app["url"], "call", question, "151.101.1.69")[0] == "complete"
+        answers = [future.result() for future in flood]
+    refusals = [message for event, message in answers if event != "complete"]
+    assert len(refusals) == 4 and all(str(message).startswith("Your network has 2 questions being answered and 2 "
+                                                              "more waiting") for message in refusals)
+
+
+@pytest.mark.parametrize("addresses, flood_size", [
+    (["93.184.216.34", "151.101.1.69", "2.16.7.1", "8.8.4.4", "9.9.9.9"], 30),
+    ([f"2a00:1450:4001:8{i}c::1" for i in range(5)], 8)], ids=["five IPv4 addresses", "five /64s of one /56"])
+def test_a_flood_from_five_addresses_leaves_another_visitor_a_place_behind_one_question_of_each(
+        app, monkeypatch, addresses, flood_size):
+    """Issue 63, finding 4: each address held a quarter of Fill-mask's line, so five filled it, and another
+    visitor's questions were refused; five /64s of one subscriber's /56 counted as five addresses. A line serves its
+    addresses in turn now, and a /56 is one address (8 questions: as many as it may have in gradio at once)."""
+    held, order = held_answers(monkeypatch)
+    monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1")
+    admission, most = app["admission"], [0]
+    with ThreadPoolExecutor(flood_size + 1) as pool:
+        flood = [pool.submit(asked, app["url"], "call", [MODEL, f"flood {i} [MASK] sat.", 3, [], "final"],
+                             addresses[i % 5]) for i in range(flood_size)]
+
+        def settled() -> bool:  # every question of the flood answered, waiting in a line, or refused
+            line = admission.line("fill_mask")
+            most[0] = max(most[0], line.running + line.waiting)
+            return line.running + line.waiting + sum(admission.held_back.values()) + sum(
+                future.done() for future in flood) == flood_size
+
+        wait_for(settled, what="the flood's places")
+        other = pool.submit(asked, app["url"], "call", [MODEL, "the other [MASK] sat.", 3, [], "final"], "1.1.1.1")
+        wait_for(lambda: other.done() or ("address", "1.1.1.1") in admission.line("fill_mask").held,
+                 what="the other visitor's place")
+        held.set()
+        assert other.result()[0] == "complete"
+        for future in flood:
+            future.result()
+    # behind the two being answered and one of each address (and a question given its place just after it, which
+    # may reach the model first: two are answered at once)
+    assert order.index("the other [MASK] sat.") <= 2 + 5 + 1
+    if addresses[0].startswith("2a00"):  # one subscriber: one address's share of the line at most
+        assert most[0] <= Share().per_visitor
 
 
 def test_a_forged_x_forwarded_for_from_an_untrusted_peer_names_no_one_in_the_app_or_in_uvicorn(app,
@@ -389,5 +483,38 @@ def test_streams_of_sessions_that_never_joined_are_answered_404_at_once_and_leav
         for future in flooders:
             future.result()
     assert set(answers) == {(404, "application/json")} and sum(answers.values()) >= 200
+    logged = capfd.readouterr().err + "\n".join(caplog.messages)
+    assert "Traceback" not in logged and len(logged) < 2_000  # one line for the whole flood
+
+
+def test_unknown_routes_and_functions_are_answered_404_with_no_traceback_while_another_visitor_is_answered(
+        app, capfd, caplog, monkeypatch):
+    """Issue 63, finding 8: `run/nothing`, `call/nothing`, and `queue/join` or `run/predict` with fn_index 9999 were
+    HTTP 500 and a 72-81-line traceback each (10 threads for 15 s: 10.5 MB of log)."""
+    monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1")
+    capfd.readouterr()
+    stop, answers = threading.Event(), Counter()
+    unknown = [("run/nothing", {"data": []}), ("call/nothing", {"data": []}), ("call/v2/nothing", {}),
+               ("api/nothing", {"data": []}), ("run/predict", {"data": [], "fn_index": 9999}),
+               ("queue/join", {"data": [], "fn_index": 9999, "session_hash": "anyone"})]
+
+    def flood() -> None:
+        with httpx.Client(base_url=f"{app['url']}gradio_api/", timeout=10,
+                          headers={"X-Forwarded-For": "93.184.216.34"}) as client:
+            while not stop.is_set():
+                for route, body in unknown:
+                    answers[route, client.post(route, json=body).status_code] += 1
+
+    with ThreadPoolExecutor(4) as pool:
+        flooders = [pool.submit(flood) for _ in range(4)]
+        time.sleep(1.0)
+        started = time.perf_counter()
+        event, _ = call(app["url"], "fill_mask", [MODEL, "the [MASK] sat.", 3, [], "final"],
+                        {"X-Forwarded-For": "151.101.1.69"})
+        assert event == "complete" and time.perf_counter() - started < 5
+        stop.set()
+        for future in flooders:
+            future.result()
+    assert {status for _, status in answers} == {404} and {route for route, _ in answers} == {r for r, _ in unknown}
     logged = capfd.readouterr().err + "\n".join(caplog.messages)
     assert "Traceback" not in logged and len(logged) < 2_000  # one line for the whole flood

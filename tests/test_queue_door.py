@@ -1,7 +1,7 @@
 """bert_demo/app/queue_door.py: one address holds at most its share of gradio's queue, its next questions wait at
-the door (holding no place in gradio's queue and no worker) and are refused past that; a stream of a session gradio
-does not know is answered 404 before it starts; an address holds at most its share of open streams; a flood of
-refusals logs a line a minute."""
+the door (holding no place in gradio's queue and no worker) and are refused past that, whichever route they take; a
+stream of a session gradio does not know is answered 404 before it starts, and so is an endpoint or function that
+does not exist; an address holds at most its share of open streams; a flood of refusals logs a line a minute."""
 from __future__ import annotations
 
 import asyncio
@@ -11,10 +11,11 @@ import time
 from types import SimpleNamespace
 
 import pytest
+from gradio.route_utils import FnIndexInferError
 
 from bert_demo.app import http_limits
 from bert_demo.app.http_limits import QuietLog
-from bert_demo.app.queue_door import ADDRESS_EVENTS, WORKERS, Door
+from bert_demo.app.queue_door import ADDRESS_EVENTS, UNKNOWN, WORKERS, Door
 from bert_demo.app.ui import QUEUE_SIZE
 from bert_demo.app.visitors import TRUSTED_PROXIES_ENV
 
@@ -28,14 +29,19 @@ class Gradio:
     def __init__(self):
         self.queue = SimpleNamespace(event_ids_to_events={}, pending_event_ids_session={},
                                      pending_messages_per_session={})
-        self.close, self.streams_started = asyncio.Event(), 0
+        self.close, self.streams_started, self.answered = asyncio.Event(), 0, asyncio.Event()
 
     def get_blocks(self):
         return SimpleNamespace(_queue=self.queue)
 
     async def __call__(self, scope, receive, send) -> None:
         await receive()
-        if scope["method"] == "POST":
+        if "nothing" in scope["path"]:  # as gradio's lookup of an endpoint or function that is not there fails
+            raise FnIndexInferError("Could not infer function index for API name: nothing")
+        if scope["method"] == "POST" and any(f"/gradio_api/{route}/" in scope["path"] for route in ("run", "api")):
+            await self.answered.wait()  # answered in the request itself, holding no place in the queue
+            body = b"{}"
+        elif scope["method"] == "POST":
             event_id = f"event-{len(self.queue.event_ids_to_events)}-{time.monotonic_ns()}"
             self.queue.event_ids_to_events[event_id] = SimpleNamespace(
                 request=SimpleNamespace(client=SimpleNamespace(host=scope["client"][0]),
@@ -179,3 +185,41 @@ def test_a_flood_of_refusals_logs_one_line_a_minute_saying_how_many_more_there_w
                      f"stream of an unknown session from {OTHER}: /gradio_api/queue/data",
                      f"stream of an unknown session from {ONE}: /gradio_api/queue/data (499 more like it in the "
                      "last 60 s)"]
+
+
+def test_a_question_answered_in_its_request_holds_a_place_at_the_door_until_it_is_answered():
+    """Issue 63, finding 1: `run/` and `api/` answer in the request itself, without gradio's queue, and the door
+    watched only `queue/join` and `call/`."""
+    gradio = Gradio()
+    door = Door(gradio, events=2, waiting=1, wait_s=30)
+
+    async def scenario() -> None:
+        asked = [asyncio.create_task(request(door, gradio, "POST", f"/gradio_api/{route}/fill_mask", ONE))
+                 for route in ("run", "api", "run", "api")]
+        await asyncio.sleep(0.2)
+        assert door.passing == {ONE: 2} and door.at_door == {ONE: 1}  # two being answered, one waits, one refused
+        assert sorted(answer.result()[0] for answer in asked if answer.done()) == [429]
+        gradio.answered.set()
+        await asyncio.wait_for(asyncio.gather(*asked), timeout=5)
+        assert sorted(answer.result()[0] for answer in asked) == [200, 200, 200, 429] and not door.passing
+
+    asyncio.run(scenario())
+
+
+def test_an_endpoint_or_function_that_does_not_exist_is_answered_404_and_logged_a_line_a_minute(caplog):
+    """Issue 63, finding 8: gradio answered `run/nothing`, `call/nothing` or an fn_index of no function with HTTP 500
+    and a 70-line traceback."""
+    gradio = Gradio()
+    door = Door(gradio)
+
+    async def scenario() -> list[tuple[int, str]]:
+        return [await request(door, gradio, "POST", path, address) for path, address in
+                (("/gradio_api/run/nothing", ONE), ("/gradio_api/call/nothing", ONE), ("/gradio_api/api/nothing", OTHER),
+                 ("/gradio_api/call/v2/nothing", None))]
+
+    with caplog.at_level(logging.WARNING, logger=http_limits.__name__):
+        answers = asyncio.run(scenario())
+    assert all(status == 404 and json.loads(body)["detail"] == UNKNOWN for status, body in answers)
+    assert [record.getMessage().split(":")[0] for record in caplog.records] == [
+        f"unknown endpoint or function from {ONE}", f"unknown endpoint or function from {OTHER}",
+        "unknown endpoint or function from this host's network"]

@@ -1,6 +1,7 @@
 """bert_demo/app/visitors.py: a visitor is their session, with the address their requests come from; behind a
 proxy the app trusts, that address is the one the proxy saw, never what the client wrote in X-Forwarded-For; the
-carrier-grade NAT range is not public, and an IPv6 visitor is their /64."""
+carrier-grade NAT range is not public, an IPv6 visitor is their /56, and requests without a session from one network
+are one visitor."""
 from __future__ import annotations
 
 import json
@@ -8,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from bert_demo.app.visitors import (TRUSTED_PROXIES_ENV, Visitor, address_of, identity, is_key, new_key,
-                                    same_address, visitor_of)
+from bert_demo.app.visitors import (TRUSTED_PROXIES_ENV, Visitor, address_of, identity, is_key, is_network,
+                                    new_key, same_address, visitor_of)
 
 
 @pytest.fixture(autouse=True)
@@ -64,11 +65,12 @@ def test_the_carrier_grade_nat_range_is_not_public_as_a_peer_or_behind_a_proxy(m
     assert address_of(request("10.0.3.4", forwarded="100.64.3.4")) is None
 
 
-def test_an_ipv6_visitor_is_their_64_so_a_new_address_in_it_is_the_same_visitor(monkeypatch):
+def test_an_ipv6_visitor_is_their_56_so_a_new_address_or_a_new_64_in_it_is_the_same_visitor(monkeypatch):
     one = address_of(request("2a00:1450:4001:81c::200e"))
-    assert one == "2a00:1450:4001:81c::/64"
+    assert one == "2a00:1450:4001:800::/56"
     assert address_of(request("2a00:1450:4001:81c:1234:5678:9abc:def0")) == one
-    assert address_of(request("2a00:1450:4001:81d::200e")) != one
+    assert address_of(request("2a00:1450:4001:8ff::200e")) == one  # another /64 of the same /56 (issue 63)
+    assert address_of(request("2a00:1450:4001:900::200e")) != one
     assert address_of(request("::ffff:93.184.216.34")) == "93.184.216.34"  # IPv4 written as IPv6
     monkeypatch.setenv(TRUSTED_PROXIES_ENV, "fc00::/7")
     assert address_of(request("fd12::1", forwarded="[2a00:1450:4001:81c::1]:443")) == one
@@ -88,7 +90,18 @@ def test_a_visitor_is_equal_to_its_session_and_stored_as_it(monkeypatch):
     monkeypatch.setenv(TRUSTED_PROXIES_ENV, "10.0.0.0/8")
     visitor = visitor_of(request("10.0.3.4", forwarded="93.184.216.34", session="abc"))
     assert visitor == "abc" and visitor.address == "93.184.216.34" and json.dumps({"v": visitor}) == '{"v": "abc"}'
-    assert visitor_of(request("93.184.216.34", session=None)) is None
+
+
+def test_requests_without_a_session_are_their_network_and_from_this_host_no_one():
+    """gradio's /run/ and /api/ routes take requests without a session: they had been no one, and their runs no
+    one's (issue 63)."""
+    one, again = (visitor_of(request("93.184.216.34", session=None)) for _ in range(2))
+    assert one == again and is_network(one) and one.address == "93.184.216.34"
+    assert visitor_of(request("151.101.1.69", session=None)) != one
+    assert visitor_of(request("93.184.216.34", session=one)) == one  # a session named like it: the network itself
+    assert not is_network(visitor_of(request("93.184.216.34", session="abc")))
+    assert visitor_of(request("127.0.0.1", session=None)) is None
+    assert visitor_of(request("127.0.0.1", session=str(one))) is None  # from this host, posing as a network
 
 
 def test_two_sessions_share_an_address_only_when_both_are_known():

@@ -4,21 +4,28 @@ may hold, a visitor being their session and their address.
 Gradio's queue is one line of `QUEUE_SIZE` places for every endpoint. Two slow attributions once held both of its
 workers for that endpoint while 32 cheap ones waited behind them, and every other visitor's Fill-mask was then
 refused with "Queue is full" for half a minute. So the app's questions skip gradio's queue (`concurrency_limit=None`)
-and wait here instead, each kind in a line of its own (`Share`): `running` are answered at once, `waiting` more wait
-their turn (an awaited coroutine, no thread), and the next is refused at once with when to try again.
+and wait here instead, each kind in a line of its own (`Share`): `running` are answered at once, and the others wait
+their turn (an awaited coroutine, no thread).
+
+A line serves its visitors in turn, not first come first served: its waiting questions are kept by visitor (their
+address, or their session where they have none), and each place that frees goes to the next visitor in turn, whose
+next question then waits for the others' turns. So a visitor's question waits behind at most one question of each
+other visitor: five busy addresses slow another visitor's question by five answers, and never shut it out. A public
+address with no question in a line always gets a place in it; any other question is refused at once, with when to
+try again, once `waiting` wait (visitors without an address, on this host's own network, are all such others).
 
 Each kind alone ran two at a time, so a mix of kinds ran a dozen heavy questions at once on two cores. The heavy
 kinds (`Share.heavy`: many passes of the model, or many figures) also share one `heavy_at_once` places, as many as
 the machine has cores; Fill-mask, Next sentence and the page's own small questions never wait for them. A question
-that waits for those places counts among its line's `waiting` until it is answered: the line once took every
-newcomer while its two questions waited there ("8 more are waiting" in a line of 4).
+that waits for those places counts among its line's waiting until it is answered.
 
 A visitor holds at most `MAX_OPEN` questions open, and at most `Share.per_visitor` places in any one line, counted
 both by their session and by their address (`visitors.Visitor`), so the stricter binds: gradio's `/call/` API makes a
 new session for every call, and a script a new `Client` at will, but neither a new address. A session past its share
 is refused at once (one page never asks that much); an address past its share waits for its own questions to be
-answered (a classroom behind one router), up to `ADDRESS_WAITING` of them, and is refused beyond. These waits are
-awaited coroutines inside gradio's workers: `queue_door` keeps an address from holding more than its share of them.
+answered (a classroom behind one router), up to `ADDRESS_WAITING` of them, and is refused beyond. A network's
+requests without a session (`visitors.network_of`) are counted by their address alone. These waits are awaited
+coroutines inside gradio's workers: `queue_door` keeps an address from holding more than its share of them.
 """
 from __future__ import annotations
 
@@ -26,17 +33,20 @@ import asyncio
 import os
 import statistics
 import time
-from collections import Counter, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import AsyncIterator, Hashable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from bert_demo.app.visitors import is_network
+
 
 @dataclass(frozen=True)
 class Share:
-    """One kind of question's part of the machine: how many are answered at once, how many more may wait, and
-    whether it is heavy work that counts against the cap all heavy kinds share."""
+    """One kind of question's part of the machine: how many are answered at once, how many more may wait (an address
+    with none in the line gets a place beyond them), and whether it is heavy work that counts against the cap all
+    heavy kinds share."""
 
     running: int = 2
     waiting: int = 16
@@ -72,14 +82,15 @@ class Refused(Exception):
 
 
 class Line:
-    """One kind of question's line: a semaphore of `running` places, a count of those waiting for one, and the
-    places each visitor holds in it."""
+    """One kind of question's line: `running` places, the questions waiting for one by visitor in the order their
+    turns come (`turns`), and the places each visitor holds in it."""
 
     def __init__(self, name: str, share: Share):
         self.name, self.share = name, share
-        self.running = self.waiting = 0
+        self.running = self.waiting = 0  # questions being answered; questions in the line not answered yet
         self.held: Counter[Hashable] = Counter()  # places (running or waiting) by session and by address
-        self._places: asyncio.Semaphore | None = None  # made on first use, in the event loop that serves the app
+        self.turns: OrderedDict[Hashable, deque[asyncio.Future]] = OrderedDict()  # waiting, by visitor, in turn
+        self._taken = 0  # places held: by questions being answered, or waiting for the heavy places
         self._seconds: deque[float] = deque(maxlen=20)  # how long the latest answers took
 
     def wait_s(self) -> int:
@@ -89,26 +100,32 @@ class Line:
         return max(1, round(typical * rounds))
 
     @asynccontextmanager
-    async def place(self, gate: asyncio.Semaphore | None) -> AsyncIterator[None]:
-        """A place among `running`, and one of `gate`'s places where the kind is heavy; `Refused` at once where
-        the question would wait and `waiting` wait already. A question waits until it is answered: for one of the
-        line's places, then for one of the gate's (which other heavy kinds may hold), and counts as waiting all
-        that time, so that the line holds at most `running` answered and `waiting` more, as docs/limits.md says."""
-        would_wait = self.running + self.waiting >= self.share.running or (gate is not None and gate.locked())
-        if would_wait and self.waiting >= self.share.waiting:
+    async def place(self, gate: asyncio.Semaphore | None, turn: Hashable, keys: list[Hashable]
+                    ) -> AsyncIterator[None]:
+        """A place among `running`, given in turn to the visitor `turn` (their address, or their session), and one
+        of `gate`'s places where the kind is heavy; `Refused` at once where the question would wait and `waiting`
+        wait already, unless `turn` is an address with no question in the line (it always gets a place). A question
+        counts as waiting until it is answered: for one of the line's places, then for one of the gate's (which
+        other heavy kinds may hold). `keys` (its session and address) hold a place in `held` meanwhile."""
+        would_wait = self._taken >= self.share.running or self.turns or (gate is not None and gate.locked())
+        newcomer = isinstance(turn, tuple) and turn[0] == "address" and not self.held[turn]
+        if would_wait and self.waiting >= self.share.waiting and not newcomer:
             raise Refused(f"{self._ahead()}, so the app can take no more of them now: try again in about "
                           f"{self.wait_s()} s")
-        if self._places is None:
-            self._places = asyncio.Semaphore(self.share.running)
+        for key in keys:
+            self.held[key] += 1
         self.waiting += 1
         try:
-            await self._places.acquire()
+            await self._turn(turn)
             try:
                 if gate is not None:
                     await gate.acquire()
             except BaseException:
-                self._places.release()
+                self._give_up()
                 raise
+        except BaseException:
+            self._forget(keys)
+            raise
         finally:
             self.waiting -= 1
         self.running += 1
@@ -120,7 +137,51 @@ class Line:
             self.running -= 1
             if gate is not None:
                 gate.release()
-            self._places.release()
+            self._give_up()
+            self._forget(keys)
+
+    async def _turn(self, turn: Hashable) -> None:
+        """Return holding one of the line's places: at once where one is free and nobody waits, else once the
+        places that free have gone round to `turn`."""
+        if self._taken < self.share.running and not self.turns:
+            self._taken += 1
+            return
+        given = asyncio.get_running_loop().create_future()
+        self.turns.setdefault(turn, deque()).append(given)
+        try:
+            await given
+        except asyncio.CancelledError:
+            if given.done() and not given.cancelled():  # the place came as it was cancelled: pass it on
+                self._give_up()
+            else:
+                self._unqueue(turn, given)
+            raise
+
+    def _give_up(self) -> None:
+        """A place is free: it goes to the first waiting question of the visitor whose turn is next, who then goes
+        to the back of the turns if more of theirs wait; kept free where nobody waits."""
+        while self.turns:
+            turn, waiting = next(iter(self.turns.items()))
+            given = waiting.popleft()
+            if waiting:
+                self.turns.move_to_end(turn)
+            else:
+                del self.turns[turn]
+            if not given.done():
+                given.set_result(None)
+                return
+        self._taken -= 1
+
+    def _unqueue(self, turn: Hashable, given: asyncio.Future) -> None:
+        waiting = self.turns.get(turn)
+        if waiting is not None and given in waiting:
+            waiting.remove(given)
+            if not waiting:
+                del self.turns[turn]
+
+    def _forget(self, keys: list[Hashable]) -> None:
+        for key in keys:
+            count_down(self.held, key)
 
     def _ahead(self) -> str:
         """Who is ahead of a question joining now, as a visitor reads it."""
@@ -154,30 +215,28 @@ class Admission:
     @asynccontextmanager
     async def admit(self, name: str, visitor: Any) -> AsyncIterator[None]:
         """Hold a place in `name`'s line for `visitor` (a `visitors.Visitor`, or a plain session; None: a request
-        without a session, counted with no one) while the question is answered; `Refused` at once where the
-        visitor or the line has no room left."""
+        without a session from this host's network, counted with no one) while the question is answered, in its
+        turn; `Refused` at once where the visitor or the line has no room left."""
         line = self.line(name)
-        session = ("session", str(visitor)) if visitor is not None else None
         address = getattr(visitor, "address", None)
+        session = ("session", str(visitor)) if visitor is not None and not is_network(visitor) else None
+        keys = [key for key in (session, ("address", address) if address is not None else None) if key is not None]
         if session is not None:
             self._check_session(session, line)
         if address is not None and not self._address_has_room(address, line):
             await self._address_turn(address, line)
             if session is not None:  # its own session may have asked more meanwhile
                 self._check_session(session, line)
-        keys = [key for key in (session, ("address", address) if address is not None else None) if key is not None]
         for key in keys:
             self.open[key] += 1
-            line.held[key] += 1
         try:
             if line.share.heavy and self._heavy is None:
                 self._heavy = asyncio.Semaphore(self.heavy_at_once)
-            async with line.place(self._heavy if line.share.heavy else None):
+            async with line.place(self._heavy if line.share.heavy else None, keys[-1] if keys else None, keys):
                 yield
         finally:
             for key in keys:
                 count_down(self.open, key)
-                count_down(line.held, key)
             if self._freed is not None:
                 async with self._freed:
                     self._freed.notify_all()

@@ -1,4 +1,4 @@
-"""What one address may hold of gradio's queue, and which event streams gradio is asked to open.
+"""What one address may hold of gradio's queue and its workers, and which event streams gradio is asked to open.
 
 Gradio has one queue for every visitor: `ui.QUEUE_SIZE` places, where an event waits for one of its `WORKERS`
 workers, and a worker holds its event until it is answered. The app's questions wait their turn in lines of their
@@ -8,7 +8,12 @@ held every worker with questions waiting for its own, then filled the places, an
 or being answered: its `MAX_OPEN` questions and its runs, `ADDRESS_EVENTS`). An address's next question waits at the
 door, holding no place and no worker, until one of its own is answered, for at most `DOOR_WAIT_S` (a script's
 client gives up after 5 s) and with at most `ADDRESS_WAITING` others; past that it is refused (429, with the app's
-sentence), before gradio reads it.
+sentence), before gradio reads it. Every route by which gradio runs an event goes through the door (`EVENT`): into
+its queue (`queue/join`, `call/`), or answered there and then, in the request (`run/`, `api/`), which holds its place
+at the door until it is answered.
+
+A route or function that does not exist (`run/nothing`, `call/nothing`, an `fn_index` of none) had made gradio fail
+with a 70-line traceback, HTTP 500: it is answered 404, with one log line a minute.
 
 An event stream for a session gradio does not know (`/gradio_api/queue/data?session_hash=` one that never joined, or
 `/gradio_api/call/<name>/<event_id>` of no event) started its stream, then failed inside it: a 3 KB traceback a
@@ -27,10 +32,11 @@ from collections import Counter
 from typing import Any
 from urllib.parse import parse_qs
 
+from gradio.route_utils import FnIndexInferError
 from starlette.requests import Request
 
 from bert_demo.app.admission import ADDRESS_WAITING, MAX_OPEN, count_down, plural
-from bert_demo.app.http_limits import QuietLog, Receive, Scope, Send, refuse
+from bert_demo.app.http_limits import Message, QuietLog, Receive, Scope, Send, refuse
 from bert_demo.app.slot import ADDRESS_PLACES
 from bert_demo.app.visitors import address_of
 
@@ -39,7 +45,8 @@ ADDRESS_EVENTS = MAX_OPEN + ADDRESS_PLACES  # events one address may have in gra
 DOOR_WAIT_S = 4.0  # the longest an address's question waits at the door for one of its own to be answered
 ADDRESS_STREAMS = 64  # open streams one address may hold: a page holds two while it waits for an answer
 POLL_S = 0.05  # how often a question waiting at the door looks again (gradio says nothing when an event ends)
-JOIN = re.compile(r"/gradio_api/(?:queue/join|call/(?:v2/)?[^/]+)/?$")  # POST: an event into gradio's queue
+EVENT = re.compile(r"/gradio_api/(?:queue/join|call/(?:v2/)?[^/]+|run/[^/]+|api/[^/]+)/?$")  # POST: an event
+UNKNOWN = "There is no such endpoint or function here: /gradio_api/info lists this app's endpoints"
 STREAM = re.compile(r"/gradio_api/(?:queue/data|call/(?:v2/)?[^/]+/(?P<event>[^/]+)|heartbeat/[^/]+)/?$")  # GET
 
 
@@ -59,7 +66,7 @@ class Door:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         queue = _queue(scope) if scope["type"] == "http" else None
-        if queue is not None and scope["method"] == "POST" and JOIN.search(scope["path"]):
+        if queue is not None and scope["method"] == "POST" and EVENT.search(scope["path"]):
             await self._join(scope, receive, send, queue)
         elif queue is not None and scope["method"] == "GET" and (stream := STREAM.search(scope["path"])):
             await self._stream(scope, receive, send, queue, stream)
@@ -67,10 +74,10 @@ class Door:
             await self.app(scope, receive, send)
 
     async def _join(self, scope: Scope, receive: Receive, send: Send, queue: Any) -> None:
-        """A question, let into gradio's queue once its address has room there, else refused."""
+        """An event, let into gradio once its address has room there, else refused."""
         address = address_of(Request(scope))
         if address is None:
-            await self.app(scope, receive, send)
+            await self._event(scope, receive, send, address)
             return
         refusal = await self._turn(address, queue)
         if refusal is not None:
@@ -79,10 +86,33 @@ class Door:
             return
         self.passing[address] += 1
         try:
-            await self.app(scope, receive, send)
+            await self._event(scope, receive, send, address)
         finally:
             count_down(self.passing, address)
-            self._counted = (0.0, Counter())  # its event is in gradio's list now: count again
+            self._counted = (0.0, Counter())  # its event is in gradio's list now, or answered: count again
+
+    async def _event(self, scope: Scope, receive: Receive, send: Send, address: str | None) -> None:
+        """The event passed to gradio; 404 where gradio finds no such endpoint or function (its lookups fail with
+        these errors before it answers anything)."""
+        seen = {"started": False, "read": False}
+
+        async def reading() -> Message:
+            message = await receive()
+            seen["read"] = seen["read"] or not message.get("more_body", False)
+            return message
+
+        async def watched(message: Message) -> None:
+            seen["started"] = True
+            await send(message)
+
+        try:
+            await self.app(scope, reading, watched)
+        except (FnIndexInferError, LookupError) as exc:
+            if seen["started"]:
+                raise
+            self.quiet.warn(address, "unknown endpoint or function",
+                            f"{scope['path']}: {type(exc).__name__} {str(exc)[:100]}")
+            await refuse(reading if not seen["read"] else _nothing_more, send, UNKNOWN, plain=False, status=404)
 
     async def _turn(self, address: str, queue: Any) -> str | None:
         """Wait until `address` holds fewer than `events` in gradio (None), or say why its question is refused."""
@@ -141,6 +171,11 @@ class Door:
             await self.app(scope, receive, send)
         finally:
             count_down(self.open_streams, address)
+
+
+async def _nothing_more() -> Message:
+    """What `refuse` reads of a body gradio has read whole already: nothing (uvicorn would wait for a disconnect)."""
+    return {"type": "http.request", "body": b"", "more_body": False}
 
 
 def _queue(scope: Scope) -> Any:

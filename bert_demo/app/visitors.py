@@ -5,7 +5,10 @@ app gave it on its first visit (`new_key`) and that it keeps in its local storag
 tab, is the same visitor, and their runs, places in line and private files are still theirs. The visitor is known by
 a digest of the key (`identity`): what the server keeps and compares, never the key itself, so that nothing it
 stores or shows can be used to pose as someone. A request without a key (a script's `Client`, an API call) is
-its gradio session, as before. Neither a session nor a key can be guessed, and no page ever shows another's.
+its gradio session, as before. Neither a session nor a key can be guessed, and no page ever shows another's. A
+request with neither (gradio's `/gradio_api/run/` and `/api/` routes take one without a session) is its address
+(`network_of`): one visitor for every such request from that network, with that network's limits; from this host's
+own network it is no one.
 
 Every per-visitor limit is kept by address as well: a script picks a new session with every `Client`, and
 gradio's `/call/` API a new session with every call, but neither a new address, so a fresh session no longer brings
@@ -15,7 +18,8 @@ addresses (100.64.0.0/10) are not public either. Behind a proxy, X-Forwarded-For
 client can write that header itself: the app believes it only from the proxies it trusts, the addresses or networks
 in $BERT_DEMO_TRUSTED_PROXIES (comma-separated), or, on a Hugging Face Space ($SPACE_ID set), whose only way in is
 the platform's proxy, the private networks (`SPACE_PROXIES`). Elsewhere no proxy is trusted unless named. An IPv6
-visitor is their /64: a subscriber is given a whole /64, and picks a new address in it at will.
+visitor is their /56: a subscriber is given a /64 at least, often a /56 (256 /64s), and picks a new address in it at
+will. A network given less than a /56 shares it with its neighbours, and one given a /48 counts as 256 visitors.
 """
 from __future__ import annotations
 
@@ -30,9 +34,10 @@ from typing import Any
 KEY_BYTES = 32  # a visitor's key: 256 random bits, as URL-safe base64 (43 characters)
 KEY_PATTERN = re.compile(r"[A-Za-z0-9_-]{43}")
 IDENTITY_PREFIX = "visitor-"  # then a digest of the key; a session (gradio's) never begins so
+NETWORK_PREFIX = "network-"  # then the address: a request with neither key nor session (`network_of`)
 TRUSTED_PROXIES_ENV = "BERT_DEMO_TRUSTED_PROXIES"
 SPACE_PROXIES = "10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,100.64.0.0/10,fc00::/7"  # where a Space's proxy may be
-IPV6_PREFIX = 64  # the IPv6 addresses that count as one visitor: one subscriber's network
+IPV6_PREFIX = 56  # the IPv6 addresses that count as one visitor: one subscriber's allocation
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -68,18 +73,30 @@ def identity(key: str) -> str:
 
 def visitor_of(request: Any, key: Any = None) -> Visitor | None:
     """The visitor a gradio request comes from: the browser's key where it sent one (see `new_key`), else the
-    request's session; None for a request with neither."""
+    request's session, else its network (`network_of`); None for a request with none of them (from this host's own
+    network, without a session). A session named like an identity or a network is no session."""
+    address = address_of(request)
     if is_key(key):
-        return Visitor(identity(key), address_of(request))
+        return Visitor(identity(key), address)
     session = getattr(request, "session_hash", None)
-    if session is None or str(session).startswith(IDENTITY_PREFIX):  # a session posing as a key's identity
-        return None
-    return Visitor(session, address_of(request))
+    if session is None or str(session).startswith((IDENTITY_PREFIX, NETWORK_PREFIX)):
+        return network_of(address)
+    return Visitor(session, address)
+
+
+def network_of(address: str | None) -> Visitor | None:
+    """The visitor that every request without a key or a session from `address` is (None for no address)."""
+    return None if address is None else Visitor(NETWORK_PREFIX + address, address)
+
+
+def is_network(visitor: Any) -> bool:
+    """Whether a visitor is a network's requests without a session (`network_of`), not one browser or session."""
+    return isinstance(visitor, str) and visitor.startswith(NETWORK_PREFIX)
 
 
 def address_of(request: Any) -> str | None:
     """The public address a request (gradio's, or starlette's) comes from, as one visitor: an IPv4 address, or an
-    IPv6 /64 network; None for this host's own network, whose limits are by session. Its peer, unless the peer is a
+    IPv6 /56 network; None for this host's own network, whose limits are by session. Its peer, unless the peer is a
     trusted proxy: then, reading X-Forwarded-For from the right (each proxy appends the address it saw), the first
     address that is not a trusted proxy. The entries further left are whatever the client wrote there."""
     peer = _parse(getattr(getattr(request, "client", None), "host", None))
