@@ -17,6 +17,7 @@ from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 
 from bert_demo.app.admission import Admission, Share
+from bert_demo.app.handlers import refusals
 from bert_demo.app.queue_door import ADDRESS_EVENTS
 from bert_demo.app.tabs.train import START_RANDOM
 from bert_demo.app.visitors import TRUSTED_PROXIES_ENV, identity, new_key
@@ -102,18 +103,21 @@ def test_odd_model_names_and_nul_inside_a_mask_get_answers_not_internal_errors(a
     assert [span["class_or_confidence"] is not None for span in sentence["value"]] == [False, True, False]
 
 
-def test_a_refused_input_logs_one_line_not_a_traceback(app, capfd, caplog):
+def test_a_refused_input_logs_one_line_not_a_traceback_and_more_like_it_none_for_a_minute(app, capfd, caplog,
+                                                                                         monkeypatch):
+    monkeypatch.setattr(refusals, "_seen", {})  # what earlier tests' refusals left: each test counts its own
     client = Client(app["url"], verbose=False)
-    for text in ["no mask here", "x" * 6000]:
+    for text in ["no mask here", "x" * 6000, "no mask either"]:
         with pytest.raises(AppError):
             client.predict(MODEL, text, 3, api_name="/fill_mask")
     assert "Traceback" not in capfd.readouterr().err
     as_logged = logging.Formatter()  # the message with any exc_info or stack_info a handler would print
-    refusals = [as_logged.format(r) for r in caplog.records if "refused" in r.getMessage()]
-    assert len(refusals) == 2 and "has no [MASK]" in refusals[0] and "\n" not in "".join(refusals)
+    lines = [as_logged.format(r) for r in caplog.records if "refused" in r.getMessage()]
+    assert len(lines) == 1 and "has no [MASK]" in lines[0] and "\n" not in lines[0]
 
 
-def test_an_input_gradio_refuses_logs_one_line_not_a_traceback(app, capfd, caplog):
+def test_an_input_gradio_refuses_logs_one_line_not_a_traceback(app, capfd, caplog, monkeypatch):
+    monkeypatch.setattr(refusals, "_seen", {})
     client = Client(app["url"], verbose=False)
     refused = [((MODEL, "the [MASK] sat.", 300), "/fill_mask", "Value 300 is greater than maximum value 20"),
                ((MODEL, "the [MASK] sat.", "many"), "/fill_mask", "“Top k” cannot take 'many': give a float"),
@@ -125,7 +129,7 @@ def test_an_input_gradio_refuses_logs_one_line_not_a_traceback(app, capfd, caplo
             client.predict(*args, api_name=api_name)
     assert "Traceback" not in capfd.readouterr().err  # gradio printed 30 lines for each
     lines = [logging.Formatter().format(r) for r in caplog.records if "refused by gradio" in r.getMessage()]
-    assert len(lines) == len(refused) and "\n" not in "".join(lines)
+    assert len(lines) == 3 and "\n" not in "".join(lines)  # one for each endpoint: /fill_mask's second is counted
 
 
 def test_a_visitor_gets_one_run_a_short_line_and_inference_is_never_refused(app, monkeypatch):
@@ -487,6 +491,24 @@ def test_streams_of_sessions_that_never_joined_are_answered_404_at_once_and_leav
     assert "Traceback" not in logged and len(logged) < 2_000  # one line for the whole flood
 
 
+def test_a_mistyped_list_through_the_api_gets_the_apps_message_and_a_flood_of_them_one_log_line(app, capfd, caplog,
+                                                                                              monkeypatch):
+    """Issue 63, finding 7: `heads_off` or `/compare_runs`' runs given as a number were "Something went wrong
+    (TypeError)" and a 12-line traceback each (406 in 20 s from 30 threads)."""
+    monkeypatch.setattr(refusals, "_seen", {})
+    monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1")
+    one = {"X-Forwarded-For": "93.184.216.34"}
+    for _ in range(5):
+        event, message = call(app["url"], "fill_mask", [MODEL, "the [MASK] sat.", 3, 7, "final"], one)
+        assert (event, message) == ("error", "“Switch heads off, then Predict” takes a list of choices (such as [] "
+                                             "for none), not 7")
+        event, message = call(app["url"], "compare_runs", [7, "tokens"], one)
+        assert (event, message) == ("error", "“Runs” takes a list of choices (such as [] for none), not 7")
+    assert "Traceback" not in capfd.readouterr().err
+    lines = [logging.Formatter().format(r) for r in caplog.records if "93.184.216.34" in r.getMessage()]
+    assert len(lines) == 2 and "Traceback" not in "".join(lines)  # one for each endpoint
+
+
 def test_unknown_routes_and_functions_are_answered_404_with_no_traceback_while_another_visitor_is_answered(
         app, capfd, caplog, monkeypatch):
     """Issue 63, finding 8: `run/nothing`, `call/nothing`, and `queue/join` or `run/predict` with fn_index 9999 were
@@ -518,3 +540,21 @@ def test_unknown_routes_and_functions_are_answered_404_with_no_traceback_while_a
     assert {status for _, status in answers} == {404} and {route for route, _ in answers} == {r for r, _ in unknown}
     logged = capfd.readouterr().err + "\n".join(caplog.messages)
     assert "Traceback" not in logged and len(logged) < 2_000  # one line for the whole flood
+
+
+def test_a_flood_of_questions_a_line_refuses_logs_one_line_not_a_line_a_refusal(app, caplog, monkeypatch):
+    """Issue 63, finding 12: each refusal of a line was a log line of its own (142 lines for 142 refusals)."""
+    held, _ = held_answers(monkeypatch)
+    monkeypatch.setattr(refusals, "_seen", {})
+    monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1")
+    monkeypatch.setattr(app["admission"], "max_open", 1)
+    monkeypatch.setattr(app["admission"], "address_waiting", 0)  # the address's next questions: refused at once
+    question = [MODEL, "the [MASK] sat.", 3, [], "final"]
+    with ThreadPoolExecutor(10) as pool:
+        flood = [pool.submit(asked, app["url"], "call", question, "93.184.216.34") for _ in range(10)]
+        wait_for(lambda: sum(future.done() for future in flood) == 9, what="the flood past its share refused")
+        held.set()
+        answers = [future.result()[0] for future in flood]
+    assert sorted(answers) == ["complete"] + ["error"] * 9
+    lines = [r.getMessage() for r in caplog.records if "fill_mask refused" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].startswith("fill_mask refused from 93.184.216.34: your network has 1 question")

@@ -3,14 +3,16 @@
 The events themselves live with their tab (`bert_demo.app.tabs`) or the header (`bert_demo.app.header`). Every
 handler takes the `Registry` first and returns (or, for training, yields) a dict from output names to values;
 `bert_demo.app.ui` maps the names to its components. Tests call these functions directly. A refused input becomes a
-toast with its message and one line in the server log, never a traceback; so does an input that gradio itself
-refuses before any handler runs (`Blocks`).
+toast with its message, never a traceback; so does an input that gradio itself refuses before any handler runs
+(`Blocks`), a list given as something else among them. Refusals are logged as `http_limits.QuietLog` logs them
+(`refusals`): the first of a kind from an address, then a line a minute with how many more there were, not a line a
+refusal; the address is the asking request's (`asker`, which `Blocks` sets for every event it answers).
 """
 from __future__ import annotations
 
+import contextvars
 import functools
 import inspect
-import logging
 import re
 from collections.abc import Callable
 from typing import Any
@@ -19,7 +21,8 @@ import gradio as gr
 from gradio.exceptions import ComponentProcessingError, InvalidPathError
 from gradio_client.utils import is_http_url_like
 
-log = logging.getLogger(__name__)
+from bert_demo.app.http_limits import QuietLog
+from bert_demo.app.visitors import address_of
 
 Outputs = dict[str, Any]  # a handler's answer: output names to values
 Components = dict[str, Any]  # a page's components by name, as the tabs' layouts return them
@@ -29,6 +32,8 @@ NOT_UPLOADED = ("That file was not uploaded to this app: upload it (on the page,
 WEB_ADDRESS = ("Give the file itself, not its web address: download it, then upload it (on the page, or with "
                "gradio_client's handle_file and the file's path)")
 MAX_MESSAGE_CHARS = 400  # a refusal longer than this repeats some input at length: its middle is cut
+asker = contextvars.ContextVar("asker", default=None)  # the address of the request being answered (None: this host's)
+refusals = QuietLog()  # every refusal of a handler, of gradio's and of a line: a line a minute by address and kind
 
 
 def brief(message: str) -> str:
@@ -42,15 +47,16 @@ def brief(message: str) -> str:
 
 
 def friendly(fn: Callable) -> Callable:
-    """Turn a handler's ValueError into a toast with its message (and one log line); anything else into a toast
-    that says something went wrong, with the traceback in the log."""
+    """Turn a handler's ValueError into a toast with its message (logged in `refusals`); anything else into a
+    toast that says something went wrong, with the traceback in the log (the first of its kind from an address, then
+    a line a minute)."""
 
     def translate(exc: Exception) -> gr.Error:
         if isinstance(exc, ValueError):
             message = str(exc)
-            log.warning("%s refused: %s", fn.__name__, message[:200])
+            refusals.warn(asker.get(), f"{fn.__name__} refused", message[:200])
             return gr.Error(brief(message), print_exception=False)
-        log.exception("unexpected error in %s", fn.__name__)
+        refusals.warn(asker.get(), f"unexpected error in {fn.__name__}", type(exc).__name__, error=exc)
         return gr.Error(f"Something went wrong ({type(exc).__name__}). Try again, or choose another model.",
                         print_exception=False)
 
@@ -78,32 +84,48 @@ def friendly(fn: Callable) -> Callable:
 
 class Blocks(gr.Blocks):
     """The app's gr.Blocks. An input that gradio itself refuses, before any handler runs (a slider value out of
-    range, a choice a radio does not offer, a value of the wrong type), logs one line, as the app's own refusals do,
-    instead of gradio's 30-line traceback, which a visitor could make the server print as often as they like. An
+    range, a choice a radio does not offer, a value of the wrong type), is logged as the app's own refusals are,
+    instead of gradio's 30-line traceback, which a visitor could make the server print as often as they like; so is
+    a value that is not a list where a multiselect dropdown takes one, which gradio passes on to the handler. An
     API caller sends nothing for an input the API does not list (the visitor's key, ui.py): it is taken as None."""
+
+    async def process_api(self, block_fn, inputs, state=None, request=None, *args, **kwargs):
+        asker.set(address_of(request[0] if isinstance(request, list) and request else request))
+        return await super().process_api(block_fn, inputs, state, request, *args, **kwargs)
 
     async def preprocess_data(self, block_fn, inputs, *args, **kwargs):
         if _names_a_web_address(inputs):  # gradio would download it into its upload store, of any size
-            log.warning("%s refused: a file given as a web address", block_fn.name)
+            refusals.warn(asker.get(), f"{block_fn.name} refused", "a file given as a web address")
             raise gr.Error(WEB_ADDRESS, print_exception=False)
         missing = block_fn.inputs[len(inputs):]
         if missing and all(block.skip_api for block in missing):  # an API caller sends none (the visitor key)
             inputs = [*inputs, *[None] * len(missing)]
         try:
+            _check_lists(block_fn.inputs, inputs)
             return await super().preprocess_data(block_fn, inputs, *args, **kwargs)
         except gr.Error as exc:
             refusal = exc
         except ComponentProcessingError as exc:  # a value the component could not read at all: name the input
             refusal = gr.Error(_unreadable(block_fn.inputs, str(exc)))
         except InvalidPathError as exc:  # gradio's message names the path, made absolute in the server's folders
-            log.warning("%s refused by gradio: %s", block_fn.name, str(exc)[:200].replace("\n", " "))
+            refusals.warn(asker.get(), f"{block_fn.name} refused by gradio", str(exc)[:200].replace("\n", " "))
             raise gr.Error(NOT_UPLOADED, print_exception=False) from None
         except ValueError as exc:  # too few inputs, a file that is not one: gradio's first line says what
             refusal = gr.Error(str(exc).strip().split("\n")[0])
         refusal.message = brief(refusal.message)
         refusal.print_exception = False
-        log.warning("%s refused by gradio: %s", block_fn.name, str(refusal.message)[:200].replace("\n", " "))
+        refusals.warn(asker.get(), f"{block_fn.name} refused by gradio",
+                      str(refusal.message)[:200].replace("\n", " "))
         raise refusal from None
+
+
+def _check_lists(inputs: list, values: list) -> None:
+    """gr.Error where a multiselect dropdown is given something other than a list: gradio hands it on as it came,
+    and the handler's loop over a number failed with a TypeError."""
+    for block, value in zip(inputs, values):
+        if isinstance(block, gr.Dropdown) and block.multiselect and value is not None and not isinstance(value, list):
+            name = f"“{block.label}”" if block.label else "This input"
+            raise gr.Error(f"{name} takes a list of choices (such as [] for none), not {repr(value)[:40]}")
 
 
 def _names_a_web_address(value: Any) -> bool:

@@ -191,20 +191,22 @@ class Limits:
 
 class QuietLog:
     """Warnings a flood would repeat: the first of each kind from each address is logged, then at most one every
-    `every_s`, saying how many more there were since."""
+    `every_s`, saying how many more there were since; an unexpected `error` is logged with its traceback, as an
+    error, on the same terms."""
 
     def __init__(self, every_s: float = LOG_EVERY_S):
         self.every_s = every_s
         self._seen: dict[Hashable, tuple[float, int]] = {}  # (address, kind): when last logged, how many since
 
-    def warn(self, address: str | None, kind: str, message: str) -> None:
+    def warn(self, address: str | None, kind: str, message: str, error: BaseException | None = None) -> None:
         now, key = time.monotonic(), (address, kind)
         logged, since = self._seen.get(key, (None, 0))
         if logged is not None and now - logged < self.every_s:
             self._seen[key] = (logged, since + 1)
             return
         more = f" ({since:,} more like it in the last {now - logged:.0f} s)" if logged is not None and since else ""
-        log.warning("%s from %s: %s%s", kind, address or "this host's network", message, more)
+        log.log(logging.ERROR if error else logging.WARNING, "%s from %s: %s%s", kind,
+                address or "this host's network", message, more, exc_info=error)
         self._seen[key] = (now, 0)
         if len(self._seen) > 1000:  # a flood from many addresses: forget those quiet for a while
             self._seen = {k: v for k, v in self._seen.items() if now - v[0] < self.every_s}

@@ -9,7 +9,6 @@ and a pair's head importance, are private.
 from __future__ import annotations
 
 import inspect
-import logging
 import os
 from collections.abc import Callable
 from typing import Any
@@ -23,7 +22,7 @@ from starlette.middleware import Middleware
 from bert_demo.app import header
 from bert_demo.app.admission import Admission, Refused
 from bert_demo.app.folders import read_examples
-from bert_demo.app.handlers import Blocks, Components, brief
+from bert_demo.app.handlers import Blocks, Components, brief, refusals
 from bert_demo.app.http_limits import UPLOAD_RETENTION_S, UPLOAD_SWEEP_S, Limits, UploadLedger, max_body_bytes
 from bert_demo.app.queue_door import WORKERS, Door
 from bert_demo.app.registry import Registry
@@ -32,8 +31,6 @@ from bert_demo.app.tabs import attention, classifier, embeddings, fill, finetune
 from bert_demo.app.tabs.fill import MAX_LABELS
 from bert_demo.app.tabs.heads import head_names
 from bert_demo.app.visitors import Visitor, is_key, new_key, trusted_proxies, visitor_of
-
-log = logging.getLogger(__name__)
 
 QUEUE_SIZE = 32  # events waiting in gradio's queue; questions wait in lines (admission.py) or at its door (queue_door)
 KEY_STORAGE = "bert-demo-visitor"  # where a browser keeps its visitor key (visitors.py)
@@ -174,7 +171,7 @@ def wire(handler: Callable, registry: Registry, components: Components, admissio
                 async with admission.admit(handler.__name__, visitor):
                     return await anyio.to_thread.run_sync(answer, tuple(args), visitor)
             except Refused as refusal:
-                log.warning("%s refused: %s", handler.__name__, refusal)
+                refusals.warn(getattr(visitor, "address", None), f"{handler.__name__} refused", str(refusal))
                 raise gr.Error(brief(str(refusal)), print_exception=False) from None
     fn.__name__, fn.__signature__ = handler.__name__, inspect.Signature(parameters)
     fn.__annotations__ = {"request": gr.Request}  # where gradio looks for the request parameter
