@@ -10,6 +10,7 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from unittest.mock import ANY
 
 import httpx
 import pytest
@@ -21,6 +22,7 @@ from bert_demo.app.handlers import refusals
 from bert_demo.app.queue_door import ADDRESS_EVENTS
 from bert_demo.app.tabs.train import START_RANDOM
 from bert_demo.app.visitors import TRUSTED_PROXIES_ENV, identity, new_key
+from tests.conftest import held
 
 MODEL = "checkpoints/tiny-test"  # the checkpoint the served app is given (conftest.py)
 
@@ -134,7 +136,8 @@ def test_an_input_gradio_refuses_logs_one_line_not_a_traceback(app, capfd, caplo
 
 def test_a_visitor_gets_one_run_a_short_line_and_inference_is_never_refused(app, monkeypatch):
     registry = app["registry"]
-    monkeypatch.setattr(registry.slot, "max_waiting", 1)
+    estimates = iter([100.0, 1000.0, 1000.0])  # the first run about 2 min, the next ones about 17 min each
+    monkeypatch.setattr(registry.slot, "estimate", lambda configs: next(estimates))
     first, waiting, late = (Client(app["url"], verbose=False) for _ in range(3))
     running = train(first, app["corpus"])
     wait_for(lambda: registry.slot.job is not None and registry.slot.job.running, what="the first run")
@@ -142,7 +145,7 @@ def test_a_visitor_gets_one_run_a_short_line_and_inference_is_never_refused(app,
         train(first, app["corpus"]).result()
     queued = train(waiting, app["corpus"])
     wait_for(lambda: any("you are next in line" in s for s in statuses(queued)), what="the place in line")
-    with pytest.raises(AppError, match="already waiting to train"):
+    with pytest.raises(AppError, match="The runs in line would take about 1[78] min before yours could start"):
         train(late, app["corpus"]).result()
     started = time.perf_counter()
     sentence, *_ = late.predict(MODEL, "the cat [MASK] on the mat.", 3, api_name="/fill_mask")
@@ -167,6 +170,80 @@ def with_defaults(url: str, name: str, data: list) -> list:
     them): what gradio_client sends, which gradio's plain API does not fill in."""
     parameters = httpx.get(f"{url}gradio_api/info").json()["named_endpoints"][f"/{name}"]["parameters"]
     return [*data, *[parameter["parameter_default"] for parameter in parameters[len(data):]]]
+
+
+def run_inputs(url: str, upload: dict) -> list:
+    """/train's inputs for RUN on an uploaded file."""
+    return with_defaults(url, "train", [[], upload, *list(RUN.values())[1:], False, START_RANDOM, MODEL])
+
+
+def uploaded(url: str, path: Path, headers: dict) -> dict:
+    """A file uploaded to the app, as an API caller then names it."""
+    with path.open("rb") as file:
+        stored = httpx.post(f"{url}gradio_api/upload", files={"files": file}, headers=headers, timeout=60)
+    return {"path": stored.raise_for_status().json()[0], "meta": {"_type": "gradio.FileData"}}
+
+
+def test_runs_posted_without_a_session_are_their_networks_one_run_and_only_that_network_can_stop_it(app,
+                                                                                                  monkeypatch):
+    """Issue 63, finding 2: five `POST /gradio_api/run/train` from one address had no owner, took the slot and every
+    place in line, and no Stop could stop them."""
+    monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1")
+    registry, one = app["registry"], {"X-Forwarded-For": "93.184.216.34"}
+    monkeypatch.setattr(registry.slot, "estimate", lambda configs: 60.0)  # each run about 1 min
+    run = run_inputs(app["url"], uploaded(app["url"], app["corpus"], one))
+    answers = [post(app["url"], "run/train", run, one) for _ in range(5)]
+    assert answers[0][0] == 200 and [status for status, _ in answers[1:]] == [500] * 4
+    assert all(body["error"].startswith("You already have a run training or waiting") for _, body in answers[1:])
+    other = Client(app["url"], verbose=False, headers={"X-Forwarded-For": "151.101.1.69"})
+    elsewhere = train(other, app["corpus"])  # another network's run is taken
+    wait_for(lambda: any("you are next in line" in s for s in statuses(elsewhere)), what="another network's place")
+    job = registry.slot.ticket_of(registry.slot.line[0].owner).wait_for_run(1, timeout=60)
+    index = stop_index(app["url"])
+    post(app["url"], "run/predict", [], {"X-Forwarded-For": "151.101.1.69"}, fn_index=index,
+         session_hash=other.session_hash)  # another visitor's Stop
+    post(app["url"], "run/predict", [], {"X-Forwarded-For": "151.101.1.69"}, fn_index=index)  # another network's
+    assert job.running and not job.trainer.stopping
+    post(app["url"], "run/predict", [], one, fn_index=index)  # the network that started it, as it started it
+    job.thread.join(timeout=60)
+    assert job.done["reason"] == "stopped"
+    monkeypatch.setattr(registry.slot, "abandon_s", 1.0)
+    elsewhere.cancel()
+    wait_for(lambda: not registry.slot.line, what="the line to empty")
+    registry.slot.job.thread.join(timeout=60)
+
+
+def test_three_networks_runs_leave_another_visitor_a_place_and_a_wait_of_at_most_15_minutes(app, monkeypatch):
+    """Issue 63, finding 6: three networks with two runs each (allowed) filled the slot and its line of four, and
+    the next visitor was refused, or told to wait 107 min. The line is bounded by time now, and a network's second
+    run waits behind every other network's first."""
+    monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1")
+    registry = app["registry"]
+    estimates = iter([60.0] + [250.0] * 6)  # the run training about 1 min, each of the others about 4 min
+    monkeypatch.setattr(registry.slot, "estimate", lambda configs: next(estimates))
+
+    def post_run(name: str, address: str) -> tuple[int, dict]:  # a session of its own, its page never following
+        headers = {"X-Forwarded-For": address}
+        run = run_inputs(app["url"], uploaded(app["url"], app["corpus"], headers))
+        return post(app["url"], "run/train", run, headers, session_hash=name)
+
+    assert post_run("a1", "93.184.216.34") == (200, ANY)
+    job = registry.slot.line[0].wait_for_run(1, timeout=60)
+    wait_for(lambda: getattr(job.trainer.process, "pid", None) is not None, what="the run's process")
+    with held(job):  # training still when the others join, however fast the machine
+        for name, address in (("a2", "93.184.216.34"), ("b1", "151.101.1.69"), ("b2", "151.101.1.69"),
+                              ("c1", "2.16.7.1")):
+            assert post_run(name, address) == (200, ANY)
+        status, refused = post_run("c2", "2.16.7.1")  # about 1 + 4 x 4 min ahead of it
+        assert status == 500 and refused["error"].startswith("The runs in line would take about ")
+        status, late = post_run("late", "8.8.4.4")
+        told = late["data"][0]
+        assert "number 3 in line" in told  # behind b1 and c1, ahead of a2 and b2
+        assert int(told.split("have about ")[1].split(" min")[0]) <= 15
+        monkeypatch.setattr(registry.slot, "abandon_s", 1.0)  # nobody follows them: the line empties
+        wait_for(lambda: len(registry.slot.line) == 1, what="the waiting places to be given up")
+    wait_for(lambda: not registry.slot.line, what="the line to empty")
+    registry.slot.job.thread.join(timeout=60)
 
 
 def test_a_flood_of_slow_questions_is_refused_at_once_while_another_visitors_fill_mask_answers(app, monkeypatch):
@@ -222,7 +299,8 @@ def test_new_sessions_from_one_address_get_no_more_places_in_line_than_its_share
     with pytest.raises(AppError, match=f"{ADDRESS_PLACES} runs from your network are already training or waiting"):
         train(sessions[2], app["corpus"]).result()
     elsewhere = train(Client(app["url"], verbose=False, headers={"X-Forwarded-For": "151.101.1.69"}), app["corpus"])
-    wait_for(lambda: any("number 2 in line" in s for s in statuses(elsewhere)), what="another network's place")
+    wait_for(lambda: any("you are next in line" in s for s in statuses(elsewhere)),  # before the network's second
+             what="another network's place")
     monkeypatch.setattr(registry.slot, "abandon_s", 1.0)
     for job in (elsewhere, queued, running):
         job.cancel()

@@ -1,6 +1,7 @@
 """bert_demo/app/slot.py: the training slot starts the runs of the tickets in its line, whatever their pages do; a run
-outlives its page for a while, an experiment keeps its turn, every waiting visitor has a number of their own, and the
-line says how long the runs ahead have left."""
+outlives its page for a while, an experiment keeps its turn, every waiting visitor has a number of their own, the
+line says how long the runs ahead have left, takes no run that would wait more than about 15 minutes, and puts a
+network's second run behind every other network's first."""
 from __future__ import annotations
 
 import threading
@@ -11,7 +12,8 @@ import pytest
 
 from bert_demo.app.disk import Disk
 from bert_demo.app.job import TrainingJob
-from bert_demo.app.slot import BUSY_MARK, Slot, Ticket
+from bert_demo.app.slot import BUSY_MARK, LINE_S, Slot, Ticket
+from bert_demo.app.visitors import Visitor
 from bert_demo.train_config import FinetuneConfig, TrainConfig
 
 
@@ -36,8 +38,10 @@ class Counting:
 
 @pytest.fixture
 def slot(tmp_path, monkeypatch) -> Slot:
-    """A slot whose runs count (no model, no process), each in its own folder under tmp_path."""
+    """A slot whose runs count (no model, no process), each in its own folder under tmp_path; they train until
+    stopped, so the line takes them whatever their time (a test of the line's bound sets its own)."""
     slot = Slot(Disk(tmp_path / "runs"))
+    slot.max_wait_s = float("inf")
 
     def start(config, owner=None, share=False, context=None):
         slot.job = TrainingJob(Counting(config), Path(config.out).name, owner=owner)
@@ -178,3 +182,33 @@ def test_the_waiting_line_states_the_time_left_of_every_run_ahead_at_the_pace_th
     slot.line.clear()
     release.set()
     job.thread.join(timeout=10)
+
+
+def test_the_line_takes_a_run_only_where_the_runs_ahead_would_start_it_within_about_15_minutes(slot, tmp_path):
+    """Issue 63: the line was bounded by count, and three networks' runs had another visitor told to wait 107 min.
+    Each ticket comes with its runs' estimated time (here 5 min a run), the run training now has its own pace."""
+    slot.max_wait_s, slot.estimate = LINE_S, lambda configs: 300.0 * len(configs)
+    front = slot.join({"run": run(tmp_path, 3000)}, Visitor("a", "93.184.216.34"))  # 20 ms a step: about 1 min
+    job = front.wait_for_run(1, timeout=5)
+    while job.seconds_left is None:
+        time.sleep(0.01)
+    for name, address in (("b", "151.101.1.69"), ("c", "2.16.7.1"), ("d", "8.8.4.4")):  # 1, 6, 11 min ahead
+        slot.join({"run": run(tmp_path)}, Visitor(name, address))
+    with pytest.raises(ValueError, match="the runs in line would take about 16 min before yours could start, and "
+                                         "the app asks nobody to wait more than 15 min: try again in about 1 min"):
+        slot.join({"run": run(tmp_path)}, Visitor("e", "9.9.9.9"))
+    assert "The line takes no more runs for about 1 min: nobody is asked to wait more than 15 min." in \
+        slot.others_text(Visitor("e", "9.9.9.9"))
+
+
+def test_a_networks_second_run_waits_behind_the_first_run_of_every_other_network(slot, tmp_path):
+    one = "93.184.216.34"
+    front = slot.join({"run": run(tmp_path)}, Visitor("a1", one))
+    front.wait_for_run(1, timeout=5)
+    second = slot.join({"run": run(tmp_path)}, Visitor("a2", one))  # nobody else waits: the network may have two
+    assert "you are next in line" in slot.waiting_text(second)
+    other = slot.join({"run": run(tmp_path)}, Visitor("b", "151.101.1.69"))
+    assert "you are next in line" in slot.waiting_text(other)
+    assert "number 2 in line" in slot.waiting_text(second)
+    with pytest.raises(ValueError, match="2 runs from your network are already training or waiting"):
+        slot.join({"run": run(tmp_path)}, Visitor("a3", one))

@@ -23,15 +23,18 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bert_demo.app import estimates
 from bert_demo.app.backend import backend, visible_device
 from bert_demo.app.catalog import Catalog
 from bert_demo.app.disk import RUNS_BUDGET_BYTES, Disk, sweep_claims
 from bert_demo.app.forms import Caps, Forms
+from bert_demo.app.gpu_call import call_seconds
 from bert_demo.app.job import TrainingJob
 from bert_demo.app.slot import Slot, Ticket
 from bert_demo.app.uploads import sweep_private_copies
 from bert_demo.app.zerogpu import GPU_TRAINING, GPUCall
 from bert_demo.config import hub_cache
+from bert_demo.train_config import RunConfig
 
 DEVICE_ENV, CHECKPOINTS_ENV, RUNS_ENV = "BERT_DEMO_DEVICE", "BERT_DEMO_CHECKPOINTS", "BERT_DEMO_RUNS"
 EXTRA_ENV, HUB_ENV, MAX_RUNS_ENV = "BERT_DEMO_MODELS_DIR", "BERT_DEMO_HUB", "BERT_DEMO_MAX_RUNS"
@@ -67,6 +70,7 @@ class Registry:
                          max_runs=int(os.environ.get(MAX_RUNS_ENV) or 20))
         self.slot = Slot(self.disk)
         self.slot.gpu_call = gpu_call
+        self.slot.estimate = self.runs_seconds
         self.catalog = Catalog(roots, self.device, hub, hub_cache(app=True), live=lambda: self.slot.job,
                                cache_size=cache_size)
         self.forms = Forms(self.catalog, self.caps, roots["runs"], run_device)
@@ -77,6 +81,17 @@ class Registry:
     def runs_on(self) -> str:
         """Where visitors' runs train, in words: ZeroGPU's calls, or a device."""
         return "ZeroGPU: each run in a GPU call" if self.slot.gpu_call else self.forms.run_device()
+
+    def runs_seconds(self, configs: list[RunConfig]) -> float | None:
+        """How long runs of checked configs would take here, one after the other: on ZeroGPU their calls' lengths,
+        else their plans at the pace of this machine now (`estimates.forecast`); None where that cannot be told (the
+        model or the labelled examples are gone). The training line is bounded by it (`Slot.estimate`)."""
+        if self.slot.gpu_call is not None:
+            return float(sum(map(call_seconds, configs)))
+        try:
+            return estimates.forecast(self, [estimates.plan(config) for config in configs])[0]
+        except (OSError, ValueError, KeyError, RuntimeError):
+            return None
 
     def warm_up(self) -> threading.Thread:
         """Import torch and load the default model in a background thread, and answer one fill-mask with it, as

@@ -7,8 +7,14 @@ last. A page only follows a ticket, so a page that reloads, or a second page of 
 (`ticket_of`) and follows it on; a ticket that no page has followed for `abandon_s` is given up, its run stopped
 (and saved), so that a visitor who left for good does not keep the others waiting.
 
-A visitor has at most one ticket, the tickets from one address at most `ADDRESS_PLACES`, only that visitor can stop
-theirs, and at most `max_waiting` visitors wait: more are refused at once. A run starts in a process of its own on a
+A visitor has at most one ticket, the tickets from one address at most `ADDRESS_PLACES`, and only that visitor can
+stop theirs. The line is bounded by time, not by count: a ticket joins only where the runs ahead of it would start
+it within `max_wait_s` (about 15 minutes), by the estimates of their own times that come with them (`estimate`, the
+registry's, from the pace measured here) and the pace of the run training now; beyond that it is refused at once,
+with when to try again. Where no time is known, at most `MAX_WAITING` wait. The line is fair by address: a ticket
+goes before the waiting tickets of addresses that have more in line than its own, so that a network's second run
+waits behind the first run of every other network, and while others wait no network has two runs ahead of them.
+A run starts in a process of its own on a
 CPU (`run_process.ProcessTrainer`), in a thread of this process on a GPU, and in a GPU call on ZeroGPU (`gpu_call`
 set: `zerogpu.GPUCallTrainer`); `job.TrainingJob` follows it.
 """
@@ -30,7 +36,8 @@ from bert_demo.app.uploads import private_to, remove_uploads, start_folder
 from bert_demo.app.visitors import same_address
 from bert_demo.train_config import FinetuneConfig, RunConfig
 
-MAX_WAITING = 4  # visitors who may wait in line for the training slot; more are refused at once
+MAX_WAITING = 4  # visitors who may wait in line for the training slot where the runs' times are not known
+LINE_S = 15 * 60.0  # the longest a visitor joining the line is told to wait for their run to start
 ADDRESS_PLACES = 2  # the places in the training line (the slot included) that the runs from one address may hold
 WAIT_POLL_S = 1.0  # how often a waiting ticket looks again whether its turn has come
 BUSY_MARK = "**Busy:**"  # how the line about someone else's run begins (`Slot.others_text`)
@@ -46,6 +53,7 @@ class Ticket:
     configs: dict[str, RunConfig]
     share: bool = False
     cleanup: Callable[[], None] | None = None  # what to delete after the last run (an experiment's labelled file)
+    seconds: float | None = None  # how long its runs would take here, as estimated when it joined (None: unknown)
     jobs: list[TrainingJob] = field(default_factory=list)  # the runs started so far, in order
     cancelled: bool = False  # its visitor stopped it
     error: str | None = None  # why a run could not start (the disk filled up meanwhile)
@@ -86,6 +94,8 @@ class Slot:
         self.job: TrainingJob | None = None
         self.line: list[Ticket] = []
         self.max_waiting = MAX_WAITING
+        self.max_wait_s = LINE_S
+        self.estimate: Callable[[list[RunConfig]], float | None] = lambda configs: None  # runs' seconds here
         self.abandon_s = ABANDON_S
         self.finish_wait_s = 30.0  # how long a new run waits for the previous one to save its checkpoint
         self.in_process = True  # on a CPU (see run_process); False: in a thread of this process
@@ -102,7 +112,10 @@ class Slot:
         try:
             for config in configs.values():
                 self.disk.check(config, owner, self.job)
-            ticket = self._join_line(owner, configs, share, cleanup)
+            with self._lock:
+                self._check_owner(owner)  # before the estimate, which may time a few steps
+            seconds = self.estimate(list(configs.values()))
+            ticket = self._join_line(Ticket(owner, dict(configs), share, cleanup, seconds=seconds))
         except ValueError:
             _discard(configs.values(), cleanup)
             raise
@@ -114,27 +127,48 @@ class Slot:
         with self._lock:
             return next((t for t in self.line if owner is not None and t.owner == owner), None)
 
-    def _join_line(self, owner: str | None, configs: dict[str, RunConfig], share: bool,
-                   cleanup: Callable[[], None] | None) -> Ticket:
+    def _check_owner(self, owner: str | None) -> None:
+        """ValueError where the visitor has a run training or waiting, or their address has `ADDRESS_PLACES`."""
+        job = self.job
+        holders = [t.owner for t in self.line]
+        if job is not None and job.running and not any(job in t.jobs for t in self.line):
+            holders.append(job.owner)  # a run the backend started
+        if owner is not None and owner in holders:
+            raise ValueError("you already have a run training or waiting: stop it, or wait for it to end, "
+                             "before you start another")
+        if sum(same_address(owner, holder) for holder in holders) >= ADDRESS_PLACES:
+            raise ValueError(f"{ADDRESS_PLACES} runs from your network are already training or waiting, the most "
+                             "one network may have: wait for one of them to end")
+
+    def _join_line(self, ticket: Ticket) -> Ticket:
+        """The ticket in line at its place (`_place`), where its wait would be at most `max_wait_s`."""
         with self._lock:
-            job = self.job
-            holders = [t.owner for t in self.line]
-            if job is not None and job.running and not any(job in t.jobs for t in self.line):
-                holders.append(job.owner)  # a run the backend started
-            if owner is not None and owner in holders:
-                raise ValueError("you already have a run training or waiting: stop it, or wait for it to end, "
-                                 "before you start another")
-            if sum(same_address(owner, holder) for holder in holders) >= ADDRESS_PLACES:
-                raise ValueError(f"{ADDRESS_PLACES} runs from your network are already training or waiting, the most "
-                                 "one network may have: wait for one of them to end")
+            self._check_owner(ticket.owner)
+            place = self._place(ticket.owner)
+            ahead = self._seconds_before(place)
+            if ahead is not None and ahead > self.max_wait_s:
+                raise ValueError(f"the runs in line would take about {_minutes(ahead)} before yours could start, "
+                                 f"and the app asks nobody to wait more than {_minutes(self.max_wait_s)}: try again "
+                                 f"in about {_minutes(ahead - self.max_wait_s)}. Fill-mask, Next sentence and "
+                                 "Attention work meanwhile")
             waiting = [t for t in self.line if not t.jobs]
-            if len(waiting) >= self.max_waiting:
+            if ahead is None and len(waiting) >= self.max_waiting:
                 raise ValueError(f"{len(waiting)} visitors are already waiting to train, the most this app lets "
                                  "wait: try again in a few minutes. Fill-mask, Next sentence and Attention work "
                                  "meanwhile")
-            ticket = Ticket(owner, dict(configs), share, cleanup)
-            self.line.append(ticket)
+            self.line.insert(place, ticket)
             return ticket
+
+    def _place(self, owner: str | None) -> int:
+        """Where a ticket of `owner` joins the line: before the first waiting ticket of an address that has more
+        tickets ahead of it in line than `owner`'s address has in all; else at the end."""
+        mine = sum(same_address(owner, t.owner) for t in self.line)
+        ahead: list[Ticket] = []
+        for index, ticket in enumerate(self.line):
+            if not ticket.jobs and sum(same_address(ticket.owner, t.owner) for t in ahead) > mine:
+                return index
+            ahead.append(ticket)
+        return len(self.line)
 
     def _serve(self, ticket: Ticket) -> None:
         """The ticket's thread: wait for its turn, train its runs one after the other (the experiment ends with a
@@ -199,7 +233,8 @@ class Slot:
 
     def others_text(self, owner: str | None) -> str:
         """What a visitor with no run of their own is told of the slot ("" when it is free): that someone else's
-        run has it (never whose), how far that run is, how many wait, and how long a run of theirs would wait."""
+        run has it (never whose), how far that run is, how many wait, and how long a run of theirs would wait (or
+        that the line takes none for a while)."""
         job = self.job
         if job is None or not job.running or (owner is not None and job.owner == owner):
             return ""
@@ -212,31 +247,54 @@ class Slot:
             what += f" ({len(front.jobs)} of the {len(front.configs)} of an experiment)"
         queue = (f", and {waiting} more {'visitor waits' if waiting == 1 else 'visitors wait'} in line"
                  if waiting else "")
-        ahead = self.seconds_ahead()
-        wait = (f" A run you start now waits about {_minutes(ahead)} for the slot." if ahead is not None
-                else " A run you start now waits in line for it.")
+        ahead = self.seconds_ahead(owner=owner)
+        wait = (" A run you start now waits in line for it." if ahead is None else
+                f" A run you start now waits about {_minutes(ahead)} for the slot." if ahead <= self.max_wait_s else
+                f" The line takes no more runs for about {_minutes(ahead - self.max_wait_s)}: nobody is asked to wait "
+                f"more than {_minutes(self.max_wait_s)}.")
         return (f"{BUSY_MARK} someone else's {what} has the training slot now (step {job.trainer.step:,} of "
                 f"{config.steps:,}){queue}.{wait}")
 
     def time_left_now(self, before: Ticket | None = None) -> str:
         """How long until the slot is free for `before`'s runs, in a sentence ("" until the run training now has
-        measured its pace)."""
+        measured its pace, and where nothing is ahead)."""
         ahead = self.seconds_ahead(before)
-        return "" if ahead is None else f" The runs ahead of yours have about {_minutes(ahead)} left."
+        return "" if not ahead else f" The runs ahead of yours have about {_minutes(ahead)} left."
 
-    def seconds_ahead(self, before: Ticket | None = None) -> float | None:
-        """Seconds until the slot is free for `before`'s runs (for a run joining the line now, without `before`),
-        from the pace the run training now measured (None until it knows): its own time left, its experiment's
-        runs still to come, and each run of the places ahead in line, each taken to last as long as the run
-        training now."""
-        job = self.job
-        left = job.seconds_left if job is not None and job.running else None
-        if left is None:
-            return None
+    def seconds_ahead(self, before: Ticket | None = None, owner: str | None = None) -> float | None:
+        """Seconds until the slot is free for `before`'s runs (for a run of `owner` joining the line now, without
+        `before`), or None where that is not known (`_seconds_before`)."""
         with self._lock:
-            ahead = self.line[:self.line.index(before)] if before in self.line else list(self.line)
-        runs = sum(len(t.configs) - len(t.jobs) for t in ahead)  # the run training now is not among them
-        return left + runs * job.seconds_total
+            return self._seconds_before(self.line.index(before) if before in self.line else self._place(owner))
+
+    def _seconds_before(self, place: int) -> float | None:
+        """Seconds until the runs of the tickets before `place` in line have trained: the run training now's time
+        left (at its own pace, else its ticket's estimate less the time it has trained), its experiment's runs still
+        to come, and each waiting ticket's estimate (else each of its runs as long as the run training now); None
+        where one of them is not known."""
+        job = self.job
+        if job is None or not job.running:
+            return self._waiting_seconds(self.line[:place], None)
+        front = next((t for t in self.line if job in t.jobs), None)
+        left = job.seconds_left
+        rest = len(front.configs) - len(front.jobs) if front is not None else 0
+        if left is not None:
+            left += rest * job.seconds_total
+        elif front is not None and front.seconds is not None:  # not timed yet: its estimate, which counts them all
+            left = max(0.0, front.seconds - (time.perf_counter() - front.jobs[0].started))
+        waiting = self._waiting_seconds([t for t in self.line[:place] if not t.jobs], job)
+        return None if left is None or waiting is None else left + waiting
+
+    @staticmethod
+    def _waiting_seconds(tickets: list[Ticket], job: TrainingJob | None) -> float | None:
+        """How long waiting tickets' runs take: their estimates, else each run as long as `job`'s."""
+        total = job.seconds_total if job is not None and job.seconds_left is not None else None
+        seconds = 0.0
+        for ticket in tickets:
+            if ticket.seconds is None and total is None:
+                return None
+            seconds += ticket.seconds if ticket.seconds is not None else len(ticket.configs) * total
+        return seconds
 
     def start(self, config: RunConfig, owner: str | None = None, share: bool = False,
               context: contextvars.Context | None = None) -> TrainingJob:
