@@ -248,23 +248,25 @@ def test_three_networks_runs_leave_another_visitor_a_place_and_a_wait_of_at_most
 
 def test_a_flood_of_slow_questions_is_refused_at_once_while_another_visitors_fill_mask_answers(app, monkeypatch):
     """Issue 42's reproduction: two slow questions, then 34 more of the same kind from ten sessions, filled gradio's
-    one queue, and every visitor's Fill-mask was refused for half a minute. Each kind now has its own line."""
+    one queue, and every visitor's Fill-mask was refused for half a minute. Each kind now has its own line. (28 more
+    here, not 34: a burst from this host's own network, which the door does not count, of more than gradio's 32
+    places was at times "Queue is full" before gradio had taken them in, on a loaded machine.)"""
     from bert_demo.app.admission import SLOW
     from bert_demo.app.backend import backend
 
     inference = backend().inference
     real, held = inference.head_importance, threading.Event()
 
-    def slow(*args, **kwargs):  # answered only once all 36 have arrived and the others are refused
+    def slow(*args, **kwargs):  # answered only once all 30 have arrived and the others are refused
         held.wait(60)
         return real(*args, **kwargs)
 
     monkeypatch.setattr(inference, "head_importance", slow)
     flood = [Client(app["url"], verbose=False) for _ in range(10)]
     jobs = [flood[i % 10].submit(MODEL, f"the [MASK] sat {i}.", "final", api_name="/head_importance")
-            for i in range(36)]
+            for i in range(30)]
     kept = SLOW.running + SLOW.waiting
-    wait_for(lambda: sum(job.done() for job in jobs) == 36 - kept, what="the questions past the line refused")
+    wait_for(lambda: sum(job.done() for job in jobs) == 30 - kept, what="the questions past the line refused")
     for _ in range(3):
         started = time.perf_counter()
         sentence, *_ = Client(app["url"], verbose=False).predict(MODEL, "the [MASK] of france is paris.", 5,
@@ -278,7 +280,7 @@ def test_a_flood_of_slow_questions_is_refused_at_once_while_another_visitors_fil
             answered += 1
         except AppError as refusal:
             refusals.append(str(refusal))
-    assert answered == kept and len(refusals) == 36 - answered
+    assert answered == kept and len(refusals) == 30 - answered
     assert all("try again in about" in refusal for refusal in refusals)
 
 
