@@ -26,7 +26,7 @@ from bert_demo.model import BertForPreTraining
 
 TOP_GUESSES = 10  # guesses shown at each position by the decoder and softmax steps
 PARTS = ("Embeddings", "Attention", "Feed-forward", "Masked-LM head", "Next-sentence head")
-NSP_LABELS = ["B follows A", "B is random"]  # the NSP head's two classes, in its order (pretraining_data.IS_NEXT)
+NSP_LABELS = ["IsNext: B follows A", "NotNext: B is random"]  # the NSP head's classes, in its order (IS_NEXT 0)
 
 # what a module returned ("name>"), its first input ("name<") and its second ("name<1"), float32 on the CPU
 Captured = dict[str, Tensor]
@@ -46,6 +46,7 @@ class Step:
     columns: str | list[str]  # what the columns are: a name ("dimension"), or a label each
     code: str  # a fragment of one line of model.py (`source_line` finds it)
     cells: list[list[str]] | None = None  # a label for each value, where each row's columns differ (the guesses)
+    probabilities: bool = False  # the values are probabilities (a softmax's), not scores or coordinates
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -134,7 +135,9 @@ class Pass:
         return {"layer": self.layer + 1, "head": self.head + 1, "heads": self.heads, "width": own.stop - own.start,
                 "first": own.start, "last": own.stop - 1, "a_tokens": self.segments.count(0),
                 "b_tokens": self.segments.count(1), "k": self.top_logits.shape[-1],
-                "where": "each [MASK]" if len(self.guessed) < len(self.tokens) else "each token"}
+                "where": "each [MASK]" if len(self.guessed) < len(self.tokens) else "each token",
+                "no_b": "" if 1 in self.segments else " There is no sentence B here: the head answers all the same, "
+                                                      "for [CLS] A [SEP] alone."}
 
 
 @dataclass(frozen=True)
@@ -151,6 +154,8 @@ class Spec:
     rows: Callable[[Pass], list[str]] = lambda p: p.rows
     columns: Callable[[Pass], str | list[str]] = lambda p: "dimension"
     cells: Callable[[Pass], list[list[str]] | None] = lambda p: None
+    per_head: bool = False  # the values are one head's (else the whole layer's)
+    probabilities: bool = False  # the values are probabilities (a softmax's), not scores or coordinates
 
 
 E, RESIDUAL = "bert.embeddings", "return self.LayerNorm(residual + self.dropout(self.dense(h)))"
@@ -184,17 +189,17 @@ SPECS: tuple[Spec, ...] = (
          "the input of layer 1.", "return self.dropout(self.LayerNorm(x))", lambda p: p.out(f"{E}.LayerNorm")),
     Spec("Attention", "Queries Q", r"Q = h^{l-1} W_Q + b_Q",
          "A linear map of the layer's input; head {head} keeps its own {width} columns. A token's query says what "
-         "it looks for.", QKV, lambda p: p.out(_att(p, "self.query"))[:, p.own]),
+         "it looks for.", QKV, lambda p: p.out(_att(p, "self.query"))[:, p.own], per_head=True),
     Spec("Attention", "Keys K", r"K = h^{l-1} W_K + b_K",
          "A token's key says what it offers: a query matches the keys that point its way.", QKV,
-         lambda p: p.out(_att(p, "self.key"))[:, p.own]),
+         lambda p: p.out(_att(p, "self.key"))[:, p.own], per_head=True),
     Spec("Attention", "Values V", r"V = h^{l-1} W_V + b_V",
          "A token's value is what it hands on to the tokens that attend to it.", QKV,
-         lambda p: p.out(_att(p, "self.value"))[:, p.own]),
+         lambda p: p.out(_att(p, "self.value"))[:, p.own], per_head=True),
     Spec("Attention", "Scores", r"S = \frac{Q K^\top}{\sqrt{d}}",
          "Every query against every key (rows: the token asking; columns: the token asked), divided by the square "
          "root of the head's width, d = {width}, so that the softmax stays soft.", "scores = self.attention_scores(",
-         lambda p: p.out(_att(p, "self.attention_scores"))[p.head], columns=lambda p: p.rows),
+         lambda p: p.out(_att(p, "self.attention_scores"))[p.head], columns=lambda p: p.rows, per_head=True),
     Spec("Attention", "Padding mask", r"S_{ij} \leftarrow -\infty \text{ where key } j \text{ is [PAD]}",
          "In a batch, shorter inputs are padded to the longest, and their [PAD] keys get minus infinity: no token "
          "attends to them. One input has no padding: every key may be attended (1).",
@@ -202,10 +207,11 @@ SPECS: tuple[Spec, ...] = (
          rows=lambda p: ["may be attended"], columns=lambda p: p.rows),
     Spec("Attention", "Softmax", r"A_{ij} = \operatorname{softmax}_j(S_{ij})",
          "Each row of scores becomes weights that sum to 1: how much each token attends to every other.",
-         "probs = scores.softmax(dim=-1)", lambda p: p.probs[0, p.layer, p.head], columns=lambda p: p.rows),
+         "probs = scores.softmax(dim=-1)", lambda p: p.probs[0, p.layer, p.head], columns=lambda p: p.rows,
+         per_head=True, probabilities=True),
     Spec("Attention", "Weighted sum of V", r"Z_h = A V",
          "Each token's output is the average of the values, weighted by its row of attention.",
-         "context = self.dropout(probs) @ v", lambda p: p.into(_att(p, "output.dense"))[:, p.own]),
+         "context = self.dropout(probs) @ v", lambda p: p.into(_att(p, "output.dense"))[:, p.own], per_head=True),
     Spec("Attention", "Every head joined", r"Z = [Z_1; Z_2; \dots; Z_A]",
          "The {heads} heads' outputs side by side: head {head}'s are columns {first} to {last}.",
          'return rearrange(context, "b a t d -> b t (a d)")', lambda p: p.into(_att(p, "output.dense"))),
@@ -233,7 +239,8 @@ SPECS: tuple[Spec, ...] = (
          "return self.output(self.intermediate(x), x), probs", lambda p: p.out(f"{p.layer_name}.output.LayerNorm")),
     Spec("Masked-LM head", "Transform: dense", r"t = h^L W_T + b_T",
          "The last layer's output at {where}, mapped once more before it is compared with the vocabulary. The head "
-         "runs only where there is a word to guess, as in training, where it runs at the picked positions only.",
+         "runs only where it must guess: at the [MASK]s (here, with none typed, at every token), as training runs it "
+         "at the picked positions only.",
          TRANSFORM, lambda p: p.at_guesses("cls.predictions.transform.dense"), rows=lambda p: p.guessed_rows),
     Spec("Masked-LM head", "Transform: GELU", r"\operatorname{GELU}(t)", "The same GELU as the feed-forward's.",
          TRANSFORM, lambda p: p.at_guesses("cls.predictions.transform.LayerNorm", reads=True),
@@ -249,9 +256,9 @@ SPECS: tuple[Spec, ...] = (
     Spec("Masked-LM head", "Softmax: the guesses", r"p = \operatorname{softmax}(z)",
          "The scores become probabilities over the whole vocabulary; the highest is the guess at {where}.", DECODER,
          lambda p: p.at_guesses("cls.predictions").softmax(-1).gather(1, _top_ids(p)),
-         rows=lambda p: p.guessed_rows, columns=lambda p: _ranks(p), cells=lambda p: p.guesses),
+         rows=lambda p: p.guessed_rows, columns=lambda p: _ranks(p), cells=lambda p: p.guesses, probabilities=True),
     Spec("Next-sentence head", "The [CLS] vector", r"h^L_{[\mathrm{CLS}]}",
-         "Only the first token's final vector is read: [CLS] has attended to both sentences in every layer.",
+         "Only the first token's final vector is read: [CLS] has attended to the whole input in every layer.{no_b}",
          POOLER, lambda p: p.into("bert.pooler.dense")[None], rows=lambda p: CLS_ROW),
     Spec("Next-sentence head", "Pooler: dense", r"W_P h^L_{[\mathrm{CLS}]} + b_P", "A linear map of it.", POOLER,
          lambda p: p.out("bert.pooler.dense")[None], rows=lambda p: CLS_ROW),
@@ -259,11 +266,11 @@ SPECS: tuple[Spec, ...] = (
          "Squashed into (-1, 1): the pooled summary of the pair.", POOLER, lambda p: p.out("bert.pooler")[None],
          rows=lambda p: CLS_ROW),
     Spec("Next-sentence head", "Classifier", r"y = c\, W_{\text{NSP}} + b_{\text{NSP}}",
-         "Two scores: B follows A, or B is a random sentence.", NSP, lambda p: p.out("cls.seq_relationship")[None],
-         rows=lambda p: CLS_ROW, columns=lambda p: NSP_LABELS),
+         "Two scores: B follows A (IsNext), or B is a random passage (NotNext).{no_b}", NSP,
+         lambda p: p.out("cls.seq_relationship")[None], rows=lambda p: CLS_ROW, columns=lambda p: NSP_LABELS),
     Spec("Next-sentence head", "Softmax", r"P(\text{IsNext}) = \operatorname{softmax}(y)_0",
-         "The two scores as probabilities.", NSP, lambda p: p.out("cls.seq_relationship")[None].softmax(-1),
-         rows=lambda p: CLS_ROW, columns=lambda p: NSP_LABELS),
+         "The two scores as probabilities.{no_b}", NSP, lambda p: p.out("cls.seq_relationship")[None].softmax(-1),
+         rows=lambda p: CLS_ROW, columns=lambda p: NSP_LABELS, probabilities=True),
 )
 STEP_NAMES = tuple(f"{spec.part} · {spec.title}" for spec in SPECS)  # the steps in order, as a picker lists them
 
@@ -290,6 +297,8 @@ def forward_pass(model: BertForPreTraining, tokenizer: BertTokenizerFast, text_a
     at = torch.zeros_like(batch["input_ids"], dtype=torch.bool)
     at[0, guessed] = True
     kept, probs = capture(model, batch, at)
+    shown = f"bert.encoder.layer.{layer - 1}."  # the other layers' values are left out: a step shows one layer
+    kept = {k: v for k, v in kept.items() if not k.startswith("bert.encoder.layer.") or k.startswith(shown)}
     top = kept["cls.predictions>"].topk(min(TOP_GUESSES, config.vocab_size), dim=-1)
     return Pass(kept, probs, tokenizer.convert_ids_to_tokens(ids), batch["token_type_ids"][0].tolist(), layer - 1,
                 head - 1, config.num_attention_heads, guessed,
@@ -307,9 +316,10 @@ def forward_steps(model: BertForPreTraining, tokenizer: BertTokenizerFast, text_
 
 def step(spec: Spec, p: Pass) -> Step:
     """One step's values in a forward pass."""
-    where = {"Attention": f"layer {p.layer + 1}, head {p.head + 1}", "Feed-forward": f"layer {p.layer + 1}"}
-    return Step(spec.part, spec.title, where.get(spec.part, ""), spec.equation, spec.about.format(**p.words),
-                spec.values(p), spec.rows(p), spec.columns(p), spec.code, spec.cells(p))
+    where = "" if spec.part not in ("Attention", "Feed-forward") else f"layer {p.layer + 1}" + (
+        f", head {p.head + 1}" if spec.per_head else "")
+    return Step(spec.part, spec.title, where, spec.equation, spec.about.format(**p.words),
+                spec.values(p), spec.rows(p), spec.columns(p), spec.code, spec.cells(p), spec.probabilities)
 
 
 @cache

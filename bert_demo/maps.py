@@ -281,18 +281,19 @@ MAX_BAR_ROWS = 4  # rows drawn as bars, a chart each
 
 
 def step_figure(title: str, values: Tensor, rows: Sequence[str], columns: str | Sequence[str],
-                cells: Sequence[Sequence[str]] | None = None) -> go.Figure:
-    """A step's values[row, column]: as bars, a chart a row, where there are few (a head's scores and guesses,
-    `cells` naming each row's own columns); else as a heatmap, blue below 0, red above, white at 0 (a probability or
-    a mask: white up to blue), a row a token, hovering a value naming its row and column; and past
-    MAX_HEATMAP_CELLS values, as a picture, a pixel a value, which a phone still reads as a pattern. `columns` names
-    the columns, or says what they are ("dimension")."""
+                cells: Sequence[Sequence[str]] | None = None, probabilities: bool = False) -> go.Figure:
+    """A step's values[row, column]: a chart a row where there are few (a head's scores and guesses, `cells` naming
+    each row's own columns), bars for `probabilities`, dots for scores; else a heatmap, blue below 0, red above,
+    white at 0 (probabilities or a mask: white up to blue), a row a token, hovering a value naming its row and
+    column; and past MAX_HEATMAP_CELLS values, a picture, a pixel a value, which a phone still reads as a pattern.
+    `columns` names the columns, or says what they are ("dimension")."""
     values = values.detach().float().cpu()
     n_rows, n_cols = values.shape
     named = not isinstance(columns, str)
     if named and n_cols <= MAX_BARS and n_rows <= MAX_BAR_ROWS:
-        return _bars(title, values, rows, [list(row) for row in cells] if cells else [list(columns)] * n_rows)
-    unsigned = bool((values >= 0).all())
+        labels = [list(row) for row in cells] if cells else [list(columns)] * n_rows
+        return _bars(title, values, rows, labels, probabilities)
+    unsigned = probabilities or bool((values >= 0).all())
     top = max(float(values.abs().max()), 1e-6)
     height = min(760, max(240, 16 * n_rows + 190))
     axis = dict(showgrid=False, zeroline=False, automargin=True)
@@ -318,15 +319,20 @@ def step_figure(title: str, values: Tensor, rows: Sequence[str], columns: str | 
     return _figure([trace], title, height, xaxis=x_axis, yaxis=y_axis, **layout)
 
 
-def _bars(title: str, values: Tensor, rows: Sequence[str], labels: list[list[str]]) -> go.Figure:
-    """values[row, column] as horizontal bars, a chart a row (titled with the row), each bar named by its label."""
+def _bars(title: str, values: Tensor, rows: Sequence[str], labels: list[list[str]], shares: bool) -> go.Figure:
+    """values[row, column] a chart a row (titled with the row), each value named by its label: bars from 0 for
+    shares (probabilities), dots for scores (logits: a bar from 0 would draw the largest, nearest 0, shortest)."""
     n_rows, n_cols = values.shape
     layout = _panels(n_rows, 1, h_gap=0.0, v_gap=0.12 / max(n_rows - 1, 1), titles=list(rows),
-                     x=dict(zeroline=True, zerolinecolor="#999", showgrid=True, gridcolor="#eee"),
+                     x=dict(zeroline=shares, zerolinecolor="#999", showgrid=True, gridcolor="#eee",
+                            **({} if shares else dict(title=dict(text="score (higher: more likely)", standoff=4)))),
                      y=dict(type="category", autorange="reversed", automargin=True, tickfont=dict(size=11)))
-    traces = [dict(type="bar", orientation="h", x=values[r].tolist(), y=_distinct(labels[r]), **_on(r),
-                   marker=dict(color=COLORS["mlm"]), text=[f"{v:.3g}" for v in values[r].tolist()],
-                   textposition="auto", hovertemplate="%{y}: %{x:.4f}<extra></extra>") for r in range(n_rows)]
+    look = (dict(type="bar", orientation="h", marker=dict(color=COLORS["mlm"]), textposition="auto") if shares
+            else dict(type="scatter", mode="markers+text", marker=dict(color=COLORS["mlm"], size=9),
+                      textposition="middle right", cliponaxis=False))
+    traces = [dict(look, x=values[r].tolist(), y=_distinct(labels[r]), **_on(r),
+                   text=[f"{v:.3g}" for v in values[r].tolist()], hovertemplate="%{y}: %{x:.4f}<extra></extra>")
+              for r in range(n_rows)]
     return _figure(traces, title, n_rows * (24 * n_cols + 60) + 90, showlegend=False, plot_bgcolor="white",
                    **layout)
 

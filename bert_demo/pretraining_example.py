@@ -22,7 +22,7 @@ from transformers import BertTokenizerFast
 from bert_demo.corpus import document_sources, load_corpus, source_parts
 from bert_demo.model import IGNORE_INDEX, BertForPreTraining
 from bert_demo.pretraining_data import FATES, IS_NEXT, SpecialIds, Tokenized, tokenize_sourced
-from bert_demo.sentences import paragraphs, to_documents
+from bert_demo.sentences import MIN_WORDS, paragraphs, to_documents
 from bert_demo.train_config import TrainConfig
 from bert_demo.trainer import sentence_pairs
 
@@ -123,11 +123,11 @@ def typed_documents(text: str) -> Documents:
     if not isinstance(text, str) or not text.strip():
         raise ValueError("type a few paragraphs, with a blank line between them")
     if len(text) > MAX_TYPED_CHARS:
-        raise ValueError(f"the text is {len(text):,} characters; at most {MAX_TYPED_CHARS:,} are shown")
+        raise ValueError(f"the text is {len(text):,} characters; at most {MAX_TYPED_CHARS:,} are allowed")
     documents = to_documents(paragraphs(text))
     if len(documents) < 2:
-        raise ValueError("type at least two paragraphs, with a blank line between them: a random B comes from "
-                         "another paragraph than A's")
+        raise ValueError(f"type at least two paragraphs, with a blank line between them, each with a sentence of "
+                         f"{MIN_WORDS} words or more: a random B comes from another paragraph than A's")
     return Documents(documents, ["your text"] * len(documents), list(range(len(documents))), [0] * len(documents))
 
 

@@ -119,7 +119,9 @@ def test_the_steps_walk_the_paper_in_order_and_each_names_its_line_of_model_py(p
     steps = forward_steps(ours, tokenizer, "the cat sat on the mat.", layer=3, head=2)
     assert [s.part for s in steps] == sorted((s.part for s in steps), key=PARTS.index)
     assert [f"{s.part} · {s.title}" for s in steps] == list(STEP_NAMES)
-    assert {s.where for s in steps if s.part == "Attention"} == {"layer 3, head 2"}
+    assert {s.where for s in steps if s.part == "Attention"} == {"layer 3, head 2", "layer 3"}
+    assert {s.where for s in steps if s.part == "Feed-forward"} == {"layer 3"}
+    assert not any(s.where for s in steps if s.part not in ("Attention", "Feed-forward"))
     for step in steps:
         number, line = source_line(step.code)
         assert step.code in line and number > 1

@@ -42,7 +42,7 @@ def test_an_example_is_drawn_again_by_its_seed_and_shows_every_position_of_the_b
     example = pretraining_example.draw(documents, loaded.tokenizer, recipe, 5)
     assert first["ex_pair"].startswith("Seed **5**") and ("IsNext" if example.is_next else "NotNext") in first["ex_pair"]
     loss = pretraining_example.loss(loaded.model, example, loaded.tokenizer)
-    assert f"**{loss.mlm_loss:.3f}**" in first["ex_loss"] and f"**{loss.loss:.3f}**" in first["ex_loss"]
+    assert f"**{loss.mlm_loss:.4f}**" in first["ex_loss"] and f"**{loss.loss:.4f}**" in first["ex_loss"]
     assert first["ex_loss_table"].count("\n") == len(example.picked) + 1
 
 
@@ -115,7 +115,7 @@ def test_the_tab_draws_when_first_opened_and_again_on_another_model_only_once_dr
 
 def test_the_train_tab_offers_the_papers_recipe_and_says_how_the_fast_one_differs():
     fast, paper = train.recipe_note("fast"), train.recipe_note("paper")
-    assert "| masking rate | 25% | 15% |" in fast and "1.2 M tokens" in fast
+    assert "- masking rate: **25%** (BERT's: 15%)" in fast and "1.2 M tokens" in fast
     assert "every setting as in the paper" in paper
     with pytest.raises(gr.Error, match="(?i)the recipe is"):
         train.recipe_note("quick")
@@ -131,8 +131,32 @@ def test_a_run_under_the_papers_recipe_is_configured_with_its_settings(registry)
 
 def test_the_model_tab_says_the_recipe_the_model_was_trained_with(registry):
     shown = text.model_markdown(registry.catalog.model_info(MODEL))
-    assert "Trained with **its own recipe**" in shown and "| masking rate | 15% | 15% |" not in shown
+    assert "Trained with **its own recipe**" in shown and "- masking rate:" not in shown  # 15%, as BERT's
     record = {**json.loads((registry.catalog.resolve(MODEL).folder / "bert_demo.json").read_text())["train_config"],
               "mask_prob": 0.25}
-    assert "| masking rate | 25% | 15% |" in text.model_markdown({**registry.catalog.model_info(MODEL),
-                                                                 "train_config": record})
+    assert "- masking rate: **25%** (BERT's: 15%)" in text.model_markdown({**registry.catalog.model_info(MODEL),
+                                                                           "train_config": record})
+
+
+def test_scores_are_drawn_as_dots_and_shares_as_bars_and_a_lone_sentence_is_said_to_have_no_b(registry):
+    decoder, softmax = (STEP_NAMES.index(name) for name in ("Masked-LM head · Decoder, tied to the word embeddings",
+                                                             "Masked-LM head · Softmax: the guesses"))
+    scores = steps.forward_steps(registry, MODEL, "the [MASK] sat.", "", 1, 1, decoder)
+    shares = steps.forward_steps(registry, MODEL, "the [MASK] sat.", "", 1, 1, softmax)
+    assert json.loads(scores["fw_plot"].to_json())["data"][0]["type"] == "scatter"  # a bar from 0 hid the top guess
+    assert json.loads(shares["fw_plot"].to_json())["data"][0]["type"] == "bar"
+    nsp = STEP_NAMES.index("Next-sentence head · Softmax")
+    assert "There is no sentence B here" in steps.forward_steps(registry, MODEL, "the cat sat.", "", 1, 1, nsp)["fw_text"]
+    assert "There is no sentence B" not in steps.forward_steps(registry, MODEL, "the cat sat.", "it purred.", 1, 1,
+                                                                nsp)["fw_text"]
+
+
+def test_walking_the_steps_of_one_input_runs_the_model_once(registry, monkeypatch):
+    from bert_demo import forward_steps as forward
+
+    runs, run = [], forward.forward_pass
+    monkeypatch.setattr(forward, "forward_pass", lambda *args: runs.append(args[2:]) or run(*args))
+    for index in range(5):
+        steps.forward_steps(registry, MODEL, "a walk of one input.", "", 2, 2, index)
+    steps.forward_steps(registry, MODEL, "a walk of one input.", "", 2, 1, 0)  # another head: another pass
+    assert runs == [("a walk of one input.", None, 2, 2), ("a walk of one input.", None, 2, 1)]

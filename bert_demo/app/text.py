@@ -32,8 +32,8 @@ EXPLAINER = """### How BERT is built (Devlin et al. 2019)
 2. **Encoder.** A stack of identical layers. In each, **multi-head self-attention** lets every token mix in
    information from every other token (each head with its own pattern), then a **feed-forward** network transforms
    each token on its own; both parts have a residual connection and LayerNorm.
-3. **Masked-LM head.** Some of the tokens are hidden during pre-training (15% in the paper; the recipe at the left
-   gives this model's rate) and the model must guess them from both sides of the context.
+3. **Masked-LM head.** Some of the tokens are hidden during pre-training (15% in the paper; this model's own rate
+   is in its recipe, with its facts) and the model must guess them from both sides of the context.
 4. **Next-sentence head.** The final `[CLS]` vector (through the *pooler*) predicts whether sentence B really
    followed sentence A, or is a random sentence.
 
@@ -360,7 +360,6 @@ def recipe_markdown(config: Any, lead: str = "") -> str:
     changes = sorted(recipe_changes(config), key=lambda change: list(RECIPE_WORDS).index(change[0]))
     if not changes:
         return f"{lead}**{name}**: every setting as in the paper (Devlin et al. 2019, Appendix A.2)."
-    rows = [f"| {RECIPE_WORDS[setting][0]} | {RECIPE_WORDS[setting][1](ours)} | {RECIPE_WORDS[setting][1](paper)} |"
-            for setting, ours, paper in changes]
-    return "\n".join([f"{lead}**{name}**, where it differs from BERT's:", "",
-                      "| setting | this recipe | BERT's |", "|---|---|---|", *rows])
+    rows = [f"- {RECIPE_WORDS[setting][0]}: **{RECIPE_WORDS[setting][1](ours)}** (BERT's: "
+            f"{RECIPE_WORDS[setting][1](paper)})" for setting, ours, paper in changes]  # a list: it fits a phone
+    return "\n".join([f"{lead}**{name}**, where it differs from BERT's:", "", *rows])

@@ -89,10 +89,12 @@ CSS = """
 .ex-pos, .ex-id { color: #64748b; font-size: 0.8em; }
 .ex-piece { font-weight: 600; color: #0f172a; }
 .ex-fate { font-size: 0.8em; color: #7f1d1d; }
-#ex-loss table, #ex-shares table, #ex-recipe-note table { display: block; overflow-x: auto; }
+#ex-shares table, #ex-loss-table table { display: block; overflow-x: auto; }  /* a phone scrolls them */
+#ex-shares th, #ex-shares td, #ex-loss-table th, #ex-loss-table td { white-space: nowrap; word-break: normal; }
+#ex-shares td:first-child { white-space: normal; min-width: 10em; }  /* what a row counts may wrap */
+@media (max-width: 640px) { .ex-tok { font-size: 0.75em; padding: 1px 3px; } }  /* more positions a screen */
 #fw-text pre, #fw-text pre code { white-space: pre-wrap !important; overflow-wrap: anywhere; }  /* model.py's
    long lines wrap on a phone */
-#ex-loss-table table { display: block; overflow-x: auto; }
 #neuron-plot > div { overflow-x: auto; }
 """ + ", ".join(f"#fill-label-{i}:has(> .empty)" for i in range(1, MAX_LABELS)) + """ { display: none !important; }
 """  # a ranked list is drawn only for a [MASK] the sentence has: answers are values, not visibility updates
@@ -210,7 +212,7 @@ def build_demo(registry: Registry | None = None, admission: Admission | None = N
             c.update(train.layout(registry))
             c.update(finetune.layout(registry))
             c.update(model.layout())
-            c.update(steps.layout())
+            c.update(steps.layout(registry.catalog.config_of(default)[1] if default else None))
         c["tabs"], c["page"] = tabs, demo
 
         def bound(handler: Callable) -> Callable:

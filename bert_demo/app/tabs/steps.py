@@ -24,12 +24,14 @@ RECIPE_CHOICES = [("the one this model was trained with", "model"), ("the paper'
 FIRST_SOURCE = "wiki"  # offline: the page opens on it
 FIRST_A, FIRST_B = "the cat sat on the [MASK].", "it was warm by the fire."
 SHARES_KEPT = 16  # (model, corpus, recipe) whose shares over 1,000 draws are kept
+PASSES_KEPT = 8  # forward passes kept, so that walking the steps computes each once (a few MB each, one layer's)
 INTRO = ("How BERT learns and what it computes, on the model selected above: first one pre-training example, made "
          "by the very code that makes the training batches, and its loss; then the forward pass of a sentence, one "
          "step at a time, with the model's own numbers (Devlin et al. 2019, §3).")
 
 
-def layout() -> Components:
+def layout(config: Any | None = None) -> Components:
+    """The tab, its layer and head sliders as wide as the default model's `config` (the BERT limits without one)."""
     with gr.Tab("Step by step", id="steps", elem_id="tab-steps") as tab:
         gr.Markdown(INTRO)
         c = {"steps_tab": tab, "steps_drawn": gr.State(False)}
@@ -46,7 +48,7 @@ def layout() -> Components:
             with gr.Accordion("Each picked position's loss", open=False):
                 c["ex_loss_table"] = gr.Markdown(elem_id="ex-loss-table")
         with gr.Accordion("2. The forward pass, step by step (§3, Figure 2)", open=True):
-            c.update(_forward_form())
+            c.update(_forward_form(config))
             c["fw_step"] = gr.Dropdown(choices=[], value=None, label="Step", elem_id="fw-step",
                                        allow_custom_value=True)
             with gr.Row(elem_id="fw-nav"):
@@ -76,17 +78,17 @@ def _example_form() -> Components:
     return c
 
 
-def _forward_form() -> Components:
+def _forward_form(config: Any | None) -> Components:
     with gr.Row():
         c = {"fw_a": gr.Textbox(value=FIRST_A, label="Sentence A (write [MASK] where the model should guess)",
                                 elem_id="fw-a"),
              "fw_b": gr.Textbox(value=FIRST_B, label="Sentence B (optional)", elem_id="fw-b")}
     with gr.Row(equal_height=True):
         # any model's sizes are accepted (the handler checks them); the page narrows them to the model's
-        c["fw_layer"] = gr.Slider(1, LIMITS["num_hidden_layers"], value=1, step=1, label="Layer shown",
-                                  elem_id="fw-layer")
-        c["fw_head"] = gr.Slider(1, LIMITS["num_attention_heads"], value=1, step=1, label="Head shown",
-                                 elem_id="fw-head")
+        layers = config.num_hidden_layers if config else LIMITS["num_hidden_layers"]
+        heads = config.num_attention_heads if config else LIMITS["num_attention_heads"]
+        c["fw_layer"] = gr.Slider(1, layers, value=1, step=1, label="Layer shown", elem_id="fw-layer")
+        c["fw_head"] = gr.Slider(1, heads, value=1, step=1, label="Head shown", elem_id="fw-head")
     c["fw_show"] = gr.Button("Show the steps", variant="primary", elem_id="fw-show")
     return c
 
@@ -104,8 +106,9 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
         bound(pretraining_example), example_in, example_out, api_visibility="private",
         show_progress_on=[c["ex_tokens"]])
     c["ex_source"].change(_typed_box, c["ex_source"], c["ex_typed"], api_visibility="private", queue=False)
-    gr.on([c["fw_show"].click, c["fw_a"].submit, c["fw_b"].submit, c["fw_step"].input], bound(forward_steps),
-          forward_in, forward_out, api_name="forward_steps", show_progress_on=[c["fw_plot"]])
+    gr.on([c["fw_show"].click, c["fw_a"].submit, c["fw_b"].submit, c["fw_step"].input, c["fw_layer"].release,
+           c["fw_head"].release], bound(forward_steps), forward_in, forward_out, api_name="forward_steps",
+          trigger_mode="always_last", show_progress_on=[c["fw_plot"]])
     for button, by in ((c["fw_prev"], -1), (c["fw_next"], 1)):
         button.click(_mover(by), c["fw_step"], c["fw_step"], api_visibility="private", queue=False).then(
             bound(forward_steps), forward_in, forward_out, api_visibility="private",
@@ -158,14 +161,15 @@ def pretraining_example(registry: Registry, model_name: str, source: str, typed:
     documents = examples.typed_documents(typed) if source == YOUR_TEXT else examples.corpus_sample(source, seed)
     example = examples.draw(documents, loaded.tokenizer, config, seed)
     loss = examples.loss(loaded.model, example, loaded.tokenizer, config.nsp_weight)
+    model_shown = loaded.entry.name + ("" if step in (None, "", FINAL) else f", at step {step} of its training")
     sample = documents if source == YOUR_TEXT else examples.corpus_sample(source, 0)
     key = (loaded.entry.name, str(loaded.folder), step, None if source == YOUR_TEXT else source)
     return {"ex_pair": views.pair_markdown(example, recipe, trained is not None),
             "ex_tokens": views.tokens_html(example),
-            "ex_shares": views.shares_markdown(_shares(key, sample, loaded.tokenizer, ours),
-                                               _shares(key, sample, loaded.tokenizer, paper_recipe(ours)),
+            "ex_shares": views.shares_markdown(_shares_of(key, sample, loaded.tokenizer, ours),
+                                               _shares_of(key, sample, loaded.tokenizer, paper_recipe(ours)),
                                                recipe_of(ours)),
-            "ex_recipe_note": views.recipe_note(config), "ex_loss": views.loss_markdown(loss, example),
+            "ex_recipe_note": views.recipe_note(config), "ex_loss": views.loss_markdown(loss, example, model_shown),
             "ex_loss_table": views.loss_table(loss, example), "steps_drawn": True}
 
 
@@ -178,12 +182,13 @@ def forward_steps(registry: Registry, model_name: str, text_a: str, text_b: str 
 
     index = _step_index(index, len(forward.STEP_NAMES))
     loaded = load_at(registry, model_name, step, owner)
-    values = forward.forward_pass(loaded.model, loaded.tokenizer, text_a, (text_b or "").strip() or None,
-                                  _whole(layer, "layer"), _whole(head, "head"))
+    asked = (text_a, (text_b or "").strip() or None, _whole(layer, "layer"), _whole(head, "head"))
+    values = _passes.get((loaded.entry.name, str(loaded.folder), step, *asked),
+                         lambda: forward.forward_pass(loaded.model, loaded.tokenizer, *asked))
     shown = forward.step(forward.SPECS[index], values)
-    title = f"{shown.title}{f' ({shown.where})' if shown.where else ''}"
     return {"fw_text": views.step_markdown(shown, index, len(forward.SPECS), forward.source_line(shown.code)),
-            "fw_plot": maps.step_figure(title, shown.values, shown.rows, shown.columns, shown.cells),
+            "fw_plot": maps.step_figure("", shown.values, shown.rows, shown.columns, shown.cells,
+                                        shown.probabilities),
             "fw_step": gr.Dropdown(choices=[(f"{i + 1}. {name}", i) for i, name in enumerate(forward.STEP_NAMES)],
                                    value=index)}
 
@@ -252,29 +257,39 @@ def paper_recipe(config: TrainConfig) -> TrainConfig:
     return TrainConfig.from_dict({**config.to_dict(), **PAPER_RECIPE})
 
 
-_SHARES: OrderedDict[tuple, Any] = OrderedDict()
-_SHARES_LOCK = threading.Lock()
+class Kept:
+    """The latest answers of one kind, kept by what they were asked (their `most`, the least recently used going
+    first): the shares of a recipe's 1,000 draws, a forward pass walked one step at a time."""
+
+    def __init__(self, most: int):
+        self.most, self.answers, self.lock = most, OrderedDict(), threading.Lock()
+
+    def get(self, key: tuple, make: Callable[[], Any]) -> Any:
+        with self.lock:
+            if key in self.answers:
+                self.answers.move_to_end(key)
+                return self.answers[key]
+        answer = make()
+        with self.lock:
+            self.answers[key] = answer
+            while len(self.answers) > self.most:
+                self.answers.popitem(last=False)
+        return answer
 
 
-def _shares(key: tuple, documents: Any, tokenizer: Any, config: TrainConfig) -> Any:
+_shares, _passes = Kept(SHARES_KEPT), Kept(PASSES_KEPT)
+
+
+def _shares_of(key: tuple, documents: Any, tokenizer: Any, config: TrainConfig) -> Any:
     """The shares over 1,000 draws of a recipe on a sample, kept by the model (`key`: its name, folder and step)
     and the named corpus (a typed text's are counted afresh: they are quick)."""
     from bert_demo import pretraining_example as examples
 
-    full_key = (*key, tuple(sorted((k, str(v)) for k, v in config.to_dict().items()
-                                   if k in (*PAPER_RECIPE, "seq_len", "max_predictions"))))
     if key[-1] is None:
         return examples.shares(documents, tokenizer, config)
-    with _SHARES_LOCK:
-        if full_key in _SHARES:
-            _SHARES.move_to_end(full_key)
-            return _SHARES[full_key]
-    counted = examples.shares(documents, tokenizer, config)
-    with _SHARES_LOCK:
-        _SHARES[full_key] = counted
-        while len(_SHARES) > SHARES_KEPT:
-            _SHARES.popitem(last=False)
-    return counted
+    recipe = tuple(sorted((k, str(v)) for k, v in config.to_dict().items()
+                          if k in (*PAPER_RECIPE, "seq_len", "max_predictions")))
+    return _shares.get((*key, recipe), lambda: examples.shares(documents, tokenizer, config))
 
 
 def _step_index(index: Any, count: int) -> int:

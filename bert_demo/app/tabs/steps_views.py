@@ -18,16 +18,16 @@ def pair_markdown(example: Any, recipe: str, recorded: bool) -> str:
     ("model": the one the model was trained with, where `recorded`; "paper")."""
     a, b = example.a, example.b
     if example.is_next:
-        b_from = "the sentences that follow A in its document: **IsNext** (label 0)"
+        b_from = f"what follows A in its document, {_place(b)}: **IsNext** (label 0)"
     else:
-        b_from = (f"a random passage, {_place(b)}: **NotNext** (label 1). Half the time B is the next sentences, "
-                  "half the time a passage of another document")
+        b_from = (f"a random passage, {_place(b)}: **NotNext** (label 1). Half the time B is what follows A, half "
+                  "the time a passage of another document")
     recipe = ("BERT's recipe (the paper's)" if recipe == "paper" else "the recipe this model was trained with"
               if recorded else "the app's fast recipe (this model kept no record of how it was trained)")
     return "\n".join([
         f"Seed **{example.seed}**, drawn by the training pipeline itself, under {recipe}.", "",
         f"**Sentence A**, {_place(a)}:", "", _quote(a.sentences), "",
-        f"**Sentence B** is {b_from}:", "", _quote(b.sentences), "",
+        f"**Sentence B**, {b_from}:", "", _quote(b.sentences), "",
         _cut_text(example.cut, len(example.pieces)),
     ])
 
@@ -48,8 +48,9 @@ def _cut_text(cut: tuple[int, int, int, int], length: int) -> str:
     parts = [f"{n} from {where}" for n, where in zip(cut, ("A's start", "A's end", "B's start", "B's end")) if n]
     if not parts:
         return f"Nothing was cut: with `[CLS]` and two `[SEP]`, the pair is {length} word pieces."
-    return (f"**Cut to fit** ({length} word pieces with `[CLS]` and two `[SEP]`): {', '.join(parts)} word "
-            "piece(s), one at a time from the longer side, at its start or end at random.")
+    cuts = ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1]
+    return (f"**Cut to fit** {length} word pieces with `[CLS]` and two `[SEP]`: {sum(cut)} word pieces went, {cuts}, "
+            "one at a time from the longer side, at its start or its end at random.")
 
 
 def tokens_html(example: Any) -> str:
@@ -86,28 +87,28 @@ def shares_markdown(ours: Any, paper: Any, ours_name: str | None) -> str:
     lines = [f"Over **{ours.draws:,} draws** each (the same passages, new seeds), what each recipe sets and what "
              "came up:", "", f"| | {name}: sets | drawn | the paper's: sets | drawn |", "|---|---|---|---|---|"]
     lines += [f"| {what} | {a:.0%} | {b:.1%} | {c:.0%} | {d:.1%} |" for what, a, b, c, d in rows]
-    lines += ["", "<small>Each example's picks are its share of its word pieces, rounded (at least one, at most "
-                  "the recipe's limit), and the next-sentence draw is owed a true B after a one-sentence chunk that "
-                  "could only take a random one: the drawn shares sit close to the settings, not on them.</small>"]
+    lines += ["", "<small>Why the drawn shares sit near the settings, not on them: each example's picks are its "
+                  "share of its word pieces rounded to a whole number, and a passage of one sentence can only take a "
+                  "random B (a true B is owed to the next passage instead, to keep the labels even).</small>"]
     return "\n".join(lines)
 
 
-def loss_markdown(loss: Any, example: Any) -> str:
-    """The example's loss under the model: the masked-LM loss (the mean over the picked positions), the NSP loss,
-    and the sum training minimises."""
+def loss_markdown(loss: Any, example: Any, model: str) -> str:
+    """The example's loss under `model` (its name, and its training step where not the final weights): the masked-LM
+    loss (the mean over the picked positions), the NSP loss, and the sum training minimises."""
     label = "IsNext" if example.is_next else "NotNext"
     p_label = loss.is_next_prob if example.is_next else 1 - loss.is_next_prob
     weight = "" if loss.nsp_weight == 1 else f"{loss.nsp_weight:g} × "
     worst = max(range(len(loss.losses)), key=loss.losses.__getitem__)
     return "\n".join([
+        f"Under **{model}**, in eval mode (no dropout):", "",
         f"**Masked-LM loss**: the mean of −log p over the {len(loss.positions)} picked positions, p being the "
-        f"model's probability of each one's label = **{loss.mlm_loss:.3f}**. Only the picked positions are scored: "
-        f"the model is never asked about the others. Its hardest here: position {loss.positions[worst]}, label "
+        f"model's probability of each one's label = **{loss.mlm_loss:.4f}**. Only the picked positions are scored: "
+        f"the model is never asked about the others. The hardest here: position {loss.positions[worst]}, label "
         f"{_code(loss.targets[worst])}, p = {loss.target_probs[worst]:.3g}.", "",
-        f"**Next-sentence loss**: the label is {label}, to which the model gives {p_label:.3f}: "
-        f"−log {p_label:.3f} = **{loss.nsp_loss:.3f}**.", "",
-        f"**The loss training minimises**: {loss.mlm_loss:.3f} + {weight}{loss.nsp_loss:.3f} = **{loss.loss:.3f}** "
-        "(in eval mode: no dropout).",
+        f"**Next-sentence loss**: the label is {label}, to which the model gives {p_label:.4f}: "
+        f"−log {p_label:.4f} = **{loss.nsp_loss:.4f}**.", "",
+        f"**The loss training minimises**: {loss.mlm_loss:.4f} + {weight}{loss.nsp_loss:.4f} = **{loss.loss:.4f}**.",
     ])
 
 
