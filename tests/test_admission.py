@@ -254,3 +254,23 @@ def test_a_networks_requests_without_a_session_are_counted_by_its_address_alone_
     log = run(scenario)
     assert [entry[0] for entry in log].count("answered") == 3  # the third waited for the first two: not refused
 
+
+def test_a_visitor_starts_at_most_per_hour_questions_of_a_kind_an_hour(monkeypatch):
+    from bert_demo.app import admission as module
+
+    now = [1000.0]
+    monkeypatch.setattr(module.time, "monotonic", lambda: now[0])
+    admission = Admission({"download": Share(running=1, waiting=3, per_hour=2, noun="download from the hub")})
+
+    async def scenario(log):
+        done = asyncio.Event()
+        done.set()
+        for minute in (0, 10, 20, 61):
+            now[0] = 1000.0 + 60 * minute
+            await asked(admission, "download", Visitor(f"s{minute}", "93.184.216.34"), done, log)
+
+    log = run(scenario)
+    assert [entry[0] for entry in log] == ["answering", "answered", "answering", "answered", "refused",
+                                           "answering", "answered"]
+    assert log[4][2] == ("your network has started 2 downloads from the hub in the last hour, the most one network "
+                         "may: try again in about 40 min")

@@ -22,7 +22,9 @@ from bert_demo.app.handlers import refusals
 from bert_demo.app.queue_door import ADDRESS_EVENTS
 from bert_demo.app.tabs.train import START_RANDOM
 from bert_demo.app.visitors import TRUSTED_PROXIES_ENV, identity, new_key
+from bert_demo.checkpoint import MAX_HUB_MODELS
 from tests.conftest import held
+from tests.stand_in_hub import StandInHub, pointed_at
 
 MODEL = "checkpoints/tiny-test"  # the checkpoint the served app is given (conftest.py)
 
@@ -638,3 +640,32 @@ def test_a_flood_of_questions_a_line_refuses_logs_one_line_not_a_line_a_refusal(
     assert sorted(answers) == ["complete"] + ["error"] * 9
     lines = [r.getMessage() for r in caplog.records if "fill_mask refused" in r.getMessage()]
     assert len(lines) == 1 and lines[0].startswith("fill_mask refused from 93.184.216.34: your network has 1 question")
+
+
+def test_hub_downloads_hold_no_place_of_fill_masks_line_one_at_a_time_and_a_few_an_hour(served_app, tmp_path,
+                                                                                          monkeypatch, make_checkpoint):
+    """Issue 63, finding 3: six threads from one address asked Fill-mask with eight hub names, more than the cache
+    holds: the downloads held Fill-mask's places, and another visitor's answers took up to 16 s. A download is
+    answered in a line of its own now, one at a time, four an hour from one address. (A stand-in hub on loopback.)"""
+    monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1")
+    monkeypatch.setenv("BERT_DEMO_HUB_CACHE", str(tmp_path / "hub-cache"))
+    model = make_checkpoint(tmp_path / "on-the-hub")
+    with StandInHub(model) as hub, pointed_at(hub, monkeypatch), \
+            served_app(tmp_path / "app", allow_hub=True) as app, ThreadPoolExecutor(6) as pool:
+        hub.released.clear()  # the first download is held until the other visitor has been answered
+        flood = [pool.submit(asked, app["url"], "call", [f"attacker/model{i}", "the [MASK] sat.", 3, [], "final"],
+                             "93.184.216.34") for i in range(8)]
+        try:
+            wait_for(lambda: hub.at_once == 1, timeout=30, what="a download under way")
+            for _ in range(2):
+                assert asked(app["url"], "call", [MODEL, "the [MASK] sat.", 3, [], "final"], "151.101.1.69")[0] == \
+                    "complete"
+            assert hub.at_once == 1  # answered while the download still held its place
+        finally:
+            hub.released.set()
+        answers = [future.result() for future in flood]
+    assert hub.most == 1 and len(hub.downloads) == 4
+    assert sorted(event for event, _ in answers) == ["complete"] * 4 + ["error"] * 4
+    assert all(message.startswith("Your network has started 4 downloads from the Hugging Face Hub in the last hour")
+               for event, message in answers if event == "error")
+    assert len(list((tmp_path / "hub-cache").glob("models--*"))) <= MAX_HUB_MODELS

@@ -15,9 +15,11 @@ address with no question in a line always gets a place in it; any other question
 try again, once `waiting` wait (visitors without an address, on this host's own network, are all such others).
 
 Each kind alone ran two at a time, so a mix of kinds ran a dozen heavy questions at once on two cores. The heavy
-kinds (`Share.heavy`: many passes of the model, or many figures) also share one `heavy_at_once` places, as many as
-the machine has cores; Fill-mask, Next sentence and the page's own small questions never wait for them. A question
-that waits for those places counts among its line's waiting until it is answered.
+kinds (`Share.heavy`: many passes of the model, many figures, a download from the Hugging Face Hub) also share one
+`heavy_at_once` places, as many as the machine has cores; Fill-mask, Next sentence and the page's own small questions
+never wait for them. A question that waits for those places counts among its line's waiting until it is answered.
+A download (`DOWNLOAD`) is a line of its own, one at a time, which a question that needs a model from the hub is
+answered in instead of its own (`ui.wire`), and a visitor starts at most `Share.per_hour` of them an hour.
 
 A visitor holds at most `MAX_OPEN` questions open, and at most `Share.per_visitor` places in any one line, counted
 both by their session and by their address (`visitors.Visitor`), so the stricter binds: gradio's `/call/` API makes a
@@ -41,16 +43,20 @@ from typing import Any
 
 from bert_demo.app.visitors import is_network
 
+HOUR_S = 3600.0
+
 
 @dataclass(frozen=True)
 class Share:
     """One kind of question's part of the machine: how many are answered at once, how many more may wait (an address
-    with none in the line gets a place beyond them), and whether it is heavy work that counts against the cap all
-    heavy kinds share."""
+    with none in the line gets a place beyond them), whether it is heavy work that counts against the cap all heavy
+    kinds share, and how many one visitor may start an hour (None: no such limit)."""
 
     running: int = 2
     waiting: int = 16
     heavy: bool = False
+    per_hour: int | None = None
+    noun: str = "question of this kind"  # what the hourly refusal calls one
 
     @property
     def per_visitor(self) -> int:
@@ -62,10 +68,12 @@ MAX_OPEN = 6  # questions one visitor may have open at once (a page load asks fo
 ADDRESS_WAITING = 64  # questions from one address that may wait for its own (a classroom's page loads); more: refused
 HEAVY = Share(heavy=True)  # the model run for every token or layer, or many figures: attention maps, neighbours
 SLOW = Share(running=2, waiting=4, heavy=True)  # seconds a question: a longer line would only be a longer wait
+DOWNLOAD = "download"  # the line of the questions that first fetch a model from the Hugging Face Hub
+HUB = Share(running=1, waiting=3, heavy=True, per_hour=4, noun="download from the Hugging Face Hub")
 SHARES = {"attention": HEAVY, "neuron": HEAVY, "neighbours": HEAVY,
           "pretraining_example": HEAVY, "forward_steps": HEAVY, "steps_opened": HEAVY, "steps_refreshed": HEAVY,
           "attribution": SLOW, "mask_attribution": SLOW, "importance": SLOW, "pair_importance": SLOW,
-          "attention_change": SLOW}
+          "attention_change": SLOW, DOWNLOAD: HUB}
 TYPICAL_S = 1.0  # what a question is taken to last before its kind has been timed here
 
 
@@ -90,6 +98,7 @@ class Line:
         self.running = self.waiting = 0  # questions being answered; questions in the line not answered yet
         self.held: Counter[Hashable] = Counter()  # places (running or waiting) by session and by address
         self.turns: OrderedDict[Hashable, deque[asyncio.Future]] = OrderedDict()  # waiting, by visitor, in turn
+        self.started: dict[Hashable, deque[float]] = {}  # when each visitor's questions joined, within the hour
         self._taken = 0  # places held: by questions being answered, or waiting for the heavy places
         self._seconds: deque[float] = deque(maxlen=20)  # how long the latest answers took
 
@@ -98,6 +107,23 @@ class Line:
         typical = statistics.median(self._seconds) if self._seconds else TYPICAL_S
         rounds = 1 + (self.running + self.waiting) // self.share.running
         return max(1, round(typical * rounds))
+
+    def check_hourly(self, keys: list[Hashable]) -> None:
+        """`Refused` where a visitor (any of `keys`, their session and address) has started `per_hour` questions of
+        this kind within the hour."""
+        limit = self.share.per_hour
+        for key in keys if limit is not None else []:
+            times = self.started.setdefault(key, deque())
+            while times and time.monotonic() - times[0] > HOUR_S:
+                times.popleft()
+            if not times:
+                del self.started[key]
+            elif len(times) >= limit:
+                who = "your network has" if key[0] == "address" else "you have"
+                minutes = max(1, round((times[0] + HOUR_S - time.monotonic()) / 60))
+                raise Refused(f"{who} started {plural(len(times), self.share.noun)} in the last hour, the most "
+                              f"one {'network' if key[0] == 'address' else 'visitor'} may: try again in about "
+                              f"{minutes} min")
 
     @asynccontextmanager
     async def place(self, gate: asyncio.Semaphore | None, turn: Hashable, keys: list[Hashable]
@@ -112,6 +138,9 @@ class Line:
         if would_wait and self.waiting >= self.share.waiting and not newcomer:
             raise Refused(f"{self._ahead()}, so the app can take no more of them now: try again in about "
                           f"{self.wait_s()} s")
+        if self.share.per_hour is not None:
+            for key in keys:
+                self.started.setdefault(key, deque()).append(time.monotonic())
         for key in keys:
             self.held[key] += 1
         self.waiting += 1
@@ -223,10 +252,12 @@ class Admission:
         keys = [key for key in (session, ("address", address) if address is not None else None) if key is not None]
         if session is not None:
             self._check_session(session, line)
+        line.check_hourly(keys)
         if address is not None and not self._address_has_room(address, line):
             await self._address_turn(address, line)
             if session is not None:  # its own session may have asked more meanwhile
                 self._check_session(session, line)
+            line.check_hourly(keys)
         for key in keys:
             self.open[key] += 1
         try:
@@ -272,8 +303,9 @@ class Admission:
 
 
 def plural(count: int, noun: str) -> str:
-    """"1 question", "2 questions": a count as a refusal says it."""
-    return f"{count} {noun}{'' if count == 1 else 's'}"
+    """"1 question", "2 questions": a count as a refusal says it (the noun's first word takes the plural)."""
+    first, _, rest = noun.partition(" ")
+    return f"{count} {first}{'' if count == 1 else 's'}{' ' + rest if rest else ''}"
 
 
 def count_down(counter: Counter, key: Hashable) -> None:

@@ -6,9 +6,14 @@ a direct sub-folder of one of the roots, or a Hugging Face hub id. A path is ref
 there: an answer to `/home/.../checkpoints/x` would tell a visitor where the app is installed. `resolve` checks a
 name once and returns an entry that carries the model's config; `load` keeps the last few loaded models in a small
 LRU cache.
+
+Loading a hub model that is not in that cache asks the hub, and may download hundreds of megabytes: seconds that
+must not hold a place of a question's line. Where `downloads_here` is off (a question answered in its own line,
+`ui.wire`), such a load raises `HubDownload` instead, and the question is answered again in the downloads' line.
 """
 from __future__ import annotations
 
+import contextvars
 import logging
 import re
 import threading
@@ -44,6 +49,11 @@ log = logging.getLogger(__name__)
 LIVE = "live"  # the name of the run in progress in the model selector
 OPENS_ON = "small-english"  # the shipped checkpoint the app opens on, listed first (the others follow by name)
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}(/[A-Za-z0-9][\w.-]{0,95})?", re.ASCII)
+downloads_here = contextvars.ContextVar("downloads_here", default=True)  # off: a hub load raises HubDownload
+
+
+class HubDownload(Exception):
+    """A hub model had to be fetched where `downloads_here` is off: the question goes to the downloads' line."""
 
 
 @dataclass(frozen=True)
@@ -166,13 +176,18 @@ class Catalog:
             raise ValueError(f"{entry.label} is a fine-tuned classifier ({', '.join(entry.config.labels)}): it has "
                              "no masked-LM or next-sentence head for this tab to use. Ask it in the Fine-tune tab, "
                              "look at its attention or embeddings, or choose a pre-trained model")
-        checkpoint = backend().checkpoint
         started = time.perf_counter()
-        # a hub id is downloaded, never looked up as a path: "tests" must not load ./tests
-        folder = entry.folder or checkpoint.download(entry.name, cache_dir=self.hub_cache)
-        model, tokenizer, missing = checkpoint.load_checkpoint(folder, device=self.torch_device())
+        folder = entry.folder or self._download(entry.name)
+        model, tokenizer, missing = backend().checkpoint.load_checkpoint(folder, device=self.torch_device())
         log.info("loaded %s in %.1f s", entry.name, time.perf_counter() - started)
         return Loaded(model, tokenizer, entry, folder, missing)
+
+    def _download(self, name: str) -> Path:
+        """A hub model's folder, fetched (or found in the hub cache) now; `HubDownload` where `downloads_here` is off.
+        A hub id is downloaded, never looked up as a path: "tests" must not load ./tests."""
+        if not downloads_here.get():
+            raise HubDownload(name)
+        return backend().checkpoint.download(name, cache_dir=self.hub_cache)
 
     def _cached(self, key: tuple, make: Callable[[], Loaded]) -> Loaded:
         """The cached model under `key`, or `make()`'s, kept among the newest `cache_size`. `make` runs outside the
@@ -203,7 +218,7 @@ class Catalog:
             raise ValueError(f"{entry.label} has no classifier: fine-tune it first, then choose the fine-tuned run")
 
         def read() -> Loaded:
-            folder = entry.folder or backend().checkpoint.download(entry.name, cache_dir=self.hub_cache)
+            folder = entry.folder or self._download(entry.name)
             if not read_config(folder).labels:  # a hub model's config is known only once downloaded
                 raise ValueError(f"{entry.label} has no classifier: fine-tune it first, then choose the fine-tuned run")
             model, tokenizer, _, new = backend().checkpoint.load_classifier(folder, device=self.torch_device())

@@ -21,6 +21,7 @@ import gradio as gr
 from gradio.exceptions import ComponentProcessingError, InvalidPathError
 from gradio_client.utils import is_http_url_like
 
+from bert_demo.app.catalog import HubDownload
 from bert_demo.app.http_limits import QuietLog
 from bert_demo.app.visitors import address_of
 
@@ -49,7 +50,7 @@ def brief(message: str) -> str:
 def friendly(fn: Callable) -> Callable:
     """Turn a handler's ValueError into a toast with its message (logged in `refusals`); anything else into a
     toast that says something went wrong, with the traceback in the log (the first of its kind from an address, then
-    a line a minute)."""
+    a line a minute). A `HubDownload` passes on: `ui.wire` answers the question again where it may download."""
 
     def translate(exc: Exception) -> gr.Error:
         if isinstance(exc, ValueError):
@@ -65,7 +66,7 @@ def friendly(fn: Callable) -> Callable:
         def generator(*args, **kwargs):
             try:
                 yield from fn(*args, **kwargs)
-            except gr.Error:
+            except (gr.Error, HubDownload):
                 raise
             except Exception as exc:  # noqa: BLE001
                 raise translate(exc) from None
@@ -75,7 +76,7 @@ def friendly(fn: Callable) -> Callable:
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except gr.Error:
+        except (gr.Error, HubDownload):
             raise
         except Exception as exc:  # noqa: BLE001
             raise translate(exc) from None

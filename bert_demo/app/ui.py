@@ -20,7 +20,8 @@ from gradio import component_meta
 from starlette.middleware import Middleware
 
 from bert_demo.app import header
-from bert_demo.app.admission import Admission, Refused
+from bert_demo.app.admission import DOWNLOAD, Admission, Refused
+from bert_demo.app.catalog import HubDownload, downloads_here
 from bert_demo.app.folders import read_examples
 from bert_demo.app.handlers import Blocks, Components, brief, refusals
 from bert_demo.app.http_limits import UPLOAD_RETENTION_S, UPLOAD_SWEEP_S, Limits, UploadLedger, max_body_bytes
@@ -134,10 +135,11 @@ def kept_key(key: Any) -> str:
 
 def wire(handler: Callable, registry: Registry, components: Components, admission: Admission) -> Callable:
     """`handler` bound to the registry, answering {component: value}. A handler whose last parameter is `owner`
-    gets the visitor there (`visitors.Visitor`: the browser's identity, or else its session, and the address it asks
-    from): its event also sends the browser's key (`ask_for_keys`). A question (a handler that returns) waits in its
-    own line of `admission`, outside gradio's queue, and is answered in a worker thread; a run (a handler that
-    yields) keeps its own line in the registry."""
+    gets the visitor there (`visitors.Visitor`: the browser's identity, or else its session, or else its network, and
+    the address it asks from): its event also sends the browser's key (`ask_for_keys`). A question (a handler that
+    returns) waits in its own line of `admission`, outside gradio's queue, and is answered in a worker thread; one
+    that needs a model from the Hugging Face Hub (`catalog.HubDownload`) leaves that line and is answered again in the
+    downloads' line (`admission.DOWNLOAD`). A run (a handler that yields) keeps its own line in the registry."""
     parameters = [p.replace(default=inspect.Parameter.empty)  # gradio passes every input: no defaults needed
                   for p in list(inspect.signature(handler).parameters.values())[1:]]  # without the registry
     owner = bool(parameters) and parameters[-1].name == "owner"
@@ -160,8 +162,9 @@ def wire(handler: Callable, registry: Registry, components: Components, admissio
             for result in call(*split(list(args))):
                 yield {components[name]: value for name, value in result.items()}
     else:
-        def answer(args: tuple, visitor: Visitor | None) -> dict:
+        def answer(args: tuple, visitor: Visitor | None, downloads: bool) -> dict:
             question_asked()  # a run in progress yields cores to the visitors while they wait for answers
+            downloads_here.set(downloads)  # in this thread's own context
             try:
                 return {components[name]: value for name, value in call(args, visitor).items()}
             finally:
@@ -170,8 +173,12 @@ def wire(handler: Callable, registry: Registry, components: Components, admissio
         async def fn(*args):
             args, visitor = split(list(args))
             try:
-                async with admission.admit(handler.__name__, visitor):
-                    return await anyio.to_thread.run_sync(answer, tuple(args), visitor)
+                try:
+                    async with admission.admit(handler.__name__, visitor):
+                        return await anyio.to_thread.run_sync(answer, tuple(args), visitor, False)
+                except HubDownload:
+                    async with admission.admit(DOWNLOAD, visitor):
+                        return await anyio.to_thread.run_sync(answer, tuple(args), visitor, True)
             except Refused as refusal:
                 refusals.warn(getattr(visitor, "address", None), f"{handler.__name__} refused", str(refusal))
                 raise gr.Error(brief(str(refusal)), print_exception=False) from None
