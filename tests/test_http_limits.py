@@ -133,3 +133,24 @@ def test_gradios_screen_recording_processing_which_runs_ffmpeg_is_not_offered(ap
     response = httpx.post(f"{app['url']}gradio_api/process_recording", timeout=60,
                           files={"video": ("recording.mp4", b"\x00" * 100_000, "video/mp4")})
     assert response.status_code == 403 and response.text == "This app does not process screen recordings"
+
+
+def test_a_file_stored_once_counts_once_in_the_total_and_each_address_is_charged_for_what_it_sends(app,
+                                                                                                     monkeypatch):
+    """Issue 63, finding 5: eleven addresses sent one 9.4 MiB file four times each; gradio stored it once, but the
+    total counted 397 MB, and another visitor's 4.8 MB upload was refused for 34 minutes."""
+    monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1")
+    ledger = app["ledger"]
+    monkeypatch.setattr(ledger, "uploads", [])
+    monkeypatch.setattr(ledger, "total", 400_000)  # four copies and a file more, counted each
+
+    def upload(address: str, name: str, content: bytes) -> httpx.Response:
+        return httpx.post(f"{app['url']}gradio_api/upload", headers={"X-Forwarded-For": address}, timeout=60,
+                          files={"files": (name, content)})
+
+    same = b"the same text " * 7_000  # 98 KB
+    senders = ["2.16.7.1", "8.8.4.4", "9.9.9.9", "1.0.0.1"]
+    assert [upload(address, "corpus.txt", same).status_code for address in senders] == [200] * 4
+    assert ledger.held() < 2 * len(same)  # one copy (and its multipart wrapping), not four
+    assert upload("1.1.1.1", "mine.txt", b"another text " * 7_000).status_code == 200  # room in the total
+    assert [upload("2.16.7.1", "corpus.txt", same).status_code for _ in range(2)] == [200, 413]  # its own share

@@ -11,7 +11,11 @@ its answer only once it has sent everything still reads it, and the connection i
 Gradio keeps every upload (`/upload`) in its store until it deletes it `UPLOAD_RETENTION_S` later (it looks every
 `UPLOAD_SWEEP_S`). Ten 9 MB files from one address were all kept for an hour. `UploadLedger` counts what the uploads
 of that time hold, by address, and an upload that would pass `UPLOADS_TOTAL_BYTES`, or its address's
-`UPLOADS_PER_ADDRESS_BYTES`, is refused before it is read, with when there will be room.
+`UPLOADS_PER_ADDRESS_BYTES`, is refused before it is read, with when there will be room. Gradio stores identical
+files once (their path is named by their content's digest): the total counts each stored path once, as its newest
+upload, so that eleven addresses sending one 9 MB file four times hold 9 MB of it, not 400; an address is charged for
+every upload it sends, stored anew or not. An upload is checked by its size before it is read: near the total, one
+that gradio would have stored once already is refused too.
 
 Gradio also offers every visitor `/process_recording`, which runs ffmpeg on a posted video (its screen recorder's
 trimming): CPU the app has no use for, so it is refused, and the page keeps the recording as it was.
@@ -57,11 +61,13 @@ def max_body_bytes(max_upload_bytes: int) -> int:
 
 @dataclass
 class _Upload:
-    """One upload the store holds, or is receiving: when it came, from which address, and its bytes so far."""
+    """One upload the store holds, or is receiving: when it came, from which address, its bytes so far, and the
+    paths gradio stored its files as (none until it has answered)."""
 
     came: float
     address: str | None
     size: int
+    stored: tuple[str, ...] = ()
 
 
 class UploadLedger:
@@ -74,9 +80,14 @@ class UploadLedger:
         self.uploads: list[_Upload] = []
 
     def held(self, address: str | None = None, besides: _Upload | None = None) -> int:
-        """What the uploads hold now, in all, or from `address`, `besides` one of them."""
+        """What the uploads hold now, `besides` one of them: in all, each stored path once (as its newest upload);
+        or what `address` sent, every upload."""
         self._forget_old()
-        return sum(u.size for u in self.uploads if (address is None or u.address == address) and u is not besides)
+        counted = [u for u in self.uploads if (address is None or u.address == address) and u is not besides]
+        if address is None:
+            newest = {u.stored: u for u in counted if u.stored}  # uploads come in order: the last is the newest
+            counted = [u for u in counted if not u.stored or newest[u.stored] is u]
+        return sum(u.size for u in counted)
 
     def refusal(self, address: str | None, size: int, besides: _Upload | None = None) -> str | None:
         """Why an upload of `size` bytes from `address` cannot be kept now, beside the others (None: it can);
@@ -147,7 +158,7 @@ class Limits:
 
     async def _counted(self, scope: Scope, receive: Receive, send: Send, upload: _Upload | None) -> None:
         """Pass the request on, counting its body as it is read; refused as soon as it passes a limit."""
-        state = {"read": 0, "refusal": None, "started": False, "status": 0}
+        state = {"read": 0, "refusal": None, "started": False, "status": 0, "answer": b""}
 
         async def counted() -> Message:
             message = await receive()
@@ -166,6 +177,10 @@ class Limits:
                 return  # ours goes instead
             if message["type"] == "http.response.start":
                 state["started"], state["status"] = True, message["status"]
+            elif upload is not None and state["status"] == 200:
+                state["answer"] += message.get("body", b"")
+                if not message.get("more_body", False):  # counted as stored before its sender hears it is
+                    upload.stored = _stored_paths(state["answer"])
             await send(message)
 
         try:
@@ -226,6 +241,15 @@ async def refuse(receive: Receive, send: Send, message: str, plain: bool, status
         if event["type"] != "http.request" or not event.get("more_body", False):
             break
     await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+def _stored_paths(answer: bytes) -> tuple[str, ...]:
+    """The paths gradio's answer to an upload names (a JSON list), in order; none where it names none."""
+    try:
+        paths = json.loads(answer)
+    except ValueError:
+        return ()
+    return tuple(sorted(p for p in paths if isinstance(p, str))) if isinstance(paths, list) else ()
 
 
 def _content_length(scope: Scope) -> int | None:
