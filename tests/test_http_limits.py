@@ -1,15 +1,18 @@
 """bert_demo/app/http_limits.py: a body over the largest any form needs is refused before it is read (by its length,
 or by its bytes as they come), with a message; uploads are refused past what the store may hold in all and from one
-address, with when there will be room."""
+address, with when there will be room, a file stored once counting once in all; a connection slow to send its
+request's head is closed."""
 from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import time
 
 import httpx
 import pytest
 
+from bert_demo.app import http_limits
 from bert_demo.app.forms import Caps
 from bert_demo.app.http_limits import UPLOAD_PATH, Limits, UploadLedger, max_body_bytes
 from bert_demo.app.visitors import TRUSTED_PROXIES_ENV
@@ -154,3 +157,33 @@ def test_a_file_stored_once_counts_once_in_the_total_and_each_address_is_charged
     assert ledger.held() < 2 * len(same)  # one copy (and its multipart wrapping), not four
     assert upload("1.1.1.1", "mine.txt", b"another text " * 7_000).status_code == 200  # room in the total
     assert [upload("2.16.7.1", "corpus.txt", same).status_code for _ in range(2)] == [200, 413]  # its own share
+
+
+def test_a_connection_that_sends_its_request_head_slowly_or_not_at_all_is_closed(app, monkeypatch):
+    """Issue 63, finding 10: 3,000 connections that sent their headers slowly, and 3 that sent nothing, were never
+    closed. (The deadline is 10 s; 1 s here.)"""
+    monkeypatch.setattr(http_limits, "HEAD_S", 1.0)
+    host, port = app["url"].removeprefix("http://").strip("/").split(":")
+
+    def closed_by_the_app(trickle: bytes) -> bool:
+        """Whether the app closes a connection that sends `trickle` a byte every 0.2 s (for 10 s at most)."""
+        with socket.create_connection((host, int(port)), timeout=10) as connection:
+            connection.settimeout(0.2)
+            for byte in trickle:
+                try:
+                    connection.sendall(bytes([byte]))
+                    if connection.recv(1024) == b"":
+                        return True
+                except TimeoutError:
+                    continue
+                except OSError:  # reset while sending: closed
+                    return True
+            connection.settimeout(10)
+            try:
+                return connection.recv(1024) == b""
+            except TimeoutError:
+                return False
+
+    assert closed_by_the_app(b"GET / HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 50)
+    assert closed_by_the_app(b"")  # sends nothing
+    assert httpx.get(f"{app['url']}gradio_api/info", timeout=30).status_code == 200  # a request that comes whole

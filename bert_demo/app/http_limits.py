@@ -20,6 +20,11 @@ that gradio would have stored once already is refused too.
 Gradio also offers every visitor `/process_recording`, which runs ffmpeg on a posted video (its screen recorder's
 trimming): CPU the app has no use for, so it is refused, and the page keeps the recording as it was.
 
+A connection that sends its request's head slowly, or nothing at all, is below what the app sees: uvicorn kept 3,000
+such connections, and 3 silent ones, open for minutes. `close_slow_connections` gives uvicorn's HTTP protocol a
+deadline: a connection that has not sent a whole request line and headers within `HEAD_S` of opening, or of its last
+answer, is closed. A body may take longer (an upload over a slow link).
+
 Every refusal is logged, but at most once a `LOG_EVERY_S` for each address and kind of refusal, with how many more
 there were (`QuietLog`): a flood of refused requests leaves a line a minute, not a line a request.
 """
@@ -45,12 +50,53 @@ UPLOADS_PER_ADDRESS_BYTES = 40 * 2**20  # and the uploads from one address (four
 UPLOAD_PATH = "/gradio_api/upload"
 RECORDING_PATH = "/gradio_api/process_recording"  # gradio runs ffmpeg on any visitor's video there: not offered
 DRAIN_BYTES = 256 * 2**20  # how much of a refused body is read and dropped before the connection is closed
+HEAD_S = 10.0  # the time a connection has to send a whole request head (its line and headers)
 LOG_EVERY_S = 60.0  # one line a minute, at most, for each address and kind of refusal
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
+
+
+def close_slow_connections() -> None:
+    """Give every uvicorn server this process starts from now on a deadline for each request's head (`HEAD_S`):
+    uvicorn reads the class that speaks HTTP from `uvicorn.protocols.http.auto` when a server starts."""
+    from uvicorn.protocols.http import auto
+
+    if not getattr(auto.AutoHTTPProtocol, "head_deadline", False):
+        auto.AutoHTTPProtocol = _with_head_deadline(auto.AutoHTTPProtocol)
+
+
+def _with_head_deadline(protocol: type) -> type:
+    """uvicorn's `protocol` (h11's or httptools'), closing a connection whose request head has not come `HEAD_S`
+    after it opened or after its last answer: a head that has come starts a new request cycle."""
+
+    class HeadDeadline(protocol):
+        head_deadline = True
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._arm()
+
+        def on_response_complete(self) -> None:
+            self._arm()  # first: a pipelined request's head, read now, starts its cycle
+            super().on_response_complete()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._deadline.cancel()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            if getattr(self, "_deadline", None) is not None:
+                self._deadline.cancel()
+            self._deadline = self.loop.call_later(HEAD_S, self._too_slow, self.cycle)
+
+        def _too_slow(self, cycle: Any) -> None:
+            if self.cycle is cycle and not self.transport.is_closing():  # no new request since it was armed
+                self.transport.close()
+
+    return HeadDeadline
 
 
 def max_body_bytes(max_upload_bytes: int) -> int:

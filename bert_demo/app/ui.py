@@ -24,7 +24,8 @@ from bert_demo.app.admission import DOWNLOAD, Admission, Refused
 from bert_demo.app.catalog import HubDownload, downloads_here
 from bert_demo.app.folders import read_examples
 from bert_demo.app.handlers import Blocks, Components, brief, refusals
-from bert_demo.app.http_limits import UPLOAD_RETENTION_S, UPLOAD_SWEEP_S, Limits, UploadLedger, max_body_bytes
+from bert_demo.app.http_limits import (UPLOAD_RETENTION_S, UPLOAD_SWEEP_S, Limits, UploadLedger,
+                                       close_slow_connections, max_body_bytes)
 from bert_demo.app.queue_door import WORKERS, Door
 from bert_demo.app.registry import Registry
 from bert_demo.app.run_process import question_asked
@@ -101,8 +102,10 @@ CSS = """
 """  # a ranked list is drawn only for a [MASK] the sentence has: answers are values, not visibility updates
 def launch_kwargs(registry: Registry | None = None, uploads: UploadLedger | None = None) -> dict[str, Any]:
     """What `demo.launch()` needs besides host and port (gradio 6 takes css and theme here), the limits on what a
-    request may bring (`http_limits`: its body, and what the uploads of `uploads` may hold), and the door to
-    gradio's queue, which no address may fill (`queue_door`)."""
+    request may bring (`http_limits`: its body, and what the uploads of `uploads` may hold; and uvicorn's servers
+    close a connection whose request head is slow to come), and the door to gradio's queue, which no address may
+    fill (`queue_door`)."""
+    close_slow_connections()
     caps = (registry or Registry()).caps
     theme = gr.themes.Default(font=["system-ui", "Segoe UI", "Roboto", "Helvetica", "Arial", "sans-serif"],
                               font_mono=["ui-monospace", "SFMono-Regular", "Menlo", "Consolas", "monospace"])
