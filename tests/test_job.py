@@ -1,8 +1,10 @@
 """bert_demo/app/job.py: a run the app follows streams its records and live weights, ends with a record whatever
-happens, and gives its model back once over (test_slot.py: the line that starts them)."""
+happens, gives its model back once over, and names a visitor's text by its name (test_slot.py: the line that starts
+them)."""
 from __future__ import annotations
 
 import json
+import os
 import queue
 import time
 from pathlib import Path
@@ -140,3 +142,33 @@ def test_the_clock_keeps_counting_down_while_the_run_checks_itself_and_counts_th
     assert "not timed yet" not in job_status(job) and "checking" not in job_status(job)
     trainer.script.put(None)
     job.thread.join(timeout=10)
+
+
+class _PreparingTrainer(_EndedTrainer):
+    """A run on a visitor's private copy that says what it reads, then fails to read it."""
+
+    def __init__(self, copy: Path, out: Path):
+        super().__init__("cpu", out)
+        self.copy = copy
+
+    def run(self):
+        yield {"kind": "status", "message": f"loading corpus {'wiki,' + str(self.copy)!r}"}
+        yield {"kind": "done", "reason": "error", "step": 0, "checkpoint": None,
+               "message": f"could not read {self.copy}: it is not UTF-8"}
+
+
+def test_a_run_on_an_upload_tells_its_owner_the_files_name_not_the_servers_path_to_it(tmp_path):
+    """Issue 63, finding 11: the owner of a run on an upload read "loading corpus '...'" with the private copy's
+    whole path, in the server's temporary folder, named for the app's process id."""
+    from bert_demo.app.uploads import discard, private_text
+
+    copy = private_text("some text", "upload.txt")
+    try:
+        job = TrainingJob(_PreparingTrainer(copy, tmp_path / "run"), "run")
+        job.start()
+        job.thread.join(timeout=30)
+    finally:
+        discard(copy)
+    said = " ".join(record.get("message") or "" for record in job.records) + job_status(job)
+    assert "loading corpus 'wiki,upload.txt'" in said and "could not read upload.txt: it is not UTF-8" in said
+    assert str(copy.parent) not in said and str(os.getpid()) not in said

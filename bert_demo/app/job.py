@@ -1,8 +1,9 @@
 """A run the app follows: its records as they come, its time left, a stop, and a live copy of its weights.
 
 `TrainingJob` follows a run (a `loop.Run` in a thread, or `run_process.ProcessTrainer` with the run in a child
-process) in a daemon thread of its own, and keeps every record for the pages that show it. Whatever happens to the
-run, the job ends with a "done" record: the run's own, one saved from the weights a killed child shared, or an error.
+process) in a daemon thread of its own, and keeps every record for the pages that show it, their messages naming a
+visitor's text by its name, not its private copy's path (`uploads.shown`). Whatever happens to the run, the job ends
+with a "done" record: the run's own, one saved from the weights a killed child shared, or an error.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from typing import Any
 from bert_demo.app.backend import backend
 from bert_demo.app.catalog import LIVE, Loaded, ModelEntry
 from bert_demo.app.disk import remove_if_empty
-from bert_demo.app.uploads import remove_uploads
+from bert_demo.app.uploads import remove_uploads, shown
 from bert_demo.records import DoneRecord, Record
 
 log = logging.getLogger(__name__)
@@ -82,6 +83,8 @@ class TrainingJob:
         return {"kind": "done", "reason": "error", "step": self.trainer.step, "message": message, "checkpoint": None}
 
     def _append(self, record: Record) -> None:
+        if isinstance(record.get("message"), str):  # a phase of the preparation, or how the run ended
+            record = {**record, "message": shown(record["message"])}
         with self._changed:
             self.records.append(record)
             self._arrived.append(time.perf_counter())

@@ -3,11 +3,13 @@ app left, and the privacy rule for what is trained from it.
 
 A visitor's file (an upload, typed text, a labelled file) is copied into a folder of ours named for the app's
 process, under a name of ours (a visitor's file name never reaches a loader, where a comma would split it). The copy
-goes when its run or experiment ends; the copies of a process that is gone are swept when the app starts.
+goes when its run or experiment ends; the copies of a process that is gone are swept when the app starts. A copy's
+path names the server's temporary folder and the app's process: what a page shows says its name alone (`shown`).
 """
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -20,6 +22,7 @@ from bert_demo.train_config import FinetuneConfig, RunConfig, TrainConfig
 
 UPLOAD_PREFIX = "bert-demo-upload-"  # then the app's process id: a copy whose process is gone is swept at start
 MAX_WORD_CHARS = 100  # WordPiece reads a longer word as [UNK]; thousands of letters a word stall its training
+_COPY_PATH = re.compile(re.escape(os.path.join(tempfile.gettempdir(), UPLOAD_PREFIX)) + r"[\w-]*/(?P<name>[\w.-]+)")
 
 
 def private_copy(source: Path, name: str, max_bytes: int) -> Path:
@@ -34,6 +37,12 @@ def private_copy(source: Path, name: str, max_bytes: int) -> Path:
     target = private_folder() / name
     shutil.copyfile(source, target)
     return target
+
+
+def shown(text: str) -> str:
+    """`text` with each path of a private copy as the copy's name alone ('upload.txt'): the path names the server's
+    temporary folder and the app's process id, which no visitor is shown."""
+    return _COPY_PATH.sub(lambda found: found["name"], text)
 
 
 def private_text(text: str, name: str) -> Path:
