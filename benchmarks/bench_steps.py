@@ -5,8 +5,9 @@ Each call is the tab's handler itself, in this process, with its rendering (Mark
 its JSON, as gradio sends it): `pretraining_example` draws a new seed each call from `wiki` under the model's recipe
 (a pair of 128 word pieces, most draws; the shares of its 1,000 draws are counted once and kept, as the app keeps
 them, and the first call, which counts them, is timed apart); `forward_steps` takes a 128-token pair through every one
-of its 31 steps in turn; the reference is Fill-mask's handler on the same model (the page's own first answer). Calls
-interleaved after a warm-up; p50 and p95 of N each.
+of its 31 steps in turn, each call at another layer and head (a forward pass of its own), and again walking the steps
+of one pass (which the tab keeps, as it does while a visitor presses Next); the reference is Fill-mask's handler on
+the same model (the page's own first answer). Calls interleaved after a warm-up; p50 and p95 of N each.
 
     python benchmarks/bench_steps.py [--model checkpoints/small-english] [-n 40]
 """
@@ -59,15 +60,23 @@ def main() -> None:
         shown = steps.pretraining_example(registry, args.model, "wiki", "", "model", next(seeds))
         lengths.append(shown["ex_tokens"].count(BOX))
 
-    def forward() -> None:
-        shown = steps.forward_steps(registry, args.model, a, b, 2, 3, next(index) % len(STEP_NAMES))
+    heads = [(layer, head) for layer in range(1, loaded.model.config.num_hidden_layers + 1)
+             for head in range(1, loaded.model.config.num_attention_heads + 1)]
+
+    def forward() -> None:  # another layer and head each call: a pass the tab has not kept
+        i = next(index)
+        shown = steps.forward_steps(registry, args.model, a, b, *heads[i % len(heads)], i % len(STEP_NAMES))
+        shown["fw_plot"].to_json()
+
+    def walk() -> None:  # the next step of the same input: the tab's kept pass, the step's figure drawn
+        shown = steps.forward_steps(registry, args.model, a, b, 1, 1, next(index) % len(STEP_NAMES))
         shown["fw_plot"].to_json()
 
     def fill_mask() -> None:
         fill.fill_mask(registry, args.model, FILL, 5)
 
-    times = interleaved_times({"pretraining_example": example, "forward_steps": forward, "fill_mask": fill_mask},
-                              args.n, args.warmup)
+    times = interleaved_times({"pretraining_example": example, "forward_steps": forward,
+                               "forward_steps, next step": walk, "fill_mask": fill_mask}, args.n, args.warmup)
     print(f"{args.model}, {torch.get_num_threads()} threads of {cores()} cores; forward_steps on a {tokens}-token "
           f"pair, each of its {len(STEP_NAMES)} steps in turn; pretraining_example from wiki, a new seed a call "
           f"(pairs of {min(lengths)}-{max(lengths)} word pieces, median {sorted(lengths)[len(lengths) // 2]}); "

@@ -11,7 +11,6 @@ tokens itself.
 from __future__ import annotations
 
 import random
-from collections import Counter
 from dataclasses import dataclass
 
 import torch
@@ -27,7 +26,7 @@ from bert_demo.train_config import TrainConfig
 from bert_demo.trainer import sentence_pairs
 
 SAMPLE_DOCUMENTS, SAMPLE_SENTENCES = 32, 24  # passages of a named corpus an example is drawn from, and their length
-SHARE_DRAWS = 1000  # examples drawn to count the shares of each choice
+SHARE_DRAWS, SHARE_BATCH = 1000, 50  # examples drawn to count the shares of each choice, and a batch of them
 MAX_TYPED_CHARS = 5000  # a visitor's paragraphs
 MAX_SEED = 2**31 - 1
 
@@ -162,20 +161,24 @@ def draw(source: Documents, tokenizer: BertTokenizerFast, recipe: TrainConfig, s
 
 def shares(source: Documents, tokenizer: BertTokenizerFast, recipe: TrainConfig, draws: int = SHARE_DRAWS,
            seed: int = 0) -> Shares:
-    """The shares of each choice over the first `draws` examples training would draw from these documents."""
+    """The shares of each choice over the first `draws` examples training would draw from these documents, in
+    batches of SHARE_BATCH (a multiple of it is drawn: masking draws each example's picks on its own, whatever the
+    batch)."""
     special = SpecialIds.from_tokenizer(tokenizer)
-    data = sentence_pairs(recipe, _tokenized(source, tokenizer), special, seed, 1, mask_prob=recipe.mask_prob)
-    fates, candidates, is_next = Counter(), 0, 0
-    stream = data.drawn(explain=True)
-    for _ in range(draws):
+    data = sentence_pairs(recipe, _tokenized(source, tokenizer), special, seed, SHARE_BATCH,
+                          mask_prob=recipe.mask_prob)
+    fates, candidates, is_next, stream = torch.zeros(len(FATES), dtype=torch.long), 0, 0, data.drawn(explain=True)
+    drawn = 0
+    while drawn < draws:
         batch, _ = next(stream)
-        fates.update(batch["mlm_fates"][0].tolist())
+        fates += torch.bincount(batch["mlm_fates"].flatten().long(), minlength=len(FATES))
         candidates += int((~torch.isin(batch["input_ids"], torch.tensor(special.special))
                            | (batch["mlm_labels"] != IGNORE_INDEX)).sum())
-        is_next += int(batch["nsp_labels"][0]) == IS_NEXT
-    targets = sum(count for fate, count in fates.items() if fate)
-    return Shares(draws, targets / candidates, {FATES[f]: fates[f] / max(targets, 1) for f in (1, 2, 3)},
-                  is_next / draws, recipe.mask_prob, candidates, targets)
+        is_next += int((batch["nsp_labels"] == IS_NEXT).sum())
+        drawn += len(batch["nsp_labels"])
+    targets = int(fates[1:].sum())
+    return Shares(drawn, targets / candidates, {FATES[f]: int(fates[f]) / max(targets, 1) for f in (1, 2, 3)},
+                  is_next / drawn, recipe.mask_prob, candidates, targets)
 
 
 @torch.inference_mode()
