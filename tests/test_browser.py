@@ -698,3 +698,29 @@ def test_the_train_tab_offers_the_papers_recipe_and_says_how_it_differs(web):
     web.locator("#recipe").get_by_text("BERT's: the paper's").click()
     wait_text(web, "#recipe-note", "BERT's recipe (the paper's): every setting as in the paper")
     shoot(web, "train-recipe")
+
+
+@pytest.mark.parametrize("width", [1400, 390])
+def test_switching_the_model_clears_every_answer_and_asks_fill_mask_again(app, tab, width, make_checkpoint):
+    """Issue 63, finding 9: in Fill-mask, switching from small-english to mini-english left small's answer ("door
+    67%") under mini's name for 15 s and more; the tab in view kept its answers too."""
+    other = make_checkpoint(app["registry"].roots["checkpoints"] / "another-model")
+    try:
+        page = tab(width, 1000)
+        page.goto(app["url"])
+        page.wait_for_selector("#fill-label-0 :text('%')")
+        page.fill("#fill-text textarea", "a [MASK] of my own.")  # not asked: the switch asks it
+        open_attention_tab(page)
+        page.click("#att-button")
+        page.wait_for_function("document.querySelector('#att-caption').innerText.trim().length > 0")
+        page.click("#refresh")
+        page.click("#model input")
+        page.get_by_role("option", name="another-model").click()
+        page.wait_for_selector("#att-plot :text('Press “Show attention”')")  # no map of the last model
+        assert page.locator("#att-caption").inner_text().strip() == ""
+        shoot(page, f"model-switched-attention-{width}")
+        page.get_by_role("tab", name="Fill-mask").click()
+        wait_text(page, "#fill-sentence", "of my own.")  # the new model's answer, to what the box holds now
+        shoot(page, f"model-switched-fill-mask-{width}")
+    finally:
+        shutil.rmtree(other)

@@ -1,6 +1,6 @@
 """The page's header: the model every tab shows, chosen once, with its training step; and what changes when the
-choice does (the header line, the Model tab, sliders, head switches, the timeline, the examples): the layout, its
-wiring and its handlers."""
+choice does (the header line, the Model tab, sliders, head switches, the timeline, the examples, and every answer on
+screen: cleared at once, Fill-mask's asked again of the new model): the layout, its wiring and its handlers."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -11,6 +11,7 @@ import gradio as gr
 from bert_demo.app import text
 from bert_demo.app.handlers import FINAL, NO_COMPARE, Components, Outputs, brief, timeline_choices
 from bert_demo.app.registry import Registry
+from bert_demo.app.tabs import attention, embeddings, fill, nsp
 from bert_demo.app.tabs.heads import head_names
 
 
@@ -48,7 +49,12 @@ def wire(demo: gr.Blocks, c: Components, bound: Callable[[Callable], Callable]) 
     chosen = [c[name] for name in ("summary", "model_info", "model_card", "layer", "head", "heads_off", "emb_layer",
                                    "fill_examples", "nsp_examples", "att_examples_box", "step", "compare")]
     asked = [c["model"], c["layer"], c["head"]]
-    c["model"].change(bound(selected), asked, chosen, api_visibility="private")
+    answers = [c[name] for name in blank_answers()]
+    c["model"].change(lambda: dict(zip(answers, blank_answers().values())), None, answers,
+                      api_visibility="private", queue=False)  # no answer of the last model stays under the new name
+    c["model"].change(bound(selected), asked, chosen, api_visibility="private").then(
+        bound(fill.fill_mask), [c[name] for name in fill.ASKED], [c[name] for name in fill.ANSWERED],
+        api_visibility="private", show_progress="hidden")  # with the head switches the new model has
     if "att_examples" in c:
         c["att_examples"].load_input_event.then(bound(narrow), asked, [c["layer"], c["head"]],
                                                 api_visibility="private")
@@ -59,6 +65,11 @@ def wire(demo: gr.Blocks, c: Components, bound: Callable[[Callable], Callable]) 
     c["tabs"].change(None, js=REDRAW_CHARTS, api_visibility="private", queue=False)
     demo.load(bound(refresh), c["model"], listed, api_visibility="private").then(
         bound(selected), asked, chosen, api_visibility="private")
+
+
+def blank_answers() -> Outputs:
+    """Every answer a tab shows of the chosen model, as it is before any question."""
+    return {**fill.blank(), **nsp.blank(), **attention.blank(), **embeddings.blank()}
 
 
 def selected(registry: Registry, model_name: str, layer: float, head: float, owner: str | None = None) -> Outputs:

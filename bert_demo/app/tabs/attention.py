@@ -57,11 +57,9 @@ def layout(examples: Examples | None) -> Components:
                     label=f"Heads with a clear job in {examples.model} (click one, then Show attention)")
         c["att_caption"] = gr.Markdown(elem_id="att-caption")
         with gr.Row():
-            c["att_plot"] = gr.Plot(plots.empty_figure("Press “Show attention”", height=360), show_label=False,
-                                    elem_id="att-plot", min_width=300)
+            c["att_plot"] = gr.Plot(blank()["att_plot"], show_label=False, elem_id="att-plot", min_width=300)
             c["compare_plot"] = gr.Plot(visible=False, show_label=False, elem_id="compare-plot", min_width=300)
-        c["grid_plot"] = gr.Plot(plots.empty_figure("All heads of the layer, side by side", height=240),
-                                 show_label=False, elem_id="grid-plot")
+        c["grid_plot"] = gr.Plot(blank()["grid_plot"], show_label=False, elem_id="grid-plot")
         with gr.Accordion("Model view: every head of every layer (click one to open it above)", open=True):
             c["model_view"] = gr.Gallery(show_label=False, elem_id="model-view", columns=4, height="auto",
                                          allow_preview=False, object_fit="contain", interactive=False)
@@ -71,10 +69,20 @@ def layout(examples: Examples | None) -> Components:
                 c["neuron_token"] = gr.Dropdown(choices=[], label="Query token", elem_id="neuron-token", scale=3,
                                                 allow_custom_value=True)
                 c["neuron_button"] = gr.Button("Show how", elem_id="neuron-button", scale=1, min_width=120)
-            c["neuron_plot"] = gr.Plot(plots.empty_figure("Choose a query token, then Show how", height=240),
-                                       show_label=False, elem_id="neuron-plot")
+            c["neuron_plot"] = gr.Plot(blank()["neuron_plot"], show_label=False, elem_id="neuron-plot")
     c["attention_tab"] = tab
     return c
+
+
+def blank() -> Outputs:
+    """The tab's answers as they are before any question: what another model leaves until it answers (the query
+    tokens too: another model may cut the sentence into other pieces). Updates, not components: a component made
+    while the page is laid out joins it."""
+    return {"att_caption": "", "att_plot": plots.empty_figure("Press “Show attention”", height=360),
+            "compare_plot": gr.update(visible=False),
+            "grid_plot": plots.empty_figure("All heads of the layer, side by side", height=240), "model_view": None,
+            "neuron_token": gr.update(choices=[], value=None),
+            "neuron_plot": plots.empty_figure("Choose a query token, then Show how", height=240)}
 
 
 def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:

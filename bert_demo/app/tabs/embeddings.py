@@ -37,8 +37,7 @@ def layout() -> Components:
             c["emb_words"] = gr.Textbox(value=PROJECTED_WORDS, label="Words to project (3 to 60)",
                                         elem_id="emb-words", scale=4, min_width=240)
             c["projection_button"] = gr.Button("Project", elem_id="projection-button", scale=0, min_width=120)
-        c["projection_plot"] = gr.Plot(plots.empty_figure("Press “Project”", height=300), show_label=False,
-                                       elem_id="projection-plot")
+        c["projection_plot"] = gr.Plot(blank()["projection_plot"], show_label=False, elem_id="projection-plot")
     return c
 
 
@@ -81,14 +80,20 @@ def neighbours(registry: Registry, model_name: str, word: str, sentence: str, la
     return {"neighbours_table": table, "neighbours_caption": caption}  # a value with its headers, not an update
 
 
+def blank() -> Outputs:
+    """The tab's answers as they are before any question: what another model leaves until it answers."""
+    return {"neighbours_table": {"headers": ON_ITS_OWN, "data": []}, "neighbours_caption": "",
+            "projection_plot": plots.empty_figure("Press “Project”", height=300)}
+
+
 def no_neighbours(registry: Registry) -> Outputs:
     """What the table shows after a refused word: nothing (the message says why), not the last word's neighbours."""
-    return {"neighbours_table": {"headers": ON_ITS_OWN, "data": []}, "neighbours_caption": ""}
+    return {name: blank()[name] for name in ("neighbours_table", "neighbours_caption")}
 
 
 def no_projection(registry: Registry) -> Outputs:
     """What the chart shows after a refused list: nothing, not the last list's points."""
-    return {"projection_plot": plots.empty_figure("Press “Project”", height=300)}
+    return {"projection_plot": blank()["projection_plot"]}
 
 
 @friendly

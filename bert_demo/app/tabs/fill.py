@@ -11,10 +11,12 @@ from bert_demo.app.backend import backend
 from bert_demo.app.folders import Examples
 from bert_demo.app.handlers import FINAL, Components, Outputs, friendly, load_at
 from bert_demo.app.registry import Registry
-from bert_demo.app.tabs.heads import head_mask, importance_block, importance_figure
+from bert_demo.app.tabs.heads import head_mask, importance_block, importance_figure, no_importance
 
 MAX_LABELS = 6  # ranked lists shown for the first masks of a sentence
 LENS_TOP_K = 3  # guesses per layer in the per-layer table
+ASKED = ("model", "fill_text", "top_k", "heads_off", "step")  # Predict's inputs
+ANSWERED = ("filled", "layer_table", "words", *(f"mask_label_{i}" for i in range(MAX_LABELS)))  # and its answer
 
 
 def layout(examples: Examples | None, heads: list[str]) -> Components:
@@ -63,8 +65,7 @@ def layout(examples: Examples | None, heads: list[str]) -> Components:
 def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
     """Predict (button or Enter, and once when the page opens), a click on a word, the attribution and the
     head-importance map."""
-    inputs = [c[name] for name in ("model", "fill_text", "top_k", "heads_off", "step")]
-    outputs = [c["filled"], c["layer_table"], c["words"], *[c[f"mask_label_{i}"] for i in range(MAX_LABELS)]]
+    inputs, outputs = [c[name] for name in ASKED], [c[name] for name in ANSWERED]
     gr.on([c["fill_button"].click, c["fill_text"].submit], bound(fill_mask), inputs, outputs, api_name="fill_mask",
           show_progress="hidden")  # fast; an error is a toast, the last answer stays
     c["page"].load(bound(fill_mask), inputs, outputs, api_visibility="private")  # the page opens on an answer
@@ -75,6 +76,13 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
                                  api_visibility="private", show_progress_on=[c["mask_words_button"]])
     c["importance_button"].click(bound(importance), asked, c["importance_plot"], api_name="head_importance",
                                  show_progress_on=[c["importance_plot"]])
+
+
+def blank() -> Outputs:
+    """The tab's answers as they are before any question: what another model leaves until it answers (the guesses
+    are asked again, `header.wire`). Updates, not components: a component made while the page is laid out joins it."""
+    return {"filled": None, "layer_table": "", **{f"mask_label_{i}": None for i in range(MAX_LABELS)},
+            "mask_words_box": gr.update(visible=False), "importance_plot": no_importance()}
 
 
 def _mask_clicked(sentence: str, event: gr.SelectData) -> str:

@@ -18,9 +18,13 @@ def importance_block(prefix: str, question: str, caption: str) -> Components:
     """A button that switches each head off in turn, what its map means, and the map."""
     button = gr.Button(question, size="sm", elem_id=f"{prefix}importance-button")
     gr.Markdown(caption)
-    plot = gr.Plot(plots.empty_figure("Press “Which heads matter…” to switch each head off in turn", height=200),
-                   show_label=False, elem_id=f"{prefix}importance-plot")
+    plot = gr.Plot(no_importance(), show_label=False, elem_id=f"{prefix}importance-plot")
     return {f"{prefix.replace('-', '_')}importance_button": button, f"{prefix.replace('-', '_')}importance_plot": plot}
+
+
+def no_importance() -> Any:
+    """The head-importance map before it is asked for."""
+    return plots.empty_figure("Press “Which heads matter…” to switch each head off in turn", height=200)
 
 
 def importance_figure(registry: Registry, model_name: str, step: str, owner: str | None, text_a: str,

@@ -10,7 +10,7 @@ from bert_demo.app.backend import backend
 from bert_demo.app.folders import Examples
 from bert_demo.app.handlers import FINAL, Components, Outputs, friendly, load_at
 from bert_demo.app.registry import Registry
-from bert_demo.app.tabs.heads import importance_block, importance_figure
+from bert_demo.app.tabs.heads import importance_block, importance_figure, no_importance
 
 
 def layout(examples: Examples | None) -> Components:
@@ -33,6 +33,11 @@ def layout(examples: Examples | None) -> Components:
                             example_labels=[label_ for _, _, label_ in examples.next_sentence],
                             label=f"Examples for {examples.model}: true continuations and random pairs")
     return c
+
+
+def blank() -> Outputs:
+    """The tab's answers as they are before any question: what another model leaves until it answers."""
+    return {"nsp_result": None, "nsp_importance_plot": no_importance()}
 
 
 def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
