@@ -724,3 +724,22 @@ def test_switching_the_model_clears_every_answer_and_asks_fill_mask_again(app, t
         shoot(page, f"model-switched-fill-mask-{width}")
     finally:
         shutil.rmtree(other)
+
+
+def test_on_a_phone_a_followed_runs_charts_come_before_the_settings_and_after_them_otherwise(app, tab):
+    """Issue 63, finding 13: on a phone the Train tab's live charts came only after the whole settings form."""
+    page = tab(390, 844)
+    page.goto(app["url"])
+    open_train_tab(page)
+
+    def charts_first() -> bool:
+        return page.locator("#loss-plot").bounding_box()["y"] < page.locator("#corpus").bounding_box()["y"]
+
+    assert not charts_first()  # nothing to follow: the settings first
+    start_training(page, app["corpus"])
+    wait_for_chart(page, "loss-plot")
+    assert charts_first()
+    shoot(page, "train-running-390")
+    page.click("#stop")
+    wait_text(page, "#status", "Stopped at step")
+    assert not charts_first()

@@ -175,8 +175,9 @@ def estimate_text(what: str, total: float, parts: str, at: Pace, slot_busy: bool
     line = f"**{what}: about {duration(total)} on this machine now**: {parts}, {how}{after}."
     if at.busy:
         why = "a run of ours is training" if slot_busy else "other programs are running"
-        line += (f" The machine is busy ({why}: the timing got {at.share:.0%} of its {at.threads} "
-                 f"core{'s' if at.threads > 1 else ''}' time): on a quiet one this is faster.")
+        cores = "the one core" if at.threads == 1 else f"the {at.threads} cores"
+        line += (f" The machine is busy ({why}: the timing got {at.share:.0%} of the time of {cores} it ran on): "
+                 "on a quiet one this is faster.")
     return f"<small>{line}</small>"
 
 

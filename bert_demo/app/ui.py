@@ -41,6 +41,8 @@ CSS = """
 #status { min-height: 2.2em; }
 #train-controls { align-items: center; }  /* the buttons keep their own height beside a long status */
 #train-controls > #status { flex: 1 1 250px !important; min-width: min(250px, 100%) !important; }  /* or wraps */
+@media (max-width: 640px) {  /* a phone: while the visitor's run is followed (Stop is red), its charts come first */
+  #tab-train:has(#stop.stop) #train-charts { order: -1; } }
 #status p { font-size: 1.05em; margin: 0.2em 0; }
 #model-summary p { margin: 0.45em 0 0 0; color: var(--body-text-color-subdued); }
 .tab-links button { max-width: 16em; }

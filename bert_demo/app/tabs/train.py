@@ -59,7 +59,7 @@ def layout(registry: Registry) -> Components:
                                                 "its size and vocabulary stay, the model size and vocabulary "
                                                 "above are ignored")
                 gr.Markdown(f"<small>{text.caps_text(caps, registry.runs_on)}</small>")
-            with gr.Column(scale=2):
+            with gr.Column(scale=2, elem_id="train-charts"):  # on a phone, above the form while a run is followed
                 c.update(_charts(registry))
     return c
 
