@@ -22,13 +22,20 @@ address with a session of its own, asks Fill-mask once a second; every one of it
 (`/gradio_api/call/<name>`, a new session for every call) and read the answers: Fill-mask, Attention, and a mix of
 attention, neuron, neighbours, head importance, next sentence and projection. Those of issue 58 never read one:
 neuron views of a 60-word text posted and left unread, and event streams of sessions that never joined
-(`/gradio_api/queue/data?session_hash=...`). Then one 60 MB body is posted: it must be refused within 3 s, and the
-app's memory must not grow by 150 MB. The addresses are written in X-Forwarded-For, with loopback named as the
-trusted proxy (BERT_DEMO_TRUSTED_PROXIES=127.0.0.1), as a Space's proxy writes them; an app from before issue 51
-believed the header from loopback through uvicorn. --app-root runs another checkout's app.py (the code before a
-change, from `git worktree add`) under this script.
+(`/gradio_api/queue/data?session_hash=...`). Those of issue 63: a 425-word text with 20 [MASK]s posted to
+`/gradio_api/run/fill_mask` and `/api/fill_mask` without a session; Fill-mask asked of eight hub names
+(attacker/model0 ... model7), served by a stand-in hub on loopback (tests/stand_in_hub.py: checkpoints/mini-english,
+22 MB, sent at --hub-mb-s) where the app downloads them; routes and functions that do not exist (`run/nothing`,
+`call/nothing`, an fn_index of none); `heads_off` and `/compare_runs`' runs given as a number; and the 425-word
+Fill-mask from five public IPv4 addresses, and from five /64s of one /56 (the threads shared between them). Then one
+60 MB body is posted: it must be refused within 3 s, and the app's memory must not grow by 150 MB; and five
+`/gradio_api/run/train` posts from one address: another address's run must be taken after them. The addresses are
+written in X-Forwarded-For, with loopback named as the trusted proxy (BERT_DEMO_TRUSTED_PROXIES=127.0.0.1), as a
+Space's proxy writes them; an app from before issue 51 believed the header from loopback through uvicorn.
+--app-root runs another checkout's app.py (the code before a change, from `git worktree add`) under this script.
 
     python benchmarks/load_app.py --floods [--flood-threads 30] [--flood-s 20] [--kinds KIND ...] [--app-root DIR]
+                                  [--hub-mb-s 10]
 """
 from __future__ import annotations
 
@@ -56,9 +63,15 @@ TRAIN_ARGS = (["wiki"], None, "tiny", 1000, 16, 1e-3, 64, 4096)  # corpus, uploa
 SOLO_S = 8.0  # seconds the run trains alone first, to measure its solo speed
 TARGETS_S = {"/fill_mask": 1.0, "/next_sentence": 1.0, "/attention": 2.0}  # p95 latency under load
 FLOOD_FROM, VISITOR_FROM = "93.184.216.34", "151.101.1.69"  # the flood's address, and the other visitor's
+FIVE_IPV4 = ["93.184.216.34", "2.16.7.1", "8.8.4.4", "9.9.9.9", "1.0.0.1"]  # five networks' floods
+FIVE_IPV6 = [f"2a00:1450:4001:8{i}c::1" for i in range(5)]  # five /64s of one subscriber's /56
+HUB_NAMES = [f"attacker/model{i}" for i in range(8)]  # more than the app's hub cache keeps (5)
+SERVED_BY_HUB = ROOT / "checkpoints" / "mini-english"  # what the stand-in hub serves as every one of them
 OTHERS_TARGET_S = 5.0  # the other visitor's Fill-mask, answered every time within this, under any flood
 LOG_TARGET_MB = 1.0  # what the app's log may grow by during one flood
 LONG_TEXT = " ".join(f"{SUBJECTS[i % len(SUBJECTS)]} walked past {i} old houses." for i in range(8))  # 61 words
+MASKED_TEXT = " ".join(f"{SUBJECTS[i % len(SUBJECTS)]} walked past {'[MASK]' if i % 2 == 0 and i < 40 else 'the'} old "
+                       "houses." for i in range(56))  # 425 words, 20 [MASK]s: 488 of mini-english's 512 tokens
 BODY_MB, BODY_TARGET_S, BODY_GROWTH_MB = 60, 3.0, 150  # a body that size: refused within, memory growing less than
 
 
@@ -275,12 +288,18 @@ def wait_for_checkpoint(runs: Path, timeout: float) -> str | None:
     return None
 
 
-def launch(model_dir: Path, runs: Path, app_root: Path = ROOT) -> tuple[str, subprocess.Popen, Path]:
+def launch(model_dir: Path, runs: Path, app_root: Path = ROOT, hub: str | None = None
+           ) -> tuple[str, subprocess.Popen, Path]:
+    """`python app.py` from `app_root` on a free port, serving `model_dir`'s folder, its runs and log in `runs`, hub
+    ids taken from `hub` (a stand-in's address; None: hub loading off)."""
     port = free_port()
     log = runs / "app.log"
     env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port),
            "GRADIO_ANALYTICS_ENABLED": "False", "BERT_DEMO_RUNS": str(runs), "BERT_DEMO_HUB": "0",
            "BERT_DEMO_CHECKPOINTS": str(model_dir.parent), "BERT_DEMO_TRUSTED_PROXIES": "127.0.0.1"}
+    if hub is not None:  # huggingface_hub's progress bars would be most of the log: the app's own lines are measured
+        env.update(BERT_DEMO_HUB="1", HF_ENDPOINT=hub, BERT_DEMO_HUB_CACHE=str(runs / "hub-cache"),
+                   HF_HUB_DISABLE_XET="1", HF_HUB_DISABLE_PROGRESS_BARS="1")
     process = subprocess.Popen([sys.executable, "app.py"], cwd=app_root, env=env, stdout=open(log, "w"),
                                stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
@@ -322,8 +341,8 @@ def flood_question(kind: str, i: int, model: str) -> tuple[str, tuple]:
 
 def flooder(url: str, kind: str, model: str, number: int, stop: threading.Event, out: Counter) -> None:
     """One thread of a flood: questions one after another from FLOOD_FROM, a new session for each, until `stop`."""
-    if kind in UNREAD:
-        UNREAD[kind](url, model, number, stop, out)
+    if kind in OWN:
+        OWN[kind](url, model, number, stop, out)
         return
     client, i = HttpClient(url, FLOOD_FROM, session=False), number * 100_000
     while not stop.is_set():
@@ -373,8 +392,97 @@ def unknown_streams(url: str, model: str, number: int, stop: threading.Event, ou
                 out["failed"] += 0 if started else 1
 
 
+def counted(out: Counter, send) -> None:
+    """One request of a flood, counted by how it ended: taken ("answered": 200), refused with a message (4xx, or
+    the app's error), or anything else ("failed")."""
+    import httpx
+
+    try:
+        response = send()
+        out["answered" if response.status_code == 200 else
+            "refused" if response.status_code < 500 or "error" in response.text else "failed"] += 1
+    except httpx.HTTPError:
+        out["failed"] += 1
+
+
+def run_routes(url: str, model: str, number: int, stop: threading.Event, out: Counter) -> None:
+    """Issue 63's first flood: the 425-word Fill-mask posted to `run/fill_mask` and `api/fill_mask` in turn, without
+    a session (answered in the request itself)."""
+    import httpx
+
+    with httpx.Client(base_url=url, timeout=120, headers={"X-Forwarded-For": FLOOD_FROM}) as client:
+        for i in range(10**9):
+            if stop.is_set():
+                return
+            route = "run" if (number + i) % 2 else "api"
+            counted(out, lambda: client.post(f"gradio_api/{route}/fill_mask",
+                                             json={"data": [model, MASKED_TEXT, 5, [], "final"]}))
+
+
+def hub_names(url: str, model: str, number: int, stop: threading.Event, out: Counter) -> None:
+    """Fill-mask asked of the hub names in turn, through /call/ (a new session each), read to its answer."""
+    client, i = HttpClient(url, FLOOD_FROM, session=False), number
+    while not stop.is_set():
+        try:
+            client.predict(HUB_NAMES[i % len(HUB_NAMES)], "the [MASK] sat on the mat.", 5, api_name="/fill_mask")
+            out["answered"] += 1
+        except RuntimeError:
+            out["refused"] += 1
+        except Exception:  # noqa: BLE001  a failed connection or an HTTP error
+            out["failed"] += 1
+        i += 1
+
+
+def unknown_routes(url: str, model: str, number: int, stop: threading.Event, out: Counter) -> None:
+    """Routes and functions that do not exist, in turn (404, "refused", is the app's answer)."""
+    import httpx
+
+    asked = [("run/nothing", {"data": []}), ("call/nothing", {"data": []}), ("api/nothing", {"data": []}),
+             ("run/predict", {"data": [], "fn_index": 9999}),
+             ("queue/join", {"data": [], "fn_index": 9999, "session_hash": f"flood-{number}"})]
+    with httpx.Client(base_url=url, timeout=30, headers={"X-Forwarded-For": FLOOD_FROM}) as client:
+        while not stop.is_set():
+            for route, body in asked:
+                counted(out, lambda: client.post(f"gradio_api/{route}", json=body))
+
+
+def mistyped_lists(url: str, model: str, number: int, stop: threading.Event, out: Counter) -> None:
+    """`heads_off` and /compare_runs' runs given as a number, through /call/ (the app's message: "refused")."""
+    client = HttpClient(url, FLOOD_FROM, session=False)
+    asked = [("/fill_mask", (model, "the [MASK] sat.", 3, 7)), ("/compare_runs", (7, "tokens"))]
+    for i in range(10**9):
+        if stop.is_set():
+            return
+        endpoint, inputs = asked[(number + i) % 2]
+        try:
+            client.predict(*inputs, api_name=endpoint)
+            out["answered"] += 1
+        except RuntimeError:
+            out["refused"] += 1
+        except Exception:  # noqa: BLE001
+            out["failed"] += 1
+
+
+def from_networks(addresses: list[str]):
+    """A flood of the 425-word Fill-mask through /call/, its threads shared between `addresses`."""
+    def flood(url: str, model: str, number: int, stop: threading.Event, out: Counter) -> None:
+        client = HttpClient(url, addresses[number % len(addresses)], session=False)
+        while not stop.is_set():
+            try:
+                client.predict(model, MASKED_TEXT, 5, api_name="/fill_mask")
+                out["answered"] += 1
+            except RuntimeError:
+                out["refused"] += 1
+            except Exception:  # noqa: BLE001
+                out["failed"] += 1
+    return flood
+
+
 UNREAD = {"unread neuron views": post_unread, "unknown sessions' streams": unknown_streams}  # issue 58's floods
-KINDS = ("fill_mask", "attention", "mixed", *UNREAD)
+OWN = {**UNREAD, "run and api routes": run_routes, "hub names": hub_names, "unknown routes": unknown_routes,
+       "mistyped lists": mistyped_lists, "five IPv4 addresses": from_networks(FIVE_IPV4),
+       "five /64s of one /56": from_networks(FIVE_IPV6)}  # floods with a flooder of their own (issues 58 and 63)
+KINDS = ("fill_mask", "attention", "mixed", *OWN)
 
 
 def flood(url: str, kind: str, model: str, threads: int, seconds: float) -> tuple[Counter, list[Request]]:
@@ -460,11 +568,31 @@ def big_body(url: str, model: str, pid: int) -> dict:
     return {"seconds": seconds, "said": said, "before": before, "peak": peak[0], "after": rss_mb(pid)}
 
 
+def run_posts(url: str) -> tuple[list[str], str]:
+    """Issue 63's five `POST /gradio_api/run/train` from one address (each a run of 1,000 tiny steps on wiki), then
+    one from another address: what each was told (its first status, or the refusal)."""
+    import httpx
+
+    parameters = httpx.get(f"{url}gradio_api/info").json()["named_endpoints"]["/train"]["parameters"]
+    run = [["wiki"], None, "tiny", 1000, 4, 1e-3, 32, 512]
+    run += [parameter["parameter_default"] for parameter in parameters[len(run):]]
+
+    def post(address: str) -> str:
+        answer = httpx.post(f"{url}gradio_api/run/train", json={"data": run}, timeout=300,
+                            headers={"X-Forwarded-For": address})
+        body = answer.json()
+        return str(body["data"][0]) if answer.status_code == 200 else f"refused: {body.get('error', body)}"
+    return [post(FLOOD_FROM) for _ in range(5)], post(VISITOR_FROM)
+
+
 def floods(args: argparse.Namespace) -> int:
-    """Issue 51's floods and big body against `python app.py` from `args.app_root`, with the verdict on each."""
+    """Issue 51's, 58's and 63's floods, the big body and the run posts against `python app.py` from
+    `args.app_root`, with the verdict on each."""
+    from tests.stand_in_hub import StandInHub
+
     model_name, problems, rows = f"checkpoints/{args.model.name}", [], []
-    with tempfile.TemporaryDirectory() as tmp:
-        url, process, log = launch(args.model.resolve(), Path(tmp), args.app_root.resolve())
+    with tempfile.TemporaryDirectory() as tmp, StandInHub(SERVED_BY_HUB, args.hub_mb_s * 2**20) as hub:
+        url, process, log = launch(args.model.resolve(), Path(tmp), args.app_root.resolve(), hub.url)
         try:
             warm_up(url, model_name)
             alone = [Request(0, "/fill_mask", inputs_for(0, 3 * i, model_name)[1]) for i in range(5)]
@@ -480,6 +608,9 @@ def floods(args: argparse.Namespace) -> int:
                 rows.append(row)
                 problems += missed
             body = big_body(url, model_name, process.pid)
+            flooded, elsewhere = run_posts(url)
+            hub_cache = sum(f.stat().st_size for f in (Path(tmp) / "hub-cache").rglob("*")
+                            if f.is_file() and not f.is_symlink())  # a snapshot links to its blobs
         finally:
             process.terminate()
             process.wait(30)
@@ -495,6 +626,12 @@ def floods(args: argparse.Namespace) -> int:
           f"(target: refused within {BODY_TARGET_S:g} s, growing less than {BODY_GROWTH_MB} MB): "
           f"{'met' if body_met else 'NOT met'}")
     problems += [] if body_met else [f"the {BODY_MB} MB body: {body['seconds']:.1f} s, +{grew:.0f} MB after"]
+    taken = not elsewhere.startswith("refused")
+    print(f"five /run/train posts from one address were told: {'; '.join(said[:90] for said in flooded)}")
+    print(f"then another address's run: {elsewhere[:160]} (target: taken): {'met' if taken else 'NOT met'}")
+    problems += [] if taken else ["another address's run was refused after five /run/train posts from one address"]
+    print(f"the hub cache held {hub_cache / 2**20:.0f} MB at the end ({len(hub.downloads)} downloads of "
+          f"{SERVED_BY_HUB.name}'s weights, {hub.most} at once at most)")
     print(f"problems: {len(problems)}")
     for line in problems:
         print("  ", line)
@@ -508,13 +645,14 @@ def main() -> int:
     p.add_argument("--model", type=Path, default=ROOT / "checkpoints" / "mini-english")
     p.add_argument("--client", choices=["gradio", "http"], default="gradio",
                    help="the users' client: gradio_client, or gradio's plain HTTP API (far less CPU on this machine)")
-    p.add_argument("--floods", action="store_true", help="issues 51 and 58's floods from one address and a 60 MB "
-                   "body")
+    p.add_argument("--floods", action="store_true", help="issues 51, 58 and 63's floods, a 60 MB body and five run "
+                   "posts")
     p.add_argument("--kinds", nargs="+", choices=KINDS, default=KINDS, metavar="KIND",
                    help=f"the floods to send, of {', '.join(KINDS)} (default: all)")
     p.add_argument("--flood-threads", type=int, default=30, help="threads of each flood")
     p.add_argument("--flood-s", type=float, default=20.0, help="seconds each flood lasts")
     p.add_argument("--app-root", type=Path, default=ROOT, help="the checkout whose app.py is started")
+    p.add_argument("--hub-mb-s", type=float, default=10.0, help="how fast the stand-in hub sends a model's weights")
     args = p.parse_args()
     sys.path.insert(0, str(ROOT))
     if args.floods:
