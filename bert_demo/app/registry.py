@@ -84,12 +84,13 @@ class Registry:
 
     def runs_seconds(self, configs: list[RunConfig]) -> float | None:
         """How long runs of checked configs would take here, one after the other: on ZeroGPU their calls' lengths,
-        else their plans at the pace of this machine now (`estimates.forecast`); None where that cannot be told (the
-        model or the labelled examples are gone). The training line is bounded by it (`Slot.estimate`)."""
+        else the first one's plan at the pace of this machine now (`estimates.forecast`), each run of an experiment
+        taken to last as long (its starts share their steps and their model's shape); None where that cannot be told
+        (the model or the labelled examples are gone). The training line is bounded by it (`Slot.estimate`)."""
         if self.slot.gpu_call is not None:
             return float(sum(map(call_seconds, configs)))
         try:
-            return estimates.forecast(self, [estimates.plan(config) for config in configs])[0]
+            return estimates.forecast(self, [estimates.plan(configs[0])] * len(configs))[0]
         except (OSError, ValueError, KeyError, RuntimeError):
             return None
 
