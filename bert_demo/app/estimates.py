@@ -152,12 +152,23 @@ def own_pace(job: TrainingJob) -> Pace | None:
 def pace_for(registry: Registry, shape: Shape) -> Pace:
     """The pace of a run of `shape` here now: that of the run training now where it has this shape, else
     measured (`pace.pace`)."""
+    return _training_at(registry, shape) or pace(shape)
+
+
+def known_pace(registry: Registry, shape: Shape) -> Pace | None:
+    """The pace of a run of `shape` here, timing nothing: that of the run training now where it has this shape, else
+    the latest measurement of it (`pace.kept`), None where there is none."""
+    return _training_at(registry, shape) or kept(shape)
+
+
+def _training_at(registry: Registry, shape: Shape) -> Pace | None:
+    """The pace of the run training now, where it has `shape` (and has timed itself, or was timed before it started)."""
     job = registry.slot.job
     if job is not None and job.running:
         planned = run_plan(job)
-        if planned is not None and planned.shape == shape and (own := own_pace(job)) is not None:
-            return own
-    return pace(shape)
+        if planned is not None and planned.shape == shape:
+            return own_pace(job)
+    return None
 
 
 def forecast(registry: Registry, plans: list[Plan]) -> tuple[float, Pace]:

@@ -83,16 +83,20 @@ class Registry:
         return "ZeroGPU: each run in a GPU call" if self.slot.gpu_call else self.forms.run_device()
 
     def runs_seconds(self, configs: list[RunConfig]) -> float | None:
-        """How long runs of checked configs would take here, one after the other: on ZeroGPU their calls' lengths,
-        else the first one's plan at the pace of this machine now (`estimates.forecast`), each run of an experiment
-        taken to last as long (its starts share their steps and their model's shape); None where that cannot be told
-        (the model or the labelled examples are gone). The training line is bounded by it (`Slot.estimate`)."""
+        """How long runs of checked configs would take here, one after the other, told without timing anything (a
+        visitor's Start must not wait for a measurement): on ZeroGPU their calls' lengths, else the first one's plan
+        at the pace known for its shape (`estimates.known_pace`: the run training now's, or the latest measurement,
+        which the form's own estimate took), each run of an experiment taken to last as long (its starts share their
+        steps and their model's shape); None where no pace is known, or the plan cannot be made (the model or the
+        labelled examples are gone). The training line is bounded by it (`Slot.estimate`)."""
         if self.slot.gpu_call is not None:
             return float(sum(map(call_seconds, configs)))
         try:
-            return estimates.forecast(self, [estimates.plan(configs[0])] * len(configs))[0]
-        except (OSError, ValueError, KeyError, RuntimeError):
+            planned = estimates.plan(configs[0])
+        except (OSError, ValueError, KeyError):
             return None
+        at = estimates.known_pace(self, planned.shape)
+        return None if at is None else len(configs) * planned.seconds(at)
 
     def warm_up(self) -> threading.Thread:
         """Import torch and load the default model in a background thread, and answer one fill-mask with it, as

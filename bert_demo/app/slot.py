@@ -10,8 +10,9 @@ last. A page only follows a ticket, so a page that reloads, or a second page of 
 A visitor has at most one ticket, the tickets from one address at most `ADDRESS_PLACES`, and only that visitor can
 stop theirs. The line is bounded by time, not by count: a ticket joins only where the runs ahead of it would start
 it within `max_wait_s` (about 15 minutes), by the estimates of their own times that come with them (`estimate`, the
-registry's, from the pace measured here) and the pace of the run training now; beyond that it is refused at once,
-with when to try again. Where no time is known, at most `MAX_WAITING` wait. The line is fair by address: a ticket
+registry's, from a pace already measured here: nothing is timed when a visitor presses Start), else each of their runs
+as long as the run training now, and that run's own pace; beyond that it is refused at once, with when to try again.
+Where no time is known, at most `MAX_WAITING` wait. The line is fair by address: a ticket
 goes before the waiting tickets of addresses that have more in line than its own, so that a network's second run
 waits behind the first run of every other network, and while others wait no network has two runs ahead of them.
 A run starts in a process of its own on a
