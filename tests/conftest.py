@@ -249,14 +249,14 @@ def free_port() -> int:
 def _served_app(base: Path, admission=None, uploads=None, **registry_options) -> Iterator[dict]:
     """The app on a free 127.0.0.1 port over a random tiny checkpoint in `base`; its run stopped at the end. An
     `admission` (`bert_demo.app.admission.Admission`) or an upload ledger (`http_limits.UploadLedger`) with small
-    limits replaces the app's own; `registry_options` go to its Registry (a GPU call, the hub allowed, say). What it
-    yields has the admission the app uses, to look into its lines."""
+    limits replaces the app's own; `registry_options` go to its Registry (a GPU call, say). What it yields has the
+    admission the app uses, to look into its lines."""
     from bert_demo.app.admission import Admission
     from bert_demo.app.ui import build_demo, launch_kwargs  # gradio, imported only by the tests that serve the app
 
     _make_checkpoint(base / "checkpoints" / "tiny-test")
-    registry = Registry(checkpoints_dir=base / "checkpoints", runs_dir=base / "runs", device="cpu",
-                        **{"allow_hub": False, **registry_options})
+    registry = Registry(checkpoints_dir=base / "checkpoints", runs_dir=base / "runs", device="cpu", allow_hub=False,
+                        **registry_options)
     admission = admission or Admission()
     demo = build_demo(registry, admission)
     port = free_port()

@@ -700,13 +700,12 @@ def test_the_train_tab_offers_the_papers_recipe_and_says_how_it_differs(web):
     shoot(web, "train-recipe")
 
 
-@pytest.mark.parametrize("width", [1400, 390])
-def test_switching_the_model_clears_every_answer_and_asks_fill_mask_again(app, tab, width, make_checkpoint):
+def test_switching_the_model_clears_every_answer_and_asks_fill_mask_again(app, tab, make_checkpoint):
     """Issue 63, finding 9: in Fill-mask, switching from small-english to mini-english left small's answer ("door
     67%") under mini's name for 15 s and more; the tab in view kept its answers too."""
     other = make_checkpoint(app["registry"].roots["checkpoints"] / "another-model")
     try:
-        page = tab(width, 1000)
+        page = tab(1400, 1000)
         page.goto(app["url"])
         page.wait_for_selector("#fill-label-0 :text('%')")
         page.fill("#fill-text textarea", "a [MASK] of my own.")  # not asked: the switch asks it
@@ -718,10 +717,14 @@ def test_switching_the_model_clears_every_answer_and_asks_fill_mask_again(app, t
         page.get_by_role("option", name="another-model").click()
         page.wait_for_selector("#att-plot :text('Press “Show attention”')")  # no map of the last model
         assert page.locator("#att-caption").inner_text().strip() == ""
-        shoot(page, f"model-switched-attention-{width}")
+        for width in (1400, 390):
+            resize(page, width, 1000)
+            shoot(page, f"model-switched-attention-{width}")
         page.get_by_role("tab", name="Fill-mask").click()
         wait_text(page, "#fill-sentence", "of my own.")  # the new model's answer, to what the box holds now
-        shoot(page, f"model-switched-fill-mask-{width}")
+        for width in (390, 1400):
+            resize(page, width, 1000)
+            shoot(page, f"model-switched-fill-mask-{width}")
     finally:
         shutil.rmtree(other)
 
@@ -731,15 +734,19 @@ def test_on_a_phone_a_followed_runs_charts_come_before_the_settings_and_after_th
     page = tab(390, 844)
     page.goto(app["url"])
     open_train_tab(page)
+    followed = "document.querySelector('#stop').classList.contains('stop')"  # Stop is red
 
     def charts_first() -> bool:
         return page.locator("#loss-plot").bounding_box()["y"] < page.locator("#corpus").bounding_box()["y"]
 
     assert not charts_first()  # nothing to follow: the settings first
-    start_training(page, app["corpus"])
-    wait_for_chart(page, "loss-plot")
+    page.locator("#corpus .remove-all").click()
+    page.locator("#upload input[type=file]").set_input_files(str(app["corpus"]))
+    wait_text(page, "#upload", "corpus.txt")
+    page.click("#start")
+    page.wait_for_function(followed)
     assert charts_first()
     shoot(page, "train-running-390")
     page.click("#stop")
-    wait_text(page, "#status", "Stopped at step")
+    page.wait_for_function(f"!{followed}")
     assert not charts_first()

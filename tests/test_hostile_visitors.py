@@ -391,15 +391,16 @@ def asked(url: str, route: str, question: list, address: str) -> tuple[str, obje
 
 
 def test_a_flood_through_run_and_api_without_a_session_holds_its_networks_share_and_another_visitor_is_answered(
-        served_app, tmp_path, monkeypatch):
+        app, monkeypatch):
     """Issue 63, finding 1: `POST /gradio_api/run/fill_mask` and `/api/fill_mask` take requests without a session,
     which were no one's: 30 threads from one address held Fill-mask's line, and another visitor was refused. They
     are their network's now, with its limits, and pass the same door."""
     held, _ = held_answers(monkeypatch)
     monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1")
+    monkeypatch.setattr(app["admission"], "max_open", 2)
+    monkeypatch.setattr(app["admission"], "address_waiting", 2)
     question = [MODEL, "the [MASK] sat.", 3, [], "final"]
-    with served_app(tmp_path, admission=Admission(max_open=2, address_waiting=2)) as app, \
-            ThreadPoolExecutor(8) as pool:
+    with ThreadPoolExecutor(8) as pool:
         flood = [pool.submit(asked, app["url"], "run" if i % 2 else "api", question, "93.184.216.34")
                  for i in range(8)]
         wait_for(lambda: sum(future.done() for future in flood) == 4, what="the flood past its share refused")
@@ -642,16 +643,17 @@ def test_a_flood_of_questions_a_line_refuses_logs_one_line_not_a_line_a_refusal(
     assert len(lines) == 1 and lines[0].startswith("fill_mask refused from 93.184.216.34: your network has 1 question")
 
 
-def test_hub_downloads_hold_no_place_of_fill_masks_line_one_at_a_time_and_a_few_an_hour(served_app, tmp_path,
-                                                                                          monkeypatch, make_checkpoint):
+def test_hub_downloads_hold_no_place_of_fill_masks_line_one_at_a_time_and_a_few_an_hour(app, tmp_path, monkeypatch,
+                                                                                          make_checkpoint):
     """Issue 63, finding 3: six threads from one address asked Fill-mask with eight hub names, more than the cache
     holds: the downloads held Fill-mask's places, and another visitor's answers took up to 16 s. A download is
     answered in a line of its own now, one at a time, four an hour from one address. (A stand-in hub on loopback.)"""
     monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1")
-    monkeypatch.setenv("BERT_DEMO_HUB_CACHE", str(tmp_path / "hub-cache"))
+    catalog = app["registry"].catalog
+    monkeypatch.setattr(catalog, "allow_hub", True)
+    monkeypatch.setattr(catalog, "hub_cache", tmp_path / "hub-cache")
     model = make_checkpoint(tmp_path / "on-the-hub")
-    with StandInHub(model) as hub, pointed_at(hub, monkeypatch), \
-            served_app(tmp_path / "app", allow_hub=True) as app, ThreadPoolExecutor(6) as pool:
+    with StandInHub(model) as hub, pointed_at(hub, monkeypatch), ThreadPoolExecutor(6) as pool:
         hub.released.clear()  # the first download is held until the other visitor has been answered
         flood = [pool.submit(asked, app["url"], "call", [f"attacker/model{i}", "the [MASK] sat.", 3, [], "final"],
                              "93.184.216.34") for i in range(8)]
