@@ -224,10 +224,10 @@ def test_three_networks_runs_leave_another_visitor_a_place_and_a_wait_of_at_most
     estimates = iter([60.0] + [250.0] * 6)  # the run training about 1 min, each of the others about 4 min
     monkeypatch.setattr(registry.slot, "estimate", lambda configs: next(estimates))
 
+    run = run_inputs(app["url"], uploaded(app["url"], app["corpus"], {}))
+
     def post_run(name: str, address: str) -> tuple[int, dict]:  # a session of its own, its page never following
-        headers = {"X-Forwarded-For": address}
-        run = run_inputs(app["url"], uploaded(app["url"], app["corpus"], headers))
-        return post(app["url"], "run/train", run, headers, session_hash=name)
+        return post(app["url"], "run/train", run, {"X-Forwarded-For": address}, session_hash=name)
 
     assert post_run("a1", "93.184.216.34") == (200, ANY)
     job = registry.slot.line[0].wait_for_run(1, timeout=60)
