@@ -1,7 +1,7 @@
 """A stand-in for the Hugging Face Hub on loopback: every repository id names the same model folder, whose files it
-serves as the hub does (the repository's listing, then each file by `resolve`), its weights slowly where asked, or
-held until `released` is set, and it counts the weights downloads, how many at once. `huggingface_hub` is pointed at it by `pointed_at` (in this
-process) or by $HF_ENDPOINT (in a process started with it)."""
+serves as the hub does (the repository's listing and tree, then each file by `resolve`), its weights slowly where
+asked, or held until `released` is set, and it counts the weights downloads, how many at once. `huggingface_hub` is
+pointed at it by `pointed_at` (in this process) or by $HF_ENDPOINT (in a process started with it)."""
 from __future__ import annotations
 
 import hashlib

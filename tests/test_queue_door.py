@@ -213,9 +213,9 @@ def test_an_endpoint_or_function_that_does_not_exist_is_answered_404_and_logged_
     door = Door(gradio)
 
     async def scenario() -> list[tuple[int, str]]:
-        return [await request(door, gradio, "POST", path, address) for path, address in
-                (("/gradio_api/run/nothing", ONE), ("/gradio_api/call/nothing", ONE), ("/gradio_api/api/nothing", OTHER),
-                 ("/gradio_api/call/v2/nothing", None))]
+        asked = [("/gradio_api/run/nothing", ONE), ("/gradio_api/call/nothing", ONE),
+                 ("/gradio_api/api/nothing", OTHER), ("/gradio_api/call/v2/nothing", None)]
+        return [await request(door, gradio, "POST", path, address) for path, address in asked]
 
     with caplog.at_level(logging.WARNING, logger=http_limits.__name__):
         answers = asyncio.run(scenario())
