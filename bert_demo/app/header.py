@@ -24,7 +24,7 @@ def layout(registry: Registry) -> Components:
     """The introduction, the model selector, the training step, Refresh, and the chosen model in a line."""
     gr.Markdown(text.INTRO)
     with gr.Row(elem_id="start-here"):
-        links = {tab: gr.Button(words, size="sm", elem_id=f"start-{tab}", min_width=140)
+        links = {tab: gr.Button(words, size="sm", elem_id=f"start-{tab}", min_width=90)
                  for tab, words in text.START_HERE}
     with gr.Row(equal_height=False):
         model = gr.Dropdown(choices=registry.catalog.choices(), value=registry.catalog.default_model(),

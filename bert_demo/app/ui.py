@@ -46,6 +46,8 @@ CSS = """
 #status p { font-size: 1.05em; margin: 0.2em 0; }
 #model-summary p { margin: 0.45em 0 0 0; color: var(--body-text-color-subdued); }
 .tab-links button { max-width: 16em; }
+@media (max-width: 640px) {  /* a phone: the five starts in two rows, each on one line */
+  #start-here button { font-size: 0.75em; padding: 4px 3px; white-space: nowrap; } }
 #fill-sentence .empty, #probe .empty, #fill-label-0 .empty, #nsp-result .empty, #ft-label .empty, #ft-words .empty {
   min-height: 5rem !important; height: 5rem !important; }
 #fill-sentence .token .label { color: #1e3a8a !important; font-weight: 600; }
@@ -224,7 +226,7 @@ def build_demo(registry: Registry | None = None, admission: Admission | None = N
             c.update(train.layout(registry))
             c.update(finetune.layout(registry))
             c.update(model.layout())
-            c.update(steps.layout(registry.catalog.config_of(default)[1] if default else None))
+            c.update(steps.layout())
         c["tabs"], c["page"] = tabs, demo
 
         def bound(handler: Callable) -> Callable:

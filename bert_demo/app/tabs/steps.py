@@ -30,8 +30,7 @@ INTRO = ("How BERT learns and what it computes, on the model selected above: fir
          "step at a time, with the model's own numbers (Devlin et al. 2019, §3).")
 
 
-def layout(config: Any | None = None) -> Components:
-    """The tab, its layer and head sliders as wide as the default model's `config` (the BERT limits without one)."""
+def layout() -> Components:
     with gr.Tab("Step by step", id="steps", elem_id="tab-steps") as tab:
         gr.Markdown(INTRO)
         c = {"steps_tab": tab, "steps_drawn": gr.State(False)}
@@ -48,7 +47,7 @@ def layout(config: Any | None = None) -> Components:
             with gr.Accordion("Each picked position's loss", open=False):
                 c["ex_loss_table"] = gr.Markdown(elem_id="ex-loss-table")
         with gr.Accordion("2. The forward pass, step by step (§3, Figure 2)", open=True):
-            c.update(_forward_form(config))
+            c.update(_forward_form())
             c["fw_step"] = gr.Dropdown(choices=[], value=None, label="Step", elem_id="fw-step",
                                        allow_custom_value=True)
             with gr.Row(elem_id="fw-nav"):
@@ -78,17 +77,19 @@ def _example_form() -> Components:
     return c
 
 
-def _forward_form(config: Any | None) -> Components:
+def _forward_form() -> Components:
     with gr.Row():
         c = {"fw_a": gr.Textbox(value=FIRST_A, label="Sentence A (write [MASK] where the model should guess)",
                                 elem_id="fw-a"),
              "fw_b": gr.Textbox(value=FIRST_B, label="Sentence B (optional)", elem_id="fw-b")}
     with gr.Row(equal_height=True):
         # any model's sizes are accepted (the handler checks them); the page narrows them to the model's
-        layers = config.num_hidden_layers if config else LIMITS["num_hidden_layers"]
-        heads = config.num_attention_heads if config else LIMITS["num_attention_heads"]
-        c["fw_layer"] = gr.Slider(1, layers, value=1, step=1, label="Layer shown", elem_id="fw-layer")
-        c["fw_head"] = gr.Slider(1, heads, value=1, step=1, label="Head shown", elem_id="fw-head")
+        # the API takes any model's sizes (gradio refuses a value past a slider's maximum, and the handler checks
+        # the model's); the page narrows them to the model's when the tab opens
+        c["fw_layer"] = gr.Slider(1, LIMITS["num_hidden_layers"], value=1, step=1, label="Layer shown",
+                                  elem_id="fw-layer")
+        c["fw_head"] = gr.Slider(1, LIMITS["num_attention_heads"], value=1, step=1, label="Head shown",
+                                 elem_id="fw-head")
     c["fw_show"] = gr.Button("Show the steps", variant="primary", elem_id="fw-show")
     return c
 
