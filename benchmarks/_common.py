@@ -99,7 +99,7 @@ def make_random_checkpoint(folder: Path, preset: str = "mini", vocab_size: int =
     """
     from bert_demo.checkpoint import save_pretrained
     from bert_demo.config import PRESETS
-    from bert_demo.corpus import load_corpus
+    from bert_demo.data.corpus import load_corpus
     from bert_demo.model import BertForPreTraining
     from bert_demo.tokenizer import train_tokenizer
 

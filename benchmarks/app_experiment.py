@@ -16,9 +16,9 @@ import _common  # noqa: F401  (puts the repository root on sys.path)
 from _common import ROOT, print_table
 
 from bert_demo.app import verdict
+from bert_demo.app.policy import APP_FINETUNE
+from bert_demo.app.state.registry import Registry
 from bert_demo.app.tabs import finetune
-from bert_demo.app.registry import Registry
-from bert_demo.train_config import APP_FINETUNE
 
 
 def main() -> None:

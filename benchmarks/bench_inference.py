@@ -24,14 +24,13 @@ import tempfile
 from contextlib import nullcontext
 from pathlib import Path
 
-from _common import cores, interleaved_times, make_random_checkpoint, ms, percentile, print_table
-
 import torch
 import transformers
+from _common import cores, interleaved_times, make_random_checkpoint, ms, percentile, print_table
 
-from bert_demo.app.folders import read_examples
+from bert_demo.app.state.folders import read_examples
 from bert_demo.checkpoint import load_pretrained
-from bert_demo.corpus import load_corpus
+from bert_demo.data.corpus import load_corpus
 from bert_demo.inference import attention, fill_mask
 
 SHORT = "the [MASK] of the united states is the head of state and the commander of the armed forces."

@@ -37,19 +37,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from _common import interleaved_times, print_table
-
 import torch
+from _common import interleaved_times, print_table
 from bench_train import step_fn
 
 from bert_demo.config import PRESETS
-from bert_demo.loop import Control
+from bert_demo.data.pairs import SpecialIds
 from bert_demo.model import BertForPreTraining
-from bert_demo.pretraining_data import SpecialIds
-from bert_demo.recipe import set_dropout
 from bert_demo.tokenizer import load_tokenizer
-from bert_demo.train_config import TrainConfig
-from bert_demo.trainer import _ids, pretraining, sentence_pairs, split_corpus
+from bert_demo.training.loop import Control
+from bert_demo.training.pretraining import _ids, pretraining, sentence_pairs, split_corpus
+from bert_demo.training.recipe import set_dropout
+from bert_demo.training.settings import TrainConfig
 
 PROFILED_STEPS = 20  # the steps --profile times, from the middle of the run
 

@@ -16,14 +16,13 @@ from __future__ import annotations
 import argparse
 import time
 
+import torch
 from _common import cores, interleaved_times, ms, percentile, print_table
 
-import torch
-
-from bert_demo.app.registry import Registry
+from bert_demo.app.state.registry import Registry
 from bert_demo.app.tabs import fill, steps
-from bert_demo.forward_steps import STEP_NAMES
 from bert_demo.inference import encode_input
+from bert_demo.inspection.forward_steps import STEP_NAMES
 
 FILL = "the [MASK] of the united states is the head of state and the commander of the armed forces."
 BOX = '<div class="ex-tok '  # a position of the example's input, as the page draws it

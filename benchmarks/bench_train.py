@@ -24,17 +24,16 @@ import sys
 from array import array
 from dataclasses import replace
 
-from _common import cores, interleaved_times, matmul_peak_flops, print_table
-
 import torch
 import transformers
+from _common import cores, interleaved_times, matmul_peak_flops, print_table
 
 from bert_demo.config import PRESETS, BertConfig
+from bert_demo.data.pairs import Example, MaskingCollator, SpecialIds
 from bert_demo.model import IGNORE_INDEX, BertForPreTraining
-from bert_demo.pretraining_data import Example, MaskingCollator, SpecialIds
-from bert_demo.recipe import make_optimizer
-from bert_demo.runtime import autocast, resolve_precision
-from bert_demo.train_config import TrainConfig, default
+from bert_demo.training.recipe import make_optimizer
+from bert_demo.training.runtime import autocast, resolve_precision
+from bert_demo.training.settings import TrainConfig, default
 
 PAD, CLS, SEP, MASK = 0, 2, 3, 4  # our tokenizer's special ids ([UNK] = 1)
 TARGETS = {8192: 1.5, 30522: 2.5}  # tokens/s ratio ours / transformers wanted on mini, batch 32 x 128

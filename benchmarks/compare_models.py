@@ -16,7 +16,7 @@ import argparse
 
 import _common  # noqa: F401  (puts the repository root on sys.path)
 
-from bert_demo.evaluate import evaluate
+from bert_demo.training.evaluate import evaluate
 
 
 def main() -> None:

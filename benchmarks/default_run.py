@@ -7,7 +7,7 @@
 The first form starts APP_RUN through the registry, as a visitor's click does once the page has loaded (the run's
 fork server is already up), and stamps each record as it arrives: the wait for the run's process, each phase of
 the preparation, the optimizer steps, the validations, and the final save. A run on a named corpus keeps its
-vocabulary and token ids in the cache (`prepared.py`): the first run on a fresh cache makes them. The second runs the same config's pre-training under cProfile and prints what is not an optimizer step.
+vocabulary and token ids in the cache (`token_cache.py`): the first run on a fresh cache makes them. The second runs the same config's pre-training under cProfile and prints what is not an optimizer step.
 Both print the held-out news MLM accuracy the run reached (`python -m bert_demo eval`'s number). Run nothing else
 meanwhile: the seconds are shared.
 """
@@ -23,11 +23,11 @@ from pathlib import Path
 import _common  # noqa: F401  (puts the repository root on sys.path)
 from _common import print_table
 
-from bert_demo.app import run_process
 from bert_demo.app.backend import backend
-from bert_demo.app.registry import Registry
-from bert_demo.evaluate import evaluate
-from bert_demo.trainer import pretraining
+from bert_demo.app.runs import run_process
+from bert_demo.app.state.registry import Registry
+from bert_demo.training.evaluate import evaluate
+from bert_demo.training.pretraining import pretraining
 
 WHAT_IS_NOT_A_STEP = ["load_corpus", "split_documents", "train_tokenizer", "tokenize_documents", "create_examples",
                       "token_counts", "frequency_baseline", "readout_items", "fixed_batches", "_model_and_optimizer",

@@ -26,9 +26,9 @@ import time
 import _common  # noqa: F401  (puts the repository root on sys.path)
 from _common import ROOT, print_table
 
-from bert_demo.app import estimates, run_process
-from bert_demo.app.registry import Registry
-from bert_demo.train_config import APP_FINETUNE, APP_RUN
+from bert_demo.app.policy import APP_FINETUNE, APP_RUN
+from bert_demo.app.runs import estimates, run_process
+from bert_demo.app.state.registry import Registry
 
 WITHIN = 1.5  # the target: the estimate within this factor of the real time
 OWNER = "benchmark"
@@ -152,7 +152,7 @@ def _heavy() -> None:
 
     from bert_demo.config import PRESETS
     from bert_demo.model import BertForPreTraining
-    from bert_demo.runtime import set_cpu_threads
+    from bert_demo.training.runtime import set_cpu_threads
 
     set_cpu_threads()
     model = BertForPreTraining(PRESETS["mini"].with_vocab(8192)).train()

@@ -22,8 +22,8 @@ import _common  # noqa: F401  (puts the repository root on sys.path)
 from _common import print_table
 from everyday_english import SENTENCES, fitting
 
-from bert_demo.corpus import load_corpus
-from bert_demo.sources import is_benchmark_sentence
+from bert_demo.data.corpus import load_corpus
+from bert_demo.data.sources import is_benchmark_sentence
 
 STOP_WORDS = frozenset(  # function words, and the light verbs and particles that say nothing of a topic
     "a an the to of in on at for with and or but so because as by from into than too very it its is are was were be "

@@ -31,7 +31,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 import _common  # noqa: F401  (puts the repository root on sys.path)
 from _common import print_table
 
-from bert_demo.train_config import FinetuneConfig, app_finetune_steps
+from bert_demo.app.policy import app_finetune_steps
+from bert_demo.training.settings import FinetuneConfig
 
 DEFAULT_MODEL = "checkpoints/mini-english"
 
@@ -40,8 +41,8 @@ def run_one(args: argparse.Namespace, init: str, size: int | None, seed: int, lr
     """One fine-tuning run; its final validation record's test and outside scores, and its wall time."""
     import torch
 
-    from bert_demo.finetune import finetuning
-    from bert_demo.labelled import load_task
+    from bert_demo.data.labelled import load_task
+    from bert_demo.training.finetuning import finetuning
 
     torch.set_num_threads(max(1, _common.cores() // max(1, args.jobs)))
     reinit_pooler = args.reinit_pooler and init == "pretrained"  # a random start's pooler is new anyway
@@ -68,8 +69,8 @@ def _key(row: dict) -> tuple:
 
 def attribution_time(model_folder: str) -> tuple[float, int]:
     """Median seconds of one attribution of a 30-token sentence's [MASK] (after one warm-up), and its tokens."""
-    from bert_demo.attribution import masked_word
     from bert_demo.checkpoint import load_pretrained
+    from bert_demo.inspection.attribution import masked_word
 
     model, tokenizer = load_pretrained(model_folder)
     text = ("the president of the united [MASK] spoke to reporters in washington on tuesday about the new trade "
@@ -151,7 +152,7 @@ def majority_rates(task: str, outside: str) -> None:
     """The accuracy of always guessing the most frequent class of each test split: what no skill scores."""
     from collections import Counter
 
-    from bert_demo.labelled import load_task
+    from bert_demo.data.labelled import load_task
 
     for name in (task, outside):
         labels = load_task(name)["test"]["label"]
@@ -162,7 +163,7 @@ def majority_rates(task: str, outside: str) -> None:
 def write_task_text(task: str, path: str, per_document: int = 20) -> None:
     """The task's training sentences without their labels, one a line, a blank line after every `per_document`
     (documents for next-sentence pairs): the text for continued pre-training on the task (Gururangan et al. 2020)."""
-    from bert_demo.labelled import load_task
+    from bert_demo.data.labelled import load_task
 
     texts = [" ".join(text.split()) for text in load_task(task)["train"]["text"]]
     with open(path, "w") as file:

@@ -34,13 +34,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import interleaved_times, print_table
-
 import torch
+from _common import interleaved_times, print_table
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "checkpoints" / "mini-english"
-CARD_BYTES = 24 * 10**9  # the GPU caps are meant to fit a 24 GB card (train_config.py)
+CARD_BYTES = 24 * 10**9  # the GPU caps are meant to fit a 24 GB card (settings.py)
 Row = list[str]
 
 
@@ -95,8 +94,8 @@ def throughput(preset: str, vocab: int, batch: int, seq: int) -> Row:
 
 def compiled() -> Row:
     """The trainer with --compile against without, the same mini run on a corpus file written here."""
-    from bert_demo.train_config import TrainConfig
-    from bert_demo.trainer import pretraining
+    from bert_demo.training.pretraining import pretraining
+    from bert_demo.training.settings import TrainConfig
 
     speed = {}
     for compile_ in (False, True):
@@ -133,11 +132,11 @@ def memory_at_caps() -> Row:
 def synchronisations() -> Row:
     """Our training step with its running metrics on the GPU, against reading five of them back every micro-step."""
     from bert_demo.config import PRESETS
-    from bert_demo.loop import Window
     from bert_demo.model import BertForPreTraining
-    from bert_demo.recipe import make_optimizer
-    from bert_demo.train_config import TrainConfig
-    from bert_demo.trainer import _loss
+    from bert_demo.training.loop import Window
+    from bert_demo.training.pretraining import _loss
+    from bert_demo.training.recipe import make_optimizer
+    from bert_demo.training.settings import TrainConfig
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from bench_train import make_batches
 
@@ -172,10 +171,11 @@ def synchronisations() -> Row:
 
 
 def app_default_run() -> list[Row]:
-    from bert_demo.corpus import load_corpus, source_parts
-    from bert_demo.evaluate import evaluate
-    from bert_demo.train_config import APP_RUN, TrainConfig
-    from bert_demo.trainer import pretraining
+    from bert_demo.app.policy import APP_RUN
+    from bert_demo.data.corpus import load_corpus, source_parts
+    from bert_demo.training.evaluate import evaluate
+    from bert_demo.training.pretraining import pretraining
+    from bert_demo.training.settings import TrainConfig
 
     try:
         for part in source_parts(APP_RUN["corpus"]):

@@ -46,7 +46,7 @@ from pathlib import Path
 import _common  # noqa: F401  (puts the repository root on sys.path)
 
 from bert_demo.config import WEIGHTS_PATTERNS
-from bert_demo.corpus import CACHE_VERSION, cache_folder, load_corpus, source_parts
+from bert_demo.data.corpus import CACHE_VERSION, cache_folder, load_corpus, source_parts
 
 ROOT = Path(__file__).resolve().parents[1]
 CARRY = ROOT / "gpu-carry"
@@ -92,10 +92,10 @@ def pack(corpus: str, archive: Path = CORPUS, vocab_size: int | None = None) -> 
 
 def _vocabulary_file(corpus: str, vocab_size: int) -> Path:
     """Train (or read back) the vocabulary a run on `corpus` trains first, and return the cache file it is kept in."""
-    from bert_demo.prepared import vocabulary_file
-    from bert_demo.pretraining_data import split_documents
-    from bert_demo.train_config import TrainConfig
-    from bert_demo.trainer import corpus_tokenizer, vocabulary_key
+    from bert_demo.data.pairs import split_documents
+    from bert_demo.data.token_cache import vocabulary_file
+    from bert_demo.training.pretraining import corpus_tokenizer, vocabulary_key
+    from bert_demo.training.settings import TrainConfig
 
     config = TrainConfig(corpus=corpus, vocab_size=vocab_size)
     corpus_tokenizer(config, split_documents(load_corpus(corpus), config.val_fraction, config.seed)[0])

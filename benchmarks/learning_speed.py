@@ -22,9 +22,9 @@ from pathlib import Path
 import _common  # noqa: F401  (puts the repository root on sys.path)
 from _common import print_table
 
-from bert_demo.evaluate import evaluate
-from bert_demo.train_config import BERT_RECIPE, TrainConfig, default
-from bert_demo.trainer import pretraining
+from bert_demo.training.evaluate import evaluate
+from bert_demo.training.pretraining import pretraining
+from bert_demo.training.settings import BERT_RECIPE, TrainConfig, default
 
 TARGET = 0.20
 OLD = {**BERT_RECIPE, "lr": 1e-3, "warmup": 0.1, "dropout": 0.1}  # the recipe before this benchmark: BERT's
@@ -108,8 +108,8 @@ def run_variant(name: str, overrides: dict, args: argparse.Namespace, folder: Pa
 def run_app_default(args: argparse.Namespace) -> dict:
     """The app's default run as the Train tab starts it (APP_RUN through `Registry.start_training`), timed from the
     click: corpus, tokenizer and examples included. Then MLM accuracy on held-out news documents, all [MASK]ed."""
-    from bert_demo.app.registry import Registry
-    from bert_demo.train_config import APP_RUN
+    from bert_demo.app.policy import APP_RUN
+    from bert_demo.app.state.registry import Registry
 
     with tempfile.TemporaryDirectory() as runs:
         started = time.perf_counter()
@@ -148,7 +148,7 @@ BY_HEART_PROBES = [("the dog was called pepper and loved to [MASK].", "swim"),
 def run_by_heart() -> dict:
     """A few typed paragraphs learned by heart, as the Train tab runs them (tiny, 200 steps, vocabulary 512), timed
     from the click; then training against held-out MLM accuracy, and the guesses for two of its sentences."""
-    from bert_demo.app.registry import Registry
+    from bert_demo.app.state.registry import Registry
     from bert_demo.checkpoint import load_pretrained
     from bert_demo.inference import fill_mask
 

@@ -4,7 +4,7 @@ Why (issue 57): in a mix of very different sources (corpus v4: prose, chat, book
 from any other document (the paper's draw) is often told by its style alone. This script scores checkpoints on the
 documents their runs held out of a mix, twice on the same A segments and true continuations: once with each random
 B from any other held-out document, once with it from another held-out document of A's source
-(`--random-b same-source`, `pretraining_data.RandomB`). A head that learnt "does B follow A?" scores the two alike;
+(`--random-b same-source`, `pairs.RandomB`). A head that learnt "does B follow A?" scores the two alike;
 one that learnt "is B the same kind of text?" falls towards chance on the second. Scored through
 `transformers.BertForPreTraining` (every target [MASK]ed, as `compare_models.py` does), beside our model, which must
 agree.
@@ -21,10 +21,10 @@ import torch
 import transformers
 
 from bert_demo.checkpoint import load_pretrained, read_metadata
-from bert_demo.evaluate import predict_transformers, validate
-from bert_demo.pretraining_data import PretrainingData, SpecialIds, tokenize_sourced
-from bert_demo.train_config import TrainConfig
-from bert_demo.trainer import split_corpus
+from bert_demo.data.pairs import PretrainingData, SpecialIds, tokenize_sourced
+from bert_demo.training.evaluate import predict_transformers, validate
+from bert_demo.training.pretraining import split_corpus
+from bert_demo.training.settings import TrainConfig
 
 DRAWS = {"any": "B from any document", "same-source": "B from A's source"}
 

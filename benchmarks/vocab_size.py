@@ -27,16 +27,15 @@ import statistics
 import time
 from dataclasses import replace
 
-from _common import ROOT, interleaved_times, print_table
-
 import torch
+from _common import ROOT, interleaved_times, print_table
 from bench_train import make_batches, step_fn
 from everyday_english import SENTENCES, fitting
 
 from bert_demo.config import PRESETS
-from bert_demo.corpus import load_corpus
+from bert_demo.data.corpus import load_corpus
+from bert_demo.data.pairs import split_documents
 from bert_demo.model import BertForPreTraining
-from bert_demo.pretraining_data import split_documents
 from bert_demo.tokenizer import load_tokenizer, train_tokenizer
 
 WORD = re.compile(r"\w+|[^\w\s]")  # words and punctuation marks, as BERT's basic tokenizer splits them

@@ -33,7 +33,6 @@ import time
 from pathlib import Path
 
 import _common  # noqa: F401  (puts the repository root on sys.path)
-
 import gpu_pretrain
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,7 +42,7 @@ CORPUS = CARRY / "corpus.tar.xz"
 
 def pack() -> None:
     """Here: the default GPU run's corpus (parsed caches and vocabulary) and the wheels, in zerogpu-carry/."""
-    from bert_demo.train_config import APP_GPU_RUN
+    from bert_demo.app.policy import APP_GPU_RUN
 
     gpu_pretrain.pack(APP_GPU_RUN["corpus"], CORPUS, APP_GPU_RUN["vocab_size"])
     gpu_pretrain.pack_wheels(CARRY / "wheels")
@@ -72,11 +71,10 @@ def run(test_timeout: int, run_timeout: int, form: dict) -> None:
 def default_run(runs: Path, timeout: float, form: dict) -> None:
     """The Train tab's GPU default run, started as a visitor's click starts it on ZeroGPU, and what it learned."""
     sys.path.insert(0, str(ROOT))
+    from bert_demo.app.runs.gpu_call import train_call
+    from bert_demo.app.runs.zerogpu import duration
+    from bert_demo.app.state.registry import Registry
     from tests.zerogpu_harness import ForkedGPU, ZeroGPUTorch
-
-    from bert_demo.app.gpu_call import train_call
-    from bert_demo.app.registry import Registry
-    from bert_demo.app.zerogpu import duration
 
     patched = ZeroGPUTorch()
     patched.patch()
@@ -119,7 +117,7 @@ def summary(job, durations: list[float], clicked: float, asked: float, ended: fl
 
 def held_out(folder: str) -> None:
     """Held-out news and wiki MLM / NSP of the run, through transformers (and ours, which must agree)."""
-    from bert_demo.evaluate import evaluate
+    from bert_demo.training.evaluate import evaluate
 
     for corpus in ("news", "wiki"):
         result = evaluate(folder, corpus, max_batches=50, reference=True)

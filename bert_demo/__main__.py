@@ -19,8 +19,8 @@ from collections.abc import Callable
 
 from tqdm import tqdm
 
-from bert_demo.records import Record
-from bert_demo.train_config import FinetuneConfig, TrainConfig, add_flags, given_flags
+from bert_demo.training.records import Record
+from bert_demo.training.settings import FinetuneConfig, TrainConfig, add_flags, given_flags
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def train_command(args: argparse.Namespace) -> int:
     from bert_demo.checkpoint import read_metadata
-    from bert_demo.trainer import pretraining
+    from bert_demo.training.pretraining import pretraining
 
     overrides = given_flags(args)
     if args.resume:  # continue in the resumed folder and on this machine's device, unless --out / --device say
@@ -106,7 +106,7 @@ RESUME_MAY_CHANGE = {"steps", "eval_every", "log_every", "save_every", "out", "d
 
 def finetune_command(args: argparse.Namespace) -> int:
     from bert_demo.checkpoint import read_metadata
-    from bert_demo.finetune import finetuning
+    from bert_demo.training.finetuning import finetuning
 
     overrides = given_flags(args, FinetuneConfig)
     if args.resume:  # continue in the resumed folder and on this machine's device, unless --out / --device say
@@ -173,7 +173,7 @@ def report(record: Record, progress: tqdm, write: Callable[[str], None]) -> Reco
 
 
 def eval_command(args: argparse.Namespace) -> int:
-    from bert_demo.evaluate import evaluate
+    from bert_demo.training.evaluate import evaluate
 
     results = evaluate(args.folder, args.corpus, max_batches=args.batches, reference=args.reference)
     for name, metrics in results.items():
@@ -185,7 +185,7 @@ def eval_command(args: argparse.Namespace) -> int:
 
 
 def card_command(args: argparse.Namespace) -> int:
-    from bert_demo.model_card import write_card
+    from bert_demo.inspection.card import write_card
 
     corpora = [c.strip() for c in (args.corpora or "").split(",") if c.strip()]
     outside = [c.strip() for c in args.outside.split(",") if c.strip()]

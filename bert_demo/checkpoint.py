@@ -15,11 +15,11 @@ import shutil
 import tempfile
 import warnings
 from collections import defaultdict
-from fnmatch import fnmatch
-from pathlib import Path
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
+from fnmatch import fnmatch
+from pathlib import Path
 from typing import NamedTuple
 
 import torch

@@ -35,6 +35,7 @@ OPTIMIZER_NAME = "optimizer.safetensors"  # AdamW's state, which a resumed run c
 HUB_CACHE_ENV = "BERT_DEMO_HUB_CACHE"  # where hub models are downloaded (see `hub_cache`)
 MAX_CONFIG_BYTES = 1_000_000
 MAX_PARAMETERS = 500_000_000  # all sizes at their limits would be ~11 B parameters (43 GB); BERT-large is 335 M
+BERT_WORDS = "3.3 billion"  # the text the paper's BERT read: BooksCorpus (800 M words) and Wikipedia (2,500 M)
 MAX_LABELS, MAX_LABEL_CHARS = 20, 100  # classes of a fine-tuned classifier, and the length of a class name
 CLASSIFIER = "BertForSequenceClassification"  # the architecture named in a fine-tuned model's config.json
 

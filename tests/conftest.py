@@ -23,14 +23,14 @@ from typing import NoReturn
 import pytest
 import torch
 
-from bert_demo.app.registry import Registry
+from bert_demo.app.policy import APP_FINETUNE
+from bert_demo.app.state.registry import Registry
 from bert_demo.checkpoint import save_pretrained
 from bert_demo.config import PRESETS
-from bert_demo.corpus import load_corpus
+from bert_demo.data.corpus import load_corpus
 from bert_demo.model import BertForPreTraining
-from bert_demo.runtime import CPU_THREADS_ENV
 from bert_demo.tokenizer import train_tokenizer
-from bert_demo.train_config import APP_FINETUNE
+from bert_demo.training.runtime import CPU_THREADS_ENV
 
 SENTENCES = [
     "the cat sat on the mat.",
@@ -248,10 +248,10 @@ def free_port() -> int:
 @contextmanager
 def _served_app(base: Path, admission=None, uploads=None, **registry_options) -> Iterator[dict]:
     """The app on a free 127.0.0.1 port over a random tiny checkpoint in `base`; its run stopped at the end. An
-    `admission` (`bert_demo.app.admission.Admission`) or an upload ledger (`http_limits.UploadLedger`) with small
+    `admission` (`bert_demo.app.guards.admission.Admission`) or an upload ledger (`http_limits.UploadLedger`) with small
     limits replaces the app's own; `registry_options` go to its Registry (a GPU call, say). What it yields has the
     admission the app uses, to look into its lines."""
-    from bert_demo.app.admission import Admission
+    from bert_demo.app.guards.admission import Admission
     from bert_demo.app.ui import build_demo, launch_kwargs  # gradio, imported only by the tests that serve the app
 
     _make_checkpoint(base / "checkpoints" / "tiny-test")
@@ -313,8 +313,8 @@ def short_finetune(tmp_path, monkeypatch) -> Path:
     upload = tmp_path / "mine.jsonl"
     upload.write_text("\n".join(json.dumps(row) for row in rows))
     short = {**APP_FINETUNE, "max_steps": 4}
-    monkeypatch.setattr("bert_demo.app.forms.APP_FINETUNE", short)
-    monkeypatch.setattr("bert_demo.train_config.APP_FINETUNE", short)
+    monkeypatch.setattr("bert_demo.app.state.forms.APP_FINETUNE", short)
+    monkeypatch.setattr("bert_demo.app.policy.APP_FINETUNE", short)
     return upload
 
 

@@ -1,14 +1,14 @@
-"""bert_demo/app/admission.py: each kind of question waits in its own line, a full line refuses at once with when to
-try again, the heavy kinds share one cap, one visitor, by session and by address, cannot hold more than their share
-of open questions or of a line, and a line serves its addresses in turn."""
+"""bert_demo/app/guards/admission.py: each kind of question waits in its own line, a full line refuses at once with when
+to try again, the heavy kinds share one cap, one visitor, by session and by address, cannot hold more than their
+share of open questions or of a line, and a line serves its addresses in turn."""
 from __future__ import annotations
 
 import asyncio
 
 import pytest
 
-from bert_demo.app.admission import SHARES, Admission, Refused, Share, cores
-from bert_demo.app.visitors import Visitor, network_of
+from bert_demo.app.guards.admission import SHARES, Admission, Refused, Share, cores
+from bert_demo.app.guards.visitors import Visitor, network_of
 
 
 async def asked(admission: Admission, name: str, visitor: str | None, done: asyncio.Event, log: list) -> None:
@@ -256,7 +256,7 @@ def test_a_networks_requests_without_a_session_are_counted_by_its_address_alone_
 
 
 def test_a_visitor_starts_at_most_per_hour_questions_of_a_kind_an_hour(monkeypatch):
-    from bert_demo.app import admission as module
+    from bert_demo.app.guards import admission as module
 
     now = [1000.0]
     monkeypatch.setattr(module.time, "monotonic", lambda: now[0])

@@ -1,4 +1,4 @@
-"""bert_demo/attribution.py: integrated gradients are complete (they add up to F(input) - F(baseline), within 1% at
+"""bert_demo/inspection/attribution.py: integrated gradients are complete (they add up to F(input) - F(baseline), within 1% at
 the default step count), say which word carried a memorised fact, and refuse what they cannot explain."""
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from bert_demo.attribution import MAX_WORK, STEPS, classification, masked_word
 from bert_demo.checkpoint import load_pretrained
 from bert_demo.config import PRESETS
+from bert_demo.inspection.attribution import MAX_WORK, STEPS, classification, masked_word
 from bert_demo.model import BertForSequenceClassification
 
 SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints" / "mini-english"

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from bert_demo.app import backend as backend_module
-from bert_demo.app.registry import Registry
+from bert_demo.app.state.registry import Registry
 
 
 def test_the_app_asks_torch_whether_it_has_a_gpu_before_the_form_takes_its_caps(roots, monkeypatch):
@@ -29,7 +29,7 @@ def test_the_app_asks_torch_whether_it_has_a_gpu_before_the_form_takes_its_caps(
 
 
 def test_the_fork_server_for_cpu_runs_is_started_only_where_there_is_no_gpu(monkeypatch):
-    from bert_demo.app import run_process
+    from bert_demo.app.runs import run_process
 
     started = []
     monkeypatch.setattr(run_process, "warm_up", lambda: started.append(True))
@@ -41,7 +41,7 @@ def test_the_fork_server_for_cpu_runs_is_started_only_where_there_is_no_gpu(monk
 
 
 def test_the_app_hands_freed_heap_memory_back_to_the_system_while_it_runs(monkeypatch):
-    from bert_demo import runtime
+    from bert_demo.training import runtime
 
     trims = []
     monkeypatch.setattr(backend_module, "TRIM_EVERY_S", 0.05)
@@ -61,7 +61,7 @@ def test_a_pre_training_checkpoint_is_read_and_shown_on_a_machine_without_datase
 
     make_checkpoint(tmp_path / "runs" / "a-run")
     code = ("import sys; sys.modules['datasets'] = None  # import datasets now fails, as where it is absent\n"
-            "from bert_demo.app.registry import Registry\n"
+            "from bert_demo.app.state.registry import Registry\n"
             f"registry = Registry(checkpoints_dir={str(tmp_path / 'none')!r}, runs_dir={str(tmp_path / 'runs')!r}, "
             "device='cpu', allow_hub=False)\n"
             "print(registry.catalog.load_at('runs/a-run', None).model.config.hidden_size)\n")

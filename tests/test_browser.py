@@ -450,8 +450,8 @@ def test_an_error_is_shown_as_a_message(web):
 
 
 def test_a_run_with_a_timeline_can_be_seen_at_an_earlier_step_and_compared(app, web):
-    from bert_demo.train_config import TrainConfig
-    from bert_demo.trainer import pretraining
+    from bert_demo.training.pretraining import pretraining
+    from bert_demo.training.settings import TrainConfig
 
     runs = app["registry"].roots["runs"]
     config = TrainConfig(preset="tiny", corpus=str(app["corpus"]), steps=40, batch_size=4, seq_len=32,
@@ -533,11 +533,11 @@ def test_the_fine_tune_tabs_task_shows_its_whole_name_clear_of_the_arrow_and_wha
 def test_the_fine_tune_tab_trains_both_starts_then_classifies_with_coloured_words(app, web, tmp_path, monkeypatch):
     import json
 
+    from bert_demo.app.policy import APP_FINETUNE
     from bert_demo.app.tabs import finetune
-    from bert_demo.train_config import APP_FINETUNE
 
-    monkeypatch.setattr("bert_demo.app.forms.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 6})
-    monkeypatch.setattr("bert_demo.train_config.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 6})
+    monkeypatch.setattr("bert_demo.app.state.forms.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 6})
+    monkeypatch.setattr("bert_demo.app.policy.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 6})
     rows = [{"text": f"the cat was {'happy' if i % 2 else 'sad'}.", "label": "yes" if i % 2 else "no"}
             for i in range(60)]
     labelled = tmp_path / "mine.jsonl"

@@ -1,4 +1,4 @@
-"""bert_demo/app/catalog.py: models by name (shipped, trained here, an extra folder, hub ids, the run in progress),
+"""bert_demo/app/state/catalog.py: models by name (shipped, trained here, an extra folder, hub ids, the run in progress),
 checked before any path is touched, loaded once and kept in a small cache."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from bert_demo.app.registry import Registry
+from bert_demo.app.state.registry import Registry
 
 
 def test_lists_shipped_checkpoints_and_runs_newest_first(make_checkpoint, roots, tmp_path):
@@ -25,7 +25,7 @@ def test_lists_shipped_checkpoints_and_runs_newest_first(make_checkpoint, roots,
 
 
 def test_the_app_opens_on_its_chosen_shipped_model_listed_first_whatever_its_name(make_checkpoint, roots, tmp_path):
-    from bert_demo.app.catalog import OPENS_ON
+    from bert_demo.app.state.catalog import OPENS_ON
 
     make_checkpoint(roots["checkpoints"] / OPENS_ON)
     make_checkpoint(roots["checkpoints"] / "aaa-first-by-name")

@@ -15,13 +15,22 @@ import torch
 import transformers
 from safetensors import SafetensorError
 
-from bert_demo.checkpoint import (HUB_TIMEOUT_S, MissingWeightsWarning, download, load_checkpoint, load_pretrained,
-                                  read_metadata, recover_folder, recover_leftovers, save_pretrained, stored_weights,
-                                  write_weights)
+from bert_demo.checkpoint import (
+    HUB_TIMEOUT_S,
+    MissingWeightsWarning,
+    download,
+    load_checkpoint,
+    load_pretrained,
+    read_metadata,
+    recover_folder,
+    recover_leftovers,
+    save_pretrained,
+    stored_weights,
+    write_weights,
+)
 from bert_demo.config import INDEX_NAME, PRESETS
 from bert_demo.inference import fill_mask
 from bert_demo.model import BertForPreTraining
-
 from tests.conftest import SENTENCES
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from bert_demo import corpus, sources
-from bert_demo.corpus import CACHE_VERSION, load_corpus
+from bert_demo.data import corpus, sources
+from bert_demo.data.corpus import CACHE_VERSION, load_corpus
 
 
 def write(path, content: str | bytes):

@@ -1,10 +1,10 @@
-"""bert_demo/divergence.py: a step whose gradients are not finite is skipped on the device and read late, so that no
+"""bert_demo/training/divergence.py: a step whose gradients are not finite is skipped on the device and read late, so that no
 step waits for the GPU, and the weights stay those of the step before it."""
 from __future__ import annotations
 
 import torch
 
-from bert_demo.divergence import Divergence
+from bert_demo.training.divergence import Divergence
 
 
 def _steps_with_a_bad_one(divergence: Divergence, optimizer: torch.optim.Optimizer, weight: torch.nn.Parameter,

@@ -7,9 +7,9 @@ from array import array
 import pytest
 import torch
 
-import bert_demo.evaluate as evaluate_module
-from bert_demo.evaluate import frequency_baseline, readout, readout_items
-from bert_demo.pretraining_data import token_counts
+import bert_demo.training.evaluate as evaluate_module
+from bert_demo.data.pairs import token_counts
+from bert_demo.training.evaluate import frequency_baseline, readout, readout_items
 
 
 def test_the_frequency_baseline_is_the_most_frequent_token_and_how_often_it_is_the_answer():

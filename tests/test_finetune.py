@@ -1,4 +1,4 @@
-"""bert_demo/finetune.py: a short fine-tune learns and writes a folder the text-classification pipeline loads; a
+"""bert_demo/training/finetuning.py: a short fine-tune learns and writes a folder the text-classification pipeline loads; a
 random start is the same architecture with other weights; a frozen start changes only the classifier; the pooler
 starts anew only when asked; layer-wise decay gives each depth its own learning rate; the CLI fine-tunes and
 classifies, and refuses bad input with a message."""
@@ -13,15 +13,15 @@ import torch
 import transformers
 from torch.nn import functional as F
 
+import bert_demo.training.finetuning as finetune_module
 from bert_demo.__main__ import main
 from bert_demo.checkpoint import load_classifier, load_pretrained, read_metadata
 from bert_demo.config import PRESETS
-from bert_demo import loop
-import bert_demo.finetune as finetune_module
-from bert_demo.finetune import finetuning
 from bert_demo.model import BertForSequenceClassification
-from bert_demo.recipe import make_optimizer
-from bert_demo.train_config import FinetuneConfig
+from bert_demo.training import loop
+from bert_demo.training.finetuning import finetuning
+from bert_demo.training.recipe import make_optimizer
+from bert_demo.training.settings import FinetuneConfig
 
 WORDS = ["river", "garden", "music", "window", "summer", "letter", "station", "forest"]
 
@@ -143,7 +143,7 @@ def test_layer_decay_gives_each_depth_lr_times_decay_to_the_steps_it_sits_below_
 
 
 def test_the_run_trains_on_exactly_the_first_n_labelled_examples(pretrained, labelled, tmp_path, monkeypatch):
-    from bert_demo.labelled import load_file
+    from bert_demo.data.labelled import load_file
     from bert_demo.tokenizer import load_tokenizer
 
     batched, length_grouped = [], finetune_module._length_grouped

@@ -14,15 +14,16 @@ import gradio as gr
 import pytest
 
 from bert_demo.app import header, text, verdict
+from bert_demo.app.policy import APP_FINETUNE
+from bert_demo.app.state.forms import Caps
+from bert_demo.app.state.registry import Registry
+from bert_demo.app.state.uploads import UPLOAD_PREFIX
 from bert_demo.app.tabs import attention, classifier, embeddings, fill, finetune, finetune_runs
-from bert_demo.app.forms import Caps
-from bert_demo.app.registry import Registry
-from bert_demo.app.uploads import UPLOAD_PREFIX
 from bert_demo.checkpoint import load_classifier, load_pretrained, save_pretrained
 from bert_demo.config import PRESETS, read_config, read_metadata
 from bert_demo.inference import classify
 from bert_demo.tokenizer import train_tokenizer
-from bert_demo.train_config import APP_FINETUNE, FinetuneConfig
+from bert_demo.training.settings import FinetuneConfig
 
 WORDS = ["river", "garden", "music", "window", "summer", "letter", "station", "forest"]
 OWNER = "visitor-1"
@@ -60,8 +61,8 @@ def experiment(registry, tmp_path_factory):
     upload = write(tmp_path_factory.mktemp("upload") / "mine.jsonl", rows())
     budget = {**APP_FINETUNE, "max_steps": 15}
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("bert_demo.app.forms.APP_FINETUNE", budget)
-        patch.setattr("bert_demo.train_config.APP_FINETUNE", budget)
+        patch.setattr("bert_demo.app.state.forms.APP_FINETUNE", budget)
+        patch.setattr("bert_demo.app.policy.APP_FINETUNE", budget)
         updates = list(finetune.finetune(registry, "checkpoints/tiny-test", "movie-reviews", upload, "100",
                                        ["random"], owner=OWNER))
     return updates
@@ -285,7 +286,7 @@ def test_bad_settings_are_refused_with_a_message_before_any_run_starts(registry,
 
 def test_a_labelled_file_larger_than_the_app_fine_tunes_on_is_refused_before_any_run(registry, tmp_path,
                                                                                        monkeypatch):
-    monkeypatch.setattr("bert_demo.app.forms.APP_FINETUNE", {**APP_FINETUNE, "max_upload_examples": 150})
+    monkeypatch.setattr("bert_demo.app.state.forms.APP_FINETUNE", {**APP_FINETUNE, "max_upload_examples": 150})
     upload = write(tmp_path / "mine.jsonl", rows(200))
     with pytest.raises(gr.Error, match="has 200 examples; the app fine-tunes on at most 150"):
         list(finetune.finetune(registry, "checkpoints/tiny-test", "movie-reviews", upload, "100", [], owner=OWNER))
@@ -349,8 +350,8 @@ def test_a_fine_tuning_run_in_progress_is_not_offered_as_the_live_model_for_the_
     upload = write(tmp_path / "mine.jsonl", rows())
     budget = {**APP_FINETUNE, "max_steps": 200}
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("bert_demo.app.forms.APP_FINETUNE", budget)
-        patch.setattr("bert_demo.train_config.APP_FINETUNE", budget)
+        patch.setattr("bert_demo.app.state.forms.APP_FINETUNE", budget)
+        patch.setattr("bert_demo.app.policy.APP_FINETUNE", budget)
         updates = finetune.finetune(registry, "checkpoints/tiny-test", "movie-reviews", upload, "100", [],
                                   owner=OWNER)
         try:
@@ -372,8 +373,8 @@ def test_a_reopened_page_follows_the_visitors_experiment_with_stop_enabled_and_a
     upload = write(tmp_path / "mine.jsonl", rows())
     budget = {**APP_FINETUNE, "max_steps": 200}
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("bert_demo.app.forms.APP_FINETUNE", budget)
-        patch.setattr("bert_demo.train_config.APP_FINETUNE", budget)
+        patch.setattr("bert_demo.app.state.forms.APP_FINETUNE", budget)
+        patch.setattr("bert_demo.app.policy.APP_FINETUNE", budget)
         updates = finetune.finetune(registry, "checkpoints/tiny-test", "movie-reviews", upload, "100", ["random"],
                                     owner=OWNER)
         for update in updates:
@@ -440,8 +441,8 @@ def test_googles_bert_of_the_selected_models_shape_joins_the_experiment_as_a_thi
     monkeypatch.setattr(registry.catalog, "allow_hub", True)
     monkeypatch.setattr("bert_demo.checkpoint.download", lambda name, cache_dir=None, check=None: asked.append(name)
                         or hub)
-    monkeypatch.setattr("bert_demo.app.forms.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 8})
-    monkeypatch.setattr("bert_demo.train_config.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 8})
+    monkeypatch.setattr("bert_demo.app.state.forms.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 8})
+    monkeypatch.setattr("bert_demo.app.policy.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 8})
     upload, owner = write(tmp_path / "mine.jsonl", rows()), "visitor-2"
     final = list(finetune.finetune(registry, "checkpoints/tiny-test", "movie-reviews", upload, "100",
                                  ["random", verdict.WELL_READ], owner=owner))[-1]

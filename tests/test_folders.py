@@ -1,4 +1,4 @@
-"""bert_demo/app/folders.py: a model folder as the app reads it: its card without YAML and with its pictures inlined,
+"""bert_demo/app/state/folders.py: a model folder as the app reads it: its card without YAML and with its pictures inlined,
 and its zip, whole even when two visitors ask at once."""
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import time
 import zipfile
 from pathlib import Path
 
-from bert_demo.app import folders
-from bert_demo.app.folders import MAX_CARD_CHARS
-from bert_demo.app.registry import Registry
+from bert_demo.app.state import folders
+from bert_demo.app.state.folders import MAX_CARD_CHARS
+from bert_demo.app.state.registry import Registry
 
 
 def test_model_card_is_shown_without_its_yaml_metadata_and_cut_when_too_long(make_checkpoint, tmp_path):

@@ -1,4 +1,4 @@
-"""bert_demo/app/forms.py: a visitor's settings read into a checked config within the machine's caps."""
+"""bert_demo/app/state/forms.py: a visitor's settings read into a checked config within the machine's caps."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from bert_demo.app.forms import Caps
-from bert_demo.app.registry import Registry
+from bert_demo.app.policy import APP_GPU_RUN, APP_RUN
+from bert_demo.app.state.forms import Caps
+from bert_demo.app.state.registry import Registry
 from bert_demo.config import PRESETS
-from bert_demo.train_config import APP_GPU_RUN, APP_RUN, GPU_BATCH_TOKENS, default
+from bert_demo.training.settings import GPU_BATCH_TOKENS, default
 
 
 @pytest.mark.parametrize("settings, message", [

@@ -9,8 +9,8 @@ import torch
 import transformers
 
 from bert_demo.config import BertConfig
-from bert_demo.forward_steps import PARTS, STEP_NAMES, capture, forward_steps, source_line
 from bert_demo.inference import encode_input
+from bert_demo.inspection.forward_steps import PARTS, STEP_NAMES, capture, forward_steps, source_line
 from bert_demo.model import BertForPreTraining
 from bert_demo.tokenizer import train_tokenizer
 

@@ -10,14 +10,14 @@ import pytest
 import torch
 import transformers
 
-from bert_demo import timeline
 from bert_demo.checkpoint import load_pretrained, read_metadata
 from bert_demo.config import has_weights
 from bert_demo.inference import fill_mask, next_sentence
-from bert_demo.loop import Control
-from bert_demo.runtime import Distributed, pick_device, resolve_precision
-from bert_demo.train_config import TrainConfig
-from bert_demo.trainer import pretraining
+from bert_demo.training import timeline
+from bert_demo.training.loop import Control
+from bert_demo.training.pretraining import pretraining
+from bert_demo.training.runtime import Distributed, pick_device, resolve_precision
+from bert_demo.training.settings import TrainConfig
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints" / "mini-english"
@@ -123,7 +123,7 @@ def test_running_out_of_gpu_memory_ends_the_run_with_a_message_and_a_checkpoint(
 
 
 def test_a_timeline_step_is_kept_on_the_cpu_while_the_final_weights_sit_on_the_gpu(write_corpus, tmp_path):
-    from bert_demo.app.registry import Registry
+    from bert_demo.app.state.registry import Registry
 
     config = TrainConfig(preset="tiny", corpus=str(write_corpus(tmp_path / "corpus.txt")), steps=12, batch_size=8,
                          seq_len=32, vocab_size=300, out=str(tmp_path / "runs" / "gpu-run"), device="cuda")

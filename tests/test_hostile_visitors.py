@@ -17,11 +17,11 @@ import pytest
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 
-from bert_demo.app.admission import Admission, Share
+from bert_demo.app.guards.admission import Admission, Share
+from bert_demo.app.guards.queue_door import ADDRESS_EVENTS
+from bert_demo.app.guards.visitors import TRUSTED_PROXIES_ENV, identity, new_key
 from bert_demo.app.handlers import refusals
-from bert_demo.app.queue_door import ADDRESS_EVENTS
 from bert_demo.app.tabs.train import START_RANDOM
-from bert_demo.app.visitors import TRUSTED_PROXIES_ENV, identity, new_key
 from bert_demo.checkpoint import MAX_HUB_MODELS
 from tests.conftest import held
 from tests.stand_in_hub import StandInHub, pointed_at
@@ -253,8 +253,8 @@ def test_a_flood_of_slow_questions_is_refused_at_once_while_another_visitors_fil
     one queue, and every visitor's Fill-mask was refused for half a minute. Each kind now has its own line. (28 more
     here, not 34: a burst from this host's own network, which the door does not count, of more than gradio's 32
     places was at times "Queue is full" before gradio had taken them in, on a loaded machine.)"""
-    from bert_demo.app.admission import SLOW
     from bert_demo.app.backend import backend
+    from bert_demo.app.guards.admission import SLOW
 
     inference = backend().inference
     real, held = inference.head_importance, threading.Event()
@@ -289,7 +289,7 @@ def test_a_flood_of_slow_questions_is_refused_at_once_while_another_visitors_fil
 def test_new_sessions_from_one_address_get_no_more_places_in_line_than_its_share(app, monkeypatch):
     """A script made a new `Client` (a new session) for each run it queued; limits are kept by address too: behind
     a proxy the app trusts (here: loopback, named as a Space's proxy would be), the address the proxy forwards."""
-    from bert_demo.app.slot import ADDRESS_PLACES
+    from bert_demo.app.runs.slot import ADDRESS_PLACES
 
     monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1")
     registry = app["registry"]

@@ -1,4 +1,4 @@
-"""bert_demo/app/http_limits.py: a body over the largest any form needs is refused before it is read (by its length,
+"""bert_demo/app/guards/http_limits.py: a body over the largest any form needs is refused before it is read (by its length,
 or by its bytes as they come), with a message; uploads are refused past what the store may hold in all and from one
 address, with when there will be room, a file stored once counting once in all; a connection slow to send its
 request's head is closed."""
@@ -12,10 +12,10 @@ import time
 import httpx
 import pytest
 
-from bert_demo.app import http_limits
-from bert_demo.app.forms import Caps
-from bert_demo.app.http_limits import UPLOAD_PATH, Limits, UploadLedger, max_body_bytes
-from bert_demo.app.visitors import TRUSTED_PROXIES_ENV
+from bert_demo.app.guards import http_limits
+from bert_demo.app.guards.http_limits import UPLOAD_PATH, Limits, UploadLedger, max_body_bytes
+from bert_demo.app.guards.visitors import TRUSTED_PROXIES_ENV
+from bert_demo.app.state.forms import Caps
 
 MODEL = "checkpoints/tiny-test"
 MB = 2**20

@@ -10,6 +10,7 @@ import torch
 import transformers
 
 from bert_demo import inference
+from bert_demo.checkpoint import save_pretrained
 from bert_demo.inference import (
     attention,
     embedding_projection,
@@ -18,7 +19,6 @@ from bert_demo.inference import (
     layer_predictions,
     next_sentence,
 )
-from bert_demo.checkpoint import save_pretrained
 
 TEXT = "the cat sat on the [MASK]. paris is the [MASK] of france."
 

@@ -1,4 +1,4 @@
-"""bert_demo/app/job.py: a run the app follows streams its records and live weights, ends with a record whatever
+"""bert_demo/app/runs/job.py: a run the app follows streams its records and live weights, ends with a record whatever
 happens, gives its model back once over, and names a visitor's text by its name (test_slot.py: the line that starts
 them)."""
 from __future__ import annotations
@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from bert_demo.app.catalog import LIVE
-from bert_demo.app.estimates import job_status
-from bert_demo.app.job import TrainingJob
-from bert_demo.app.registry import Registry
-from bert_demo.train_config import TrainConfig
+from bert_demo.app.runs.estimates import job_status
+from bert_demo.app.runs.job import TrainingJob
+from bert_demo.app.state.catalog import LIVE
+from bert_demo.app.state.registry import Registry
+from bert_demo.training.settings import TrainConfig
 
 
 class _EndedTrainer:
@@ -76,7 +76,7 @@ def test_a_failing_run_ends_with_an_error_record(write_corpus, roots, tmp_path, 
     def vanished(source):
         raise ValueError(f"{source} vanished")
 
-    monkeypatch.setattr("bert_demo.trainer.load_corpus", vanished)  # accepted at the start, gone when the run reads it
+    monkeypatch.setattr("bert_demo.training.pretraining.load_corpus", vanished)  # accepted at the start, gone when the run reads it
     registry.slot.in_process = False  # the patch is in this process (test_run_process.py covers the child's errors)
     job = registry.start_training(corpus=[], upload=str(corpus), steps=10, batch_size=4, seq_len=32, vocab_size=512)
     job.thread.join(timeout=60)
@@ -160,7 +160,7 @@ class _PreparingTrainer(_EndedTrainer):
 def test_a_run_on_an_upload_tells_its_owner_the_files_name_not_the_servers_path_to_it(tmp_path):
     """Issue 63, finding 11: the owner of a run on an upload read "loading corpus '...'" with the private copy's
     whole path, in the server's temporary folder, named for the app's process id."""
-    from bert_demo.app.uploads import discard, private_text
+    from bert_demo.app.state.uploads import discard, private_text
 
     copy = private_text("some text", "upload.txt")
     try:

@@ -1,4 +1,4 @@
-"""bert_demo/labelled.py: the offline movie-review sentences and their outside domains as fixed splits, GLUE's
+"""bert_demo/data/labelled.py: the offline movie-review sentences and their outside domains as fixed splits, GLUE's
 columns mapped onto ours, a visitor's labelled file checked with a clear message for each fault, and the metrics."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 import datasets
 import pytest
 
-from bert_demo import labelled
-from bert_demo.labelled import first, from_glue, load_file, load_task, score
+from bert_demo.data import labelled
+from bert_demo.data.labelled import first, from_glue, load_file, load_task, score
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
-"""bert_demo/loop.py: the flat loop drives any `Training` (a model, batches, an optimizer, a loss, validation
+"""bert_demo/training/loop.py: the flat loop drives any `Training` (a model, batches, an optimizer, a loss, validation
 records) under a declared `Control`, on schedule, and saves once at the end; the `Window` averages each metric over its
-own count; a run on a time budget (bert_demo/time_budget.py) sets its length from its pace and ends with its time (the
+own count; a run on a time budget (bert_demo/training/time_budget.py) sets its length from its pace and ends with its time (the
 clock is `time.perf_counter`, which the loop and the budget share, patched)."""
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from bert_demo.config import PRESETS
-from bert_demo.loop import Control, Run, Training, Window
 from bert_demo.model import BertForPreTraining
-from bert_demo.recipe import optimizer_and_schedule
-from bert_demo.train_config import TrainConfig
+from bert_demo.training.loop import Control, Run, Training, Window
+from bert_demo.training.recipe import optimizer_and_schedule
+from bert_demo.training.settings import TrainConfig
 
 
 def batches(vocab: int, size: int = 4, length: int = 12):
@@ -141,7 +141,7 @@ class Clock:
 
 def test_a_run_on_a_time_budget_sets_its_steps_from_its_pace_so_that_it_ends_with_the_time(tokenizer, tmp_path,
                                                                                            monkeypatch):
-    import bert_demo.loop as loop
+    import bert_demo.training.loop as loop
 
     clock = Clock(per_step=0.0625)
     monkeypatch.setattr(loop.time, "perf_counter", clock)
@@ -158,7 +158,7 @@ def test_a_run_on_a_time_budget_with_the_default_warm_up_reaches_its_peak_rate_l
         tokenizer, tmp_path, monkeypatch):
     """Its steps are unknown until it has timed some (a tenth of the largest run allowed would be a warm-up of a
     million steps): a first length from its steps 1 to 10 sets the warm-up, a tenth of it, at step 10."""
-    import bert_demo.loop as loop
+    import bert_demo.training.loop as loop
 
     clock = Clock(per_step=0.0625)
     monkeypatch.setattr(loop.time, "perf_counter", clock)
@@ -171,7 +171,7 @@ def test_a_run_on_a_time_budget_with_the_default_warm_up_reaches_its_peak_rate_l
 
 
 def test_a_run_on_a_time_budget_that_falls_behind_stops_at_the_time_and_saves(tokenizer, tmp_path, monkeypatch):
-    import bert_demo.loop as loop
+    import bert_demo.training.loop as loop
 
     clock = Clock(per_step=0.0625)
     monkeypatch.setattr(loop.time, "perf_counter", clock)
@@ -189,7 +189,7 @@ def test_a_run_on_a_time_budget_that_falls_behind_stops_at_the_time_and_saves(to
 
 
 def test_a_run_on_a_time_budget_moves_its_end_when_its_pace_changes(tokenizer, tmp_path, monkeypatch):
-    import bert_demo.loop as loop
+    import bert_demo.training.loop as loop
 
     clock = Clock(per_step=0.0625)
     monkeypatch.setattr(loop.time, "perf_counter", clock)

@@ -7,13 +7,13 @@ import json
 import pytest
 import torch
 
-from bert_demo import maps
+from bert_demo.inspection import figures
 
 
 def test_attention_heatmap_has_tokens_on_both_axes_a_scale_up_to_its_largest_weight_and_hover_text():
     tokens = ["[CLS]", "the", "cat", "the", "[SEP]"]  # a repeated token must stay two cells
     weights = torch.softmax(torch.randn(5, 5), dim=-1)
-    fig = maps.attention_heatmap(tokens, weights, "Layer 1, head 1")
+    fig = figures.attention_heatmap(tokens, weights, "Layer 1, head 1")
     heatmap = fig.data[0]
     assert (heatmap.zmin, heatmap.zmax) == (0, pytest.approx(float(weights.max()))) and len(heatmap.z) == 5
     assert list(fig.layout.xaxis.ticktext) == tokens and list(fig.layout.yaxis.ticktext) == tokens
@@ -27,7 +27,7 @@ def test_attention_heatmap_has_tokens_on_both_axes_a_scale_up_to_its_largest_wei
 def test_attention_grid_has_one_heatmap_per_head_on_a_shared_scale():
     tokens = ["[CLS]", "a", "b", "[SEP]"]
     weights = torch.softmax(torch.randn(12, 4, 4), dim=-1)
-    fig = maps.attention_grid(tokens, weights, "All heads")
+    fig = figures.attention_grid(tokens, weights, "All heads")
     assert len(fig.data) == 12 and all(t.coloraxis == "coloraxis" for t in fig.data)
     assert (fig.layout.coloraxis.cmin, fig.layout.coloraxis.cmax) == (0, pytest.approx(float(weights.max())))
     assert [a.text for a in fig.layout.annotations][:2] == ["head 1", "head 2"]
@@ -39,7 +39,7 @@ def test_attention_grid_has_one_heatmap_per_head_on_a_shared_scale():
 
 def test_the_grid_names_its_rows_once_a_row_of_maps_in_a_margin_that_fits_them_and_its_scale_above():
     """On a phone the second map's labels ran into the first map and "condemned" read "ndemned"."""
-    fig = maps.attention_grid(["[CLS]", "condemned", "[SEP]"], torch.softmax(torch.rand(4, 3, 3), -1))
+    fig = figures.attention_grid(["[CLS]", "condemned", "[SEP]"], torch.softmax(torch.rand(4, 3, 3), -1))
     labelled = [fig.layout[f"yaxis{suffix}"].showticklabels is not False for suffix in ("", "2", "3", "4")]
     assert labelled == [True, False, True, False]  # the left map of each row of two
     assert fig.layout.yaxis.automargin and fig.layout.xaxis3.automargin
@@ -48,67 +48,67 @@ def test_the_grid_names_its_rows_once_a_row_of_maps_in_a_margin_that_fits_them_a
 
 def test_a_flat_map_gets_a_colour_scale_that_shows_its_structure():
     flat = torch.full((6, 6), 1 / 6) + torch.eye(6) * 0.02  # an average of heads: nearly uniform rows
-    assert maps.attention_heatmap(list("abcdef"), flat).data[0].zmax == pytest.approx(1 / 6 + 0.02)
+    assert figures.attention_heatmap(list("abcdef"), flat).data[0].zmax == pytest.approx(1 / 6 + 0.02)
 
 
 def test_sentence_a_attending_to_sentence_b_is_a_rectangle_with_both_sentences_labelled():
     weights = torch.rand(3, 5)
-    fig = maps.attention_heatmap(["the", "cat", "sat"], weights, keys=["it", "was", "on", "a", "mat"])
+    fig = figures.attention_heatmap(["the", "cat", "sat"], weights, keys=["it", "was", "on", "a", "mat"])
     assert list(fig.layout.yaxis.ticktext) == ["the", "cat", "sat"] and len(fig.layout.xaxis.ticktext) == 5
     assert fig.data[0].text[2][4] == f"sat → mat: {weights[2, 4]:.3f}"
-    grid = maps.attention_grid(["the", "cat", "sat"], torch.rand(4, 3, 5), keys=["it", "was", "on", "a", "mat"])
+    grid = figures.attention_grid(["the", "cat", "sat"], torch.rand(4, 3, 5), keys=["it", "was", "on", "a", "mat"])
     assert len(grid.data) == 4 and len(grid.data[0].z[0]) == 5
 
 
 def test_repeated_tokens_stay_separate_rows_of_the_grid():
-    fig = maps.attention_grid(["the", "cat", "the", "the"], torch.softmax(torch.rand(2, 4, 4), -1))
+    fig = figures.attention_grid(["the", "cat", "the", "the"], torch.softmax(torch.rand(2, 4, 4), -1))
     rows = list(fig.data[0].y)
     assert len(set(rows)) == 4 and [r.replace("\u200b", "") for r in rows] == ["the", "cat", "the", "the"]
 
 
 def test_grid_labels_stay_at_a_readable_size_up_to_48_tokens():
     for n in (16, 32, 48):
-        fig = maps.attention_grid([f"w{i}" for i in range(n)], torch.softmax(torch.rand(4, n, n), -1))
+        fig = figures.attention_grid([f"w{i}" for i in range(n)], torch.softmax(torch.rand(4, n, n), -1))
         assert fig.layout.xaxis.showticklabels and fig.layout.xaxis.tickfont.size >= 10
         assert fig.layout.height / 2 >= 13 * n  # two rows of heads, each map at least 13 px per token
 
 
 def test_head_importance_figure_has_one_map_per_target_on_a_symmetric_scale():
     drops = torch.tensor([[[0.2, -0.1], [0.0, 0.05]], [[0.01, 0.0], [-0.3, 0.0]]])
-    fig = maps.head_importance_figure(["[MASK] 1: cat", "[MASK] 2: mat"], drops)
+    fig = figures.head_importance_figure(["[MASK] 1: cat", "[MASK] 2: mat"], drops)
     assert len(fig.data) == 2 and list(fig.data[0].y) == ["L1", "L2"] and list(fig.data[0].x) == ["H1", "H2"]
     assert (fig.layout.coloraxis.cmin, fig.layout.coloraxis.cmax) == (pytest.approx(-0.3), pytest.approx(0.3))
 
 
 def test_projection_figure_labels_every_word():
-    fig = maps.projection_figure([("cat", 0.1, 0.2), ("dog", -0.1, 0.0), ("sun", 0.0, -0.2)])
+    fig = figures.projection_figure([("cat", 0.1, 0.2), ("dog", -0.1, 0.0), ("sun", 0.0, -0.2)])
     assert list(fig.data[0].text) == ["cat", "dog", "sun"] and list(fig.data[0].x) == [0.1, -0.1, 0.0]
 
 
 def test_attention_plots_refuse_mismatched_shapes():
     with pytest.raises(ValueError, match="do not match"):
-        maps.attention_heatmap(["a", "b"], torch.rand(3, 3))
+        figures.attention_heatmap(["a", "b"], torch.rand(3, 3))
     with pytest.raises(ValueError, match="do not match"):
-        maps.attention_grid(["a", "b"], torch.rand(2, 2))
+        figures.attention_grid(["a", "b"], torch.rand(2, 2))
 
 
 def test_attention_plots_draw_up_to_the_token_cap_and_refuse_longer_input():
-    n = maps.MAX_ATTENTION_TOKENS
+    n = figures.MAX_ATTENTION_TOKENS
     tokens = [f"w{i}" for i in range(n)]
     weights = torch.softmax(torch.rand(n, n), dim=-1)
-    assert len(maps.attention_heatmap(tokens, weights).data[0].z) == n
+    assert len(figures.attention_heatmap(tokens, weights).data[0].z) == n
     longer = tokens + ["one-too-many"]
     with pytest.raises(ValueError, match=f"at most {n} tokens and this input has {n + 1}"):
-        maps.attention_heatmap(longer, torch.rand(n + 1, n + 1))
+        figures.attention_heatmap(longer, torch.rand(n + 1, n + 1))
     with pytest.raises(ValueError, match=f"at most {n} tokens"):
-        maps.attention_grid(longer, torch.rand(4, n + 1, n + 1))
+        figures.attention_grid(longer, torch.rand(4, n + 1, n + 1))
 
 
 def test_the_neuron_view_draws_the_query_the_keys_their_product_and_the_weights():
     tokens = ["[CLS]", "the", "cat", "[SEP]"]
     query, keys = torch.tensor([1.0, -2.0]), torch.tensor([[0.5, 0.0], [1.0, 1.0], [0.0, -1.0], [2.0, 2.0]])
     weights = (keys @ query / 2 ** 0.5).softmax(-1)
-    fig = maps.neuron_figure(tokens, 2, query, keys, weights)
+    fig = figures.neuron_figure(tokens, 2, query, keys, weights)
     vectors, product, bars = fig.data
     assert list(vectors.z[0]) == [1.0, -2.0] and [list(row) for row in vectors.z[1:]] == keys.tolist()
     assert [list(row) for row in product.z[1:]] == (keys * query).tolist()  # what the score sums
@@ -119,7 +119,7 @@ def test_the_neuron_view_draws_the_query_the_keys_their_product_and_the_weights(
 def test_the_model_view_has_a_named_thumbnail_for_every_head_darkest_where_it_looks_most():
     weights = torch.zeros(2, 3, 4, 4)
     weights[1, 2, 0, 3] = 1.0  # layer 2, head 3: the first token looks at the last
-    pictures = maps.attention_thumbnails(weights, size=8)
+    pictures = figures.attention_thumbnails(weights, size=8)
     assert [name for _, name in pictures] == ["L1 H1", "L1 H2", "L1 H3", "L2 H1", "L2 H2", "L2 H3"]
     picture = pictures[-1][0]
     assert picture.size == (8, 8) and picture.getpixel((7, 0)) == (8, 48, 107) and picture.getpixel((0, 7)) == (
@@ -127,6 +127,6 @@ def test_the_model_view_has_a_named_thumbnail_for_every_head_darkest_where_it_lo
 
 
 def test_two_words_at_one_place_in_the_projection_get_labels_on_different_sides():
-    spots = maps.label_spots([("king", 0.40, -0.05), ("england", 0.40, -0.05), ("paris", -0.8, 0.7),
+    spots = figures.label_spots([("king", 0.40, -0.05), ("england", 0.40, -0.05), ("paris", -0.8, 0.7),
                               ("man", -0.2, 0.3)])
-    assert spots[0] != spots[1] and spots[3] == maps.LABEL_SPOTS[0]  # a word alone keeps the usual place
+    assert spots[0] != spots[1] and spots[3] == figures.LABEL_SPOTS[0]  # a word alone keeps the usual place

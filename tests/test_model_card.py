@@ -9,11 +9,21 @@ from pathlib import Path
 import pytest
 import torch
 
-from bert_demo.model_card import (CURVE_NAME, PLAIN_SENTENCES, command, continued_from, curve_title, how_long,
-                                  knowledge, learning_curve_svg, weights_dtype, write_card)
-from bert_demo.runtime import describe_hardware, resolve_precision
-from bert_demo.train_config import TrainConfig
-from bert_demo.trainer import pretraining
+from bert_demo.inspection.card import (
+    CURVE_NAME,
+    PLAIN_SENTENCES,
+    command,
+    continued_from,
+    curve_title,
+    how_long,
+    knowledge,
+    learning_curve_svg,
+    weights_dtype,
+    write_card,
+)
+from bert_demo.training.pretraining import pretraining
+from bert_demo.training.runtime import describe_hardware, resolve_precision
+from bert_demo.training.settings import TrainConfig
 
 SVG = "{http://www.w3.org/2000/svg}"
 ROOT = Path(__file__).resolve().parent.parent

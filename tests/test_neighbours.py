@@ -1,11 +1,11 @@
-"""bert_demo/neighbours.py: what lies near a word is found among vectors of its own space: rows of the embedding
+"""bert_demo/inspection/neighbours.py: what lies near a word is found among vectors of its own space: rows of the embedding
 table (without the tokens training hardly showed), or, in a sentence, the reference sentences' words at the same
 layer."""
 from __future__ import annotations
 
 import pytest
 
-from bert_demo.neighbours import REFERENCE, neighbours, rare_tokens
+from bert_demo.inspection.neighbours import REFERENCE, neighbours, rare_tokens
 
 
 def test_neighbours_are_the_cosine_nearest_rows_never_the_word_or_a_special_token(trained_tiny, tokenizer,

@@ -1,4 +1,4 @@
-"""bert_demo/app/pace.py and estimates.py: a run's time is measured here before it starts, a measurement is shared
+"""bert_demo/app/runs/pace.py and estimates.py: a run's time is measured here before it starts, a measurement is shared
 for a while, and a busy machine is said to be busy; once a run trains, its own pace answers everything said of it
 (the line under Start, its status line, the estimate of another run like it), so the page agrees with itself."""
 from __future__ import annotations
@@ -13,16 +13,16 @@ from dataclasses import replace
 
 import pytest
 
-from bert_demo.app import estimates
-from bert_demo.app import pace as pace_module
-from bert_demo.app.job import TrainingJob
-from bert_demo.app.pace import Pace, Shape, pace
-from bert_demo.app.registry import Registry
+from bert_demo.app.runs import estimates
+from bert_demo.app.runs import pace as pace_module
+from bert_demo.app.runs.job import TrainingJob
+from bert_demo.app.runs.pace import Pace, Shape, pace
+from bert_demo.app.state.registry import Registry
 from bert_demo.app.tabs import finetune, train
 from bert_demo.config import PRESETS
-from bert_demo.labelled import load_file
+from bert_demo.data.labelled import load_file
 from bert_demo.tokenizer import load_tokenizer
-from bert_demo.train_config import FinetuneConfig
+from bert_demo.training.settings import FinetuneConfig
 
 TINY = Shape(PRESETS["tiny"].with_vocab(512), 2, 16, "fp32")
 

@@ -17,10 +17,21 @@ from pathlib import Path
 
 import pytest
 
-from bert_demo.parsers import (conversation, dictionaries, encyclopedic, examples, games, manuals, miscellany,
-                               news_speech, packages, prose, scripture)
-from bert_demo.parsers.packages import Package, deb_file, deb_files, fetch, file_text
-from bert_demo.parsers.rdata import RObject, r_value, read_r_lazyload, read_r_rda, read_r_serialized
+from bert_demo.data.parsers import (
+    conversation,
+    dictionaries,
+    encyclopedic,
+    examples,
+    games,
+    manuals,
+    miscellany,
+    news_speech,
+    packages,
+    prose,
+    scripture,
+)
+from bert_demo.data.parsers.packages import Package, deb_file, deb_files, fetch, file_text
+from bert_demo.data.parsers.rdata import RObject, r_value, read_r_lazyload, read_r_rda, read_r_serialized
 
 # ----------------------------------------------------------------------------------------------------------------
 # .deb archives

@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from bert_demo import plots
+from bert_demo.inspection import curves
 
 
 def records(steps: int = 40, eval_every: int = 10) -> list[dict]:
@@ -23,7 +23,7 @@ def records(steps: int = 40, eval_every: int = 10) -> list[dict]:
 
 
 def test_loss_figure_has_train_and_validation_for_both_tasks():
-    fig = plots.loss_figure(records())
+    fig = curves.loss_figure(records())
     names = [t.name for t in fig.data]
     assert names == ["MLM train", "MLM validation", "NSP train", "NSP validation"]
     assert list(fig.data[0].x) == list(range(1, 41)) and list(fig.data[1].x) == [10, 20, 30, 40]
@@ -32,7 +32,7 @@ def test_loss_figure_has_train_and_validation_for_both_tasks():
 
 
 def test_accuracy_and_learning_rate_figures():
-    loss, accuracy, lr = plots.training_figures(records())
+    loss, accuracy, lr = curves.training_figures(records())
     assert [t.name for t in accuracy.data][::2] == ["MLM train", "NSP train"]
     assert [t.xaxis for t in accuracy.data] == ["x", "x", "x2", "x2"]  # MLM left, NSP right: scales differ
     assert [a.text for a in accuracy.layout.annotations] == ["masked LM", "next sentence"]
@@ -40,32 +40,32 @@ def test_accuracy_and_learning_rate_figures():
 
 
 def test_figures_grow_with_the_records_and_stay_small():
-    short, long = plots.loss_figure(records(10)), plots.loss_figure(records(500, 50))
+    short, long = curves.loss_figure(records(10)), curves.loss_figure(records(500, 50))
     assert len(short.data[0].x) == 10 and len(long.data[0].x) == 500
     assert len(long.to_json()) < 40_000
 
 
 def test_no_records_and_non_finite_values_give_empty_traces():
-    fig = plots.loss_figure([{"kind": "train", "step": 1, "mlm_loss": float("nan"), "nsp_loss": float("inf")}])
+    fig = curves.loss_figure([{"kind": "train", "step": 1, "mlm_loss": float("nan"), "nsp_loss": float("inf")}])
     assert all(len(t.x) == 0 for t in fig.data)
-    assert len(plots.loss_figure([]).data) == 4
-    assert plots.empty_figure("nothing yet").layout.annotations[0].text == "nothing yet"
+    assert len(curves.loss_figure([]).data) == 4
+    assert curves.empty_figure("nothing yet").layout.annotations[0].text == "nothing yet"
 
 
 def test_a_resumed_runs_clock_carries_on_where_its_last_session_stopped():
     records = [{"kind": "val", "step": s, "tokens": s, "mlm_acc": 0.1, "elapsed": e}
                for s, e in [(1, 60.0), (2, 120.0), (3, 30.0), (4, 90.0)]]  # resumed after step 2
-    fig = plots.compare_figure({"run": records}, x="time")
+    fig = curves.compare_figure({"run": records}, x="time")
     assert list(fig.data[0].x) == [1.0, 2.0, 2.5, 3.5]
 
 
 def test_the_loss_axis_fits_the_curve_and_accuracy_starts_at_zero():
-    loss, accuracy, _ = plots.training_figures(records())
+    loss, accuracy, _ = curves.training_figures(records())
     assert loss.layout.yaxis.rangemode == "normal" and accuracy.layout.yaxis.rangemode == "tozero"
 
 
 def test_before_the_first_step_the_training_charts_are_blank_with_a_note():
-    for fig in plots.training_figures([{"kind": "status", "message": "loading corpus"}]):
+    for fig in curves.training_figures([{"kind": "status", "message": "loading corpus"}]):
         assert not fig.data and fig.layout.annotations and fig.layout.xaxis.visible is False
 
 
@@ -73,7 +73,7 @@ def test_a_fine_tuning_run_is_compared_by_its_classification_accuracy_and_loss()
     tuned = [{"kind": "train", "step": s, "tokens": 50 * s, "loss": 0.7 - s / 100, "acc": 0.5 + s / 100,
               "elapsed": s * 0.1} for s in range(1, 11)] + [{"kind": "val", "step": 10, "tokens": 500, "acc": 0.61,
                                                              "loss": 0.66, "elapsed": 1.0}]
-    fig = plots.compare_figure({"pre-trained": records(), "fine-tuned": tuned})
+    fig = curves.compare_figure({"pre-trained": records(), "fine-tuned": tuned})
     drawn = {(t.name, t.xaxis): list(t.y) for t in fig.data}
     assert drawn[("fine-tuned", "x")] == [0.61] and drawn[("fine-tuned", "x2")][0] == pytest.approx(0.69)
     assert drawn[("pre-trained", "x")] == [0.05] * 4  # a pre-training run keeps its masked-LM curves
@@ -82,7 +82,7 @@ def test_a_fine_tuning_run_is_compared_by_its_classification_accuracy_and_loss()
 def test_the_fine_tuning_chart_draws_each_starts_validation_accuracy_and_names_the_line_to_beat():
     runs = {"pretrained": [{"kind": "train", "step": 5, "acc": 0.2}, {"kind": "val", "step": 5, "acc": 0.6}],
             "random": [{"kind": "val", "step": 5, "acc": 0.5}]}
-    fig = plots.finetune_figure(runs, chance=0.52)
+    fig = curves.finetune_figure(runs, chance=0.52)
     assert [t.name for t in fig.data] == ["pre-trained (validation)", "random weights (validation)",
                                           "always the commonest class: 0.52"]  # no swinging batch accuracies
     assert list(fig.data[-1].y) == [0.52, 0.52] and not fig.layout.annotations  # in the legend, not on a curve
@@ -91,19 +91,19 @@ def test_the_fine_tuning_chart_draws_each_starts_validation_accuracy_and_names_t
 
 def test_a_flat_noisy_loss_is_drawn_on_an_axis_at_least_one_nat_wide():
     flat = [{"kind": "train", "step": s, "mlm_loss": 6.95 + 0.03 * (s % 2), "nsp_loss": 0.69} for s in range(1, 9)]
-    fig = plots.loss_figure(flat)
+    fig = curves.loss_figure(flat)
     low, high = fig.layout.yaxis.range
-    assert high - low >= plots.MIN_LOSS_SPAN and low <= 6.95 and high >= 6.98
+    assert high - low >= curves.MIN_LOSS_SPAN and low <= 6.95 and high >= 6.98
 
 
 def test_the_label_count_chart_averages_repeated_runs_of_one_count():
-    fig = plots.label_count_figure([("pretrained", 100, 0.6), ("pretrained", 100, 0.7), ("random", 1000, 0.8)])
+    fig = curves.label_count_figure([("pretrained", 100, 0.6), ("pretrained", 100, 0.7), ("random", 1000, 0.8)])
     lines = {t.name: (list(t.x), list(t.y)) for t in fig.data}
     assert lines["pre-trained"][0] == [100] and lines["pre-trained"][1][0] == pytest.approx(0.65)
     assert lines["random weights"] == ([1000], [0.8])
     spread = fig.data[0].error_y  # the two runs' range around their mean
     assert list(spread.array) == pytest.approx([0.05]) and list(spread.arrayminus) == pytest.approx([0.05])
     assert fig.layout.yaxis.range == pytest.approx([0.48, 1.0])  # from the line to beat, not zoomed to the points
-    f1 = plots.label_count_figure([("well-read", 100, 0.8)], "F1")  # a GLUE task's own metric names the chart
+    f1 = curves.label_count_figure([("well-read", 100, 0.8)], "F1")  # a GLUE task's own metric names the chart
     assert f1.layout.title.text == "Test F1 by number of labels" and f1.layout.yaxis.title.text == "test F1"
     assert f1.data[0].name == "Google's BERT, same shape"

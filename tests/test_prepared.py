@@ -1,16 +1,17 @@
-"""bert_demo/prepared.py: a named corpus's vocabulary and token ids (with each document's source) are made once and
+"""bert_demo/data/token_cache.py: a named corpus's vocabulary and token ids (with each document's source) are made once and
 read back the same, a damaged file or one of another layout is made again, and a visitor's file is never kept."""
 from __future__ import annotations
 
 import pytest
 
-import bert_demo.trainer as trainer_module
-from bert_demo import prepared, sources
-from bert_demo.prepared import cached_ids, cached_vocabulary
-from bert_demo.pretraining_data import tokenize_sourced
+import bert_demo.training.pretraining as trainer_module
+from bert_demo.data import sources
+from bert_demo.data import token_cache as prepared
+from bert_demo.data.pairs import tokenize_sourced
+from bert_demo.data.token_cache import cached_ids, cached_vocabulary
 from bert_demo.tokenizer import train_tokenizer, vocabulary
-from bert_demo.train_config import TrainConfig
-from bert_demo.trainer import pretraining
+from bert_demo.training.pretraining import pretraining
+from bert_demo.training.settings import TrainConfig
 
 DOCUMENTS = [[f"The {animal} number {i} lived near the {place} for many years.", f"People saw the {animal} often.",
               f"It liked the {place} in the summer months."]

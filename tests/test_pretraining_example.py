@@ -8,11 +8,11 @@ import math
 import pytest
 import torch
 
-from bert_demo import pretraining_example
+from bert_demo.data.pairs import IS_NEXT
+from bert_demo.inspection import pretraining_example
 from bert_demo.model import IGNORE_INDEX
-from bert_demo.pretraining_data import IS_NEXT
-from bert_demo.train_config import PAPER_RECIPE, TrainConfig
-from bert_demo.trainer import pretraining, prepare, split_corpus
+from bert_demo.training.pretraining import prepare, pretraining, split_corpus
+from bert_demo.training.settings import PAPER_RECIPE, TrainConfig
 
 SEED = 11
 

@@ -1,4 +1,4 @@
-"""bert_demo/app/queue_door.py: one address holds at most its share of gradio's queue, its next questions wait at
+"""bert_demo/app/guards/queue_door.py: one address holds at most its share of gradio's queue, its next questions wait at
 the door (holding no place in gradio's queue and no worker) and are refused past that, whichever route they take; a
 stream of a session gradio does not know is answered 404 before it starts, and so is an endpoint or function that
 does not exist; an address holds at most its share of open streams; a flood of refusals logs a line a minute."""
@@ -13,11 +13,11 @@ from types import SimpleNamespace
 import pytest
 from gradio.route_utils import FnIndexInferError
 
-from bert_demo.app import http_limits
-from bert_demo.app.http_limits import QuietLog
-from bert_demo.app.queue_door import ADDRESS_EVENTS, UNKNOWN, WORKERS, Door
+from bert_demo.app.guards import http_limits
+from bert_demo.app.guards.http_limits import QuietLog
+from bert_demo.app.guards.queue_door import ADDRESS_EVENTS, UNKNOWN, WORKERS, Door
+from bert_demo.app.guards.visitors import TRUSTED_PROXIES_ENV
 from bert_demo.app.ui import QUEUE_SIZE
-from bert_demo.app.visitors import TRUSTED_PROXIES_ENV
 
 ONE, OTHER = "93.184.216.34", "151.101.1.69"
 

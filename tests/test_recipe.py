@@ -4,14 +4,19 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bert_demo.config import PRESETS
-from bert_demo.model import BertForPreTraining
-from bert_demo.pretraining_data import token_counts
 from bert_demo.checkpoint import optimizer_tensors
-from bert_demo.config import OPTIMIZER_NAME
-from bert_demo.recipe import (initialise, lr_multiplier, optimizer_and_schedule, set_dropout, sinusoids,
-                              unigram_log_probs)
-from bert_demo.train_config import TrainConfig
+from bert_demo.config import OPTIMIZER_NAME, PRESETS
+from bert_demo.data.pairs import token_counts
+from bert_demo.model import BertForPreTraining
+from bert_demo.training.recipe import (
+    initialise,
+    lr_multiplier,
+    optimizer_and_schedule,
+    set_dropout,
+    sinusoids,
+    unigram_log_probs,
+)
+from bert_demo.training.settings import TrainConfig
 
 
 def fresh(seed: int = 0) -> BertForPreTraining:

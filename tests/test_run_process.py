@@ -1,4 +1,4 @@
-"""bert_demo/app/run_process.py: a run in a child process streams the run's records, shares its weights live,
+"""bert_demo/app/runs/run_process.py: a run in a child process streams the run's records, shares its weights live,
 stops when asked, and reports a refusal, a crash or its own death instead of hanging its readers."""
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from bert_demo import recipe
-from bert_demo.loop import Control
-from bert_demo.app import run_process
-from bert_demo.app.run_process import ProcessTrainer, question_asked
-from bert_demo.app.job import TrainingJob
+from bert_demo.app.runs import run_process
+from bert_demo.app.runs.job import TrainingJob
+from bert_demo.app.runs.run_process import ProcessTrainer, question_asked
 from bert_demo.checkpoint import load_pretrained, read_metadata
 from bert_demo.config import WEIGHTS_NAME
-from bert_demo.train_config import TrainConfig
-from bert_demo.trainer import pretraining
+from bert_demo.training import recipe
+from bert_demo.training.loop import Control
+from bert_demo.training.pretraining import pretraining
+from bert_demo.training.settings import TrainConfig
 
 
 def config(tmp_path, corpus: str, steps: int = 40) -> TrainConfig:

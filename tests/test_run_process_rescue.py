@@ -1,4 +1,4 @@
-"""bert_demo/app/run_process.py: a run whose process is killed between two steps is not lost: the app saves the
+"""bert_demo/app/runs/run_process.py: a run whose process is killed between two steps is not lost: the app saves the
 weights it shares with it, at the step they belong to."""
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import time
 
 import torch
 
-from bert_demo.app.run_process import ProcessTrainer
-from bert_demo.app.job import TrainingJob
+from bert_demo.app.runs.job import TrainingJob
+from bert_demo.app.runs.run_process import ProcessTrainer
 from bert_demo.checkpoint import load_pretrained, read_metadata
-from bert_demo.train_config import TrainConfig
 from bert_demo.config import OPTIMIZER_NAME
+from bert_demo.training.settings import TrainConfig
 
 
 def test_a_child_killed_between_steps_leaves_its_shared_weights_saved_at_their_step(write_corpus, tmp_path):
@@ -43,7 +43,7 @@ def test_a_child_killed_between_steps_leaves_its_shared_weights_saved_at_their_s
 
 
 def test_a_child_killed_while_its_weights_are_being_fetched_has_ended_not_failed():
-    from bert_demo.app.run_process import _messages
+    from bert_demo.app.runs.run_process import _messages
 
     class Reset:
         """A pipe whose next message cannot be read: the sender died while its file descriptors were fetched."""

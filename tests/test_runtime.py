@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bert_demo import runtime
 from bert_demo.config import PRESETS
 from bert_demo.model import BertForPreTraining
-from bert_demo.runtime import Distributed, pick_device, resolve_precision, wrap_for_training
-from bert_demo.train_config import TrainConfig
-from bert_demo.loop import Window
-from bert_demo.trainer import _loss
+from bert_demo.training import runtime
+from bert_demo.training.loop import Window
+from bert_demo.training.pretraining import _loss
+from bert_demo.training.runtime import Distributed, pick_device, resolve_precision, wrap_for_training
+from bert_demo.training.settings import TrainConfig
 
 
 @pytest.fixture

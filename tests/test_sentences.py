@@ -7,8 +7,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bert_demo.sentences import ABBREVIATIONS, MAX_WORDS, MIN_WORDS
-from bert_demo.sentences import split_sentences
+from bert_demo.data.sentences import ABBREVIATIONS, MAX_WORDS, MIN_WORDS, split_sentences
 
 # ---------------------------------------------------------------------------------------------------------------
 # split_sentences

@@ -10,11 +10,11 @@ import gradio as gr
 import pytest
 import torch
 
+from bert_demo.app.state.registry import Registry
 from bert_demo.app.tabs import attention, fill, nsp
 from bert_demo.app.tabs.attention import VIEWS
-from bert_demo.app.registry import Registry
 from bert_demo.app.ui import build_demo
-from bert_demo.model_card import CURVE_NAME
+from bert_demo.inspection.card import CURVE_NAME
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "small-english"

@@ -1,4 +1,4 @@
-"""bert_demo/app/slot.py: the training slot starts the runs of the tickets in its line, whatever their pages do; a run
+"""bert_demo/app/runs/slot.py: the training slot starts the runs of the tickets in its line, whatever their pages do; a run
 outlives its page for a while, an experiment keeps its turn, every waiting visitor has a number of their own, the
 line says how long the runs ahead have left, takes no run that would wait more than about 15 minutes, and puts a
 network's second run behind every other network's first."""
@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from bert_demo.app.disk import Disk
-from bert_demo.app.job import TrainingJob
-from bert_demo.app.slot import BUSY_MARK, LINE_S, Slot, Ticket
-from bert_demo.app.visitors import Visitor
-from bert_demo.train_config import FinetuneConfig, TrainConfig
+from bert_demo.app.guards.visitors import Visitor
+from bert_demo.app.runs.job import TrainingJob
+from bert_demo.app.runs.slot import BUSY_MARK, LINE_S, Slot, Ticket
+from bert_demo.app.state.disk import Disk
+from bert_demo.training.settings import FinetuneConfig, TrainConfig
 
 
 class Counting:

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from bert_demo import sources
-from bert_demo.parsers import examples, miscellany, news_speech, packages
 from bert_demo.__main__ import build_parser
-from bert_demo.corpus import CACHE_VERSION, is_named, load_corpus
-from bert_demo.sentences import MAX_WORDS, MIN_WORDS
-from bert_demo.train_config import TrainConfig, given_flags
+from bert_demo.data import sources
+from bert_demo.data.corpus import CACHE_VERSION, is_named, load_corpus
+from bert_demo.data.parsers import examples, miscellany, news_speech, packages
+from bert_demo.data.sentences import MAX_WORDS, MIN_WORDS
+from bert_demo.training.settings import TrainConfig, given_flags
 from tests.conftest import benchmark_script, import_or_skip, skip_or_fail
 from tests.test_parsers import cached_deb
 

@@ -9,11 +9,11 @@ import re
 import gradio as gr
 import pytest
 
-from bert_demo import pretraining_example
 from bert_demo.app import text
 from bert_demo.app.tabs import steps, train
-from bert_demo.forward_steps import STEP_NAMES, source_line
-from bert_demo.train_config import PAPER_RECIPE, TrainConfig
+from bert_demo.inspection import pretraining_example
+from bert_demo.inspection.forward_steps import STEP_NAMES, source_line
+from bert_demo.training.settings import PAPER_RECIPE, TrainConfig
 
 MODEL = "checkpoints/tiny-test"
 PARAGRAPHS = "\n\n".join(
@@ -152,7 +152,7 @@ def test_scores_are_drawn_as_dots_and_shares_as_bars_and_a_lone_sentence_is_said
 
 
 def test_walking_the_steps_of_one_input_runs_the_model_once(registry, monkeypatch):
-    from bert_demo import forward_steps as forward
+    from bert_demo.inspection import forward_steps as forward
 
     runs, run = [], forward.forward_pass
     monkeypatch.setattr(forward, "forward_pass", lambda *args: runs.append(args[2:]) or run(*args))

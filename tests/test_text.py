@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bert_demo.app import text
 from bert_demo.app.text import model_markdown
-from bert_demo.sources import MIX_ABOUT
+from bert_demo.data.sources import MIX_ABOUT
 
 SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints"
 

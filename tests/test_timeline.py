@@ -7,14 +7,14 @@ import json
 import pytest
 import torch
 
-from bert_demo import timeline
 from bert_demo.app import header
+from bert_demo.app.state.registry import Registry
 from bert_demo.app.tabs import attention, fill
-from bert_demo.app.registry import Registry
 from bert_demo.config import PRESETS
 from bert_demo.model import BertForPreTraining
-from bert_demo.train_config import TrainConfig
-from bert_demo.trainer import pretraining
+from bert_demo.training import timeline
+from bert_demo.training.pretraining import pretraining
+from bert_demo.training.settings import TrainConfig
 
 
 @pytest.fixture(scope="module")

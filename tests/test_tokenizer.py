@@ -5,7 +5,6 @@ import pytest
 import transformers
 
 from bert_demo.tokenizer import SPECIAL_TOKENS, load_tokenizer, tokenizer_from_vocab, train_tokenizer, vocabulary
-
 from tests.conftest import SENTENCES
 
 

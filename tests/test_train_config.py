@@ -6,8 +6,16 @@ from dataclasses import fields
 
 import pytest
 
-from bert_demo.train_config import (APP_RUN, BERT_RECIPE, TrainConfig, add_flags, bounds, check_limits, given_flags,
-                                    shared_limits)
+from bert_demo.app.policy import APP_RUN
+from bert_demo.training.settings import (
+    BERT_RECIPE,
+    TrainConfig,
+    add_flags,
+    bounds,
+    check_limits,
+    given_flags,
+    shared_limits,
+)
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -25,7 +33,7 @@ def test_every_setting_has_a_command_line_flag_with_its_help():
 
 
 def test_every_setting_of_every_config_has_one_concern_and_the_help_lists_the_flags_by_concern():
-    from bert_demo.train_config import GROUPS, FinetuneConfig
+    from bert_demo.training.settings import GROUPS, FinetuneConfig
 
     for config in (TrainConfig, FinetuneConfig):
         assert {f.metadata["group"] for f in fields(config)} <= set(GROUPS)
@@ -35,7 +43,7 @@ def test_every_setting_of_every_config_has_one_concern_and_the_help_lists_the_fl
         for f in fields(config):
             assert f.name in sections[GROUPS[f.metadata["group"]]], f.name
     with pytest.raises(ValueError, match="unknown group"):
-        from bert_demo.train_config import setting
+        from bert_demo.training.settings import setting
         setting(1, "a setting of no concern", group="misc")
 
 

@@ -16,23 +16,21 @@ import torch
 import transformers
 from safetensors.torch import load_file
 
-import bert_demo.evaluate as evaluate_module
-import bert_demo.loop as loop_module
-import bert_demo.runtime as runtime_module
-import bert_demo.saving as saving_module
-import bert_demo.trainer as trainer_module
-from bert_demo import recipe
-from bert_demo import timeline
+import bert_demo.training.evaluate as evaluate_module
+import bert_demo.training.loop as loop_module
+import bert_demo.training.pretraining as trainer_module
+import bert_demo.training.runtime as runtime_module
+import bert_demo.training.saving as saving_module
 from bert_demo.checkpoint import load_pretrained, optimizer_tensors, read_metadata
-from bert_demo.config import PRESETS
-from bert_demo.corpus import load_corpus
-from bert_demo.evaluate import evaluate, validate
+from bert_demo.config import OPTIMIZER_NAME, PRESETS
+from bert_demo.data.corpus import load_corpus
+from bert_demo.data.pairs import PretrainingData, SpecialIds, Tokenized, split_documents, tokenize_documents
 from bert_demo.model import BertForPreTraining
-from bert_demo.pretraining_data import PretrainingData, SpecialIds, Tokenized, split_documents, tokenize_documents
-from bert_demo.runtime import describe_hardware, release_free_memory
-from bert_demo.train_config import TrainConfig
-from bert_demo.config import OPTIMIZER_NAME
-from bert_demo.trainer import pretraining
+from bert_demo.training import recipe, timeline
+from bert_demo.training.evaluate import evaluate, validate
+from bert_demo.training.pretraining import pretraining
+from bert_demo.training.runtime import describe_hardware, release_free_memory
+from bert_demo.training.settings import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 STORIES = [
@@ -421,7 +419,7 @@ def run_under_torchrun(tmp_path: Path, stories_file: str, out: Path, body: str) 
     script = tmp_path / "ddp_script.py"
     script.write_text(
         "import os, torch, torch.distributed as dist\n"
-        "from bert_demo.train_config import TrainConfig\nfrom bert_demo.trainer import pretraining\n"
+        "from bert_demo.training.settings import TrainConfig\nfrom bert_demo.training.pretraining import pretraining\n"
         f"config = TrainConfig(preset='tiny', corpus={stories_file!r}, steps=6, batch_size=8, seq_len=32,\n"
         f"                     vocab_size=200, eval_every=3, log_every=3, out={str(out)!r})\n"
         "trainer = pretraining(config)\n"

@@ -17,14 +17,14 @@ from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 
 from bert_demo.app import header, text
-from bert_demo.app.job import TrainingJob
-from bert_demo.app.registry import Registry
+from bert_demo.app.runs.job import TrainingJob
+from bert_demo.app.state.registry import Registry
+from bert_demo.app.state.uploads import UPLOAD_PREFIX
 from bert_demo.app.tabs import attention, embeddings, fill, nsp, train
 from bert_demo.app.tabs.attention import VIEW_AVERAGE, VIEW_HEAD, VIEW_ROLLOUT
 from bert_demo.app.ui import ANALYTICS_EVERY
-from bert_demo.app.uploads import UPLOAD_PREFIX
 from bert_demo.config import PRESETS, read_metadata
-from bert_demo.train_config import TrainConfig
+from bert_demo.training.settings import TrainConfig
 from tests.conftest import held, wait_until
 
 MODEL = "checkpoints/tiny-test"
@@ -315,7 +315,7 @@ FIRST_USE = """
 import sys, threading
 from bert_demo.app import header
 from bert_demo.app.tabs import attention, fill, nsp
-from bert_demo.app.registry import Registry
+from bert_demo.app.state.registry import Registry
 from bert_demo.app.ui import build_demo
 registry = Registry(checkpoints_dir=sys.argv[1], runs_dir=sys.argv[2], device="cpu", allow_hub=False)
 demo = build_demo(registry)

@@ -1,11 +1,11 @@
-"""bert_demo/weight_change.py: each part's relative change is the norm of its difference over the norm of its
+"""bert_demo/inspection/weight_change.py: each part's relative change is the norm of its difference over the norm of its
 start, the parts run bottom to top, and the heads one model lacks are left out."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from bert_demo.weight_change import part_of, relative_change
+from bert_demo.inspection.weight_change import part_of, relative_change
 
 
 def test_weights_belong_to_their_part_and_the_heads_to_none():

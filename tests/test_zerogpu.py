@@ -20,13 +20,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from bert_demo.app import gpu_call, zerogpu
-from bert_demo.app.forms import FORM
-from bert_demo.app.gpu_call import call_seconds, train_call
-from bert_demo.app.registry import Registry
-from bert_demo.app.zerogpu import duration
+from bert_demo.app.policy import APP_GPU_RUN
+from bert_demo.app.runs import gpu_call, zerogpu
+from bert_demo.app.runs.gpu_call import call_seconds, train_call
+from bert_demo.app.runs.zerogpu import duration
+from bert_demo.app.state.forms import FORM
+from bert_demo.app.state.registry import Registry
 from bert_demo.config import read_metadata
-from bert_demo.train_config import APP_GPU_RUN, FinetuneConfig, TrainConfig
+from bert_demo.training.settings import FinetuneConfig, TrainConfig
 from tests.conftest import free_port, import_or_skip, wait_until
 from tests.zerogpu_device_api import DeviceAPI
 from tests.zerogpu_harness import ForkedGPU, GPUError, ZeroGPUTorch
@@ -170,7 +171,7 @@ def test_zerogpu_where_spaces_cannot_be_imported_a_call_is_charged_at_least_as_o
 
 def test_zerogpu_a_named_corpus_is_read_on_the_cpu_before_the_call_and_an_upload_inside_it(monkeypatch, tmp_path):
     prepared, calls = [], []
-    monkeypatch.setattr("bert_demo.trainer.prepare_data", lambda config: prepared.append(config.corpus))
+    monkeypatch.setattr("bert_demo.training.pretraining.prepare_data", lambda config: prepared.append(config.corpus))
 
     def call(config, *arguments):
         calls.append((config.corpus, list(prepared)))
@@ -315,7 +316,7 @@ IP_TOKEN = ".".join(base64.urlsafe_b64encode(json.dumps(part).encode()).decode()
 
 REAL_SPACES = """
 import app, torch
-from bert_demo.app import zerogpu
+from bert_demo.app.runs import zerogpu
 from bert_demo.app.backend import backend
 registry = app.registry
 loaded = registry.catalog.load(registry.catalog.default_model())
@@ -473,7 +474,7 @@ def test_zerogpu_real_spaces_a_refusal_reaches_the_visitor_in_zerogpus_words_and
 def test_zerogpu_the_train_and_fine_tune_tabs_say_each_calls_length_before_start_and_time_nothing_here(
         roots, monkeypatch, zerogpu_torch):
     import_or_skip("gradio")  # the tabs' (a lent GPU machine has none)
-    from bert_demo.app import estimates
+    from bert_demo.app.runs import estimates
     from bert_demo.app.tabs import finetune, train
 
     monkeypatch.setattr(estimates, "pace", lambda shape: pytest.fail("a pace was timed in the app's process"))

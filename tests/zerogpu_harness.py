@@ -71,7 +71,7 @@ class ZeroGPUTorch:
 
 def cuda_runs_on_the_cpu() -> None:
     """A run asked to train on "cuda" trains on the CPU (in a GPU call's worker on a machine without a GPU)."""
-    from bert_demo import loop, runtime
+    from bert_demo.training import loop, runtime
 
     loop.pick_device = lambda requested, distributed: runtime.pick_device(
         "cpu" if str(requested).startswith("cuda") else requested, distributed)

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def main(report: Path) -> None:
     """Serve the app as `python app.py` does, after the additions above."""
-    from bert_demo.app import zerogpu  # first: `spaces` is imported before gradio, as app.py has it
+    from bert_demo.app.runs import zerogpu  # first: `spaces` is imported before gradio, as app.py has it
 
     if zerogpu.GPU_TRAINING is None:
         raise SystemExit(f"{zerogpu.ZERO_GPU_ENV} is not set: the app would not run as on ZeroGPU")

@@ -25,7 +25,7 @@ class Backend(SimpleNamespace):
     def labelled(self) -> ModuleType:
         """The fine-tuning data (it needs `datasets`): imported where fine-tuning is asked for, so that a machine
         without `datasets`, such as a lent GPU's, still reads and shows pre-training checkpoints."""
-        from bert_demo import labelled
+        from bert_demo.data import labelled
 
         return labelled
 
@@ -42,20 +42,12 @@ def backend() -> Backend:
             if _LOADED is None:
                 import torch
 
-                from bert_demo import (
-                    attribution,
-                    checkpoint,
-                    evaluate,
-                    inference,
-                    model,
-                    neighbours,
-                    pretraining_data,
-                    runtime,
-                    timeline,
-                    trainer,
-                    weight_change,
-                )
-                from bert_demo.app import run_process
+                from bert_demo import checkpoint, inference, model
+                from bert_demo.app.runs import run_process
+                from bert_demo.data import pairs as pretraining_data
+                from bert_demo.inspection import attribution, neighbours, weight_change
+                from bert_demo.training import evaluate, runtime, timeline
+                from bert_demo.training import pretraining as trainer
 
                 if not torch.cuda.is_available():  # a GPU host trains in a thread (CUDA and fork do not mix)
                     run_process.warm_up()  # a visitor who asks questions may train next: have the run's process ready
@@ -72,7 +64,7 @@ def _trim_heap() -> None:
     """Hand freed heap memory back to the system every TRIM_EVERY_S. Questions answered in many threads leave it
     in glibc's heap: 1,200 fill-mask and next-sentence requests from 16 threads held the process at 767 MB, and
     491 MB after one trim (the same 767 MB after 200 requests as after 1,200: held, not leaked)."""
-    from bert_demo.runtime import release_free_memory
+    from bert_demo.training.runtime import release_free_memory
 
     while True:
         time.sleep(TRIM_EVERY_S)

@@ -21,9 +21,9 @@ import gradio as gr
 from gradio.exceptions import ComponentProcessingError, InvalidPathError
 from gradio_client.utils import is_http_url_like
 
-from bert_demo.app.catalog import HubDownload
-from bert_demo.app.http_limits import QuietLog
-from bert_demo.app.visitors import address_of
+from bert_demo.app.guards.http_limits import QuietLog
+from bert_demo.app.guards.visitors import address_of
+from bert_demo.app.state.catalog import HubDownload
 
 Outputs = dict[str, Any]  # a handler's answer: output names to values
 Components = dict[str, Any]  # a page's components by name, as the tabs' layouts return them

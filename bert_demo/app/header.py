@@ -10,10 +10,9 @@ import gradio as gr
 
 from bert_demo.app import text
 from bert_demo.app.handlers import FINAL, NO_COMPARE, Components, Outputs, brief, timeline_choices
-from bert_demo.app.registry import Registry
+from bert_demo.app.state.registry import Registry
 from bert_demo.app.tabs import attention, embeddings, fill, nsp
 from bert_demo.app.tabs.heads import head_names
-
 
 # a chart drawn while its tab was hidden (an answer that came while the visitor looked at another tab) has plotly's
 # default width, wider than a phone: cut off at both sides. Plotly redraws its charts to their boxes on a resize

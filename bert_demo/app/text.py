@@ -8,12 +8,12 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from bert_demo.app.estimates import duration
-from bert_demo.app.folders import short_name
-from bert_demo.sources import MIX_ABOUT
+from bert_demo.app.runs.estimates import duration
+from bert_demo.app.state.folders import short_name
+from bert_demo.data.sources import MIX_ABOUT
 
 if TYPE_CHECKING:
-    from bert_demo.app.forms import Caps
+    from bert_demo.app.state.forms import Caps
 
 WORDS_READ = {"small-english": "12.8 million", "mini-english": "5.6 million"}  # the shipped models' text, in words
 INTRO = f"""# BERT, from scratch
@@ -110,7 +110,7 @@ def _training_lines(info: dict[str, Any]) -> list[str]:
 def _trained_recipe(train: dict[str, Any]) -> str:
     """The recipe a pre-training run's stored settings say it was trained with (settings it predates were BERT's:
     `TrainConfig.from_stored`), told by how it differs from the paper's."""
-    from bert_demo.train_config import TrainConfig
+    from bert_demo.training.settings import TrainConfig
 
     try:
         config = TrainConfig.from_stored(train)
@@ -319,7 +319,7 @@ def attribution_caption(lead: str, result: Any) -> str:
             f"{result.gap:.1%}.")
 
 
-# a recipe's settings as people read them (train_config.recipe_changes), each value in words
+# a recipe's settings as people read them (settings.recipe_changes), each value in words
 RECIPE_WORDS: dict[str, tuple[str, Callable[[Any], str]]] = {  # in the order a recipe is told
     "mask_prob": ("masking rate", lambda v: f"{v:.0%}"),
     "random_b": ("a random B comes from", lambda v: "another document of A's source" if v == "same-source"
@@ -351,9 +351,9 @@ FAST_RECIPE_WHY = ("The fast recipe starts the model where BERT's spends its fir
 
 
 def recipe_markdown(config: Any, lead: str = "") -> str:
-    """How a pre-training config's recipe differs from the paper's, a setting a row (`train_config.recipe_changes`);
+    """How a pre-training config's recipe differs from the paper's, a setting a row (`settings.recipe_changes`);
     that it is the paper's, where nothing differs."""
-    from bert_demo.train_config import recipe_changes, recipe_of
+    from bert_demo.training.settings import recipe_changes, recipe_of
 
     name = RECIPE_NAMES[recipe_of(config)]
     name = name if lead else name[0].upper() + name[1:]

@@ -20,19 +20,25 @@ from gradio import component_meta
 from starlette.middleware import Middleware
 
 from bert_demo.app import header
-from bert_demo.app.admission import DOWNLOAD, Admission, Refused
-from bert_demo.app.catalog import HubDownload, downloads_here
-from bert_demo.app.folders import read_examples
+from bert_demo.app.guards.admission import DOWNLOAD, Admission, Refused
+from bert_demo.app.guards.http_limits import (
+    UPLOAD_RETENTION_S,
+    UPLOAD_SWEEP_S,
+    Limits,
+    UploadLedger,
+    close_slow_connections,
+    max_body_bytes,
+)
+from bert_demo.app.guards.queue_door import WORKERS, Door
+from bert_demo.app.guards.visitors import Visitor, is_key, new_key, trusted_proxies, visitor_of
 from bert_demo.app.handlers import Blocks, Components, brief, refusals
-from bert_demo.app.http_limits import (UPLOAD_RETENTION_S, UPLOAD_SWEEP_S, Limits, UploadLedger,
-                                       close_slow_connections, max_body_bytes)
-from bert_demo.app.queue_door import WORKERS, Door
-from bert_demo.app.registry import Registry
-from bert_demo.app.run_process import question_asked
+from bert_demo.app.runs.run_process import question_asked
+from bert_demo.app.state.catalog import HubDownload, downloads_here
+from bert_demo.app.state.folders import read_examples
+from bert_demo.app.state.registry import Registry
 from bert_demo.app.tabs import attention, classifier, embeddings, fill, finetune, model, nsp, steps, train
-from bert_demo.app.tabs.fill import MAX_LABELS
+from bert_demo.app.tabs.fill import MAX_RANKED
 from bert_demo.app.tabs.heads import head_names
-from bert_demo.app.visitors import Visitor, is_key, new_key, trusted_proxies, visitor_of
 
 QUEUE_SIZE = 32  # events waiting in gradio's queue; questions wait in lines (admission.py) or at its door (queue_door)
 KEY_STORAGE = "bert-demo-visitor"  # where a browser keeps its visitor key (visitors.py)
@@ -102,7 +108,7 @@ CSS = """
 #fw-text pre, #fw-text pre code { white-space: pre-wrap !important; overflow-wrap: anywhere; }  /* model.py's
    long lines wrap on a phone */
 #neuron-plot > div { overflow-x: auto; }
-""" + ", ".join(f"#fill-label-{i}:has(> .empty)" for i in range(1, MAX_LABELS)) + """ { display: none !important; }
+""" + ", ".join(f"#fill-label-{i}:has(> .empty)" for i in range(1, MAX_RANKED)) + """ { display: none !important; }
 """  # a ranked list is drawn only for a [MASK] the sentence has: answers are values, not visibility updates
 def launch_kwargs(registry: Registry | None = None, uploads: UploadLedger | None = None) -> dict[str, Any]:
     """What `demo.launch()` needs besides host and port (gradio 6 takes css and theme here), the limits on what a

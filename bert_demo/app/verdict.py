@@ -6,9 +6,9 @@ frozen encoder did; a gap within what another seed changes is said to be small.
 """
 from __future__ import annotations
 
-from bert_demo import plots
-from bert_demo.records import Record
-from bert_demo.train_config import APP_FINETUNE
+from bert_demo.app.policy import APP_FINETUNE
+from bert_demo.inspection import curves
+from bert_demo.training.records import Record
 
 WELL_READ = "well-read"  # the start that read far more text than ours: Google's BERT of its shape, from the hub
 SMALL_GAP = 0.02  # a gap under two points is within what seeds alone change: said plainly
@@ -27,7 +27,7 @@ def verdict(finished: dict[str, list[Record]], train_examples: int | None, outsi
     key = metric_key(scores["pretrained"])
     labels = f"{train_examples:,} labelled sentences" if train_examples else "every labelled sentence"
     lines = [f"**With {labels}**, on test sentences none of the runs saw ({METRICS[key]}): " + ", ".join(
-        f"{plots.STARTS[init]} **{score[f'test_{key}']:.3f}**" for init, score in scores.items()) + "."]
+        f"{curves.START_NAMES[init]} **{score[f'test_{key}']:.3f}**" for init, score in scores.items()) + "."]
     if "random" in scores:
         lines.append(_gap("Pre-training", scores["pretrained"][f"test_{key}"] - scores["random"][f"test_{key}"],
                           "in this domain"))
@@ -37,7 +37,7 @@ def verdict(finished: dict[str, list[Record]], train_examples: int | None, outsi
                               f"on {outside}, a domain neither run trained on"))
             lines.append(_below_majority(scores, outside))
     if WELL_READ in scores:
-        lines.append(_well_read(scores, key, well_read or plots.STARTS[WELL_READ]))
+        lines.append(_well_read(scores, key, well_read or curves.START_NAMES[WELL_READ]))
     if "frozen" in scores:
         frozen = scores["frozen"][f"test_{key}"]
         lines.append(f"The frozen encoder (only the classifier learned) reached {frozen:.3f}: "

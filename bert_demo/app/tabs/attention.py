@@ -9,13 +9,13 @@ from typing import Any
 
 import gradio as gr
 
-from bert_demo import maps, plots
 from bert_demo.app import text
 from bert_demo.app.backend import backend
-from bert_demo.app.folders import Examples
 from bert_demo.app.handlers import FINAL, NO_COMPARE, Components, Outputs, friendly, load_at, step_name
-from bert_demo.app.registry import Registry
+from bert_demo.app.state.folders import Examples
+from bert_demo.app.state.registry import Registry
 from bert_demo.config import LIMITS
+from bert_demo.inspection import curves, figures
 
 VIEWS = {"head": "one head", "average": "average of the heads", "rollout": "rollout up to this layer"}
 VIEW_HEAD, VIEW_AVERAGE, VIEW_ROLLOUT = VIEWS.values()
@@ -78,11 +78,11 @@ def blank() -> Outputs:
     """The tab's answers as they are before any question: what another model leaves until it answers (the query
     tokens too: another model may cut the sentence into other pieces). Updates, not components: a component made
     while the page is laid out joins it."""
-    return {"att_caption": "", "att_plot": plots.empty_figure("Press “Show attention”", height=360),
+    return {"att_caption": "", "att_plot": curves.empty_figure("Press “Show attention”", height=360),
             "compare_plot": gr.update(visible=False),
-            "grid_plot": plots.empty_figure("All heads of the layer, side by side", height=240), "model_view": None,
+            "grid_plot": curves.empty_figure("All heads of the layer, side by side", height=240), "model_view": None,
             "neuron_token": gr.update(choices=[], value=None),
-            "neuron_plot": plots.empty_figure("Choose a query token, then Show how", height=240)}
+            "neuron_plot": curves.empty_figure("Choose a query token, then Show how", height=240)}
 
 
 def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
@@ -130,20 +130,20 @@ def attention(registry: Registry, model_name: str, text_a: str, text_b: str, lay
     shown = _attention_map(load_at(registry, model_name, step, owner, encoder=True), text_a, text_b, layer, head, view,
                            hide, pair)
     comparing = compare != NO_COMPARE
-    outputs = {"att_plot": maps.attention_heatmap(shown.rows, shown.matrix,
+    outputs = {"att_plot": figures.attention_heatmap(shown.rows, shown.matrix,
                                                    step_name(step) if comparing else shown.title, keys=shown.cols),
-               "grid_plot": maps.attention_grid(shown.rows, shown.heads, f"All {len(shown.heads)} heads of layer "
+               "grid_plot": figures.attention_grid(shown.rows, shown.heads, f"All {len(shown.heads)} heads of layer "
                                                  f"{shown.layer}", keys=shown.cols),
                "att_caption": text.attention_caption(len(shown.rows), len(shown.cols), shown.layers,
                                                      len(shown.heads), view == VIEW_ROLLOUT, shown.source),
                "compare_plot": gr.Plot(visible=False),
-               "model_view": gr.Gallery(maps.attention_thumbnails(shown.weights), columns=shown.weights.shape[1]),
+               "model_view": gr.Gallery(figures.attention_thumbnails(shown.weights), columns=shown.weights.shape[1]),
                "neuron_token": gr.Dropdown(choices=[(f"{i}: {t}", i) for i, t in enumerate(shown.tokens)],
                                            value=min(1, len(shown.tokens) - 1))}
     if comparing:
         other = _attention_map(load_at(registry, model_name, compare, owner, encoder=True), text_a, text_b, layer, head,
                                view, hide, pair)
-        outputs["compare_plot"] = gr.Plot(maps.attention_heatmap(other.rows, other.matrix, step_name(compare),
+        outputs["compare_plot"] = gr.Plot(figures.attention_heatmap(other.rows, other.matrix, step_name(compare),
                                                                   keys=other.cols), visible=True)
         outputs["att_caption"] = f"**{shown.title}**, at two steps of training. " + outputs["att_caption"]
     return outputs
@@ -213,7 +213,7 @@ def neuron(registry: Registry, model_name: str, text_a: str, text_b: str, layer:
     made = backend().inference.query_key(loaded.model, loaded.tokenizer, text_a, text_b, int(layer), int(head),
                                           position)
     title = f"Layer {int(layer)}, head {int(head)}: how “{made.tokens[position]}” weighs each token"
-    return {"neuron_plot": maps.neuron_figure(made.tokens, position, made.query, made.keys, made.weights, title)}
+    return {"neuron_plot": figures.neuron_figure(made.tokens, position, made.query, made.keys, made.weights, title)}
 
 
 def query_position(value: Any) -> int:

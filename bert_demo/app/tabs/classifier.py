@@ -8,15 +8,15 @@ from pathlib import Path
 
 import gradio as gr
 
-from bert_demo import maps, plots
 from bert_demo.app import text
 from bert_demo.app.backend import backend
-from bert_demo.app.folders import hub_id_of
 from bert_demo.app.handlers import Components, Outputs, friendly
-from bert_demo.app.registry import Registry
+from bert_demo.app.policy import well_read_name
+from bert_demo.app.state.folders import hub_id_of
+from bert_demo.app.state.registry import Registry
 from bert_demo.app.verdict import WELL_READ
 from bert_demo.config import LIMITS, has_weights, read_metadata
-from bert_demo.train_config import well_read_name
+from bert_demo.inspection import curves, figures
 
 WORDS_LABEL = "Which words drove the decision"
 
@@ -52,9 +52,9 @@ def layout(registry: Registry) -> Components:
                                            min_width=160)
         c["ft_att_caption"] = gr.Markdown(elem_id="ft-att-caption")
         with gr.Row():
-            c["ft_att_before"] = gr.Plot(plots.empty_figure("Before", height=240), show_label=False,
+            c["ft_att_before"] = gr.Plot(curves.empty_figure("Before", height=240), show_label=False,
                                          elem_id="ft-att-before", min_width=300)
-            c["ft_att_after"] = gr.Plot(plots.empty_figure("After", height=240), show_label=False,
+            c["ft_att_after"] = gr.Plot(curves.empty_figure("After", height=240), show_label=False,
                                         elem_id="ft-att-after", min_width=300)
     return c
 
@@ -138,10 +138,10 @@ def attention_change(registry: Registry, classifier: str, text_a: str, text_b: s
     shown = min(max(int(layer), 1), len(moved))
     per_layer = ", ".join(f"layer {i + 1}: {value:.2f}" for i, value in enumerate(moved.tolist()))
     was, now = before[shown - 1].mean(0), after[shown - 1].mean(0)  # (T, T): the layer's mean over heads
-    top = max(maps.colour_top(was), maps.colour_top(now))  # one scale: the same colour means the same weight
-    return {"ft_att_before": maps.attention_heatmap(tokens, was, f"Layer {shown}, before (mean of heads)",
+    top = max(figures.colour_top(was), figures.colour_top(now))  # one scale: the same colour means the same weight
+    return {"ft_att_before": figures.attention_heatmap(tokens, was, f"Layer {shown}, before (mean of heads)",
                                                      top=top, paired=True),
-            "ft_att_after": maps.attention_heatmap(tokens, now, f"Layer {shown}, after", top=top, paired=True),
+            "ft_att_after": figures.attention_heatmap(tokens, now, f"Layer {shown}, after", top=top, paired=True),
             "ft_att_caption": f"Share of attention that moved, averaged over heads and tokens: {per_layer}."}
 
 
@@ -172,4 +172,4 @@ def start_of(config: dict, selected: Path | None) -> str | None:
     model, init = Path(str(config.get("model"))), config.get("init")
     if init == "pretrained" and well_read_name(hub_id_of(model)):
         return WELL_READ
-    return init if init in plots.STARTS and selected is not None and model.resolve() == selected else None
+    return init if init in curves.START_NAMES and selected is not None and model.resolve() == selected else None

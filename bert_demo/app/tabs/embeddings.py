@@ -6,11 +6,11 @@ from collections.abc import Callable
 
 import gradio as gr
 
-from bert_demo import maps, plots
 from bert_demo.app.backend import backend
 from bert_demo.app.handlers import FINAL, Components, Outputs, friendly, load_at
-from bert_demo.app.registry import Registry
+from bert_demo.app.state.registry import Registry
 from bert_demo.config import LIMITS
+from bert_demo.inspection import curves, figures
 
 NEIGHBOURS = 12  # nearest tokens listed
 ON_ITS_OWN = ["token", "cosine similarity"]  # the neighbours table's columns, for a word on its own
@@ -83,7 +83,7 @@ def neighbours(registry: Registry, model_name: str, word: str, sentence: str, la
 def blank() -> Outputs:
     """The tab's answers as they are before any question: what another model leaves until it answers."""
     return {"neighbours_table": {"headers": ON_ITS_OWN, "data": []}, "neighbours_caption": "",
-            "projection_plot": plots.empty_figure("Press “Project”", height=300)}
+            "projection_plot": curves.empty_figure("Press “Project”", height=300)}
 
 
 def no_neighbours(registry: Registry) -> Outputs:
@@ -103,4 +103,4 @@ def projection(registry: Registry, model_name: str, words: str, step: str = FINA
     loaded = load_at(registry, model_name, step, owner, encoder=True)
     listed = [w for w in (words or "").replace(",", " ").split() if w]
     points = backend().inference.embedding_projection(loaded.model, loaded.tokenizer, listed)
-    return {"projection_plot": maps.projection_figure(points)}
+    return {"projection_plot": figures.projection_figure(points)}

@@ -8,15 +8,15 @@ import gradio as gr
 
 from bert_demo.app import text
 from bert_demo.app.backend import backend
-from bert_demo.app.folders import Examples
 from bert_demo.app.handlers import FINAL, Components, Outputs, friendly, load_at
-from bert_demo.app.registry import Registry
+from bert_demo.app.state.folders import Examples
+from bert_demo.app.state.registry import Registry
 from bert_demo.app.tabs.heads import head_mask, importance_block, importance_figure, no_importance
 
-MAX_LABELS = 6  # ranked lists shown for the first masks of a sentence
+MAX_RANKED = 6  # ranked lists shown for the first masks of a sentence
 LENS_TOP_K = 3  # guesses per layer in the per-layer table
 ASKED = ("model", "fill_text", "top_k", "heads_off", "step")  # Predict's inputs
-ANSWERED = ("filled", "layer_table", "words", *(f"mask_label_{i}" for i in range(MAX_LABELS)))  # and its answer
+ANSWERED = ("filled", "layer_table", "words", *(f"mask_label_{i}" for i in range(MAX_RANKED)))  # and its answer
 
 
 def layout(examples: Examples | None, heads: list[str]) -> Components:
@@ -32,7 +32,7 @@ def layout(examples: Examples | None, heads: list[str]) -> Components:
         c["filled"] = gr.HighlightedText(label="Best guesses filled in", elem_id="fill-sentence", show_legend=False,
                                          show_inline_category=True, interactive=False)
         with gr.Row():
-            for i in range(MAX_LABELS):
+            for i in range(MAX_RANKED):
                 c[f"mask_label_{i}"] = gr.Label(elem_id=f"fill-label-{i}", label=f"[MASK] {i + 1}",
                                                 min_width=180, show_heading=False)
         c["words"] = gr.HighlightedText(label="Click a word to mask it", elem_id="fill-words", show_legend=False,
@@ -81,7 +81,7 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
 def blank() -> Outputs:
     """The tab's answers as they are before any question: what another model leaves until it answers (the guesses
     are asked again, `header.wire`). Updates, not components: a component made while the page is laid out joins it."""
-    return {"filled": None, "layer_table": "", **{f"mask_label_{i}": None for i in range(MAX_LABELS)},
+    return {"filled": None, "layer_table": "", **{f"mask_label_{i}": None for i in range(MAX_RANKED)},
             "mask_words_box": gr.update(visible=False), "importance_plot": no_importance()}
 
 
@@ -108,13 +108,13 @@ def fill_mask(registry: Registry, model_name: str, sentence: str, top_k: float, 
     caption = "Best guesses filled in (the label is the model's probability)"
     if heads_off:
         caption += f", with {len(heads_off)} head{'s' if len(heads_off) > 1 else ''} switched off"
-    if len(predictions) > MAX_LABELS:
-        caption += f"; ranked lists below for the first {MAX_LABELS} of {len(predictions)} masks"
+    if len(predictions) > MAX_RANKED:
+        caption += f"; ranked lists below for the first {MAX_RANKED} of {len(predictions)} masks"
     outputs: Outputs = {"filled": gr.HighlightedText(value=spans, label=caption,
                                                      color_map={label: "#bfdbfe" for _, label in spans if label}),
                         "layer_table": text.layer_table(lens),
                         "words": text.word_spans(sentence)}
-    for i in range(MAX_LABELS):  # values, not component updates: an update costs gradio ~1 ms (a JSON schema)
+    for i in range(MAX_RANKED):  # values, not component updates: an update costs gradio ~1 ms (a JSON schema)
         outputs[f"mask_label_{i}"] = dict(predictions[i]) if i < len(predictions) else None  # empty: not drawn
     return outputs
 

@@ -15,28 +15,30 @@ from __future__ import annotations
 
 import functools
 import time
-from dataclasses import replace
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import gradio as gr
 
-from bert_demo import plots
-from bert_demo.app import estimates, text
+from bert_demo.app import text
 from bert_demo.app.backend import backend
 from bert_demo.app.handlers import Components, Outputs, friendly
-from bert_demo.app.job import TrainingJob
-from bert_demo.app.registry import Registry
-from bert_demo.app.slot import WAIT_POLL_S, Ticket
+from bert_demo.app.policy import APP_FINETUNE, WELL_READ_VOCAB
+from bert_demo.app.runs import estimates
+from bert_demo.app.runs.job import TrainingJob
+from bert_demo.app.runs.slot import WAIT_POLL_S, Ticket
+from bert_demo.app.state.registry import Registry
+from bert_demo.app.state.uploads import discard, private_copy
 from bert_demo.app.tabs import classifier, train
 from bert_demo.app.tabs.classifier import default_classifier
 from bert_demo.app.tabs.finetune_runs import chance, ended, label_counts, last_experiment, latest_took
 from bert_demo.app.tabs.train import START_BUSY, START_IDLE, STOP_ACTIVE, STOP_IDLE, UPDATE_EVERY_S
-from bert_demo.app.uploads import discard, private_copy
 from bert_demo.app.verdict import WELL_READ
-from bert_demo.labelled import FILE_TYPES, TASKS
-from bert_demo.records import Record
-from bert_demo.train_config import APP_FINETUNE, WELL_READ_VOCAB, FinetuneConfig
+from bert_demo.data.labelled import FILE_TYPES, TASKS
+from bert_demo.inspection import curves
+from bert_demo.training.records import Record
+from bert_demo.training.settings import FinetuneConfig
 
 ALL = "all"
 LABEL_CHOICES = [str(n) if n else ALL for n in APP_FINETUNE["label_counts"]]  # what the radio offers
@@ -67,11 +69,11 @@ def layout(registry: Registry) -> Components:
                 c["ft_estimate"] = gr.Markdown(elem_id="ft-estimate")
             with gr.Column(scale=2):
                 c["ft_status"] = gr.Markdown(text.FINETUNE_IDLE, elem_id="ft-status")
-                c["ft_curves"] = gr.Plot(plots.empty_figure("Accuracy, live while fine-tuning"),
+                c["ft_curves"] = gr.Plot(curves.empty_figure("Accuracy, live while fine-tuning"),
                                          elem_id="ft-curves", show_label=False)
                 c["ft_verdict"] = gr.Markdown(elem_id="ft-verdict")
-                c["ft_counts"] = gr.Plot(plots.label_count_figure([]), elem_id="ft-counts", show_label=False)
-                c["ft_changes"] = gr.Plot(plots.empty_figure("How far each layer moved", height=260),
+                c["ft_counts"] = gr.Plot(curves.label_count_figure([]), elem_id="ft-counts", show_label=False)
+                c["ft_changes"] = gr.Plot(curves.empty_figure("How far each layer moved", height=260),
                                           elem_id="ft-changes", show_label=False)
                 gr.Markdown("<small>How far fine-tuning moved each part of the encoder from where it started "
                             "(‖after − before‖ / ‖before‖). Studies of BERT find the top layers move most and the "
@@ -200,11 +202,11 @@ def follow(registry: Registry, ticket: Ticket, owner: str | None) -> Iterator[Ou
         finished[start] = list(job.records)
         if job.done.get("reason") == "error":
             yield {"ft_stop": STOP_IDLE, "ft_start": START_IDLE}
-            raise ValueError(f"the {plots.STARTS[start]} run failed: {job.done.get('message')}")
+            raise ValueError(f"the {curves.START_NAMES[start]} run failed: {job.done.get('message')}")
         if job.done.get("reason") != "finished":
             yield {"ft_status": estimates.job_status(job) + " The experiment stopped here.", "ft_stop": STOP_IDLE,
                    "ft_start": START_IDLE, "ft_estimate": _small(latest_took(registry, owner)),
-                   "ft_curves": plots.finetune_figure(finished, chance(finished.get("pretrained", [])))}
+                   "ft_curves": curves.finetune_figure(finished, chance(finished.get("pretrained", [])))}
             return
     yield {**ended(registry, configs, finished, owner), "ft_estimate": _small(latest_took(registry, owner))}
 
@@ -223,7 +225,7 @@ def _follow(ticket: Ticket, job: TrainingJob, finished: dict[str, list[Record]],
     """The status line, the line under Start (the experiment's whole time at its runs' pace) and the chart (the
     finished runs' curves and this one's) about once a second."""
     runs, number = len(ticket.configs), len(ticket.jobs)
-    title, rest = f"Run {number} of {runs}, {plots.STARTS[start]}", runs - number
+    title, rest = f"Run {number} of {runs}, {curves.START_NAMES[start]}", runs - number
     seen, last = 0, 0.0
     yield {"ft_status": f"{title}: {estimates.job_status(job)}", "ft_stop": STOP_ACTIVE, "ft_start": START_BUSY,
            "ft_verdict": ""}
@@ -236,7 +238,7 @@ def _follow(ticket: Ticket, job: TrainingJob, finished: dict[str, list[Record]],
                     if rest and job.seconds_left is not None else "")
             line = estimates.experiment_line(ticket.jobs, runs)
             yield {"ft_status": f"{title}: {estimates.job_status(job)}{left}",
-                   "ft_curves": plots.finetune_figure({**finished, start: job.records}, chance(job.records)),
+                   "ft_curves": curves.finetune_figure({**finished, start: job.records}, chance(job.records)),
                    **({"ft_estimate": line} if line else {})}
 
 

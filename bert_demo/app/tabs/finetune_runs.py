@@ -13,19 +13,20 @@ from typing import Any
 
 import gradio as gr
 
-from bert_demo import plots
 from bert_demo.app.backend import backend
-from bert_demo.app.catalog import ModelEntry
-from bert_demo.app.estimates import clock
-from bert_demo.app.folders import hub_id_of, weights_time
 from bert_demo.app.handlers import Outputs, friendly
-from bert_demo.app.registry import Registry
+from bert_demo.app.policy import well_read_model, well_read_name
+from bert_demo.app.runs.estimates import clock
+from bert_demo.app.state.catalog import ModelEntry
+from bert_demo.app.state.folders import hub_id_of, weights_time
+from bert_demo.app.state.registry import Registry
 from bert_demo.app.tabs.classifier import start_of
 from bert_demo.app.tabs.train import START_IDLE, STOP_IDLE
 from bert_demo.app.verdict import METRICS, WELL_READ, final_record, verdict
 from bert_demo.config import has_weights, read_metadata
-from bert_demo.records import Record
-from bert_demo.train_config import FinetuneConfig, well_read_model, well_read_name
+from bert_demo.inspection import curves
+from bert_demo.training.records import Record
+from bert_demo.training.settings import FinetuneConfig
 
 UPLOAD_COUNTS = "drawn for the listed tasks:<br>an uploaded file is a task of its own"  # the empty chart's note
 ORDER = ("pretrained", "random", "frozen", WELL_READ)  # an experiment's starts, in the order they train
@@ -47,10 +48,10 @@ def ended(registry: Registry, configs: dict[str, FinetuneConfig], finished: dict
     choices = registry.catalog.choices(owner)
     return {"ft_status": f"{status}: {runs}. The fine-tuned model is saved as {newest}: try it below.",
             "ft_stop": STOP_IDLE, "ft_start": START_IDLE,
-            "ft_curves": plots.finetune_figure(finished, chance(finished["pretrained"])),
+            "ft_curves": curves.finetune_figure(finished, chance(finished["pretrained"])),
             "ft_verdict": verdict(finished, pretrained.train_examples, pretrained.outside, well_read),
             "ft_counts": label_counts(registry, model, pretrained.task, owner)["ft_counts"] if model else gr.skip(),
-            "ft_changes": plots.layer_change_figure(layer_changes(configs)),
+            "ft_changes": curves.layer_change_figure(layer_changes(configs)),
             "ft_classifier": gr.Dropdown(choices=registry.catalog.classifier_choices(owner), value=newest),
             "model": gr.Dropdown(choices=choices),
             "ft_model": gr.Dropdown(choices=choices, value=model) if model else gr.Dropdown(choices=choices)}
@@ -111,7 +112,7 @@ def latest_took(registry: Registry, owner: str | None) -> str:
     if not runs:
         return ""
     each = [(_start(m), float(m["elapsed"])) for _, m in _siblings(runs, runs[0])]
-    parts = ", ".join(f"{clock(took)} ({plots.STARTS.get(start, start)})" for start, took in each)
+    parts = ", ".join(f"{clock(took)} ({curves.START_NAMES.get(start, start)})" for start, took in each)
     return (f"The latest experiment here took {clock(sum(took for _, took in each))} of training: {parts}."
             if len(each) > 1 else f"The latest experiment here took {parts} of training.")
 
@@ -160,7 +161,7 @@ def label_counts(registry: Registry, model: str, task: str, owner: str | None = 
     google = entry.config and well_read_model(entry.config.num_hidden_layers, entry.config.hidden_size)
     points: list[tuple[str, int, float]] = []
     if task not in backend().labelled.TASKS:  # a visitor's file: each upload is a task of its own
-        return {"ft_counts": plots.label_count_figure(points, empty=UPLOAD_COUNTS)}
+        return {"ft_counts": curves.label_count_figure(points, empty=UPLOAD_COUNTS)}
     key = {"accuracy": "acc"}.get(backend().labelled.TASKS[task].metric, backend().labelled.TASKS[task].metric)
     size, floor = None, 0.5
     for run in registry.catalog.list_models(owner):
@@ -177,7 +178,7 @@ def label_counts(registry: Registry, model: str, task: str, owner: str | None = 
             size = len(backend().labelled.load_task(task)["train"])
         points.append((start, config.get("train_examples") or size, float(final[f"test_{key}"])))
         floor = min(floor, final.get("test_majority", floor)) if key == "acc" else 0.0  # F1, MCC: 0 is chance
-    return {"ft_counts": plots.label_count_figure(points, METRICS[key], floor)}
+    return {"ft_counts": curves.label_count_figure(points, METRICS[key], floor)}
 
 
 def chance(records: list[Record]) -> float | None:

@@ -6,10 +6,10 @@ from typing import Any
 
 import gradio as gr
 
-from bert_demo import maps, plots
 from bert_demo.app.backend import backend
 from bert_demo.app.handlers import Components, load_at
-from bert_demo.app.registry import Registry
+from bert_demo.app.state.registry import Registry
+from bert_demo.inspection import curves, figures
 
 MAX_IMPORTANCE = 4  # head-importance maps drawn, for the first masks of a sentence
 
@@ -24,14 +24,14 @@ def importance_block(prefix: str, question: str, caption: str) -> Components:
 
 def no_importance() -> Any:
     """The head-importance map before it is asked for."""
-    return plots.empty_figure("Press “Which heads matter…” to switch each head off in turn", height=200)
+    return curves.empty_figure("Press “Which heads matter…” to switch each head off in turn", height=200)
 
 
 def importance_figure(registry: Registry, model_name: str, step: str, owner: str | None, text_a: str,
                        text_b: str | None = None) -> Any:
     loaded = load_at(registry, model_name, step, owner)
     labels, drops = backend().inference.head_importance(loaded.model, loaded.tokenizer, text_a, text_b)
-    return maps.head_importance_figure(labels[:MAX_IMPORTANCE], drops[:MAX_IMPORTANCE])
+    return figures.head_importance_figure(labels[:MAX_IMPORTANCE], drops[:MAX_IMPORTANCE])
 
 
 def head_mask(heads_off: list[str] | None, config: Any) -> list[list[float]] | None:

@@ -9,7 +9,7 @@ import gradio as gr
 from bert_demo.app import text
 from bert_demo.app.handlers import Components, Outputs, friendly
 from bert_demo.app.header import go_to
-from bert_demo.app.registry import Registry
+from bert_demo.app.state.registry import Registry
 
 
 def layout() -> Components:

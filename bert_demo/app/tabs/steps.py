@@ -11,13 +11,13 @@ from typing import Any
 
 import gradio as gr
 
-from bert_demo import maps, plots
 from bert_demo.app.handlers import FINAL, Components, Outputs, friendly, load_at
-from bert_demo.app.registry import Registry
+from bert_demo.app.state.registry import Registry
 from bert_demo.app.tabs import steps_views as views
 from bert_demo.config import LIMITS, read_metadata
-from bert_demo.sources import APP_SOURCES
-from bert_demo.train_config import PAPER_RECIPE, TrainConfig, recipe_of
+from bert_demo.data.sources import APP_SOURCES
+from bert_demo.inspection import curves, figures
+from bert_demo.training.settings import PAPER_RECIPE, TrainConfig, recipe_of
 
 YOUR_TEXT = "your own paragraphs"
 RECIPE_CHOICES = [("the one this model was trained with", "model"), ("the paper's", "paper")]
@@ -55,7 +55,7 @@ def layout() -> Components:
                 c["fw_next"] = gr.Button("Next step ▶", size="sm", elem_id="fw-next", min_width=120)
             c["fw_text"] = gr.Markdown(elem_id="fw-text", latex_delimiters=[
                 {"left": "$$", "right": "$$", "display": True}])
-            c["fw_plot"] = gr.Plot(plots.empty_figure("Press “Show the steps”", height=240), show_label=False,
+            c["fw_plot"] = gr.Plot(curves.empty_figure("Press “Show the steps”", height=240), show_label=False,
                                    elem_id="fw-plot")
     return c
 
@@ -135,7 +135,7 @@ def _typed_box(source: str) -> gr.Textbox:
 def _mover(by: int) -> Callable[[Any], int]:
     """A handler that moves the step picker by `by` steps, staying within them."""
     def move(index: Any) -> int:
-        from bert_demo.forward_steps import STEP_NAMES
+        from bert_demo.inspection.forward_steps import STEP_NAMES
 
         current = _step_index(index, len(STEP_NAMES))
         return min(max(current + by, 0), len(STEP_NAMES) - 1)
@@ -147,7 +147,7 @@ def pretraining_example(registry: Registry, model_name: str, source: str, typed:
                         seed: float, step: str = FINAL, owner: str | None = None) -> Outputs:
     """One pre-training example drawn with `seed` from a corpus (or typed paragraphs) under the model's recipe or
     the paper's, its input position by position, the shares of each choice over 1,000 draws, and its loss."""
-    from bert_demo import pretraining_example as examples
+    from bert_demo.inspection import pretraining_example as examples
 
     seed = examples.check_seed(seed)
     if source not in (*APP_SOURCES, YOUR_TEXT):
@@ -179,7 +179,7 @@ def forward_steps(registry: Registry, model_name: str, text_a: str, text_b: str 
                   index: Any = 0, step: str = FINAL, owner: str | None = None) -> Outputs:
     """One step of the forward pass of sentence A (and B) on the model, layer `layer` and head `head` shown inside
     the encoder: its equation, shape and line of model.py, and its values as a picture; and the step picker."""
-    from bert_demo import forward_steps as forward
+    from bert_demo.inspection import forward_steps as forward
 
     index = _step_index(index, len(forward.STEP_NAMES))
     loaded = load_at(registry, model_name, step, owner)
@@ -188,7 +188,7 @@ def forward_steps(registry: Registry, model_name: str, text_a: str, text_b: str 
                          lambda: forward.forward_pass(loaded.model, loaded.tokenizer, *asked))
     shown = forward.step(forward.SPECS[index], values)
     return {"fw_text": views.step_markdown(shown, index, len(forward.SPECS), forward.source_line(shown.code)),
-            "fw_plot": maps.step_figure("", shown.values, shown.rows, shown.columns, shown.cells,
+            "fw_plot": figures.step_figure("", shown.values, shown.rows, shown.columns, shown.cells,
                                         shown.probabilities),
             "fw_step": gr.Dropdown(choices=[(f"{i + 1}. {name}", i) for i, name in enumerate(forward.STEP_NAMES)],
                                    value=index)}
@@ -284,7 +284,7 @@ _shares, _passes = Kept(SHARES_KEPT), Kept(PASSES_KEPT)
 def _shares_of(key: tuple, documents: Any, tokenizer: Any, config: TrainConfig) -> Any:
     """The shares over 1,000 draws of a recipe on a sample, kept by the model (`key`: its name, folder and step)
     and the named corpus (a typed text's are counted afresh: they are quick)."""
-    from bert_demo import pretraining_example as examples
+    from bert_demo.inspection import pretraining_example as examples
 
     if key[-1] is None:
         return examples.shares(documents, tokenizer, config)

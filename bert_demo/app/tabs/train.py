@@ -9,23 +9,25 @@ from contextlib import contextmanager
 
 import gradio as gr
 
-from bert_demo import plots
-from bert_demo.app import estimates, text
+from bert_demo.app import text
 from bert_demo.app.handlers import Components, Outputs, friendly
-from bert_demo.app.job import TrainingJob
-from bert_demo.app.registry import Registry
-from bert_demo.app.slot import BUSY_MARK, WAIT_POLL_S, Ticket
-from bert_demo.app.uploads import discard, private_text
+from bert_demo.app.policy import APP_RUNS
+from bert_demo.app.runs import estimates
+from bert_demo.app.runs.job import TrainingJob
+from bert_demo.app.runs.slot import BUSY_MARK, WAIT_POLL_S, Ticket
+from bert_demo.app.state.registry import Registry
+from bert_demo.app.state.uploads import discard, private_text
 from bert_demo.config import PRESETS, read_metadata
-from bert_demo.sources import APP_SOURCES
-from bert_demo.train_config import APP_RUNS, RECIPES, FinetuneConfig, TrainConfig, default, label
+from bert_demo.data.sources import APP_SOURCES
+from bert_demo.inspection import curves
+from bert_demo.training.settings import RECIPES, FinetuneConfig, TrainConfig, default, label
 
 MAX_COMPARED = 8  # runs on one comparison chart
 UPDATE_EVERY_S = 1.0  # how often the training stream sends new charts
 WATCH_EVERY_S = 5.0  # how often an idle page hears how far someone else's run is
-STARTS = ("random weights (pre-train from scratch)", "the model selected above (continue training it)")
+RUN_STARTS = ("random weights (pre-train from scratch)", "the model selected above (continue training it)")
 RECIPE_CHOICES = [("fast: this app's", "fast"), ("BERT's: the paper's", "paper")]  # (words, train_config.RECIPES)
-START_RANDOM, START_CONTINUE = STARTS
+START_RANDOM, START_CONTINUE = RUN_STARTS
 PROBE_LABEL = f"Probe: guesses for “{default('probe')}”"
 STOP_ACTIVE = gr.Button(interactive=True, variant="stop")  # red only while there is a run to stop
 STOP_IDLE = gr.Button(interactive=False, variant="secondary")
@@ -53,7 +55,7 @@ def layout(registry: Registry) -> Components:
                                             "minutes, or BERT's own")
                 c["recipe_note"] = gr.Markdown(text.recipe_markdown(TrainConfig()) + "\n\n" + text.FAST_RECIPE_WHY,
                                                elem_id="recipe-note")
-                c["start_from"] = gr.Radio(list(STARTS), value=START_RANDOM, label="Start from",
+                c["start_from"] = gr.Radio(list(RUN_STARTS), value=START_RANDOM, label="Start from",
                                            elem_id="start-from",
                                            info="Continuing a model teaches it a new corpus (domain adaptation): "
                                                 "its size and vocabulary stay, the model size and vocabulary "
@@ -67,11 +69,11 @@ def layout(registry: Registry) -> Components:
 def _charts(registry: Registry) -> Components:
     """The live run's charts, probe, held-out guesses and zip, and the comparison of earlier runs."""
     c = {}
-    c["loss_plot"] = gr.Plot(plots.empty_figure("Loss appears here once training starts"),
+    c["loss_plot"] = gr.Plot(curves.empty_figure("Loss appears here once training starts"),
                              elem_id="loss-plot", show_label=False)
-    c["accuracy_plot"] = gr.Plot(plots.empty_figure("Accuracy"), elem_id="accuracy-plot", show_label=False)
+    c["accuracy_plot"] = gr.Plot(curves.empty_figure("Accuracy"), elem_id="accuracy-plot", show_label=False)
     with gr.Row(equal_height=True):
-        c["lr_plot"] = gr.Plot(plots.empty_figure("Learning rate"), elem_id="lr-plot", show_label=False)
+        c["lr_plot"] = gr.Plot(curves.empty_figure("Learning rate"), elem_id="lr-plot", show_label=False)
         c["probe"] = gr.Label(label=PROBE_LABEL, num_top_classes=5, elem_id="probe", show_heading=False)
     c["readout"] = gr.Markdown(elem_id="readout")
     c["checkpoint_file"] = gr.File(label="Checkpoint (Hugging Face format, zip)", visible=False,
@@ -84,7 +86,7 @@ def _charts(registry: Registry) -> Components:
             c["compare_x"] = gr.Radio(["tokens", "time"], value="tokens", label="Against",
                                       elem_id="compare-x", scale=1, min_width=160)
         c["compare_button"] = gr.Button("Compare", elem_id="compare-button", size="sm")
-        c["compare_runs_plot"] = gr.Plot(plots.empty_figure("Choose runs, then Compare", height=200),
+        c["compare_runs_plot"] = gr.Plot(curves.empty_figure("Choose runs, then Compare", height=200),
                                          show_label=False, elem_id="compare-runs-plot")
     return c
 
@@ -165,8 +167,8 @@ def train(registry: Registry, corpus: list[str], upload: str | None, preset: str
     """Take a place in line for the run (from random weights, or continuing `model_name`, under the app's fast
     recipe or the paper's) and follow it until it ends. The slot starts the run when its turn comes, so a page that
     reloads finds it again (`reopened`). Text the visitor typed is trained on as if uploaded."""
-    if start not in STARTS:
-        raise ValueError(f"start from {' or '.join(STARTS)}, not {start!r}")
+    if start not in RUN_STARTS:
+        raise ValueError(f"start from {' or '.join(RUN_STARTS)}, not {start!r}")
     with _typed_upload(registry, typed, upload) as upload:
         ticket = registry.join_line(corpus=corpus, upload=upload, preset=preset, steps=steps, batch_size=batch_size,
                                     lr=lr, seq_len=seq_len, vocab_size=vocab_size,
@@ -277,7 +279,7 @@ def _follow(registry: Registry, ticket: Ticket, job: TrainingJob, owner: str | N
 
 
 def _figures(records: list[dict]) -> Outputs:
-    loss, accuracy, lr = plots.training_figures(records)
+    loss, accuracy, lr = curves.training_figures(records)
     return {"loss_plot": loss, "accuracy_plot": accuracy, "lr_plot": lr}
 
 
@@ -366,7 +368,7 @@ def compare_runs(registry: Registry, names: list[str] | None, x_axis: str = "tok
     if x_axis not in ("tokens", "time"):
         raise ValueError(f"the x axis is 'tokens' or 'time', not {x_axis!r}")
     runs = dict(registry.catalog.history(name, owner) for name in names)
-    return {"compare_runs_plot": plots.compare_figure(runs, x_axis)}
+    return {"compare_runs_plot": curves.compare_figure(runs, x_axis)}
 
 
 def recipe_note(recipe: str) -> str:

@@ -1,0 +1,199 @@
+"""What one address may hold of gradio's queue and its workers, and which event streams gradio is asked to open.
+
+Gradio has one queue for every visitor: `ui.QUEUE_SIZE` places, where an event waits for one of its `WORKERS`
+workers, and a worker holds its event until it is answered. The app's questions wait their turn in lines of their
+own (`admission`), but inside a worker: one address posting `/gradio_api/call/neuron` and never reading the answers
+held every worker with questions waiting for its own, then filled the places, and every other visitor was told
+"Queue is full". `Door`, ASGI middleware in front of gradio, counts the events gradio holds for each address (queued
+or being answered: its `MAX_OPEN` questions and its runs, `ADDRESS_EVENTS`). An address's next question waits at the
+door, holding no place and no worker, until one of its own is answered, for at most `DOOR_WAIT_S` (a script's
+client gives up after 5 s) and with at most `ADDRESS_WAITING` others; past that it is refused (429, with the app's
+sentence), before gradio reads it. Every route by which gradio runs an event goes through the door (`EVENT`): into
+its queue (`queue/join`, `call/`), or answered there and then, in the request (`run/`, `api/`), which holds its place
+at the door until it is answered.
+
+A route or function that does not exist (`run/nothing`, `call/nothing`, an `fn_index` of none) had made gradio fail
+with a 70-line traceback, HTTP 500: it is answered 404, with one log line a minute.
+
+An event stream for a session gradio does not know (`/gradio_api/queue/data?session_hash=` one that never joined, or
+`/gradio_api/call/<name>/<event_id>` of no event) started its stream, then failed inside it: a 3 KB traceback a
+request, and 1,500 of them starved the app. Such a stream is answered 404 before anything starts. An address holds at
+most `ADDRESS_STREAMS` streams open (its pages' heartbeats and answers).
+
+Requests from this host's own network have no address (`visitors.address_of`): the door counts them with no one, as
+the other limits do. Its refusals are logged as `http_limits.QuietLog` logs them: a line a minute, not a request.
+"""
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections import Counter
+from typing import Any
+from urllib.parse import parse_qs
+
+from gradio.route_utils import FnIndexInferError
+from starlette.requests import Request
+
+from bert_demo.app.guards.admission import ADDRESS_WAITING, MAX_OPEN, count_down, plural
+from bert_demo.app.guards.http_limits import Message, QuietLog, Receive, Scope, Send, refuse
+from bert_demo.app.guards.visitors import address_of
+from bert_demo.app.runs.slot import ADDRESS_PLACES
+
+WORKERS = 40  # gradio's workers (`launch(max_threads=...)`, its default): the events it answers at once
+ADDRESS_EVENTS = MAX_OPEN + ADDRESS_PLACES  # events one address may have in gradio: its open questions and runs
+DOOR_WAIT_S = 4.0  # the longest an address's question waits at the door for one of its own to be answered
+ADDRESS_STREAMS = 64  # open streams one address may hold: a page holds two while it waits for an answer
+POLL_S = 0.05  # how often a question waiting at the door looks again (gradio says nothing when an event ends)
+EVENT = re.compile(r"/gradio_api/(?:queue/join|call/(?:v2/)?[^/]+|run/[^/]+|api/[^/]+)/?$")  # POST: an event
+UNKNOWN = "There is no such endpoint or function here: /gradio_api/info lists this app's endpoints"
+STREAM = re.compile(r"/gradio_api/(?:queue/data|call/(?:v2/)?[^/]+/(?P<event>[^/]+)|heartbeat/[^/]+)/?$")  # GET
+
+
+class Door:
+    """ASGI middleware: an address's questions enter gradio's queue only while it holds fewer than `events` there,
+    and its streams only for sessions gradio knows, `streams` at most (see the module's docstring)."""
+
+    def __init__(self, app: Any, events: int = ADDRESS_EVENTS, waiting: int = ADDRESS_WAITING,
+                 wait_s: float = DOOR_WAIT_S, streams: int = ADDRESS_STREAMS):
+        self.app, self.events, self.waiting, self.wait_s, self.streams = app, events, waiting, wait_s, streams
+        self.passing: Counter[str] = Counter()  # questions let in that gradio has not listed yet, by address
+        self.at_door: Counter[str] = Counter()  # questions waiting at the door, by address
+        self.open_streams: Counter[str] = Counter()
+        self.quiet = QuietLog()
+        self._addresses: dict[str, str | None] = {}  # gradio's event ids: whose each is
+        self._counted: tuple[float, Counter[str]] = (0.0, Counter())  # when, and gradio's events by address
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        queue = _queue(scope) if scope["type"] == "http" else None
+        if queue is not None and scope["method"] == "POST" and EVENT.search(scope["path"]):
+            await self._join(scope, receive, send, queue)
+        elif queue is not None and scope["method"] == "GET" and (stream := STREAM.search(scope["path"])):
+            await self._stream(scope, receive, send, queue, stream)
+        else:
+            await self.app(scope, receive, send)
+
+    async def _join(self, scope: Scope, receive: Receive, send: Send, queue: Any) -> None:
+        """An event, let into gradio once its address has room there, else refused."""
+        address = address_of(Request(scope))
+        if address is None:
+            await self._event(scope, receive, send, address)
+            return
+        refusal = await self._turn(address, queue)
+        if refusal is not None:
+            self.quiet.warn(address, "question refused at the door", refusal)
+            await refuse(receive, send, refusal, plain=False, status=429)
+            return
+        self.passing[address] += 1
+        try:
+            await self._event(scope, receive, send, address)
+        finally:
+            count_down(self.passing, address)
+            self._counted = (0.0, Counter())  # its event is in gradio's list now, or answered: count again
+
+    async def _event(self, scope: Scope, receive: Receive, send: Send, address: str | None) -> None:
+        """The event passed to gradio; 404 where gradio finds no such endpoint or function (its lookups fail with
+        these errors before it answers anything)."""
+        seen = {"started": False, "read": False}
+
+        async def reading() -> Message:
+            message = await receive()
+            seen["read"] = seen["read"] or not message.get("more_body", False)
+            return message
+
+        async def watched(message: Message) -> None:
+            seen["started"] = True
+            await send(message)
+
+        try:
+            await self.app(scope, reading, watched)
+        except (FnIndexInferError, LookupError) as exc:
+            if seen["started"]:
+                raise
+            self.quiet.warn(address, "unknown endpoint or function",
+                            f"{scope['path']}: {type(exc).__name__} {str(exc)[:100]}")
+            await refuse(reading if not seen["read"] else _nothing_more, send, UNKNOWN, plain=False, status=404)
+
+    async def _turn(self, address: str, queue: Any) -> str | None:
+        """Wait until `address` holds fewer than `events` in gradio (None), or say why its question is refused."""
+        if self._held(address, queue) < self.events:
+            return None
+        if self.at_door[address] >= self.waiting:
+            return (f"Your network has {plural(self._held(address, queue), 'question')} being answered and "
+                    f"{self.at_door[address]} more waiting, the most one network may have: wait for their answers, "
+                    "then ask again")
+        self.at_door[address] += 1
+        try:
+            deadline = time.monotonic() + self.wait_s
+            while self._held(address, queue) >= self.events:
+                if time.monotonic() >= deadline:
+                    return (f"Your network has {plural(self._held(address, queue), 'question')} being answered, "
+                            f"the most one network may have at once, and this one waited {self.wait_s:g} s for "
+                            "them: try again once they are answered")
+                await asyncio.sleep(POLL_S)
+            return None
+        finally:
+            count_down(self.at_door, address)
+
+    def _held(self, address: str, queue: Any) -> int:
+        """The events `address` has in gradio's queue (waiting or being answered), and those on their way there."""
+        counted_at, by_address = self._counted
+        if time.monotonic() - counted_at >= POLL_S:
+            events = queue.event_ids_to_events
+            for event_id, event in list(events.items()):
+                if event_id not in self._addresses:
+                    self._addresses[event_id] = address_of(event.request)
+            if len(self._addresses) > 2 * len(events) + 100:  # forget the events gradio is done with
+                self._addresses = {i: a for i, a in self._addresses.items() if i in events}
+            by_address = Counter(self._addresses.get(i) for i in list(events))
+            self._counted = (time.monotonic(), by_address)
+        return by_address[address] + self.passing[address]
+
+    async def _stream(self, scope: Scope, receive: Receive, send: Send, queue: Any, stream: re.Match) -> None:
+        """An event stream: 404 for a session gradio does not know, 429 past its address's share."""
+        address = address_of(Request(scope))
+        if "/heartbeat/" not in scope["path"] and not _known(scope, queue, stream["event"]):
+            self.quiet.warn(address, "stream of an unknown session", "answered 404 before it started")
+            await refuse(receive, send, "This session has asked nothing here: ask a question, then read its "
+                                        "answers", plain=False, status=404)
+            return
+        if address is None:
+            await self.app(scope, receive, send)
+            return
+        if self.open_streams[address] >= self.streams:
+            message = (f"Your network has {self.open_streams[address]} streams open, the most one network may "
+                       "have: close some pages, then try again")
+            self.quiet.warn(address, "stream refused", message)
+            await refuse(receive, send, message, plain=False, status=429)
+            return
+        self.open_streams[address] += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            count_down(self.open_streams, address)
+
+
+async def _nothing_more() -> Message:
+    """What `refuse` reads of a body gradio has read whole already: nothing (uvicorn would wait for a disconnect)."""
+    return {"type": "http.request", "body": b"", "more_body": False}
+
+
+def _queue(scope: Scope) -> Any:
+    """Gradio's queue, from the app the request came to (None before gradio has one)."""
+    blocks = getattr(scope.get("app"), "get_blocks", lambda: None)()
+    return getattr(blocks, "_queue", None)
+
+
+def _known(scope: Scope, queue: Any, event_id: str | None) -> bool:
+    """Whether gradio would find the session whose stream is asked for: `/queue/data`'s `session_hash`, or the
+    session of `/call/`'s event (found as gradio finds it: its event, its pending ids, or the id itself)."""
+    if event_id is None:
+        asked = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("session_hash")
+        if not asked:
+            return True  # gradio refuses a stream without a session itself, before it starts
+        session = asked[0]
+    elif (event := queue.event_ids_to_events.get(event_id)) is not None:
+        session = event.session_hash
+    else:
+        session = next((s for s, ids in list(queue.pending_event_ids_session.items()) if event_id in ids), event_id)
+    return session in queue.pending_messages_per_session

@@ -1,0 +1,65 @@
+"""What the app offers by default: its default pre-training run on each kind of machine, its fine-tuning experiment,
+and the well-read start it compares with (Google's compact BERTs). Policy of the app, not of BERT: the settings
+themselves, and their bounds, are `bert_demo.training.settings`'s."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from bert_demo.config import BERT_WORDS
+from bert_demo.training.settings import FinetuneConfig
+
+# The app's default run: a from-scratch run a visitor starts with one click. The recipe is TrainConfig's own
+# defaults; only the size and length of the run differ, chosen to finish within 5 minutes on 2 CPU cores, corpus
+# preparation included, past the frequent-token plateau (benchmarks/README.md, "Learning speed").
+APP_RUN: dict[str, Any] = {"corpus": "news,wiki", "preset": "tiny", "steps": 1000, "batch_size": 32, "lr": 1e-3,
+                           "seq_len": 128, "vocab_size": 8192}
+# The default run where a GPU trains it (a dedicated GPU, or a call on ZeroGPU): sized by tokens, not by one card's
+# seconds, so that its call fits a minute on ZeroGPU's half card at the pace app/runs/gpu_call.py assumes there:
+# BERT-Mini reading 20 M tokens, 600 steps of BERT's 256 x 128 (30 M would ask for 82 s).
+APP_GPU_RUN: dict[str, Any] = {**APP_RUN, "preset": "mini", "steps": 600, "batch_size": 256}
+APP_RUNS = {"cpu": APP_RUN, "gpu": APP_GPU_RUN}  # by machine kind (settings.MACHINES)
+
+
+# The app's fine-tuning experiment (the Fine-tune tab): each start (pre-trained, random weights, frozen encoder)
+# trains on the first N labelled sentences of the task for `epochs` passes, at most `max_steps` steps, validating
+# `validations` times (eight points draw a curve; four did not); FinetuneConfig's recipe otherwise. The default label
+# count is the largest at which the pre-trained start's lead on validation is more than twice its spread over three
+# seeds, so that the lesson shows on one click: 300 labels, +5.7 ± 2.2 points (at 1,000: +2.2 ± 1.2; the grid, run
+# with this budget, is in benchmarks/README.md, "The Fine-tune tab's default label count"); the pair then takes under
+# 2 minutes on 2 CPU cores, from the click to the verdict. `outside` scores each run on another domain with the same
+# classes.
+# A visitor's labelled file may hold `max_upload_examples` (its validation split, 10%, is scored five times a run).
+# The third start, where the hub is reachable, is the model of GOOGLE_BERTS of the selected model's shape.
+APP_FINETUNE: dict[str, Any] = {"task": "movie-reviews", "train_examples": 300,
+                                "label_counts": (100, 300, 1000, None), "epochs": 10, "max_steps": 200,
+                                "validations": 8, "max_upload_examples": 12_000, "well_read_words": BERT_WORDS,
+                                "outside": {"movie-reviews": "amazon-reviews", "amazon-reviews": "movie-reviews",
+                                            "nyt-editorials": "movie-reviews", "tweets": "movie-reviews",
+                                            "sst2": "movie-reviews"}}
+
+
+# The Fine-tune tab's well-read start: Google's compact BERTs (Turc et al. 2019), pre-trained on BookCorpus and English
+# Wikipedia (3.3 billion words) with BERT's 30,522-piece vocabulary, by (layers, hidden size), the shapes of our tiny,
+# mini and small; each in a safetensors conversion (Google's own hub repositories hold pickles only, never loaded).
+GOOGLE_BERTS = {(2, 128): ("gaunernst/bert-tiny-uncased", "Google's BERT-Tiny"),
+                (4, 256): ("gaunernst/bert-mini-uncased", "Google's BERT-Mini"),
+                (4, 512): ("gaunernst/bert-small-uncased", "Google's BERT-Small")}
+WELL_READ_VOCAB = 30_522
+
+
+def well_read_model(layers: int, hidden_size: int) -> tuple[str, str] | None:
+    """The hub id and name of Google's BERT of this shape, the well-read start to compare with, or None where
+    Google published none."""
+    return GOOGLE_BERTS.get((layers, hidden_size))
+
+
+def well_read_name(hub_id: str | None) -> str | None:
+    """The name of a well-read start by its hub id ("Google's BERT-Mini"), or None for any other model."""
+    return next((name for id_, name in GOOGLE_BERTS.values() if id_ == hub_id), None)
+
+
+def app_finetune_steps(examples: int) -> int:
+    """The Fine-tune tab's budget for a run on `examples` labelled sentences: APP_FINETUNE's passes over them in
+    batches of FinetuneConfig's size, at most its `max_steps`."""
+    return min(math.ceil(APP_FINETUNE["epochs"] * examples / FinetuneConfig.batch_size), APP_FINETUNE["max_steps"])
