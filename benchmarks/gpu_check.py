@@ -53,8 +53,8 @@ def run(argv: list[str], timeout: float = 900) -> tuple[int, str]:
 
 
 def gpu_tests() -> Row:
-    code, output = run([sys.executable, "-m", "pytest", "-q", "-m", "gpu or not gpu", "tests/test_gpu.py",
-                        "tests/test_runtime.py", "-p", "no:cacheprovider"])
+    code, output = run([sys.executable, "-m", "pytest", "-q", "-m", "gpu or not gpu", "tests/training/test_gpu.py",
+                        "tests/training/test_runtime.py", "-p", "no:cacheprovider"])
     summary = next((line for line in reversed(output.splitlines()) if " passed" in line or " failed" in line), "?")
     return ["GPU-marked tests and test_runtime.py", summary.strip("= "), "all pass" if code == 0 else "FAILED"]
 

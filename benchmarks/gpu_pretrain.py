@@ -23,7 +23,7 @@ A later call goes on from what came back: `pack --corpus v4 --vocab-size 16384 -
 `train ... -- --resume gpu-carry/start --steps N` (the run's settings come from its checkpoint).
 
 `train --minutes 3 ... --device cpu --batch-size 8` runs the same path at small scale on a CPU, as a proof of the
-command before a GPU is lent (tests/test_gpu_pretrain.py runs pack, a small train, split and join).
+command before a GPU is lent (tests/benchmarks/test_gpu_pretrain.py runs pack, a small train, split and join).
 """
 from __future__ import annotations
 

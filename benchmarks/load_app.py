@@ -24,7 +24,7 @@ attention, neuron, neighbours, head importance, next sentence and projection. Th
 neuron views of a 60-word text posted and left unread, and event streams of sessions that never joined
 (`/gradio_api/queue/data?session_hash=...`). Those of issue 63: a 425-word text with 20 [MASK]s posted to
 `/gradio_api/run/fill_mask` and `/api/fill_mask` without a session; Fill-mask asked of eight hub names
-(attacker/model0 ... model7), served by a stand-in hub on loopback (tests/stand_in_hub.py: checkpoints/mini-english,
+(attacker/model0 ... model7), served by a stand-in hub on loopback (tests/app/stand_in_hub.py: checkpoints/mini-english,
 22 MB, sent at --hub-mb-s) where the app downloads them; routes and functions that do not exist (`run/nothing`,
 `call/nothing`, an fn_index of none); `heads_off` and `/compare_runs`' runs given as a number; and the 425-word
 Fill-mask from five public IPv4 addresses, and from five /64s of one /56 (the threads shared between them). Then one
@@ -588,7 +588,7 @@ def run_posts(url: str) -> tuple[list[str], str]:
 def floods(args: argparse.Namespace) -> int:
     """Issue 51's, 58's and 63's floods, the big body and the run posts against `python app.py` from
     `args.app_root`, with the verdict on each."""
-    from tests.stand_in_hub import StandInHub
+    from tests.app.stand_in_hub import StandInHub
 
     model_name, problems, rows = f"checkpoints/{args.model.name}", [], []
     with tempfile.TemporaryDirectory() as tmp, StandInHub(SERVED_BY_HUB, args.hub_mb_s * 2**20) as hub:

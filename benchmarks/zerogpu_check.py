@@ -2,7 +2,7 @@
 forked call, then the Train tab's GPU default run (APP_GPU_RUN) as a visitor's click starts it on ZeroGPU, measured.
 
 Why: ZeroGPU itself cannot be reached from here, and the lent GPU has no `spaces` and no gradio. The harness of
-tests/zerogpu_harness.py does what `spaces` does there (a forked, reused worker; pickled arguments and messages; the
+tests/app/runs/zerogpu_harness.py does what `spaces` does there (a forked, reused worker; pickled arguments and messages; the
 duration asked first, bounding the call; the app's process patched so that CUDA looks available but cannot start), so
 the run goes through the app's own code: the slot, `zerogpu.GPUCallTrainer`, `gpu_call.train_call`. What the lent
 card cannot tell is ZeroGPU's own pace (half an RTX Pro 6000, perhaps a quarter of an H200): the run's tokens/s here
@@ -59,12 +59,12 @@ def run(test_timeout: int, run_timeout: int, form: dict) -> None:
     os.environ["BERT_DEMO_CACHE"] = str(cache)
     try:
         tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                                "tests/test_zerogpu.py"], cwd=ROOT, capture_output=True, text=True,
+                                "tests/app/runs/test_zerogpu.py"], cwd=ROOT, capture_output=True, text=True,
                                timeout=test_timeout)
         told = (tests.stdout.strip().splitlines() or ["(no output)"])[-1]
     except subprocess.TimeoutExpired:
         told = f"not finished in {test_timeout} s"
-    print("== tests/test_zerogpu.py (CUDA in the forked call):", told, flush=True)
+    print("== tests/app/runs/test_zerogpu.py (CUDA in the forked call):", told, flush=True)
     default_run(Path(tempfile.mkdtemp(prefix="bert-demo-runs-")), run_timeout, form)
 
 
@@ -74,7 +74,7 @@ def default_run(runs: Path, timeout: float, form: dict) -> None:
     from bert_demo.app.runs.gpu_call import train_call
     from bert_demo.app.runs.zerogpu import duration
     from bert_demo.app.state.registry import Registry
-    from tests.zerogpu_harness import ForkedGPU, ZeroGPUTorch
+    from tests.app.runs.zerogpu_harness import ForkedGPU, ZeroGPUTorch
 
     patched = ZeroGPUTorch()
     patched.patch()

@@ -46,7 +46,7 @@ SENTENCES = [
 
 def skip_or_fail(reason: str) -> NoReturn:
     """Skip for a tool, package or download this machine lacks; under CI ($CI set) fail instead, since CI installs
-    all of them and a skip there would hide a broken install. (A missing GPU is no such case: tests/test_gpu.py
+    all of them and a skip there would hide a broken install. (A missing GPU is no such case: tests/training/test_gpu.py
     skips on its own.)"""
     if os.environ.get("CI", "").lower() not in ("", "0", "false"):
         pytest.fail(f"{reason} (CI is set: what CI installs must be there, so this fails instead of skipping)",

@@ -20,7 +20,7 @@ from transformers import BertTokenizerFast
 from bert_demo.inference import _encode, _masked_batch
 from bert_demo.model import BertForPreTraining, BertForSequenceClassification
 
-STEPS = 64  # midpoints of the path: completeness within 1% on the shipped model (tests/test_attribution.py)
+STEPS = 64  # midpoints of the path: completeness within 1% on the shipped model (tests/inspection/test_attribution.py)
 CHUNK = 16  # path points per forward pass: bounds memory on long inputs and large models
 MAX_STEPS = 512
 # The most work one attribution may ask: tokens x steps x layers x hidden size^2, here the shipped mini's 4 layers of

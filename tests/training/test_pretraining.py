@@ -32,7 +32,7 @@ from bert_demo.training.pretraining import pretraining
 from bert_demo.training.runtime import describe_hardware, release_free_memory
 from bert_demo.training.settings import TrainConfig
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 STORIES = [
     "The fox lived in a small den under the old oak tree. Every morning it hunted mice in the tall grass. "
     "In the evening it came back to sleep near its cubs.",

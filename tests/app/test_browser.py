@@ -20,7 +20,7 @@ from tests.conftest import held, import_or_skip, skip_or_fail, wait_until
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-SCREENSHOTS = Path(__file__).resolve().parent.parent / "screenshots"
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "screenshots"
 TIMEOUT_MS = 60_000
 
 

@@ -1,9 +1,9 @@
 """ZeroGPU's contract, held without ZeroGPU (`pytest -k zerogpu`): runs train inside a GPU call made as `spaces` makes
-it there (tests/zerogpu_harness.py: a forked, reused worker; pickled arguments and messages; a duration asked first
+it there (tests/app/runs/zerogpu_harness.py: a forked, reused worker; pickled arguments and messages; a duration asked first
 that bounds the call), while the app's own process, where torch says CUDA is available, never initialises it; each
 call is charged as the real `spaces` charges it; and, where torch is a CUDA build (the real `spaces` refuses a CPU
-one), the app runs under the real `spaces` beside a stand-in for ZeroGPU's device API (tests/zerogpu_space.py,
-tests/zerogpu_device_api.py)."""
+one), the app runs under the real `spaces` beside a stand-in for ZeroGPU's device API (tests/app/runs/zerogpu_space.py,
+tests/app/runs/zerogpu_device_api.py)."""
 from __future__ import annotations
 
 import base64
@@ -29,12 +29,12 @@ from bert_demo.app.state.registry import Registry
 from bert_demo.config import read_metadata
 from bert_demo.training.settings import FinetuneConfig, TrainConfig
 from tests.conftest import free_port, import_or_skip, wait_until
-from tests.zerogpu_device_api import DeviceAPI
-from tests.zerogpu_harness import ForkedGPU, GPUError, ZeroGPUTorch
+from tests.app.runs.zerogpu_device_api import DeviceAPI
+from tests.app.runs.zerogpu_harness import ForkedGPU, GPUError, ZeroGPUTorch
 
 MODEL = "checkpoints/tiny-test"
 OWNER = "visitor-zerogpu"
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 SHIPPED = ROOT / "checkpoints"
 LONGEST = TrainConfig(preset="base", steps=20_000, batch_size=64, seq_len=512)  # a run longer than any call
 
@@ -361,9 +361,9 @@ def test_zerogpu_on_a_space_the_real_spaces_wraps_the_call_and_the_app_answers_o
 
 @pytest.fixture(scope="module")
 def real_space(tmp_path_factory, make_checkpoint, write_corpus):
-    """The app served under the real `spaces` (tests/zerogpu_space.py: on a machine without a GPU, only the GPU
+    """The app served under the real `spaces` (tests/app/runs/zerogpu_space.py: on a machine without a GPU, only the GPU
     call's CUDA start and its run's device replaced), over a tiny checkpoint, beside a stand-in for ZeroGPU's device
-    API on loopback (tests/zerogpu_device_api.py); ended with the module."""
+    API on loopback (tests/app/runs/zerogpu_device_api.py); ended with the module."""
     import_or_skip("spaces")  # and gradio, which it imports (a lent GPU machine has neither)
     import_or_skip("gradio_client")
     base = tmp_path_factory.mktemp("real-space")
@@ -373,7 +373,7 @@ def real_space(tmp_path_factory, make_checkpoint, write_corpus):
         env = {**os.environ, "SPACES_ZERO_GPU": "true", "SPACES_ZERO_DEVICE_API_URL": api.url, "BERT_DEMO_HUB": "0",
                "BERT_DEMO_CHECKPOINTS": str(base / "checkpoints"), "BERT_DEMO_RUNS": str(base / "runs"),
                "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": url.rsplit(":", 1)[1].strip("/")}
-        app = subprocess.Popen([sys.executable, "-m", "tests.zerogpu_space", str(base / "report.json")], cwd=ROOT,
+        app = subprocess.Popen([sys.executable, "-m", "tests.app.runs.zerogpu_space", str(base / "report.json")], cwd=ROOT,
                                env=env, stdout=log, stderr=subprocess.STDOUT)
         space = {"url": url, "api": api, "app": app, "base": base, "corpus": write_corpus(base / "corpus.txt")}
         try:
@@ -405,7 +405,7 @@ def app_log(space: dict, chars: int = 3000) -> str:
 
 def app_report(space: dict) -> dict:
     """What the app's process says of itself now: the attempts to initialise CUDA there, and whether it is
-    (tests/zerogpu_space.py writes it on SIGUSR1)."""
+    (tests/app/runs/zerogpu_space.py writes it on SIGUSR1)."""
     report = space["base"] / "report.json"
     report.unlink(missing_ok=True)
     space["app"].send_signal(signal.SIGUSR1)

@@ -66,5 +66,5 @@ def test_a_pre_training_checkpoint_is_read_and_shown_on_a_machine_without_datase
             "device='cpu', allow_hub=False)\n"
             "print(registry.catalog.load_at('runs/a-run', None).model.config.hidden_size)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                          cwd=Path(__file__).resolve().parents[1])
+                          cwd=Path(__file__).resolve().parents[2])
     assert done.returncode == 0 and done.stdout.split()[-1] == "128", done.stderr[-2000:]

@@ -26,7 +26,7 @@ from bert_demo.training.runtime import describe_hardware, resolve_precision
 from bert_demo.training.settings import TrainConfig
 
 SVG = "{http://www.w3.org/2000/svg}"
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_learning_curve_is_an_svg_with_one_point_per_validation():

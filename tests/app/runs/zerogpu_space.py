@@ -1,5 +1,5 @@
-"""The app as on a ZeroGPU Space, under the real `spaces` package: `python -m tests.zerogpu_space REPORT`, with
-SPACES_ZERO_GPU set and SPACES_ZERO_DEVICE_API_URL pointing at ZeroGPU's device API (tests/zerogpu_device_api.py, on
+"""The app as on a ZeroGPU Space, under the real `spaces` package: `python -m tests.app.runs.zerogpu_space REPORT`, with
+SPACES_ZERO_GPU set and SPACES_ZERO_DEVICE_API_URL pointing at ZeroGPU's device API (tests/app/runs/zerogpu_device_api.py, on
 loopback); host and port from GRADIO_SERVER_NAME and GRADIO_SERVER_PORT, models where `python app.py` finds them.
 
 It is `python app.py`, with two things added:
@@ -22,7 +22,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def main(report: Path) -> None:
@@ -33,7 +33,7 @@ def main(report: Path) -> None:
         raise SystemExit(f"{zerogpu.ZERO_GPU_ENV} is not set: the app would not run as on ZeroGPU")
     import torch
 
-    from tests.zerogpu_device_api import NVIDIA_GPUS
+    from tests.app.runs.zerogpu_device_api import NVIDIA_GPUS
 
     if not any(NVIDIA_GPUS.glob("*/information")):
         replace_cuda_start()
@@ -47,7 +47,7 @@ def replace_cuda_start() -> None:
     for CUDA in the app's process may need moving."""
     from spaces.zero import torch as zerogpu_torch
 
-    from tests.zerogpu_harness import cuda_runs_on_the_cpu
+    from tests.app.runs.zerogpu_harness import cuda_runs_on_the_cpu
 
     def move(callback: Any = None) -> None:
         if zerogpu_torch.size():

@@ -21,7 +21,7 @@ from bert_demo.tokenizer import load_tokenizer
 from bert_demo.training.pretraining import pretraining
 from bert_demo.training.settings import TrainConfig
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS_URL = "http://127.0.0.1:7860/"  # where the examples find the app; the test's app is elsewhere
 MODEL = "checkpoints/tiny-test"  # the checkpoint the served app is given (conftest.py)
 

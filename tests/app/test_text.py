@@ -10,7 +10,7 @@ from bert_demo.app import text
 from bert_demo.app.text import model_markdown
 from bert_demo.data.sources import MIX_ABOUT
 
-SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints"
+SHIPPED = Path(__file__).resolve().parents[2] / "checkpoints"
 
 TRAINED = {"corpus": "news,wiki", "preset": "tiny", "steps": 100, "batch_size": 32, "seq_len": 128, "lr": 1e-3}
 SHAPE = {"num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 1024,

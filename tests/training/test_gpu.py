@@ -20,7 +20,7 @@ from bert_demo.training.runtime import Distributed, pick_device, resolve_precisi
 from bert_demo.training.settings import TrainConfig
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
-SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints" / "mini-english"
+SHIPPED = Path(__file__).resolve().parents[2] / "checkpoints" / "mini-english"
 SENTENCES = ["the capital of france is [MASK].", "she poured the [MASK] into a cup and drank it slowly."]
 
 

@@ -305,7 +305,7 @@ def test_app_py_builds_the_app_without_importing_torch(tmp_path):
     code = ("import sys, app; assert app.demo.config; "
             "print(sorted(m for m in ('torch', 'transformers', 'bert_demo.inference') if m in sys.modules))")
     env = {**os.environ, "BERT_DEMO_CHECKPOINTS": str(tmp_path), "BERT_DEMO_RUNS": str(tmp_path)}
-    result = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent, env=env,
+    result = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2], env=env,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "[]"
@@ -342,7 +342,7 @@ def test_handlers_used_for_the_first_time_at_once_all_find_the_backend(make_chec
     `backend()`'s lock one of them saw transformers half-imported ("cannot import name 'BertTokenizerFast'")."""
     make_checkpoint(tmp_path / "checkpoints" / "tiny-test")
     result = subprocess.run([sys.executable, "-c", FIRST_USE, str(tmp_path / "checkpoints"), str(tmp_path / "runs")],
-                            cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True, timeout=120)
+                            cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "[]"
 

@@ -17,7 +17,7 @@ from bert_demo.data.parsers import examples, miscellany, news_speech, packages
 from bert_demo.data.sentences import MAX_WORDS, MIN_WORDS
 from bert_demo.training.settings import TrainConfig, given_flags
 from tests.conftest import benchmark_script, import_or_skip, skip_or_fail
-from tests.test_parsers import cached_deb
+from tests.data.test_parsers import cached_deb
 
 RESIDUE = ["[[", "]]", "{{", "}}", "(; ;", "( ;", "''", "()", "|", "==", "<ref", "&nbsp;", "\ufffd"]
 

@@ -13,7 +13,7 @@ from bert_demo.config import PRESETS
 from bert_demo.inspection.attribution import MAX_WORK, STEPS, classification, masked_word
 from bert_demo.model import BertForSequenceClassification
 
-SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints" / "mini-english"
+SHIPPED = Path(__file__).resolve().parents[2] / "checkpoints" / "mini-english"
 
 
 @pytest.fixture(scope="module")
