@@ -18,6 +18,7 @@ import cProfile
 import pstats
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import _common  # noqa: F401  (puts the repository root on sys.path)
@@ -41,8 +42,7 @@ def phases(runs: str, precision: str) -> tuple[list[list], str]:
     first = run_process.context().Process(target=int)  # and the run's fork server, started then, has loaded them too
     first.start()
     first.join()
-    config = registry.forms.train_config()
-    config.precision = precision
+    config = replace(registry.forms.train_config(), precision=precision)
     clicked = time.perf_counter()
     job = registry.slot.start(config, None, False)  # the settings a click sends, in the precision asked for
     arrivals: list[tuple[float, dict]] = []
@@ -71,8 +71,8 @@ def phases(runs: str, precision: str) -> tuple[list[list], str]:
 
 def profile(runs: str, precision: str) -> tuple[list[list], str]:
     """The same config's pre-training in this process, under cProfile: the cumulative seconds of what is not a step."""
-    config = Registry(runs_dir=runs, device="cpu").forms.train_config()
-    config.out, config.precision = str(Path(runs) / "profiled"), precision
+    config = replace(Registry(runs_dir=runs, device="cpu").forms.train_config(), out=str(Path(runs) / "profiled"),
+                     precision=precision)
     profiler = cProfile.Profile()
     started = time.perf_counter()
     profiler.enable()

@@ -55,7 +55,7 @@ def setting(default: Any, help: str, *, group: str, label: str | None = None, lo
 GPU_BATCH_TOKENS = 64 * 512
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunConfig:
     """What every run has, pre-training or fine-tuning: its length, its optimizer and schedule, where and in what
     precision it computes, and how often it reports and saves."""
@@ -108,7 +108,7 @@ class RunConfig:
                             group="machine")
 
     def __post_init__(self) -> None:
-        self.validate()  # a config is checked once, when it is made: a run never holds one no run can use
+        self.validate()  # checked once, when it is made, and frozen: a run never holds one no run can use
 
     def validate(self) -> None:
         """Raise ValueError naming the first setting no run can use (see `check_limits` for the app's caps)."""
@@ -129,7 +129,7 @@ class RunConfig:
         return asdict(self)
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainConfig(RunConfig):
     """Everything that defines a pre-training run; stored beside its checkpoint so the run can be repeated or
     resumed."""
@@ -221,7 +221,7 @@ class TrainConfig(RunConfig):
 
 
 
-@dataclass
+@dataclass(frozen=True)
 class FinetuneConfig(RunConfig):
     """Everything that defines a fine-tuning run (Devlin et al. 2019, §4): a checkpoint's encoder and a new
     classifier trained on labelled sentences, with the small-model recipe of Turc et al. 2019 (a few epochs, AdamW,

@@ -23,8 +23,8 @@ from bert_demo.app.guards.visitors import TRUSTED_PROXIES_ENV, identity, new_key
 from bert_demo.app.handlers import refusals
 from bert_demo.app.tabs.train import START_RANDOM
 from bert_demo.checkpoint import MAX_HUB_MODELS
-from tests.conftest import held
 from tests.app.stand_in_hub import StandInHub, pointed_at
+from tests.conftest import held
 
 MODEL = "checkpoints/tiny-test"  # the checkpoint the served app is given (conftest.py)
 

@@ -75,13 +75,18 @@ def test_the_apps_default_run_is_valid_on_a_shared_cpu():
     TrainConfig(**APP_RUN)
 
 
-def test_a_config_no_run_can_use_is_refused_when_it_is_made_and_a_changed_one_when_checked_again():
+def test_a_config_no_run_can_use_is_refused_when_it_is_made_and_none_is_changed_after_its_check():
+    from dataclasses import FrozenInstanceError, replace
+
+    from bert_demo.training.settings import FinetuneConfig
+
     with pytest.raises(ValueError, match="steps must be between 1 and 10,000,000, got 0"):
         TrainConfig(steps=0)
-    config = TrainConfig()
-    config.grad_accum = 3  # changed after it was made: checked again when asked
-    with pytest.raises(ValueError, match="batch size 32 must be a multiple of grad_accum 3"):
-        config.validate()
+    for config in (TrainConfig(), FinetuneConfig()):
+        with pytest.raises(FrozenInstanceError):
+            config.grad_accum = 3  # a setting assigned after its check
+        with pytest.raises(ValueError, match="batch size 32 must be a multiple of grad_accum 3"):
+            replace(config, grad_accum=3)  # a changed copy is a new config, checked as it is made
 
 
 def test_levers_that_cannot_go_together_are_refused():

@@ -25,7 +25,7 @@ import contextvars
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -310,7 +310,7 @@ class Slot:
                         raise ValueError(f"another run ({self.job.name}) is training: wait for it to end")
                 self.disk.prune(keep=self.disk.max_runs - 1, protect=start_folder(config))
                 self.disk.check(config, owner, self.job)
-                config.out = self.disk.claim(config.out, owner)
+                config = replace(config, out=self.disk.claim(config.out, owner))
                 trainer = self._trainer(config, private_to(config, owner, share), context)
             except ValueError:
                 remove_uploads(config)

@@ -7,6 +7,7 @@ import json
 import os
 import queue
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -106,7 +107,7 @@ class _Scripted(_EndedTrainer):
 
     def __init__(self, out: Path, steps: int, eval_every: int):
         super().__init__("cpu", out)
-        self.config.steps, self.config.eval_every = steps, eval_every
+        self.config = replace(self.config, steps=steps, eval_every=eval_every)
         self.script: queue.Queue = queue.Queue()
 
     def run(self):

@@ -28,9 +28,9 @@ from bert_demo.app.state.forms import FORM
 from bert_demo.app.state.registry import Registry
 from bert_demo.config import read_metadata
 from bert_demo.training.settings import FinetuneConfig, TrainConfig
-from tests.conftest import free_port, import_or_skip, wait_until
 from tests.app.runs.zerogpu_device_api import DeviceAPI
 from tests.app.runs.zerogpu_harness import ForkedGPU, GPUError, ZeroGPUTorch
+from tests.conftest import free_port, import_or_skip, wait_until
 
 MODEL = "checkpoints/tiny-test"
 OWNER = "visitor-zerogpu"
