@@ -24,7 +24,7 @@ from pathlib import Path
 import _common  # noqa: F401  (puts the repository root on sys.path)
 from _common import print_table
 
-from bert_demo.app.backend import backend
+from bert_demo.app.machine import import_heavy
 from bert_demo.app.runs import run_process
 from bert_demo.app.state.registry import Registry
 from bert_demo.training.evaluate import evaluate
@@ -38,7 +38,7 @@ WHAT_IS_NOT_A_STEP = ["load_corpus", "split_documents", "train_tokenizer", "toke
 def phases(runs: str, precision: str) -> tuple[list[list], str]:
     """The run as the Train tab starts it: (phase, seconds) rows from the arrival of its records, and its folder."""
     registry = Registry(runs_dir=runs, device="cpu")
-    backend()  # torch and the training code, as the page's first answer has imported them
+    import_heavy()  # torch and the model code, as the page's first answer has imported them
     first = run_process.context().Process(target=int)  # and the run's fork server, started then, has loaded them too
     first.start()
     first.join()

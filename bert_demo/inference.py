@@ -14,7 +14,6 @@ from contextlib import contextmanager
 from typing import NamedTuple
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 from transformers import BertTokenizerFast
 

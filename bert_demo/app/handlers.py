@@ -23,6 +23,7 @@ from gradio_client.utils import is_http_url_like
 
 from bert_demo.app.guards.http_limits import QuietLog
 from bert_demo.app.guards.visitors import address_of
+from bert_demo.app.machine import import_heavy
 from bert_demo.app.state.catalog import HubDownload
 
 Outputs = dict[str, Any]  # a handler's answer: output names to values
@@ -50,7 +51,9 @@ def brief(message: str) -> str:
 def friendly(fn: Callable) -> Callable:
     """Turn a handler's ValueError into a toast with its message (logged in `refusals`); anything else into a
     toast that says something went wrong, with the traceback in the log (the first of its kind from an address, then
-    a line a minute). A `HubDownload` passes on: `ui.wire` answers the question again where it may download."""
+    a line a minute). A `HubDownload` passes on: `ui.wire` answers the question again where it may download. The
+    handler starts once torch and transformers are imported whole (`machine.import_heavy`): handlers import what
+    they need where they need it, and two threads importing transformers at once can see it half-built."""
 
     def translate(exc: Exception) -> gr.Error:
         if isinstance(exc, ValueError):
@@ -65,6 +68,7 @@ def friendly(fn: Callable) -> Callable:
         @functools.wraps(fn)
         def generator(*args, **kwargs):
             try:
+                import_heavy()
                 yield from fn(*args, **kwargs)
             except (gr.Error, HubDownload):
                 raise
@@ -75,6 +79,7 @@ def friendly(fn: Callable) -> Callable:
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
+            import_heavy()
             return fn(*args, **kwargs)
         except (gr.Error, HubDownload):
             raise

@@ -75,7 +75,7 @@ def selected(registry: Registry, model_name: str, layer: float, head: float, own
     """Everything that depends on the chosen model: header line, Model tab, head switches, layer sliders."""
     try:
         catalog = registry.catalog
-        summary, info = catalog.model_summary(model_name, owner), catalog.model_info(model_name, owner)
+        info = catalog.model_info(model_name, owner)
     except ValueError as exc:
         message = f"⚠️ {brief(str(exc))}"
         return {"summary": message, "model_info": message, "model_card": ""}
@@ -84,7 +84,8 @@ def selected(registry: Registry, model_name: str, layer: float, head: float, own
     own = _shows_its_examples(registry, entry.folder, owner)
     steps = catalog.timeline_steps(model_name, owner)
     snapshots = timeline_choices(steps)
-    return {"summary": summary, "model_info": text.model_markdown(info), "model_card": card,
+    return {"summary": text.model_summary(entry.name, config, catalog.torch_device()),
+            "model_info": text.model_markdown(info), "model_card": card,
             "fill_examples": gr.Column(visible=own), "nsp_examples": gr.Column(visible=own),
             "att_examples_box": gr.Column(visible=own),
             "step": gr.Dropdown(choices=snapshots, value=FINAL, visible=bool(steps)),

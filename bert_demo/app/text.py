@@ -8,12 +8,14 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from bert_demo.app.runs.estimates import duration
+from bert_demo.app.runs.estimates import duration, minutes
 from bert_demo.app.state.folders import short_name
 from bert_demo.data.sources import MIX_ABOUT
 
 if TYPE_CHECKING:
+    from bert_demo.app.runs.slot import Busy, Place
     from bert_demo.app.state.forms import Caps
+    from bert_demo.config import BertConfig
 
 WORDS_READ = {"small-english": "12.8 million", "mini-english": "5.6 million"}  # the shipped models' text, in words
 INTRO = f"""# BERT, from scratch
@@ -51,6 +53,35 @@ NO_MODEL = ("⚠️ There is no model yet: train one in the **Train** tab (a few
             "It then appears in the model selector.")
 
 
+def busy_text(busy: Busy | None) -> str:
+    """The line about someone else's run in the training slot ("" when the slot is free): how far it is, who waits,
+    and how long a run started now would wait (or that the line takes none for a while)."""
+    if busy is None:
+        return ""
+    what = "fine-tuning run" if busy.fine_tuning else "pre-training run"
+    if busy.of_experiment:
+        what += f" ({busy.of_experiment[0]} of the {busy.of_experiment[1]} of an experiment)"
+    queue = (f", and {busy.waiting} more {'visitor waits' if busy.waiting == 1 else 'visitors wait'} in line"
+             if busy.waiting else "")
+    ahead = busy.seconds_ahead
+    wait = (" A run you start now waits in line for it." if ahead is None else
+            f" A run you start now waits about {minutes(ahead)} for the slot." if ahead <= busy.max_wait_s else
+            f" The line takes no more runs for about {minutes(ahead - busy.max_wait_s)}: nobody is asked to wait "
+            f"more than {minutes(busy.max_wait_s)}.")
+    return (f"**Busy:** someone else's {what} has the training slot now (step {busy.step:,} of {busy.steps:,})"
+            f"{queue}.{wait}")
+
+
+def waiting_text(place: Place | None, starting: str) -> str:
+    """Where a visitor's ticket stands in line, or `starting` once it has left the line for the slot."""
+    if place is None:
+        return starting
+    where = "next in line" if place.number == 1 else f"number {place.number} in line"
+    left = f" The runs ahead of yours have about {minutes(place.seconds_ahead)} left." if place.seconds_ahead else ""
+    return (f"Waiting for the training slot: you are {where}{', after the run training now' if place.after_run else ''}"
+            f".{left}")
+
+
 def caps_text(caps: Caps, where: str) -> str:
     """The limits one visitor's run has on this machine (`where` its runs train), in a sentence."""
     steps, batch = caps.bounds("steps")[1], caps.bounds("batch_size")[1]
@@ -58,6 +89,12 @@ def caps_text(caps: Caps, where: str) -> str:
     return (f"Limits on this machine ({where}): at most {steps:,} steps, batch {batch}, sequence length "
             f"{seq_len}, vocabulary {vocab:,}, presets {', '.join(caps.choices('preset'))}, uploads up to "
             f"{caps.max_upload_bytes // 2**20} MB. One run trains at a time for everyone.")
+
+
+def model_summary(name: str, config: BertConfig, device: str) -> str:
+    """The header's line: which model, how big, where it runs."""
+    return (f"{name}: {config.num_hidden_layers} layers, hidden size {config.hidden_size}, "
+            f"{config.num_attention_heads} heads, vocabulary {config.vocab_size:,}; runs on {device}")
 
 
 def model_markdown(info: dict[str, Any]) -> str:
@@ -93,7 +130,7 @@ def _training_lines(info: dict[str, Any]) -> list[str]:
         model = short_name(str(train.get("model")))
         return ["#### Fine-tuning",
                 f"Task **{task}**, from {start} **{model}**, {labels} labelled sentences, "
-                f"{info.get('step') or 0:,} of {train.get('steps'):,} steps, batch {train.get('batch_size')}, "
+                f"{info.get('step') or 0:,} of {_planned(info):,} steps, batch {train.get('batch_size')}, "
                 f"peak learning rate {train.get('lr'):g}{spent}."]
     start = train.get("init_from")  # a continued run has its start's shape, whatever preset its config names
     shape = (f"continued from **{short_name(str(start))}**" if start
@@ -102,9 +139,15 @@ def _training_lines(info: dict[str, Any]) -> list[str]:
     about = f" ({MIX_ABOUT[corpus]}; the card below lists them)" if corpus in MIX_ABOUT else ""
     return ["#### Training",
             f"Corpus **{corpus_name(corpus)}**{about}, {shape}, "
-            f"{info.get('step') or 0:,} of {train.get('steps'):,} steps, batch {train.get('batch_size')}, "
+            f"{info.get('step') or 0:,} of {_planned(info):,} steps, batch {train.get('batch_size')}, "
             f"sequence length {train.get('seq_len')}, peak learning rate {train.get('lr'):g}{spent}.",
             "", _trained_recipe(train)]
+
+
+def _planned(info: dict[str, Any]) -> int:
+    """The steps a run planned: saved with it (a fine-tune whose epochs decide has no `steps` setting), else its
+    setting, else the steps it took."""
+    return info.get("planned_steps") or info["train_config"].get("steps") or info.get("step") or 0
 
 
 def _trained_recipe(train: dict[str, Any]) -> str:

@@ -40,6 +40,7 @@ from bert_demo.app.tabs import attention, classifier, embeddings, fill, finetune
 from bert_demo.app.tabs.fill import MAX_RANKED
 from bert_demo.app.tabs.heads import head_names
 
+PAGE = ("model", "step", "page", "tabs")  # what every tab may wire to: the model chosen above the tabs, and the page
 QUEUE_SIZE = 32  # events waiting in gradio's queue; questions wait in lines (admission.py) or at its door (queue_door)
 KEY_STORAGE = "bert-demo-visitor"  # where a browser keeps its visitor key (visitors.py)
 ANALYTICS_EVERY = 50  # events between gradio's summaries of request times (its default: 1)
@@ -210,6 +211,12 @@ def ask_for_keys(demo: gr.Blocks, key: VisitorKey) -> None:
     demo.load(kept_key, key, key, api_visibility="private", queue=False)
 
 
+def tab_view(c: Components, own: Components, links: tuple[str, ...]) -> Components:
+    """What one tab wires to: its own components, the page's (`PAGE`), and those of other tabs that it names in its
+    `LINKS`; any other name is a KeyError as the page is built, so that every link between tabs is declared."""
+    return {**{name: c[name] for name in (*PAGE, *links)}, **own}
+
+
 def build_demo(registry: Registry | None = None, admission: Admission | None = None) -> gr.Blocks:
     """The whole app. `registry` decides where models come from (tests pass one pointing at a temp folder), and
     `admission` how many questions are answered at once (tests pass one with small limits)."""
@@ -225,22 +232,21 @@ def build_demo(registry: Registry | None = None, admission: Admission | None = N
         # the page opens on an answer (Fill-mask, its first example already filled in); on a phone the tab bar
         # wraps onto two lines, so that every tab is one tap away
         with gr.Tabs(elem_id="tabs", selected="fill", overflow_behavior="wrap") as tabs:
-            c.update(fill.layout(examples, heads))
-            c.update(nsp.layout(examples))
-            c.update(attention.layout(examples))
-            c.update(embeddings.layout())
-            c.update(train.layout(registry))
-            c.update(finetune.layout(registry))
-            c.update(model.layout())
-            c.update(steps.layout())
+            own = {fill: fill.layout(examples, heads), nsp: nsp.layout(examples),
+                   attention: attention.layout(examples), embeddings: embeddings.layout(),
+                   train: train.layout(registry), finetune: finetune.layout(registry), model: model.layout(),
+                   steps: steps.layout()}
+        own[classifier] = own[finetune]  # the questions to the classifier a fine-tune leaves sit in its tab
+        for part in own.values():
+            c.update(part)
         c["tabs"], c["page"] = tabs, demo
 
         def bound(handler: Callable) -> Callable:
             return wire(handler, registry, c, admission)
 
-        for tab in (train, fill, nsp, attention, embeddings, finetune, classifier, model, steps):
-            tab.wire(c, bound)
-        header.wire(demo, c, bound)
+        for tab, components in own.items():
+            tab.wire(tab_view(c, components, getattr(tab, "LINKS", ())), bound)
+        header.wire(demo, c, bound)  # what the model choice changes, in every tab
         ask_for_keys(demo, key)
     # gradio summarises its last 10,000 events with pandas after every event by default: 2 ms a request, 7 ms once
     # a long-lived Space has seen 10,000. Every 50 events is fresh enough for its monitoring page; an owner's wins.

@@ -62,7 +62,7 @@ def source_parts(source: str | Path) -> list[str]:
 
 
 def cache_folder(cache_dir: str | Path | None = None) -> Path:
-    """Where parsed corpora (and what pre-training makes of them, `prepared`) are kept: `cache_dir`, else
+    """Where parsed corpora (and what pre-training makes of them, `token_cache`) are kept: `cache_dir`, else
     $BERT_DEMO_CACHE, else ~/.cache/bert-demo."""
     return Path(cache_dir or os.environ.get("BERT_DEMO_CACHE") or Path.home() / ".cache" / "bert-demo")
 

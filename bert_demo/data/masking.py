@@ -1,6 +1,6 @@
 """BERT's masking rule, as numbers (Devlin et al. 2019, §3.1, "Task #1"): the share of a sequence's positions picked
 as masked-LM targets, what becomes of the picked ones, and how many a sequence may hold. Imports nothing, so the
-settings (`train_config`) and the app's first page read it without torch; `pretraining_data` applies it."""
+settings (`training.settings`) and the app's first page read it without torch; `data.pairs` applies it."""
 from __future__ import annotations
 
 MASK_PROB = 0.15  # the paper's share of positions picked; validation always picks this share

@@ -1,4 +1,4 @@
-"""Plotly figures for the app: training and fine-tuning curves from a run's records (`maps` draws what is inside a
+"""Plotly figures for the app: training and fine-tuning curves from a run's records (`figures` draws what is inside a
 model: attention maps, head importance, the projection).
 
 Pure functions: records in, `go.Figure` out. Each figure is built in one go from plain dicts (`_figure`,

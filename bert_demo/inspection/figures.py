@@ -1,7 +1,7 @@
 """Plotly figures of what is inside a model: attention maps (one head, every head of a layer, the model's every
 head as thumbnails), how a head's weights are made (the neuron view), head importance, and words projected on a plane.
 
-Pure functions: tensors in, `go.Figure` (or pictures) out, laid out with `plots`' helpers. Each attention map's colour
+Pure functions: tensors in, `go.Figure` (or pictures) out, laid out with `curves`' helpers. Each attention map's colour
 scale runs from 0 to its largest weight, so flat maps stay readable (the colour bar says where the top is); hovering a
 cell shows "query → key: weight".
 """
@@ -17,12 +17,10 @@ from bert_demo.inspection.curves import (
     COLORS,
     COLORSCALE,
     MARGIN,
-    SUBPLOT_TITLE_FONT,
     _axis,
     _figure,
     _on,
     _panels,
-    empty_figure,
 )
 
 if TYPE_CHECKING:  # torch is not imported at start-up: the app's page appears before torch has loaded

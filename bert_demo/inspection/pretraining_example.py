@@ -65,7 +65,7 @@ class PretrainingExample:
     input_ids: list[int]  # the ids of `shown`
     token_type_ids: list[int]  # 0 for [CLS] A [SEP], 1 for B [SEP]
     labels: list[int]  # the original id where masking picked the position, else -100 (not scored)
-    fates: list[int]  # what masking did to each position: an index of pretraining_data.FATES
+    fates: list[int]  # what masking did to each position: an index of pairs.FATES
     cut: tuple[int, int, int, int]  # pieces cut to fit: from A's front, A's back, B's front, B's back
     batch: dict[str, Tensor]  # the batch of this one example that training would take
 

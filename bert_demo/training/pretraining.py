@@ -116,7 +116,7 @@ def run_tokenizer(cfg: TrainConfig, train_docs: list[list[str]]) -> BertTokenize
 
 def corpus_tokenizer(cfg: TrainConfig, train_docs: list[list[str]]) -> BertTokenizerFast:
     """A WordPiece vocabulary of the run's size trained on its training documents; for a named corpus, kept in the
-    cache (`prepared`) and read back from there, by this run and any later one on the same corpus and split."""
+    cache (`data.token_cache`) and read back from there, by this run and any later one on the same corpus and split."""
 
     def make() -> BertTokenizerFast:
         # min_frequency=1: on a small corpus words seen once still get whole-word entries; on a large one the
@@ -128,7 +128,7 @@ def corpus_tokenizer(cfg: TrainConfig, train_docs: list[list[str]]) -> BertToken
 
 
 def vocabulary_key(cfg: TrainConfig) -> str | None:
-    """What the run's vocabulary is kept under in the cache (`prepared`); None for a visitor's file."""
+    """What the run's vocabulary is kept under in the cache (`data.token_cache`); None for a visitor's file."""
     key = _kept_as(cfg, "train")
     return None if key is None else f"{key}|{cfg.vocab_size}"
 
@@ -148,7 +148,7 @@ def _broadcast_vocabulary(run: Run, tokenizer: BertTokenizerFast | None) -> Bert
 def _ids(cfg: TrainConfig, tokenizer: BertTokenizerFast, documents: list[list[str]], sources: list[int], split: str
          ) -> Tokenized:
     """A split's documents as token ids, with their sources: read back from the cache for a named corpus
-    (`prepared`)."""
+    (`data.token_cache`)."""
     key = _kept_as(cfg, split)
     make = functools.partial(tokenize_sourced, documents, sources, tokenizer)
     return make() if key is None else cached_ids(key, tokenizer, make)

@@ -19,7 +19,7 @@ from torch import nn
 from bert_demo.checkpoint import load_optimizer_tensors
 from bert_demo.config import OPTIMIZER_NAME
 from bert_demo.model import BertForPreTraining
-from bert_demo.training.settings import SCHEDULES, RunConfig, TrainConfig
+from bert_demo.training.settings import SCHEDULES, RunConfig
 
 
 @torch.no_grad()

@@ -188,7 +188,7 @@ def test_a_reload_finds_your_run_training_as_yours_and_stop_stops_it_while_anoth
         other.set_default_timeout(TIMEOUT_MS)
         other.goto(app["url"])
         open_train_tab(other)
-        wait_text(other, "#status", "Busy: someone else's pre-training run has the training slot now")
+        wait_text(other, "#slot-busy", "Busy: someone else's pre-training run has the training slot now")
         assert other.locator("#stop").is_disabled() and "Step" not in other.locator("#status").inner_text()
         shoot(other, "train-someone-elses-390")
         resize(other, 1400, 1000)
@@ -201,7 +201,8 @@ def test_a_reload_finds_your_run_training_as_yours_and_stop_stops_it_while_anoth
     wait_text(web, "#status", "Stopped at step")
     job.thread.join(timeout=60)
     assert job.done["reason"] == "stopped" and web.locator("#start").is_enabled()
-    other.wait_for_function("!document.querySelector('#status').innerText.includes('someone else')")  # it ticks
+    other.wait_for_function("(() => { const line = document.querySelector('#slot-busy');"  # it ticks, and goes
+                            " return !line || !line.innerText.includes('someone else'); })()")
     other.close()
 
 
@@ -534,7 +535,6 @@ def test_the_fine_tune_tab_trains_both_starts_then_classifies_with_coloured_word
     import json
 
     from bert_demo.app.policy import APP_FINETUNE
-    from bert_demo.app.tabs import finetune
 
     monkeypatch.setattr("bert_demo.app.state.forms.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 6})
     monkeypatch.setattr("bert_demo.app.policy.APP_FINETUNE", {**APP_FINETUNE, "max_steps": 6})
@@ -567,7 +567,8 @@ def test_the_fine_tune_tab_trains_both_starts_then_classifies_with_coloured_word
     web.wait_for_selector("#ft-label :text('%')")
     wait_text(web, "#ft-words", "happy")
     wait_text(web, "#ft-words", "within")
-    attribution = finetune.backend().attribution
+    from bert_demo.inspection import attribution
+
     slow, held = attribution.classification, threading.Event()
     monkeypatch.setattr(attribution, "classification", lambda *args: held.wait(60) and slow(*args))
     web.fill("#ft-text-a textarea", "the cat was sad.")

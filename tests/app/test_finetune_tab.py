@@ -18,7 +18,7 @@ from bert_demo.app.policy import APP_FINETUNE
 from bert_demo.app.state.forms import Caps
 from bert_demo.app.state.registry import Registry
 from bert_demo.app.state.uploads import UPLOAD_PREFIX
-from bert_demo.app.tabs import attention, classifier, embeddings, fill, finetune, finetune_runs
+from bert_demo.app.tabs import attention, classifier, embeddings, fill, finetune, finetune_runs, train
 from bert_demo.checkpoint import load_classifier, load_pretrained, save_pretrained
 from bert_demo.config import PRESETS, read_config, read_metadata
 from bert_demo.inference import classify
@@ -144,7 +144,8 @@ def test_the_tab_fine_tunes_a_model_this_machine_can_and_follows_the_one_selecte
 def test_a_reloaded_page_reads_no_weights_again_for_the_layer_chart(registry, experiment, monkeypatch):
     finetune_runs.last_experiment(registry, OWNER)  # the first page load after the experiment may read them
     reads = []
-    checkpoint = finetune.backend().checkpoint
+    from bert_demo import checkpoint
+
     monkeypatch.setattr(checkpoint, "read_weights", lambda *a, **k: reads.append(a) or {})
     rebuilt = finetune_runs.last_experiment(registry, OWNER)
     assert reads == [] and rebuilt["ft_changes"].data  # the same chart, from what the first load measured
@@ -386,9 +387,10 @@ def test_a_reopened_page_follows_the_visitors_experiment_with_stop_enabled_and_a
         first = next(reopened)
         assert job.running and first["ft_stop"] == finetune.STOP_ACTIVE and first["ft_start"] == finetune.START_BUSY
         assert first["ft_status"].startswith("Run 1 of 2, pre-trained: ")
-        elsewhere = next(finetune.reopened(registry, "someone else"))["ft_status"]
-        assert elsewhere.startswith("**Busy:** someone else's fine-tuning run (1 of the 2 of an experiment) has "
-                                    "the training slot")
+        elsewhere = train.watch_slot(registry, "someone else")["ft_slot_busy"].constructor_args
+        assert elsewhere["visible"] and elsewhere["value"].startswith(
+            "**Busy:** someone else's fine-tuning run (1 of the 2 of an experiment) has the training slot")
+        assert not train.watch_slot(registry, OWNER)["ft_slot_busy"].constructor_args["visible"]  # their own
         assert finetune.stop(registry, OWNER)["ft_status"].startswith("Stopping")
         last = list(reopened)[-1]
         assert "The experiment stopped here." in last["ft_status"] and last["ft_stop"] == finetune.STOP_IDLE

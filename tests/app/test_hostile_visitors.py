@@ -253,10 +253,9 @@ def test_a_flood_of_slow_questions_is_refused_at_once_while_another_visitors_fil
     one queue, and every visitor's Fill-mask was refused for half a minute. Each kind now has its own line. (28 more
     here, not 34: a burst from this host's own network, which the door does not count, of more than gradio's 32
     places was at times "Queue is full" before gradio had taken them in, on a loaded machine.)"""
-    from bert_demo.app.backend import backend
+    from bert_demo import inference
     from bert_demo.app.guards.admission import SLOW
 
-    inference = backend().inference
     real, held = inference.head_importance, threading.Event()
 
     def slow(*args, **kwargs):  # answered only once all 30 have arrived and the others are refused
@@ -333,9 +332,8 @@ def test_a_flood_through_call_from_one_address_holds_its_share_and_another_visit
     """Issue 51: 30 threads on /call/fill_mask from one address filled Fill-mask's line (a new session per call),
     and another visitor was refused. Counted by address, the flood holds `max_open` places, a few more of it wait
     for them, the rest are refused at once, and the other visitor is answered."""
-    from bert_demo.app.backend import backend
+    from bert_demo import inference
 
-    inference = backend().inference
     real, held = inference.layer_predictions, threading.Event()
 
     def slow(*args, **kwargs):  # the first questions are answered only once the whole flood has arrived
@@ -363,9 +361,8 @@ def test_a_flood_through_call_from_one_address_holds_its_share_and_another_visit
 def held_answers(monkeypatch) -> tuple[threading.Event, list[str]]:
     """Fill-mask's answers held until the returned event is set, and the texts asked, in the order their
     questions were given a place to be answered in."""
-    from bert_demo.app.backend import backend
+    from bert_demo import inference
 
-    inference = backend().inference
     real, held, order = inference.layer_predictions, threading.Event(), []
 
     def slow(model, tokenizer, text, *args, **kwargs):
@@ -495,9 +492,8 @@ def test_one_address_posting_questions_it_never_reads_cannot_fill_gradios_queue_
     gradio's 40 workers with questions waiting for their own, then filled its 32 places, and another visitor was
     told "Queue is full" 18 times of 20. Past its share, an address's questions now wait at the door, outside
     gradio's queue."""
-    from bert_demo.app.backend import backend
+    from bert_demo import inference
 
-    inference = backend().inference
     real, held = inference.query_key, threading.Event()
 
     def slow(*args, **kwargs):  # the flood's first questions are answered only once the other visitor has asked

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from bert_demo.app import text
+from bert_demo.app.runs.slot import Busy, Place
 from bert_demo.app.text import model_markdown
+from bert_demo.config import BertConfig
 from bert_demo.data.sources import MIX_ABOUT
 
 SHIPPED = Path(__file__).resolve().parents[2] / "checkpoints"
@@ -34,6 +37,39 @@ def test_a_continued_model_names_the_model_it_continued_never_the_preset_its_con
     assert f"Corpus **everyday** ({MIX_ABOUT['everyday']}; the card below lists them), continued from " \
            "**v3-stage1**, 100 of 100 steps" in shown
     assert "tiny" not in shown
+
+
+def test_a_fine_tune_that_its_epochs_decided_says_the_steps_it_planned():
+    """A CLI fine-tune with `--epochs` has no `steps` setting: the steps it planned are saved with it."""
+    tuned = {"task": "movie-reviews", "init": "pretrained", "model": "checkpoints/mini-english", "steps": None,
+             "train_examples": 300, "batch_size": 16, "lr": 5e-5}
+    shown = model_markdown({**info("runs/tuned", tuned), "step": 57, "planned_steps": 57})
+    assert "300 labelled sentences, 57 of 57 steps, batch 16" in shown
+
+
+def test_the_header_says_which_model_how_big_and_where_it_runs():
+    config = BertConfig(**SHAPE, vocab_size=8192)
+    assert text.model_summary("checkpoints/mini-english", config, "cpu") == (
+        "checkpoints/mini-english: 4 layers, hidden size 256, 4 heads, vocabulary 8,192; runs on cpu")
+
+
+def test_a_visitor_in_line_hears_their_number_and_the_time_left_once_it_is_known():
+    assert text.waiting_text(None, "Starting your run…") == "Starting your run…"  # their turn has come
+    assert text.waiting_text(Place(1, False, None), "") == "Waiting for the training slot: you are next in line."
+    assert text.waiting_text(Place(3, True, 600.0), "") == (
+        "Waiting for the training slot: you are number 3 in line, after the run training now. The runs ahead of "
+        "yours have about 10 min left.")
+
+
+def test_someone_elses_run_is_told_with_how_long_a_run_started_now_would_wait():
+    busy = Busy(fine_tuning=False, step=120, steps=1000, of_experiment=None, waiting=0, seconds_ahead=None,
+                max_wait_s=900.0)
+    assert text.busy_text(None) == ""
+    assert text.busy_text(busy) == ("**Busy:** someone else's pre-training run has the training slot now (step 120 "
+                                    "of 1,000). A run you start now waits in line for it.")
+    later = replace(busy, waiting=2, seconds_ahead=1500.0)
+    assert text.busy_text(later).endswith("and 2 more visitors wait in line. The line takes no more runs for about "
+                                          "10 min: nobody is asked to wait more than 15 min.")
 
 
 def test_the_model_tabs_figures_say_which_text_they_were_measured_on():

@@ -22,7 +22,7 @@ from bert_demo.app.state.registry import Registry
 from bert_demo.app.state.uploads import UPLOAD_PREFIX
 from bert_demo.app.tabs import attention, embeddings, fill, nsp, train
 from bert_demo.app.tabs.attention import VIEW_AVERAGE, VIEW_HEAD, VIEW_ROLLOUT
-from bert_demo.app.ui import ANALYTICS_EVERY
+from bert_demo.app.ui import ANALYTICS_EVERY, build_demo
 from bert_demo.config import PRESETS, read_metadata
 from bert_demo.training.settings import TrainConfig
 from tests.conftest import held, wait_until
@@ -58,6 +58,19 @@ def test_the_api_has_exactly_the_fifteen_named_endpoints(client):
                                            "/finetune", "/classify", "/attribution", "/attention_change", "/neuron",
                                            "/pretraining_example", "/forward_steps"}
     assert not api["unnamed_endpoints"]
+
+
+def test_a_tab_wires_only_to_its_own_components_the_page_and_the_links_it_names(make_checkpoint, tmp_path,
+                                                                               monkeypatch):
+    """The Train tab's watch of the slot writes Fine-tune's line too: a link it declares (`train.LINKS`). Without
+    the name, building the page stops at that component."""
+    make_checkpoint(tmp_path / "checkpoints" / "tiny-test")
+    make = lambda: build_demo(Registry(checkpoints_dir=tmp_path / "checkpoints", runs_dir=tmp_path / "runs",  # noqa: E731
+                                       device="cpu", allow_hub=False))
+    make()
+    monkeypatch.setattr(train, "LINKS", ())
+    with pytest.raises(KeyError, match="ft_slot_busy"):
+        make()
 
 
 def test_gradio_summarises_request_times_every_few_events_not_after_each_one(app):
@@ -337,9 +350,10 @@ print(errors)
 """
 
 
-def test_handlers_used_for_the_first_time_at_once_all_find_the_backend(make_checkpoint, tmp_path):
-    """A fresh app, as when its page first loads: several handlers start in worker threads at once. Without
-    `backend()`'s lock one of them saw transformers half-imported ("cannot import name 'BertTokenizerFast'")."""
+def test_handlers_used_for_the_first_time_at_once_all_find_transformers_whole(make_checkpoint, tmp_path):
+    """A fresh app, as when its page first loads: several handlers start in worker threads at once. Without the
+    lock of `machine.import_heavy` one of them saw transformers half-imported ("cannot import name
+    'BertTokenizerFast'")."""
     make_checkpoint(tmp_path / "checkpoints" / "tiny-test")
     result = subprocess.run([sys.executable, "-c", FIRST_USE, str(tmp_path / "checkpoints"), str(tmp_path / "runs")],
                             cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=120)

@@ -2,8 +2,6 @@
 read back the same, a damaged file or one of another layout is made again, and a visitor's file is never kept."""
 from __future__ import annotations
 
-import pytest
-
 import bert_demo.training.pretraining as trainer_module
 from bert_demo.data import sources
 from bert_demo.data import token_cache as prepared

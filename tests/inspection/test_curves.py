@@ -1,10 +1,7 @@
 """Plotly figures from a run's records: the right traces, small JSON, axes that never exaggerate."""
 from __future__ import annotations
 
-import json
-
 import pytest
-import torch
 
 from bert_demo.inspection import curves
 

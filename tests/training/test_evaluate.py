@@ -1,5 +1,5 @@
 """The training readout: the frequency baseline, the held-out sentences it shows, and whether a guess is right.
-(Held-out metrics through ours and transformers are checked on real runs in test_trainer.py.)"""
+(Held-out metrics through ours and transformers are checked on real runs in test_pretraining.py.)"""
 from __future__ import annotations
 
 from array import array

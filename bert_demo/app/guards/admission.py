@@ -1,11 +1,10 @@
 """Who may ask what, now: each question's own line, the cap on heavy work in flight, and how much of them one visitor
 may hold, a visitor being their session and their address.
 
-Gradio's queue is one line of `QUEUE_SIZE` places for every endpoint. Two slow attributions once held both of its
-workers for that endpoint while 32 cheap ones waited behind them, and every other visitor's Fill-mask was then
-refused with "Queue is full" for half a minute. So the app's questions skip gradio's queue (`concurrency_limit=None`)
-and wait here instead, each kind in a line of its own (`Share`): `running` are answered at once, and the others wait
-their turn (an awaited coroutine, no thread).
+Gradio's queue is one line of `QUEUE_SIZE` places for every endpoint: slow questions of one kind would hold its
+workers while cheap ones of every kind waited behind them, and a full queue refuses every visitor ("Queue is full").
+So the app's questions skip gradio's queue (`concurrency_limit=None`) and wait here instead, each kind in a line of
+its own (`Share`): `running` are answered at once, and the others wait their turn (an awaited coroutine, no thread).
 
 A line serves its visitors in turn, not first come first served: its waiting questions are kept by visitor (their
 address, or their session where they have none), and each place that frees goes to the next visitor in turn, whose
@@ -14,12 +13,12 @@ other visitor: five busy addresses slow another visitor's question by five answe
 address with no question in a line always gets a place in it; any other question is refused at once, with when to
 try again, once `waiting` wait (visitors without an address, on this host's own network, are all such others).
 
-Each kind alone ran two at a time, so a mix of kinds ran a dozen heavy questions at once on two cores. The heavy
+Lines of their own alone would let a mix of kinds run a dozen heavy questions at once on two cores, so the heavy
 kinds (`Share.heavy`: many passes of the model, many figures, a download from the Hugging Face Hub) also share one
-`heavy_at_once` places, as many as the machine has cores; Fill-mask, Next sentence and the page's own small questions
-never wait for them. A question that waits for those places counts among its line's waiting until it is answered.
-A download (`DOWNLOAD`) is a line of its own, one at a time, which a question that needs a model from the hub is
-answered in instead of its own (`ui.wire`), and a visitor starts at most `Share.per_hour` of them an hour.
+`heavy_at_once` places, as many as the machine has cores; Fill-mask, Next sentence and the page's own small
+questions never wait for them. A question that waits for those places counts among its line's waiting until it is
+answered. A download (`DOWNLOAD`) is a line of its own, one at a time, which a question that needs a model from the
+hub is answered in instead of its own (`ui.wire`), and a visitor starts at most `Share.per_hour` of them an hour.
 
 A visitor holds at most `MAX_OPEN` questions open, and at most `Share.per_visitor` places in any one line, counted
 both by their session and by their address (`visitors.Visitor`), so the stricter binds: gradio's `/call/` API makes a

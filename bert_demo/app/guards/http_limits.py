@@ -1,29 +1,28 @@
 """What the app takes over HTTP before gradio reads a request: the largest body, and what gradio's upload store may
 hold, in all and from one address.
 
-Gradio reads a request's whole body before anything checks it: a 200 MB typed text was parsed, then refused by its
-length after 12.5 s, and the app kept the 500 MB it had taken. `Limits`, ASGI middleware on gradio's FastAPI app,
-refuses a body over `max_body_bytes` before any of it is kept: at once where its Content-Length says so, and as soon
-as the counted bytes of a body sent without one pass it. The refusal (413, with a sentence that says what the app
-takes) is sent first; the rest of the body is then read and dropped, up to `DRAIN_BYTES`, so that a client that reads
-its answer only once it has sent everything still reads it, and the connection is closed.
+Gradio reads a request's whole body before anything checks it, and keeps what it read, of any size. `Limits`, ASGI
+middleware on gradio's FastAPI app, refuses a body over `max_body_bytes` before any of it is kept: at once where its
+Content-Length says so, and as soon as the counted bytes of a body sent without one pass it. The refusal (413, with a
+sentence that says what the app takes) is sent first; the rest of the body is then read and dropped, up to
+`DRAIN_BYTES`, so that a client that reads its answer only once it has sent everything still reads it, and the
+connection is closed.
 
 Gradio keeps every upload (`/upload`) in its store until it deletes it `UPLOAD_RETENTION_S` later (it looks every
-`UPLOAD_SWEEP_S`). Ten 9 MB files from one address were all kept for an hour. `UploadLedger` counts what the uploads
-of that time hold, by address, and an upload that would pass `UPLOADS_TOTAL_BYTES`, or its address's
-`UPLOADS_PER_ADDRESS_BYTES`, is refused before it is read, with when there will be room. Gradio stores identical
-files once (their path is named by their content's digest): the total counts each stored path once, as its newest
-upload, so that eleven addresses sending one 9 MB file four times hold 9 MB of it, not 400; an address is charged for
-every upload it sends, stored anew or not. An upload is checked by its size before it is read: near the total, one
-that gradio would have stored once already is refused too.
+`UPLOAD_SWEEP_S`), whatever their number and size. `UploadLedger` counts what the uploads of that time hold, by address,
+and an upload that would pass `UPLOADS_TOTAL_BYTES`, or its address's `UPLOADS_PER_ADDRESS_BYTES`, is refused before it
+is read, with when there will be room. Gradio stores identical files once (their path is named by their content's
+digest): the total counts each stored path once, as its newest upload, so that eleven addresses sending one 9 MB file
+four times hold 9 MB of it, not 400; an address is charged for every upload it sends, stored anew or not. An upload is
+checked by its size before it is read: near the total, one that gradio would have stored once already is refused too.
 
 Gradio also offers every visitor `/process_recording`, which runs ffmpeg on a posted video (its screen recorder's
 trimming): CPU the app has no use for, so it is refused, and the page keeps the recording as it was.
 
-A connection that sends its request's head slowly, or nothing at all, is below what the app sees: uvicorn kept 3,000
-such connections, and 3 silent ones, open for minutes. `close_slow_connections` gives uvicorn's HTTP protocol a
-deadline: a connection that has not sent a whole request line and headers within `HEAD_S` of opening, or of its last
-answer, is closed. A body may take longer (an upload over a slow link).
+A connection that sends its request's head slowly, or nothing at all, is below what the app sees, and uvicorn keeps it
+open without a deadline. `close_slow_connections` gives uvicorn's HTTP protocol a deadline: a connection that has not
+sent a whole request line and headers within `HEAD_S` of opening, or of its last answer, is closed. A body may take
+longer (an upload over a slow link).
 
 Every refusal is logged, but at most once a `LOG_EVERY_S` for each address and kind of refusal, with how many more
 there were (`QuietLog`): a flood of refused requests leaves a line a minute, not a line a request.

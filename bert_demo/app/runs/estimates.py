@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bert_demo.app.backend import backend
+from bert_demo.app.machine import import_heavy
 from bert_demo.app.runs.gpu_call import VISITOR_QUOTA_S, call_seconds, charged_seconds, duration_factor
 from bert_demo.app.runs.pace import Pace, Shape, kept, pace
 from bert_demo.config import PRESETS, read_config
@@ -72,13 +72,15 @@ def checks(steps: int, eval_every: int) -> int:
 def plan(config: RunConfig, data: Any = None) -> Plan:
     """The plan of a checked run config (`forms.Forms`): a pre-training run's, or a fine-tuning run's, whose
     labelled examples (`data`, read from its task when not given) set its batches' length and its checks."""
+    from bert_demo.data import labelled
+
     steps, count = config.steps, checks(config.steps, config.eval_every)
     if not isinstance(config, FinetuneConfig):
         model = (read_config(Path(config.init_from)) if config.init_from
                  else PRESETS[config.preset].with_vocab(config.vocab_size))
-        shape = Shape(model, config.batch_size, config.seq_len, config.precision, str(config.device))
+        shape = Shape(model, config.batch_size, config.seq_len, config.precision, str(config.device),
+                      mask_prob=config.mask_prob)
         return Plan(shape, steps, count, config.eval_batches * VAL_BATCH_SIZE)
-    labelled = backend().labelled
     data = data if data is not None else _labelled(config.task)
     length = min(config.max_seq_len, typical_length(config.model, labelled.first(data["train"],
                                                                                   config.train_examples)))
@@ -91,7 +93,8 @@ def plan(config: RunConfig, data: Any = None) -> Plan:
 
 def _labelled(task: str) -> Any:
     """A fine-tuning run's labelled examples: a named task's, or a file's (the private copy a run trains on)."""
-    labelled = backend().labelled
+    from bert_demo.data import labelled
+
     return labelled.load_file(task) if Path(task).suffix.lower() in labelled.FILE_TYPES else labelled.load_task(task)
 
 
@@ -109,7 +112,7 @@ def typical_length(model: str, train: Any) -> int:
 
 @functools.lru_cache(maxsize=8)
 def _tokenizer(folder: str) -> Any:
-    backend()  # transformers, imported once under the backend's lock
+    import_heavy()  # transformers, whole
     from bert_demo.tokenizer import load_tokenizer
 
     return load_tokenizer(folder)
@@ -282,6 +285,11 @@ def duration(seconds: float) -> str:
         return f"{seconds:.0f} s"
     minutes = round(seconds / 60)
     return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
+
+
+def minutes(seconds: float) -> str:
+    """A wait in whole minutes, at least one: 1 min, 18 min."""
+    return f"{max(1, round(seconds / 60))} min"
 
 
 def seconds_text(value: float) -> str:

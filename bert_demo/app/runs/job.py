@@ -14,7 +14,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from bert_demo.app.backend import backend
 from bert_demo.app.state.catalog import LIVE, Loaded, ModelEntry
 from bert_demo.app.state.disk import remove_if_empty
 from bert_demo.app.state.uploads import remove_uploads, shown
@@ -63,10 +62,12 @@ class TrainingJob:
     def _release(self) -> None:
         """Let go of what the ended run holds: its live copy answers nothing more, and on a GPU its model leaves the
         card's memory to the next run (visitors load the saved checkpoint now)."""
+        import torch
+
         self._live = None
         if str(self.trainer.config.device).startswith("cuda"):
             self.trainer.model = None
-            backend().torch.cuda.empty_cache()
+            torch.cuda.empty_cache()
 
     def _rescued(self) -> DoneRecord | None:
         """What a run whose process died left: its weights saved from the app's shared copy where they are whole."""

@@ -21,9 +21,9 @@ from dataclasses import dataclass, replace
 from statistics import median
 from typing import Any
 
-from bert_demo.app.backend import backend
 from bert_demo.app.runs.run_process import BUSY_SHARE
 from bert_demo.config import BertConfig
+from bert_demo.data.masking import MASK_PROB
 
 MEASURED_STEPS = 5  # timed optimizer steps at most, after one that warms up, their median kept (a burst of other
 MEASURING_S = 3.0  # work slows one step, not the pace), and no more once this much time has gone into them
@@ -45,6 +45,7 @@ class Shape:
     precision: str
     device: str = "cpu"
     classifier: bool = False
+    mask_prob: float = MASK_PROB  # the share of positions a pre-training run scores (the MLM head's work)
 
 
 @dataclass(frozen=True)
@@ -111,8 +112,7 @@ def _measure(shape: Shape) -> Pace:
 
 
 def _measure_in_child(shape: Shape, send: Any) -> None:
-    """The measurement in a run's kind of process: its modules imported directly (the backend's first use would
-    start a fork server of its own), its threads a run's."""
+    """The measurement in a run's kind of process, its threads a run's."""
     import torch
 
     from bert_demo import model
@@ -126,7 +126,12 @@ def _measure_in_child(shape: Shape, send: Any) -> None:
 
 def _measure_here(shape: Shape) -> Pace:
     """The measurement in this process (a GPU's, or a test's)."""
-    return _measure_with(shape, backend().torch, backend().model, backend().runtime)
+    import torch
+
+    from bert_demo import model
+    from bert_demo.training import runtime
+
+    return _measure_with(shape, torch, model, runtime)
 
 
 def _measure_with(shape: Shape, torch: Any, model_module: Any, runtime: Any) -> Pace:
@@ -142,7 +147,7 @@ def _measure_with(shape: Shape, torch: Any, model_module: Any, runtime: Any) -> 
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     ids = torch.randint(5, shape.model.vocab_size, (batch_size, seq_len), generator=generator).to(where)
     segments = (torch.arange(seq_len) >= seq_len // 2).long().expand(batch_size, -1).to(where)
-    labels = _labels(torch, ids, generator, shape.classifier)
+    labels = _labels(torch, ids, generator, shape)
 
     def step() -> None:
         with runtime.autocast(where, computes):
@@ -184,11 +189,11 @@ def _steps(torch: Any, where: Any, step: Callable[[], None]) -> list[float]:
     return steps
 
 
-def _labels(torch: Any, ids: Any, generator: Any, classifier: bool) -> dict[str, Any]:
-    """A classifier's labels, or masked-LM labels at 15% of the positions and next-sentence labels."""
-    if classifier:
+def _labels(torch: Any, ids: Any, generator: Any, shape: Shape) -> dict[str, Any]:
+    """A classifier's labels, or masked-LM labels at the run's share of the positions and next-sentence labels."""
+    if shape.classifier:
         return {"labels": torch.randint(0, 2, (ids.shape[0],), generator=generator).to(ids.device)}
-    masked = (torch.rand(ids.shape, generator=generator) < 0.15).to(ids.device)
+    masked = (torch.rand(ids.shape, generator=generator) < shape.mask_prob).to(ids.device)
     return {"mlm_labels": torch.where(masked, ids, torch.full_like(ids, -100)),
             "nsp_labels": torch.randint(0, 2, (ids.shape[0],), generator=generator).to(ids.device)}
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bert_demo.app.guards.visitors import same_address
+from bert_demo.app.runs.estimates import minutes
 from bert_demo.app.runs.job import TrainingJob
 from bert_demo.app.runs.run_process import ProcessTrainer, run_for
 from bert_demo.app.runs.zerogpu import GPUCall, GPUCallTrainer
@@ -41,8 +42,29 @@ MAX_WAITING = 4  # visitors who may wait in line for the training slot where the
 LINE_S = 15 * 60.0  # the longest a visitor joining the line is told to wait for their run to start
 ADDRESS_PLACES = 2  # the places in the training line (the slot included) that the runs from one address may hold
 WAIT_POLL_S = 1.0  # how often a waiting ticket looks again whether its turn has come
-BUSY_MARK = "**Busy:**"  # how the line about someone else's run begins (`Slot.others_text`)
 ABANDON_S = 120.0  # a ticket no page has followed this long is given up: a reload takes seconds, leaving for good not
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a waiting ticket stands in line."""
+
+    number: int  # 1: next
+    after_run: bool  # a run trains now, before the first in line
+    seconds_ahead: float | None  # until its turn (None: not known yet)
+
+
+@dataclass(frozen=True)
+class Busy:
+    """Someone else's run in the slot, as another visitor may know it: never whose."""
+
+    fine_tuning: bool
+    step: int
+    steps: int
+    of_experiment: tuple[int, int] | None  # (its number, the experiment's runs) for a run of an experiment
+    waiting: int  # the visitors waiting in line
+    seconds_ahead: float | None  # until a run joining the line now would start (None: not known yet)
+    max_wait_s: float  # the longest wait the line takes a run for
 
 
 @dataclass(eq=False)
@@ -148,9 +170,9 @@ class Slot:
             place = self._place(ticket.owner)
             ahead = self._seconds_before(place)
             if ahead is not None and ahead > self.max_wait_s:
-                raise ValueError(f"the runs in line would take about {_minutes(ahead)} before yours could start, "
-                                 f"and the app asks nobody to wait more than {_minutes(self.max_wait_s)}: try again "
-                                 f"in about {_minutes(ahead - self.max_wait_s)}. Fill-mask, Next sentence and "
+                raise ValueError(f"the runs in line would take about {minutes(ahead)} before yours could start, "
+                                 f"and the app asks nobody to wait more than {minutes(self.max_wait_s)}: try again "
+                                 f"in about {minutes(ahead - self.max_wait_s)}. Fill-mask, Next sentence and "
                                  "Attention work meanwhile")
             waiting = [t for t in self.line if not t.jobs]
             if ahead is None and len(waiting) >= self.max_waiting:
@@ -219,48 +241,30 @@ class Slot:
     def _abandoned(self, ticket: Ticket) -> bool:
         return time.monotonic() - ticket.seen > self.abandon_s
 
-    def waiting_text(self, ticket: Ticket) -> str:
-        """Where a waiting ticket stands: its number in line (one number a ticket, never two tickets with the same
-        one), and how long until its turn."""
+    def place(self, ticket: Ticket) -> Place | None:
+        """Where a waiting ticket stands (None once its runs have started, or it left): its number in line (one
+        number a ticket, never two tickets with the same one), and how long until its turn."""
         with self._lock:
             if ticket not in self.line or ticket.jobs:
-                return ""
+                return None
             ahead = self.line[:self.line.index(ticket)]
-        number = sum(not t.jobs for t in ahead) + 1
-        training = self.job is not None and self.job.running
-        where = "next in line" if number == 1 else f"number {number} in line"
-        return (f"Waiting for the training slot: you are {where}"
-                f"{', after the run training now' if training else ''}.{self.time_left_now(ticket)}")
+        return Place(number=sum(not t.jobs for t in ahead) + 1, after_run=self.job is not None and self.job.running,
+                     seconds_ahead=self.seconds_ahead(ticket))
 
-    def others_text(self, owner: str | None) -> str:
-        """What a visitor with no run of their own is told of the slot ("" when it is free): that someone else's
-        run has it (never whose), how far that run is, how many wait, and how long a run of theirs would wait (or
-        that the line takes none for a while)."""
+    def busy(self, owner: str | None) -> Busy | None:
+        """What a visitor with no run of their own may know of the slot (None when it is free, or the run is theirs):
+        someone else's run has it (never whose), how far that run is, how many wait, and how long a run of theirs
+        would wait."""
         job = self.job
         if job is None or not job.running or (owner is not None and job.owner == owner):
-            return ""
+            return None
         with self._lock:
             waiting = sum(not t.jobs for t in self.line)
             front = next((t for t in self.line if job in t.jobs), None)
         config = job.trainer.config
-        what = "fine-tuning run" if isinstance(config, FinetuneConfig) else "pre-training run"
-        if front is not None and len(front.configs) > 1:
-            what += f" ({len(front.jobs)} of the {len(front.configs)} of an experiment)"
-        queue = (f", and {waiting} more {'visitor waits' if waiting == 1 else 'visitors wait'} in line"
-                 if waiting else "")
-        ahead = self.seconds_ahead(owner=owner)
-        wait = (" A run you start now waits in line for it." if ahead is None else
-                f" A run you start now waits about {_minutes(ahead)} for the slot." if ahead <= self.max_wait_s else
-                f" The line takes no more runs for about {_minutes(ahead - self.max_wait_s)}: nobody is asked to wait "
-                f"more than {_minutes(self.max_wait_s)}.")
-        return (f"{BUSY_MARK} someone else's {what} has the training slot now (step {job.trainer.step:,} of "
-                f"{config.steps:,}){queue}.{wait}")
-
-    def time_left_now(self, before: Ticket | None = None) -> str:
-        """How long until the slot is free for `before`'s runs, in a sentence ("" until the run training now has
-        measured its pace, and where nothing is ahead)."""
-        ahead = self.seconds_ahead(before)
-        return "" if not ahead else f" The runs ahead of yours have about {_minutes(ahead)} left."
+        return Busy(fine_tuning=isinstance(config, FinetuneConfig), step=job.trainer.step, steps=config.steps,
+                    of_experiment=(len(front.jobs), len(front.configs)) if front and len(front.configs) > 1 else None,
+                    waiting=waiting, seconds_ahead=self.seconds_ahead(owner=owner), max_wait_s=self.max_wait_s)
 
     def seconds_ahead(self, before: Ticket | None = None, owner: str | None = None) -> float | None:
         """Seconds until the slot is free for `before`'s runs (for a run of `owner` joining the line now, without
@@ -348,10 +352,6 @@ class Slot:
             job.stop()
             stopped = True
         return stopped
-
-
-def _minutes(seconds: float) -> str:
-    return f"{max(1, round(seconds / 60))} min"
 
 
 def _discard(configs: Iterable[RunConfig], cleanup: Callable[[], None] | None) -> None:

@@ -14,6 +14,7 @@ must not hold a place of a question's line. Where `downloads_here` is off (a que
 from __future__ import annotations
 
 import contextvars
+import functools
 import logging
 import re
 import threading
@@ -24,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bert_demo.app.backend import backend
+from bert_demo.app.machine import import_heavy
 from bert_demo.app.state.folders import (
     FOLDER,
     MODEL_CARD,
@@ -163,8 +164,10 @@ class Catalog:
     def load(self, name: str | ModelEntry | None, viewer: str | None = None, encoder: bool = False) -> Loaded:
         """The model in eval mode on this registry's device, from the cache when possible. A tab that reads only
         the encoder (attention, embeddings) sets `encoder`: a fine-tuned classifier then serves too, since its
-        encoder is a BERT encoder like any other; elsewhere it is refused, having no masked-LM or NSP head."""
+        encoder is a BERT encoder like any other; elsewhere it is refused, having no masked-LM or NSP head. The
+        first model loaded imports torch and transformers for every thread (`machine.import_heavy`)."""
         entry = name if isinstance(name, ModelEntry) else self.resolve(name, viewer)
+        import_heavy()
         if entry.name == LIVE:
             return self.live().live_model()
         if encoder and entry.config is not None and entry.config.labels:
@@ -172,22 +175,26 @@ class Catalog:
         return self._cached((entry.name, weights_time(entry.folder)), lambda: self._read(entry))
 
     def _read(self, entry: ModelEntry) -> Loaded:
+        from bert_demo import checkpoint
+
         if entry.config is not None and entry.config.labels:
             raise ValueError(f"{entry.label} is a fine-tuned classifier ({', '.join(entry.config.labels)}): it has "
                              "no masked-LM or next-sentence head for this tab to use. Ask it in the Fine-tune tab, "
                              "look at its attention or embeddings, or choose a pre-trained model")
         started = time.perf_counter()
         folder = entry.folder or self._download(entry.name)
-        model, tokenizer, missing = backend().checkpoint.load_checkpoint(folder, device=self.torch_device())
+        model, tokenizer, missing = checkpoint.load_checkpoint(folder, device=self.torch_device())
         log.info("loaded %s in %.1f s", entry.name, time.perf_counter() - started)
         return Loaded(model, tokenizer, entry, folder, missing)
 
     def _download(self, name: str) -> Path:
         """A hub model's folder, fetched (or found in the hub cache) now; `HubDownload` where `downloads_here` is off.
         A hub id is downloaded, never looked up as a path: "tests" must not load ./tests."""
+        from bert_demo import checkpoint
+
         if not downloads_here.get():
             raise HubDownload(name)
-        return backend().checkpoint.download(name, cache_dir=self.hub_cache)
+        return checkpoint.download(name, cache_dir=self.hub_cache)
 
     def _cached(self, key: tuple, make: Callable[[], Loaded]) -> Loaded:
         """The cached model under `key`, or `make()`'s, kept among the newest `cache_size`. `make` runs outside the
@@ -218,10 +225,12 @@ class Catalog:
             raise ValueError(f"{entry.label} has no classifier: fine-tune it first, then choose the fine-tuned run")
 
         def read() -> Loaded:
+            from bert_demo import checkpoint
+
             folder = entry.folder or self._download(entry.name)
             if not read_config(folder).labels:  # a hub model's config is known only once downloaded
                 raise ValueError(f"{entry.label} has no classifier: fine-tune it first, then choose the fine-tuned run")
-            model, tokenizer, _, new = backend().checkpoint.load_classifier(folder, device=self.torch_device())
+            model, tokenizer, _, new = checkpoint.load_classifier(folder, device=self.torch_device())
             return Loaded(model, tokenizer, entry, folder, new)
 
         return self._cached((entry.name, weights_time(entry.folder), "classifier"), read)
@@ -243,29 +252,27 @@ class Catalog:
         def read_snapshot() -> Loaded:
             """A copy on the CPU, whatever the final weights' device: the cache holds several steps, and a GPU's
             memory is for the final weights and the runs (a small model answers on the CPU in milliseconds)."""
+            from bert_demo.training import timeline
+
             final = self.load(entry, viewer, encoder)
             model = type(final.model)(final.model.config)
             model.load_state_dict(final.model.state_dict())  # copied to the CPU; the tie survives
-            model.load_state_dict(backend().timeline.load(entry.folder, step), strict=False)
+            model.load_state_dict(timeline.load(entry.folder, step), strict=False)
             return Loaded(model.eval(), final.tokenizer, entry, final.folder)
 
         return self._cached((entry.name, weights_time(entry.folder), step), read_snapshot)
 
     def timeline_steps(self, name: str | None, viewer: str | None = None) -> list[int]:
         """The steps a model has snapshots of (none for a shipped or hub model without a timeline)."""
+        from bert_demo.training import timeline
+
         entry = self.resolve(name, viewer)
-        return backend().timeline.steps(entry.folder) if entry.folder is not None else []
+        return timeline.steps(entry.folder) if entry.folder is not None else []
 
     def config_of(self, name: str | None, viewer: str | None = None) -> tuple[ModelEntry, BertConfig]:
         """The entry and its config: read from config.json when the name was resolved, else from the loaded model."""
         entry = self.resolve(name, viewer)
         return entry, entry.config or self.load(entry).model.config
-
-    def model_summary(self, name: str | None, viewer: str | None = None) -> str:
-        """One line for the header: which model, how big, where it runs."""
-        entry, config = self.config_of(name, viewer)
-        return (f"{entry.name}: {config.num_hidden_layers} layers, hidden size {config.hidden_size}, "
-                f"{config.num_attention_heads} heads, vocabulary {config.vocab_size:,}; runs on {self.device}")
 
     def model_info(self, name: str | None, viewer: str | None = None) -> dict[str, Any]:
         """What the Model tab shows: config, size, device, training settings and metrics, the model card (of a
@@ -280,7 +287,7 @@ class Catalog:
         if loaded.entry.name == LIVE:
             trainer = self.live().trainer
             metadata = {"train_config": trainer.config.to_dict(), "step": trainer.step,
-                        "history": list(trainer.history)}
+                        "planned_steps": getattr(trainer, "total_steps", None), "history": list(trainer.history)}
         else:
             metadata = read_metadata(folder) if folder else {}
             card = folder / MODEL_CARD if folder else None
@@ -288,6 +295,7 @@ class Catalog:
                 info["model_card"] = card_text(card)
         history = metadata.get("history") or []
         info.update(train_config=metadata.get("train_config"), step=metadata.get("step"),
+                    planned_steps=metadata.get("planned_steps"),
                     elapsed=metadata.get("elapsed"), trained_on=metadata.get("device"),
                     last_train=next((r for r in reversed(history) if r.get("kind") == "train"), None),
                     last_val=next((r for r in reversed(history) if r.get("kind") == "val"), None))
@@ -308,12 +316,21 @@ class Catalog:
         return zip_folder(entry.name, entry.folder)
 
     def torch_device(self) -> str:
-        """The device to use, confirmed by torch: a CPU-only torch on a GPU machine falls back to the CPU."""
-        if self.device.startswith("cuda"):
-            if not backend().torch.cuda.is_available():
-                log.warning("an NVIDIA GPU is visible but torch cannot use it: running on the CPU")
-                self.device = "cpu"
-        return self.device
+        """The device to use, confirmed by torch (`usable_device`)."""
+        return usable_device(self.device)
+
+
+@functools.cache
+def usable_device(device: str) -> str:
+    """`device`, or the CPU where it names a GPU that torch cannot use (a CPU-only torch on a GPU machine): said
+    once in the log, not at every load."""
+    if device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            log.warning("an NVIDIA GPU is visible but torch cannot use it: running on the CPU")
+            return "cpu"
+    return device
 
 
 def _live(job: Any) -> bool:

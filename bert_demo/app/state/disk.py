@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bert_demo.app.backend import backend
 from bert_demo.app.guards.visitors import same_address
 from bert_demo.app.state.folders import model_folders, prune_downloads
 from bert_demo.app.state.uploads import start_folder
@@ -24,6 +23,7 @@ from bert_demo.training.settings import RunConfig
 
 log = logging.getLogger(__name__)
 
+MAX_RUNS = 20  # the runs this app trained that are kept (BERT_DEMO_MAX_RUNS); older ones go as new ones start
 MIN_RUN_AGE_S = 3600.0  # a run trained here is kept at least this long, however many runs follow it
 RUNS_BUDGET_BYTES = 2 * 2**30  # all the runs this app trained, on disk (BERT_DEMO_RUNS_BUDGET_MB); one mini run
 VISITOR_SHARE = 0.25  # writes up to about 160 MB (weights, timeline); one visitor's runs may fill this much of it
@@ -34,7 +34,7 @@ CLAIM_PREFIX = ".claimed-by-"  # then the process id: a run folder's marker unti
 class Disk:
     """The runs/ folder of one app: what its runs hold and may still write, and who started each."""
 
-    def __init__(self, root: Path, budget: int = RUNS_BUDGET_BYTES, max_runs: int = 20):
+    def __init__(self, root: Path, budget: int = RUNS_BUDGET_BYTES, max_runs: int = MAX_RUNS):
         self.root, self.budget, self.max_runs = root, budget, max_runs
         self.min_run_age_s = MIN_RUN_AGE_S
         self.claimed: dict[Path, str | None] = {}  # the run folders this app claimed, with the visitor of each
@@ -87,7 +87,9 @@ class Disk:
         run after run cannot erase what another trained a moment ago (runs/ may then hold more than `keep` runs for
         a while; one run trains at a time, so they are few). Nor is `protect`, the model a new run starts from.
         """
-        backend().checkpoint.recover_leftovers(self.root)
+        from bert_demo import checkpoint
+
+        checkpoint.recover_leftovers(self.root)
         runs = [f for f in model_folders(self.root) if read_metadata(f).get("origin") == "app"]
         runs.sort(key=lambda f: f.stat().st_mtime, reverse=True)
         now = time.time()
@@ -102,9 +104,10 @@ class Disk:
 
 def run_bytes(config: RunConfig) -> int:
     """The most a run writes: its fp32 weights, and its timeline's fp16 snapshots within their budget."""
+    from bert_demo.training import timeline
+
     start = start_folder(config)
     model = read_config(start) if start else PRESETS[config.preset].with_vocab(config.vocab_size)
-    timeline = backend().timeline
     snapshots = min(len(timeline.snapshot_steps(config.steps)) * 2 * model.num_parameters, timeline.BUDGET_BYTES)
     return 4 * model.num_parameters + snapshots + 2**20  # and a megabyte of vocabulary, config and records
 

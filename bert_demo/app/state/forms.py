@@ -1,9 +1,9 @@
 """What a visitor asks to train, read from the form: the machine's caps, and a checked config for a pre-training
 run or for one run of the fine-tuning experiment, validated once, here.
 
-Every setting and its bounds come from `train_config` (TrainConfig, FinetuneConfig and the app's caps); a value the
-form or an API caller sends is coerced to its setting's type, and the first setting that is not allowed is named in
-the refusal. A model to continue or fine-tune is resolved in the catalogue and must be one this machine can train.
+Every setting and its bounds come from `training.settings` (TrainConfig, FinetuneConfig) and `policy` (the app's
+caps); a value the form or an API caller sends is coerced to its setting's type, and the first setting that is not
+allowed is named in the refusal. A model to continue or fine-tune is resolved in the catalogue and must be one this machine can train.
 """
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bert_demo.app.backend import backend
 from bert_demo.app.policy import APP_FINETUNE, APP_RUN, APP_RUNS, GOOGLE_BERTS, app_finetune_steps, well_read_model
 from bert_demo.app.state.catalog import Catalog
 from bert_demo.app.state.folders import FOLDER
@@ -123,6 +122,8 @@ class Forms:
         file that cannot be trained on is refused at once. `well_read` instead fine-tunes the well-read start of
         `model`'s shape (`settings.well_read_model`), from the hub. The runs of one experiment share their
         folder names' `stamp` (default: now), by which the page finds them again."""
+        from bert_demo.data import labelled
+
         folder = self._continuable(model, viewer, verb="fine-tuned")
         stem = folder.name
         if well_read:
@@ -130,7 +131,6 @@ class Forms:
         if train_examples not in APP_FINETUNE["label_counts"]:
             shown = ", ".join(str(n or "all") for n in APP_FINETUNE["label_counts"])
             raise ValueError(f"labelled sentences: choose {shown}, not {train_examples!r}")
-        labelled = backend().labelled
         if upload:
             data, task = labelled.load_file(upload), str(upload)
             rows = sum(map(len, data.values()))
@@ -177,6 +177,8 @@ class Forms:
         model's; refused with a message, and no server path, where Google published none of that shape, the hub is
         off or unreachable, or the model is bigger than this machine trains (checked on its config, before the
         weights are fetched)."""
+        from bert_demo import checkpoint
+
         layers, hidden = shape.num_hidden_layers, shape.hidden_size
         google = well_read_model(layers, hidden)
         if google is None:
@@ -189,7 +191,7 @@ class Forms:
             raise ValueError(f"{name} comes from the Hugging Face Hub, which this app is set not to reach: "
                              f"{leave_out}")
         try:
-            folder = backend().checkpoint.download(name, cache_dir=self.catalog.hub_cache,
+            folder = checkpoint.download(name, cache_dir=self.catalog.hub_cache,
                                                    check=lambda config: self._check_trainable(name, config))
         except TooBig:  # `check`'s own refusal: already a message for the visitor
             raise

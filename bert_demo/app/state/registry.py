@@ -8,7 +8,7 @@ BERT_DEMO_CHECKPOINTS (shipped models, ./checkpoints), BERT_DEMO_RUNS (runs trai
 BERT_DEMO_MODELS_DIR (one more folder, listed as models/<name>), BERT_DEMO_DEVICE (cpu or cuda), BERT_DEMO_HUB ("0"
 refuses hub ids: a Space owner turns hub loading off with it), BERT_DEMO_HUB_CACHE (where hub models are downloaded;
 default: a folder in the temp dir, newest 5 models kept), BERT_DEMO_MAX_RUNS (runs kept in runs/, oldest deleted when
-a new one starts; default 20) and BERT_DEMO_RUNS_BUDGET_MB (what all those runs may fill on disk; default 2048, a
+a new one starts; `disk.MAX_RUNS`) and BERT_DEMO_RUNS_BUDGET_MB (what all those runs may fill on disk; default 2048, a
 quarter of it for one visitor).
 
 On ZeroGPU (`zerogpu.on_zerogpu()`) questions are answered on the CPU and runs train in GPU calls
@@ -23,14 +23,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bert_demo.app.backend import backend, visible_device
+from bert_demo.app.machine import import_heavy, start_beside_the_page, visible_device
 from bert_demo.app.runs import estimates
 from bert_demo.app.runs.gpu_call import call_seconds
 from bert_demo.app.runs.job import TrainingJob
 from bert_demo.app.runs.slot import Slot, Ticket
 from bert_demo.app.runs.zerogpu import GPU_TRAINING, GPUCall
 from bert_demo.app.state.catalog import Catalog
-from bert_demo.app.state.disk import RUNS_BUDGET_BYTES, Disk, sweep_claims
+from bert_demo.app.state.disk import MAX_RUNS, RUNS_BUDGET_BYTES, Disk, sweep_claims
 from bert_demo.app.state.forms import Caps, Forms
 from bert_demo.app.state.uploads import sweep_private_copies
 from bert_demo.config import hub_cache
@@ -67,7 +67,7 @@ class Registry:
         hub = os.environ.get(HUB_ENV, "1") != "0" if allow_hub is None else allow_hub
         budget_mb = os.environ.get(RUNS_BUDGET_ENV)
         self.disk = Disk(roots["runs"], int(budget_mb) * 2**20 if budget_mb else RUNS_BUDGET_BYTES,
-                         max_runs=int(os.environ.get(MAX_RUNS_ENV) or 20))
+                         max_runs=int(os.environ.get(MAX_RUNS_ENV) or MAX_RUNS))
         self.slot = Slot(self.disk)
         self.slot.gpu_call = gpu_call
         self.slot.estimate = self.runs_seconds
@@ -99,13 +99,17 @@ class Registry:
         return None if at is None else len(configs) * planned.seconds(at)
 
     def warm_up(self) -> threading.Thread:
-        """Import torch and load the default model in a background thread, and answer one fill-mask with it, as
-        the app starts: the first question after a start had taken 4.9 s (torch, the model, the first pass through
-        it), and each later one 0.2 s. A question that comes sooner waits for the same import and load, no longer."""
+        """As the app starts, in a background thread: import torch, start what runs beside the page (the runs' fork
+        server, the heap's timer: `machine.start_beside_the_page`), load the default model and answer one fill-mask
+        with it, so that the first question is answered at the pace of the next. A question that comes sooner waits
+        for the same import and load, no longer."""
         def warm() -> None:
             started = time.perf_counter()
             try:
-                inference = backend().inference
+                import_heavy()
+                start_beside_the_page()
+                from bert_demo import inference
+
                 default = self.catalog.default_model()
                 if default is not None:
                     loaded = self.catalog.load(default)

@@ -14,7 +14,6 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from bert_demo.app.backend import backend
 from bert_demo.app.state.folders import visible_to
 from bert_demo.data.corpus import load_corpus
 from bert_demo.processes import alive
@@ -70,6 +69,8 @@ def corpus_upload(path: Path, alone: bool, max_bytes: int) -> Path:
     """The private copy of an uploaded text file, read now, so that a file that cannot be trained on is refused at
     once, not when the run starts. A file that is the only source must hold enough documents for training and
     validation; beside a named corpus, any readable text will do."""
+    from bert_demo.data import pairs
+
     if path.suffix.lower() != ".txt":
         raise ValueError(f"upload a plain .txt file, not {path.suffix or 'a file without extension'}")
     if path.is_file() and path.stat().st_size == 0:
@@ -79,7 +80,7 @@ def corpus_upload(path: Path, alone: bool, max_bytes: int) -> Path:
         documents = load_corpus(str(target))
         _check_words(documents)
         if alone:
-            backend().pretraining_data.split_documents(documents, TrainConfig.val_fraction, TrainConfig.seed)
+            pairs.split_documents(documents, TrainConfig.val_fraction, TrainConfig.seed)
     except ValueError as exc:
         discard(target)
         reason = str(exc)

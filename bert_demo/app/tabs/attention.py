@@ -10,7 +10,6 @@ from typing import Any
 import gradio as gr
 
 from bert_demo.app import text
-from bert_demo.app.backend import backend
 from bert_demo.app.handlers import FINAL, NO_COMPARE, Components, Outputs, friendly, load_at, step_name
 from bert_demo.app.state.folders import Examples
 from bert_demo.app.state.registry import Registry
@@ -167,7 +166,8 @@ class _Map:
 
 def _attention_map(loaded: Any, text_a: str, text_b: str | None, layer: float, head: float, view: str,
                    hide: bool, pair: str) -> _Map:
-    inference = backend().inference
+    from bert_demo import inference
+
     tokens, weights = inference.attention(loaded.model, loaded.tokenizer, text_a, text_b)
     n_layers, n_heads = weights.shape[:2]
     layer, head = min(max(int(layer), 1), n_layers), min(max(int(head), 1), n_heads)
@@ -207,10 +207,12 @@ def neuron(registry: Registry, model_name: str, text_a: str, text_b: str, layer:
            position: float | None, step: str = FINAL, owner: str | None = None) -> Outputs:
     """How head `head` of layer `layer` weighs the tokens for the token at `position` (bertviz's neuron view): its
     query vector, every key vector, their product and the weights it makes."""
+    from bert_demo import inference
+
     position = query_position(position)
     loaded = load_at(registry, model_name, step, owner, encoder=True)
     text_b = (text_b or "").strip() or None
-    made = backend().inference.query_key(loaded.model, loaded.tokenizer, text_a, text_b, int(layer), int(head),
+    made = inference.query_key(loaded.model, loaded.tokenizer, text_a, text_b, int(layer), int(head),
                                           position)
     title = f"Layer {int(layer)}, head {int(head)}: how “{made.tokens[position]}” weighs each token"
     return {"neuron_plot": figures.neuron_figure(made.tokens, position, made.query, made.keys, made.weights, title)}
@@ -219,6 +221,8 @@ def neuron(registry: Registry, model_name: str, text_a: str, text_b: str, layer:
 def query_position(value: Any) -> int:
     """The query token's number as the dropdown gives it (an int), or an API caller (a float or text): a whole
     number, or a message that says what to give."""
+    from bert_demo import inference
+
     if value is None or value == "":
         raise ValueError("choose a query token first: press Show attention, then pick one of its tokens")
     try:
@@ -227,5 +231,5 @@ def query_position(value: Any) -> int:
         number = math.nan
     if isinstance(value, bool) or not number.is_integer():  # inf and nan are not whole numbers either
         raise ValueError(f"the query token is given by its number (0 for [CLS], 1 for the first word, ...), not "
-                         f"{backend().inference.echo(value)}")
+                         f"{inference.echo(value)}")
     return int(number)

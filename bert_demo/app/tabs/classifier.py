@@ -9,7 +9,6 @@ from pathlib import Path
 import gradio as gr
 
 from bert_demo.app import text
-from bert_demo.app.backend import backend
 from bert_demo.app.handlers import Components, Outputs, friendly
 from bert_demo.app.policy import well_read_name
 from bert_demo.app.state.folders import hub_id_of
@@ -101,8 +100,10 @@ def default_classifier(registry: Registry, owner: str | None = None) -> str | No
 def classify(registry: Registry, classifier: str, text_a: str, text_b: str = "", owner: str | None = None
              ) -> Outputs:
     """A fine-tuned classifier's probability for each of its classes, for a sentence or a pair."""
+    from bert_demo import inference
+
     loaded = registry.catalog.load_classifier(classifier, owner)
-    probabilities = backend().inference.classify(loaded.model, loaded.tokenizer, text_a, text_b or None)
+    probabilities = inference.classify(loaded.model, loaded.tokenizer, text_a, text_b or None)
     return {"ft_label": dict(probabilities)}
 
 
@@ -116,9 +117,12 @@ def attribution(registry: Registry, classifier: str, text_a: str, text_b: str = 
                 ) -> Outputs:
     """Which words drove the classifier's decision: integrated gradients (Sundararajan et al. 2017) as coloured
     words, with the completeness check in the caption."""
+    from bert_demo import inference
+    from bert_demo.inspection import attribution
+
     loaded = registry.catalog.load_classifier(classifier, owner)
-    backend().inference.classify(loaded.model, loaded.tokenizer, text_a, text_b or None)  # checks the texts
-    result = backend().attribution.classification(loaded.model, loaded.tokenizer, text_a, text_b or None)
+    inference.classify(loaded.model, loaded.tokenizer, text_a, text_b or None)  # checks the texts
+    result = attribution.classification(loaded.model, loaded.tokenizer, text_a, text_b or None)
     return {"ft_words": gr.HighlightedText(value=text.attribution_spans(result.tokens, result.scores),
                                            label=text.attribution_caption(f"Towards “{result.target}”", result))}
 
@@ -129,8 +133,9 @@ def attention_change(registry: Registry, classifier: str, text_a: str, text_b: s
     """The same input's attention in a fine-tuned model and in the model it started from (a layer's average over
     heads, side by side), and how much attention moved in each layer: half the summed absolute difference of each
     row, averaged over heads and tokens (0: unchanged, 1: looking somewhere else entirely)."""
+    from bert_demo import inference
+
     loaded = registry.catalog.load_classifier(classifier, owner)
-    inference = backend().inference
     text_b = text_b or None
     tokens, after = inference.attention(loaded.model, loaded.tokenizer, text_a, text_b)
     _, before = inference.attention(_starting_model(loaded), loaded.tokenizer, text_a, text_b)
@@ -148,6 +153,9 @@ def attention_change(registry: Registry, classifier: str, text_a: str, text_b: s
 def _starting_model(loaded):
     """The weights a fine-tuned run started from: the model it fine-tuned (a pre-trained or frozen start), or its
     own step-0 snapshot (a random start). Either way a classifier of the run's shape, for its encoder."""
+    from bert_demo import checkpoint
+    from bert_demo.training import timeline
+
     config = read_metadata(loaded.folder).get("train_config") or {}
     model = type(loaded.model)(loaded.model.config)
     if config.get("init") in ("pretrained", "frozen") and config.get("model"):
@@ -155,9 +163,9 @@ def _starting_model(loaded):
         if not has_weights(folder):
             start = well_read_name(hub_id_of(folder)) or folder.name
             raise ValueError(f"the model {loaded.entry.label} started from ({start}) is no longer here")
-        start = backend().checkpoint.read_weights(folder)
-    elif 0 in backend().timeline.steps(loaded.folder):
-        start = backend().timeline.load(loaded.folder, 0)
+        start = checkpoint.read_weights(folder)
+    elif 0 in timeline.steps(loaded.folder):
+        start = timeline.load(loaded.folder, 0)
     else:
         raise ValueError(f"{loaded.entry.label} does not say what it started from: only runs fine-tuned here or "
                          "with `python -m bert_demo finetune` can be compared with their start")

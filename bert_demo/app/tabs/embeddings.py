@@ -6,7 +6,6 @@ from collections.abc import Callable
 
 import gradio as gr
 
-from bert_demo.app.backend import backend
 from bert_demo.app.handlers import FINAL, Components, Outputs, friendly, load_at
 from bert_demo.app.state.registry import Registry
 from bert_demo.config import LIMITS
@@ -60,15 +59,17 @@ def neighbours(registry: Registry, model_name: str, word: str, sentence: str, la
                owner: str | None = None) -> Outputs:
     """The word's nearest tokens in the embedding table, or, in `sentence`, the nearest words of the reference
     sentences at the same `layer`; the caption says which was compared with which."""
+    from bert_demo.inspection import neighbours
+
     loaded = load_at(registry, model_name, step, owner, encoder=True)
     in_context = (sentence or "").strip() or None
-    found = backend().neighbours.neighbours(loaded.model, loaded.tokenizer, (word or "").strip(), NEIGHBOURS,
+    found = neighbours.neighbours(loaded.model, loaded.tokenizer, (word or "").strip(), NEIGHBOURS,
                                             text=in_context, layer=int(layer))
     if in_context:
         where = "its embedding in the sentence (word + position + segment)" if int(layer) == 0 else \
             f"its hidden state after layer {int(layer)}"
         caption = (f"Nearest words to “{word.strip()}” in your sentence, by cosine similarity of {where} to the "
-                   f"same layer's states of the words of {len(backend().neighbours.REFERENCE)} everyday reference "
+                   f"same layer's states of the words of {len(neighbours.REFERENCE)} everyday reference "
                    "sentences: like with like, as exBERT compares.")
     else:
         caption = (f"Nearest tokens to “{word.strip()}” by cosine similarity of input embeddings (rows of the "
@@ -100,7 +101,9 @@ def no_projection(registry: Registry) -> Outputs:
 def projection(registry: Registry, model_name: str, words: str, step: str = FINAL, owner: str | None = None
                ) -> Outputs:
     """A list of words (spaces or commas between them) at their embeddings' first two principal components."""
+    from bert_demo import inference
+
     loaded = load_at(registry, model_name, step, owner, encoder=True)
     listed = [w for w in (words or "").replace(",", " ").split() if w]
-    points = backend().inference.embedding_projection(loaded.model, loaded.tokenizer, listed)
+    points = inference.embedding_projection(loaded.model, loaded.tokenizer, listed)
     return {"projection_plot": figures.projection_figure(points)}

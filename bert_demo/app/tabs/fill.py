@@ -7,7 +7,6 @@ from collections.abc import Callable
 import gradio as gr
 
 from bert_demo.app import text
-from bert_demo.app.backend import backend
 from bert_demo.app.handlers import FINAL, Components, Outputs, friendly, load_at
 from bert_demo.app.state.folders import Examples
 from bert_demo.app.state.registry import Registry
@@ -95,7 +94,8 @@ def fill_mask(registry: Registry, model_name: str, sentence: str, top_k: float, 
               step: str = FINAL, owner: str | None = None) -> Outputs:
     """The best guesses filled in, a ranked list per [MASK], the guesses at every layer, and the sentence's words
     to click; `heads_off` ("L1 H2", ...) are switched off for all of it."""
-    inference = backend().inference
+    from bert_demo import inference
+
     loaded = load_at(registry, model_name, step, owner)
     mask = head_mask(heads_off, loaded.model.config)
     inference.check_top_k(int(top_k))
@@ -124,8 +124,10 @@ def mask_attribution(registry: Registry, model_name: str, sentence: str, step: s
                      owner: str | None = None) -> Outputs:
     """Which words made the model give its top guess at the first [MASK]: integrated gradients (Sundararajan et
     al. 2017) as coloured words, with the completeness check in the caption, shown (with their key) once asked."""
+    from bert_demo.inspection import attribution
+
     loaded = load_at(registry, model_name, step, owner)
-    result = backend().attribution.masked_word(loaded.model, loaded.tokenizer, sentence)
+    result = attribution.masked_word(loaded.model, loaded.tokenizer, sentence)
     lead = f"Why “{result.target}” at the first [MASK]"
     return {"mask_words": gr.HighlightedText(value=text.attribution_spans(result.tokens, result.scores),
                                              label=text.attribution_caption(lead, result)),

@@ -22,7 +22,6 @@ from pathlib import Path
 import gradio as gr
 
 from bert_demo.app import text
-from bert_demo.app.backend import backend
 from bert_demo.app.handlers import Components, Outputs, friendly
 from bert_demo.app.policy import APP_FINETUNE, WELL_READ_VOCAB
 from bert_demo.app.runs import estimates
@@ -68,6 +67,7 @@ def layout(registry: Registry) -> Components:
                     c["ft_stop"] = gr.Button("Stop", variant="secondary", elem_id="ft-stop", interactive=False)
                 c["ft_estimate"] = gr.Markdown(elem_id="ft-estimate")
             with gr.Column(scale=2):
+                c["ft_slot_busy"] = gr.Markdown(visible=False, elem_id="ft-slot-busy")  # the Train tab's watch
                 c["ft_status"] = gr.Markdown(text.FINETUNE_IDLE, elem_id="ft-status")
                 c["ft_curves"] = gr.Plot(curves.empty_figure("Accuracy, live while fine-tuning"),
                                          elem_id="ft-curves", show_label=False)
@@ -169,11 +169,7 @@ def reopened(registry: Registry, owner: str | None = None) -> Iterator[Outputs]:
     if ticket is not None and ticket.fine_tuning:
         yield from follow(registry, ticket, owner)
         return
-    outputs, others = last_experiment(registry, owner), registry.slot.others_text(owner)
-    if others:  # someone else's run has the slot: said first (the Train tab's watch keeps it up to date)
-        ended = outputs["ft_status"]
-        outputs["ft_status"] = others if ended == gr.skip() else f"{others}\n\n{ended}"
-    yield outputs
+    yield last_experiment(registry, owner)  # someone else's run in the slot: the Train tab's watch says it
 
 
 def _start_config(registry: Registry, model: str, task: str, labels: int | None, start: str, upload: str | None,
@@ -216,8 +212,8 @@ def _wait_for_run(registry: Registry, ticket: Ticket, number: int) -> Iterator[O
     visitor left the line, or a run could not start)."""
     while (job := ticket.wait_for_run(number, timeout=WAIT_POLL_S)) is None and not ticket.ended.is_set():
         ticket.followed()
-        yield {"ft_status": registry.slot.waiting_text(ticket) or "Starting the next run…", "ft_stop": STOP_ACTIVE,
-               "ft_start": START_BUSY}
+        yield {"ft_status": text.waiting_text(registry.slot.place(ticket), "Starting the next run…"),
+               "ft_stop": STOP_ACTIVE, "ft_start": START_BUSY}
     return job
 
 
@@ -274,11 +270,13 @@ def estimate(registry: Registry, model: str | None, task: str | None, upload: st
     the run training now where it has the same shape, else a few of its steps timed), whether the machine is busy,
     and how long the latest experiment here took; on ZeroGPU, the length of its runs' GPU calls. Settings that are
     not allowed get no estimate but the reason (`_not_here`)."""
+    from bert_demo.data import labelled
+
     latest = _small(latest_took(registry, owner))
     try:
         starts = ["pretrained", *_comparisons(compare)]
         config = registry.forms.finetune_config(model, task, _label_count(labels), "pretrained", upload, owner)
-        planned = estimates.plan(config, backend().labelled.load_file(upload) if upload else None)
+        planned = estimates.plan(config, labelled.load_file(upload) if upload else None)
     except ValueError as exc:
         return {"ft_estimate": _not_here(registry, exc, task, upload, labels, owner) + latest}
     if registry.slot.gpu_call is not None:  # one call on ZeroGPU a run: their lengths, asked before each starts
@@ -338,6 +336,8 @@ def _label_count(choice: str | int | None) -> int | None:
 def _labelled_copy(upload: str | None) -> Path | None:
     """The visitor's labelled file copied under a name of ours for the experiment's runs, deleted when the
     experiment ends (a killed app's copies are swept when it starts again)."""
+    from bert_demo.data import labelled
+
     if not upload:
         return None
-    return private_copy(Path(upload), f"labelled{Path(upload).suffix.lower()}", backend().labelled.MAX_FILE_BYTES)
+    return private_copy(Path(upload), f"labelled{Path(upload).suffix.lower()}", labelled.MAX_FILE_BYTES)

@@ -13,7 +13,6 @@ from typing import Any
 
 import gradio as gr
 
-from bert_demo.app.backend import backend
 from bert_demo.app.handlers import Outputs, friendly
 from bert_demo.app.policy import well_read_model, well_read_name
 from bert_demo.app.runs.estimates import clock
@@ -137,7 +136,10 @@ def _moved(after: str, from_snapshot: bool, model: str, after_time: float, model
            ) -> tuple[tuple[str, float], ...] | None:
     """One run's change (None when a side is gone), kept per the two weights files' times: every page load
     rebuilds the last experiment's layer chart, and reading both models' weights each time is the slow part."""
-    checkpoint, timeline = backend().checkpoint, backend().timeline
+    from bert_demo import checkpoint
+    from bert_demo.inspection import weight_change
+    from bert_demo.training import timeline
+
     if not after_time:
         return None
     if from_snapshot:
@@ -148,7 +150,7 @@ def _moved(after: str, from_snapshot: bool, model: str, after_time: float, model
         before = checkpoint.read_weights(Path(model))
     else:
         return None
-    return tuple(backend().weight_change.relative_change(before, checkpoint.read_weights(Path(after))))
+    return tuple(weight_change.relative_change(before, checkpoint.read_weights(Path(after))))
 
 
 @friendly
@@ -156,13 +158,15 @@ def label_counts(registry: Registry, model: str, task: str, owner: str | None = 
     """The chart of the test score (the task's metric) against labelled sentences, over every finished run of
     `model`, and of the well-read start of its shape, on `task` that this visitor may see (the app's and the command
     line's)."""
+    from bert_demo.data import labelled
+
     entry = registry.catalog.resolve(model, owner)
     selected = entry.folder.resolve() if entry.folder else None
     google = entry.config and well_read_model(entry.config.num_hidden_layers, entry.config.hidden_size)
     points: list[tuple[str, int, float]] = []
-    if task not in backend().labelled.TASKS:  # a visitor's file: each upload is a task of its own
+    if task not in labelled.TASKS:  # a visitor's file: each upload is a task of its own
         return {"ft_counts": curves.label_count_figure(points, empty=UPLOAD_COUNTS)}
-    key = {"accuracy": "acc"}.get(backend().labelled.TASKS[task].metric, backend().labelled.TASKS[task].metric)
+    key = {"accuracy": "acc"}.get(labelled.TASKS[task].metric, labelled.TASKS[task].metric)
     size, floor = None, 0.5
     for run in registry.catalog.list_models(owner):
         if run.folder is None or not run.name.startswith("runs/"):
@@ -175,7 +179,7 @@ def label_counts(registry: Registry, model: str, task: str, owner: str | None = 
         if start == WELL_READ and (not google or hub_id_of(str(config.get("model"))) != google[0]):
             continue  # Google's model of another shape
         if config.get("train_examples") is None and size is None:
-            size = len(backend().labelled.load_task(task)["train"])
+            size = len(labelled.load_task(task)["train"])
         points.append((start, config.get("train_examples") or size, float(final[f"test_{key}"])))
         floor = min(floor, final.get("test_majority", floor)) if key == "acc" else 0.0  # F1, MCC: 0 is chance
     return {"ft_counts": curves.label_count_figure(points, METRICS[key], floor)}

@@ -6,7 +6,6 @@ from typing import Any
 
 import gradio as gr
 
-from bert_demo.app.backend import backend
 from bert_demo.app.handlers import Components, load_at
 from bert_demo.app.state.registry import Registry
 from bert_demo.inspection import curves, figures
@@ -29,8 +28,10 @@ def no_importance() -> Any:
 
 def importance_figure(registry: Registry, model_name: str, step: str, owner: str | None, text_a: str,
                        text_b: str | None = None) -> Any:
+    from bert_demo import inference
+
     loaded = load_at(registry, model_name, step, owner)
-    labels, drops = backend().inference.head_importance(loaded.model, loaded.tokenizer, text_a, text_b)
+    labels, drops = inference.head_importance(loaded.model, loaded.tokenizer, text_a, text_b)
     return figures.head_importance_figure(labels[:MAX_IMPORTANCE], drops[:MAX_IMPORTANCE])
 
 

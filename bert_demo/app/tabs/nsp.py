@@ -6,7 +6,6 @@ from collections.abc import Callable
 
 import gradio as gr
 
-from bert_demo.app.backend import backend
 from bert_demo.app.handlers import FINAL, Components, Outputs, friendly, load_at
 from bert_demo.app.state.folders import Examples
 from bert_demo.app.state.registry import Registry
@@ -54,8 +53,10 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
 def next_sentence(registry: Registry, model_name: str, text_a: str, text_b: str, step: str = FINAL,
                   owner: str | None = None
                   ) -> Outputs:
+    from bert_demo import inference
+
     loaded = load_at(registry, model_name, step, owner)
-    p = backend().inference.next_sentence(loaded.model, loaded.tokenizer, text_a, text_b)
+    p = inference.next_sentence(loaded.model, loaded.tokenizer, text_a, text_b)
     return {"nsp_result": {"B follows A": p, "B is a random sentence": 1 - p}}
 
 

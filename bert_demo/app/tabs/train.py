@@ -14,16 +14,17 @@ from bert_demo.app.handlers import Components, Outputs, friendly
 from bert_demo.app.policy import APP_RUNS
 from bert_demo.app.runs import estimates
 from bert_demo.app.runs.job import TrainingJob
-from bert_demo.app.runs.slot import BUSY_MARK, WAIT_POLL_S, Ticket
+from bert_demo.app.runs.slot import WAIT_POLL_S, Ticket
 from bert_demo.app.state.registry import Registry
 from bert_demo.app.state.uploads import discard, private_text
 from bert_demo.config import PRESETS, read_metadata
-from bert_demo.data.sources import APP_SOURCES
+from bert_demo.data.sources import APP_SOURCES, SOURCES
 from bert_demo.inspection import curves
 from bert_demo.training.settings import RECIPES, FinetuneConfig, TrainConfig, default, label
 
 MAX_COMPARED = 8  # runs on one comparison chart
 UPDATE_EVERY_S = 1.0  # how often the training stream sends new charts
+LINKS = ("ft_slot_busy",)  # the other tabs' components this one wires to: Fine-tune's line about the slot
 WATCH_EVERY_S = 5.0  # how often an idle page hears how far someone else's run is
 RUN_STARTS = ("random weights (pre-train from scratch)", "the model selected above (continue training it)")
 RECIPE_CHOICES = [("fast: this app's", "fast"), ("BERT's: the paper's", "paper")]  # (words, train_config.RECIPES)
@@ -45,6 +46,7 @@ def layout(registry: Registry) -> Components:
                  "stop": gr.Button("Stop", variant="secondary", elem_id="stop", interactive=False, scale=0,
                                    min_width=90),
                  "status": gr.Markdown(text.TRAIN_IDLE, elem_id="status")}
+        c["slot_busy"] = gr.Markdown(visible=False, elem_id="slot-busy")  # someone else's run in the slot
         c["slot_watch"] = gr.Timer(WATCH_EVERY_S, active=False)  # while someone else's run has the slot
         c["estimate"], c["train_tab"] = gr.Markdown(elem_id="train-estimate"), tab
         with gr.Row():
@@ -107,7 +109,7 @@ def _form(caps) -> Components:
     return {
         "corpus": gr.Dropdown(choices=list(APP_SOURCES), value=run["corpus"].split(","), multiselect=True,
                               label="Corpus", elem_id="corpus",
-                              info="wiki: 106 Wikipedia articles (offline); news, sotu (State of the Union "
+                              info=f"wiki: {SOURCES['wiki'].about}, offline; news, sotu (State of the Union "
                                    "addresses), brown (the Brown corpus), moby-dick: fetched once from package "
                                    "registries; wikitext-2: needs the Hugging Face Hub"),
         "upload": gr.File(label="…and/or your own .txt (blank line between documents)", file_types=[".txt"],
@@ -151,11 +153,11 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
           c["estimate"], api_visibility="private", trigger_mode="always_last", show_progress="hidden")
     c["compare_button"].click(bound(compare_runs), [c["compare_runs"], c["compare_x"]], c["compare_runs_plot"],
                               api_name="compare_runs")
-    c["page"].load(bound(reopened), None, [*outputs, c["slot_watch"]], api_visibility="private",
+    slot_line = [c["slot_busy"], c["ft_slot_busy"], c["slot_watch"]]  # the Fine-tune tab shows the line too
+    c["page"].load(bound(reopened), None, [*outputs, *slot_line], api_visibility="private",
                    concurrency_limit=None, show_progress="minimal",
                    show_progress_on=[c["status"]])  # what a reload would otherwise lose
-    c["slot_watch"].tick(bound(watch_slot), [c["status"], c["ft_status"]], [c["status"], c["ft_status"],
-                                                                             c["slot_watch"]],
+    c["slot_watch"].tick(bound(watch_slot), None, slot_line,
                          api_visibility="private", show_progress="hidden")
 
 
@@ -248,7 +250,7 @@ def follow(registry: Registry, ticket: Ticket, owner: str | None) -> Iterator[Ou
     page follows it; a ticket no page follows for a while is given up (`Slot.abandon_s`)."""
     while (job := ticket.wait_for_run(1, timeout=WAIT_POLL_S)) is None and not ticket.ended.is_set():
         ticket.followed()
-        yield {"status": registry.slot.waiting_text(ticket) or "Starting your run…", "stop": STOP_ACTIVE,
+        yield {"status": text.waiting_text(registry.slot.place(ticket), "Starting your run…"), "stop": STOP_ACTIVE,
                "start": START_BUSY}  # Stop also takes a visitor out of the line
     if job is None:
         yield {"status": "You left the line: no run was started.", "stop": STOP_IDLE, "start": START_IDLE}
@@ -323,37 +325,27 @@ def _next_probe(config, step: int) -> str:
 def last_run(registry: Registry, owner: str | None = None) -> Outputs:
     """The newest pre-training run trained here that this visitor may see, drawn from its records when the page
     opens: its charts and how it ended stay after a reload; and whether someone else's run has the slot now."""
-    others = registry.slot.others_text(owner)
+    outputs = {**watch_slot(registry, owner), "status": text.TRAIN_IDLE,
+               **{name: gr.skip() for name in ("loss_plot", "accuracy_plot", "lr_plot")}}
     for entry in registry.catalog.list_models(owner):
         metadata = read_metadata(entry.folder) if entry.folder is not None and entry.name.startswith("runs/") else {}
         config = metadata.get("train_config") or {}
         if metadata.get("origin") == "app" and "corpus" in config and metadata.get("history"):
             steps, took = metadata.get("step", 0), estimates.clock(float(metadata.get("elapsed", 0.0)))
-            ended = (f"The last run that ended here: {entry.name}, {steps:,} of {config.get('steps', steps):,} steps "
-                     f"in {took}. Choose it in the Model list to look inside it, or start your own.")
-            return {"status": "\n\n".join(filter(None, [others, ended])), **_figures(metadata["history"]),
-                    "slot_watch": gr.Timer(active=bool(others))}
-    return {"status": others or text.TRAIN_IDLE, "slot_watch": gr.Timer(active=bool(others)),
-            **{name: gr.skip() for name in ("loss_plot", "accuracy_plot", "lr_plot")}}
+            planned = metadata.get("planned_steps") or config.get("steps") or steps
+            outputs["status"] = (f"The last run that ended here: {entry.name}, {steps:,} of {planned:,} steps in "
+                                 f"{took}. Choose it in the Model list to look inside it, or start your own.")
+            outputs.update(_figures(metadata["history"]))
+            break
+    return outputs
 
 
-def watch_slot(registry: Registry, status: str | None, ft_status: str | None, owner: str | None = None) -> Outputs:
-    """Every few seconds while someone else's run has the slot and this visitor has none: the first paragraph of
-    both tabs' status lines says how far it is, and once the slot is free it goes, and the ticks stop."""
-    if registry.slot.ticket_of(owner) is not None:  # their own run's page says the rest
-        return {"status": gr.skip(), "ft_status": gr.skip(), "slot_watch": gr.Timer(active=False)}
-    others = registry.slot.others_text(owner)
-    return {"status": _with_others(status, others) or text.TRAIN_IDLE,
-            "ft_status": _with_others(ft_status, others) or text.FINETUNE_IDLE,
-            "slot_watch": gr.Timer(active=bool(others))}
-
-
-def _with_others(status: str | None, others: str) -> str:
-    """A status line whose first paragraph about someone else's run (`Slot.others_text`) is now `others`."""
-    status = status or ""
-    if status.startswith(BUSY_MARK):
-        status = status.split("\n\n", 1)[1] if "\n\n" in status else ""
-    return "\n\n".join(filter(None, [others, status]))
+def watch_slot(registry: Registry, owner: str | None = None) -> Outputs:
+    """The line about someone else's run in the slot, in the Train and the Fine-tune tab, while there is one and this
+    visitor has no run of their own; the timer that asks again every few seconds runs as long as it shows."""
+    busy = None if registry.slot.ticket_of(owner) is not None else registry.slot.busy(owner)
+    line = gr.Markdown(text.busy_text(busy), visible=busy is not None)
+    return {"slot_busy": line, "ft_slot_busy": line, "slot_watch": gr.Timer(active=busy is not None)}
 
 
 @friendly

@@ -47,7 +47,8 @@ def test_a_burst_of_other_work_that_slows_one_timed_step_does_not_set_the_pace(m
 def test_the_checks_pace_is_timed_in_fp32_as_a_run_scores_its_checks(monkeypatch):
     """A run trains in bf16 where the CPU computes it, but scores held-out examples in fp32 (evaluate.validate,
     finetune._scores): timing them in bf16 made the Fine-tune tab's estimate short (its checks are 40% of it)."""
-    runtime = pace_module.backend().runtime
+    from bert_demo.training import runtime
+
     entered = []
 
     @contextmanager
@@ -67,7 +68,8 @@ def test_on_a_busy_machine_the_steps_are_timed_on_one_thread_too_and_the_faster_
     """Another program keeping a core busy makes two OpenMP threads wait on each other: a run then trains on one
     (run_process.Threads), and its estimate must be timed so."""
     threads = []
-    torch = pace_module.backend().torch
+    import torch
+
     monkeypatch.setattr(torch, "get_num_threads", lambda: threads[-1] if threads else 2)
     monkeypatch.setattr(torch, "set_num_threads", threads.append)
     monkeypatch.setattr(pace_module, "BUSY_SHARE", 2.0)  # whatever share the steps got, the machine is busy

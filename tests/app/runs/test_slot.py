@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from bert_demo.app import text
 from bert_demo.app.guards.visitors import Visitor
 from bert_demo.app.runs.job import TrainingJob
-from bert_demo.app.runs.slot import BUSY_MARK, LINE_S, Slot, Ticket
+from bert_demo.app.runs.slot import LINE_S, Slot, Ticket
 from bert_demo.app.state.disk import Disk
 from bert_demo.training.settings import FinetuneConfig, TrainConfig
 
@@ -121,12 +122,11 @@ def test_every_waiting_visitor_has_a_number_of_their_own_and_moves_up_when_one_l
     front = slot.join({"pretrained": run(tmp_path), "random": run(tmp_path)}, "front")  # an experiment, whose
     front.wait_for_run(1, timeout=5)  # place is kept for its second run: counted once (issue 50: two "number 2"s)
     tickets = {owner: slot.join({"run": run(tmp_path)}, owner) for owner in ("b", "c", "d")}
-    said = {owner: slot.waiting_text(ticket) for owner, ticket in tickets.items()}
-    assert "you are next in line, after the run training now" in said["b"]
-    assert "number 2 in line" in said["c"] and "number 3 in line" in said["d"]
+    said = {owner: slot.place(ticket) for owner, ticket in tickets.items()}
+    assert said["b"].number == 1 and said["b"].after_run
+    assert said["c"].number == 2 and said["d"].number == 3
     assert slot.stop("b") and tickets["b"].ended.wait(timeout=5)
-    assert "you are next in line" in slot.waiting_text(tickets["c"])
-    assert "number 2 in line" in slot.waiting_text(tickets["d"])
+    assert slot.place(tickets["c"]).number == 1 and slot.place(tickets["d"]).number == 2
 
 
 def test_a_visitor_has_one_ticket_and_only_they_can_stop_it(slot, tmp_path):
@@ -140,7 +140,7 @@ def test_a_visitor_has_one_ticket_and_only_they_can_stop_it(slot, tmp_path):
 
 
 def test_another_visitor_hears_that_someone_elses_run_has_the_slot_but_not_whose(slot, tmp_path):
-    assert slot.others_text("you") == ""  # a free slot
+    assert slot.busy("you") is None  # a free slot
     experiment = {"pretrained": FinetuneConfig(model="m", steps=10**6, out=str(tmp_path / "ft-1")),
                   "random": FinetuneConfig(model="m", init="random", steps=10**6, out=str(tmp_path / "ft-2"))}
     ticket = slot.join(experiment, "visitor-7f3a")
@@ -148,12 +148,15 @@ def test_another_visitor_hears_that_someone_elses_run_has_the_slot_but_not_whose
     while len(job.records) < 2:  # its pace is measured
         time.sleep(0.01)
     slot.join({"run": run(tmp_path)}, "them")
-    told = slot.others_text("you")
-    assert told.startswith(f"{BUSY_MARK} someone else's fine-tuning run (1 of the 2 of an experiment) has the "
+    busy = slot.busy("you")
+    assert busy.fine_tuning and busy.of_experiment == (1, 2) and busy.steps == 1_000_000 and busy.waiting == 1
+    assert busy.seconds_ahead is not None  # the run's own pace
+    told = text.busy_text(busy)
+    assert told.startswith("**Busy:** someone else's fine-tuning run (1 of the 2 of an experiment) has the "
                            "training slot now (step ")
     assert "of 1,000,000), and 1 more visitor waits in line. A run you start now waits about " in told
-    assert "7f3a" not in told
-    assert slot.others_text("visitor-7f3a") == ""  # their own
+    assert "7f3a" not in repr(busy)  # never whose
+    assert slot.busy("visitor-7f3a") is None  # their own
 
 
 def test_the_waiting_line_states_the_time_left_of_every_run_ahead_at_the_pace_the_run_in_progress_measured(slot,
@@ -168,17 +171,17 @@ def test_the_waiting_line_states_the_time_left_of_every_run_ahead_at_the_pace_th
             yield {"kind": "done", "reason": "stopped", "step": 20, "checkpoint": None, "message": None}
 
     job = slot.job = TrainingJob(Slow(run(tmp_path, 200)), "slow")
-    assert slot.time_left_now() == ""  # not started: nothing measured yet
+    assert not slot.seconds_ahead()  # not started: no time said
     job.start()
     while len(job.records) < 2:
         time.sleep(0.01)
-    assert slot.time_left_now() == " The runs ahead of yours have about 18 min left."
+    assert round(slot.seconds_ahead() / 60) == 18
     # an experiment of two runs waits ahead: each taken to last as long as the run training now
     mine = Ticket("me", {"run": run(tmp_path)})
     slot.line += [Ticket("someone", {"a": run(tmp_path), "b": run(tmp_path)}), mine]
-    assert slot.time_left_now(mine) == " The runs ahead of yours have about 54 min left."
-    assert slot.waiting_text(mine).startswith("Waiting for the training slot: you are number 2 in line, after the "
-                                              "run training now.")
+    assert text.waiting_text(slot.place(mine), "") == ("Waiting for the training slot: you are number 2 in line, after "
+                                                       "the run training now. The runs ahead of yours have about 54 "
+                                                       "min left.")
     slot.line.clear()
     release.set()
     job.thread.join(timeout=10)
@@ -198,7 +201,7 @@ def test_the_line_takes_a_run_only_where_the_runs_ahead_would_start_it_within_ab
                                          "the app asks nobody to wait more than 15 min: try again in about 1 min"):
         slot.join({"run": run(tmp_path)}, Visitor("e", "9.9.9.9"))
     assert "The line takes no more runs for about 1 min: nobody is asked to wait more than 15 min." in \
-        slot.others_text(Visitor("e", "9.9.9.9"))
+        text.busy_text(slot.busy(Visitor("e", "9.9.9.9")))
 
 
 def test_a_networks_second_run_waits_behind_the_first_run_of_every_other_network(slot, tmp_path):
@@ -206,9 +209,8 @@ def test_a_networks_second_run_waits_behind_the_first_run_of_every_other_network
     front = slot.join({"run": run(tmp_path)}, Visitor("a1", one))
     front.wait_for_run(1, timeout=5)
     second = slot.join({"run": run(tmp_path)}, Visitor("a2", one))  # nobody else waits: the network may have two
-    assert "you are next in line" in slot.waiting_text(second)
+    assert slot.place(second).number == 1
     other = slot.join({"run": run(tmp_path)}, Visitor("b", "151.101.1.69"))
-    assert "you are next in line" in slot.waiting_text(other)
-    assert "number 2 in line" in slot.waiting_text(second)
+    assert slot.place(other).number == 1 and slot.place(second).number == 2
     with pytest.raises(ValueError, match="2 runs from your network are already training or waiting"):
         slot.join({"run": run(tmp_path)}, Visitor("a3", one))

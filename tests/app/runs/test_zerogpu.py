@@ -317,10 +317,10 @@ IP_TOKEN = ".".join(base64.urlsafe_b64encode(json.dumps(part).encode()).decode()
 REAL_SPACES = """
 import app, torch
 from bert_demo.app.runs import zerogpu
-from bert_demo.app.backend import backend
+from bert_demo import inference
 registry = app.registry
 loaded = registry.catalog.load(registry.catalog.default_model())
-guesses = backend().inference.fill_mask(loaded.model, loaded.tokenizer, "the cat sat on the [MASK].", top_k=3)
+guesses = inference.fill_mask(loaded.model, loaded.tokenizer, "the cat sat on the [MASK].", top_k=3)
 print(hasattr(zerogpu.GPU_TRAINING, "zerogpu"), registry.slot.gpu_call is zerogpu.GPU_TRAINING, registry.device,
       registry.forms.run_device(), registry.caps.machine, len(guesses[0]), torch.cuda.is_available(),
       torch.cuda.is_initialized())

@@ -2,7 +2,6 @@
 old runs are pruned, never a fresh one nor one from the command line."""
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import zipfile
 from pathlib import Path
 

@@ -1,5 +1,5 @@
-"""bert_demo/app/backend.py: what the app asks of the machine: whether it has a GPU (without torch where no driver
-says so), the run's fork server where there is none, and freed heap memory handed back."""
+"""bert_demo/app/machine.py: what the app asks of the machine: whether it has a GPU (without torch where no driver
+says so), the run's fork server where there is none, and freed heap memory handed back, started beside the page."""
 from __future__ import annotations
 
 import time
@@ -8,50 +8,63 @@ from pathlib import Path
 import pytest
 import torch
 
-from bert_demo.app import backend as backend_module
+from bert_demo.app import machine
 from bert_demo.app.state.registry import Registry
 
 
 def test_the_app_asks_torch_whether_it_has_a_gpu_before_the_form_takes_its_caps(roots, monkeypatch):
-    import torch
-
     monkeypatch.delenv("BERT_DEMO_DEVICE", raising=False)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     make = lambda: Registry(checkpoints_dir=roots["checkpoints"], runs_dir=roots["runs"], allow_hub=False)  # noqa: E731
-    monkeypatch.setattr(backend_module, "GPU_DRIVER_SIGNS", (str(roots["checkpoints"]),))  # a driver file that exists
-    for available, device, machine in ((True, "cuda", "gpu"), (False, "cpu", "cpu")):  # e.g. a CPU-only torch
+    monkeypatch.setattr(machine, "GPU_DRIVER_SIGNS", (str(roots["checkpoints"]),))  # a driver file that exists
+    for available, device, kind in ((True, "cuda", "gpu"), (False, "cpu", "cpu")):  # e.g. a CPU-only torch
         monkeypatch.setattr(torch.cuda, "is_available", lambda: available)
         registry = make()
-        assert (registry.device, registry.caps.machine) == (device, machine)
-    monkeypatch.setattr(backend_module, "GPU_DRIVER_SIGNS", (str(roots["checkpoints"] / "absent"),))
+        assert (registry.device, registry.caps.machine) == (device, kind)
+    monkeypatch.setattr(machine, "GPU_DRIVER_SIGNS", (str(roots["checkpoints"] / "absent"),))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: pytest.fail("torch asked on a host with no GPU driver"))
     assert make().device == "cpu"
 
 
-def test_the_fork_server_for_cpu_runs_is_started_only_where_there_is_no_gpu(monkeypatch):
+def test_the_fork_server_for_cpu_runs_is_started_beside_the_page_only_where_there_is_no_gpu(monkeypatch):
     from bert_demo.app.runs import run_process
 
     started = []
     monkeypatch.setattr(run_process, "warm_up", lambda: started.append(True))
+    monkeypatch.setattr(machine, "_trim_heap", lambda: None)
     for available in (True, False):
         monkeypatch.setattr(torch.cuda, "is_available", lambda: available)
-        monkeypatch.setattr(backend_module, "_LOADED", None)
-        backend_module.backend()
+        machine.start_beside_the_page()
     assert started == [True]  # on the GPU host, runs train in a thread: no fork server
 
 
 def test_the_app_hands_freed_heap_memory_back_to_the_system_while_it_runs(monkeypatch):
+    from bert_demo.app.runs import run_process
     from bert_demo.training import runtime
 
     trims = []
-    monkeypatch.setattr(backend_module, "TRIM_EVERY_S", 0.05)
+    monkeypatch.setattr(machine, "TRIM_EVERY_S", 0.05)
+    monkeypatch.setattr(run_process, "warm_up", lambda: None)
     monkeypatch.setattr(runtime, "release_free_memory", lambda: trims.append(time.monotonic()))
-    monkeypatch.setattr(backend_module, "_LOADED", None)
-    backend_module.backend()
+    machine.start_beside_the_page()
     deadline = time.monotonic() + 5
     while len(trims) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert len(trims) >= 2
+
+
+def test_the_app_starts_its_fork_server_and_timer_as_it_warms_up_not_when_a_module_is_first_asked_for(roots,
+                                                                                                      monkeypatch):
+    started = []
+    monkeypatch.setattr(machine, "start_beside_the_page", lambda: started.append(True))
+    registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=roots["runs"], device="cpu", allow_hub=False)
+    registry.catalog.load("checkpoints/tiny-test")
+    assert started == []  # loading a model starts nothing
+    from bert_demo.app.state import registry as registry_module
+
+    monkeypatch.setattr(registry_module, "start_beside_the_page", lambda: started.append(True))
+    registry.warm_up().join(timeout=60)
+    assert started == [True]
 
 
 def test_a_pre_training_checkpoint_is_read_and_shown_on_a_machine_without_datasets(make_checkpoint, tmp_path):
