@@ -20,7 +20,7 @@ from gradio import component_meta
 from starlette.middleware import Middleware
 
 from bert_demo.app import header
-from bert_demo.app.guards.admission import DOWNLOAD, Admission, Refused
+from bert_demo.app.guards.admission import DOWNLOAD, Admission, Refused, kind_of
 from bert_demo.app.guards.http_limits import (
     UPLOAD_RETENTION_S,
     UPLOAD_SWEEP_S,
@@ -188,7 +188,7 @@ def wire(handler: Callable, registry: Registry, components: Components, admissio
             args, visitor = split(list(args))
             try:
                 try:
-                    async with admission.admit(handler.__name__, visitor):
+                    async with admission.admit(kind_of(handler.__name__, args), visitor):
                         return await anyio.to_thread.run_sync(answer, tuple(args), visitor, False)
                 except HubDownload:
                     async with admission.admit(DOWNLOAD, visitor):

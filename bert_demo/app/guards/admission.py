@@ -35,7 +35,7 @@ import os
 import statistics
 import time
 from collections import Counter, OrderedDict, deque
-from collections.abc import AsyncIterator, Hashable
+from collections.abc import AsyncIterator, Hashable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -74,6 +74,17 @@ SHARES = {"attention": HEAVY, "neuron": HEAVY, "neighbours": HEAVY,
           "attribution": SLOW, "mask_attribution": SLOW, "importance": SLOW, "pair_importance": SLOW,
           "attention_change": SLOW, DOWNLOAD: HUB}
 TYPICAL_S = 1.0  # what a question is taken to last before its kind has been timed here
+LONG_CHARS = 1000  # the text a question brings, in all, past which it waits in its kind's line for long questions
+LONG = Share(running=1, waiting=4, heavy=True)  # that line: one at a time, among the heavy work, a short wait
+LONG_SUFFIX = ", long"  # the long questions' line of a kind is named by the kind's and this
+
+
+def kind_of(name: str, inputs: Iterable[Any]) -> str:
+    """The line a question of handler `name` waits in: its kind's, or, where its texts pass LONG_CHARS in all, its
+    kind's line for long questions (`LONG`). A question over the model's whole length costs many short ones, and a
+    line serves its visitors in turn: a short question would wait behind one long one of each other visitor."""
+    chars = sum(len(value) for value in inputs if isinstance(value, str))
+    return f"{name}{LONG_SUFFIX}" if chars > LONG_CHARS else name
 
 
 def cores() -> int:
@@ -237,7 +248,7 @@ class Admission:
 
     def line(self, name: str) -> Line:
         if name not in self.lines:
-            self.lines[name] = Line(name, self.shares.get(name, Share()))
+            self.lines[name] = Line(name, self.shares.get(name, LONG if name.endswith(LONG_SUFFIX) else Share()))
         return self.lines[name]
 
     @asynccontextmanager

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from bert_demo.app.guards.admission import SHARES, Admission, Refused, Share, cores
+from bert_demo.app.guards.admission import SHARES, Admission, Refused, Share, cores, kind_of
 from bert_demo.app.guards.visitors import Visitor, network_of
 
 
@@ -215,6 +215,30 @@ def test_a_line_serves_its_addresses_in_turn_so_a_newcomer_waits_behind_one_ques
     run(scenario)
     assert answered == ["A1", "A2", "B1", "C1", "X1", "A3", "B2", "C2", "B3", "C3"]
     assert admission.lines["kind"].turns == {} and admission.open == {}
+
+
+def test_a_question_over_a_long_text_waits_in_its_kinds_line_for_long_ones_and_short_ones_pass_it():
+    """Five addresses asking Fill-mask of a 425-word text kept another visitor's short one waiting behind one of each
+    (3.6 s at the median, 5.3 s at worst): a long question now waits in a line of its own, one at a time."""
+    assert kind_of("fill_mask", ["checkpoints/m", "word " * 201, 5]) == "fill_mask, long"
+    assert kind_of("fill_mask", ["checkpoints/m", "the [MASK] sat.", 5]) == "fill_mask"
+    admission = Admission(heavy_at_once=2)
+
+    async def scenario(log):
+        done, short_done = asyncio.Event(), asyncio.Event()
+        long = "the cat sat on the [MASK]. " * 40
+        flood = [asyncio.create_task(asked(admission, kind_of("fill_mask", [long]), Visitor(f"v{i}", f"9.9.9.{i}"),
+                                           done, log)) for i in range(5)]
+        await asyncio.sleep(0.01)
+        assert [entry[0] for entry in log].count("answering") == 1  # one long question at a time
+        short_done.set()
+        await asked(admission, kind_of("fill_mask", ["the [MASK] sat."]), Visitor("x", "8.8.8.8"), short_done, log)
+        done.set()
+        await asyncio.gather(*flood)
+
+    log = run(scenario)
+    assert log.index(("answered", "fill_mask", Visitor("x", "8.8.8.8"))) < \
+        log.index(next(entry for entry in log if entry[0] == "answered" and entry[1] == "fill_mask, long"))
 
 
 def test_an_address_with_no_question_in_a_full_line_still_gets_a_place_and_only_it():
