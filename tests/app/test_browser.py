@@ -195,6 +195,12 @@ def test_a_reload_finds_your_run_training_as_yours_and_stop_stops_it_while_anoth
         shoot(other, "train-someone-elses-390")
         resize(other, 1400, 1000)
         shoot(other, "train-someone-elses-1400")
+        other.get_by_role("tab", name="Fine-tune").click()  # the Train tab's watch writes Fine-tune's line too
+        wait_text(other, "#ft-slot-busy", "Busy: someone else's pre-training run has the training slot now")
+        shoot(other, "finetune-someone-elses-1400")
+        resize(other, 390, 844)
+        shoot(other, "finetune-someone-elses-390")
+        open_train_tab(other)
         resize(web, 390, 844)
         shoot(web, "train-reloaded-390")
         resize(web, 1400, 1000)
