@@ -4,13 +4,12 @@
     python benchmarks/default_run.py --profile    # the same run in this process under cProfile: functions
     python benchmarks/default_run.py --precision fp32   # either form in another precision than auto's
 
-The first form starts APP_RUN through the registry, as a visitor's click does once the page has loaded (the run's
-fork server is already up), and stamps each record as it arrives: the wait for the run's process, each phase of
-the preparation, the optimizer steps, the validations, and the final save. A run on a named corpus keeps its
-vocabulary and token ids in the cache (`token_cache.py`): the first run on a fresh cache makes them. The second runs the same config's pre-training under cProfile and prints what is not an optimizer step.
-Both print the held-out news MLM accuracy the run reached (`python -m bert_demo eval`'s number). Run nothing else
-meanwhile: the seconds are shared.
-"""
+The first form starts APP_RUN through the registry, as a visitor's click does once the page has loaded (the run's fork
+server is already up), and stamps each record as it arrives: the wait for the run's process, each phase of the
+preparation, the optimizer steps, the validations, and the final save. A run on a named corpus keeps its vocabulary and
+token ids in the cache (`token_cache.py`): the first run on a fresh cache makes them. The second runs the same config's
+pre-training under cProfile and prints what is not an optimizer step. Both print the held-out news MLM accuracy the run
+reached (`python -m bert_demo eval`'s number). Run nothing else meanwhile: the seconds are shared."""
 from __future__ import annotations
 
 import argparse

@@ -10,9 +10,10 @@ domain, with all labels and with few. Also the time of one integrated-gradients 
     python benchmarks/finetune.py --write-task-text movies.txt        # the training sentences, unlabelled
 
 Each start's settings are chosen fairly: for each start and label count, the learning rate (and the epochs, where
-several were run) with the best mean VALIDATION accuracy over the seeds is picked (among the cells with all the
-seeds), and that choice's test and outside accuracy are reported (mean ± sd). The test split never chooses anything. A random start wants other
-settings than a pre-trained one, so each gets its own choice; the gap is pre-trained minus random at their choices.
+several were run) with the best mean VALIDATION accuracy over the seeds is picked (among the cells with all the seeds),
+and that choice's test and outside accuracy are reported (mean ± sd). The test split never chooses anything. A random
+start wants other settings than a pre-trained one, so each gets its own choice; the gap is pre-trained minus random at
+their choices.
 
 Rows are appended as JSON lines to --log. With --jobs > 1 the runs share the machine (the GPU), so their seconds
 are wall times under that sharing, not a run's own cost.

@@ -2,11 +2,11 @@
 forked call, then the Train tab's GPU default run (APP_GPU_RUN) as a visitor's click starts it on ZeroGPU, measured.
 
 Why: ZeroGPU itself cannot be reached from here, and the lent GPU has no `spaces` and no gradio. The harness of
-tests/app/runs/zerogpu_harness.py does what `spaces` does there (a forked, reused worker; pickled arguments and messages; the
-duration asked first, bounding the call; the app's process patched so that CUDA looks available but cannot start), so
-the run goes through the app's own code: the slot, `zerogpu.GPUCallTrainer`, `gpu_call.train_call`. What the lent
-card cannot tell is ZeroGPU's own pace (half an RTX Pro 6000, perhaps a quarter of an H200): the run's tokens/s here
-is an upper bound for it.
+tests/app/runs/zerogpu_harness.py does what `spaces` does there (a forked, reused worker; pickled arguments and
+messages; the duration asked first, bounding the call; the app's process patched so that CUDA looks available but cannot
+start), so the run goes through the app's own code: the slot, `zerogpu.GPUCallTrainer`, `gpu_call.train_call`. What the
+lent card cannot tell is ZeroGPU's own pace (half an RTX Pro 6000, perhaps a quarter of an H200): the run's tokens/s
+here is an upper bound for it.
 
 Here, before the call (the corpus's parsed caches and vocabulary, and the wheels the machine lacks, in zerogpu-carry/;
 the shipped weights left home, as for the other GPU calls, so that the tree travels light):

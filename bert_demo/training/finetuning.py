@@ -1,14 +1,14 @@
 """Fine-tuning: a classifier on a checkpoint's encoder, trained on labelled sentences (Devlin et al. 2019, §4).
 
 `finetuning(config)` is a `loop.Run` whose `prepare` is this module's, so it stops, saves, snapshots and reports as
-pre-training does; this module holds what fine-tuning adds. The run starts from the checkpoint's weights
-(`pretrained`), from the same architecture and vocabulary with random weights (`random`: what pre-training bought is
-the difference), or from the checkpoint's encoder kept fixed (`frozen`: the paper's feature-based approach, §5.3). A pre-trained start can begin its pooler
-anew (`reinit_pooler`) and let lower layers learn more slowly (`layer_decay`, in `recipe.make_optimizer`). Batches
-are grouped by length, so that short sentences do not pay for padding to the longest. Validation reports the task's
-metric; the last one also scores the test split and, where given, a task from another domain. The folder it writes
-is a Hugging Face `BertForSequenceClassification` that `pipeline("text-classification")` loads.
-"""
+pre-training does; this module holds what fine-tuning adds. The run starts from the checkpoint's weights (`pretrained`),
+from the same architecture and vocabulary with random weights (`random`: what pre-training bought is the difference), or
+from the checkpoint's encoder kept fixed (`frozen`: the paper's feature-based approach, §5.3). A pre-trained start can
+begin its pooler anew (`reinit_pooler`) and let lower layers learn more slowly (`layer_decay`, in
+`recipe.make_optimizer`). Batches are grouped by length, so that short sentences do not pay for padding to the longest.
+Validation reports the task's metric; the last one also scores the test split and, where given, a task from another
+domain. The folder it writes is a Hugging Face `BertForSequenceClassification` that `pipeline("text-classification")`
+loads."""
 from __future__ import annotations
 
 import functools

@@ -1,6 +1,6 @@
-"""bert_demo/app/tabs/finetune.py and classifier.py: the Fine-tune tab's experiment trains each start in the
-training slot's run process and streams their curves, states the gap, and leaves a classifier that answers and explains itself; the label-count
-chart is built from finished runs; every bad input is a message, never a traceback."""
+"""bert_demo/app/tabs/finetune.py and classifier.py: the Fine-tune tab's experiment trains each start in the training
+slot's run process and streams their curves, states the gap, and leaves a classifier that answers and explains itself;
+the label-count chart is built from finished runs; every bad input is a message, never a traceback."""
 from __future__ import annotations
 
 import json

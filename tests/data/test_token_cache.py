@@ -1,5 +1,5 @@
-"""bert_demo/data/token_cache.py: a named corpus's vocabulary and token ids (with each document's source) are made once and
-read back the same, a damaged file or one of another layout is made again, and a visitor's file is never kept."""
+"""bert_demo/data/token_cache.py: a named corpus's vocabulary and token ids (with each document's source) are made once
+and read back the same, a damaged file or one of another layout is made again, and a visitor's file is never kept."""
 from __future__ import annotations
 
 import bert_demo.training.pretraining as trainer_module

@@ -1,5 +1,5 @@
-"""bert_demo/inspection/attribution.py: integrated gradients are complete (they add up to F(input) - F(baseline), within 1% at
-the default step count), say which word carried a memorised fact, and refuse what they cannot explain."""
+"""bert_demo/inspection/attribution.py: integrated gradients are complete (they add up to F(input) - F(baseline), within
+1% at the default step count), say which word carried a memorised fact, and refuse what they cannot explain."""
 from __future__ import annotations
 
 from dataclasses import replace

@@ -1,6 +1,6 @@
-"""bert_demo/inspection/neighbours.py: what lies near a word is found among vectors of its own space: rows of the embedding
-table (without the tokens training hardly showed), or, in a sentence, the reference sentences' words at the same
-layer."""
+"""bert_demo/inspection/neighbours.py: what lies near a word is found among vectors of its own space: rows of the
+embedding table (without the tokens training hardly showed), or, in a sentence, the reference sentences' words at the
+same layer."""
 from __future__ import annotations
 
 import pytest

@@ -1,5 +1,5 @@
-"""bert_demo/training/divergence.py: a step whose gradients are not finite is skipped on the device and read late, so that no
-step waits for the GPU, and the weights stay those of the step before it."""
+"""bert_demo/training/divergence.py: a step whose gradients are not finite is skipped on the device and read late, so
+that no step waits for the GPU, and the weights stay those of the step before it."""
 from __future__ import annotations
 
 import torch

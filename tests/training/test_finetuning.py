@@ -1,6 +1,6 @@
-"""bert_demo/training/finetuning.py: a short fine-tune learns and writes a folder the text-classification pipeline loads; a
-random start is the same architecture with other weights; a frozen start changes only the classifier; the pooler
-starts anew only when asked; layer-wise decay gives each depth its own learning rate; the CLI fine-tunes and
+"""bert_demo/training/finetuning.py: a short fine-tune learns and writes a folder the text-classification pipeline
+loads; a random start is the same architecture with other weights; a frozen start changes only the classifier; the
+pooler starts anew only when asked; layer-wise decay gives each depth its own learning rate; the CLI fine-tunes and
 classifies, and refuses bad input with a message."""
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""The GPU path on a real GPU: the same numbers as transformers there, a run in the precision `auto` picks that
-learns and saves fp32 weights, the process's own GPU made current, steps that never wait on the GPU, inference that
-answers as on the CPU, and a run that runs out of GPU memory saving what it had. Skipped without CUDA (CI has none): `benchmarks/gpu_check.py` runs
-them on a machine with one."""
+"""The GPU path on a real GPU: the same numbers as transformers there, a run in the precision `auto` picks that learns
+and saves fp32 weights, the process's own GPU made current, steps that never wait on the GPU, inference that answers as
+on the CPU, and a run that runs out of GPU memory saving what it had. Skipped without CUDA (CI has none):
+`benchmarks/gpu_check.py` runs them on a machine with one."""
 from __future__ import annotations
 
 from pathlib import Path

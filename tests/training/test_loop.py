@@ -1,7 +1,7 @@
 """bert_demo/training/loop.py: the flat loop drives any `Training` (a model, batches, an optimizer, a loss, validation
 records) under a declared `Control`, on schedule, and saves once at the end; the `Window` averages each metric over its
-own count; a run on a time budget (bert_demo/training/time_budget.py) sets its length from its pace and ends with its time (the
-clock is `time.perf_counter`, which the loop and the budget share, patched)."""
+own count; a run on a time budget (bert_demo/training/time_budget.py) sets its length from its pace and ends with its
+time (the clock is `time.perf_counter`, which the loop and the budget share, patched)."""
 from __future__ import annotations
 
 import threading

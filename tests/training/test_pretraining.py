@@ -415,7 +415,7 @@ def test_cli_trains_then_answers_fill_mask_nsp_and_eval(stories_file, tmp_path):
 
 
 def run_under_torchrun(tmp_path: Path, stories_file: str, out: Path, body: str) -> subprocess.CompletedProcess:
-    """Two CPU processes under torchrun, each building a pre-training run for a tiny 6-step run into `out`, then `body`."""
+    """Two CPU processes under torchrun, each building a tiny 6-step pre-training run into `out`, then `body`."""
     script = tmp_path / "ddp_script.py"
     script.write_text(
         "import os, torch, torch.distributed as dist\n"

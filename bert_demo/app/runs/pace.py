@@ -2,12 +2,11 @@
 
 A few optimizer steps of the run's model, at its batch size and sequence length, in its precision, are timed in a
 process of the kind a run trains in (run_process.py: forked from the runs' fork server, a thread per core), under
-whatever else the machine is doing, with a few forward passes in fp32 for the checks on held-out examples (a run
-scores them in fp32 whatever it trains in); the median step is the pace, so that a burst of other work that slows
-one step does not set it. How much of its threads' time the measurement got says whether the machine is busy (other
-programs, or a run of ours); on a busy machine the steps are timed on one thread too, and the faster kept, as a run
-chooses its threads (`run_process.Threads`). A run's steps take what the measurement's took, plus a few percent for its batches and
-records.
+whatever else the machine is doing, with a few forward passes in fp32 for the checks on held-out examples (a run scores
+them in fp32 whatever it trains in); the median step is the pace, so that a burst of other work that slows one step does
+not set it. How much of its threads' time the measurement got says whether the machine is busy (other programs, or a run
+of ours); on a busy machine the steps are timed on one thread too, and the faster kept, as a run chooses its threads
+(`run_process.Threads`). A run's steps take what the measurement's took, plus a few percent for its batches and records.
 
 A measurement answers for the same `Shape` for `KEEP_S` seconds, and one is taken at a time: visitors who open the
 Train tab together share one. `estimates.py` says when a run's own pace answers instead.

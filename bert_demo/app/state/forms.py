@@ -1,10 +1,10 @@
 """What a visitor asks to train, read from the form: the machine's caps, and a checked config for a pre-training
 run or for one run of the fine-tuning experiment, validated once, here.
 
-Every setting and its bounds come from `training.settings` (TrainConfig, FinetuneConfig) and `policy` (the app's
-caps); a value the form or an API caller sends is coerced to its setting's type, and the first setting that is not
-allowed is named in the refusal. A model to continue or fine-tune is resolved in the catalogue and must be one this machine can train.
-"""
+Every setting and its bounds come from `training.settings` (TrainConfig, FinetuneConfig) and `policy` (the app's caps);
+a value the form or an API caller sends is coerced to its setting's type, and the first setting that is not allowed is
+named in the refusal. A model to continue or fine-tune is resolved in the catalogue and must be one this machine can
+train."""
 from __future__ import annotations
 
 import math

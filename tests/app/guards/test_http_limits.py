@@ -1,6 +1,6 @@
-"""bert_demo/app/guards/http_limits.py: a body over the largest any form needs is refused before it is read (by its length,
-or by its bytes as they come), with a message; uploads are refused past what the store may hold in all and from one
-address, with when there will be room, a file stored once counting once in all; a connection slow to send its
+"""bert_demo/app/guards/http_limits.py: a body over the largest any form needs is refused before it is read (by its
+length, or by its bytes as they come), with a message; uploads are refused past what the store may hold in all and from
+one address, with when there will be room, a file stored once counting once in all; a connection slow to send its
 request's head is closed."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""bert_demo/app/runs/slot.py: the training slot starts the runs of the tickets in its line, whatever their pages do; a run
-outlives its page for a while, an experiment keeps its turn, every waiting visitor has a number of their own, the
+"""bert_demo/app/runs/slot.py: the training slot starts the runs of the tickets in its line, whatever their pages do; a
+run outlives its page for a while, an experiment keeps its turn, every waiting visitor has a number of their own, the
 line says how long the runs ahead have left, takes no run that would wait more than about 15 minutes, and puts a
 network's second run behind every other network's first."""
 from __future__ import annotations

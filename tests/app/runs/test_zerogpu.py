@@ -1,8 +1,8 @@
 """ZeroGPU's contract, held without ZeroGPU (`pytest -k zerogpu`): runs train inside a GPU call made as `spaces` makes
-it there (tests/app/runs/zerogpu_harness.py: a forked, reused worker; pickled arguments and messages; a duration asked first
-that bounds the call), while the app's own process, where torch says CUDA is available, never initialises it; each
-call is charged as the real `spaces` charges it; and, where torch is a CUDA build (the real `spaces` refuses a CPU
-one), the app runs under the real `spaces` beside a stand-in for ZeroGPU's device API (tests/app/runs/zerogpu_space.py,
+it there (tests/app/runs/zerogpu_harness.py: a forked, reused worker; pickled arguments and messages; a duration asked
+first that bounds the call), while the app's own process, where torch says CUDA is available, never initialises it; each
+call is charged as the real `spaces` charges it; and, where torch is a CUDA build (the real `spaces` refuses a CPU one),
+the app runs under the real `spaces` beside a stand-in for ZeroGPU's device API (tests/app/runs/zerogpu_space.py,
 tests/app/runs/zerogpu_device_api.py)."""
 from __future__ import annotations
 

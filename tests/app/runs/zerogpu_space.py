@@ -1,6 +1,7 @@
 """The app as on a ZeroGPU Space, under the real `spaces` package: `python -m tests.app.runs.zerogpu_space REPORT`, with
-SPACES_ZERO_GPU set and SPACES_ZERO_DEVICE_API_URL pointing at ZeroGPU's device API (tests/app/runs/zerogpu_device_api.py, on
-loopback); host and port from GRADIO_SERVER_NAME and GRADIO_SERVER_PORT, models where `python app.py` finds them.
+SPACES_ZERO_GPU set and SPACES_ZERO_DEVICE_API_URL pointing at ZeroGPU's device API
+(tests/app/runs/zerogpu_device_api.py, on loopback); host and port from GRADIO_SERVER_NAME and GRADIO_SERVER_PORT,
+models where `python app.py` finds them.
 
 It is `python app.py`, with two things added:
 - On a machine without an NVIDIA GPU (none in /proc/driver/nvidia/gpus, where `spaces` looks), what needs one is

@@ -1,5 +1,5 @@
-"""bert_demo/app/state/catalog.py: models by name (shipped, trained here, an extra folder, hub ids, the run in progress),
-checked before any path is touched, loaded once and kept in a small cache."""
+"""bert_demo/app/state/catalog.py: models by name (shipped, trained here, an extra folder, hub ids, the run in
+progress), checked before any path is touched, loaded once and kept in a small cache."""
 from __future__ import annotations
 
 import os

@@ -1,5 +1,5 @@
-"""bert_demo/app/state/disk.py: each run claims a folder of its own, runs share a budget (by visitor and by address), and
-old runs are pruned, never a fresh one nor one from the command line."""
+"""bert_demo/app/state/disk.py: each run claims a folder of its own, runs share a budget (by visitor and by address),
+and old runs are pruned, never a fresh one nor one from the command line."""
 from __future__ import annotations
 
 import os

@@ -1,5 +1,5 @@
-"""bert_demo/app/state/folders.py: a model folder as the app reads it: its card without YAML and with its pictures inlined,
-and its zip, whole even when two visitors ask at once."""
+"""bert_demo/app/state/folders.py: a model folder as the app reads it: its card without YAML and with its pictures
+inlined, and its zip, whole even when two visitors ask at once."""
 from __future__ import annotations
 
 import json

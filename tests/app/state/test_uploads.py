@@ -1,5 +1,5 @@
-"""bert_demo/app/state/uploads.py: a visitor's text is checked and copied under a name of ours, private unless shared, and
-swept when the app that held it is gone."""
+"""bert_demo/app/state/uploads.py: a visitor's text is checked and copied under a name of ours, private unless shared,
+and swept when the app that held it is gone."""
 from __future__ import annotations
 
 import os
