@@ -27,7 +27,7 @@ UPDATE_EVERY_S = 1.0  # how often the training stream sends new charts
 LINKS = ("ft_slot_busy",)  # the other tabs' components this one wires to: Fine-tune's line about the slot
 WATCH_EVERY_S = 5.0  # how often an idle page hears how far someone else's run is
 RUN_STARTS = ("random weights (pre-train from scratch)", "the model selected above (continue training it)")
-RECIPE_CHOICES = [("fast: this app's", "fast"), ("BERT's: the paper's", "paper")]  # (words, train_config.RECIPES)
+RECIPE_CHOICES = [("fast: this app's", "fast"), ("BERT's: the paper's", "paper")]  # (words, settings.RECIPES)
 START_RANDOM, START_CONTINUE = RUN_STARTS
 PROBE_LABEL = f"Probe: guesses for “{default('probe')}”"
 STOP_ACTIVE = gr.Button(interactive=True, variant="stop")  # red only while there is a run to stop
