@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypedDict
 
 import gradio as gr
 
@@ -19,7 +20,17 @@ from bert_demo.app.tabs.heads import head_names
 REDRAW_CHARTS = "() => { setTimeout(() => window.dispatchEvent(new Event('resize')), 100); }"
 
 
-def layout(registry: Registry) -> Components:
+class HeaderParts(TypedDict):
+    """The header's components, by the names its handlers answer with."""
+
+    model: gr.Dropdown
+    step: gr.Dropdown
+    refresh: gr.Button
+    summary: gr.Markdown
+    start_here: dict[str, gr.Button]
+
+
+def layout(registry: Registry) -> HeaderParts:
     """The introduction, the model selector, the training step, Refresh, and the chosen model in a line."""
     gr.Markdown(text.INTRO)
     with gr.Row(elem_id="start-here"):

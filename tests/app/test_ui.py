@@ -73,6 +73,39 @@ def test_a_tab_wires_only_to_its_own_components_the_page_and_the_links_it_names(
         make()
 
 
+@pytest.mark.parametrize("examples", [True, False], ids=["shipped examples", "no examples"])
+def test_each_tab_lays_out_exactly_the_components_its_typed_parts_declare(make_checkpoint, tmp_path, monkeypatch,
+                                                                         examples):
+    """`TrainParts`, `FillParts`, ...: a tab's components, typed, by the names its handlers answer with; a component
+    added or renamed without its declaration fails here (NotRequired: only where the shipped model's examples are)."""
+    from bert_demo.app.tabs import classifier, finetune, model, steps
+
+    parts = {header: header.HeaderParts, fill: fill.FillParts, nsp: nsp.NspParts,
+             attention: attention.AttentionParts, embeddings: embeddings.EmbeddingsParts, train: train.TrainParts,
+             finetune: finetune.FinetuneParts, classifier: classifier.ClassifierParts, model: model.ModelParts,
+             steps: steps.StepsParts}
+    laid_out = {}
+
+    def recorded(module, layout):
+        def laid(*args, **kwargs):
+            components = layout(*args, **kwargs)
+            laid_out[module] = set(components)  # as laid out: the page adds the other tabs' to the header's dict
+            return components
+        return laid
+
+    for module in parts:
+        monkeypatch.setattr(module, "layout", recorded(module, module.layout))
+    root = Path(__file__).resolve().parents[2] / "checkpoints" if examples else tmp_path / "checkpoints"
+    if not examples:
+        make_checkpoint(root / "tiny-test")
+    build_demo(Registry(checkpoints_dir=root, runs_dir=tmp_path / "runs", device="cpu", allow_hub=False))
+    for module, declared in parts.items():
+        optional = {name for name, kind in declared.__annotations__.items()
+                    if getattr(kind, "__forward_arg__", str(kind)).startswith("NotRequired[")}
+        assert set(declared.__annotations__) - optional <= laid_out[module] <= set(declared.__annotations__), \
+            module.__name__
+
+
 def test_gradio_summarises_request_times_every_few_events_not_after_each_one(app):
     assert app["demo"]._queue.ANAYLTICS_CACHE_FREQUENCY == ANALYTICS_EVERY > 1  # gradio's default, 1, costs 2-7 ms
 

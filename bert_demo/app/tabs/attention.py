@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import gradio as gr
 
@@ -23,7 +23,32 @@ PAIR_ALL, PAIR_A_TO_B, PAIR_B_TO_A = PAIR_FILTERS
 SCROLL_TO_MAP = "() => document.querySelector('#att-plot')?.scrollIntoView({behavior: 'smooth', block: 'start'})"
 
 
-def layout(examples: Examples | None) -> Components:
+class AttentionParts(TypedDict):
+    """The Attention tab's components, by the names its handlers answer with."""
+
+    att_a: gr.Textbox
+    att_b: gr.Textbox
+    layer: gr.Slider
+    head: gr.Slider
+    view: gr.Radio
+    pair: gr.Radio
+    hide: gr.Checkbox
+    compare: gr.Dropdown
+    att_button: gr.Button
+    att_examples_box: gr.Column
+    att_examples: NotRequired[gr.Examples]  # only with the shipped model's examples
+    att_caption: gr.Markdown
+    att_plot: gr.Plot
+    compare_plot: gr.Plot
+    grid_plot: gr.Plot
+    model_view: gr.Gallery
+    neuron_token: gr.Dropdown
+    neuron_button: gr.Button
+    neuron_plot: gr.Plot
+    attention_tab: gr.Tab
+
+
+def layout(examples: Examples | None) -> AttentionParts:
     first = examples.attention[0] if examples else ("the cat sat on the mat.", "", 1, 1, "head", False, "")
     with gr.Tab("Attention", id="attention", elem_id="tab-attention") as tab:
         gr.Markdown("Which tokens does each token look at? Pick a layer and a head; hover a cell for the exact "

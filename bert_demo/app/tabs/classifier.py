@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypedDict
 
 import gradio as gr
 
@@ -20,7 +21,23 @@ from bert_demo.inspection import curves, figures
 WORDS_LABEL = "Which words drove the decision"
 
 
-def layout(registry: Registry) -> Components:
+class ClassifierParts(TypedDict):
+    """The components of the Fine-tune tab's questions to a classifier, by the names its handlers answer with."""
+
+    ft_classifier: gr.Dropdown
+    ft_text_a: gr.Textbox
+    ft_text_b: gr.Textbox
+    ft_button: gr.Button
+    ft_label: gr.Label
+    ft_words: gr.HighlightedText
+    ft_att_layer: gr.Slider
+    ft_att_button: gr.Button
+    ft_att_caption: gr.Markdown
+    ft_att_before: gr.Plot
+    ft_att_after: gr.Plot
+
+
+def layout(registry: Registry) -> ClassifierParts:
     """A fine-tuned classifier's answer, the words that drove it, and its attention before and after."""
     c: Components = {}
     gr.Markdown("### Ask a fine-tuned model\nIts answer, and which words drove it: integrated gradients "

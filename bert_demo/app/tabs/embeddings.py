@@ -3,6 +3,7 @@ projected onto a plane: the layout, its wiring and its handlers."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypedDict
 
 import gradio as gr
 
@@ -17,7 +18,21 @@ IN_A_SENTENCE = ["word", "in the reference sentence", "cosine similarity"]  # an
 PROJECTED_WORDS = "monday friday january march paris london berlin france england germany king queen man woman"
 
 
-def layout() -> Components:
+class EmbeddingsParts(TypedDict):
+    """The Embeddings tab's components, by the names its handlers answer with."""
+
+    emb_word: gr.Textbox
+    emb_sentence: gr.Textbox
+    emb_layer: gr.Slider
+    emb_button: gr.Button
+    neighbours_caption: gr.Markdown
+    neighbours_table: gr.Dataframe
+    emb_words: gr.Textbox
+    projection_button: gr.Button
+    projection_plot: gr.Plot
+
+
+def layout() -> EmbeddingsParts:
     with gr.Tab("Embeddings", id="embeddings", elem_id="tab-embeddings"):
         gr.Markdown("Each token starts as a row of the embedding table; training moves tokens used alike close "
                     "together. Find a word's nearest tokens, at the input or after any layer in a sentence, and see "

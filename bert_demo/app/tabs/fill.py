@@ -3,6 +3,7 @@ switched off, which words led to a guess, and which heads matter: the layout, it
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypedDict
 
 import gradio as gr
 
@@ -18,7 +19,31 @@ ASKED = ("model", "fill_text", "top_k", "heads_off", "step")  # Predict's inputs
 ANSWERED = ("filled", "layer_table", "words", *(f"mask_label_{i}" for i in range(MAX_RANKED)))  # and its answer
 
 
-def layout(examples: Examples | None, heads: list[str]) -> Components:
+class FillParts(TypedDict):
+    """The Fill-mask tab's components, by the names its handlers answer with."""
+
+    fill_text: gr.Textbox
+    top_k: gr.Slider
+    fill_button: gr.Button
+    filled: gr.HighlightedText
+    mask_label_0: gr.Label
+    mask_label_1: gr.Label
+    mask_label_2: gr.Label
+    mask_label_3: gr.Label
+    mask_label_4: gr.Label
+    mask_label_5: gr.Label
+    words: gr.HighlightedText
+    mask_words_button: gr.Button
+    mask_words_box: gr.Column
+    mask_words: gr.HighlightedText
+    fill_examples: gr.Column
+    layer_table: gr.Markdown
+    heads_off: gr.Dropdown
+    importance_button: gr.Button
+    importance_plot: gr.Plot
+
+
+def layout(examples: Examples | None, heads: list[str]) -> FillParts:
     with gr.Tab("Fill-mask", id="fill", elem_id="tab-fill"):
         gr.Markdown("Write a sentence with one or more `[MASK]`: the masked-LM head ranks the vocabulary for each "
                     "one. Or click any word of the sentence below to mask it.")

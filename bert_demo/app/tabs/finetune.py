@@ -54,7 +54,29 @@ FOLLOWED = ("ft_status", "ft_curves", "ft_verdict", "ft_counts", "ft_changes", "
             "ft_start", "ft_model", "ft_estimate")  # what the experiment's stream updates
 
 
-def layout(registry: Registry) -> Components:
+class FinetuneParts(classifier.ClassifierParts):
+    """The Fine-tune tab's components, by the names its handlers answer with (and, below the experiment, the
+    classifier's)."""
+
+    ft_tab: gr.Tab
+    ft_model: gr.Dropdown
+    ft_task: gr.Dropdown
+    ft_task_about: gr.Markdown
+    ft_upload: gr.File
+    ft_labels: gr.Radio
+    ft_compare: gr.CheckboxGroup
+    ft_start: gr.Button
+    ft_stop: gr.Button
+    ft_estimate: gr.Markdown
+    ft_slot_busy: gr.Markdown
+    ft_status: gr.Markdown
+    ft_curves: gr.Plot
+    ft_verdict: gr.Markdown
+    ft_counts: gr.Plot
+    ft_changes: gr.Plot
+
+
+def layout(registry: Registry) -> FinetuneParts:
     """The experiment (left: the model, task, labels, what to compare with; right: live curves, the gap, the
     label-count chart) and, below, questions to a fine-tuned classifier (`classifier.layout`)."""
     with gr.Tab("Fine-tune", id="finetune", elem_id="tab-finetune") as tab:

@@ -3,6 +3,7 @@ the layout, its wiring and its handlers (what the tab shows is the header's `sel
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypedDict
 
 import gradio as gr
 
@@ -12,7 +13,17 @@ from bert_demo.app.header import go_to
 from bert_demo.app.state.registry import Registry
 
 
-def layout() -> Components:
+class ModelParts(TypedDict):
+    """The Model tab's components, by the names its handlers answer with."""
+
+    model_info: gr.Markdown
+    download: gr.Button
+    download_file: gr.File
+    model_card: gr.Markdown
+    links: dict[str, gr.Button]
+
+
+def layout() -> ModelParts:
     """The model's facts, its download and its card (left); how BERT is built, with links to the tabs (right)."""
     with gr.Tab("Model", id="model", elem_id="tab-model"), gr.Row():
         with gr.Column(scale=3):

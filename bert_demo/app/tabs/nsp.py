@@ -3,6 +3,7 @@ answer: the layout, its wiring and its handlers."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypedDict
 
 import gradio as gr
 
@@ -12,7 +13,19 @@ from bert_demo.app.state.registry import Registry
 from bert_demo.app.tabs.heads import importance_block, importance_figure, no_importance
 
 
-def layout(examples: Examples | None) -> Components:
+class NspParts(TypedDict):
+    """The Next sentence tab's components, by the names its handlers answer with."""
+
+    text_a: gr.Textbox
+    text_b: gr.Textbox
+    nsp_button: gr.Button
+    nsp_result: gr.Label
+    nsp_importance_button: gr.Button
+    nsp_importance_plot: gr.Plot
+    nsp_examples: gr.Column
+
+
+def layout(examples: Examples | None) -> NspParts:
     with gr.Tab("Next sentence", id="nsp", elem_id="tab-nsp"):
         gr.Markdown("Does sentence B follow sentence A? BERT's next-sentence head answers from the `[CLS]` vector. "
                     "Small models trained for a minute are close to a coin flip: train longer to see it learn.")

@@ -7,7 +7,7 @@ import random
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict
 
 import gradio as gr
 
@@ -30,7 +30,36 @@ INTRO = ("How BERT learns and what it computes, on the model selected above: fir
          "step at a time, with the model's own numbers (Devlin et al. 2019, §3).")
 
 
-def layout() -> Components:
+class StepsParts(TypedDict):
+    """The Step by step tab's components, by the names its handlers answer with."""
+
+    steps_tab: gr.Tab
+    steps_drawn: gr.State
+    ex_source: gr.Dropdown
+    ex_recipe: gr.Radio
+    ex_seed: gr.Number
+    ex_typed: gr.Textbox
+    ex_draw: gr.Button
+    ex_another: gr.Button
+    ex_pair: gr.Markdown
+    ex_tokens: gr.HTML
+    ex_shares: gr.Markdown
+    ex_recipe_note: gr.Markdown
+    ex_loss: gr.Markdown
+    ex_loss_table: gr.Markdown
+    fw_a: gr.Textbox
+    fw_b: gr.Textbox
+    fw_layer: gr.Slider
+    fw_head: gr.Slider
+    fw_show: gr.Button
+    fw_step: gr.Dropdown
+    fw_prev: gr.Button
+    fw_next: gr.Button
+    fw_text: gr.Markdown
+    fw_plot: gr.Plot
+
+
+def layout() -> StepsParts:
     with gr.Tab("Step by step", id="steps", elem_id="tab-steps") as tab:
         gr.Markdown(INTRO)
         c = {"steps_tab": tab, "steps_drawn": gr.State(False)}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TypedDict
 
 import gradio as gr
 
@@ -37,7 +38,42 @@ START_BUSY = gr.Button(interactive=False, variant="secondary")  # grey while the
 UPLOADED, TYPED = "the uploaded file", "the typed text"  # how the registry's refusals of an upload begin, and ours
 
 
-def layout(registry: Registry) -> Components:
+class TrainParts(TypedDict):
+    """The Train tab's components, by the names its handlers answer with."""
+
+    start: gr.Button
+    stop: gr.Button
+    status: gr.Markdown
+    slot_busy: gr.Markdown
+    slot_watch: gr.Timer
+    estimate: gr.Markdown
+    train_tab: gr.Tab
+    corpus: gr.Dropdown
+    upload: gr.File
+    typed: gr.Textbox
+    share: gr.Checkbox
+    preset: gr.Radio
+    steps: gr.Slider
+    batch_size: gr.Slider
+    lr: gr.Number
+    seq_len: gr.Dropdown
+    vocab_size: gr.Slider
+    recipe: gr.Radio
+    recipe_note: gr.Markdown
+    start_from: gr.Radio
+    loss_plot: gr.Plot
+    accuracy_plot: gr.Plot
+    lr_plot: gr.Plot
+    probe: gr.Label
+    readout: gr.Markdown
+    checkpoint_file: gr.File
+    compare_runs: gr.Dropdown
+    compare_x: gr.Radio
+    compare_button: gr.Button
+    compare_runs_plot: gr.Plot
+
+
+def layout(registry: Registry) -> TrainParts:
     """The run's settings and buttons (left), its live charts, probe and held-out guesses (right)."""
     caps = registry.caps
     with gr.Tab("Train", id="train", elem_id="tab-train") as tab:
