@@ -17,9 +17,7 @@ import contextvars
 import functools
 import logging
 import re
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -38,6 +36,7 @@ from bert_demo.app.state.folders import (
     weights_time,
     zip_folder,
 )
+from bert_demo.app.state.kept import Kept
 from bert_demo.config import CONFIG_NAME, BertConfig, read_config, read_metadata
 
 if TYPE_CHECKING:
@@ -83,9 +82,8 @@ class Catalog:
     def __init__(self, roots: dict[str, Path], device: str, allow_hub: bool, hub_cache: Path,
                  live: Callable[[], Any] = lambda: None, cache_size: int = 3):
         self.roots, self.device, self.allow_hub, self.hub_cache = roots, device, allow_hub, hub_cache
-        self.live, self.cache_size = live, cache_size
-        self._cache: OrderedDict[tuple, Loaded] = OrderedDict()
-        self._cache_lock = threading.Lock()
+        self.live = live
+        self._cache = Kept(cache_size)  # the models loaded latest
 
     def list_models(self, viewer: str | None = None) -> list[ModelEntry]:
         """The live run (if any), shipped checkpoints by name, runs newest first, then the extra folder; without the
@@ -197,18 +195,8 @@ class Catalog:
         return checkpoint.download(name, cache_dir=self.hub_cache)
 
     def _cached(self, key: tuple, make: Callable[[], Loaded]) -> Loaded:
-        """The cached model under `key`, or `make()`'s, kept among the newest `cache_size`. `make` runs outside the
-        lock: a slow download must not block the cached models."""
-        with self._cache_lock:
-            if key in self._cache:
-                self._cache.move_to_end(key)
-                return self._cache[key]
-        loaded = make()
-        with self._cache_lock:
-            self._cache[key] = loaded
-            while len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
-        return loaded
+        """The model cached under `key`, or `make()`'s, kept among the newest few (`Kept`)."""
+        return self._cache.kept(key, make)
 
     def load_classifier(self, name: str | None, viewer: str | None = None) -> Loaded:
         """A fine-tuned classifier in eval mode on this registry's device (a pre-training checkpoint is refused:

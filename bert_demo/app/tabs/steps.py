@@ -4,14 +4,13 @@ encoder computes from a sentence to its guesses, step by step: the layout, its w
 from __future__ import annotations
 
 import random
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, TypedDict
 
 import gradio as gr
 
 from bert_demo.app.handlers import FINAL, Components, Outputs, friendly, load_at
+from bert_demo.app.state.kept import Kept
 from bert_demo.app.state.registry import Registry
 from bert_demo.app.tabs import steps_views as views
 from bert_demo.config import LIMITS, read_metadata
@@ -213,7 +212,7 @@ def forward_steps(registry: Registry, model_name: str, text_a: str, text_b: str 
     index = _step_index(index, len(forward.STEP_NAMES))
     loaded = load_at(registry, model_name, step, owner)
     asked = (text_a, (text_b or "").strip() or None, _whole(layer, "layer"), _whole(head, "head"))
-    values = _passes.get((loaded.entry.name, str(loaded.folder), step, *asked),
+    values = _passes.kept((loaded.entry.name, str(loaded.folder), step, *asked),
                          lambda: forward.forward_pass(loaded.model, loaded.tokenizer, *asked))
     shown = forward.step(forward.SPECS[index], values)
     return {"fw_text": views.step_markdown(shown, index, len(forward.SPECS), forward.source_line(shown.code)),
@@ -287,26 +286,6 @@ def paper_recipe(config: TrainConfig) -> TrainConfig:
     return TrainConfig.from_dict({**config.to_dict(), **PAPER_RECIPE})
 
 
-class Kept:
-    """The latest answers of one kind, kept by what they were asked (their `most`, the least recently used going
-    first): the shares of a recipe's 1,000 draws, a forward pass walked one step at a time."""
-
-    def __init__(self, most: int):
-        self.most, self.answers, self.lock = most, OrderedDict(), threading.Lock()
-
-    def get(self, key: tuple, make: Callable[[], Any]) -> Any:
-        with self.lock:
-            if key in self.answers:
-                self.answers.move_to_end(key)
-                return self.answers[key]
-        answer = make()
-        with self.lock:
-            self.answers[key] = answer
-            while len(self.answers) > self.most:
-                self.answers.popitem(last=False)
-        return answer
-
-
 _shares, _passes = Kept(SHARES_KEPT), Kept(PASSES_KEPT)
 
 
@@ -319,7 +298,7 @@ def _shares_of(key: tuple, documents: Any, tokenizer: Any, config: TrainConfig) 
         return examples.shares(documents, tokenizer, config)
     recipe = tuple(sorted((k, str(v)) for k, v in config.to_dict().items()
                           if k in (*PAPER_RECIPE, "seq_len", "max_predictions")))
-    return _shares.get((*key, recipe), lambda: examples.shares(documents, tokenizer, config))
+    return _shares.kept((*key, recipe), lambda: examples.shares(documents, tokenizer, config))
 
 
 def _step_index(index: Any, count: int) -> int:
