@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 from transformers import BertTokenizerFast
 
-from bert_demo.model import BertForPreTraining, BertForSequenceClassification
+from bert_demo.model import M, BertForPreTraining, BertForSequenceClassification, in_eval_mode
 
 HeadMask = Tensor | list[list[float]] | None
 
@@ -41,7 +41,7 @@ def fill_mask(
     """
     check_top_k(top_k)
     batch, masked = _masked_batch(model, tokenizer, text)
-    with evaluating(model):
+    with evaluating(model) as model:
         logits = model(**batch, mlm_positions=masked, head_mask=_head_mask(model, head_mask)).mlm_logits  # (M, V)
     return _ranked(logits, tokenizer, top_k)
 
@@ -53,7 +53,7 @@ def layer_predictions(
     model's own MLM head makes from that layer's hidden state. The last layer's entry is `fill_mask`'s answer."""
     check_top_k(top_k)
     batch, masked = _masked_batch(model, tokenizer, text)
-    with evaluating(model):
+    with evaluating(model) as model:
         hidden, _ = model.bert(batch["input_ids"], batch["token_type_ids"], None, False, _head_mask(model, head_mask))
         rows = torch.stack([h[masked] for h in hidden[1:]])  # (L, M, H): every layer's state at every [MASK]
         ranked = _ranked(model.cls.predictions(rows.flatten(0, 1)), tokenizer, top_k)  # one head call, L*M rows
@@ -75,7 +75,7 @@ def head_importance(
     one_off = 1 - torch.eye(layers * heads).view(layers * heads, layers, heads)  # (L*A, L, A): each head off once
     if text_b is None:
         batch, masked = _masked_batch(model, tokenizer, text_a)
-        with evaluating(model):
+        with evaluating(model) as model:
             probs = model(**batch, mlm_positions=masked).mlm_logits.float().softmax(-1)  # (M, V)
         before, best = probs.max(dim=-1)  # (M,): the top guess and its probability
         labels = [f"[MASK] {i + 1}: {token}" for i, token in enumerate(tokenizer.convert_ids_to_tokens(best.tolist()))]
@@ -84,7 +84,7 @@ def head_importance(
                                 _read(text_b, "sentence B", tokenizer)), None
         before, labels = torch.tensor([next_sentence(model, tokenizer, text_a, text_b)]), ["B follows A"]
     after = []
-    with evaluating(model):
+    with evaluating(model) as model:
         for masks in one_off.to(batch["input_ids"].device).split(IMPORTANCE_CHUNK):
             repeated = {name: ids.expand(len(masks), -1) for name, ids in batch.items()}
             if masked is None:  # the pair's probability of "B follows A"; the MLM head scores no token
@@ -102,7 +102,7 @@ def next_sentence(model: BertForPreTraining, tokenizer: BertTokenizerFast, text_
                   head_mask: HeadMask = None) -> float:
     """The model's probability that sentence B follows sentence A (BERT's NSP task, §3.1)."""
     batch = _encode(model, tokenizer, _read(text_a, "sentence A", tokenizer), _read(text_b, "sentence B", tokenizer))
-    with evaluating(model):
+    with evaluating(model) as model:
         logits = model(**batch, mlm_positions=_no_token(batch), head_mask=_head_mask(model, head_mask)).nsp_logits[0]
     return float(logits.float().softmax(dim=-1)[0])  # logits (2,): index 0 is "B follows A"
 
@@ -114,7 +114,7 @@ def classify(model: BertForSequenceClassification, tokenizer: BertTokenizerFast,
         raise ValueError("this model has no classifier: fine-tune it on a task first")
     text_b = None if text_b is None or not str(text_b).strip() else _check_text(text_b, "sentence B")
     batch = _encode(model, tokenizer, _check_text(text_a, "the sentence" if text_b is None else "sentence A"), text_b)
-    with evaluating(model):
+    with evaluating(model) as model:
         probabilities = model(**batch).logits[0].float().softmax(-1).tolist()
     return list(zip(model.config.labels, probabilities))
 
@@ -131,7 +131,7 @@ def attention(
     """Tokens and every head's attention probabilities, weights[layer, head, query, key]; rows sum to 1, except
     for a head switched off by `head_mask`, whose rows are 0."""
     batch, heads = encode_input(model, tokenizer, text_a, text_b), _head_mask(model, head_mask)
-    with evaluating(model):  # the encoder alone: the pre-training heads play no part in attention
+    with evaluating(model) as model:  # the encoder alone: the pre-training heads play no part in attention
         _, attentions = model.bert(batch["input_ids"], batch["token_type_ids"], None, True, heads)
     weights = torch.stack([a[0] for a in attentions]).float().cpu()  # (L, A, T, T)
     return tokenizer.convert_ids_to_tokens(batch["input_ids"][0].tolist()), weights
@@ -162,7 +162,7 @@ def query_key(model: BertForPreTraining, tokenizer: BertTokenizerFast, text_a: s
         raise ValueError(f"the query token must be one of the {len(tokens)} tokens, numbered from 0")
     size = config.hidden_size // config.num_attention_heads
     dims = slice((head - 1) * size, head * size)
-    with evaluating(model):
+    with evaluating(model) as model:
         hidden, _ = model.bert(batch["input_ids"], batch["token_type_ids"], None, False)
         heads = model.bert.encoder.layer[layer - 1].attention.self
         x = hidden[layer - 1][0]  # (T, H): what the layer reads
@@ -310,17 +310,11 @@ def _encode(
 
 
 @contextmanager
-def evaluating(model: BertForPreTraining) -> Iterator[None]:
-    """Run without dropout or autograd, then give the model back in the mode it came in."""
-    was_training = model.training
-    if was_training:  # switching modes walks every module: skip it for a model already in eval mode (the app's)
-        model.eval()
-    try:
-        with torch.inference_mode():
-            yield
-    finally:
-        if was_training:
-            model.train()
+def evaluating(model: M) -> Iterator[M]:
+    """The model to run without dropout or autograd: `model` itself where it is in eval mode, else a private view of
+    it in eval mode (`model.in_eval_mode`). The model handed in is never switched: another thread may be running it."""
+    with torch.inference_mode():
+        yield in_eval_mode(model)
 
 
 # --- Looking inside: attention rollout and display helpers (used by the app's Attention and Fill-mask tabs) ---

@@ -2,6 +2,8 @@
 and the display helpers (masks filled in, special tokens dropped) keep what they promise."""
 from __future__ import annotations
 
+import threading
+
 import pytest
 import torch
 
@@ -34,13 +36,28 @@ def test_fill_mask_accepts_lower_case_and_glued_masks(trained_tiny, tokenizer):
     assert fill_mask(trained_tiny, tokenizer, "paris is the[MASK]of france.") == upper
 
 
-def test_fill_mask_leaves_the_model_in_its_training_mode(trained_tiny, tokenizer):
+def test_asking_a_model_in_training_mode_never_switches_its_mode_and_answers_without_dropout(trained_tiny,
+                                                                                               tokenizer):
+    """Another thread reading the model's mode while it is asked 20 times sees training mode every time (a switch
+    to eval and back would reach every other pass through a shared model), and the answers are eval mode's."""
+    text, modes, done = "the [MASK] sat on the mat.", set(), threading.Event()
+    in_eval = fill_mask(trained_tiny, tokenizer, text)
     trained_tiny.train()
+
+    def watch() -> None:
+        while not done.is_set():
+            modes.update(module.training for module in trained_tiny.modules())
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
     try:
-        fill_mask(trained_tiny, tokenizer, "the [MASK] sat on the mat.")
-        assert trained_tiny.training
+        answers = [fill_mask(trained_tiny, tokenizer, text) for _ in range(20)]
     finally:
+        done.set()
+        watcher.join()
         trained_tiny.eval()
+    assert modes == {True}
+    assert all(answer == in_eval for answer in answers)
 
 
 @pytest.mark.parametrize("text, message", [

@@ -6,7 +6,7 @@ import torch
 import transformers
 
 from bert_demo.config import PRESETS, BertConfig
-from bert_demo.model import BertForPreTraining
+from bert_demo.model import BertForPreTraining, in_eval_mode, private_view
 
 TOL = 1e-5
 CONFIG = BertConfig(vocab_size=211, hidden_size=64, num_hidden_layers=3, num_attention_heads=4, intermediate_size=96)
@@ -202,3 +202,25 @@ def test_a_head_mask_per_example_equals_each_example_run_alone():
     for i in range(4):
         alone = ours(**{k: v[i:i + 1] for k, v in batch.items()}, head_mask=masks[i]).mlm_logits
         torch.testing.assert_close(together[i:i + 1], alone, atol=TOL, rtol=0)
+
+
+def test_a_private_view_shares_every_weight_and_keeps_what_its_caller_sets_to_itself():
+    model = randomised(BertForPreTraining(CONFIG)).train()
+    view = private_view(model).eval()
+    view.bert.encoder.layer[0].register_forward_hook(lambda module, inputs, output: None)
+    assert all(ours is theirs for ours, theirs in zip(model.parameters(), view.parameters()))
+    assert view.cls.predictions.decoder.weight is view.bert.embeddings.word_embeddings.weight
+    assert all(module.training for module in model.modules())
+    assert not any(module._forward_hooks for module in model.modules())
+    batch = batch_with_padding_and_two_segments()
+    with torch.no_grad():
+        torch.testing.assert_close(view(**batch).mlm_logits, model.eval()(**batch).mlm_logits, atol=0, rtol=0)
+
+
+def test_in_eval_mode_is_the_model_itself_in_eval_mode_and_else_a_view():
+    model = BertForPreTraining(CONFIG).eval()
+    assert in_eval_mode(model) is model
+    model.bert.encoder.layer[1].train()  # one module in training mode is enough to need a view
+    view = in_eval_mode(model)
+    assert view is not model and not any(module.training for module in view.modules())
+    assert model.bert.encoder.layer[1].training

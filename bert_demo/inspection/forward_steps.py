@@ -1,7 +1,8 @@
 """What BERT computes between the input and its guesses, one step at a time, with the model's own numbers.
 
 `capture` runs the model once, in eval mode on the explicit attention path, and keeps what its modules received and
-returned (forward hooks; the attention scores through the `Tap` that `model.BertSelfAttention` passes them through).
+returned (forward hooks on a private view of the shared model, so that no other caller's pass is recorded; the
+attention scores through the `Tap` that `model.BertSelfAttention` passes them through).
 `forward_steps` lays those values out as the paper's steps (Devlin et al. 2019, §3 and Figure 2; Vaswani et al.
 2017, §3.2-3.3): the three embeddings and their sum, LayerNorm; in one layer and head, Q, K and V, the scaled
 scores, the padding mask, the softmax, the weighted sum of V; every head joined, the output projection, the
@@ -21,8 +22,8 @@ from torch import Tensor, nn
 from transformers import BertTokenizerFast
 
 from bert_demo import model as model_module
-from bert_demo.inference import encode_input, evaluating
-from bert_demo.model import BertForPreTraining
+from bert_demo.inference import encode_input
+from bert_demo.model import BertForPreTraining, private_view
 
 TOP_GUESSES = 10  # guesses shown at each position by the decoder and softmax steps
 PARTS = ("Embeddings", "Attention", "Feed-forward", "Masked-LM head", "Next-sentence head")
@@ -56,8 +57,9 @@ class Step:
 def capture(model: BertForPreTraining, batch: dict[str, Tensor], mlm_positions: Tensor | None = None
             ) -> tuple[Captured, Tensor]:
     """Run the model once on a batch of one (eval mode, attention probabilities asked for, so the explicit path
-    computes them) and keep every module's output and first input; with the [B, L, A, T, T] stack of attention
-    probabilities. `mlm_positions` (bool [1, T]) runs the masked-LM head at those positions only, as training does:
+    computes them) and keep every module's output and first input, with the [B, L, A, T, T] stack of attention
+    probabilities. The hooks are on a private view of the model (`model.private_view`): they see this pass only,
+    whoever else runs the model meanwhile. `mlm_positions` (bool [1, T]) runs the masked-LM head at those positions only, as training does:
     its values are then [N, ...], a row a position."""
     kept: Captured = {}
 
@@ -70,14 +72,13 @@ def capture(model: BertForPreTraining, batch: dict[str, Tensor], mlm_positions: 
                 kept[f"{name}>"] = output.detach().float().cpu()
         return hook
 
-    handles = [module.register_forward_hook(keep(name)) for name, module in model.named_modules() if name]
-    try:
-        with evaluating(model):
-            out = model(**batch, attention_mask=torch.ones_like(batch["input_ids"]), output_attentions=True,
-                        mlm_positions=mlm_positions)
-    finally:
-        for handle in handles:
-            handle.remove()
+    own = private_view(model).eval()  # hooks on the shared model would also record other callers' passes
+    for name, module in own.named_modules():
+        if name:
+            module.register_forward_hook(keep(name))
+    with torch.inference_mode():
+        out = own(**batch, attention_mask=torch.ones_like(batch["input_ids"]), output_attentions=True,
+                  mlm_positions=mlm_positions)
     return kept, torch.stack(out.attentions, dim=1).float().cpu()
 
 
@@ -96,6 +97,12 @@ class Pass:
     guessed: list[int]  # the positions of the [MASK]s, or every position where there is none
     guesses: list[list[str]]  # the top word pieces at each of them
     top_logits: Tensor  # (len(guessed), k)
+    top_probs: Tensor  # (len(guessed), k): their probabilities over the whole vocabulary
+
+    @property
+    def nbytes(self) -> int:
+        """The memory its values hold: what a cache of passes counts."""
+        return sum(value.nbytes for value in (*self.kept.values(), self.probs, self.top_logits, self.top_probs))
 
     def out(self, name: str) -> Tensor:
         """What module `name` returned (the batch's one row)."""
@@ -255,7 +262,7 @@ SPECS: tuple[Spec, ...] = (
          cells=lambda p: p.guesses),
     Spec("Masked-LM head", "Softmax: the guesses", r"p = \operatorname{softmax}(z)",
          "The scores become probabilities over the whole vocabulary; the highest is the guess at {where}.", DECODER,
-         lambda p: p.at_guesses("cls.predictions").softmax(-1).gather(1, _top_ids(p)),
+         lambda p: p.top_probs,
          rows=lambda p: p.guessed_rows, columns=lambda p: _ranks(p), cells=lambda p: p.guesses, probabilities=True),
     Spec("Next-sentence head", "The [CLS] vector", r"h^L_{[\mathrm{CLS}]}",
          "Only the first token's final vector is read: [CLS] has attended to the whole input in every layer.{no_b}",
@@ -273,10 +280,6 @@ SPECS: tuple[Spec, ...] = (
          rows=lambda p: CLS_ROW, columns=lambda p: NSP_LABELS, probabilities=True),
 )
 STEP_NAMES = tuple(f"{spec.part} · {spec.title}" for spec in SPECS)  # the steps in order, as a picker lists them
-
-
-def _top_ids(p: Pass) -> Tensor:
-    return p.at_guesses("cls.predictions").topk(p.top_logits.shape[-1], dim=-1).indices
 
 
 def _ranks(p: Pass) -> list[str]:
@@ -299,10 +302,12 @@ def forward_pass(model: BertForPreTraining, tokenizer: BertTokenizerFast, text_a
     kept, probs = capture(model, batch, at)
     shown = f"bert.encoder.layer.{layer - 1}."  # the other layers' values are left out: a step shows one layer
     kept = {k: v for k, v in kept.items() if not k.startswith("bert.encoder.layer.") or k.startswith(shown)}
-    top = kept["cls.predictions>"].topk(min(TOP_GUESSES, config.vocab_size), dim=-1)
+    logits = kept.pop("cls.predictions>")  # (guessed, V): the largest value, and only its top few are shown
+    top = logits.topk(min(TOP_GUESSES, config.vocab_size), dim=-1)
     return Pass(kept, probs, tokenizer.convert_ids_to_tokens(ids), batch["token_type_ids"][0].tolist(), layer - 1,
                 head - 1, config.num_attention_heads, guessed,
-                [tokenizer.convert_ids_to_tokens(row.tolist()) for row in top.indices], top.values)
+                [tokenizer.convert_ids_to_tokens(row.tolist()) for row in top.indices], top.values,
+                logits.softmax(-1).gather(1, top.indices))
 
 
 def forward_steps(model: BertForPreTraining, tokenizer: BertTokenizerFast, text_a: str, text_b: str | None = None,

@@ -89,7 +89,7 @@ def neighbours(model: BertForPreTraining, tokenizer: BertTokenizerFast, word: st
     where = (batch["input_ids"][0] == token_id).nonzero()
     if not len(where):
         raise ValueError(f"{echo(word)} does not occur in the sentence: pick one of its words")
-    with evaluating(model):
+    with evaluating(model) as model:
         hidden, _ = model.bert(batch["input_ids"], batch["token_type_ids"], None, False)
     return _in_sentences(model, tokenizer, hidden[layer][0, int(where[0])], layer, k)
 
@@ -123,7 +123,7 @@ def _in_sentences(model: BertForPreTraining, tokenizer: BertTokenizerFast, vecto
     encoded = tokenizer(list(REFERENCE), padding=True, return_tensors="pt", return_token_type_ids=True)
     device = next(model.parameters()).device
     ids, mask = encoded["input_ids"].to(device), encoded["attention_mask"].to(device)
-    with evaluating(model):
+    with evaluating(model) as model:
         hidden, _ = model.bert(ids, encoded["token_type_ids"].to(device), mask, False)
     states = hidden[layer].float()  # (S, T, H)
     real = mask.bool() & ~torch.isin(ids, torch.tensor(tokenizer.all_special_ids, device=device))  # words only

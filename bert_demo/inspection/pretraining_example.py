@@ -21,7 +21,7 @@ from transformers import BertTokenizerFast
 from bert_demo.data.corpus import document_sources, load_corpus, source_parts
 from bert_demo.data.pairs import FATES, IS_NEXT, SpecialIds, Tokenized, tokenize_sourced
 from bert_demo.data.sentences import MIN_WORDS, paragraphs, to_documents
-from bert_demo.model import IGNORE_INDEX, BertForPreTraining
+from bert_demo.model import IGNORE_INDEX, BertForPreTraining, in_eval_mode
 from bert_demo.training.pretraining import sentence_pairs
 from bert_demo.training.settings import TrainConfig
 
@@ -186,14 +186,8 @@ def loss(model: BertForPreTraining, example: PretrainingExample, tokenizer: Bert
          nsp_weight: float = 1.0) -> ExampleLoss:
     """The example's masked-LM loss (the mean cross-entropy over the picked positions only), its next-sentence loss,
     and their weighted sum, from the model's own forward pass in eval mode."""
-    was_training = model.training
-    model.eval()
-    try:
-        device = next(model.parameters()).device
-        batch = {name: tensor.to(device) for name, tensor in example.batch.items()}
-        out = model(**batch)
-    finally:
-        model.train(was_training)
+    device = next(model.parameters()).device
+    out = in_eval_mode(model)(**{name: tensor.to(device) for name, tensor in example.batch.items()})
     logits = out.mlm_logits.float()  # (N, V) at the picked positions, in order
     probs = logits.softmax(-1)
     losses = F.cross_entropy(logits, out.mlm_targets, reduction="none")

@@ -27,7 +27,7 @@ from bert_demo.data.pairs import (
 )
 from bert_demo.data.sources import SOURCES
 from bert_demo.inference import fill_mask
-from bert_demo.model import IGNORE_INDEX, BertForPreTraining
+from bert_demo.model import IGNORE_INDEX, BertForPreTraining, in_eval_mode
 from bert_demo.training.runtime import Batch, to_device
 from bert_demo.training.settings import TrainConfig
 
@@ -54,8 +54,7 @@ def validate(model: torch.nn.Module, batches: list[Batch], device: torch.device,
 
     Always in fp32, whatever precision the run trains in: an argmax over bf16 logits would tie and round, and the
     metrics of a GPU run and a CPU run would not compare."""
-    was_training = model.training
-    model.eval()
+    model = in_eval_mode(model)
     sums: dict[str, float] = defaultdict(float)
     for batch in batches:
         batch = to_device(batch, device)
@@ -67,7 +66,6 @@ def validate(model: torch.nn.Module, batches: list[Batch], device: torch.device,
         sums["nsp_loss"] += F.cross_entropy(nsp_logits.float(), batch["nsp_labels"], reduction="sum").item()
         sums["nsp_correct"] += (nsp_logits.argmax(-1) == batch["nsp_labels"]).sum().item()
         sums["pairs"] += batch["nsp_labels"].numel()
-    model.train(was_training)
     mlm_loss = sums["mlm_loss"] / max(sums["targets"], 1)
     return {"mlm_loss": mlm_loss, "mlm_acc": sums["mlm_correct"] / max(sums["targets"], 1),
             "mlm_ppl": math.exp(min(mlm_loss, 50.0)), "nsp_loss": sums["nsp_loss"] / max(sums["pairs"], 1),

@@ -24,7 +24,7 @@ from torch import Tensor
 
 from bert_demo.checkpoint import load_classifier
 from bert_demo.data.labelled import FILE_TYPES, TASKS, first, load_file, load_task, score
-from bert_demo.model import init_weights
+from bert_demo.model import in_eval_mode, init_weights
 from bert_demo.training.loop import Control, Metrics, Run, Training
 from bert_demo.training.recipe import optimizer_and_schedule, set_dropout
 from bert_demo.training.records import Record
@@ -137,15 +137,12 @@ def _scores(run: Run, examples: Encoded, prefix: str, metric: str) -> dict[str, 
     of similar length: a batch pads to its longest sentence, and in the split's own order half of what the model
     computed was padding (the same logits in half the time)."""
     examples = sorted(examples, key=lambda example: len(example[0]))
-    model, predictions, loss = run.model, [], 0.0
-    was_training = model.training
-    model.eval()
+    model, predictions, loss = in_eval_mode(run.model), [], 0.0
     for start in range(0, len(examples), EVAL_BATCH):
         batch = to_device(_collate(examples[start:start + EVAL_BATCH], run.tokenizer.pad_token_id), run.device)
         logits = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]).logits.float()
         loss += float(F.cross_entropy(logits, batch["labels"], reduction="sum"))
         predictions += logits.argmax(-1).tolist()
-    model.train(was_training)
     truth = [label for _, _, label in examples]
     metrics = {f"{prefix}loss": loss / len(examples), f"{prefix}acc": score("accuracy", predictions, truth),
                f"{prefix}majority": max(map(truth.count, set(truth))) / len(truth)}

@@ -160,3 +160,27 @@ def test_walking_the_steps_of_one_input_runs_the_model_once(registry, monkeypatc
         steps.forward_steps(registry, MODEL, "a walk of one input.", "", 2, 2, index)
     steps.forward_steps(registry, MODEL, "a walk of one input.", "", 2, 1, 0)  # another head: another pass
     assert runs == [("a walk of one input.", None, 2, 2), ("a walk of one input.", None, 2, 1)]
+
+
+def test_a_kept_forward_pass_is_its_visitors_alone(registry, monkeypatch):
+    """The same text on the same model, asked by two visitors: each gets a pass of their own, computed for them, so
+    that nothing kept from one visitor reaches another (nor tells them, by its speed, what another asked)."""
+    from bert_demo.inspection import forward_steps as forward
+
+    runs, run = [], forward.forward_pass
+    monkeypatch.setattr(forward, "forward_pass", lambda *args: runs.append(args[2]) or run(*args))
+    for visitor in ("visitor-a", "visitor-b", "visitor-a"):
+        steps.forward_steps(registry, MODEL, "a text two visitors type.", "", 1, 1, 0, owner=visitor)
+    assert runs == ["a text two visitors type."] * 2
+
+
+def test_the_kept_passes_stay_within_their_bytes(registry, monkeypatch):
+    """Passes of six texts of one length, where two fit in the bytes: the two latest are kept, within the bound."""
+    texts = [f"text number {i} of six." for i in range(6)]
+    steps.forward_steps(registry, MODEL, texts[0], "", 1, 1, 0, owner="visitor-a")
+    one = next(kept for key, kept in steps._passes.items() if texts[0] in key).nbytes
+    monkeypatch.setattr(steps, "_passes", steps.Kept(steps.PASSES_KEPT, int(2.5 * one), lambda kept: kept.nbytes))
+    for text in texts:
+        steps.forward_steps(registry, MODEL, text, "", 1, 1, 0, owner="visitor-a")
+        assert 0 < steps._passes.bytes <= 2.5 * one
+    assert [key[4] for key in steps._passes] == texts[-2:]

@@ -3,14 +3,18 @@ BertForPreTraining computes at the same place on the same weights, and each step
 from __future__ import annotations
 
 import math
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import pytest
 import torch
 import transformers
 
 from bert_demo.config import BertConfig
-from bert_demo.inference import encode_input
-from bert_demo.inspection.forward_steps import PARTS, STEP_NAMES, capture, forward_steps, source_line
+from bert_demo.inference import encode_input, fill_mask, next_sentence
+from bert_demo.inspection.forward_steps import PARTS, STEP_NAMES, capture, forward_pass, forward_steps, source_line
 from bert_demo.model import BertForPreTraining
 from bert_demo.tokenizer import train_tokenizer
 
@@ -136,3 +140,43 @@ def test_a_layer_or_head_the_model_lacks_is_refused_with_its_range(pair, layer, 
     ours, _, tokenizer = pair
     with pytest.raises(ValueError, match=message):
         forward_steps(ours, tokenizer, "the cat sat.", layer=layer, head=head)
+
+
+@contextmanager
+def others_asking(*questions: Callable[[], object]) -> Iterator[None]:
+    """Other visitors asking the same model all the while, each on a thread of their own, with the interpreter
+    switching threads as often as it can: a pass of theirs then runs in the middle of any pass of ours."""
+    stop, interval = threading.Event(), sys.getswitchinterval()
+
+    def ask(question: Callable[[], object]) -> None:
+        while not stop.is_set():
+            question()
+
+    threads = [threading.Thread(target=ask, args=(question,), daemon=True) for question in questions]
+    sys.setswitchinterval(1e-6)
+    for thread in threads:
+        thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+        sys.setswitchinterval(interval)
+
+
+def test_a_forward_pass_holds_its_own_values_while_other_visitors_ask_the_same_model(pair):
+    """Every value of 30 passes of one sentence, taken while two other visitors ask Fill-mask and Next sentence of
+    other sentences on the same model, equals the pass taken alone: no hook records another caller's pass."""
+    ours, _, tokenizer = pair
+    text = ("the cat sat on the [MASK].", "a dog barked.")
+    alone = forward_pass(ours, tokenizer, *text, layer=2, head=3)
+    with others_asking(lambda: fill_mask(ours, tokenizer, "paris is the capital of [MASK] . the sun rises ."),
+                       lambda: next_sentence(ours, tokenizer, "berlin is the capital.", "water boils at noon.")):
+        passes = [forward_pass(ours, tokenizer, *text, layer=2, head=3) for _ in range(30)]
+    for crowded in passes:
+        assert crowded.kept.keys() == alone.kept.keys()
+        for name, value in alone.kept.items():
+            assert torch.equal(crowded.kept[name], value), name
+        assert torch.equal(crowded.probs, alone.probs)
+    assert ours.training is False and not any(m._forward_hooks for m in ours.modules())

@@ -23,7 +23,8 @@ RECIPE_CHOICES = [("the one this model was trained with", "model"), ("the paper'
 FIRST_SOURCE = "wiki"  # offline: the page opens on it
 FIRST_A, FIRST_B = "the cat sat on the [MASK].", "it was warm by the fire."
 SHARES_KEPT = 16  # (model, corpus, recipe) whose shares over 1,000 draws are kept
-PASSES_KEPT = 8  # forward passes kept, so that walking the steps computes each once (a few MB each, one layer's)
+PASSES_KEPT = 8  # forward passes kept, so that walking the steps computes each once (one layer's values each)
+PASSES_MAX_BYTES = 128 * 2**20  # and their bytes: a 512-piece pass of BERT-Small holds about 30 MB
 INTRO = ("How BERT learns and what it computes, on the model selected above: first one pre-training example, made "
          "by the very code that makes the training batches, and its loss; then the forward pass of a sentence, one "
          "step at a time, with the model's own numbers (Devlin et al. 2019, §3).")
@@ -212,7 +213,7 @@ def forward_steps(registry: Registry, model_name: str, text_a: str, text_b: str 
     index = _step_index(index, len(forward.STEP_NAMES))
     loaded = load_at(registry, model_name, step, owner)
     asked = (text_a, (text_b or "").strip() or None, _whole(layer, "layer"), _whole(head, "head"))
-    values = _passes.kept((loaded.entry.name, str(loaded.folder), step, *asked),
+    values = _passes.kept((str(owner), loaded.entry.name, str(loaded.folder), step, *asked),
                          lambda: forward.forward_pass(loaded.model, loaded.tokenizer, *asked))
     shown = forward.step(forward.SPECS[index], values)
     return {"fw_text": views.step_markdown(shown, index, len(forward.SPECS), forward.source_line(shown.code)),
@@ -286,7 +287,8 @@ def paper_recipe(config: TrainConfig) -> TrainConfig:
     return TrainConfig.from_dict({**config.to_dict(), **PAPER_RECIPE})
 
 
-_shares, _passes = Kept(SHARES_KEPT), Kept(PASSES_KEPT)
+_shares = Kept(SHARES_KEPT)
+_passes = Kept(PASSES_KEPT, PASSES_MAX_BYTES, lambda kept: kept.nbytes)  # by visitor: a pass is no one else's
 
 
 def _shares_of(key: tuple, documents: Any, tokenizer: Any, config: TrainConfig) -> Any:
