@@ -1,0 +1,298 @@
+"""One training step on one pre-training example, with the model's own numbers: what `loss.backward()` and
+`optimizer.step()` do in every seed's loop (Devlin et al. 2019, §3.1 and Appendix A.2).
+
+`take` runs the step as `training.loop.train` runs it, on a private copy of the model (the one handed in, which other
+callers may be asking, is never touched): the forward pass on the example's batch, the loss training minimises
+(masked-LM loss + `nsp_weight` x next-sentence loss), autograd's backward pass, the recipe's gradient clipping, then
+the real AdamW of `recipe.make_optimizer` at the recipe's peak learning rate, betas, epsilon and weight decay
+(Loshchilov & Hutter 2019). What it keeps:
+
+- where the gradient starts: softmax minus the one-hot label, at each picked position and at the NSP head;
+- the gradient at every step of the forward pass (`forward_steps.SPECS`, in every layer), kept under the same names as
+  `forward_steps.capture` keeps the values, so that each step can show its gradient beside its values;
+- each parameter's gradient, and the tied word embeddings' two parts: from the input (the lookup) and from the
+  masked-LM decoder, each measured by autograd on an alias of the one tensor, and their sum, the tensor's gradient;
+- the optimizer's update of every weight, with m, v and the bias corrections for a few weights worked through;
+- the example's loss and guesses before and after, and those of an unrelated sentence: one step moves everything.
+
+Dropout is off unless asked for, so that a step can be repeated and checked number by number.
+"""
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from bert_demo.data.pairs import IS_NEXT
+from bert_demo.inspection.forward_steps import Captured
+from bert_demo.model import IGNORE_INDEX, BertForPreTraining, in_eval_mode
+from bert_demo.training.recipe import make_optimizer, set_dropout
+from bert_demo.training.settings import TrainConfig
+
+MAX_STEPS = 20  # steps on one example in one request: enough to see it memorised
+MAX_DROPOUT = 0.5
+MAX_PARAMETERS = 60_000_000  # a step holds the model about five times over (copy, gradients, AdamW's two moments)
+PROBE_TOP = 5  # the unrelated sentence's guesses shown
+WORD_TABLE, DECODER = "bert.embeddings.word_embeddings.weight", "cls.predictions.decoder.weight"
+
+
+@dataclass(frozen=True)
+class Guess:
+    """What the model believes at one picked position: its label and its top guess, each with its probability."""
+
+    position: int
+    label: int
+    label_prob: float
+    top: int
+    top_prob: float
+
+
+@dataclass(frozen=True)
+class Beliefs:
+    """The example's loss and guesses under one set of weights (eval mode: no dropout)."""
+
+    loss: float  # mlm_loss + nsp_weight * nsp_loss
+    mlm_loss: float
+    nsp_loss: float
+    guesses: list[Guess]  # at each picked position, in order
+    nsp_prob: float  # the probability of the example's own NSP label
+    probe: list[tuple[int, float]]  # at the unrelated sentence's first [MASK]: the top ids and probabilities
+    probe_logits: Tensor | None  # (V,) there: to read any word's probability
+
+
+@dataclass(frozen=True)
+class Worked:
+    """AdamW's update of one weight, every number the real optimizer's (Kingma & Ba 2015, Algorithm 1, with decoupled
+    weight decay): m = β1 m + (1-β1) g, v = β2 v + (1-β2) g², m̂ = m / (1-β1^t), v̂ = v / (1-β2^t),
+    w ← w - lr·wd·w - lr·m̂ / (√v̂ + ε)."""
+
+    name: str
+    index: tuple[int, ...]
+    weight_before: float
+    gradient: float  # after clipping: what the optimizer reads
+    m: float
+    v: float
+    m_hat: float
+    v_hat: float
+    weight_decay: float  # this weight's (0 for biases and LayerNorms)
+    update: float  # the weight after minus before
+    weight_after: float
+
+
+@dataclass(frozen=True)
+class TrainingStep:
+    """One step (or a few) on one example: the loss and guesses before and after, the gradient everywhere, and the
+    update. `gradients` and `updates` are by parameter name as `model.named_parameters()` gives them."""
+
+    nsp_weight: float
+    lr: float
+    betas: tuple[float, float]
+    eps: float
+    weight_decay: float
+    grad_clip: float
+    dropout: float
+    before: Beliefs
+    after: Beliefs  # after the last step taken
+    losses: list[float]  # the loss before, then after each step (eval mode)
+    mlm_start: Tensor  # (N, V): softmax minus one-hot at each picked position, the gradient of each one's loss
+    nsp_start: Tensor  # (2,): the same at the NSP head
+    gradients: dict[str, Tensor]  # the first step's, as autograd gave them (before clipping)
+    tied_parts: tuple[Tensor, Tensor]  # the word table's gradient from the input lookup, and from the decoder
+    grad_norm: float  # the norm of all gradients together, before clipping
+    clipped: float  # the factor clipping multiplied them by (1: none)
+    flow: Captured  # the gradient of the loss at every module's output ("name>") and input ("name<")
+    attention_flow: Tensor  # (L, A, T, T): the gradient at each layer's attention probabilities
+    updates: dict[str, Tensor]  # the weights after the first step minus before
+    worked: list[Worked]  # the first step, worked through for a few weights
+    worked_later: list[list[float]]  # each worked weight's update at each step taken
+
+    @property
+    def loss_before(self) -> float:
+        return self.before.loss
+
+    @property
+    def loss_after(self) -> float:
+        return self.after.loss
+
+
+def take(model: BertForPreTraining, example: Any, recipe: TrainConfig, *, steps: int = 1, dropout: float = 0.0,
+         probe: dict[str, Tensor] | None = None) -> TrainingStep:
+    """`steps` training steps on the example (a `pretraining_example.PretrainingExample`, or anything with its
+    `batch`) under `recipe`, on a private copy of `model`; `dropout` the hidden and attention dropout of the steps
+    (0: none, so that a step repeats exactly); `probe`, an unrelated sentence's batch with a [MASK], whose guesses
+    are compared before and after ("input_ids", "token_type_ids" and "mlm_positions": its [MASK]s, the first read).
+    The model handed in is left as it was."""
+    _check(model, steps, dropout)
+    own = copy.deepcopy(model)  # its weights change: never a view of the shared ones
+    set_dropout(own, dropout)
+    device = next(own.parameters()).device
+    batch = {name: tensor.to(device) for name, tensor in example.batch.items() if name != "mlm_fates"}
+    probe = None if probe is None else {name: tensor.to(device) for name, tensor in probe.items()}
+    config = recipe
+    before = _beliefs(own, batch, config.nsp_weight, probe)
+    optimizer = make_optimizer(own, config)  # at the recipe's peak learning rate: a run's schedule warms up to it
+    flow, attention_flow, parts, out = _backward(own.train(dropout > 0), batch, config.nsp_weight)
+    gradients = {name: p.grad.detach().clone() for name, p in own.named_parameters()}
+    grad_norm = float(nn.utils.clip_grad_norm_(own.parameters(), config.grad_clip))
+    picked = _picks(own)
+    weights = dict(model.named_parameters())  # the copy's weights before the step: the model's own, untouched
+    optimizer.step()
+    updates = {name: p.detach() - weights[name].detach() for name, p in own.named_parameters()}
+    worked = [_worked(own, optimizer, name, index, weights[name].detach()) for name, index in picked]
+    later, losses = [[w.update for w in worked]], [before.loss, _beliefs(own, batch, config.nsp_weight).loss]
+    for _ in range(steps - 1):
+        previous = {name: own.get_parameter(name).detach()[index].item() for name, index in picked}
+        optimizer.zero_grad(set_to_none=True)
+        _loss(own.train(dropout > 0)(**batch), batch, config.nsp_weight).backward()
+        nn.utils.clip_grad_norm_(own.parameters(), config.grad_clip)
+        optimizer.step()
+        later.append([own.get_parameter(name).detach()[index].item() - previous[name] for name, index in picked])
+        losses.append(_beliefs(own, batch, config.nsp_weight).loss)
+    after = _beliefs(own, batch, config.nsp_weight, probe)
+    probs = out.mlm_logits.detach().float().softmax(-1)
+    one_hot = F.one_hot(out.mlm_targets, probs.shape[-1]).float()
+    nsp = out.nsp_logits.detach().float().softmax(-1)[0] - F.one_hot(batch["nsp_labels"][0], 2).float()
+    return TrainingStep(
+        config.nsp_weight, config.lr, (0.9, config.beta2), config.adam_eps, config.weight_decay, config.grad_clip,
+        dropout, before, after, losses, (probs - one_hot).cpu(), nsp.cpu(), gradients, parts, grad_norm,
+        min(1.0, config.grad_clip / (grad_norm + 1e-6)), flow, attention_flow, updates, worked,
+        [list(column) for column in zip(*later)])
+
+
+def _check(model: BertForPreTraining, steps: int, dropout: float) -> None:
+    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_STEPS:
+        raise ValueError(f"the steps to take are a whole number from 1 to {MAX_STEPS}, got {str(steps)[:40]}")
+    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout <= MAX_DROPOUT:
+        raise ValueError(f"dropout is a number from 0 to {MAX_DROPOUT}, got {str(dropout)[:40]}")
+    if model.num_parameters() > MAX_PARAMETERS:
+        raise ValueError(f"a training step here holds the model five times over: it takes models of up to "
+                         f"{MAX_PARAMETERS // 10**6} M parameters, and this one has "
+                         f"{model.num_parameters() / 10**6:.0f} M")
+
+
+def _loss(out: Any, batch: dict[str, Tensor], nsp_weight: float) -> Tensor:
+    """The loss training minimises (`pretraining._loss` for a batch of one): masked-LM + nsp_weight x NSP."""
+    return out.mlm_loss + nsp_weight * F.cross_entropy(out.nsp_logits.float(), batch["nsp_labels"].view(-1))
+
+
+def _backward(model: BertForPreTraining, batch: dict[str, Tensor], nsp_weight: float
+              ) -> tuple[Captured, Tensor, tuple[Tensor, Tensor], Any]:
+    """The forward and backward passes of one step: every parameter's `.grad` (as the loop's `loss.backward()`
+    leaves it), the gradient at every module's output and input, at each layer's attention probabilities, and the
+    word table's two parts. The table enters the pass twice, through an alias each (the lookup, the decoder), so
+    that autograd measures each use's gradient while it sums both into the table's own."""
+    seen: dict[str, Tensor] = {}
+
+    def keep(name: str) -> Callable:
+        def hook(module: nn.Module, inputs: tuple, output: object) -> None:
+            for index, value in enumerate(inputs[:1]):
+                if isinstance(value, Tensor) and value.requires_grad:
+                    seen[f"{name}<{index or ''}"] = value
+            if isinstance(output, Tensor) and output.requires_grad:
+                seen[f"{name}>"] = output
+        return hook
+
+    handles = [module.register_forward_hook(keep(name)) for name, module in model.named_modules() if name]
+    table = model.get_parameter(WORD_TABLE)
+    aliases = (table.view_as(table), table.view_as(table))  # the lookup's, the decoder's
+    weights = {**dict(model.named_parameters()), WORD_TABLE: aliases[0], DECODER: aliases[1]}
+    try:
+        out = torch.func.functional_call(
+            model, weights, (), {**batch, "output_attentions": True}, tie_weights=False, strict=False)
+    finally:
+        for handle in handles:
+            handle.remove()
+    loss = _loss(out, batch, nsp_weight)
+    tensors = {**seen, **{f"attention {i}": probs for i, probs in enumerate(out.attentions)}}
+    for tensor in (*tensors.values(), *aliases):
+        tensor.retain_grad()
+    loss.backward()
+    flow = {name: tensor.grad.detach().float().cpu() for name, tensor in seen.items() if tensor.grad is not None}
+    attention = torch.stack([out.attentions[i].grad[0] for i in range(len(out.attentions))]).float().cpu()
+    return flow, attention, (aliases[0].grad.detach().clone(), aliases[1].grad.detach().clone()), out
+
+
+def _beliefs(model: BertForPreTraining, batch: dict[str, Tensor], nsp_weight: float,
+             probe: dict[str, Tensor] | None = None) -> Beliefs:
+    """The example's loss and guesses under the model's weights now, in eval mode (no dropout)."""
+    with torch.inference_mode():
+        ask = in_eval_mode(model)
+        out = ask(**batch)
+        probs = out.mlm_logits.float().softmax(-1)  # (N, V) at the picked positions, in order
+        positions = (batch["mlm_labels"][0] != IGNORE_INDEX).nonzero().squeeze(1).tolist()
+        label_probs = probs.gather(1, out.mlm_targets[:, None])[:, 0]
+        top_probs, tops = probs.max(-1)
+        guesses = [Guess(p, int(label), float(lp), int(top), float(tp)) for p, label, lp, top, tp in
+                   zip(positions, out.mlm_targets.tolist(), label_probs.tolist(), tops.tolist(), top_probs.tolist())]
+        nsp_loss = F.cross_entropy(out.nsp_logits.float(), batch["nsp_labels"].view(-1))
+        nsp_prob = float(out.nsp_logits.float().softmax(-1)[0, int(batch["nsp_labels"][0])])
+        probe_logits, probe_top = None, []
+        if probe is not None:  # its "mlm_positions" are its [MASK]s: the first is read
+            probe_logits = ask(**probe).mlm_logits[0].float().cpu()
+            values, ids = probe_logits.softmax(-1).topk(PROBE_TOP)
+            probe_top = list(zip(ids.tolist(), values.tolist()))
+    return Beliefs(float(out.mlm_loss + nsp_weight * nsp_loss), float(out.mlm_loss), float(nsp_loss), guesses,
+                   nsp_prob, probe_top, probe_logits)
+
+
+def _picks(model: BertForPreTraining) -> list[tuple[str, tuple[int, ...]]]:
+    """The weights worked through: the one with the largest gradient, and the one of the same tensor whose gradient
+    is nearest a thousandth of it (Adam's first step moves both by about the learning rate)."""
+    named = [(name, p.grad.abs()) for name, p in model.named_parameters() if p.grad is not None]
+    name, grads = max(named, key=lambda item: float(item[1].max()))
+    top = float(grads.max())
+    small = (grads.clamp_min(1e-30).log() - torch.log(torch.tensor(top / 1000))).abs()
+    return [(name, _unravel(int(grads.argmax()), grads.shape)), (name, _unravel(int(small.argmin()), grads.shape))]
+
+
+def _unravel(flat: int, shape: torch.Size) -> tuple[int, ...]:
+    return tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), shape))
+
+
+def _worked(model: BertForPreTraining, optimizer: torch.optim.Optimizer, name: str, index: tuple[int, ...],
+            before: Tensor) -> Worked:
+    """One weight's update, from the optimizer's own state after its first step."""
+    p = model.get_parameter(name)
+    state, group = optimizer.state[p], next(g for g in optimizer.param_groups if any(q is p for q in g["params"]))
+    beta1, beta2 = group["betas"]
+    t = float(state["step"])
+    m, v = float(state["exp_avg"][index]), float(state["exp_avg_sq"][index])
+    return Worked(name, index, float(before[index]), float(p.grad[index]), m, v, m / (1 - beta1 ** t),
+                  v / (1 - beta2 ** t), group["weight_decay"], float(p.detach()[index] - before[index]),
+                  float(p.detach()[index]))
+
+
+PART = re.compile(r"bert\.encoder\.layer\.(\d+)\.(.*)")
+PART_NAMES = {"attention.self.query": "attention Q", "attention.self.key": "attention K",
+              "attention.self.value": "attention V", "attention.output.dense": "attention output",
+              "attention.output.LayerNorm": "attention LayerNorm", "intermediate.dense": "feed-forward 1",
+              "output.dense": "feed-forward 2", "output.LayerNorm": "feed-forward LayerNorm"}
+
+
+def where(name: str) -> tuple[str, str]:
+    """A parameter's group (the embeddings, layer l, a head) and part, as the gradient table lists them."""
+    layer = PART.fullmatch(name)
+    if layer:
+        module = layer[2].rsplit(".", 1)[0]
+        return f"layer {int(layer[1]) + 1}", PART_NAMES.get(module, module)
+    if name.startswith("bert.embeddings."):
+        return "embeddings", name.removeprefix("bert.embeddings.").rsplit(".", 1)[0].replace("_", " ")
+    if name.startswith("bert.pooler") or name.startswith("cls.seq_relationship"):
+        return "next-sentence head", name.split(".")[1] if name.startswith("bert.") else "classifier"
+    return "masked-LM head", name.removeprefix("cls.predictions.").rsplit(".", 1)[0] or "bias"
+
+
+def gradient_norms(gradients: dict[str, Tensor]) -> list[tuple[str, str, float]]:
+    """(group, part, norm) for every part of the model, in the order of the forward pass: a part's weight and bias
+    together."""
+    norms: dict[tuple[str, str], float] = {}
+    for name, gradient in gradients.items():
+        key = where(name)
+        norms[key] = norms.get(key, 0.0) + float(gradient.float().pow(2).sum())
+    return [(group, part, total ** 0.5) for (group, part), total in norms.items()]

@@ -1,0 +1,203 @@
+"""One training step on a pre-training example is the model's own: autograd's gradients equal transformers'
+BertForPreTraining's on the same weights, batch and loss; the update is torch's AdamW's under the recipe; the loss
+after is a fresh forward pass on the updated weights; and the model handed in never changes, whoever else asks it."""
+from __future__ import annotations
+
+import copy
+import threading
+
+import pytest
+import torch
+import torch.nn.functional as F
+import transformers
+
+from bert_demo.config import BertConfig
+from bert_demo.inference import fill_mask
+from bert_demo.inspection import pretraining_example
+from bert_demo.inspection.training_step import DECODER, WORD_TABLE, gradient_norms, take
+from bert_demo.model import BertForPreTraining
+from bert_demo.tokenizer import train_tokenizer
+from bert_demo.training.settings import TrainConfig
+
+TOL = 1e-5
+PARAGRAPHS = "\n\n".join(
+    f"The {w} stood by the river for many years. People came from far away to see the {w}. In winter the {w} was "
+    f"covered in snow. Children played near the {w} every summer." for w in ("mill", "tower", "bridge", "church"))
+RECIPE = TrainConfig(seq_len=64, vocab_size=256, nsp_weight=0.5, lr=1e-3, weight_decay=0.01, grad_clip=1.0)
+
+
+@pytest.fixture(scope="module")
+def setup():
+    """A tiny model with random weights (LayerNorms and biases too), its tokenizer, an example drawn under the
+    recipe, and transformers' model with the same weights."""
+    documents = pretraining_example.typed_documents(PARAGRAPHS)
+    tokenizer = train_tokenizer(documents.documents, vocab_size=256, min_frequency=1)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=48, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=80)
+    torch.manual_seed(0)
+    ours = BertForPreTraining(config).eval()
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for name, p in ours.named_parameters():
+            p.copy_(torch.randn(p.shape, generator=generator) * 0.1 + name.endswith("LayerNorm.weight"))
+    example = pretraining_example.draw(documents, tokenizer, RECIPE, 3)
+    return ours, tokenizer, example
+
+
+def transformers_model(ours: BertForPreTraining) -> transformers.BertForPreTraining:
+    theirs = transformers.BertForPreTraining(
+        transformers.BertConfig(**ours.config.to_hf_dict(), attn_implementation="eager")).eval()
+    theirs.load_state_dict(ours.state_dict(), strict=False)
+    theirs.cls.predictions.decoder.bias = theirs.cls.predictions.bias
+    return theirs
+
+
+def test_the_gradients_are_transformers_on_the_same_weights_batch_and_loss(setup):
+    ours, _, example = setup
+    step = take(ours, example, RECIPE)
+    theirs = transformers_model(ours)
+    batch = example.batch
+    out = theirs(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"],
+                 attention_mask=batch["attention_mask"])
+    mlm = F.cross_entropy(out.prediction_logits.flatten(0, 1), batch["mlm_labels"].flatten())
+    loss = mlm + RECIPE.nsp_weight * F.cross_entropy(out.seq_relationship_logits, batch["nsp_labels"])
+    loss.backward()
+    assert step.loss_before == pytest.approx(loss.item(), abs=TOL)
+    expected = dict(theirs.named_parameters())
+    assert set(step.gradients) == set(dict(ours.named_parameters()))
+    for name, gradient in step.gradients.items():
+        torch.testing.assert_close(gradient, expected[name].grad, atol=TOL, rtol=0, msg=name)
+
+
+def test_the_tied_tables_two_parts_sum_to_its_gradient_and_the_decoders_is_its_own_product(setup):
+    """The decoder's part is (softmax - one-hot)/N at the picked positions times the transform's output: computed
+    here by hand from the step's own captured values, it equals what autograd measured on the decoder's alias."""
+    ours, _, example = setup
+    step = take(ours, example, RECIPE)
+    lookup, decoder = step.tied_parts
+    torch.testing.assert_close(lookup + decoder, step.gradients[WORD_TABLE], atol=TOL, rtol=0)
+    assert float(lookup.norm()) > 0 and float(decoder.norm()) > 0
+    with torch.no_grad():
+        own = copy.deepcopy(ours)
+        batch = example.batch
+        hidden = own.bert(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], False)[0][-1]
+        picked = (batch["mlm_labels"] != -100).flatten()
+        transformed = own.cls.predictions.transform(hidden.flatten(0, 1)[picked])  # (N, H)
+    by_hand = step.mlm_start.T @ transformed / len(transformed)  # (V, H)
+    torch.testing.assert_close(decoder, by_hand, atol=TOL, rtol=0)
+    assert DECODER not in step.gradients  # the tied weight is one parameter, as named_parameters() lists it
+
+
+def test_the_gradient_starts_as_softmax_minus_the_label_at_each_picked_position_and_at_the_nsp_head(setup):
+    ours, _, example = setup
+    step = take(ours, example, RECIPE)
+    start = step.mlm_start
+    assert torch.allclose(start.sum(-1), torch.zeros(len(start)), atol=1e-5)  # a softmax minus a one-hot
+    labels = example.batch["mlm_labels"][example.batch["mlm_labels"] != -100]
+    assert bool((start.gather(1, labels[:, None]) < 0).all())  # only the label's entry is pushed up
+    torch.testing.assert_close(step.flow["cls.predictions>"], start / len(start), atol=TOL, rtol=0)
+    torch.testing.assert_close(step.flow["cls.seq_relationship>"][0], RECIPE.nsp_weight * step.nsp_start,
+                               atol=TOL, rtol=0)
+    assert step.attention_flow.shape == (2, 4, *example.batch["input_ids"].shape[1:] * 2)
+
+
+def test_the_update_is_torchs_adamw_under_the_recipe_after_clipping(setup):
+    ours, _, example = setup
+    step = take(ours, example, RECIPE)
+    reference = copy.deepcopy(ours)
+    params = dict(reference.named_parameters())
+    for name, p in params.items():
+        p.grad = step.gradients[name].clone()
+    torch.nn.utils.clip_grad_norm_(reference.parameters(), RECIPE.grad_clip)
+    matrices = [p for p in params.values() if p.dim() >= 2]
+    others = [p for p in params.values() if p.dim() < 2]
+    optimizer = torch.optim.AdamW([{"params": matrices, "weight_decay": RECIPE.weight_decay},
+                                   {"params": others, "weight_decay": 0.0}], lr=RECIPE.lr,
+                                  betas=(0.9, RECIPE.beta2), eps=RECIPE.adam_eps)
+    before = {name: p.detach().clone() for name, p in params.items()}
+    optimizer.step()
+    for name, p in params.items():
+        torch.testing.assert_close(step.updates[name], p.detach() - before[name], atol=1e-7, rtol=0, msg=name)
+    assert step.clipped < 1 and step.grad_norm > RECIPE.grad_clip  # this example's gradient was clipped
+
+
+def test_the_first_adam_step_moves_a_weight_by_about_the_learning_rate_whatever_its_gradient(setup):
+    ours, _, example = setup
+    step = take(ours, example, RECIPE)
+    large, small = step.worked
+    assert abs(large.gradient) > 100 * abs(small.gradient)
+    for worked in (large, small):
+        assert worked.m_hat == pytest.approx(worked.gradient, rel=1e-4)
+        assert worked.v_hat == pytest.approx(worked.gradient ** 2, rel=1e-4)
+        decay = RECIPE.lr * worked.weight_decay * worked.weight_before
+        assert worked.update + decay == pytest.approx(-RECIPE.lr * (1 if worked.gradient > 0 else -1), rel=1e-3)
+        assert worked.weight_after == pytest.approx(worked.weight_before + worked.update, abs=1e-7)
+
+
+def test_the_loss_after_is_a_fresh_forward_pass_on_the_updated_weights(setup):
+    ours, _, example = setup
+    step = take(ours, example, RECIPE)
+    updated = copy.deepcopy(ours)
+    with torch.no_grad():
+        for name, p in updated.named_parameters():
+            p.add_(step.updates[name])
+        out = updated(**{k: v for k, v in example.batch.items()})
+    nsp = F.cross_entropy(out.nsp_logits, example.batch["nsp_labels"])
+    assert step.loss_after == pytest.approx(float(out.mlm_loss + RECIPE.nsp_weight * nsp), abs=TOL)
+    assert step.loss_after < step.loss_before
+
+
+def test_more_steps_on_one_example_memorise_it_and_leave_the_model_bit_for_bit_unchanged(setup):
+    ours, _, example = setup
+    state, config = {name: tensor.clone() for name, tensor in ours.state_dict().items()}, ours.config
+    rates = [module.p for module in ours.modules() if isinstance(module, torch.nn.Dropout)]
+    step = take(ours, example, RECIPE, steps=8, dropout=0.2)
+    assert len(step.losses) == 9 and step.losses == sorted(step.losses, reverse=True)
+    assert step.losses[-1] < 0.7 * step.losses[0]
+    assert len(step.worked_later[0]) == 8
+    assert all(torch.equal(tensor, state[name]) for name, tensor in ours.state_dict().items())
+    assert not ours.training and ours.config is config
+    assert [module.p for module in ours.modules() if isinstance(module, torch.nn.Dropout)] == rates
+
+
+def test_a_step_is_the_same_while_other_visitors_ask_the_same_model(setup):
+    ours, tokenizer, example = setup
+    alone = take(ours, example, RECIPE)
+    stop = threading.Event()
+
+    def ask() -> None:
+        while not stop.is_set():
+            fill_mask(ours, tokenizer, "people came from far away to see the [MASK].")
+
+    others = [threading.Thread(target=ask) for _ in range(2)]
+    for thread in others:
+        thread.start()
+    try:
+        crowded = [take(ours, example, RECIPE) for _ in range(3)]
+    finally:
+        stop.set()
+        for thread in others:
+            thread.join()
+    for step in crowded:
+        assert step.losses == alone.losses
+        assert all(torch.equal(step.gradients[name], g) for name, g in alone.gradients.items())
+        assert all(torch.equal(step.flow[name], g) for name, g in alone.flow.items())
+
+
+def test_the_gradient_table_groups_every_parameter_by_layer_and_part(setup):
+    ours, _, example = setup
+    step = take(ours, example, RECIPE)
+    rows = gradient_norms(step.gradients)
+    groups = [group for group, _, _ in rows]
+    assert groups[0] == "embeddings" and {"layer 1", "layer 2", "masked-LM head", "next-sentence head"} <= set(groups)
+    total = sum(norm ** 2 for _, _, norm in rows) ** 0.5
+    assert total == pytest.approx(step.grad_norm, rel=1e-4)
+    assert ("layer 2", "attention Q") in {(group, part) for group, part, _ in rows}
+
+
+@pytest.mark.parametrize("steps, dropout, message", [(0, 0.0, "steps"), (21, 0.0, "steps"), (1.5, 0.0, "steps"),
+                                                     (1, 0.9, "dropout"), (1, "0.1", "dropout")])
+def test_steps_or_dropout_out_of_range_are_refused(setup, steps, dropout, message):
+    ours, _, example = setup
+    with pytest.raises(ValueError, match=message):
+        take(ours, example, RECIPE, steps=steps, dropout=dropout)
