@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 from transformers import BertTokenizerFast
 
+from bert_demo.config import BertConfig
 from bert_demo.model import M, BertForPreTraining, BertForSequenceClassification, in_eval_mode
 
 HeadMask = Tensor | list[list[float]] | None
@@ -153,9 +154,7 @@ def query_key(model: BertForPreTraining, tokenizer: BertTokenizerFast, text_a: s
     head's weights (Vaswani et al. 2017, §3.2.1): head `head` of layer `layer`, both from 1. The weights are that
     row of `attention`'s weights."""
     config = model.config
-    for name, value, top in (("layer", layer, config.num_hidden_layers), ("head", head, config.num_attention_heads)):
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
-            raise ValueError(f"{name} must be a whole number from 1 to {top}, got {echo(value)}")
+    check_layer_head(config, layer, head)
     batch = encode_input(model, tokenizer, text_a, text_b)
     tokens = tokenizer.convert_ids_to_tokens(batch["input_ids"][0].tolist())
     if isinstance(position, bool) or not isinstance(position, int) or not 0 <= position < len(tokens):
@@ -223,6 +222,13 @@ def _check_importance_work(model: BertForPreTraining, tokenizer: BertTokenizerFa
     if tokens * passes > MAX_IMPORTANCE_WORK:
         raise ValueError(f"head importance runs the model once per head ({passes} here): give at most "
                          f"{MAX_IMPORTANCE_WORK // passes} tokens, not {tokens}")
+
+
+def check_layer_head(config: BertConfig, layer: int, head: int) -> None:
+    """A layer and a head (both from 1) the model has, else a ValueError that gives their range."""
+    for name, value, top in (("layer", layer, config.num_hidden_layers), ("head", head, config.num_attention_heads)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
+            raise ValueError(f"{name} must be a whole number from 1 to {top}, got {echo(value)}")
 
 
 def check_top_k(top_k: int) -> None:

@@ -1,10 +1,10 @@
-"""The app's page: the header and seven tabs, each a module of `bert_demo.app.tabs` that lays itself out and wires its
+"""The app's page: the header and eight tabs, each a module of `bert_demo.app.tabs` that lays itself out and wires its
 own events to its handlers; `wire`, which binds a handler to the registry and to each visitor's line; and the
 visitor's key, which the browser keeps and every event that asks who the visitor is sends (`ask_for_keys`).
 
 The main actions are named API endpoints (/train, /compare_runs, /fill_mask, /head_importance, /next_sentence,
-/attention, /neighbours, /projection, /finetune, /classify, /attribution, /attention_change); the helper events,
-and a pair's head importance, are private.
+/attention, /neuron, /neighbours, /projection, /finetune, /classify, /attribution, /attention_change,
+/pretraining_example, /forward_steps, /training_step); the helper events, and a pair's head importance, are private.
 """
 from __future__ import annotations
 

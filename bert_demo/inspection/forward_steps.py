@@ -22,8 +22,8 @@ from torch import Tensor, nn
 from transformers import BertTokenizerFast
 
 from bert_demo import model as model_module
-from bert_demo.inference import encode_input
-from bert_demo.model import BertForPreTraining, private_view
+from bert_demo.inference import check_layer_head, encode_input
+from bert_demo.model import IGNORE_INDEX, BertForPreTraining, private_view
 
 TOP_GUESSES = 10  # guesses shown at each position by the decoder and softmax steps
 PARTS = ("Embeddings", "Attention", "Feed-forward", "Masked-LM head", "Next-sentence head")
@@ -59,8 +59,8 @@ def capture(model: BertForPreTraining, batch: dict[str, Tensor], mlm_positions: 
     """Run the model once on a batch of one (eval mode, attention probabilities asked for, so the explicit path
     computes them) and keep every module's output and first input, with the [B, L, A, T, T] stack of attention
     probabilities. The hooks are on a private view of the model (`model.private_view`): they see this pass only,
-    whoever else runs the model meanwhile. `mlm_positions` (bool [1, T]) runs the masked-LM head at those positions only, as training does:
-    its values are then [N, ...], a row a position."""
+    whoever else runs the model meanwhile. `mlm_positions` (bool [1, T]) runs the masked-LM head at those positions
+    only, as training does: its values are then [N, ...], a row a position."""
     kept: Captured = {}
 
     def keep(name: str) -> Callable:
@@ -98,11 +98,13 @@ class Pass:
     guesses: list[list[str]]  # the top word pieces at each of them
     top_logits: Tensor  # (len(guessed), k)
     top_probs: Tensor  # (len(guessed), k): their probabilities over the whole vocabulary
+    top_ids: Tensor  # (len(guessed), k): their ids
 
     @property
     def nbytes(self) -> int:
         """The memory its values hold: what a cache of passes counts."""
-        return sum(value.nbytes for value in (*self.kept.values(), self.probs, self.top_logits, self.top_probs))
+        return sum(value.nbytes for value in (*self.kept.values(), self.probs, self.top_logits, self.top_probs,
+                                              self.top_ids))
 
     def out(self, name: str) -> Tensor:
         """What module `name` returned (the batch's one row)."""
@@ -163,6 +165,7 @@ class Spec:
     cells: Callable[[Pass], list[list[str]] | None] = lambda p: None
     per_head: bool = False  # the values are one head's (else the whole layer's)
     probabilities: bool = False  # the values are probabilities (a softmax's), not scores or coordinates
+    gradient: bool = True  # the loss has a gradient here (not at a mask, nor at a softmax the loss reads as scores)
 
 
 E, RESIDUAL = "bert.embeddings", "return self.LayerNorm(residual + self.dropout(self.dense(h)))"
@@ -211,7 +214,7 @@ SPECS: tuple[Spec, ...] = (
          "In a batch, shorter inputs are padded to the longest, and their [PAD] keys get minus infinity: no token "
          "attends to them. One input has no padding: every key may be attended (1).",
          "scores = scores.masked_fill(~key_mask", lambda p: p.kept[f"{_att(p, 'self')}<1"][0].reshape(1, -1),
-         rows=lambda p: ["may be attended"], columns=lambda p: p.rows),
+         rows=lambda p: ["may be attended"], columns=lambda p: p.rows, gradient=False),
     Spec("Attention", "Softmax", r"A_{ij} = \operatorname{softmax}_j(S_{ij})",
          "Each row of scores becomes weights that sum to 1: how much each token attends to every other.",
          "probs = scores.softmax(dim=-1)", lambda p: p.probs[0, p.layer, p.head], columns=lambda p: p.rows,
@@ -263,7 +266,8 @@ SPECS: tuple[Spec, ...] = (
     Spec("Masked-LM head", "Softmax: the guesses", r"p = \operatorname{softmax}(z)",
          "The scores become probabilities over the whole vocabulary; the highest is the guess at {where}.", DECODER,
          lambda p: p.top_probs,
-         rows=lambda p: p.guessed_rows, columns=lambda p: _ranks(p), cells=lambda p: p.guesses, probabilities=True),
+         rows=lambda p: p.guessed_rows, columns=lambda p: _ranks(p), cells=lambda p: p.guesses, probabilities=True,
+         gradient=False),
     Spec("Next-sentence head", "The [CLS] vector", r"h^L_{[\mathrm{CLS}]}",
          "Only the first token's final vector is read: [CLS] has attended to the whole input in every layer.{no_b}",
          POOLER, lambda p: p.into("bert.pooler.dense")[None], rows=lambda p: CLS_ROW),
@@ -277,7 +281,7 @@ SPECS: tuple[Spec, ...] = (
          lambda p: p.out("cls.seq_relationship")[None], rows=lambda p: CLS_ROW, columns=lambda p: NSP_LABELS),
     Spec("Next-sentence head", "Softmax", r"P(\text{IsNext}) = \operatorname{softmax}(y)_0",
          "The two scores as probabilities.{no_b}", NSP, lambda p: p.out("cls.seq_relationship")[None].softmax(-1),
-         rows=lambda p: CLS_ROW, columns=lambda p: NSP_LABELS, probabilities=True),
+         rows=lambda p: CLS_ROW, columns=lambda p: NSP_LABELS, probabilities=True, gradient=False),
 )
 STEP_NAMES = tuple(f"{spec.part} · {spec.title}" for spec in SPECS)  # the steps in order, as a picker lists them
 
@@ -289,25 +293,42 @@ def _ranks(p: Pass) -> list[str]:
 def forward_pass(model: BertForPreTraining, tokenizer: BertTokenizerFast, text_a: str, text_b: str | None = None,
                  layer: int = 1, head: int = 1) -> Pass:
     """The model's forward pass on a sentence (or a pair), kept for its steps: layer `layer` and head `head` (both
-    from 1) are the ones shown inside the encoder."""
-    config = model.config
-    for name, value, top in (("layer", layer, config.num_hidden_layers), ("head", head, config.num_attention_heads)):
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
-            raise ValueError(f"{name} must be a whole number from 1 to {top}, got {str(value)[:40]}")
+    from 1) are the ones shown inside the encoder; the masked-LM head guesses at each [MASK], or at every token where
+    there is none."""
+    check_layer_head(model.config, layer, head)
     batch = encode_input(model, tokenizer, text_a, text_b)
     ids = batch["input_ids"][0].tolist()
     guessed = [i for i, id_ in enumerate(ids) if id_ == tokenizer.mask_token_id] or list(range(len(ids)))
+    return _pass(model, tokenizer, batch, guessed, layer, head)
+
+
+def example_pass(model: BertForPreTraining, tokenizer: BertTokenizerFast, batch: dict[str, Tensor], layer: int = 1,
+                 head: int = 1) -> Pass:
+    """The forward pass of a drawn pre-training example's batch of one (`pretraining_example.draw`), as training reads
+    it: every piece, its [MASK]s, random and kept words; the masked-LM head at the picked positions, as training runs
+    it there."""
+    check_layer_head(model.config, layer, head)
+    guessed = (batch["mlm_labels"][0] != IGNORE_INDEX).nonzero().squeeze(1).tolist()
+    device = next(model.parameters()).device
+    return _pass(model, tokenizer, {name: batch[name].to(device) for name in ("input_ids", "token_type_ids")},
+                 guessed, layer, head)
+
+
+def _pass(model: BertForPreTraining, tokenizer: BertTokenizerFast, batch: dict[str, Tensor], guessed: list[int],
+          layer: int, head: int) -> Pass:
+    """A batch of one run once, its values kept for layer `layer` (and every layer outside the encoder)."""
+    ids = batch["input_ids"][0].tolist()
     at = torch.zeros_like(batch["input_ids"], dtype=torch.bool)
     at[0, guessed] = True
     kept, probs = capture(model, batch, at)
     shown = f"bert.encoder.layer.{layer - 1}."  # the other layers' values are left out: a step shows one layer
     kept = {k: v for k, v in kept.items() if not k.startswith("bert.encoder.layer.") or k.startswith(shown)}
     logits = kept.pop("cls.predictions>")  # (guessed, V): the largest value, and only its top few are shown
-    top = logits.topk(min(TOP_GUESSES, config.vocab_size), dim=-1)
+    top = logits.topk(min(TOP_GUESSES, model.config.vocab_size), dim=-1)
     return Pass(kept, probs, tokenizer.convert_ids_to_tokens(ids), batch["token_type_ids"][0].tolist(), layer - 1,
-                head - 1, config.num_attention_heads, guessed,
+                head - 1, model.config.num_attention_heads, guessed,
                 [tokenizer.convert_ids_to_tokens(row.tolist()) for row in top.indices], top.values,
-                logits.softmax(-1).gather(1, top.indices))
+                logits.softmax(-1).gather(1, top.indices), top.indices)
 
 
 def forward_steps(model: BertForPreTraining, tokenizer: BertTokenizerFast, text_a: str, text_b: str | None = None,

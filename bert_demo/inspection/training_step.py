@@ -20,22 +20,21 @@ Dropout is off unless asked for, so that a step can be repeated and checked numb
 from __future__ import annotations
 
 import copy
+import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from bert_demo.data.pairs import IS_NEXT
-from bert_demo.inspection.forward_steps import Captured
+from bert_demo.inspection.forward_steps import CLS_ROW, SPECS, Captured, Pass, Spec
 from bert_demo.model import IGNORE_INDEX, BertForPreTraining, in_eval_mode
 from bert_demo.training.recipe import make_optimizer, set_dropout
-from bert_demo.training.settings import TrainConfig
+from bert_demo.training.settings import EXAMPLE_STEPS, TrainConfig
 
-MAX_STEPS = 20  # steps on one example in one request: enough to see it memorised
 MAX_DROPOUT = 0.5
 MAX_PARAMETERS = 60_000_000  # a step holds the model about five times over (copy, gradients, AdamW's two moments)
 PROBE_TOP = 5  # the unrelated sentence's guesses shown
@@ -166,8 +165,8 @@ def take(model: BertForPreTraining, example: Any, recipe: TrainConfig, *, steps:
 
 
 def _check(model: BertForPreTraining, steps: int, dropout: float) -> None:
-    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_STEPS:
-        raise ValueError(f"the steps to take are a whole number from 1 to {MAX_STEPS}, got {str(steps)[:40]}")
+    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= EXAMPLE_STEPS:
+        raise ValueError(f"the steps to take are a whole number from 1 to {EXAMPLE_STEPS}, got {str(steps)[:40]}")
     if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout <= MAX_DROPOUT:
         raise ValueError(f"dropout is a number from 0 to {MAX_DROPOUT}, got {str(dropout)[:40]}")
     if model.num_parameters() > MAX_PARAMETERS:
@@ -283,7 +282,7 @@ def where(name: str) -> tuple[str, str]:
         return f"layer {int(layer[1]) + 1}", PART_NAMES.get(module, module)
     if name.startswith("bert.embeddings."):
         return "embeddings", name.removeprefix("bert.embeddings.").rsplit(".", 1)[0].replace("_", " ")
-    if name.startswith("bert.pooler") or name.startswith("cls.seq_relationship"):
+    if name.startswith(("bert.pooler", "cls.seq_relationship")):
         return "next-sentence head", name.split(".")[1] if name.startswith("bert.") else "classifier"
     return "masked-LM head", name.removeprefix("cls.predictions.").rsplit(".", 1)[0] or "bias"
 
@@ -296,3 +295,49 @@ def gradient_norms(gradients: dict[str, Tensor]) -> list[tuple[str, str, float]]
         key = where(name)
         norms[key] = norms.get(key, 0.0) + float(gradient.float().pow(2).sum())
     return [(group, part, total ** 0.5) for (group, part), total in norms.items()]
+
+
+def gradient_pass(step: TrainingStep, values: Pass) -> Pass:
+    """The gradient of the loss at every step of the example's forward pass `values` (`forward_steps.example_pass`:
+    the same batch, its rows, layer and head), kept where the values were, so that a step's `Spec.values` reads its
+    gradient as it reads its values. The decoder's is read at the same top guesses as its scores."""
+    top = step.flow["cls.predictions>"].gather(1, values.top_ids)  # the gradient at the scores shown
+    return replace(values, kept=step.flow, probs=step.attention_flow[None], top_logits=top)
+
+
+def flow(step: TrainingStep, values: Pass) -> tuple[list[str], Tensor]:
+    """How strong the gradient is at each token, at every step of the forward pass in every layer, from the embeddings
+    up to the heads: the step's labels, and the size (L2 norm) of the gradient at each (steps, tokens); NaN where a step
+    computes nothing for a token (the masked-LM head runs at the picked positions, the NSP head at [CLS] only). A head's
+    step counts every head."""
+    grads, tokens = gradient_pass(step, values), len(values.tokens)
+    labels, columns = [], []
+    for spec in (spec for spec in SPECS if spec.gradient):
+        encoder = spec.part in ("Attention", "Feed-forward")
+        for layer in range(step.attention_flow.shape[0]) if encoder else [values.layer]:
+            at = replace(grads, layer=layer)
+            squares = sum(spec.values(replace(at, head=head)).float().pow(2).sum(-1)
+                          for head in (range(at.heads) if spec.per_head else [at.head]))
+            column = torch.full((tokens,), math.nan)
+            column[_positions(spec, at)] = squares.sqrt()
+            columns.append(column)
+            labels.append(f"{f'L{layer + 1} ' if encoder else ''}{spec.title}")
+    return labels, torch.stack(columns)
+
+
+def head_flow(step: TrainingStep, values: Pass) -> Tensor:
+    """(layers, heads): the size of the gradient at each head's output, its weighted sum of V, over every token: how
+    much of the learning signal reaches each head."""
+    grads = gradient_pass(step, values)
+    spec = next(spec for spec in SPECS if spec.title == "Weighted sum of V")
+    layers, heads = step.attention_flow.shape[:2]
+    return torch.tensor([[float(spec.values(replace(grads, layer=layer, head=head)).norm()) for head in range(heads)]
+                         for layer in range(layers)])
+
+
+def _positions(spec: Spec, p: Pass) -> list[int]:
+    """The token positions a step's rows stand for."""
+    rows = spec.rows(p)
+    if rows == CLS_ROW:
+        return [0]
+    return p.guessed if rows == p.guessed_rows and len(rows) < len(p.tokens) else list(range(len(p.tokens)))

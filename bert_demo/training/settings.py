@@ -23,6 +23,7 @@ INITS = ("pretrained", "random", "frozen")  # how a fine-tuning run starts
 MACHINES = ("cpu", "gpu")
 RANDOM_B = ("same-source", "any")  # where next-sentence prediction's random B comes from
 VAL_BATCH_SIZE = 32  # sequences in each of a pre-training run's validation batches (`eval_batches` of them)
+EXAMPLE_STEPS = 20  # training steps a request may take on one example (inspection.training_step): it is memorised
 
 
 GROUPS = {"model": "the model", "data": "the text it reads", "objectives": "what it is asked (the pre-training tasks)",

@@ -10,7 +10,7 @@ import gradio as gr
 import pytest
 
 from bert_demo.app import text
-from bert_demo.app.tabs import steps, train
+from bert_demo.app.tabs import drawn, steps, train
 from bert_demo.inspection import pretraining_example
 from bert_demo.inspection.forward_steps import STEP_NAMES, source_line
 from bert_demo.training.settings import PAPER_RECIPE, TrainConfig
@@ -21,7 +21,7 @@ PARAGRAPHS = "\n\n".join(
     f"covered in snow. Children played near the {w} every summer." for w in ("mill", "tower", "bridge", "church"))
 
 
-def draw(registry, seed: int = 3, recipe: str = "model", source: str = steps.YOUR_TEXT, typed: str = PARAGRAPHS):
+def draw(registry, seed: int = 3, recipe: str = "model", source: str = drawn.YOUR_TEXT, typed: str = PARAGRAPHS):
     return steps.pretraining_example(registry, MODEL, source, typed, recipe, seed)
 
 
@@ -29,7 +29,7 @@ def test_an_example_is_drawn_again_by_its_seed_and_shows_every_position_of_the_b
     first, again, other = draw(registry, 5), draw(registry, 5), draw(registry, 6)
     assert first == again and first["ex_tokens"] != other["ex_tokens"]
     loaded = registry.catalog.load(MODEL)
-    recipe = steps.trained_with(registry, MODEL, None)
+    recipe = drawn.trained_with(registry, MODEL, None)
     documents = pretraining_example.typed_documents(PARAGRAPHS)
     fates = set()
     for seed in range(5, 12):
@@ -50,7 +50,7 @@ def test_the_shares_table_sets_the_models_masking_rate_beside_the_papers(registr
     shown = draw(registry)["ex_shares"]
     picked = next(line for line in shown.splitlines() if line.startswith("| positions picked"))
     cells = [cell.strip() for cell in picked.split("|")[2:-1]]
-    recorded = steps.trained_with(registry, MODEL, None)
+    recorded = drawn.trained_with(registry, MODEL, None)
     assert cells[0] == f"{recorded.mask_prob:.0%}" and cells[2] == "15%"
     assert all(re.fullmatch(r"\d+\.\d%", cell) for cell in (cells[1], cells[3]))
     paper = draw(registry, recipe="paper")
@@ -90,7 +90,7 @@ def test_the_code_shown_is_the_line_of_model_py_it_names(registry):
     ({"typed": "one paragraph only. it is short."}, "at least two paragraphs"),
 ])
 def test_an_example_asked_wrongly_gets_a_message(registry, change, message):
-    args = {"seed": 3, "recipe": "model", "source": steps.YOUR_TEXT, "typed": PARAGRAPHS, **change}
+    args = {"seed": 3, "recipe": "model", "source": drawn.YOUR_TEXT, "typed": PARAGRAPHS, **change}
     with pytest.raises(gr.Error, match=f"(?i){message}"):
         draw(registry, **args)
 
@@ -180,7 +180,7 @@ def test_the_kept_passes_stay_within_their_bytes(registry, monkeypatch):
     steps.forward_steps(registry, MODEL, texts[0], "", 1, 1, 0, owner="visitor-a")
     one = next(kept for key, kept in steps._passes.items() if texts[0] in key).nbytes
     monkeypatch.setattr(steps, "_passes", steps.Kept(steps.PASSES_KEPT, int(2.5 * one), lambda kept: kept.nbytes))
-    for text in texts:
-        steps.forward_steps(registry, MODEL, text, "", 1, 1, 0, owner="visitor-a")
+    for typed in texts:
+        steps.forward_steps(registry, MODEL, typed, "", 1, 1, 0, owner="visitor-a")
         assert 0 < steps._passes.bytes <= 2.5 * one
     assert [key[4] for key in steps._passes] == texts[-2:]

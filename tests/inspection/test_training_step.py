@@ -14,7 +14,16 @@ import transformers
 from bert_demo.config import BertConfig
 from bert_demo.inference import fill_mask
 from bert_demo.inspection import pretraining_example
-from bert_demo.inspection.training_step import DECODER, WORD_TABLE, gradient_norms, take
+from bert_demo.inspection.forward_steps import SPECS, example_pass
+from bert_demo.inspection.training_step import (
+    DECODER,
+    WORD_TABLE,
+    flow,
+    gradient_norms,
+    gradient_pass,
+    head_flow,
+    take,
+)
 from bert_demo.model import BertForPreTraining
 from bert_demo.tokenizer import train_tokenizer
 from bert_demo.training.settings import TrainConfig
@@ -201,3 +210,61 @@ def test_steps_or_dropout_out_of_range_are_refused(setup, steps, dropout, messag
     ours, _, example = setup
     with pytest.raises(ValueError, match=message):
         take(ours, example, RECIPE, steps=steps, dropout=dropout)
+
+
+def test_the_gradient_at_every_layers_output_and_attention_is_transformers(setup):
+    ours, tokenizer, example = setup
+    step = take(ours, example, RECIPE)
+    theirs = transformers_model(ours)
+    batch = example.batch
+    out = theirs(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"],
+                 attention_mask=batch["attention_mask"], output_hidden_states=True, output_attentions=True)
+    for tensor in (*out.hidden_states, *out.attentions):
+        tensor.retain_grad()
+    mlm = F.cross_entropy(out.prediction_logits.flatten(0, 1), batch["mlm_labels"].flatten())
+    (mlm + RECIPE.nsp_weight * F.cross_entropy(out.seq_relationship_logits, batch["nsp_labels"])).backward()
+    torch.testing.assert_close(step.flow["bert.embeddings.LayerNorm>"], out.hidden_states[0].grad, atol=TOL, rtol=0)
+    for layer in range(2):
+        torch.testing.assert_close(step.flow[f"bert.encoder.layer.{layer}.output.LayerNorm>"],
+                                   out.hidden_states[layer + 1].grad, atol=TOL, rtol=0)
+        torch.testing.assert_close(step.attention_flow[layer], out.attentions[layer].grad[0], atol=TOL, rtol=0)
+
+
+def test_each_step_of_the_examples_forward_pass_reads_its_gradient_where_it_reads_its_values(setup):
+    ours, tokenizer, example = setup
+    step = take(ours, example, RECIPE)
+    values = example_pass(ours, tokenizer, example.batch, layer=2, head=3)
+    grads = gradient_pass(step, values)
+    picked = [i for i, label in enumerate(example.labels) if label != -100]
+    assert values.guessed == picked
+    by_title = {(spec.part, spec.title): spec for spec in SPECS}
+    softmax = by_title["Attention", "Softmax"].values(grads)
+    torch.testing.assert_close(softmax, step.attention_flow[1, 2], atol=0, rtol=0)
+    output = next(spec for spec in SPECS if spec.title == "The layer's output (LayerNorm)")
+    torch.testing.assert_close(output.values(grads), step.flow["bert.encoder.layer.1.output.LayerNorm>"][0])
+    decoder = by_title["Masked-LM head", "Decoder, tied to the word embeddings"]
+    expected = (step.mlm_start / len(picked)).gather(1, values.top_ids)
+    torch.testing.assert_close(decoder.values(grads), expected, atol=TOL, rtol=0)
+    assert decoder.values(grads).shape == decoder.values(values).shape
+
+
+def test_the_flow_has_every_step_of_every_layer_and_the_heads_only_where_they_run(setup):
+    ours, tokenizer, example = setup
+    step = take(ours, example, RECIPE)
+    values = example_pass(ours, tokenizer, example.batch)
+    labels, sizes = flow(step, values)
+    encoder = [spec for spec in SPECS if spec.gradient and spec.part in ("Attention", "Feed-forward")]
+    others = [spec for spec in SPECS if spec.gradient and spec.part not in ("Attention", "Feed-forward")]
+    assert sizes.shape == (2 * len(encoder) + len(others), len(values.tokens)) == (len(labels), len(values.tokens))
+    assert "L2 Scores" in labels and "Word rows" in labels
+    picked = values.guessed
+    decoder = sizes[labels.index("Decoder, tied to the word embeddings")]
+    assert not decoder[picked].isnan().any() and decoder.isnan().sum() == len(values.tokens) - len(picked)
+    cls = sizes[labels.index("Classifier")]
+    assert not cls[0].isnan() and cls[1:].isnan().all()
+    last = sizes[labels.index("L2 The layer's output (LayerNorm)")]
+    torch.testing.assert_close(last, step.flow["bert.encoder.layer.1.output.LayerNorm>"][0].norm(dim=-1))
+    heads = head_flow(step, values)
+    assert heads.shape == (2, 4) and bool((heads > 0).all())
+    weighted = sizes[labels.index("L1 Weighted sum of V")]
+    torch.testing.assert_close(heads[0].pow(2).sum().sqrt(), weighted.pow(2).sum().sqrt(), atol=1e-6, rtol=1e-5)

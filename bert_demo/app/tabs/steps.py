@@ -5,21 +5,21 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import Any, TypedDict
+from typing import Any
 
 import gradio as gr
 
-from bert_demo.app.handlers import FINAL, Components, Outputs, friendly, load_at
+from bert_demo.app.handlers import FINAL, Components, Outputs, friendly, load_at, whole
 from bert_demo.app.state.kept import Kept
 from bert_demo.app.state.registry import Registry
+from bert_demo.app.tabs import learning
 from bert_demo.app.tabs import steps_views as views
-from bert_demo.config import LIMITS, read_metadata
+from bert_demo.app.tabs.drawn import RECIPE_CHOICES, YOUR_TEXT, drawn, model_shown, paper_recipe
+from bert_demo.config import LIMITS
 from bert_demo.data.sources import APP_SOURCES
 from bert_demo.inspection import curves, figures
 from bert_demo.training.settings import PAPER_RECIPE, TrainConfig, recipe_of
 
-YOUR_TEXT = "your own paragraphs"
-RECIPE_CHOICES = [("the one this model was trained with", "model"), ("the paper's", "paper")]
 FIRST_SOURCE = "wiki"  # offline: the page opens on it
 FIRST_A, FIRST_B = "the cat sat on the [MASK].", "it was warm by the fire."
 SHARES_KEPT = 16  # (model, corpus, recipe) whose shares over 1,000 draws are kept
@@ -30,8 +30,8 @@ INTRO = ("How BERT learns and what it computes, on the model selected above: fir
          "step at a time, with the model's own numbers (Devlin et al. 2019, §3).")
 
 
-class StepsParts(TypedDict):
-    """The Step by step tab's components, by the names its handlers answer with."""
+class StepsParts(learning.LearningParts):
+    """The Step by step tab's components, by the names its handlers answer with (and, last, the training step's)."""
 
     steps_tab: gr.Tab
     steps_drawn: gr.State
@@ -86,6 +86,7 @@ def layout() -> StepsParts:
                 {"left": "$$", "right": "$$", "display": True}])
             c["fw_plot"] = gr.Plot(curves.empty_figure("Press “Show the steps”", height=240), show_label=False,
                                    elem_id="fw-plot")
+        c.update(learning.layout())
     return c
 
 
@@ -130,11 +131,12 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
     example_out = [c[name] for name in EXAMPLE_OUT]
     forward_in = [c[name] for name in ("model", "fw_a", "fw_b", "fw_layer", "fw_head", "fw_step", "step")]
     forward_out = [c[name] for name in FORWARD_OUT]
-    c["ex_draw"].click(bound(pretraining_example), example_in, example_out, api_name="pretraining_example",
-                       show_progress_on=[c["ex_tokens"]])
-    c["ex_another"].click(another_seed, c["ex_seed"], c["ex_seed"], api_visibility="private", queue=False).then(
+    drawn_again = [c["ex_draw"].click(bound(pretraining_example), example_in, example_out,
+                                      api_name="pretraining_example", show_progress_on=[c["ex_tokens"]])]
+    drawn_again.append(c["ex_another"].click(another_seed, c["ex_seed"], c["ex_seed"], api_visibility="private",
+                                             queue=False).then(
         bound(pretraining_example), example_in, example_out, api_visibility="private",
-        show_progress_on=[c["ex_tokens"]])
+        show_progress_on=[c["ex_tokens"]]))
     c["ex_source"].change(_typed_box, c["ex_source"], c["ex_typed"], api_visibility="private", queue=False)
     gr.on([c["fw_show"].click, c["fw_a"].submit, c["fw_b"].submit, c["fw_step"].input, c["fw_layer"].release,
            c["fw_head"].release], bound(forward_steps), forward_in, forward_out, api_name="forward_steps",
@@ -148,8 +150,9 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
     sliders = [c["fw_layer"], c["fw_head"]]
     c["steps_tab"].select(bound(steps_opened), both_in, [*both_out, *sliders], api_visibility="private",
                           show_progress="hidden")
-    gr.on([c["model"].change, c["step"].change], bound(steps_refreshed), both_in, [*both_out, *sliders],
-          api_visibility="private", show_progress="hidden")
+    drawn_again.append(gr.on([c["model"].change, c["step"].change], bound(steps_refreshed), both_in,
+                             [*both_out, *sliders], api_visibility="private", show_progress="hidden"))
+    learning.wire(c, bound, drawn_again)
 
 
 def another_seed(seed: float | None) -> int:
@@ -178,28 +181,18 @@ def pretraining_example(registry: Registry, model_name: str, source: str, typed:
     the paper's, its input position by position, the shares of each choice over 1,000 draws, and its loss."""
     from bert_demo.inspection import pretraining_example as examples
 
-    seed = examples.check_seed(seed)
-    if source not in (*APP_SOURCES, YOUR_TEXT):
-        raise ValueError(f"draw from {', '.join(APP_SOURCES)} or {YOUR_TEXT}, not {str(source)[:40]!r}")
-    if recipe not in dict(map(reversed, RECIPE_CHOICES)):
-        raise ValueError(f"the recipe is 'model' (the one this model was trained with) or 'paper', not "
-                         f"{str(recipe)[:40]!r}")
-    loaded = load_at(registry, model_name, step, owner)
-    trained = trained_with(registry, model_name, owner)
-    ours = trained or TrainConfig()
-    config = ours if recipe == "model" else paper_recipe(ours)
-    documents = examples.typed_documents(typed) if source == YOUR_TEXT else examples.corpus_sample(source, seed)
-    example = examples.draw(documents, loaded.tokenizer, config, seed)
-    loss = examples.loss(loaded.model, example, loaded.tokenizer, config.nsp_weight)
-    model_shown = loaded.entry.name + ("" if step in (None, "", FINAL) else f", at step {step} of its training")
-    sample = documents if source == YOUR_TEXT else examples.corpus_sample(source, 0)
+    shown = drawn(registry, model_name, source, typed, recipe, seed, step, owner)
+    loaded, example, ours = shown.loaded, shown.example, shown.ours
+    loss = examples.loss(loaded.model, example, loaded.tokenizer, shown.config.nsp_weight)
+    sample = shown.documents if source == YOUR_TEXT else examples.corpus_sample(source, 0)
     key = (loaded.entry.name, str(loaded.folder), step, None if source == YOUR_TEXT else source)
-    return {"ex_pair": views.pair_markdown(example, recipe, trained is not None),
+    return {"ex_pair": views.pair_markdown(example, recipe, shown.trained is not None),
             "ex_tokens": views.tokens_html(example),
             "ex_shares": views.shares_markdown(_shares_of(key, sample, loaded.tokenizer, ours),
                                                _shares_of(key, sample, loaded.tokenizer, paper_recipe(ours)),
                                                recipe_of(ours)),
-            "ex_recipe_note": views.recipe_note(config), "ex_loss": views.loss_markdown(loss, example, model_shown),
+            "ex_recipe_note": views.recipe_note(shown.config),
+            "ex_loss": views.loss_markdown(loss, example, model_shown(shown, step)),
             "ex_loss_table": views.loss_table(loss, example), "steps_drawn": True}
 
 
@@ -212,7 +205,7 @@ def forward_steps(registry: Registry, model_name: str, text_a: str, text_b: str 
 
     index = _step_index(index, len(forward.STEP_NAMES))
     loaded = load_at(registry, model_name, step, owner)
-    asked = (text_a, (text_b or "").strip() or None, _whole(layer, "layer"), _whole(head, "head"))
+    asked = (text_a, (text_b or "").strip() or None, whole(layer, "layer"), whole(head, "head"))
     values = _passes.kept((str(owner), loaded.entry.name, str(loaded.folder), step, *asked),
                          lambda: forward.forward_pass(loaded.model, loaded.tokenizer, *asked))
     shown = forward.step(forward.SPECS[index], values)
@@ -257,34 +250,12 @@ def _both(registry: Registry, model_name: str, source: str, typed: str | None, r
           text_a: str, text_b: str | None, layer: float, head: float, index: Any, owner: str | None) -> Outputs:
     """Both views on the model, the layer and head shown kept within its range, the sliders narrowed to it."""
     config = registry.catalog.config_of(model_name, owner)[1]
-    layer = min(_whole(layer, "layer"), config.num_hidden_layers)
-    head = min(_whole(head, "head"), config.num_attention_heads)
+    layer = min(whole(layer, "layer"), config.num_hidden_layers)
+    head = min(whole(head, "head"), config.num_attention_heads)
     return {**pretraining_example(registry, model_name, source, typed, recipe, seed, step, owner),
             **forward_steps(registry, model_name, text_a, text_b, layer, head, index, step, owner),
             "fw_layer": gr.Slider(maximum=config.num_hidden_layers, value=layer),
             "fw_head": gr.Slider(maximum=config.num_attention_heads, value=head)}
-
-
-def trained_with(registry: Registry, model_name: str, owner: str | None) -> TrainConfig | None:
-    """The pre-training config the selected model was trained with, where its folder (or the run in progress)
-    keeps one; None for a model trained elsewhere, a fine-tuned classifier, or a record this app cannot read."""
-    entry = registry.catalog.resolve(model_name, owner)
-    if entry.folder is None:
-        job = registry.catalog.live()
-        config = getattr(getattr(job, "trainer", None), "config", None) if entry.name == "live" else None
-        return config if isinstance(config, TrainConfig) else None
-    stored = read_metadata(entry.folder).get("train_config")
-    if not isinstance(stored, dict) or "corpus" not in stored:
-        return None
-    try:
-        return TrainConfig.from_stored(stored)
-    except (TypeError, ValueError):
-        return None
-
-
-def paper_recipe(config: TrainConfig) -> TrainConfig:
-    """BERT's recipe at a config's sequence length (an example of the paper's fits the model the same way)."""
-    return TrainConfig.from_dict({**config.to_dict(), **PAPER_RECIPE})
 
 
 _shares = Kept(SHARES_KEPT)
@@ -307,17 +278,7 @@ def _step_index(index: Any, count: int) -> int:
     """A step picker's value as a step's index, checked."""
     if index in (None, ""):
         return 0
-    if isinstance(index, float) and index.is_integer():
-        index = int(index)
-    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < count:
+    index = whole(index, "step")
+    if not 0 <= index < count:
         raise ValueError(f"the step is a whole number from 0 to {count - 1}, got {str(index)[:40]}")
     return index
-
-
-def _whole(value: Any, name: str) -> int:
-    """A slider's value (gradio sends floats) as the whole number it is; `forward_pass` checks its range."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"the {name} is a whole number, got {str(value)[:40]}")
-    return value

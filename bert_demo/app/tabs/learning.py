@@ -1,0 +1,122 @@
+"""The Step by step tab's third section: one training step on the example drawn above it, `loss.backward()` and
+`optimizer.step()` with the model's own numbers (`inspection.training_step`): where the gradient starts, where it
+flows through the forward pass, how much reaches each head and each part, the tied embeddings' two parts, AdamW's
+update worked through, and what changed. The layout, its wiring and its handler."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypedDict
+
+import gradio as gr
+
+from bert_demo.app.handlers import FINAL, Components, Outputs, friendly, whole
+from bert_demo.app.state.folders import read_examples
+from bert_demo.app.state.registry import Registry
+from bert_demo.app.tabs import learning_views as views
+from bert_demo.app.tabs.drawn import drawn, model_shown
+from bert_demo.inspection import curves
+from bert_demo.training.settings import EXAMPLE_STEPS
+
+FALLBACK_PROBE = "the [MASK] sat on the mat."  # Fill-mask's first sentence for a model without examples
+DROPOUTS = [("off (the step repeats exactly)", 0.0), ("the paper's, 0.1", 0.1)]
+PROMPT = "Press “Take the training step” to train the model on the example above."
+
+
+class LearningParts(TypedDict):
+    """The training step's components, by the names its handler answers with."""
+
+    ts_steps: gr.Slider
+    ts_dropout: gr.Radio
+    ts_take: gr.Button
+    ts_summary: gr.Markdown
+    ts_start: gr.Markdown
+    ts_flow: gr.Plot
+    ts_heads: gr.Plot
+    ts_params: gr.Plot
+    ts_tied: gr.Markdown
+    ts_adam: gr.Markdown
+    ts_losses: gr.Plot
+
+
+OUT = ("ts_summary", "ts_start", "ts_flow", "ts_heads", "ts_params", "ts_tied", "ts_adam", "ts_losses")
+
+
+def layout() -> LearningParts:
+    """Section 3: the step's settings and button, then what it did, from where the gradient starts to the update."""
+    with gr.Accordion("3. One training step on this example: loss.backward(), optimizer.step()", open=True):
+        with gr.Row(equal_height=True):
+            c = {"ts_steps": gr.Slider(1, EXAMPLE_STEPS, value=1, step=1, label="Steps on this example",
+                                       elem_id="ts-steps", info="more than one: watch it memorise the example"),
+                 "ts_dropout": gr.Radio(DROPOUTS, value=0.0, label="Dropout", elem_id="ts-dropout")}
+        c["ts_take"] = gr.Button("Take the training step", variant="primary", elem_id="ts-take")
+        c["ts_summary"] = gr.Markdown(PROMPT, elem_id="ts-summary")
+        with gr.Accordion("Where the gradient starts: softmax minus the label", open=True):
+            c["ts_start"] = gr.Markdown(elem_id="ts-start")
+        with gr.Accordion("The gradient back through every step, every token", open=True):
+            gr.Markdown(views.FLOW_NOTE)
+            c["ts_flow"] = gr.Plot(curves.empty_figure(PROMPT, height=200), show_label=False, elem_id="ts-flow")
+        with gr.Accordion("How much reaches each head", open=False):
+            gr.Markdown(views.HEADS_NOTE)
+            c["ts_heads"] = gr.Plot(curves.empty_figure(PROMPT, height=200), show_label=False, elem_id="ts-heads")
+        with gr.Accordion("Each part's gradient, and the tied word embeddings", open=False):
+            gr.Markdown(views.PARAMS_NOTE)
+            c["ts_params"] = gr.Plot(curves.empty_figure(PROMPT, height=200), show_label=False, elem_id="ts-params")
+            c["ts_tied"] = gr.Markdown(elem_id="ts-tied")
+        with gr.Accordion("The optimizer's update, worked through", open=True):
+            c["ts_adam"] = gr.Markdown(elem_id="ts-adam", latex_delimiters=[
+                {"left": "$$", "right": "$$", "display": True}])
+            c["ts_losses"] = gr.Plot(curves.empty_figure(PROMPT, height=200), show_label=False, elem_id="ts-losses")
+    return c
+
+
+def wire(c: Components, bound: Callable[[Callable], Callable], redrawn: list) -> None:
+    """The button takes the step on the example the section above shows; every event that draws another example
+    (`redrawn`) clears what a step on the last one showed."""
+    inputs = [c[name] for name in ("model", "ex_source", "ex_typed", "ex_recipe", "ex_seed", "step", "ts_steps",
+                                   "ts_dropout")]
+    c["ts_take"].click(bound(training_step), inputs, [c[name] for name in OUT], api_name="training_step",
+                       show_progress_on=[c["ts_summary"]])
+    for event in redrawn:
+        event.then(cleared, None, [c[name] for name in OUT], api_visibility="private", queue=False)
+
+
+def cleared() -> tuple:
+    """What the section shows before a step on the example above: the prompt, nothing else."""
+    empty = curves.empty_figure(PROMPT, height=200)
+    return PROMPT, "", empty, empty, empty, "", "", empty
+
+
+@friendly
+def training_step(registry: Registry, model_name: str, source: str, typed: str | None, recipe: str, seed: float,
+                  step: str = FINAL, steps: float = 1, dropout: float = 0.0, owner: str | None = None) -> Outputs:
+    """`steps` training steps (1 to EXAMPLE_STEPS) on the example `pretraining_example` draws with the same inputs, with
+    `dropout` (0, or the paper's 0.1), on a private copy of the model: what the gradient and the update were."""
+    from bert_demo.inference import encode_input
+    from bert_demo.inspection import learning_figures as figures
+    from bert_demo.inspection import training_step as training
+    from bert_demo.inspection.forward_steps import example_pass
+
+    shown = drawn(registry, model_name, source, typed, recipe, seed, step, owner)
+    model, tokenizer = shown.loaded.model, shown.loaded.tokenizer
+    examples = read_examples(shown.loaded.folder)
+    probe_text = examples.fill_mask[0] if examples and examples.fill_mask else FALLBACK_PROBE
+    probe = encode_input(model, tokenizer, probe_text)
+    probe["mlm_positions"] = probe["input_ids"] == tokenizer.mask_token_id
+    taken = training.take(model, shown.example, shown.config, steps=whole(steps, "number of steps"),
+                          dropout=_dropout(dropout), probe=probe)
+    values = example_pass(model, tokenizer, shown.example.batch)
+    labels, sizes = training.flow(taken, values)
+    return {"ts_summary": views.summary_markdown(taken, tokenizer, model_shown(shown, step), probe_text),
+            "ts_start": views.start_markdown(taken, tokenizer),
+            "ts_flow": figures.flow_figure(values.tokens, labels, sizes),
+            "ts_heads": figures.head_flow_figure(training.head_flow(taken, values)),
+            "ts_params": figures.gradient_norms_figure(training.gradient_norms(taken.gradients)),
+            "ts_tied": views.tied_markdown(taken), "ts_adam": views.adam_markdown(taken),
+            "ts_losses": figures.losses_figure(taken.losses)}
+
+
+def _dropout(value: Any) -> float:
+    """The dropout chosen: one of DROPOUTS' values."""
+    if value not in [rate for _, rate in DROPOUTS] or isinstance(value, bool):
+        raise ValueError(f"dropout is {' or '.join(str(rate) for _, rate in DROPOUTS)}, not {str(value)[:40]}")
+    return float(value)

@@ -1,0 +1,132 @@
+"""What the Step by step tab shows of one training step, in words: where the gradient starts, what the step changed,
+the tied word embeddings' two parts, and AdamW's update worked through. Facts in (`training_step.TrainingStep`),
+Markdown out."""
+from __future__ import annotations
+
+from typing import Any
+
+from bert_demo.app.tabs.steps_views import _code
+
+NSP_CLASSES = ("IsNext", "NotNext")  # the NSP head's classes, in its order (pairs.IS_NEXT is 0)
+
+
+def _tokens(tokenizer: Any, ids: list[int]) -> list[str]:
+    return tokenizer.convert_ids_to_tokens(ids)
+
+
+def start_markdown(step: Any, tokenizer: Any) -> str:
+    """The gradient where it is born: at each picked position, ∂loss/∂scores = (softmax − one-hot) / N, read at the
+    label's entry (p − 1: pushed up) and at the top guess's (p: pushed down); at the NSP head the same, times its
+    weight."""
+    guesses, n = step.before.guesses, len(step.before.guesses)
+    labels = _tokens(tokenizer, [g.label for g in guesses])
+    tops = _tokens(tokenizer, [g.top for g in guesses])
+    lines = [f"The masked-LM loss is the mean of −log p(label) over the **{n} picked positions**, so at each one the "
+             f"gradient of the loss with respect to the vocabulary's scores is **(softmax − one-hot) / {n}**: every "
+             "word's probability, minus 1 at the label. Gradient descent moves the scores against it: the label's "
+             "up, every other word's down in proportion to its probability.", "",
+             "| position | label | p(label) | ∂loss/∂score(label) | top guess | its p | ∂loss/∂score(top) |",
+             "|---|---|---|---|---|---|---|"]
+    for g, label, top in zip(guesses, labels, tops):
+        top_cell = (f"{_code(top)} (the label) | {g.top_prob:.3f} | (the same)" if g.top == g.label
+                    else f"{_code(top)} | {g.top_prob:.3f} | +{g.top_prob / n:.2e}")
+        lines.append(f"| {g.position} | {_code(label)} | {g.label_prob:.3f} | {(g.label_prob - 1) / n:+.2e} | "
+                     f"{top_cell} |")
+    nsp = step.nsp_start.tolist()
+    label = next(i for i, value in enumerate(nsp) if value < 0)
+    weight = "" if step.nsp_weight == 1 else f" × the recipe's NSP weight {step.nsp_weight:g}"
+    lines += ["", f"**At the NSP head** the label is {NSP_CLASSES[label]}: softmax − one-hot = "
+                  f"({nsp[0]:+.4f}, {nsp[1]:+.4f}) for (IsNext, NotNext){weight}. Both gradients then travel back "
+                  "through the same network: the masked words' from their positions, the pair's from [CLS]."]
+    return "\n".join(lines)
+
+
+def summary_markdown(step: Any, tokenizer: Any, model: str, probe_text: str) -> str:
+    """Before and after: the example's loss, each picked position's probability of its label and its top guess, the
+    NSP label's probability, and an unrelated sentence's guesses."""
+    before, after, taken = step.before, step.after, len(step.losses) - 1
+    steps = "one step" if taken == 1 else f"{taken} steps"
+    dropout = (f"with dropout {step.dropout:g} in the step (the losses here are measured without it)" if step.dropout
+               else "without dropout, so that the step repeats number for number (the paper trains with 0.1)")
+    lines = [f"**{steps.capitalize()}** of AdamW on this example, on a private copy of **{model}** (the model the app "
+             f"answers with is untouched), {dropout}.", "",
+             f"| | before | after {steps} |", "|---|---|---|",
+             f"| **the loss training minimises** | {before.loss:.4f} | {after.loss:.4f} |",
+             f"| masked-LM loss | {before.mlm_loss:.4f} | {after.mlm_loss:.4f} |",
+             f"| next-sentence loss | {before.nsp_loss:.4f} | {after.nsp_loss:.4f} |",
+             f"| p(the pair's own NSP label) | {before.nsp_prob:.3f} | {after.nsp_prob:.3f} |"]
+    lines += ["", "| position | label | p(label) before → after | top guess before → after |", "|---|---|---|---|"]
+    for g, h in zip(before.guesses, after.guesses):
+        label, top, top_after = _tokens(tokenizer, [g.label, g.top, h.top])
+        lines.append(f"| {g.position} | {_code(label)} | {g.label_prob:.3f} → **{h.label_prob:.3f}** | "
+                     f"{_code(top)} {g.top_prob:.2f} → {_code(top_after)} {h.top_prob:.2f} |")
+    if before.probe and after.probe_logits is not None:
+        word, p_before = before.probe[0]
+        p_after = float(after.probe_logits.softmax(-1)[word])
+        new, p_new = after.probe[0]
+        lines += ["", f"**Everything moves.** An unrelated sentence, Fill-mask's first: {_code(probe_text)}. Its top "
+                      f"guess was {_code(_tokens(tokenizer, [word])[0])} at {p_before:.3f}; after, that word has "
+                      f"{p_after:.3f}, and the top guess is {_code(_tokens(tokenizer, [new])[0])} at {p_new:.3f}. "
+                      "No weight belongs to one sentence: a step on one example shifts the answers to all."]
+    return "\n".join(lines)
+
+
+def tied_markdown(step: Any) -> str:
+    """The word-embedding table's two parts: from the input lookup (rows of the words read only) and from the
+    masked-LM decoder (every row: every word's score was pushed), and their sum, the table's gradient."""
+    lookup, decoder = step.tied_parts
+    total = lookup + decoder
+    rows_read = int((lookup.abs().sum(-1) > 0).sum())
+    rows_decoded = int((decoder.abs().sum(-1) > 0).sum())
+    gap = float((total - step.gradients["bert.embeddings.word_embeddings.weight"]).abs().max())
+    return "\n".join([
+        "**The word embeddings are tied** (§3, as in the released code): one table is both the input's lookup and "
+        "the masked-LM decoder's weights, so its gradient has two parts, each measured by autograd:", "",
+        "| part | size (L2) | rows it reaches |", "|---|---|---|",
+        f"| from the input: the lookup of each word read | {float(lookup.norm()):.3g} | {rows_read:,}: the words "
+        "of this example |",
+        f"| from the decoder: every word's score | {float(decoder.norm()):.3g} | {rows_decoded:,} of "
+        f"{len(decoder):,}: every word the softmax gave a probability |",
+        f"| **their sum: the table's gradient** | {float(total.norm()):.3g} | |", "",
+        f"The sum equals the gradient autograd accumulated in the table itself to within {gap:.1e}.",
+    ])
+
+
+def adam_markdown(step: Any) -> str:
+    """The optimizer's settings, the clipping, and AdamW's update of a few weights, worked through with the real
+    optimizer's own m and v."""
+    beta1, beta2 = step.betas
+    clipped = (f"The gradient's size was **{step.grad_norm:.3g}**, above the recipe's clip of {step.grad_clip:g}: "
+               f"every gradient was multiplied by **{step.clipped:.3g}** first." if step.clipped < 1 else
+               f"The gradient's size was {step.grad_norm:.3g}, within the recipe's clip of {step.grad_clip:g}.")
+    lines = [f"**AdamW** with the recipe's settings: learning rate **{step.lr:g}** (its peak: a run warms up to it), "
+             f"β1 = {beta1:g}, β2 = {beta2:g}, ε = {step.eps:g}, weight decay {step.weight_decay:g} on matrices. "
+             + clipped, "",
+             r"$$ m \leftarrow \beta_1 m + (1-\beta_1)\,g,\quad v \leftarrow \beta_2 v + (1-\beta_2)\,g^2,\quad "
+             r"\hat m = \frac{m}{1-\beta_1^t},\quad \hat v = \frac{v}{1-\beta_2^t} $$", "",
+             r"$$ w \leftarrow w - \mathrm{lr}\cdot\mathrm{wd}\cdot w - \mathrm{lr}\,\frac{\hat m}{\sqrt{\hat v}+"
+             r"\epsilon} $$", "",
+             "| weight | w | g | m | v | m̂ | v̂ | Δw | w after |", "|---|---|---|---|---|---|---|---|---|"]
+    for w in step.worked:
+        index = ", ".join(map(str, w.index))
+        lines.append(f"| `{w.name}[{index}]` | {w.weight_before:.5g} | {w.gradient:.3g} | {w.m:.3g} | {w.v:.3g} | "
+                     f"{w.m_hat:.3g} | {w.v_hat:.3g} | **{w.update:+.3g}** | {w.weight_after:.5g} |")
+    lines += ["", f"**What Adam's first step does:** with no history, m̂ = g and v̂ = g², so m̂ / √v̂ is the sign of "
+                  f"the gradient: **every weight moves by about the learning rate, {step.lr:g}**, against its "
+                  "gradient's sign, whatever its size. The two weights above have gradients "
+                  f"{abs(step.worked[0].gradient / step.worked[-1].gradient):,.0f} times apart and move alike."]
+    if len(step.worked_later[0]) > 1:
+        moves = " → ".join(f"{u:+.2g}" for u in step.worked_later[0])
+        lines += ["", f"**Step after step** on the same example, the first weight moved by {moves}: as v keeps the "
+                      "size of past gradients, the steps shrink where the gradient does."]
+    return "\n".join(lines)
+
+
+FLOW_NOTE = ("Each column is a step of the forward pass, each row a token; the colour is the size of the loss's "
+             "gradient there, on a log scale. Read it from the left, as the gradient travels: it is born at the "
+             "picked positions (the masked-LM head) and at [CLS] (the NSP head), spreads to every token through "
+             "attention in the last layer, and reaches the embeddings through every layer's residual connections.")
+HEADS_NOTE = ("How much of the learning signal reaches each head: the size of the gradient at its output (its "
+              "weighted sum of V), over every token.")
+PARAMS_NOTE = ("Each part's gradient, weights and biases together, in the order of the forward pass. These are "
+               "what `loss.backward()` leaves in each parameter's `.grad`, before clipping.")

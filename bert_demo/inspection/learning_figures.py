@@ -1,0 +1,87 @@
+"""Plotly figures of one training step (`training_step`): where the gradient flows through the forward pass and where
+it fades, how much reaches each head, each part of the model's gradient, and the example's loss step after step.
+
+Pure functions: tensors and numbers in, `go.Figure` out, laid out with `curves`' helpers. The gradient's size spans
+orders of magnitude from the heads to the embeddings, so its pictures are coloured by its logarithm.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import plotly.graph_objects as go
+
+from bert_demo.inspection.curves import COLORS, COLORSCALE, MARGIN, _figure
+
+if TYPE_CHECKING:  # torch is not imported at start-up
+    from torch import Tensor
+
+GROUP_COLOURS = {"embeddings": "#6b7280", "masked-LM head": COLORS["mlm"], "next-sentence head": COLORS["nsp"]}
+LAYER_COLOURS = ("#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
+
+
+def _log_ticks(low: float, high: float) -> dict:
+    """A colour bar whose ticks name powers of ten between `low` and `high` (log10 values)."""
+    powers = list(range(math.floor(low), math.ceil(high) + 1))
+    return dict(tickvals=powers, ticktext=[f"1e{p}" for p in powers], thickness=10, title=dict(text="size"))
+
+
+def flow_figure(tokens: Sequence[str], labels: Sequence[str], sizes: Tensor) -> go.Figure:
+    """sizes[step, token], the gradient's size at each step of the forward pass and each token, drawn with the loss
+    on the left and the embeddings on the right (the way the gradient travels): a row a token, a column a step;
+    blank where a step computes nothing for a token."""
+    import torch
+
+    sizes = sizes.flip(0)  # from the heads back to the embeddings
+    labels = list(reversed(labels))
+    logs = torch.log10(sizes.clamp_min(1e-12)).masked_fill(sizes.isnan(), math.nan)
+    low, high = float(logs.nan_to_num(math.inf).min()), float(logs.nan_to_num(-math.inf).max())
+    rows = [f"{i} {token}" for i, token in enumerate(tokens)]
+    text = [[f"{value:.3g}" for value in row] for row in sizes.T.tolist()]
+    trace = dict(type="heatmap", z=logs.T.tolist(), x=list(range(len(labels))), y=rows, text=text,
+                 colorscale="Viridis", zmin=low, zmax=high, colorbar=_log_ticks(low, high), hoverongaps=False,
+                 customdata=[labels] * len(rows),
+                 hovertemplate="%{y} · %{customdata}: %{text}<extra></extra>")
+    height = min(900, max(300, 9 * len(rows) + 160))
+    return _figure([trace], "", height, plot_bgcolor="white", margin=dict(MARGIN, t=20, b=120),
+                   xaxis=dict(tickvals=list(range(len(labels))), ticktext=labels, tickangle=-60,
+                              tickfont=dict(size=8), showgrid=False, zeroline=False),
+                   yaxis=dict(autorange="reversed", tickfont=dict(size=8 if len(rows) > 40 else 10),
+                              showgrid=False, zeroline=False, type="category"))
+
+
+def head_flow_figure(sizes: Tensor) -> go.Figure:
+    """sizes[layer, head]: how much gradient reaches each head's output, one cell a head, its value written in."""
+    layers, heads = sizes.shape
+    values = sizes.tolist()
+    trace = dict(type="heatmap", z=values, x=[f"head {h + 1}" for h in range(heads)],
+                 y=[f"layer {layer + 1}" for layer in range(layers)], colorscale=COLORSCALE, zmin=0,
+                 text=[[f"{v:.2g}" for v in row] for row in values], texttemplate="%{text}", xgap=2, ygap=2,
+                 colorbar=dict(thickness=10), hovertemplate="%{y}, %{x}: %{text}<extra></extra>")
+    return _figure([trace], "", 60 * layers + 120, plot_bgcolor="white", margin=dict(MARGIN, t=20, l=70),
+                   yaxis=dict(autorange="reversed", type="category"), xaxis=dict(type="category", side="top"))
+
+
+def gradient_norms_figure(rows: Sequence[tuple[str, str, float]]) -> go.Figure:
+    """Each part's gradient size (`training_step.gradient_norms`), a bar each in the order of the forward pass, on a
+    log axis, coloured by where it sits: the embeddings, each layer, the two heads."""
+    names = [f"{group} · {part}" for group, part, _ in rows]
+    colours = [GROUP_COLOURS.get(group) or LAYER_COLOURS[(int(group.split()[-1]) - 1) % len(LAYER_COLOURS)]
+               for group, _, _ in rows]
+    trace = dict(type="bar", orientation="h", x=[max(norm, 1e-12) for _, _, norm in rows], y=names,
+                 marker=dict(color=colours), hovertemplate="%{y}: %{x:.3g}<extra></extra>")
+    return _figure([trace], "", 18 * len(rows) + 110, plot_bgcolor="white", showlegend=False,
+                   margin=dict(MARGIN, t=20, l=10),
+                   xaxis=dict(type="log", title=dict(text="size of the gradient (L2 norm)"), gridcolor="#eee"),
+                   yaxis=dict(autorange="reversed", automargin=True, tickfont=dict(size=10), type="category"))
+
+
+def losses_figure(losses: Sequence[float]) -> go.Figure:
+    """The example's loss before the first step and after each step taken on it."""
+    trace = dict(type="scatter", mode="lines+markers", x=list(range(len(losses))), y=list(losses),
+                 marker=dict(color=COLORS["mlm"]), line=dict(color=COLORS["mlm"]),
+                 hovertemplate="after %{x} steps: %{y:.4f}<extra></extra>")
+    return _figure([trace], "", 260, plot_bgcolor="white", margin=dict(MARGIN, t=20),
+                   xaxis=dict(title=dict(text="steps taken on this example"), dtick=1, gridcolor="#eee"),
+                   yaxis=dict(title=dict(text="its loss"), gridcolor="#eee", rangemode="tozero"))
