@@ -22,20 +22,22 @@ LAYER_COLOURS = ("#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22
 
 
 def _log_ticks(low: float, high: float) -> dict:
-    """A colour bar whose ticks name powers of ten between `low` and `high` (log10 values)."""
+    """A colour bar above the picture (its width is the picture's, on a phone too) whose ticks name powers of ten
+    between `low` and `high` (log10 values)."""
     powers = list(range(math.floor(low), math.ceil(high) + 1))
-    return dict(tickvals=powers, ticktext=[f"1e{p}" for p in powers], thickness=10, title=dict(text="size"))
+    return dict(tickvals=powers, ticktext=[f"1e{p}" for p in powers], thickness=10, orientation="h", len=0.9,
+                y=1.0, yanchor="bottom", ypad=4, title=dict(text="size of the gradient", side="top"))
 
 
 def flow_figure(tokens: Sequence[str], labels: Sequence[str], sizes: Tensor) -> go.Figure:
     """sizes[step, token], the gradient's size at each step of the forward pass and each token, drawn with the loss
     on the left and the embeddings on the right (the way the gradient travels): a row a token, a column a step;
-    blank where a step computes nothing for a token."""
+    blank where a step computes nothing for a token, or where no gradient reaches it."""
     import torch
 
-    sizes = sizes.flip(0)  # from the heads back to the embeddings
+    sizes = sizes.flip(0).masked_fill(sizes.flip(0) == 0, math.nan)  # from the heads back; none reached: blank
     labels = list(reversed(labels))
-    logs = torch.log10(sizes.clamp_min(1e-12)).masked_fill(sizes.isnan(), math.nan)
+    logs = torch.log10(sizes)
     low, high = float(logs.nan_to_num(math.inf).min()), float(logs.nan_to_num(-math.inf).max())
     rows = [f"{i} {token}" for i, token in enumerate(tokens)]
     text = [[f"{value:.3g}" for value in row] for row in sizes.T.tolist()]
@@ -43,8 +45,8 @@ def flow_figure(tokens: Sequence[str], labels: Sequence[str], sizes: Tensor) -> 
                  colorscale="Viridis", zmin=low, zmax=high, colorbar=_log_ticks(low, high), hoverongaps=False,
                  customdata=[labels] * len(rows),
                  hovertemplate="%{y} · %{customdata}: %{text}<extra></extra>")
-    height = min(900, max(300, 9 * len(rows) + 160))
-    return _figure([trace], "", height, plot_bgcolor="white", margin=dict(MARGIN, t=20, b=120),
+    height = min(980, max(300, 9 * len(rows) + 230))
+    return _figure([trace], "", height, plot_bgcolor="white", margin=dict(MARGIN, t=90, b=120),
                    xaxis=dict(tickvals=list(range(len(labels))), ticktext=labels, tickangle=-60,
                               tickfont=dict(size=8), showgrid=False, zeroline=False),
                    yaxis=dict(autorange="reversed", tickfont=dict(size=8 if len(rows) > 40 else 10),

@@ -38,6 +38,7 @@ from bert_demo.training.settings import EXAMPLE_STEPS, TrainConfig
 MAX_DROPOUT = 0.5
 MAX_PARAMETERS = 60_000_000  # a step holds the model about five times over (copy, gradients, AdamW's two moments)
 PROBE_TOP = 5  # the unrelated sentence's guesses shown
+ENCODER_PARTS = ("Attention", "Feed-forward")  # the steps each layer repeats
 WORD_TABLE, DECODER = "bert.embeddings.word_embeddings.weight", "cls.predictions.decoder.weight"
 
 
@@ -306,22 +307,25 @@ def gradient_pass(step: TrainingStep, values: Pass) -> Pass:
 
 
 def flow(step: TrainingStep, values: Pass) -> tuple[list[str], Tensor]:
-    """How strong the gradient is at each token, at every step of the forward pass in every layer, from the embeddings
-    up to the heads: the step's labels, and the size (L2 norm) of the gradient at each (steps, tokens); NaN where a step
-    computes nothing for a token (the masked-LM head runs at the picked positions, the NSP head at [CLS] only). A head's
-    step counts every head."""
+    """How strong the gradient is at each token, at every step of the forward pass in order, from the embeddings
+    through each layer in turn to the heads: the step's labels, and the size (L2 norm) of the gradient at each
+    (steps, tokens); NaN where a step computes nothing for a token (the masked-LM head runs at the picked positions,
+    the NSP head at [CLS] only). A head's step counts every head."""
     grads, tokens = gradient_pass(step, values), len(values.tokens)
+    encoder = [spec for spec in SPECS if spec.gradient and spec.part in ENCODER_PARTS]
+    order = [(spec, values.layer, "") for spec in SPECS if spec.gradient and spec.part == SPECS[0].part]
+    order += [(spec, layer, f"L{layer + 1} ") for layer in range(step.attention_flow.shape[0]) for spec in encoder]
+    order += [(spec, values.layer, "") for spec in SPECS
+              if spec.gradient and spec.part not in (SPECS[0].part, *ENCODER_PARTS)]
     labels, columns = [], []
-    for spec in (spec for spec in SPECS if spec.gradient):
-        encoder = spec.part in ("Attention", "Feed-forward")
-        for layer in range(step.attention_flow.shape[0]) if encoder else [values.layer]:
-            at = replace(grads, layer=layer)
-            squares = sum(spec.values(replace(at, head=head)).float().pow(2).sum(-1)
-                          for head in (range(at.heads) if spec.per_head else [at.head]))
-            column = torch.full((tokens,), math.nan)
-            column[_positions(spec, at)] = squares.sqrt()
-            columns.append(column)
-            labels.append(f"{f'L{layer + 1} ' if encoder else ''}{spec.title}")
+    for spec, layer, prefix in order:
+        at = replace(grads, layer=layer)
+        squares = sum(spec.values(replace(at, head=head)).float().pow(2).sum(-1)
+                      for head in (range(at.heads) if spec.per_head else [at.head]))
+        column = torch.full((tokens,), math.nan)
+        column[_positions(spec, at)] = squares.sqrt()
+        columns.append(column)
+        labels.append(prefix + spec.title)
     return labels, torch.stack(columns)
 
 

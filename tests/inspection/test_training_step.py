@@ -264,6 +264,10 @@ def test_the_flow_has_every_step_of_every_layer_and_the_heads_only_where_they_ru
     assert not cls[0].isnan() and cls[1:].isnan().all()
     last = sizes[labels.index("L2 The layer's output (LayerNorm)")]
     torch.testing.assert_close(last, step.flow["bert.encoder.layer.1.output.LayerNorm>"][0].norm(dim=-1))
+    reached = (sizes[labels.index("L2 GELU")] > 0).nonzero().squeeze(1).tolist()
+    assert reached == sorted({0, *picked})  # the last layer's feed-forward: only where the heads read
+    assert bool((sizes[labels.index("L2 Values V")] > 0).all())  # attention passes it to every token
+    assert labels.index("L1 The layer's output (LayerNorm)") < labels.index("L2 Queries Q")  # layer after layer
     heads = head_flow(step, values)
     assert heads.shape == (2, 4) and bool((heads > 0).all())
     weighted = sizes[labels.index("L1 Weighted sum of V")]

@@ -55,6 +55,9 @@ def summary_markdown(step: Any, tokenizer: Any, model: str, probe_text: str) -> 
              f"| masked-LM loss | {before.mlm_loss:.4f} | {after.mlm_loss:.4f} |",
              f"| next-sentence loss | {before.nsp_loss:.4f} | {after.nsp_loss:.4f} |",
              f"| p(the pair's own NSP label) | {before.nsp_prob:.3f} | {after.nsp_prob:.3f} |"]
+    lines += ["", f"A fresh AdamW's first step at the recipe's peak learning rate moves every weight by about "
+                  f"{step.lr:g} (below): a big step, made on this one example, so it learns it at once. In a run, "
+                  "each step is made on a batch of many examples, after a warm-up."]
     lines += ["", "| position | label | p(label) before → after | top guess before → after |", "|---|---|---|---|"]
     for g, h in zip(before.guesses, after.guesses):
         label, top, top_after = _tokens(tokenizer, [g.label, g.top, h.top])
@@ -102,8 +105,8 @@ def adam_markdown(step: Any) -> str:
     lines = [f"**AdamW** with the recipe's settings: learning rate **{step.lr:g}** (its peak: a run warms up to it), "
              f"β1 = {beta1:g}, β2 = {beta2:g}, ε = {step.eps:g}, weight decay {step.weight_decay:g} on matrices. "
              + clipped, "",
-             r"$$ m \leftarrow \beta_1 m + (1-\beta_1)\,g,\quad v \leftarrow \beta_2 v + (1-\beta_2)\,g^2,\quad "
-             r"\hat m = \frac{m}{1-\beta_1^t},\quad \hat v = \frac{v}{1-\beta_2^t} $$", "",
+             r"$$ m \leftarrow \beta_1 m + (1-\beta_1)\,g $$", "", r"$$ v \leftarrow \beta_2 v + (1-\beta_2)\,g^2 $$", "",
+             r"$$ \hat m = \frac{m}{1-\beta_1^t},\qquad \hat v = \frac{v}{1-\beta_2^t} $$", "",
              r"$$ w \leftarrow w - \mathrm{lr}\cdot\mathrm{wd}\cdot w - \mathrm{lr}\,\frac{\hat m}{\sqrt{\hat v}+"
              r"\epsilon} $$", "",
              "| weight | w | g | m | v | m̂ | v̂ | Δw | w after |", "|---|---|---|---|---|---|---|---|---|"]
@@ -114,7 +117,9 @@ def adam_markdown(step: Any) -> str:
     lines += ["", f"**What Adam's first step does:** with no history, m̂ = g and v̂ = g², so m̂ / √v̂ is the sign of "
                   f"the gradient: **every weight moves by about the learning rate, {step.lr:g}**, against its "
                   "gradient's sign, whatever its size. The two weights above have gradients "
-                  f"{abs(step.worked[0].gradient / step.worked[-1].gradient):,.0f} times apart and move alike."]
+                  f"{abs(step.worked[0].gradient / step.worked[-1].gradient):,.0f} times apart and move alike. "
+                  "That is why a run warms up: its first steps take a small share of the peak rate while m and v "
+                  "gather a history; later, m̂ / √v̂ is an average direction rather than a sign."]
     if len(step.worked_later[0]) > 1:
         moves = " → ".join(f"{u:+.2g}" for u in step.worked_later[0])
         lines += ["", f"**Step after step** on the same example, the first weight moved by {moves}: as v keeps the "
@@ -123,9 +128,11 @@ def adam_markdown(step: Any) -> str:
 
 
 FLOW_NOTE = ("Each column is a step of the forward pass, each row a token; the colour is the size of the loss's "
-             "gradient there, on a log scale. Read it from the left, as the gradient travels: it is born at the "
-             "picked positions (the masked-LM head) and at [CLS] (the NSP head), spreads to every token through "
-             "attention in the last layer, and reaches the embeddings through every layer's residual connections.")
+             "gradient there, on a log scale, and blank means none reaches it. Read it from the left, as the gradient "
+             "travels: it is born at the picked positions (the masked-LM head) and at [CLS] (the NSP head). In the "
+             "last layer only those positions get any: the feed-forward network works on each token alone. "
+             "Attention's keys and values pass it to every other token, and each layer's residual connections carry "
+             "it down to the embeddings, where the word, position and segment rows, added up, share one gradient.")
 HEADS_NOTE = ("How much of the learning signal reaches each head: the size of the gradient at its output (its "
               "weighted sum of V), over every token.")
 PARAMS_NOTE = ("Each part's gradient, weights and biases together, in the order of the forward pass. These are "
