@@ -110,8 +110,6 @@ CSS = """
 #ts-summary th, #ts-summary td, #ts-start th, #ts-start td, #ts-adam th, #ts-adam td, #ts-summary td *,
 #ts-start td *, #ts-adam td * { white-space: nowrap; word-break: normal; }  /* a phone scrolls these tables */
 #ts-summary td:first-child { white-space: normal; min-width: 9em; }  /* what a row measures may wrap */
-#ts-flow > div { overflow-x: auto; }
-#ts-flow .js-plotly-plot { min-width: 640px; }  /* a column a step: a phone scrolls them */
 #fw-text pre, #fw-text pre code { white-space: pre-wrap !important; overflow-wrap: anywhere; }  /* model.py's
    long lines wrap on a phone */
 #neuron-plot > div { overflow-x: auto; }

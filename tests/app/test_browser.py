@@ -701,6 +701,29 @@ def test_the_step_by_step_tab_opens_drawn_draws_another_example_and_walks_the_fo
     shoot(page, f"steps-{width}")
 
 
+@pytest.mark.parametrize("width", [1400, 390])
+def test_a_training_step_on_the_drawn_example_shows_its_gradient_and_update_and_another_draw_clears_it(app, tab,
+                                                                                                      width):
+    page = tab(width, 1000 if width > 400 else 844)
+    page.goto(app["url"])
+    page.wait_for_selector("#fill-label-0 :text('%')")
+    open_steps_tab(page)
+    wait_text(page, "#ex-pair", "Seed 0, drawn by the training pipeline itself")
+    wait_text(page, "#ts-summary", "Press “Take the training step”")
+    page.click("#ts-take")
+    wait_text(page, "#ts-summary", "after one step")
+    wait_text(page, "#ts-start", "softmax − one-hot")
+    wait_text(page, "#ts-adam", "What Adam's first step does")
+    assert page.locator("#ts-adam .katex").count() and page.locator("#ts-flow .js-plotly-plot").count()
+    for selector in ("#ts-summary", "#ts-start", "#ts-adam", "#ts-flow", "#ts-losses"):
+        assert page.evaluate(FITS, selector), selector  # a wide table or picture scrolls inside its own box
+    page.locator("#ts-flow").scroll_into_view_if_needed()
+    shoot(page, f"training-step-{width}")
+    page.click("#ex-another")
+    page.wait_for_function("document.querySelector('#ex-seed input').value !== '0'")
+    wait_text(page, "#ts-summary", "Press “Take the training step”")  # no step on the last example stays
+
+
 def test_the_train_tab_offers_the_papers_recipe_and_says_how_it_differs(web):
     open_train_tab(web)
     wait_text(web, "#recipe-note", "This app's fast recipe, where it differs from BERT's")

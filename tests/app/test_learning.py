@@ -1,0 +1,57 @@
+"""The training step's handler, called as the page calls it: on the example the section above draws with the same
+inputs, its numbers the backend's, the shared model untouched, bad input refused with a message, and its place in
+the slow line."""
+from __future__ import annotations
+
+import gradio as gr
+import pytest
+import torch
+
+from bert_demo.app.guards.admission import SHARES, SLOW
+from bert_demo.app.tabs import drawn, learning, steps
+from bert_demo.inspection.training_step import take
+
+MODEL = "checkpoints/tiny-test"
+PARAGRAPHS = "\n\n".join(
+    f"The {w} stood by the river for many years. People came from far away to see the {w}. In winter the {w} was "
+    f"covered in snow. Children played near the {w} every summer." for w in ("mill", "tower", "bridge", "church"))
+
+
+def step_of(registry, **change):
+    asked = {"source": drawn.YOUR_TEXT, "typed": PARAGRAPHS, "recipe": "model", "seed": 4, "step": "final",
+             "steps": 1, "dropout": 0.0, **change}
+    return learning.training_step(registry, MODEL, *asked.values())
+
+
+def test_the_step_is_taken_on_the_example_the_section_above_draws_and_leaves_the_shared_model_as_it_was(registry):
+    model = registry.catalog.load(MODEL).model
+    before = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+    shown = step_of(registry)
+    assert set(shown) == set(learning.OUT)
+    example = steps.pretraining_example(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "model", 4)
+    same = drawn.drawn(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "model", 4)
+    taken = take(same.loaded.model, same.example, same.config)
+    assert f"| {taken.loss_before:.4f} | {taken.loss_after:.4f} |" in shown["ts_summary"]
+    assert f"**{taken.before.mlm_loss:.4f}**" in example["ex_loss"]  # the loss above is the step's loss before
+    assert f"{len(same.example.picked)} picked positions" in shown["ts_start"]
+    assert all(torch.equal(tensor, before[name]) for name, tensor in model.state_dict().items())
+    for name in ("ts_flow", "ts_heads", "ts_params", "ts_losses"):
+        assert shown[name].to_json(), name
+
+
+def test_more_steps_show_each_weights_update_step_after_step(registry):
+    shown = step_of(registry, steps=3.0, dropout=0.1)
+    assert "after 3 steps" in shown["ts_summary"] and "Step after step" in shown["ts_adam"]
+    assert "with dropout 0.1" in shown["ts_summary"]
+
+
+@pytest.mark.parametrize("change, message", [({"steps": 0}, "steps"), ({"steps": 1.5}, "whole number"),
+                                             ({"steps": 21}, "steps"), ({"dropout": 0.3}, "Dropout is 0.0 or 0.1"),
+                                             ({"seed": -1}, "seed"), ({"recipe": "mine"}, "recipe")])
+def test_a_step_asked_wrongly_gets_a_message(registry, change, message):
+    with pytest.raises(gr.Error, match=message):
+        step_of(registry, **change)
+
+
+def test_a_training_step_waits_in_the_slow_line():
+    assert SHARES["training_step"] is SLOW and SLOW.heavy
