@@ -317,13 +317,14 @@ def step_figure(title: str, values: Tensor, rows: Sequence[str], columns: str | 
                        xaxis=dict(x_axis, range=[-0.5, n_cols - 0.5]), yaxis=y_axis, **layout)
     x = _distinct(columns) if named else list(range(n_cols))
     column = "%{x}" if named else f"{columns} %{{x}}"
-    trace = dict(type="heatmap", z=values.round(decimals=4).numpy(), x=x, y=_distinct(rows),
+    decimals = max(4, 3 - math.floor(math.log10(top)))  # four significant digits of the largest, gradients too
+    trace = dict(type="heatmap", z=values.round(decimals=decimals).numpy(), x=x, y=_distinct(rows),
                  zmin=0 if unsigned else -top, zmax=top, colorscale=COLORSCALE if unsigned else SIGNED,
                  ygap=1 if n_rows <= 48 else 0, colorbar=bar,
-                 hovertemplate=f"%{{y}} · {column}: %{{z:.4f}}<extra></extra>")
+                 hovertemplate=f"%{{y}} · {column}: %{{z:.4g}}<extra></extra>")
     if cells is not None:
         trace.update(text=[list(row) for row in cells], texttemplate="%{text}", textfont=dict(size=10),
-                     hovertemplate="%{y} · %{x}: %{text}, %{z:.3f}<extra></extra>")
+                     hovertemplate="%{y} · %{x}: %{text}, %{z:.4g}<extra></extra>")
     return _figure([trace], title, height, xaxis=x_axis, yaxis=y_axis, **layout)
 
 
@@ -339,7 +340,7 @@ def _bars(title: str, values: Tensor, rows: Sequence[str], labels: list[list[str
             else dict(type="scatter", mode="markers+text", marker=dict(color=COLORS["mlm"], size=9),
                       textposition="middle right", cliponaxis=False))
     traces = [dict(look, x=values[r].tolist(), y=_distinct(labels[r]), **_on(r),
-                   text=[f"{v:.3g}" for v in values[r].tolist()], hovertemplate="%{y}: %{x:.4f}<extra></extra>")
+                   text=[f"{v:.3g}" for v in values[r].tolist()], hovertemplate="%{y}: %{x:.4g}<extra></extra>")
               for r in range(n_rows)]
     return _figure(traces, title, n_rows * (24 * n_cols + 60) + 90, showlegend=False, plot_bgcolor="white",
                    **layout)

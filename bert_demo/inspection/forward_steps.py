@@ -165,7 +165,12 @@ class Spec:
     cells: Callable[[Pass], list[list[str]] | None] = lambda p: None
     per_head: bool = False  # the values are one head's (else the whole layer's)
     probabilities: bool = False  # the values are probabilities (a softmax's), not scores or coordinates
-    gradient: bool = True  # the loss has a gradient here (not at a mask, nor at a softmax the loss reads as scores)
+    no_gradient: str = ""  # why the loss has no gradient here, where it has none (a mask; a softmax it never reads)
+
+    @property
+    def gradient(self) -> bool:
+        """Whether the loss has a gradient at this step's output."""
+        return not self.no_gradient
 
 
 E, RESIDUAL = "bert.embeddings", "return self.LayerNorm(residual + self.dropout(self.dense(h)))"
@@ -174,6 +179,8 @@ QKV, TRANSFORM, DECODER = "for proj in (self.query, self.key, self.value)", \
 POOLER, NSP = "return torch.tanh(self.dense(hidden[:, 0]))", \
     "nsp_logits=self.cls.seq_relationship(self.bert.pooler(sequence_output))"
 CLS_ROW = ["[CLS]"]
+SCORES_READ = ("the loss reads the scores, through log-softmax (cross-entropy): its gradient starts at the scores, "
+               "the step before, as softmax minus the one-hot label.")
 
 
 def _att(p: Pass, name: str) -> str:
@@ -214,7 +221,8 @@ SPECS: tuple[Spec, ...] = (
          "In a batch, shorter inputs are padded to the longest, and their [PAD] keys get minus infinity: no token "
          "attends to them. One input has no padding: every key may be attended (1).",
          "scores = scores.masked_fill(~key_mask", lambda p: p.kept[f"{_att(p, 'self')}<1"][0].reshape(1, -1),
-         rows=lambda p: ["may be attended"], columns=lambda p: p.rows, gradient=False),
+         rows=lambda p: ["may be attended"], columns=lambda p: p.rows,
+         no_gradient="the mask is made from the input, not computed from any weight: nothing to learn here."),
     Spec("Attention", "Softmax", r"A_{ij} = \operatorname{softmax}_j(S_{ij})",
          "Each row of scores becomes weights that sum to 1: how much each token attends to every other.",
          "probs = scores.softmax(dim=-1)", lambda p: p.probs[0, p.layer, p.head], columns=lambda p: p.rows,
@@ -267,7 +275,7 @@ SPECS: tuple[Spec, ...] = (
          "The scores become probabilities over the whole vocabulary; the highest is the guess at {where}.", DECODER,
          lambda p: p.top_probs,
          rows=lambda p: p.guessed_rows, columns=lambda p: _ranks(p), cells=lambda p: p.guesses, probabilities=True,
-         gradient=False),
+         no_gradient=SCORES_READ),
     Spec("Next-sentence head", "The [CLS] vector", r"h^L_{[\mathrm{CLS}]}",
          "Only the first token's final vector is read: [CLS] has attended to the whole input in every layer.{no_b}",
          POOLER, lambda p: p.into("bert.pooler.dense")[None], rows=lambda p: CLS_ROW),
@@ -281,7 +289,7 @@ SPECS: tuple[Spec, ...] = (
          lambda p: p.out("cls.seq_relationship")[None], rows=lambda p: CLS_ROW, columns=lambda p: NSP_LABELS),
     Spec("Next-sentence head", "Softmax", r"P(\text{IsNext}) = \operatorname{softmax}(y)_0",
          "The two scores as probabilities.{no_b}", NSP, lambda p: p.out("cls.seq_relationship")[None].softmax(-1),
-         rows=lambda p: CLS_ROW, columns=lambda p: NSP_LABELS, probabilities=True, gradient=False),
+         rows=lambda p: CLS_ROW, columns=lambda p: NSP_LABELS, probabilities=True, no_gradient=SCORES_READ),
 )
 STEP_NAMES = tuple(f"{spec.part} · {spec.title}" for spec in SPECS)  # the steps in order, as a picker lists them
 

@@ -86,6 +86,19 @@ class Worked:
 
 
 @dataclass(frozen=True)
+class Gradients:
+    """The gradient of the loss at every module's output and input (`flow`) and at each layer's attention
+    probabilities (`attention_flow`): what a step of the forward pass shows of a training step, kept without the rest."""
+
+    flow: Captured
+    attention_flow: Tensor  # (L, A, T, T)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(value.nbytes for value in (*self.flow.values(), self.attention_flow))
+
+
+@dataclass(frozen=True)
 class TrainingStep:
     """One step (or a few) on one example: the loss and guesses before and after, the gradient everywhere, and the
     update. `gradients` and `updates` are by parameter name as `model.named_parameters()` gives them."""
@@ -111,6 +124,11 @@ class TrainingStep:
     updates: dict[str, Tensor]  # the weights after the first step minus before
     worked: list[Worked]  # the first step, worked through for a few weights
     worked_later: list[list[float]]  # each worked weight's update at each step taken
+
+    @property
+    def at_steps(self) -> Gradients:
+        """The gradient at every step of the forward pass, apart from the rest."""
+        return Gradients(self.flow, self.attention_flow)
 
     @property
     def loss_before(self) -> float:
@@ -298,7 +316,7 @@ def gradient_norms(gradients: dict[str, Tensor]) -> list[tuple[str, str, float]]
     return [(group, part, total ** 0.5) for (group, part), total in norms.items()]
 
 
-def gradient_pass(step: TrainingStep, values: Pass) -> Pass:
+def gradient_pass(step: TrainingStep | Gradients, values: Pass) -> Pass:
     """The gradient of the loss at every step of the example's forward pass `values` (`forward_steps.example_pass`:
     the same batch, its rows, layer and head), kept where the values were, so that a step's `Spec.values` reads its
     gradient as it reads its values. The decoder's is read at the same top guesses as its scores."""

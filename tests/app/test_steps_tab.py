@@ -7,6 +7,7 @@ import json
 import re
 
 import gradio as gr
+import torch
 import pytest
 
 from bert_demo.app import text
@@ -103,7 +104,7 @@ def test_a_step_asked_wrongly_gets_a_message(registry, layer, head, index, messa
 
 
 def test_the_tab_draws_when_first_opened_and_again_on_another_model_only_once_drawn(registry):
-    args = (MODEL, "wiki", "", "model", 1, "final", "the cat sat.", "", 9, 9, 0)
+    args = (MODEL, "wiki", "", "model", 1, "final", "the cat sat.", "", 9, 9, 0, "typed", "values")
     first = steps.steps_opened(registry, *args, False)
     assert first["steps_drawn"] is True and first["fw_layer"].maximum == 2 and first["fw_layer"].value == 2
     assert all(value == gr.skip() for value in steps.steps_opened(registry, *args, True).values())
@@ -184,3 +185,41 @@ def test_the_kept_passes_stay_within_their_bytes(registry, monkeypatch):
         steps.forward_steps(registry, MODEL, typed, "", 1, 1, 0, owner="visitor-a")
         assert 0 < steps._passes.bytes <= 2.5 * one
     assert [key[4] for key in steps._passes] == texts[-2:]
+
+
+def test_the_forward_pass_reads_the_drawn_example_as_training_reads_it(registry):
+    example = drawn.drawn(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "model", 5).example
+    shown = steps.forward_steps(registry, MODEL, "ignored.", "", 1, 1, 0, reads="example", source=drawn.YOUR_TEXT,
+                                typed=PARAGRAPHS, seed=5)
+    rows = json.loads(shown["fw_plot"].to_json())["data"][0]["y"]
+    assert [row.split(" ", 1)[1] for row in rows] == example.shown  # every piece, masked, random and kept
+    decoder = STEP_NAMES.index("Masked-LM head · Decoder, tied to the word embeddings")
+    guesses = steps.forward_steps(registry, MODEL, "ignored.", "", 1, 1, decoder, reads="example",
+                                  source=drawn.YOUR_TEXT, typed=PARAGRAPHS, seed=5)
+    assert f"**Shape** ({len(example.picked)}, " in guesses["fw_text"]  # the head runs at the picked positions
+
+
+def test_a_step_shows_its_gradient_from_the_training_step_taken_once(registry, monkeypatch):
+    from bert_demo.app.tabs import learning
+    from bert_demo.inspection import training_step
+
+    taken, take = [], training_step.take
+    monkeypatch.setattr(training_step, "take", lambda *args, **kwargs: taken.append(1) or take(*args, **kwargs))
+    ask = dict(reads="example", shows="gradient", source=drawn.YOUR_TEXT, typed=PARAGRAPHS, seed=6,
+               owner="visitor-g")
+    learning.training_step(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "model", 6, owner="visitor-g")
+    output = STEP_NAMES.index("Feed-forward · The layer's output (LayerNorm)")
+    shown = steps.forward_steps(registry, MODEL, "", "", 2, 1, output, **ask)
+    assert shown["fw_text"].startswith("**The gradient of the loss here**") and taken == [1]
+    same = drawn.drawn(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "model", 6)
+    step = take(same.loaded.model, same.example, same.config)
+    expected = step.flow["bert.encoder.layer.1.output.LayerNorm>"][0]
+    z = torch.tensor(shown["fw_plot"].data[0].z, dtype=torch.float32)
+    torch.testing.assert_close(z, expected, atol=float(expected.abs().max()) * 1e-3, rtol=0)  # 4 digits of the top
+    mask = steps.forward_steps(registry, MODEL, "", "", 2, 1, STEP_NAMES.index("Attention · Padding mask"), **ask)
+    assert "no gradient at this step" in mask["fw_text"]
+
+
+def test_a_gradient_of_typed_sentences_is_refused_with_what_to_choose(registry):
+    with pytest.raises(gr.Error, match="choose “the example drawn above”"):
+        steps.forward_steps(registry, MODEL, "the cat sat.", "", 1, 1, 0, shows="gradient")

@@ -13,10 +13,12 @@ from bert_demo.app.handlers import FINAL, Components, Outputs, friendly, whole
 from bert_demo.app.state.folders import read_examples
 from bert_demo.app.state.registry import Registry
 from bert_demo.app.tabs import learning_views as views
-from bert_demo.app.tabs.drawn import drawn, model_shown
+from bert_demo.app.state.kept import Kept
+from bert_demo.app.tabs.drawn import YOUR_TEXT, Drawn, drawn, model_shown
 from bert_demo.inspection import curves
 from bert_demo.training.settings import EXAMPLE_STEPS
 
+GRADIENTS_KEPT, GRADIENTS_MAX_BYTES = 4, 192 * 2**20  # steps' gradients kept by visitor: about 40 MB each (small)
 FALLBACK_PROBE = "the [MASK] sat on the mat."  # Fill-mask's first sentence for a model without examples
 DROPOUTS = [("off (the step repeats exactly)", 0.0), ("the paper's, 0.1", 0.1)]
 PROMPT = "Press “Take the training step” to train the model on the example above."
@@ -98,12 +100,14 @@ def training_step(registry: Registry, model_name: str, source: str, typed: str |
 
     shown = drawn(registry, model_name, source, typed, recipe, seed, step, owner)
     model, tokenizer = shown.loaded.model, shown.loaded.tokenizer
+    steps, dropout = whole(steps, "number of steps"), _dropout(dropout)
     examples = read_examples(shown.loaded.folder)
     probe_text = examples.fill_mask[0] if examples and examples.fill_mask else FALLBACK_PROBE
     probe = encode_input(model, tokenizer, probe_text)
     probe["mlm_positions"] = probe["input_ids"] == tokenizer.mask_token_id
-    taken = training.take(model, shown.example, shown.config, steps=whole(steps, "number of steps"),
-                          dropout=_dropout(dropout), probe=probe)
+    taken = training.take(model, shown.example, shown.config, steps=steps, dropout=dropout, probe=probe)
+    if steps == 1 and dropout == 0:  # what the forward pass's steps show of it: kept, so they need not take it again
+        _gradients.kept(example_key(shown, source, typed, recipe, seed, step, owner), lambda: taken.at_steps)
     values = example_pass(model, tokenizer, shown.example.batch)
     labels, sizes = training.flow(taken, values)
     return {"ts_summary": views.summary_markdown(taken, tokenizer, model_shown(shown, step), probe_text),
@@ -120,3 +124,21 @@ def _dropout(value: Any) -> float:
     if value not in [rate for _, rate in DROPOUTS] or isinstance(value, bool):
         raise ValueError(f"dropout is {' or '.join(str(rate) for _, rate in DROPOUTS)}, not {str(value)[:40]}")
     return float(value)
+
+
+_gradients = Kept(GRADIENTS_KEPT, GRADIENTS_MAX_BYTES, lambda kept: kept.nbytes)  # by visitor
+
+
+def example_key(shown: Drawn, source: str, typed: str | None, recipe: str, seed: float, step: str,
+                owner: str | None) -> tuple:
+    """What names a drawn example on a model for one visitor: a cache of anything computed from it is kept by it."""
+    return (str(owner), shown.loaded.entry.name, str(shown.loaded.folder), step, source,
+            typed if source == YOUR_TEXT else None, recipe, float(seed))
+
+
+def gradients_of(shown: Drawn, key: tuple) -> Any:
+    """The gradient at every step of the example's forward pass in one training step (no dropout), kept by `key`
+    (`example_key`): the training step above leaves it, or it is taken now."""
+    from bert_demo.inspection import training_step as training
+
+    return _gradients.kept(key, lambda: training.take(shown.loaded.model, shown.example, shown.config).at_steps)

@@ -22,6 +22,9 @@ from bert_demo.training.settings import PAPER_RECIPE, TrainConfig, recipe_of
 
 FIRST_SOURCE = "wiki"  # offline: the page opens on it
 FIRST_A, FIRST_B = "the cat sat on the [MASK].", "it was warm by the fire."
+TYPED, EXAMPLE, VALUES, GRADIENT = "typed", "example", "values", "gradient"  # what the forward pass reads and shows
+READS = [("the sentences typed here", TYPED), ("the example drawn above", EXAMPLE)]
+SHOWS = [("its values", VALUES), ("its gradient in one training step", GRADIENT)]
 SHARES_KEPT = 16  # (model, corpus, recipe) whose shares over 1,000 draws are kept
 PASSES_KEPT = 8  # forward passes kept, so that walking the steps computes each once (one layer's values each)
 PASSES_MAX_BYTES = 128 * 2**20  # and their bytes: a 512-piece pass of BERT-Small holds about 30 MB
@@ -47,6 +50,9 @@ class StepsParts(learning.LearningParts):
     ex_recipe_note: gr.Markdown
     ex_loss: gr.Markdown
     ex_loss_table: gr.Markdown
+    ex_to_forward: gr.Button
+    fw_reads: gr.Radio
+    fw_shows: gr.Radio
     fw_a: gr.Textbox
     fw_b: gr.Textbox
     fw_layer: gr.Slider
@@ -75,6 +81,7 @@ def layout() -> StepsParts:
             c["ex_loss"] = gr.Markdown(elem_id="ex-loss")
             with gr.Accordion("Each picked position's loss", open=False):
                 c["ex_loss_table"] = gr.Markdown(elem_id="ex-loss-table")
+            c["ex_to_forward"] = gr.Button("Run this example through the forward pass ↓", elem_id="ex-to-forward")
         with gr.Accordion("2. The forward pass, step by step (§3, Figure 2)", open=True):
             c.update(_forward_form())
             c["fw_step"] = gr.Dropdown(choices=[], value=None, label="Step", elem_id="fw-step",
@@ -108,8 +115,12 @@ def _example_form() -> Components:
 
 
 def _forward_form() -> Components:
+    with gr.Row(equal_height=True):
+        c = {"fw_reads": gr.Radio(READS, value=TYPED, label="The forward pass of", elem_id="fw-reads"),
+             "fw_shows": gr.Radio(SHOWS, value=VALUES, label="Each step shows", elem_id="fw-shows",
+                                  info="the gradient: of the example drawn above")}
     with gr.Row():
-        c = {"fw_a": gr.Textbox(value=FIRST_A, label="Sentence A (write [MASK] where the model should guess)",
+        c |= {"fw_a": gr.Textbox(value=FIRST_A, label="Sentence A (write [MASK] where the model should guess)",
                                 elem_id="fw-a"),
              "fw_b": gr.Textbox(value=FIRST_B, label="Sentence B (optional)", elem_id="fw-b")}
     with gr.Row(equal_height=True):
@@ -129,7 +140,8 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
     first time it opens, and again when the model changes once it has."""
     example_in = [c[name] for name in ("model", "ex_source", "ex_typed", "ex_recipe", "ex_seed", "step")]
     example_out = [c[name] for name in EXAMPLE_OUT]
-    forward_in = [c[name] for name in ("model", "fw_a", "fw_b", "fw_layer", "fw_head", "fw_step", "step")]
+    forward_in = [c[name] for name in ("model", "fw_a", "fw_b", "fw_layer", "fw_head", "fw_step", "step",
+                                       "fw_reads", "fw_shows", "ex_source", "ex_typed", "ex_recipe", "ex_seed")]
     forward_out = [c[name] for name in FORWARD_OUT]
     drawn_again = [c["ex_draw"].click(bound(pretraining_example), example_in, example_out,
                                       api_name="pretraining_example", show_progress_on=[c["ex_tokens"]])]
@@ -139,13 +151,19 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
         show_progress_on=[c["ex_tokens"]]))
     c["ex_source"].change(_typed_box, c["ex_source"], c["ex_typed"], api_visibility="private", queue=False)
     gr.on([c["fw_show"].click, c["fw_a"].submit, c["fw_b"].submit, c["fw_step"].input, c["fw_layer"].release,
-           c["fw_head"].release], bound(forward_steps), forward_in, forward_out, api_name="forward_steps",
-          trigger_mode="always_last", show_progress_on=[c["fw_plot"]])
+           c["fw_head"].release, c["fw_reads"].input, c["fw_shows"].input], bound(forward_steps), forward_in,
+          forward_out, api_name="forward_steps", trigger_mode="always_last", show_progress_on=[c["fw_plot"]])
+    c["ex_to_forward"].click(lambda: EXAMPLE, None, c["fw_reads"], api_visibility="private", queue=False).then(
+        bound(forward_steps), forward_in, forward_out, api_visibility="private", show_progress_on=[c["fw_plot"]])
+    for event in drawn_again:  # the forward pass of the example: of the new one
+        event.then(bound(forward_steps), forward_in, forward_out, api_visibility="private",
+                   show_progress_on=[c["fw_plot"]])
     for button, by in ((c["fw_prev"], -1), (c["fw_next"], 1)):
         button.click(_mover(by), c["fw_step"], c["fw_step"], api_visibility="private", queue=False).then(
             bound(forward_steps), forward_in, forward_out, api_visibility="private",
             show_progress_on=[c["fw_plot"]])
-    both_in = [*example_in, *forward_in[1:-1], c["steps_drawn"]]
+    both_in = [*example_in, *[c[name] for name in ("fw_a", "fw_b", "fw_layer", "fw_head", "fw_step", "fw_reads",
+                                                    "fw_shows", "steps_drawn")]]
     both_out = [*example_out, *forward_out]
     sliders = [c["fw_layer"], c["fw_head"]]
     c["steps_tab"].select(bound(steps_opened), both_in, [*both_out, *sliders], api_visibility="private",
@@ -198,22 +216,45 @@ def pretraining_example(registry: Registry, model_name: str, source: str, typed:
 
 @friendly
 def forward_steps(registry: Registry, model_name: str, text_a: str, text_b: str | None, layer: float, head: float,
-                  index: Any = 0, step: str = FINAL, owner: str | None = None) -> Outputs:
-    """One step of the forward pass of sentence A (and B) on the model, layer `layer` and head `head` shown inside
-    the encoder: its equation, shape and line of model.py, and its values as a picture; and the step picker."""
+                  index: Any = 0, step: str = FINAL, reads: str = TYPED, shows: str = VALUES,
+                  source: str = FIRST_SOURCE, typed: str | None = None, recipe: str = "model", seed: float = 0,
+                  owner: str | None = None) -> Outputs:
+    """One step of the forward pass on the model, layer `layer` and head `head` shown inside the encoder: its
+    equation, shape and line of model.py, and its values (or, `shows` "gradient", its gradient in one training step)
+    as a picture; and the step picker. It `reads` sentence A (and B) as typed, or the example section 1 draws with
+    `source`, `typed`, `recipe` and `seed` (its batch as training reads it)."""
     from bert_demo.inspection import forward_steps as forward
+    from bert_demo.inspection.training_step import gradient_pass
 
-    index = _step_index(index, len(forward.STEP_NAMES))
-    loaded = load_at(registry, model_name, step, owner)
-    asked = (text_a, (text_b or "").strip() or None, whole(layer, "layer"), whole(head, "head"))
-    values = _passes.kept((str(owner), loaded.entry.name, str(loaded.folder), step, *asked),
-                         lambda: forward.forward_pass(loaded.model, loaded.tokenizer, *asked))
-    shown = forward.step(forward.SPECS[index], values)
-    return {"fw_text": views.step_markdown(shown, index, len(forward.SPECS), forward.source_line(shown.code)),
+    index, spec = _step_index(index, len(forward.STEP_NAMES)), None
+    layer, head = whole(layer, "layer"), whole(head, "head")
+    if reads not in (TYPED, EXAMPLE) or shows not in (VALUES, GRADIENT):
+        raise ValueError(f"the forward pass reads {TYPED!r} or {EXAMPLE!r} and shows {VALUES!r} or {GRADIENT!r}")
+    if shows == GRADIENT and reads == TYPED:
+        raise ValueError("a gradient needs the labels a training example has: choose “the example drawn above”")
+    if reads == EXAMPLE:
+        example = drawn(registry, model_name, source, typed, recipe, seed, step, owner)
+        key = learning.example_key(example, source, typed, recipe, seed, step, owner)
+        values = _passes.kept((*key, layer, head), lambda: forward.example_pass(
+            example.loaded.model, example.loaded.tokenizer, example.example.batch, layer, head))
+    else:
+        loaded = load_at(registry, model_name, step, owner)
+        asked = (text_a, (text_b or "").strip() or None, layer, head)
+        values = _passes.kept((str(owner), loaded.entry.name, str(loaded.folder), step, *asked),
+                              lambda: forward.forward_pass(loaded.model, loaded.tokenizer, *asked))
+    spec = forward.SPECS[index]
+    picker = gr.Dropdown(choices=[(f"{i + 1}. {name}", i) for i, name in enumerate(forward.STEP_NAMES)], value=index)
+    if shows == GRADIENT and not spec.gradient:
+        return {"fw_text": views.no_gradient_markdown(spec, index, len(forward.SPECS)),
+                "fw_plot": curves.empty_figure("No gradient at this step", height=200), "fw_step": picker}
+    if shows == GRADIENT:
+        values = gradient_pass(learning.gradients_of(example, key), values)
+    shown = forward.step(spec, values)
+    text = views.step_markdown(shown, index, len(forward.SPECS), forward.source_line(shown.code))
+    return {"fw_text": views.gradient_note(shown) + text if shows == GRADIENT else text,
             "fw_plot": figures.step_figure("", shown.values, shown.rows, shown.columns, shown.cells,
-                                        shown.probabilities),
-            "fw_step": gr.Dropdown(choices=[(f"{i + 1}. {name}", i) for i, name in enumerate(forward.STEP_NAMES)],
-                                   value=index)}
+                                           shown.probabilities and shows == VALUES),
+            "fw_step": picker}
 
 
 EXAMPLE_OUT = ("ex_pair", "ex_tokens", "ex_shares", "ex_recipe_note", "ex_loss", "ex_loss_table", "steps_drawn")
@@ -222,38 +263,47 @@ FORWARD_OUT = ("fw_text", "fw_plot", "fw_step")
 
 @friendly
 def steps_opened(registry: Registry, model_name: str, source: str, typed: str | None, recipe: str, seed: float,
-                 step: str, text_a: str, text_b: str | None, layer: float, head: float, index: Any, drawn: bool,
-                 owner: str | None = None) -> Outputs:
+                 step: str, text_a: str, text_b: str | None, layer: float, head: float, index: Any, reads: str,
+                 shows: str, opened: bool, owner: str | None = None) -> Outputs:
     """The first time the tab opens: the layer and head sliders narrowed to the model, and both views drawn (as
     Fill-mask opens answered); afterwards, nothing."""
-    if drawn:
-        return {name: gr.skip() for name in (*EXAMPLE_OUT, *FORWARD_OUT, "fw_layer", "fw_head")}
-    return _both(registry, model_name, source, typed, recipe, seed, step, text_a, text_b, layer, head, index, owner)
+    if opened:
+        return _unchanged()
+    return _both(registry, model_name, dict(source=source, typed=typed, recipe=recipe, seed=seed, step=step),
+                 dict(text_a=text_a, text_b=text_b, layer=layer, head=head, index=index, reads=reads, shows=shows),
+                 owner)
 
 
 def steps_refreshed(registry: Registry, model_name: str, source: str, typed: str | None, recipe: str,
                     seed: float, step: str, text_a: str, text_b: str | None, layer: float, head: float, index: Any,
-                    drawn: bool, owner: str | None = None) -> Outputs:
+                    reads: str, shows: str, opened: bool, owner: str | None = None) -> Outputs:
     """Another model, or another step of its training: where the tab has been drawn, its sliders narrowed and both
     views drawn again on it, so that no answer of the model before stays on screen; elsewhere, nothing."""
-    if not drawn:
-        return {name: gr.skip() for name in (*EXAMPLE_OUT, *FORWARD_OUT, "fw_layer", "fw_head")}
+    if not opened:
+        return _unchanged()
     try:
         registry.catalog.config_of(model_name, owner)
     except ValueError:  # the header says what is wrong with the name
-        return {name: gr.skip() for name in (*EXAMPLE_OUT, *FORWARD_OUT, "fw_layer", "fw_head")}
-    return friendly(_both)(registry, model_name, source, typed, recipe, seed, step, text_a, text_b, layer, head,
-                           index, owner)
+        return _unchanged()
+    return friendly(_both)(registry, model_name,
+                           dict(source=source, typed=typed, recipe=recipe, seed=seed, step=step),
+                           dict(text_a=text_a, text_b=text_b, layer=layer, head=head, index=index, reads=reads,
+                                shows=shows), owner)
 
 
-def _both(registry: Registry, model_name: str, source: str, typed: str | None, recipe: str, seed: float, step: str,
-          text_a: str, text_b: str | None, layer: float, head: float, index: Any, owner: str | None) -> Outputs:
-    """Both views on the model, the layer and head shown kept within its range, the sliders narrowed to it."""
+def _unchanged() -> Outputs:
+    return {name: gr.skip() for name in (*EXAMPLE_OUT, *FORWARD_OUT, "fw_layer", "fw_head")}
+
+
+def _both(registry: Registry, model_name: str, example: dict[str, Any], forward: dict[str, Any],
+          owner: str | None) -> Outputs:
+    """Both views on the model (`example`: how section 1 draws; `forward`: what section 2 shows), the layer and
+    head shown kept within the model's range, the sliders narrowed to it."""
     config = registry.catalog.config_of(model_name, owner)[1]
-    layer = min(whole(layer, "layer"), config.num_hidden_layers)
-    head = min(whole(head, "head"), config.num_attention_heads)
-    return {**pretraining_example(registry, model_name, source, typed, recipe, seed, step, owner),
-            **forward_steps(registry, model_name, text_a, text_b, layer, head, index, step, owner),
+    layer = min(whole(forward.pop("layer"), "layer"), config.num_hidden_layers)
+    head = min(whole(forward.pop("head"), "head"), config.num_attention_heads)
+    return {**pretraining_example(registry, model_name, **example, owner=owner),
+            **forward_steps(registry, model_name, layer=layer, head=head, **forward, **example, owner=owner),
             "fw_layer": gr.Slider(maximum=config.num_hidden_layers, value=layer),
             "fw_head": gr.Slider(maximum=config.num_attention_heads, value=head)}
 

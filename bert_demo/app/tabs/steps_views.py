@@ -145,3 +145,17 @@ def step_markdown(step: Any, index: int, count: int, line: tuple[int, str]) -> s
         f"{'s' if columns != 1 and across == 'dimension' else ''}. Hover or tap a cell for its value.", "",
         f"`{MODEL_PY}`, line {number}:", "", "```python", code, "```",
     ])
+
+
+def gradient_note(step: Any) -> str:
+    """What a step's gradient is, above the step itself."""
+    return ("**The gradient of the loss here**, ∂loss/∂(this step's output), from one training step's backward pass "
+            "on the example drawn above (no dropout): what `loss.backward()` computes at this point, in the same "
+            "shape as the values. Red: raising a value would raise the loss, so training lowers it; blue: the "
+            "reverse.\n\n")
+
+
+def no_gradient_markdown(spec: Any, index: int, count: int) -> str:
+    """A step where the loss has no gradient, and why."""
+    return (f"### {index + 1} of {count} · {spec.part}: {spec.title}\n\n"
+            f"$$ {spec.equation} $$\n\nThe loss has no gradient at this step: {spec.no_gradient}")
