@@ -19,7 +19,7 @@ PARAGRAPHS = "\n\n".join(
 
 def step_of(registry, **change):
     asked = {"source": drawn.YOUR_TEXT, "typed": PARAGRAPHS, "recipe": "model", "seed": 4, "step": "final",
-             "steps": 1, "dropout": 0.0, **change}
+             "steps": 1, "dropout": "off", **change}
     return learning.training_step(registry, MODEL, *asked.values())
 
 
@@ -40,13 +40,13 @@ def test_the_step_is_taken_on_the_example_the_section_above_draws_and_leaves_the
 
 
 def test_more_steps_show_each_weights_update_step_after_step(registry):
-    shown = step_of(registry, steps=3.0, dropout=0.1)
+    shown = step_of(registry, steps=3.0, dropout="paper")
     assert "after 3 steps" in shown["ts_summary"] and "Step after step" in shown["ts_adam"]
     assert "with dropout 0.1" in shown["ts_summary"]
 
 
 @pytest.mark.parametrize("change, message", [({"steps": 0}, "steps"), ({"steps": 1.5}, "whole number"),
-                                             ({"steps": 21}, "steps"), ({"dropout": 0.3}, "Dropout is 0.0 or 0.1"),
+                                             ({"steps": 21}, "steps"), ({"dropout": 0.1}, "Dropout is 'off' or 'paper'"),
                                              ({"seed": -1}, "seed"), ({"recipe": "mine"}, "recipe")])
 def test_a_step_asked_wrongly_gets_a_message(registry, change, message):
     with pytest.raises(gr.Error, match=message):

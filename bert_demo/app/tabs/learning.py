@@ -20,7 +20,8 @@ from bert_demo.training.settings import EXAMPLE_STEPS
 
 GRADIENTS_KEPT, GRADIENTS_MAX_BYTES = 4, 192 * 2**20  # steps' gradients kept by visitor: about 40 MB each (small)
 FALLBACK_PROBE = "the [MASK] sat on the mat."  # Fill-mask's first sentence for a model without examples
-DROPOUTS = [("off (the step repeats exactly)", 0.0), ("the paper's, 0.1", 0.1)]
+DROPOUTS = {"off": 0.0, "paper": 0.1}  # the step's dropout, by the choice's value
+DROPOUT_CHOICES = [("off (the step repeats exactly)", "off"), ("the paper's, 0.1", "paper")]
 PROMPT = "Press “Take the training step” to train the model on the example above."
 
 
@@ -49,7 +50,7 @@ def layout() -> LearningParts:
         with gr.Row(equal_height=True):
             c = {"ts_steps": gr.Slider(1, EXAMPLE_STEPS, value=1, step=1, label="Steps on this example",
                                        elem_id="ts-steps", info="more than one: watch it memorise the example"),
-                 "ts_dropout": gr.Radio(DROPOUTS, value=0.0, label="Dropout", elem_id="ts-dropout")}
+                 "ts_dropout": gr.Radio(DROPOUT_CHOICES, value="off", label="Dropout", elem_id="ts-dropout")}
         c["ts_take"] = gr.Button("Take the training step", variant="primary", elem_id="ts-take")
         c["ts_summary"] = gr.Markdown(PROMPT, elem_id="ts-summary")
         with gr.Accordion("Where the gradient starts: softmax minus the label", open=True):
@@ -90,9 +91,9 @@ def cleared() -> tuple:
 
 @friendly
 def training_step(registry: Registry, model_name: str, source: str, typed: str | None, recipe: str, seed: float,
-                  step: str = FINAL, steps: float = 1, dropout: float = 0.0, owner: str | None = None) -> Outputs:
+                  step: str = FINAL, steps: float = 1, dropout: str = "off", owner: str | None = None) -> Outputs:
     """`steps` training steps (1 to EXAMPLE_STEPS) on the example `pretraining_example` draws with the same inputs, with
-    `dropout` (0, or the paper's 0.1), on a private copy of the model: what the gradient and the update were."""
+    `dropout` ("off", or the "paper"'s 0.1), on a private copy of the model: what the gradient and the update were."""
     from bert_demo.inference import encode_input
     from bert_demo.inspection import learning_figures as figures
     from bert_demo.inspection import training_step as training
@@ -119,11 +120,11 @@ def training_step(registry: Registry, model_name: str, source: str, typed: str |
             "ts_losses": figures.losses_figure(taken.losses)}
 
 
-def _dropout(value: Any) -> float:
-    """The dropout chosen: one of DROPOUTS' values."""
-    if value not in [rate for _, rate in DROPOUTS] or isinstance(value, bool):
-        raise ValueError(f"dropout is {' or '.join(str(rate) for _, rate in DROPOUTS)}, not {str(value)[:40]}")
-    return float(value)
+def _dropout(choice: Any) -> float:
+    """The dropout of a choice: one of DROPOUTS."""
+    if not isinstance(choice, str) or choice not in DROPOUTS:
+        raise ValueError(f"dropout is {' or '.join(map(repr, DROPOUTS))}, not {str(choice)[:40]!r}")
+    return DROPOUTS[choice]
 
 
 _gradients = Kept(GRADIENTS_KEPT, GRADIENTS_MAX_BYTES, lambda kept: kept.nbytes)  # by visitor

@@ -84,7 +84,7 @@ def layout() -> StepsParts:
             c["ex_to_forward"] = gr.Button("Run this example through the forward pass ↓", elem_id="ex-to-forward")
         with gr.Accordion("2. The forward pass, step by step (§3, Figure 2)", open=True):
             c.update(_forward_form())
-            c["fw_step"] = gr.Dropdown(choices=[], value=None, label="Step", elem_id="fw-step",
+            c["fw_step"] = gr.Dropdown(choices=[], value=0, label="Step", elem_id="fw-step",
                                        allow_custom_value=True)
             with gr.Row(elem_id="fw-nav"):
                 c["fw_prev"] = gr.Button("◀ Previous step", size="sm", elem_id="fw-prev", min_width=120)
@@ -106,7 +106,7 @@ def _example_form() -> Components:
                                    min_width=220),
              "ex_seed": gr.Number(value=0, label="Seed", precision=0, minimum=0, elem_id="ex-seed", scale=1,
                                   min_width=110)}
-    c["ex_typed"] = gr.Textbox(label="Your paragraphs (a blank line between them; B may come from another one)",
+    c["ex_typed"] = gr.Textbox("", label="Your paragraphs (a blank line between them; B may come from another one)",
                                lines=4, max_lines=10, visible=False, elem_id="ex-typed")
     with gr.Row():
         c["ex_draw"] = gr.Button("Draw", variant="primary", elem_id="ex-draw", min_width=120)
