@@ -261,7 +261,6 @@ def neuron_figure(tokens: Sequence[str], position: int, query: Tensor, keys: Ten
 def attention_thumbnails(weights: Tensor, size: int = 96) -> list[tuple[object, str]]:
     """Every layer's every head as a small picture of its map (bertviz's model view), `size` pixels a side, darker
     for more weight, each scaled to its own largest weight, with its name ("L2 H3"): weights[layer, head, q, k]."""
-    import torch
     from PIL import Image
 
     layers, heads = weights.shape[:2]
@@ -269,9 +268,7 @@ def attention_thumbnails(weights: Tensor, size: int = 96) -> list[tuple[object, 
     for layer in range(layers):
         for head in range(heads):
             w = weights[layer, head].float()
-            shade = (w / max(float(w.max()), 1e-6)).clamp(0, 1)
-            rgb = [255 - shade * (255 - c) for c in (8, 48, 107)]  # white to Blues' darkest, #08306b
-            array = torch.stack(rgb, dim=-1).round().to(torch.uint8).numpy()
+            array = _colours(w, max(float(w.max()), 1e-6), unsigned=True)  # white to Blues' darkest, #08306b
             picture = Image.fromarray(array, "RGB").resize((size, size), Image.NEAREST)
             pictures.append((picture, f"L{layer + 1} H{head + 1}"))
     return pictures
@@ -351,18 +348,45 @@ def _picture(values: Tensor, top: float, unsigned: bool) -> dict:
     import base64
     import io
 
-    import torch
     from PIL import Image
 
-    scaled = (values / top).clamp(-1, 1)
+    buffer = io.BytesIO()
+    Image.fromarray(_colours(values, top, unsigned), "RGB").save(buffer, format="PNG")
+    source = "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+    return dict(type="image", source=source, x0=0, y0=0, dx=1, dy=1, hoverinfo="skip")
+
+
+def _colours(values: Tensor, top: float, unsigned: bool) -> object:
+    """values[row, column] as RGB pixels (a uint8 array) on the heatmaps' colours, `top` the strongest colour: white
+    up to blue for unsigned values, blue below 0, white at 0 and red above for signed ones."""
+    import torch
+
+    scaled = (values.float() / top).clamp(-1, 1)
     if unsigned:
         rgb = [255 - scaled * (255 - c) for c in (8, 48, 107)]
     else:
         blue, red, white = (33, 102, 172), (178, 24, 43), 247
         rgb = [torch.where(scaled < 0, white + (-scaled) * (b - white), white + scaled * (r - white))
                for b, r in zip(blue, red)]
-    array = torch.stack(rgb, dim=-1).round().clamp(0, 255).to(torch.uint8).numpy()
-    buffer = io.BytesIO()
-    Image.fromarray(array, "RGB").save(buffer, format="PNG")
-    source = "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
-    return dict(type="image", source=source, x0=0, y0=0, dx=1, dy=1, hoverinfo="skip")
+    return torch.stack(rgb, dim=-1).round().clamp(0, 255).to(torch.uint8).numpy()
+
+
+THUMBNAIL_QUANTILE = 0.99  # the size that takes the strongest colour in a grid of a step's pictures
+
+
+def step_thumbnails(items: Sequence[tuple[Tensor, str]], size: int = 96) -> list[tuple[object, str]]:
+    """One step's values in every layer (and head) as small pictures with their captions (`depth.every_layer`),
+    all on one colour scale, so that a layer's or a head's larger values show darker: signed values blue and red,
+    values never below 0 white to blue. The scale tops at the 99th percentile of all their sizes: a few outliers
+    would leave every other picture white."""
+    import torch
+    from PIL import Image
+
+    if not items:
+        return []
+    sizes = torch.cat([values.abs().flatten() for values, _ in items]).float()
+    sizes = sizes[:: max(1, len(sizes) // 1_000_000)]  # torch.quantile takes at most 16 M values: a sample
+    top = max(float(torch.quantile(sizes, THUMBNAIL_QUANTILE)), 1e-12)
+    unsigned = all(bool((values >= 0).all()) for values, _ in items)
+    return [(Image.fromarray(_colours(values, top, unsigned), "RGB").resize((size, size), Image.NEAREST), caption)
+            for values, caption in items]

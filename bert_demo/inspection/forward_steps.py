@@ -27,6 +27,7 @@ from bert_demo.model import IGNORE_INDEX, BertForPreTraining, private_view
 
 TOP_GUESSES = 10  # guesses shown at each position by the decoder and softmax steps
 PARTS = ("Embeddings", "Attention", "Feed-forward", "Masked-LM head", "Next-sentence head")
+ENCODER_PARTS = PARTS[1:3]  # the steps each layer repeats
 NSP_LABELS = ["IsNext: B follows A", "NotNext: B is random"]  # the NSP head's classes, in its order (IS_NEXT 0)
 
 # what a module returned ("name>"), its first input ("name<") and its second ("name<1"), float32 on the CPU
@@ -324,13 +325,11 @@ def example_pass(model: BertForPreTraining, tokenizer: BertTokenizerFast, batch:
 
 def _pass(model: BertForPreTraining, tokenizer: BertTokenizerFast, batch: dict[str, Tensor], guessed: list[int],
           layer: int, head: int) -> Pass:
-    """A batch of one run once, its values kept for layer `layer` (and every layer outside the encoder)."""
+    """A batch of one run once, its values kept in every layer (`Pass.layer` says which one a step shows)."""
     ids = batch["input_ids"][0].tolist()
     at = torch.zeros_like(batch["input_ids"], dtype=torch.bool)
     at[0, guessed] = True
     kept, probs = capture(model, batch, at)
-    shown = f"bert.encoder.layer.{layer - 1}."  # the other layers' values are left out: a step shows one layer
-    kept = {k: v for k, v in kept.items() if not k.startswith("bert.encoder.layer.") or k.startswith(shown)}
     logits = kept.pop("cls.predictions>")  # (guessed, V): the largest value, and only its top few are shown
     top = logits.topk(min(TOP_GUESSES, model.config.vocab_size), dim=-1)
     return Pass(kept, probs, tokenizer.convert_ids_to_tokens(ids), batch["token_type_ids"][0].tolist(), layer - 1,

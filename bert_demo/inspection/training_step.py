@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from bert_demo.inspection.forward_steps import CLS_ROW, SPECS, Captured, Pass, Spec
+from bert_demo.inspection.forward_steps import CLS_ROW, ENCODER_PARTS, SPECS, Captured, Pass, Spec
 from bert_demo.model import IGNORE_INDEX, BertForPreTraining, in_eval_mode
 from bert_demo.training.recipe import make_optimizer, set_dropout
 from bert_demo.training.settings import EXAMPLE_STEPS, TrainConfig
@@ -38,7 +38,6 @@ from bert_demo.training.settings import EXAMPLE_STEPS, TrainConfig
 MAX_DROPOUT = 0.5
 MAX_PARAMETERS = 60_000_000  # a step holds the model about five times over (copy, gradients, AdamW's two moments)
 PROBE_TOP = 5  # the unrelated sentence's guesses shown
-ENCODER_PARTS = ("Attention", "Feed-forward")  # the steps each layer repeats
 WORD_TABLE, DECODER = "bert.embeddings.word_embeddings.weight", "cls.predictions.decoder.weight"
 
 

@@ -104,7 +104,7 @@ def test_a_step_asked_wrongly_gets_a_message(registry, layer, head, index, messa
 
 
 def test_the_tab_draws_when_first_opened_and_again_on_another_model_only_once_drawn(registry):
-    args = (MODEL, "wiki", "", "model", 1, "final", "the cat sat.", "", 9, 9, 0, "typed", "values")
+    args = (MODEL, "wiki", "", "model", 1, "final", "the cat sat.", "", 9, 9, 0, "typed", "values", -1)
     first = steps.steps_opened(registry, *args, False)
     assert first["steps_drawn"] is True and first["fw_layer"].maximum == 2 and first["fw_layer"].value == 2
     assert all(value == gr.skip() for value in steps.steps_opened(registry, *args, True).values())
@@ -152,15 +152,17 @@ def test_scores_are_drawn_as_dots_and_shares_as_bars_and_a_lone_sentence_is_said
                                                                 nsp)["fw_text"]
 
 
-def test_walking_the_steps_of_one_input_runs_the_model_once(registry, monkeypatch):
+def test_walking_the_steps_layers_and_heads_of_one_input_runs_the_model_once(registry, monkeypatch):
     from bert_demo.inspection import forward_steps as forward
 
     runs, run = [], forward.forward_pass
-    monkeypatch.setattr(forward, "forward_pass", lambda *args: runs.append(args[2:]) or run(*args))
+    monkeypatch.setattr(forward, "forward_pass", lambda *args: runs.append(args[2:4]) or run(*args))
     for index in range(5):
         steps.forward_steps(registry, MODEL, "a walk of one input.", "", 2, 2, index)
-    steps.forward_steps(registry, MODEL, "a walk of one input.", "", 2, 1, 0)  # another head: another pass
-    assert runs == [("a walk of one input.", None, 2, 2), ("a walk of one input.", None, 2, 1)]
+    shown = steps.forward_steps(registry, MODEL, "a walk of one input.", "", 1, 1, 0)  # another layer and head
+    assert "(layer 1, head 1)" in steps.forward_steps(registry, MODEL, "a walk of one input.", "", 1, 1, 5)["fw_text"]
+    steps.forward_steps(registry, MODEL, "another input.", "", 1, 1, 0)
+    assert runs == [("a walk of one input.", None), ("another input.", None)] and shown["fw_text"]
 
 
 def test_a_kept_forward_pass_is_its_visitors_alone(registry, monkeypatch):

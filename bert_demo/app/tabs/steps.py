@@ -4,6 +4,7 @@ encoder computes from a sentence to its guesses, step by step: the layout, its w
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from collections.abc import Callable
 from typing import Any
 
@@ -26,8 +27,8 @@ TYPED, EXAMPLE, VALUES, GRADIENT = "typed", "example", "values", "gradient"  # w
 READS = [("the sentences typed here", TYPED), ("the example drawn above", EXAMPLE)]
 SHOWS = [("its values", VALUES), ("its gradient in one training step", GRADIENT)]
 SHARES_KEPT = 16  # (model, corpus, recipe) whose shares over 1,000 draws are kept
-PASSES_KEPT = 8  # forward passes kept, so that walking the steps computes each once (one layer's values each)
-PASSES_MAX_BYTES = 128 * 2**20  # and their bytes: a 512-piece pass of BERT-Small holds about 30 MB
+PASSES_KEPT = 8  # forward passes kept, so that walking the steps, layers and heads computes each once
+PASSES_MAX_BYTES = 160 * 2**20  # and their bytes: a 128-piece pass of BERT-Small holds about 20 MB, every layer's
 INTRO = ("How BERT learns and what it computes, on the model selected above: first one pre-training example, made "
          "by the very code that makes the training batches, and its loss; then the forward pass of a sentence, one "
          "step at a time, with the model's own numbers (Devlin et al. 2019, §3).")
@@ -63,6 +64,10 @@ class StepsParts(learning.LearningParts):
     fw_next: gr.Button
     fw_text: gr.Markdown
     fw_plot: gr.Plot
+    fw_position: gr.Number
+    fw_path: gr.Markdown
+    fw_grid_note: gr.Markdown
+    fw_grid: gr.Gallery
 
 
 def layout() -> StepsParts:
@@ -93,6 +98,15 @@ def layout() -> StepsParts:
                 {"left": "$$", "right": "$$", "display": True}])
             c["fw_plot"] = gr.Plot(curves.empty_figure("Press “Show the steps”", height=240), show_label=False,
                                    elem_id="fw-plot")
+            with gr.Accordion("Every layer at once: one token's path up the layers, and this step in every layer",
+                              open=False):
+                c["fw_position"] = gr.Number(value=-1, label="Token followed", precision=0, minimum=-1,
+                                             elem_id="fw-position",
+                                             info="its position; −1: the first [MASK], or picked position")
+                c["fw_path"] = gr.Markdown(elem_id="fw-path")
+                c["fw_grid_note"] = gr.Markdown(elem_id="fw-grid-note")
+                c["fw_grid"] = gr.Gallery(show_label=False, columns=8, height="auto", object_fit="contain",
+                                          allow_preview=False, elem_id="fw-grid")
         c.update(learning.layout())
     return c
 
@@ -141,7 +155,8 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
     example_in = [c[name] for name in ("model", "ex_source", "ex_typed", "ex_recipe", "ex_seed", "step")]
     example_out = [c[name] for name in EXAMPLE_OUT]
     forward_in = [c[name] for name in ("model", "fw_a", "fw_b", "fw_layer", "fw_head", "fw_step", "step",
-                                       "fw_reads", "fw_shows", "ex_source", "ex_typed", "ex_recipe", "ex_seed")]
+                                       "fw_reads", "fw_shows", "ex_source", "ex_typed", "ex_recipe", "ex_seed",
+                                       "fw_position")]
     forward_out = [c[name] for name in FORWARD_OUT]
     drawn_again = [c["ex_draw"].click(bound(pretraining_example), example_in, example_out,
                                       api_name="pretraining_example", show_progress_on=[c["ex_tokens"]])]
@@ -151,7 +166,8 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
         show_progress_on=[c["ex_tokens"]]))
     c["ex_source"].change(_typed_box, c["ex_source"], c["ex_typed"], api_visibility="private", queue=False)
     gr.on([c["fw_show"].click, c["fw_a"].submit, c["fw_b"].submit, c["fw_step"].input, c["fw_layer"].release,
-           c["fw_head"].release, c["fw_reads"].input, c["fw_shows"].input], bound(forward_steps), forward_in,
+           c["fw_head"].release, c["fw_reads"].input, c["fw_shows"].input, c["fw_position"].submit],
+          bound(forward_steps), forward_in,
           forward_out, api_name="forward_steps", trigger_mode="always_last", show_progress_on=[c["fw_plot"]])
     c["ex_to_forward"].click(lambda: EXAMPLE, None, c["fw_reads"], api_visibility="private", queue=False).then(
         bound(forward_steps), forward_in, forward_out, api_visibility="private", show_progress_on=[c["fw_plot"]])
@@ -163,7 +179,7 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
             bound(forward_steps), forward_in, forward_out, api_visibility="private",
             show_progress_on=[c["fw_plot"]])
     both_in = [*example_in, *[c[name] for name in ("fw_a", "fw_b", "fw_layer", "fw_head", "fw_step", "fw_reads",
-                                                    "fw_shows", "steps_drawn")]]
+                                                    "fw_shows", "fw_position", "steps_drawn")]]
     both_out = [*example_out, *forward_out]
     sliders = [c["fw_layer"], c["fw_head"]]
     c["steps_tab"].select(bound(steps_opened), both_in, [*both_out, *sliders], api_visibility="private",
@@ -218,11 +234,13 @@ def pretraining_example(registry: Registry, model_name: str, source: str, typed:
 def forward_steps(registry: Registry, model_name: str, text_a: str, text_b: str | None, layer: float, head: float,
                   index: Any = 0, step: str = FINAL, reads: str = TYPED, shows: str = VALUES,
                   source: str = FIRST_SOURCE, typed: str | None = None, recipe: str = "model", seed: float = 0,
-                  owner: str | None = None) -> Outputs:
+                  position: float = -1, owner: str | None = None) -> Outputs:
     """One step of the forward pass on the model, layer `layer` and head `head` shown inside the encoder: its
     equation, shape and line of model.py, and its values (or, `shows` "gradient", its gradient in one training step)
     as a picture; and the step picker. It `reads` sentence A (and B) as typed, or the example section 1 draws with
-    `source`, `typed`, `recipe` and `seed` (its batch as training reads it)."""
+    `source`, `typed`, `recipe` and `seed` (its batch as training reads it). Every layer at once: the token at
+    `position` (-1: the first guessed) up through the layers, and the step in every layer (and head)."""
+    from bert_demo.inspection import depth
     from bert_demo.inspection import forward_steps as forward
     from bert_demo.inspection.training_step import gradient_pass
 
@@ -234,49 +252,59 @@ def forward_steps(registry: Registry, model_name: str, text_a: str, text_b: str 
         raise ValueError("a gradient needs the labels a training example has: choose “the example drawn above”")
     if reads == EXAMPLE:
         example = drawn(registry, model_name, source, typed, recipe, seed, step, owner)
-        key = learning.example_key(example, source, typed, recipe, seed, step, owner)
-        values = _passes.kept((*key, layer, head), lambda: forward.example_pass(
-            example.loaded.model, example.loaded.tokenizer, example.example.batch, layer, head))
+        loaded, key = example.loaded, learning.example_key(example, source, typed, recipe, seed, step, owner)
+        forward.check_layer_head(loaded.model.config, layer, head)
+        values = _passes.kept(key, lambda: forward.example_pass(loaded.model, loaded.tokenizer,
+                                                                example.example.batch, layer, head))
     else:
         loaded = load_at(registry, model_name, step, owner)
-        asked = (text_a, (text_b or "").strip() or None, layer, head)
+        asked = (text_a, (text_b or "").strip() or None)
+        forward.check_layer_head(loaded.model.config, layer, head)
         values = _passes.kept((str(owner), loaded.entry.name, str(loaded.folder), step, *asked),
-                              lambda: forward.forward_pass(loaded.model, loaded.tokenizer, *asked))
+                              lambda: forward.forward_pass(loaded.model, loaded.tokenizer, *asked, layer, head))
+    values = replace(values, layer=layer - 1, head=head - 1)  # a pass keeps every layer: any is shown from it
     spec = forward.SPECS[index]
     picker = gr.Dropdown(choices=[(f"{i + 1}. {name}", i) for i, name in enumerate(forward.STEP_NAMES)], value=index)
+    position = whole(position, "token followed")
+    position = values.guessed[0] if position == -1 else position
+    path = depth.token_path(loaded.model, loaded.tokenizer, values, position)
+    every = {"fw_path": views.path_markdown(path, position, values.tokens[position])}
     if shows == GRADIENT and not spec.gradient:
         return {"fw_text": views.no_gradient_markdown(spec, index, len(forward.SPECS)),
-                "fw_plot": curves.empty_figure("No gradient at this step", height=200), "fw_step": picker}
+                "fw_plot": curves.empty_figure("No gradient at this step", height=200), "fw_step": picker,
+                "fw_grid_note": "", "fw_grid": [], **every}
     if shows == GRADIENT:
         values = gradient_pass(learning.gradients_of(example, key), values)
-    shown = forward.step(spec, values)
+    shown, grid = forward.step(spec, values), depth.every_layer(spec, values)
     text = views.step_markdown(shown, index, len(forward.SPECS), forward.source_line(shown.code))
     return {"fw_text": views.gradient_note(shown) + text if shows == GRADIENT else text,
             "fw_plot": figures.step_figure("", shown.values, shown.rows, shown.columns, shown.cells,
                                            shown.probabilities and shows == VALUES),
-            "fw_step": picker}
+            "fw_step": picker, "fw_grid_note": views.grid_note(shown, shows == GRADIENT, len(grid), spec.per_head),
+            "fw_grid": gr.Gallery(figures.step_thumbnails(grid), columns=values.heads if spec.per_head else 4),
+            **every}
 
 
 EXAMPLE_OUT = ("ex_pair", "ex_tokens", "ex_shares", "ex_recipe_note", "ex_loss", "ex_loss_table", "steps_drawn")
-FORWARD_OUT = ("fw_text", "fw_plot", "fw_step")
+FORWARD_OUT = ("fw_text", "fw_plot", "fw_step", "fw_path", "fw_grid_note", "fw_grid")
 
 
 @friendly
 def steps_opened(registry: Registry, model_name: str, source: str, typed: str | None, recipe: str, seed: float,
                  step: str, text_a: str, text_b: str | None, layer: float, head: float, index: Any, reads: str,
-                 shows: str, opened: bool, owner: str | None = None) -> Outputs:
+                 shows: str, position: float, opened: bool, owner: str | None = None) -> Outputs:
     """The first time the tab opens: the layer and head sliders narrowed to the model, and both views drawn (as
     Fill-mask opens answered); afterwards, nothing."""
     if opened:
         return _unchanged()
     return _both(registry, model_name, dict(source=source, typed=typed, recipe=recipe, seed=seed, step=step),
-                 dict(text_a=text_a, text_b=text_b, layer=layer, head=head, index=index, reads=reads, shows=shows),
-                 owner)
+                 dict(text_a=text_a, text_b=text_b, layer=layer, head=head, index=index, reads=reads, shows=shows,
+                      position=position), owner)
 
 
 def steps_refreshed(registry: Registry, model_name: str, source: str, typed: str | None, recipe: str,
                     seed: float, step: str, text_a: str, text_b: str | None, layer: float, head: float, index: Any,
-                    reads: str, shows: str, opened: bool, owner: str | None = None) -> Outputs:
+                    reads: str, shows: str, position: float, opened: bool, owner: str | None = None) -> Outputs:
     """Another model, or another step of its training: where the tab has been drawn, its sliders narrowed and both
     views drawn again on it, so that no answer of the model before stays on screen; elsewhere, nothing."""
     if not opened:
@@ -288,7 +316,7 @@ def steps_refreshed(registry: Registry, model_name: str, source: str, typed: str
     return friendly(_both)(registry, model_name,
                            dict(source=source, typed=typed, recipe=recipe, seed=seed, step=step),
                            dict(text_a=text_a, text_b=text_b, layer=layer, head=head, index=index, reads=reads,
-                                shows=shows), owner)
+                                shows=shows, position=position), owner)
 
 
 def _unchanged() -> Outputs:

@@ -159,3 +159,31 @@ def no_gradient_markdown(spec: Any, index: int, count: int) -> str:
     """A step where the loss has no gradient, and why."""
     return (f"### {index + 1} of {count} · {spec.part}: {spec.title}\n\n"
             f"$$ {spec.equation} $$\n\nThe loss has no gradient at this step: {spec.no_gradient}")
+
+
+def path_markdown(path: list[Any], position: int, token: str) -> str:
+    """One token's path up through the layers: its vector's size, what the masked-LM head would guess from it there
+    (the logit lens), and how widely its attention reads."""
+    lines = [f"**Token {position}, {_code(token)}, layer after layer.** Its vector's size; the words the masked-LM "
+             "head would guess from it there (the logit lens: the head reads only the last layer in training, so "
+             "early guesses show what the vector already holds); how many tokens its attention reads, in effect "
+             "(1: one token; all of them alike: their number), and the one its heads read most.", "",
+             "| after | size | the head would guess | attention reads | most |", "|---|---|---|---|---|"]
+    for depth in path:
+        where = "the embeddings" if depth.layer == 0 else f"layer {depth.layer}"
+        guesses = ", ".join(f"{_code(word)} {p:.2f}" for word, p in depth.guesses)
+        spread = "" if depth.spread is None else f"{depth.spread:.1f} tokens"
+        most = "" if depth.most is None else f"{_code(depth.most[0])} {depth.most[1]:.2f}"
+        lines.append(f"| {where} | {depth.size:.1f} | {guesses} | {spread} | {most} |")
+    return "\n".join(lines)
+
+
+def grid_note(step: Any, shows_gradient: bool, count: int, per_head: bool) -> str:
+    """What the grid of every layer (and head) shows, or why there is none."""
+    if not count:
+        return (f"“{step.title}” is computed once, outside the encoder's layers: choose a step of the attention or "
+                "the feed-forward network to see it in every layer.")
+    what = "its gradient" if shows_gradient else "its values"
+    each = "layer and head" if per_head else "layer"
+    return (f"**{step.title}** in every {each} ({count} pictures), {what} on one colour scale: a darker picture holds "
+            "larger numbers. Rows and columns as in the picture above.")
