@@ -1,13 +1,17 @@
 """The Step by step tab's answers against Fill-mask's, on the shipped model, as the app computes them (issue 62: the
-example and the forward pass answer a 128-token pair with small-english in under 1 s, p50 and p95).
+example and the forward pass answer a 128-token pair with small-english in under 1 s, p50 and p95; issue 70: the
+training step in under 2 s, and the other new views in under 1 s).
 
-Each call is the tab's handler itself, in this process, with its rendering (Markdown, HTML, the plotly figure and
-its JSON, as gradio sends it): `pretraining_example` draws a new seed each call from `wiki` under the model's recipe
-(a pair of 128 word pieces, most draws; the shares of its 1,000 draws are counted once and kept, as the app keeps
-them, and the first call, which counts them, is timed apart); `forward_steps` takes a 128-token pair through every one
-of its 31 steps in turn, each call at another layer and head (a forward pass of its own), and again walking the steps
-of one pass (which the tab keeps, as it does while a visitor presses Next); the reference is Fill-mask's handler on
-the same model (the page's own first answer). Calls interleaved after a warm-up; p50 and p95 of N each.
+Each call is the tab's handler itself, in this process, with its rendering (Markdown, HTML, the plotly figures and
+their JSON, as gradio sends them): `pretraining_example` draws a new seed each call from `wiki` under the model's
+recipe (a pair of 128 word pieces, most draws; the shares of its 1,000 draws are counted once and kept, as the app
+keeps them, and the first call, which counts them, is timed apart); `forward_steps` takes a new 128-token pair each
+call (a forward pass of its own) through every one of its 31 steps in turn, with every layer's view (a token's path,
+the step in every layer and head), and again walks the steps of one pass (which the tab keeps, as it does while a
+visitor presses Next); `training_step` takes one training step on a new seed's example each call, and `forward_steps,
+gradient` shows a step's gradient of a new seed's example (a training step of its own, which the tab keeps for the
+next steps); the reference is Fill-mask's handler on the same model (the page's own first answer). Calls interleaved
+after a warm-up; p50 and p95 of N each.
 
     python benchmarks/bench_steps.py [--model checkpoints/small-english] [-n 40]
 """
@@ -20,9 +24,9 @@ import torch
 from _common import cores, interleaved_times, ms, percentile, print_table
 
 from bert_demo.app.state.registry import Registry
-from bert_demo.app.tabs import fill, steps
+from bert_demo.app.tabs import fill, learning, steps
 from bert_demo.inference import encode_input
-from bert_demo.inspection.forward_steps import STEP_NAMES
+from bert_demo.inspection.forward_steps import SPECS, STEP_NAMES
 
 FILL = "the [MASK] of the united states is the head of state and the commander of the armed forces."
 BOX = '<div class="ex-tok '  # a position of the example's input, as the page draws it
@@ -59,12 +63,26 @@ def main() -> None:
         shown = steps.pretraining_example(registry, args.model, "wiki", "", "model", next(seeds))
         lengths.append(shown["ex_tokens"].count(BOX))
 
+    with_gradient = [i for i, spec in enumerate(SPECS) if spec.gradient]
     heads = [(layer, head) for layer in range(1, loaded.model.config.num_hidden_layers + 1)
              for head in range(1, loaded.model.config.num_attention_heads + 1)]
 
-    def forward() -> None:  # another layer and head each call: a pass the tab has not kept
+    def forward() -> None:  # another input each call (its last word changed): a pass the tab has not kept
         i = next(index)
-        shown = steps.forward_steps(registry, args.model, a, b, *heads[i % len(heads)], i % len(STEP_NAMES))
+        shown = steps.forward_steps(registry, args.model, a, f"{b.rsplit(' ', 1)[0]} {WORDS[i % len(WORDS)]}",
+                                    *heads[i % len(heads)], i % len(STEP_NAMES))
+        shown["fw_plot"].to_json()
+
+    def training_step() -> None:
+        shown = learning.training_step(registry, args.model, "wiki", "", "model", next(seeds))
+        for name in ("ts_flow", "ts_heads", "ts_params", "ts_losses"):
+            shown[name].to_json()
+
+    def gradient() -> None:  # a new example each call: its training step is taken for it
+        i = next(index)
+        shown = steps.forward_steps(registry, args.model, "", "", *heads[i % len(heads)],
+                                    with_gradient[i % len(with_gradient)], reads="example", shows="gradient",
+                                    seed=next(seeds))
         shown["fw_plot"].to_json()
 
     def walk() -> None:  # the next step of the same input: the tab's kept pass, the step's figure drawn
@@ -75,7 +93,8 @@ def main() -> None:
         fill.fill_mask(registry, args.model, FILL, 5)
 
     times = interleaved_times({"pretraining_example": example, "forward_steps": forward,
-                               "forward_steps, next step": walk, "fill_mask": fill_mask}, args.n, args.warmup)
+                               "forward_steps, next step": walk, "training_step": training_step,
+                               "forward_steps, gradient": gradient, "fill_mask": fill_mask}, args.n, args.warmup)
     print(f"{args.model}, {torch.get_num_threads()} threads of {cores()} cores; forward_steps on a {tokens}-token "
           f"pair, each of its {len(STEP_NAMES)} steps in turn; pretraining_example from wiki, a new seed a call "
           f"(pairs of {min(lengths)}-{max(lengths)} word pieces, median {sorted(lengths)[len(lengths) // 2]}); "
