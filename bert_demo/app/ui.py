@@ -4,7 +4,7 @@ visitor's key, which the browser keeps and every event that asks who the visitor
 
 The main actions are named API endpoints (/train, /compare_runs, /fill_mask, /head_importance, /next_sentence,
 /attention, /neuron, /neighbours, /projection, /finetune, /classify, /attribution, /attention_change,
-/pretraining_example, /forward_steps, /training_step); the helper events, and a pair's head importance, are private.
+/pretraining_example, /forward_steps, /training_step, /across_training); the helper events, and a pair's head importance, are private.
 """
 from __future__ import annotations
 

@@ -87,3 +87,22 @@ def losses_figure(losses: Sequence[float]) -> go.Figure:
     return _figure([trace], "", 260, plot_bgcolor="white", margin=dict(MARGIN, t=20),
                    xaxis=dict(title=dict(text="steps taken on this example"), dtick=1, gridcolor="#eee"),
                    yaxis=dict(title=dict(text="its loss"), gridcolor="#eee", rangemode="tozero"))
+
+
+def across_figure(moments: Sequence, labels: Sequence[str]) -> go.Figure:
+    """The example across training (`across_training.across`): its loss, and each picked label's rank among the
+    model's guesses (log scale: 1 is the top guess), against the training step, side by side."""
+    steps = [max(m.step, 1) for m in moments]  # a log axis: step 0 is drawn at 1
+    loss = dict(type="scatter", mode="lines+markers", x=steps, y=[m.loss for m in moments], name="loss",
+                line=dict(color=COLORS["mlm"]), xaxis="x", yaxis="y",
+                hovertemplate="step %{customdata}: loss %{y:.3f}<extra></extra>", customdata=[m.step for m in moments])
+    ranks = [dict(type="scatter", mode="lines+markers", x=steps, y=[m.ranks[i] for m in moments], name=label,
+                  xaxis="x2", yaxis="y2", marker=dict(size=5), line=dict(width=1),
+                  hovertemplate=f"{label}: rank %{{y}} at step %{{customdata}}<extra></extra>",
+                  customdata=[m.step for m in moments]) for i, label in enumerate(labels)]
+    axis = dict(type="log", title=dict(text="training step (0 drawn at 1)"), gridcolor="#eee")
+    return _figure([loss, *ranks], "", 360, plot_bgcolor="white", showlegend=False, margin=dict(MARGIN, t=40),
+                   xaxis=dict(axis, domain=[0, 0.45]), xaxis2=dict(axis, domain=[0.55, 1], anchor="y2"),
+                   yaxis=dict(title=dict(text="the example's loss"), gridcolor="#eee", rangemode="tozero"),
+                   yaxis2=dict(type="log", autorange="reversed", title=dict(text="each label's rank (1: top)"),
+                               gridcolor="#eee", anchor="x2"))

@@ -3,6 +3,8 @@ inputs, its numbers the backend's, the shared model untouched, bad input refused
 the slow line."""
 from __future__ import annotations
 
+import shutil
+
 import gradio as gr
 import pytest
 import torch
@@ -55,3 +57,31 @@ def test_a_step_asked_wrongly_gets_a_message(registry, change, message):
 
 def test_a_training_step_waits_in_the_slow_line():
     assert SHARES["training_step"] is SLOW and SLOW.heavy
+
+
+def test_a_model_without_snapshots_is_said_to_have_none(registry):
+    shown = learning.across_training(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "model", 4)
+    assert "kept no snapshots of its training" in shown["ex_across_note"]
+
+
+def test_the_example_is_followed_through_each_snapshot_of_a_run(registry, roots):
+    from safetensors.torch import save_file
+
+    from bert_demo.training import timeline
+
+    run = roots["runs"] / "with-timeline"
+    shutil.copytree(roots["checkpoints"] / "tiny-test", run)
+    (run / timeline.FOLDER).mkdir()
+    model = registry.catalog.load(MODEL).model
+    for step in (0, 10):
+        state = {k: (v * (step + 1) / 11).half().contiguous() for k, v in model.state_dict().items()
+                 if k != "cls.predictions.decoder.weight"}
+        save_file(state, str(run / timeline.file_name(step)))
+    shown = learning.across_training(registry, "runs/with-timeline", drawn.YOUR_TEXT, PARAGRAPHS, "model", 4)
+    assert "from step 0 to " in shown["ex_across_note"]
+    data = shown["ex_across_plot"].data
+    example = drawn.drawn(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "model", 4).example
+    assert len(data) == 1 + len(example.picked)  # the loss, and a line a picked label
+    assert list(data[0].customdata)[:2] == [0, 10]
+    offered = steps.timeline_of(registry, "runs/with-timeline")["ex_at"]
+    assert offered.visible and [value for _, value in offered.choices] == ["final", "0", "10"]

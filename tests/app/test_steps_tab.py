@@ -225,3 +225,8 @@ def test_a_step_shows_its_gradient_from_the_training_step_taken_once(registry, m
 def test_a_gradient_of_typed_sentences_is_refused_with_what_to_choose(registry):
     with pytest.raises(gr.Error, match="choose “the example drawn above”"):
         steps.forward_steps(registry, MODEL, "the cat sat.", "", 1, 1, 0, shows="gradient")
+
+
+def test_the_tab_offers_the_models_training_steps_where_it_kept_snapshots(registry):
+    assert steps.timeline_of(registry, MODEL)["ex_at"].visible is False
+    assert steps.timeline_of(registry, "no/such model")["ex_at"].visible is False

@@ -72,7 +72,8 @@ HUB = Share(running=1, waiting=3, heavy=True, per_hour=4, noun="download from th
 SHARES = {"attention": HEAVY, "neuron": HEAVY, "neighbours": HEAVY,
           "pretraining_example": HEAVY, "forward_steps": HEAVY, "steps_opened": HEAVY, "steps_refreshed": HEAVY,
           "attribution": SLOW, "mask_attribution": SLOW, "importance": SLOW, "pair_importance": SLOW,
-          "attention_change": SLOW, "training_step": SLOW, DOWNLOAD: HUB}
+          "attention_change": SLOW, "training_step": SLOW, "across_training": SLOW,
+          DOWNLOAD: HUB}
 TYPICAL_S = 1.0  # what a question is taken to last before its kind has been timed here
 LONG_CHARS = 1000  # the text a question brings, in all, past which it waits in its kind's line for long questions
 LONG = Share(running=1, waiting=4, heavy=True)  # that line: one at a time, among the heavy work, a short wait

@@ -23,10 +23,16 @@ FALLBACK_PROBE = "the [MASK] sat on the mat."  # Fill-mask's first sentence for 
 DROPOUTS = {"off": 0.0, "paper": 0.1}  # the step's dropout, by the choice's value
 DROPOUT_CHOICES = [("off (the step repeats exactly)", "off"), ("the paper's, 0.1", "paper")]
 PROMPT = "Press “Take the training step” to train the model on the example above."
+ACROSS_PROMPT = "Press “Follow it through the model's training”"
 
 
 class LearningParts(TypedDict):
-    """The training step's components, by the names its handler answers with."""
+    """The training step's components, and the example across training's, by the names their handlers answer
+    with."""
+
+    ex_across: gr.Button
+    ex_across_note: gr.Markdown
+    ex_across_plot: gr.Plot
 
     ts_steps: gr.Slider
     ts_dropout: gr.Radio
@@ -72,6 +78,16 @@ def layout() -> LearningParts:
     return c
 
 
+def across_layout() -> Components:
+    """In section 1: the example across the model's training, where it kept snapshots."""
+    with gr.Accordion("This example across the model's training", open=False):
+        c = {"ex_across": gr.Button("Follow it through the model's training", elem_id="ex-across"),
+             "ex_across_note": gr.Markdown(elem_id="ex-across-note"),
+             "ex_across_plot": gr.Plot(curves.empty_figure(ACROSS_PROMPT, height=200), show_label=False,
+                                       elem_id="ex-across-plot")}
+    return c
+
+
 def wire(c: Components, bound: Callable[[Callable], Callable], redrawn: list) -> None:
     """The button takes the step on the example the section above shows; every event that draws another example
     (`redrawn`) clears what a step on the last one showed."""
@@ -79,8 +95,14 @@ def wire(c: Components, bound: Callable[[Callable], Callable], redrawn: list) ->
                                    "ts_dropout")]
     c["ts_take"].click(bound(training_step), inputs, [c[name] for name in OUT], api_name="training_step",
                        show_progress_on=[c["ts_summary"]])
+    across_in = [c[name] for name in ("model", "ex_source", "ex_typed", "ex_recipe", "ex_seed")]
+    across_out = [c["ex_across_note"], c["ex_across_plot"]]
+    c["ex_across"].click(bound(across_training), across_in, across_out, api_name="across_training",
+                         show_progress_on=[c["ex_across_plot"]])
     for event in redrawn:
         event.then(cleared, None, [c[name] for name in OUT], api_visibility="private", queue=False)
+        event.then(lambda: ("", curves.empty_figure(ACROSS_PROMPT, height=200)), None, across_out,
+                   api_visibility="private", queue=False)
 
 
 def cleared() -> tuple:
@@ -118,6 +140,28 @@ def training_step(registry: Registry, model_name: str, source: str, typed: str |
             "ts_params": figures.gradient_norms_figure(training.gradient_norms(taken.gradients)),
             "ts_tied": views.tied_markdown(taken), "ts_adam": views.adam_markdown(taken),
             "ts_losses": figures.losses_figure(taken.losses)}
+
+
+@friendly
+def across_training(registry: Registry, model_name: str, source: str, typed: str | None, recipe: str, seed: float,
+                    owner: str | None = None) -> Outputs:
+    """The example section 1 draws with the same inputs, under each snapshot the model's run kept and its final
+    weights: its loss and each picked label's rank, against the training step."""
+    from bert_demo.config import read_metadata
+    from bert_demo.inspection import learning_figures as figures
+    from bert_demo.inspection.across_training import across
+
+    shown = drawn(registry, model_name, source, typed, recipe, seed, FINAL, owner)
+    loaded = shown.loaded
+    if loaded.folder is None or not registry.catalog.timeline_steps(model_name, owner):
+        return {"ex_across_note": views.no_timeline(loaded.entry.label),
+                "ex_across_plot": curves.empty_figure("No snapshots of its training", height=200)}
+    final = read_metadata(loaded.folder).get("step")
+    moments = across(loaded.model, loaded.folder, shown.example, shown.config.nsp_weight,
+                     final if isinstance(final, int) else None)
+    labels = [f"{position} {shown.example.pieces[position]}" for position in shown.example.picked]
+    return {"ex_across_note": views.across_markdown(moments, labels, model_shown(shown, FINAL)),
+            "ex_across_plot": figures.across_figure(moments, labels)}
 
 
 def _dropout(choice: Any) -> float:

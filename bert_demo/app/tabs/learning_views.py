@@ -137,3 +137,20 @@ HEADS_NOTE = ("How much of the learning signal reaches each head: the size of th
               "weighted sum of V), over every token.")
 PARAMS_NOTE = ("Each part's gradient, weights and biases together, in the order of the forward pass. These are "
                "what `loss.backward()` leaves in each parameter's `.grad`, before clipping.")
+
+
+def no_timeline(label: str) -> str:
+    """Why there is nothing to follow for a model without snapshots."""
+    return (f"**{label}** kept no snapshots of its training (the shipped models were trained on a GPU elsewhere), "
+            "so there is nothing to follow. A run trained in the Train tab keeps snapshots at steps 0, 10, 30, 100, "
+            "300, ...: select it above, and follow this example through it.")
+
+
+def across_markdown(moments: list[Any], labels: list[str], model: str) -> str:
+    """What the chart of the example across training shows, with its first and last numbers."""
+    first, last = moments[0], moments[-1]
+    tops = [sum(rank == 1 for rank in m.ranks) for m in (first, last)]
+    return (f"This example under **{model}**'s weights at each step its run kept, from step {first.step} to "
+            f"{last.step}: its loss went from **{first.loss:.3f}** to **{last.loss:.3f}**, and the labels guessed "
+            f"first from {tops[0]} of {len(labels)} to {tops[1]}. Left: the loss; right: each picked position's "
+            "label's rank among the model's guesses (1: its top guess).")

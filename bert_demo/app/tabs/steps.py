@@ -10,7 +10,7 @@ from typing import Any
 
 import gradio as gr
 
-from bert_demo.app.handlers import FINAL, Components, Outputs, friendly, load_at, whole
+from bert_demo.app.handlers import FINAL, Components, Outputs, friendly, load_at, timeline_choices, whole
 from bert_demo.app.state.kept import Kept
 from bert_demo.app.state.registry import Registry
 from bert_demo.app.tabs import learning
@@ -43,6 +43,7 @@ class StepsParts(learning.LearningParts):
     ex_recipe: gr.Radio
     ex_seed: gr.Number
     ex_typed: gr.Textbox
+    ex_at: gr.Dropdown
     ex_draw: gr.Button
     ex_another: gr.Button
     ex_pair: gr.Markdown
@@ -86,6 +87,7 @@ def layout() -> StepsParts:
             c["ex_loss"] = gr.Markdown(elem_id="ex-loss")
             with gr.Accordion("Each picked position's loss", open=False):
                 c["ex_loss_table"] = gr.Markdown(elem_id="ex-loss-table")
+            c.update(learning.across_layout())
             c["ex_to_forward"] = gr.Button("Run this example through the forward pass ↓", elem_id="ex-to-forward")
         with gr.Accordion("2. The forward pass, step by step (§3, Figure 2)", open=True):
             c.update(_forward_form())
@@ -122,6 +124,9 @@ def _example_form() -> Components:
                                   min_width=110)}
     c["ex_typed"] = gr.Textbox("", label="Your paragraphs (a blank line between them; B may come from another one)",
                                lines=4, max_lines=10, visible=False, elem_id="ex-typed")
+    c["ex_at"] = gr.Dropdown(choices=[("final weights", FINAL)], value=FINAL, label="The model at training step",
+                             visible=False, elem_id="ex-at",
+                             info="the same as the header's: the run's snapshots, from its random start")
     with gr.Row():
         c["ex_draw"] = gr.Button("Draw", variant="primary", elem_id="ex-draw", min_width=120)
         c["ex_another"] = gr.Button("Draw another", elem_id="ex-another", min_width=120)
@@ -165,6 +170,9 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
         bound(pretraining_example), example_in, example_out, api_visibility="private",
         show_progress_on=[c["ex_tokens"]]))
     c["ex_source"].change(_typed_box, c["ex_source"], c["ex_typed"], api_visibility="private", queue=False)
+    c["ex_at"].input(lambda at: at, c["ex_at"], c["step"], api_visibility="private", queue=False)  # the header's
+    c["step"].change(lambda at: at, c["step"], c["ex_at"], api_visibility="private", queue=False)
+    c["model"].change(bound(timeline_of), c["model"], c["ex_at"], api_visibility="private", queue=False)
     gr.on([c["fw_show"].click, c["fw_a"].submit, c["fw_b"].submit, c["fw_step"].input, c["fw_layer"].release,
            c["fw_head"].release, c["fw_reads"].input, c["fw_shows"].input, c["fw_position"].submit],
           bound(forward_steps), forward_in,
@@ -187,6 +195,16 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
     drawn_again.append(gr.on([c["model"].change, c["step"].change], bound(steps_refreshed), both_in,
                              [*both_out, *sliders], api_visibility="private", show_progress="hidden"))
     learning.wire(c, bound, drawn_again)
+
+
+def timeline_of(registry: Registry, model_name: str, owner: str | None = None) -> Outputs:
+    """The tab's own choice of the model's training step: the header's choices, shown where the model kept
+    snapshots of its training."""
+    try:
+        steps = registry.catalog.timeline_steps(model_name, owner)
+    except ValueError:  # the header says what is wrong with the name
+        steps = []
+    return {"ex_at": gr.Dropdown(choices=timeline_choices(steps), value=FINAL, visible=bool(steps))}
 
 
 def another_seed(seed: float | None) -> int:
