@@ -369,9 +369,9 @@ RECIPE_WORDS: dict[str, tuple[str, Callable[[Any], str]]] = {  # in the order a 
                  else "any other document"),
     "local_heads": ("heads started on the previous and the next token",
                     lambda v: f"{v} a layer" if v else "none: every head starts at random"),
-    "position_scale": ("scale of the starting position code", lambda v: _times_berts(v)),
+    "position_scale": ("scale of the starting position code, in BERT's", lambda v: f"{v:g} ×"),
     "unigram_bias": ("masked-LM bias at the start", lambda v: "the words' log frequencies" if v else "0"),
-    "qk_scale": ("query and key weights at the start", lambda v: _times_berts(v)),
+    "qk_scale": ("query and key weights at the start, in BERT's", lambda v: f"{v:g} ×"),
     "mimetic": ("keys started equal to queries", lambda v: "yes" if v else "no"),
     "sinusoid_positions": ("positions started at sinusoids", lambda v: "yes" if v else "no"),
     "dropout": ("dropout", lambda v: "0.1 (the model size's)" if v is None else "none" if v == 0 else f"{v:g}"),
@@ -381,10 +381,6 @@ RECIPE_WORDS: dict[str, tuple[str, Callable[[Any], str]]] = {  # in the order a 
     "nsp_weight": ("weight of the next-sentence loss", lambda v: f"{v:g}"),
     "short_seq_steps": ("steps on short sequences first", lambda v: f"{v:,}"),
 }
-
-
-def _times_berts(value: float) -> str:
-    return "BERT's" if value == 1 else f"{value:g} × BERT's"
 
 
 RECIPE_NAMES = {"fast": "this app's fast recipe", "paper": "BERT's recipe (the paper's)", None: "its own recipe"}

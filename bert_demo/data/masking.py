@@ -1,10 +1,13 @@
 """BERT's masking rule, as numbers (Devlin et al. 2019, §3.1, "Task #1"): the share of a sequence's positions picked
-as masked-LM targets, what becomes of the picked ones, and how many a sequence may hold. Imports nothing, so the
-settings (`training.settings`) and the app's first page read it without torch; `data.pairs` applies it."""
+as masked-LM targets, what becomes of the picked ones, and how many a sequence may hold; and the next-sentence labels.
+Imports nothing, so the settings (`training.settings`) and the app's first page read it without torch; `data.pairs`
+applies it."""
 from __future__ import annotations
 
 MASK_PROB = 0.15  # the paper's share of positions picked; validation always picks this share
 REPLACE_MASK, REPLACE_RANDOM = 0.8, 0.1  # of the picked: [MASK], a random word; the rest (0.1) stay as they are
+FATES = ("not picked", "[MASK]", "a random word", "kept")  # what masking did to each position, by its fate code
+IS_NEXT, NOT_NEXT = 0, 1  # NSP labels, as in Hugging Face: 0 = "B follows A"
 
 
 def max_predictions(seq_len: int, mask_prob: float = MASK_PROB) -> int:

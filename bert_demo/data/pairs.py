@@ -29,11 +29,10 @@ from torch import Tensor
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from transformers import PreTrainedTokenizerBase
 
-from bert_demo.data.masking import MASK_PROB, REPLACE_MASK, REPLACE_RANDOM
+from bert_demo.data.masking import IS_NEXT, MASK_PROB, NOT_NEXT, REPLACE_MASK, REPLACE_RANDOM
 from bert_demo.model import IGNORE_INDEX
 
 Document = list[Sequence[int]]  # a document: sentences of token ids (int32 arrays), without special tokens
-IS_NEXT, NOT_NEXT = 0, 1  # NSP labels, as in Hugging Face: 0 = "B follows A"
 MIN_DOCUMENTS = 2  # in each split: a random "next sentence" must come from another document
 MIN_SHARD_DOCUMENTS = 8  # fewer a shard, and the shards read the whole corpus and share its examples instead
 
@@ -83,7 +82,6 @@ class Origin(NamedTuple):
     cut: tuple[int, int, int, int]  # word pieces cut to fit: from A's front, A's back, B's front, B's back
 
 
-FATES = ("not picked", "[MASK]", "a random word", "kept")  # what masking did to each position, by its fate code
 
 
 def split_documents(documents: Sequence[list[str]], val_fraction: float, seed: int

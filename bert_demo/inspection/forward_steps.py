@@ -49,6 +49,7 @@ class Step:
     code: str  # a fragment of one line of model.py (`source_line` finds it)
     cells: list[list[str]] | None = None  # a label for each value, where each row's columns differ (the guesses)
     probabilities: bool = False  # the values are probabilities (a softmax's), not scores or coordinates
+    whole: tuple[int, ...] | None = None  # the shape of what the step computes, where only part of it is shown
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -100,6 +101,7 @@ class Pass:
     top_logits: Tensor  # (len(guessed), k)
     top_probs: Tensor  # (len(guessed), k): their probabilities over the whole vocabulary
     top_ids: Tensor  # (len(guessed), k): their ids
+    vocab_size: int  # the decoder's width: a score for every word piece
 
     @property
     def nbytes(self) -> int:
@@ -166,6 +168,7 @@ class Spec:
     cells: Callable[[Pass], list[list[str]] | None] = lambda p: None
     per_head: bool = False  # the values are one head's (else the whole layer's)
     probabilities: bool = False  # the values are probabilities (a softmax's), not scores or coordinates
+    vocabulary: bool = False  # the step scores every word piece, and only its top guesses are shown
     no_gradient: str = ""  # why the loss has no gradient here, where it has none (a mask; a softmax it never reads)
 
     @property
@@ -271,12 +274,12 @@ SPECS: tuple[Spec, ...] = (
          "A score for every word piece of the vocabulary: the dot product with its own row of the word-embedding "
          "table (the decoder shares the input's), plus a bias a piece. Shown: the {k} highest at {where}.", DECODER,
          lambda p: p.top_logits, rows=lambda p: p.guessed_rows, columns=lambda p: _ranks(p),
-         cells=lambda p: p.guesses),
+         cells=lambda p: p.guesses, vocabulary=True),
     Spec("Masked-LM head", "Softmax: the guesses", r"p = \operatorname{softmax}(z)",
          "The scores become probabilities over the whole vocabulary; the highest is the guess at {where}.", DECODER,
          lambda p: p.top_probs,
          rows=lambda p: p.guessed_rows, columns=lambda p: _ranks(p), cells=lambda p: p.guesses, probabilities=True,
-         no_gradient=SCORES_READ),
+         vocabulary=True, no_gradient=SCORES_READ),
     Spec("Next-sentence head", "The [CLS] vector", r"h^L_{[\mathrm{CLS}]}",
          "Only the first token's final vector is read: [CLS] has attended to the whole input in every layer.{no_b}",
          POOLER, lambda p: p.into("bert.pooler.dense")[None], rows=lambda p: CLS_ROW),
@@ -335,7 +338,7 @@ def _pass(model: BertForPreTraining, tokenizer: BertTokenizerFast, batch: dict[s
     return Pass(kept, probs, tokenizer.convert_ids_to_tokens(ids), batch["token_type_ids"][0].tolist(), layer - 1,
                 head - 1, model.config.num_attention_heads, guessed,
                 [tokenizer.convert_ids_to_tokens(row.tolist()) for row in top.indices], top.values,
-                logits.softmax(-1).gather(1, top.indices), top.indices)
+                logits.softmax(-1).gather(1, top.indices), top.indices, model.config.vocab_size)
 
 
 def forward_steps(model: BertForPreTraining, tokenizer: BertTokenizerFast, text_a: str, text_b: str | None = None,
@@ -352,7 +355,8 @@ def step(spec: Spec, p: Pass) -> Step:
     where = "" if spec.part not in ("Attention", "Feed-forward") else f"layer {p.layer + 1}" + (
         f", head {p.head + 1}" if spec.per_head else "")
     return Step(spec.part, spec.title, where, spec.equation, spec.about.format(**p.words),
-                spec.values(p), spec.rows(p), spec.columns(p), spec.code, spec.cells(p), spec.probabilities)
+                spec.values(p), spec.rows(p), spec.columns(p), spec.code, spec.cells(p), spec.probabilities,
+                (len(p.guessed), p.vocab_size) if spec.vocabulary else None)
 
 
 @cache

@@ -19,7 +19,8 @@ from torch import Tensor
 from transformers import BertTokenizerFast
 
 from bert_demo.data.corpus import document_sources, load_corpus, source_parts
-from bert_demo.data.pairs import FATES, IS_NEXT, SpecialIds, Tokenized, tokenize_sourced
+from bert_demo.data.masking import FATES, IS_NEXT
+from bert_demo.data.pairs import SpecialIds, Tokenized, tokenize_sourced
 from bert_demo.data.sentences import MIN_WORDS, paragraphs, to_documents
 from bert_demo.model import IGNORE_INDEX, BertForPreTraining, in_eval_mode
 from bert_demo.training.pretraining import sentence_pairs
@@ -65,7 +66,7 @@ class PretrainingExample:
     input_ids: list[int]  # the ids of `shown`
     token_type_ids: list[int]  # 0 for [CLS] A [SEP], 1 for B [SEP]
     labels: list[int]  # the original id where masking picked the position, else -100 (not scored)
-    fates: list[int]  # what masking did to each position: an index of pairs.FATES
+    fates: list[int]  # what masking did to each position: an index of masking.FATES
     cut: tuple[int, int, int, int]  # pieces cut to fit: from A's front, A's back, B's front, B's back
     batch: dict[str, Tensor]  # the batch of this one example that training would take
 

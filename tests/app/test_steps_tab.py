@@ -192,12 +192,12 @@ def test_the_kept_passes_stay_within_their_bytes(registry, monkeypatch):
 def test_the_forward_pass_reads_the_drawn_example_as_training_reads_it(registry):
     example = drawn.drawn(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "model", 5).example
     shown = steps.forward_steps(registry, MODEL, "ignored.", "", 1, 1, 0, reads="example", source=drawn.YOUR_TEXT,
-                                typed=PARAGRAPHS, seed=5)
+                                typed=PARAGRAPHS, recipe="model", seed=5)
     rows = json.loads(shown["fw_plot"].to_json())["data"][0]["y"]
     assert [row.split(" ", 1)[1] for row in rows] == example.shown  # every piece, masked, random and kept
     decoder = STEP_NAMES.index("Masked-LM head · Decoder, tied to the word embeddings")
     guesses = steps.forward_steps(registry, MODEL, "ignored.", "", 1, 1, decoder, reads="example",
-                                  source=drawn.YOUR_TEXT, typed=PARAGRAPHS, seed=5)
+                                  source=drawn.YOUR_TEXT, typed=PARAGRAPHS, recipe="model", seed=5)
     assert f"**Shape** ({len(example.picked)}, " in guesses["fw_text"]  # the head runs at the picked positions
 
 
@@ -207,7 +207,7 @@ def test_a_step_shows_its_gradient_from_the_training_step_taken_once(registry, m
 
     taken, take = [], training_step.take
     monkeypatch.setattr(training_step, "take", lambda *args, **kwargs: taken.append(1) or take(*args, **kwargs))
-    ask = dict(reads="example", shows="gradient", source=drawn.YOUR_TEXT, typed=PARAGRAPHS, seed=6,
+    ask = dict(reads="example", shows="gradient", source=drawn.YOUR_TEXT, typed=PARAGRAPHS, recipe="model", seed=6,
                owner="visitor-g")
     learning.training_step(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "model", 6, owner="visitor-g")
     output = STEP_NAMES.index("Feed-forward · The layer's output (LayerNorm)")

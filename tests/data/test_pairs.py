@@ -8,9 +8,8 @@ from collections import Counter
 import pytest
 import torch
 
+from bert_demo.data.masking import IS_NEXT, NOT_NEXT
 from bert_demo.data.pairs import (
-    IS_NEXT,
-    NOT_NEXT,
     PretrainingData,
     SpecialIds,
     create_examples,

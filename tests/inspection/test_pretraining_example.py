@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from bert_demo.data.pairs import IS_NEXT
+from bert_demo.data.masking import IS_NEXT
 from bert_demo.inspection import pretraining_example
 from bert_demo.model import IGNORE_INDEX
 from bert_demo.training.pretraining import prepare, pretraining, split_corpus

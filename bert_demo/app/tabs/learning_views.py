@@ -7,7 +7,7 @@ from typing import Any
 
 from bert_demo.app.tabs.steps_views import _code
 
-NSP_CLASSES = ("IsNext", "NotNext")  # the NSP head's classes, in its order (pairs.IS_NEXT is 0)
+NSP_CLASSES = ("IsNext", "NotNext")  # the NSP head's classes, in its order (masking.IS_NEXT is 0)
 
 
 def _tokens(tokenizer: Any, ids: list[int]) -> list[str]:

@@ -23,6 +23,8 @@ from bert_demo.training.settings import PAPER_RECIPE, TrainConfig, recipe_of
 
 FIRST_SOURCE = "wiki"  # offline: the page opens on it
 FIRST_A, FIRST_B = "the cat sat on the [MASK].", "it was warm by the fire."
+FORWARD_NOTE = ("In eval mode, as when the model answers: dropout, which training applies to the hidden states and "
+                "the attention (the paper's 0.1; the shipped models trained with none), is off.")
 TYPED, EXAMPLE, VALUES, GRADIENT = "typed", "example", "values", "gradient"  # what the forward pass reads and shows
 READS = [("the sentences typed here", TYPED), ("the example drawn above", EXAMPLE)]
 SHOWS = [("its values", VALUES), ("its gradient in one training step", GRADIENT)]
@@ -90,6 +92,7 @@ def layout() -> StepsParts:
             c.update(learning.across_layout())
             c["ex_to_forward"] = gr.Button("Run this example through the forward pass ↓", elem_id="ex-to-forward")
         with gr.Accordion("2. The forward pass, step by step (§3, Figure 2)", open=True):
+            gr.Markdown(FORWARD_NOTE)
             c.update(_forward_form())
             c["fw_step"] = gr.Dropdown(choices=[], value=0, label="Step", elem_id="fw-step",
                                        allow_custom_value=True)
@@ -118,8 +121,8 @@ def _example_form() -> Components:
         c = {"ex_source": gr.Dropdown([*APP_SOURCES, YOUR_TEXT], value=FIRST_SOURCE, label="Drawn from",
                                       elem_id="ex-source", scale=2, min_width=160,
                                       info="32 passages of a corpus the seed picks, or your paragraphs"),
-             "ex_recipe": gr.Radio(RECIPE_CHOICES, value="model", label="Recipe", elem_id="ex-recipe", scale=3,
-                                   min_width=220),
+             "ex_recipe": gr.Radio(RECIPE_CHOICES, value="paper", label="Recipe", elem_id="ex-recipe", scale=3,
+                                   min_width=220, info="the paper's picks 15%; the app's fast recipe picks 25%"),
              "ex_seed": gr.Number(value=0, label="Seed", precision=0, minimum=0, elem_id="ex-seed", scale=1,
                                   min_width=110)}
     c["ex_typed"] = gr.Textbox("", label="Your paragraphs (a blank line between them; B may come from another one)",
@@ -251,7 +254,7 @@ def pretraining_example(registry: Registry, model_name: str, source: str, typed:
 @friendly
 def forward_steps(registry: Registry, model_name: str, text_a: str, text_b: str | None, layer: float, head: float,
                   index: Any = 0, step: str = FINAL, reads: str = TYPED, shows: str = VALUES,
-                  source: str = FIRST_SOURCE, typed: str | None = None, recipe: str = "model", seed: float = 0,
+                  source: str = FIRST_SOURCE, typed: str | None = None, recipe: str = "paper", seed: float = 0,
                   position: float = -1, owner: str | None = None) -> Outputs:
     """One step of the forward pass on the model, layer `layer` and head `head` shown inside the encoder: its
     equation, shape and line of model.py, and its values (or, `shows` "gradient", its gradient in one training step)

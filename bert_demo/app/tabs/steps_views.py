@@ -7,6 +7,7 @@ import html
 from typing import Any
 
 from bert_demo.app.text import FAST_RECIPE_WHY, RECIPE_NAMES, recipe_markdown
+from bert_demo.data.masking import IS_NEXT
 
 MODEL_PY = "bert_demo/model.py"
 FATE_WORDS = {1: "", 2: "random · ", 3: "kept · "}  # before a picked position's label, by its fate
@@ -18,10 +19,11 @@ def pair_markdown(example: Any, recipe: str, recorded: bool) -> str:
     ("model": the one the model was trained with, where `recorded`; "paper")."""
     a, b = example.a, example.b
     if example.is_next:
-        b_from = f"what follows A in its document, {_place(b)}: **IsNext** (label 0)"
+        b_from = f"what follows A in its document, {_place(b)}: **IsNext** (label {IS_NEXT})"
     else:
-        b_from = (f"a random passage, {_place(b)}: **NotNext** (label 1). Half the time B is what follows A, half "
-                  "the time a passage of another document")
+        b_from = f"a random passage, {_place(b)}: **NotNext** (label {1 - IS_NEXT})"
+    b_from += (". The paper's B is what follows A half the time; here a little less often, as the shares below "
+               "count: an A that ends its document has no next sentences, so its B can only be random")
     recipe = ("BERT's recipe (the paper's)" if recipe == "paper" else "the recipe this model was trained with"
               if recorded else "the app's fast recipe (this model kept no record of how it was trained)")
     return "\n".join([
@@ -82,7 +84,7 @@ def shares_markdown(ours: Any, paper: Any, ours_name: str | None) -> str:
              paper.picked)]
     for fate, share in (("[MASK]", 0.8), ("a random word", 0.1), ("kept", 0.1)):
         rows.append((f"… of those picked: {fate}", share, ours.fates[fate], share, paper.fates[fate]))
-    rows.append(("B is the next sentences (IsNext)", 0.5, ours.is_next, 0.5, paper.is_next))
+    rows.append(("B is what follows A (IsNext)", 0.5, ours.is_next, 0.5, paper.is_next))
     name = "this model's" if ours_name is None else RECIPE_NAMES[ours_name].replace("this app's", "the app's")
     lines = [f"Over **{ours.draws:,} draws** each (the same passages, new seeds), what each recipe sets and what "
              "came up:", "", f"| | {name}: sets | drawn | the paper's: sets | drawn |", "|---|---|---|---|---|"]
@@ -123,6 +125,14 @@ def loss_table(loss: Any, example: Any) -> str:
     return "\n".join(lines)
 
 
+def _whole(step: Any) -> str:
+    """Where a step shows part of what it computes: the shape of the whole."""
+    if step.whole is None:
+        return ""
+    rows, columns = step.whole
+    return f", the top ones of the whole ({rows}, {columns:,}): a score for each of the {columns:,} word pieces"
+
+
 def _code(piece: str) -> str:
     return f"`{piece.replace('`', 'ˋ')}`"
 
@@ -142,7 +152,8 @@ def step_markdown(step: Any, index: int, count: int, line: tuple[int, str]) -> s
         f"### {index + 1} of {count} · {step.part}: {step.title}{where}", "",
         f"$$ {step.equation} $$", "", step.about, "",
         f"**Shape** ({rows}, {columns}): {rows} row{'s' if rows != 1 else ''} × {columns} {across}"
-        f"{'s' if columns != 1 and across == 'dimension' else ''}. Hover or tap a cell for its value.", "",
+        f"{'s' if columns != 1 and across == 'dimension' else ''}{_whole(step)}. Hover or tap a cell for its value.",
+        "",
         f"`{MODEL_PY}`, line {number}:", "", "```python", code, "```",
     ])
 
