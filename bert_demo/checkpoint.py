@@ -38,6 +38,7 @@ from bert_demo.config import (  # noqa: F401
     BertConfig,
     has_weights,
     hub_cache,
+    hub_reachable,
     read_config,
     read_index,
     read_metadata,
@@ -302,6 +303,9 @@ def download(hub_id: str, max_bytes: int = MAX_HUB_BYTES, cache_dir: str | Path 
     the weights fetched. `cache_dir` (default: `config.hub_cache()`) keeps at most MAX_HUB_MODELS models, the least
     recently used removed first (the hub's own cache is left as the hub keeps it).
     """
+    if not hub_reachable():
+        raise ValueError(f"could not download {hub_id!r}: the Hugging Face Hub is not reachable from this machine. "
+                         "Use a local checkpoint folder instead.")
     try:
         from huggingface_hub import HfApi, hf_hub_download, snapshot_download
 

@@ -6,11 +6,16 @@ The field names are Hugging Face's `BertConfig` names, so `config.json` reads an
 from __future__ import annotations
 
 import json
+import math
 import os
+import socket
 import tempfile
+import threading
+import time
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 # Upper bounds for any config we build or load: generous enough for BERT-large, small enough that a
 # hostile config.json cannot make us allocate terabytes.
@@ -247,3 +252,41 @@ def hub_cache(app: bool = False) -> Path | None:
     if chosen:
         return Path(chosen)
     return Path(tempfile.gettempdir()) / "bert-demo-hub" if app else None
+
+
+HUB_PROBE_S, HUB_ANSWER_KEPT_S = 1.0, 60.0  # one connection tried, for a second, at most once a minute
+_hub_answers: dict[tuple[str, int], tuple[float, bool]] = {}  # by the hub's address: when it was tried, and whether
+_hub_lock = threading.Lock()  # it answered
+
+
+def hub_reachable() -> bool:
+    """Whether the Hugging Face Hub answers from here: a TCP connection to the address its clients use (huggingface.co,
+    or $HF_ENDPOINT's) within HUB_PROBE_S, tried at most once a HUB_ANSWER_KEPT_S; never under $HF_HUB_OFFLINE. The
+    hub's own clients retry for half a minute before they give up, logging each retry: a loader asks this first, and
+    fails at once where they would."""
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
+        return False
+    address = _hub_address()
+    with _hub_lock:
+        asked, answered = _hub_answers.get(address, (-math.inf, False))
+        if time.monotonic() - asked < HUB_ANSWER_KEPT_S:
+            return answered
+        try:
+            socket.create_connection(address, timeout=HUB_PROBE_S).close()
+            answered = True
+        except OSError:  # no route, no name, refused, or too slow
+            answered = False
+        _hub_answers[address] = (time.monotonic(), answered)
+        return answered
+
+
+def _hub_address() -> tuple[str, int]:
+    """The host and port the hub's clients ask (huggingface_hub's endpoint, which $HF_ENDPOINT sets)."""
+    try:
+        from huggingface_hub import constants
+
+        endpoint = constants.ENDPOINT
+    except ImportError:
+        endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+    url = urlsplit(endpoint)
+    return url.hostname or "huggingface.co", url.port or (443 if url.scheme == "https" else 80)

@@ -309,6 +309,8 @@ def fake_hub(monkeypatch, tmp_path):
     """The Hugging Face Hub as its client answers: a listing with file sizes, config.json, then the snapshot."""
     import huggingface_hub
 
+    monkeypatch.setattr("bert_demo.checkpoint.hub_reachable", lambda: True)
+
     hub = {"sizes": {"config.json": 600, "model.safetensors": 20_000_000}, "config": PRESETS["tiny"].to_hf_dict(),
            "snapshots": [], "timeouts": []}
 

@@ -1,6 +1,8 @@
 """Configs validate their values, and presets are the published sizes."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from bert_demo.config import PRESETS, BertConfig, trained_on
@@ -65,3 +67,17 @@ def test_parameter_count_is_known_before_building_and_huge_configs_are_refused()
 ])
 def test_the_machines_a_run_trained_on_are_read_from_any_metadata_as_a_list_of_names(metadata, machines):
     assert trained_on(metadata) == machines
+
+
+def test_the_hub_is_never_asked_under_hf_hub_offline_and_a_silent_one_is_answered_for_within_a_second(monkeypatch):
+    from bert_demo import config
+
+    monkeypatch.setattr(config.socket, "create_connection", lambda *args, **kwargs: pytest.fail("the hub was asked"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert config.hub_reachable() is False
+    monkeypatch.undo()
+    monkeypatch.setattr("huggingface_hub.constants.ENDPOINT", "http://192.0.2.1:443")  # TEST-NET-1: no answer
+    started = time.monotonic()
+    assert config.hub_reachable() is False and time.monotonic() - started < config.HUB_PROBE_S + 0.5
+    started = time.monotonic()
+    assert config.hub_reachable() is False and time.monotonic() - started < 0.01  # the answer kept

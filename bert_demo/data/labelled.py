@@ -23,7 +23,7 @@ from pathlib import Path
 
 import datasets
 
-from bert_demo.config import MAX_LABEL_CHARS, MAX_LABELS
+from bert_demo.config import MAX_LABEL_CHARS, MAX_LABELS, hub_reachable
 from bert_demo.data.sources import Package, fetch
 
 SEED = 0  # the fixed shuffle: the same split and the same "first N labelled sentences" on every machine
@@ -117,6 +117,9 @@ def first(data: datasets.Dataset, n: int | None) -> datasets.Dataset:
 
 def _glue(config: str) -> datasets.DatasetDict:
     """A GLUE task from the hub, as our columns; its test split has no labels, so validation is the score."""
+    if not hub_reachable():
+        raise ValueError(f"could not load GLUE {config}: the Hugging Face Hub is not reachable from here. Use "
+                         "movie-reviews, which works offline")
     try:
         glue = datasets.load_dataset("nyu-mll/glue", config)
     except Exception as error:  # offline, the hub raises ConnectionError, OSError or its own errors

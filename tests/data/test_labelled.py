@@ -58,8 +58,14 @@ def test_a_glue_task_offline_fails_with_the_message_the_corpora_give(monkeypatch
         raise ConnectionError("no route to the hub")
 
     monkeypatch.setattr(datasets, "load_dataset", offline)
+    monkeypatch.setattr("bert_demo.data.labelled.hub_reachable", lambda: True)  # the client's own refusal
     with pytest.raises(ValueError, match="could not load GLUE sst2: the Hugging Face Hub is not reachable from here "
                                          "\\(ConnectionError\\). Use movie-reviews, which works offline"):
+        load_task("sst2")
+    monkeypatch.setattr("bert_demo.data.labelled.hub_reachable", lambda: False)  # no answer: the client never asked
+    monkeypatch.setattr(datasets, "load_dataset", lambda *args, **kwargs: pytest.fail("the hub was asked"))
+    with pytest.raises(ValueError, match="could not load GLUE sst2: the Hugging Face Hub is not reachable from here. "
+                                         "Use movie-reviews"):
         load_task("sst2")
     with pytest.raises(ValueError, match="unknown task 'imdb': choose from movie-reviews"):
         load_task("imdb")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -66,14 +67,29 @@ def test_wikitext_offline_gives_clear_message(private_cache, monkeypatch, name):
         raise ConnectionError("Couldn't reach 'wikitext' on the Hub (LocalEntryNotFoundError)")
 
     monkeypatch.setattr(datasets, "load_dataset", offline)
+    monkeypatch.setattr("bert_demo.data.parsers.encyclopedic.hub_reachable", lambda: True)  # the client's refusal
     with pytest.raises(ValueError, match=f"could not load {name}: the Hugging Face Hub is not reachable.*wiki or news"):
         load_corpus(name)
+
+
+def test_wikitext_where_the_hub_does_not_answer_fails_within_a_second_without_asking_it(private_cache, monkeypatch):
+    """The hub's clients retry for half a minute, logging each retry (issue 69: 24 s and 11 log lines a question)."""
+    datasets = import_or_skip("datasets")
+    asked = []
+    monkeypatch.setattr(datasets, "load_dataset", lambda *args, **kwargs: asked.append(args) or {"text": []})
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens on the discard port
+    monkeypatch.setattr("huggingface_hub.constants.ENDPOINT", "http://127.0.0.1:9")
+    started = time.monotonic()
+    with pytest.raises(ValueError, match="could not load wikitext-2: the Hugging Face Hub is not reachable from here"):
+        load_corpus("wikitext-2")
+    assert time.monotonic() - started < 1.5 and not asked
 
 
 def test_wikitext_103_asks_the_hub_for_its_own_configuration(private_cache, monkeypatch):
     datasets = import_or_skip("datasets")
     asked = []
     monkeypatch.setattr(datasets, "load_dataset", lambda *args, **kwargs: asked.append(args) or {"text": []})
+    monkeypatch.setattr("bert_demo.data.parsers.encyclopedic.hub_reachable", lambda: True)
     load_corpus("wikitext-103")
     assert asked == [("wikitext", "wikitext-103-raw-v1")]
 
@@ -84,6 +100,7 @@ def test_wikitext_documents_split_at_titles(private_cache, monkeypatch):
              " = = Reception = = \n", " Critics were kind . Fans were kinder . \n", " = Second Article = \n",
              " It is a well @-@ known river . It floods each spring . \n"]
     monkeypatch.setattr(datasets, "load_dataset", lambda *args, **kwargs: {"text": lines})
+    monkeypatch.setattr("bert_demo.data.parsers.encyclopedic.hub_reachable", lambda: True)
     assert load_corpus("wikitext-2") == [
         ["The game came out in 2010 .", "It sold 1,000 copies .", "Critics were kind .", "Fans were kinder ."],
         ["It is a well-known river .", "It floods each spring ."],

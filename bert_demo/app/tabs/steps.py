@@ -123,8 +123,8 @@ def _example_form() -> Components:
                                       info="32 passages of a corpus the seed picks, or your paragraphs"),
              "ex_recipe": gr.Radio(RECIPE_CHOICES, value="paper", label="Recipe", elem_id="ex-recipe", scale=3,
                                    min_width=220, info="the paper's picks 15%; the app's fast recipe picks 25%"),
-             "ex_seed": gr.Number(value=0, label="Seed", precision=0, minimum=0, elem_id="ex-seed", scale=1,
-                                  min_width=110)}
+             "ex_seed": gr.Number(value=0, label="Seed", minimum=0, elem_id="ex-seed", scale=1,
+                                  min_width=110)}  # no precision: 1.5 reaches the handler, which refuses it
     c["ex_typed"] = gr.Textbox("", label="Your paragraphs (a blank line between them; B may come from another one)",
                                lines=4, max_lines=10, visible=False, elem_id="ex-typed")
     c["ex_at"] = gr.Dropdown(choices=[("final weights", FINAL)], value=FINAL, label="The model at training step",
@@ -172,6 +172,8 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
                                              queue=False).then(
         bound(pretraining_example), example_in, example_out, api_visibility="private",
         show_progress_on=[c["ex_tokens"]]))
+    for event in drawn_again:  # a refused draw leaves no example of the last one on screen, as if it answered
+        event.failure(no_example, None, example_out, api_visibility="private", queue=False)
     c["ex_source"].change(_typed_box, c["ex_source"], c["ex_typed"], api_visibility="private", queue=False)
     c["ex_at"].input(lambda at: at, c["ex_at"], c["step"], api_visibility="private", queue=False)  # the header's
     c["step"].change(lambda at: at, c["step"], c["ex_at"], api_visibility="private", queue=False)
@@ -208,6 +210,11 @@ def timeline_of(registry: Registry, model_name: str, owner: str | None = None) -
     except ValueError:  # the header says what is wrong with the name
         steps = []
     return {"ex_at": gr.Dropdown(choices=timeline_choices(steps), value=FINAL, visible=bool(steps))}
+
+
+def no_example() -> tuple:
+    """What section 1 shows after a refused draw: the message above says why; no example of the last draw."""
+    return ("*No example: the message above says what to change.*", "", "", "", "", "", True)
 
 
 def another_seed(seed: float | None) -> int:

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from bert_demo.config import hub_reachable
 from bert_demo.data.parsers.packages import deb_files, debian, fetch, file_text
 from bert_demo.data.parsers.prose import MIN_PROSE_WORDS, dedupe, indefinite_article
 from bert_demo.data.sentences import to_documents
@@ -62,6 +63,9 @@ _WIKITEXT_ESCAPE = re.compile(r" @(.)@ ")  # "1 @,@ 000", "well @-@ known"
 
 def parse_wikitext(name: str, cache: Path) -> list[list[str]]:
     """Articles split at their top-level titles; section headings are dropped, paragraphs give sentences."""
+    if not hub_reachable():
+        raise ValueError(f"could not load {name}: the Hugging Face Hub is not reachable from here. Use wiki or news, "
+                         "which work offline")
     try:
         import datasets
 
