@@ -722,6 +722,10 @@ def test_a_training_step_on_the_drawn_example_shows_its_gradient_and_update_and_
     page.click("#ex-another")
     page.wait_for_function("document.querySelector('#ex-seed input').value !== '0'")
     wait_text(page, "#ts-summary", "Press “Take the training step”")  # no step on the last example stays
+    page.fill("#ex-seed input", "1.5")
+    page.click("#ex-draw")
+    wait_text(page, "#ex-pair", "No example: the message above says what to change.")  # none of the last draw
+    assert page.locator("#ex-tokens .ex-tok").count() == 0
 
 
 def test_the_train_tab_offers_the_papers_recipe_and_says_how_it_differs(web):
