@@ -15,6 +15,10 @@ at the door until it is answered.
 A route or function that does not exist (`run/nothing`, `call/nothing`, an `fn_index` of none) had made gradio fail
 with a 70-line traceback, HTTP 500: it is answered 404, with one log line a minute.
 
+`/gradio_api/component_server` runs a component's own server function (a file explorer's listing, say): this app's
+components have none, and every call there failed with a 30-line KeyError traceback (1 MB of log in 15 s from one
+client) after gradio kept a state for its session. It is answered 404 before gradio reads it (`SERVERLESS`).
+
 An event stream for a session gradio does not know (`/gradio_api/queue/data?session_hash=` one that never joined, or
 `/gradio_api/call/<name>/<event_id>` of no event) started its stream, then failed inside it: a 3 KB traceback a
 request, and 1,500 of them starved the app. Such a stream is answered 404 before anything starts. An address holds at
@@ -47,6 +51,8 @@ ADDRESS_STREAMS = 64  # open streams one address may hold: a page holds two whil
 POLL_S = 0.05  # how often a question waiting at the door looks again (gradio says nothing when an event ends)
 EVENT = re.compile(r"/gradio_api/(?:queue/join|call/(?:v2/)?[^/]+|run/[^/]+|api/[^/]+)/?$")  # POST: an event
 UNKNOWN = "There is no such endpoint or function here: /gradio_api/info lists this app's endpoints"
+COMPONENT_SERVER = re.compile(r"/gradio_api/component_server/?$")  # POST: a component's server function
+SERVERLESS = "No component of this app has a server function: /gradio_api/info lists this app's endpoints"
 STREAM = re.compile(r"/gradio_api/(?:queue/data|call/(?:v2/)?[^/]+/(?P<event>[^/]+)|heartbeat/[^/]+)/?$")  # GET
 
 
@@ -70,6 +76,9 @@ class Door:
             await self._join(scope, receive, send, queue)
         elif queue is not None and scope["method"] == "GET" and (stream := STREAM.search(scope["path"])):
             await self._stream(scope, receive, send, queue, stream)
+        elif scope["type"] == "http" and COMPONENT_SERVER.search(scope["path"]):
+            self.quiet.warn(address_of(Request(scope)), "component server function asked", "answered 404")
+            await refuse(receive, send, SERVERLESS, plain=False, status=404)
         else:
             await self.app(scope, receive, send)
 

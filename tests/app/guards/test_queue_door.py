@@ -15,7 +15,7 @@ from gradio.route_utils import FnIndexInferError
 
 from bert_demo.app.guards import http_limits
 from bert_demo.app.guards.http_limits import QuietLog
-from bert_demo.app.guards.queue_door import ADDRESS_EVENTS, UNKNOWN, WORKERS, Door
+from bert_demo.app.guards.queue_door import ADDRESS_EVENTS, SERVERLESS, UNKNOWN, WORKERS, Door
 from bert_demo.app.guards.visitors import TRUSTED_PROXIES_ENV
 from bert_demo.app.ui import QUEUE_SIZE
 
@@ -223,3 +223,27 @@ def test_an_endpoint_or_function_that_does_not_exist_is_answered_404_and_logged_
     assert [record.getMessage().split(":")[0] for record in caplog.records] == [
         f"unknown endpoint or function from {ONE}", f"unknown endpoint or function from {OTHER}",
         "unknown endpoint or function from this host's network"]
+
+
+def test_a_component_server_call_is_answered_404_before_gradio_reads_it_and_logged_a_line_a_minute(caplog):
+    """Issue 69: each call with an unknown component wrote a 30-line KeyError traceback, 1 MB of log in 15 s."""
+    gradio = Gradio()
+    door = Door(gradio)
+
+    async def scenario() -> list[tuple[int, str]]:
+        return [await request(door, gradio, "POST", path, ONE)
+                for path in ["/gradio_api/component_server", "/gradio_api/component_server/"] * 5]
+
+    with caplog.at_level(logging.WARNING, logger=http_limits.__name__):
+        answers = asyncio.run(scenario())
+    assert all(status == 404 and json.loads(body)["detail"] == SERVERLESS for status, body in answers)
+    assert len(caplog.records) == 1 and not gradio.queue.event_ids_to_events
+
+
+def test_no_component_of_the_app_has_a_server_function_the_door_would_refuse(registry):
+    from bert_demo.app.ui import build_demo
+
+    demo = build_demo(registry)
+    served = [(type(block).__name__, name) for block in demo.blocks.values() for name in dir(type(block))
+              if getattr(getattr(block, name, None), "_is_server_fn", False)]
+    assert served == []
