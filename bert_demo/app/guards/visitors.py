@@ -14,7 +14,8 @@ Every per-visitor limit is kept by address as well: a script picks a new session
 gradio's `/call/` API a new session with every call, but neither a new address, so a fresh session no longer brings
 a fresh share of the disk, of a line or of the training line. Requests from this host's own network (loopback,
 private addresses) have no address: the person at the machine is limited by visitor alone. Carrier-grade NAT
-addresses (100.64.0.0/10) are not public either. Behind a proxy, X-Forwarded-For names whom it forwards, but any
+addresses (100.64.0.0/10) are not public either. Behind a proxy the app trusts, though, every address it forwards
+is a visitor, whatever its range: only a peer of the app itself can be this host's network. Behind a proxy, X-Forwarded-For names whom it forwards, but any
 client can write that header itself: the app believes it only from the proxies it trusts, the addresses or networks
 in $BERT_DEMO_TRUSTED_PROXIES (comma-separated), or, on a Hugging Face Space ($SPACE_ID set), whose only way in is
 the platform's proxy, the private networks (`SPACE_PROXIES`). Elsewhere no proxy is trusted unless named. An IPv6
@@ -95,17 +96,22 @@ def is_network(visitor: Any) -> bool:
 
 
 def address_of(request: Any) -> str | None:
-    """The public address a request (gradio's, or starlette's) comes from, as one visitor: an IPv4 address, or an
-    IPv6 /56 network; None for this host's own network, whose limits are by session. Its peer, unless the peer is a
-    trusted proxy: then, reading X-Forwarded-For from the right (each proxy appends the address it saw), the first
-    address that is not a trusted proxy. The entries further left are whatever the client wrote there."""
+    """The address a request (gradio's, or starlette's) comes from, as one visitor: an IPv4 address, or an IPv6 /56
+    network; None for this host's own network, whose limits are by session. Its peer, unless the peer is a trusted
+    proxy: then, reading X-Forwarded-For from the right (each proxy appends the address it saw), the first address
+    that is not a trusted proxy. The entries further left are whatever the client wrote there. A peer is a visitor
+    where its address is public; an address a trusted proxy forwards is a visitor whatever its range (private,
+    shared, documentation): on a Space every visitor comes through the proxy, and none is this host."""
     peer = _parse(getattr(getattr(request, "client", None), "host", None))
     headers = getattr(request, "headers", None) or {}
     hops = [hop for hop in headers.get("x-forwarded-for", "").split(",") if hop.strip()]
-    trusted = trusted_proxies()
+    trusted, forwarded = trusted_proxies(), False
     while peer is not None and any(peer in network for network in trusted):
         peer = _parse(hops.pop()) if hops else None  # a proxy that forwards no one names no visitor
-    return _visitor_address(peer) if peer is not None and peer.is_global else None
+        forwarded = True
+    if peer is None:
+        return None
+    return _visitor_address(peer) if forwarded or peer.is_global else None  # through a proxy: whatever its range
 
 
 def same_address(one: Any, other: Any) -> bool:

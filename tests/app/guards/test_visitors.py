@@ -68,10 +68,18 @@ def test_behind_trusted_proxies_the_address_the_outermost_one_saw_is_the_visitor
     assert address_of(request("10.0.3.4")) is None  # the proxy itself, forwarding no one
 
 
-def test_the_carrier_grade_nat_range_is_not_public_as_a_peer_or_behind_a_proxy(monkeypatch):
+def test_the_carrier_grade_nat_range_is_not_public_as_a_peer(monkeypatch):
     assert address_of(request("100.64.3.4")) is None  # a proxy there had counted as one public visitor
-    monkeypatch.setenv(TRUSTED_PROXIES_ENV, "10.0.0.0/8")
-    assert address_of(request("10.0.3.4", forwarded="100.64.3.4")) is None
+
+
+@pytest.mark.parametrize("forwarded", ["100.64.3.4", "192.0.2.7", "198.51.100.7", "203.0.113.7", "10.9.8.7",
+                                       "172.16.5.5", "192.168.1.2", "fd00::7"])
+def test_an_address_a_trusted_proxy_forwards_is_a_visitor_whatever_its_range(monkeypatch, forwarded):
+    """Issue 69: documentation, private and shared addresses forwarded by the proxy were this host's network, with
+    no limits."""
+    monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1")
+    assert address_of(request("127.0.0.1", forwarded=forwarded)) not in (None, "")
+    assert address_of(request("127.0.0.1")) is None  # the host itself, forwarding no one
 
 
 def test_an_ipv6_visitor_is_their_56_so_a_new_address_or_a_new_64_in_it_is_the_same_visitor(monkeypatch):
