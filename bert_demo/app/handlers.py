@@ -4,7 +4,7 @@ The events themselves live with their tab (`bert_demo.app.tabs`) or the header (
 handler takes the `Registry` first and returns (or, for training, yields) a dict from output names to values;
 `bert_demo.app.ui` maps the names to its components. Tests call these functions directly. A refused input becomes a
 toast with its message, never a traceback; so does an input that gradio itself refuses before any handler runs
-(`Blocks`), a list given as something else among them. Refusals are logged as `http_limits.QuietLog` logs them
+(`Blocks`), a list given as something else and something else given as text among them. Refusals are logged as `http_limits.QuietLog` logs them
 (`refusals`): the first of a kind from an address, then a line a minute with how many more there were, not a line a
 refusal; the address is the asking request's (`asker`, which `Blocks` sets for every event it answers).
 """
@@ -126,12 +126,15 @@ class Blocks(gr.Blocks):
 
 
 def _check_lists(inputs: list, values: list) -> None:
-    """gr.Error where a multiselect dropdown is given something other than a list: gradio hands it on as it came,
-    and the handler's loop over a number failed with a TypeError."""
+    """gr.Error where a multiselect dropdown is given something other than a list (gradio hands it on as it came,
+    and the handler's loop over a number failed with a TypeError), or a text box something other than text (gradio
+    made a list its text, "['...']", and the handler answered that)."""
     for block, value in zip(inputs, values):
+        name = f"“{block.label}”" if getattr(block, "label", None) else "This input"
         if isinstance(block, gr.Dropdown) and block.multiselect and value is not None and not isinstance(value, list):
-            name = f"“{block.label}”" if block.label else "This input"
             raise gr.Error(f"{name} takes a list of choices (such as [] for none), not {repr(value)[:40]}")
+        if isinstance(block, gr.Textbox) and value is not None and not isinstance(value, str):
+            raise gr.Error(f"{name} takes text, not {type(value).__name__} {repr(value)[:40]}")
 
 
 def _names_a_web_address(value: Any) -> bool:

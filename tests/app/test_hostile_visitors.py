@@ -583,9 +583,12 @@ def test_a_mistyped_list_through_the_api_gets_the_apps_message_and_a_flood_of_th
                                              "for none), not 7")
         event, message = call(app["url"], "compare_runs", [7, "tokens"], one)
         assert (event, message) == ("error", "“Runs” takes a list of choices (such as [] for none), not 7")
+        event, message = call(app["url"], "forward_steps", [MODEL, ["the [MASK] sat."], "", 1, 1, 0], one)
+        assert event == "error" and message.startswith("“Sentence A (write [MASK] where the model should guess)” "
+                                                       "takes text, not list ['the [MASK] sat.']")  # issue 69
     assert "Traceback" not in capfd.readouterr().err
     lines = [logging.Formatter().format(r) for r in caplog.records if "93.184.216.34" in r.getMessage()]
-    assert len(lines) == 2 and "Traceback" not in "".join(lines)  # one for each endpoint
+    assert len(lines) == 3 and "Traceback" not in "".join(lines)  # one for each endpoint
 
 
 def test_unknown_routes_and_functions_are_answered_404_with_no_traceback_while_another_visitor_is_answered(
