@@ -72,6 +72,8 @@ LOG_TARGET_MB = 1.0  # what the app's log may grow by during one flood
 LONG_TEXT = " ".join(f"{SUBJECTS[i % len(SUBJECTS)]} walked past {i} old houses." for i in range(8))  # 61 words
 MASKED_TEXT = " ".join(f"{SUBJECTS[i % len(SUBJECTS)]} walked past {'[MASK]' if i % 2 == 0 and i < 40 else 'the'} old "
                        "houses." for i in range(56))  # 425 words, 20 [MASK]s: 488 of mini-english's 512 tokens
+HEAVY_TEXT = " ".join(f"{SUBJECTS[i % len(SUBJECTS)]} saw the [MASK] by the old houses." for i in range(20))[:963]
+# issue 69's short heavy question: 949 characters, under the 1,000 of the line for long questions, and 20 [MASK]s
 BODY_MB, BODY_TARGET_S, BODY_GROWTH_MB = 60, 3.0, 150  # a body that size: refused within, memory growing less than
 
 
@@ -463,13 +465,13 @@ def mistyped_lists(url: str, model: str, number: int, stop: threading.Event, out
             out["failed"] += 1
 
 
-def from_networks(addresses: list[str]):
-    """A flood of the 425-word Fill-mask through /call/, its threads shared between `addresses`."""
+def from_networks(addresses: list[str], text: str = MASKED_TEXT):
+    """A flood of a Fill-mask (the 425-word text) through /call/, its threads shared between `addresses`."""
     def flood(url: str, model: str, number: int, stop: threading.Event, out: Counter) -> None:
         client = HttpClient(url, addresses[number % len(addresses)], session=False)
         while not stop.is_set():
             try:
-                client.predict(model, MASKED_TEXT, 5, api_name="/fill_mask")
+                client.predict(model, text, 5, api_name="/fill_mask")
                 out["answered"] += 1
             except RuntimeError:
                 out["refused"] += 1
@@ -481,7 +483,9 @@ def from_networks(addresses: list[str]):
 UNREAD = {"unread neuron views": post_unread, "unknown sessions' streams": unknown_streams}  # issue 58's floods
 OWN = {**UNREAD, "run and api routes": run_routes, "hub names": hub_names, "unknown routes": unknown_routes,
        "mistyped lists": mistyped_lists, "five IPv4 addresses": from_networks(FIVE_IPV4),
-       "five /64s of one /56": from_networks(FIVE_IPV6)}  # floods with a flooder of their own (issues 58 and 63)
+       "five /64s of one /56": from_networks(FIVE_IPV6),
+       "five IPv4 addresses, short heavy": from_networks(FIVE_IPV4, HEAVY_TEXT)}  # floods with a flooder of
+# their own (issues 58, 63 and 69)
 KINDS = ("fill_mask", "attention", "mixed", *OWN)
 
 

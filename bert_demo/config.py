@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import socket
 import tempfile
 import threading
@@ -35,6 +36,7 @@ CONFIG_NAME, WEIGHTS_NAME = "config.json", "model.safetensors"
 INDEX_NAME = "model.safetensors.index.json"
 SHARD_GLOB = "model-*-of-*.safetensors"
 WEIGHTS_PATTERNS = (WEIGHTS_NAME, INDEX_NAME, SHARD_GLOB)  # every file that holds a folder's weights, in either layout
+MASK_PATTERN = re.compile(r"\[\s*mask\s*\]", re.IGNORECASE)  # every way a visitor writes [MASK]: "[mask]", "[ MASK ]"
 METADATA_NAME = "bert_demo.json"  # our training config and metrics, beside the Hugging Face files
 OPTIMIZER_NAME = "optimizer.safetensors"  # AdamW's state, which a resumed run carries on with
 HUB_CACHE_ENV = "BERT_DEMO_HUB_CACHE"  # where hub models are downloaded (see `hub_cache`)

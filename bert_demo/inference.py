@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 from transformers import BertTokenizerFast
 
-from bert_demo.config import BertConfig
+from bert_demo.config import MASK_PATTERN, BertConfig
 from bert_demo.model import M, BertForPreTraining, BertForSequenceClassification, in_eval_mode
 
 HeadMask = Tensor | list[list[float]] | None
@@ -30,7 +30,6 @@ ECHO_CHARS = 40  # the most of a visitor's input a message repeats: a message sa
 SHOWN_PIECES = 8  # and the most of its WordPiece pieces
 IMPORTANCE_CHUNK = 48  # heads switched off per forward pass in head_importance: bounds its memory on `base`
 MAX_IMPORTANCE_WORK = 16 * 512  # tokens x heads per head-importance request: mini at full length, base at 56 tokens
-_MASK_PATTERN = re.compile(r"\[\s*mask\s*\]", re.IGNORECASE)
 
 
 def fill_mask(
@@ -274,7 +273,7 @@ def _head_mask(model: BertForPreTraining, head_mask: HeadMask) -> Tensor | None:
 
 def _read(text: str, what: str, tokenizer: BertTokenizerFast) -> str:
     """A visitor's text, checked, with every way of writing [MASK] ("[mask]", "[ MASK ]") made the real token."""
-    return _MASK_PATTERN.sub(tokenizer.mask_token, _check_text(text, what))
+    return MASK_PATTERN.sub(tokenizer.mask_token, _check_text(text, what))
 
 
 def _check_text(text: str, what: str) -> str:
@@ -368,7 +367,7 @@ def fill_in_masks(text: str, predictions: list[list[tuple[str, float]]]) -> list
     """`text` cut into (piece, label) spans with each [MASK] replaced by its best guess, labelled with its
     probability (e.g. ("capital", "61%")); plain text has label None. WordPiece continuations ("##s") are shown
     as written. `predictions` is `fill_mask`'s output for the same text."""
-    pieces = _MASK_PATTERN.split(text.replace("\x00", " "))  # as fill_mask reads it: NUL is a space there
+    pieces = MASK_PATTERN.split(text.replace("\x00", " "))  # as fill_mask reads it: NUL is a space there
     if len(pieces) - 1 != len(predictions):
         raise ValueError(f"the text has {len(pieces) - 1} [MASK] but {len(predictions)} predictions were given")
     spans: list[tuple[str, str | None]] = []

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bert_demo.app.guards.visitors import is_network
+from bert_demo.config import MASK_PATTERN
 
 HOUR_S = 3600.0
 
@@ -75,17 +76,26 @@ SHARES = {"attention": HEAVY, "neuron": HEAVY, "neighbours": HEAVY,
           "attention_change": SLOW, "training_step": SLOW, "across_training": SLOW,
           DOWNLOAD: HUB}
 TYPICAL_S = 1.0  # what a question is taken to last before its kind has been timed here
-LONG_CHARS = 1000  # the text a question brings, in all, past which it waits in its kind's line for long questions
+LONG_COST = 1000  # a question's cost (`cost`), past which it waits in its kind's line for long questions
+MASK_COST = 50  # what a [MASK] adds to it, in characters: the masked-LM head scores every word piece there, a layer
 LONG = Share(running=1, waiting=4, heavy=True)  # that line: one at a time, among the heavy work, a short wait
 LONG_SUFFIX = ", long"  # the long questions' line of a kind is named by the kind's and this
 
 
 def kind_of(name: str, inputs: Iterable[Any]) -> str:
-    """The line a question of handler `name` waits in: its kind's, or, where its texts pass LONG_CHARS in all, its
-    kind's line for long questions (`LONG`). A question over the model's whole length costs many short ones, and a
-    line serves its visitors in turn: a short question would wait behind one long one of each other visitor."""
-    chars = sum(len(value) for value in inputs if isinstance(value, str))
-    return f"{name}{LONG_SUFFIX}" if chars > LONG_CHARS else name
+    """The line a question of handler `name` waits in: its kind's, or, where it costs more than LONG_COST, its
+    kind's line for long questions (`LONG`). A question over the model's whole length, or with many [MASK]s, costs
+    many short ones, and a line serves its visitors in turn: a short question would wait behind one long one of
+    each other visitor."""
+    return f"{name}{LONG_SUFFIX}" if cost(inputs) > LONG_COST else name
+
+
+def cost(inputs: Iterable[Any]) -> int:
+    """What a question costs to answer, in characters of text: its texts' characters, and MASK_COST for each [MASK]
+    in them (issue 69: a 963-character Fill-mask with 20 [MASK]s took as long as a long text, under the line's
+    1,000 characters)."""
+    texts = [value for value in inputs if isinstance(value, str)]
+    return sum(len(text) + MASK_COST * len(MASK_PATTERN.findall(text)) for text in texts)
 
 
 def cores() -> int:

@@ -222,6 +222,9 @@ def test_a_question_over_a_long_text_waits_in_its_kinds_line_for_long_ones_and_s
     (3.6 s at the median, 5.3 s at worst): a long question now waits in a line of its own, one at a time."""
     assert kind_of("fill_mask", ["checkpoints/m", "word " * 201, 5]) == "fill_mask, long"
     assert kind_of("fill_mask", ["checkpoints/m", "the [MASK] sat.", 5]) == "fill_mask"
+    heavy = " ".join(["the [mask] walked past the old houses by the quiet river."] * 20)[:963]  # issue 69's flood
+    assert len(heavy) == 963 and heavy.count("[mask]") == 17 and kind_of("fill_mask", [heavy]) == "fill_mask, long"
+    assert kind_of("fill_mask", [heavy.replace("[mask]", "the")]) == "fill_mask"  # as long, without the [MASK]s
     admission = Admission(heavy_at_once=2)
 
     async def scenario(log):
