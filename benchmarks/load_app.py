@@ -65,6 +65,8 @@ TARGETS_S = {"/fill_mask": 1.0, "/next_sentence": 1.0, "/attention": 2.0}  # p95
 FLOOD_FROM, VISITOR_FROM = "93.184.216.34", "151.101.1.69"  # the flood's address, and the other visitor's
 FIVE_IPV4 = ["93.184.216.34", "2.16.7.1", "8.8.4.4", "9.9.9.9", "1.0.0.1"]  # five networks' floods
 FIVE_IPV6 = [f"2a00:1450:4001:8{i}c::1" for i in range(5)]  # five /64s of one subscriber's /56
+TWENTY_IPV4 = [f"93.184.{i}.34" for i in range(20)]  # issue 69: twenty networks' floods fill gradio's places
+TWENTY_56S = [f"2a00:1450:4001:{i:02x}00::1" for i in range(20)]  # twenty /56s of one /48
 HUB_NAMES = [f"attacker/model{i}" for i in range(8)]  # more than the app's hub cache keeps (5)
 SERVED_BY_HUB = ROOT / "checkpoints" / "mini-english"  # what the stand-in hub serves as every one of them
 OTHERS_TARGET_S = 5.0  # the other visitor's Fill-mask, answered every time within this, under any flood
@@ -484,7 +486,9 @@ UNREAD = {"unread neuron views": post_unread, "unknown sessions' streams": unkno
 OWN = {**UNREAD, "run and api routes": run_routes, "hub names": hub_names, "unknown routes": unknown_routes,
        "mistyped lists": mistyped_lists, "five IPv4 addresses": from_networks(FIVE_IPV4),
        "five /64s of one /56": from_networks(FIVE_IPV6),
-       "five IPv4 addresses, short heavy": from_networks(FIVE_IPV4, HEAVY_TEXT)}  # floods with a flooder of
+       "five IPv4 addresses, short heavy": from_networks(FIVE_IPV4, HEAVY_TEXT),
+       "twenty IPv4 addresses": from_networks(TWENTY_IPV4), "twenty /56s of one /48": from_networks(TWENTY_56S)
+       }  # floods with a flooder of
 # their own (issues 58, 63 and 69)
 KINDS = ("fill_mask", "attention", "mixed", *OWN)
 

@@ -29,7 +29,7 @@ from bert_demo.app.guards.http_limits import (
     close_slow_connections,
     max_body_bytes,
 )
-from bert_demo.app.guards.queue_door import WORKERS, Door
+from bert_demo.app.guards.queue_door import QUEUE_SIZE, WORKERS, Door
 from bert_demo.app.guards.visitors import Visitor, is_key, new_key, trusted_proxies, visitor_of
 from bert_demo.app.handlers import Blocks, Components, brief, refusals
 from bert_demo.app.runs.run_process import question_asked
@@ -41,7 +41,6 @@ from bert_demo.app.tabs.fill import MAX_RANKED
 from bert_demo.app.tabs.heads import head_names
 
 PAGE = ("model", "step", "page", "tabs")  # what every tab may wire to: the model chosen above the tabs, and the page
-QUEUE_SIZE = 32  # events waiting in gradio's queue; questions wait in lines (admission.py) or at its door (queue_door)
 KEY_STORAGE = "bert-demo-visitor"  # where a browser keeps its visitor key (visitors.py)
 ANALYTICS_EVERY = 50  # events between gradio's summaries of request times (its default: 1)
 CSS = """

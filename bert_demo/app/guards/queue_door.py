@@ -1,6 +1,6 @@
 """What one address may hold of gradio's queue and its workers, and which event streams gradio is asked to open.
 
-Gradio has one queue for every visitor: `ui.QUEUE_SIZE` places, where an event waits for one of its `WORKERS`
+Gradio has one queue for every visitor: `queue_door.QUEUE_SIZE` places, where an event waits for one of its `WORKERS`
 workers, and a worker holds its event until it is answered. The app's questions wait their turn in lines of their
 own (`admission`), but inside a worker: one address posting `/gradio_api/call/neuron` and never reading the answers
 held every worker with questions waiting for its own, then filled the places, and every other visitor was told
@@ -11,6 +11,12 @@ client gives up after 5 s) and with at most `ADDRESS_WAITING` others; past that 
 sentence), before gradio reads it. Every route by which gradio runs an event goes through the door (`EVENT`): into
 its queue (`queue/join`, `call/`), or answered there and then, in the request (`run/`, `api/`), which holds its place
 at the door until it is answered.
+
+Many addresses together could still fill gradio: nine holding 8 events each take its 72 places (32 waiting, 40
+answered), and a tenth visitor was told "Queue is full". So the last `KEPT_FOR_NEWCOMERS` places are kept for
+addresses that hold none: once the others hold the rest, an address that holds any waits at the door as above, and
+only a newcomer goes in. The addresses holding the most give way, never the newcomer: twenty addresses cannot refuse
+another visitor.
 
 A route or function that does not exist (`run/nothing`, `call/nothing`, an `fn_index` of none) had made gradio fail
 with a 70-line traceback, HTTP 500: it is answered 404, with one log line a minute.
@@ -45,7 +51,9 @@ from bert_demo.app.guards.visitors import address_of
 from bert_demo.app.runs.slot import ADDRESS_PLACES
 
 WORKERS = 40  # gradio's workers (`launch(max_threads=...)`, its default): the events it answers at once
+QUEUE_SIZE = 32  # events waiting in gradio's queue for a worker (`demo.queue(max_size=...)`)
 ADDRESS_EVENTS = MAX_OPEN + ADDRESS_PLACES  # events one address may have in gradio: its open questions and runs
+KEPT_FOR_NEWCOMERS = 16  # of gradio's QUEUE_SIZE + WORKERS places, those only an address holding none may take
 DOOR_WAIT_S = 4.0  # the longest an address's question waits at the door for one of its own to be answered
 ADDRESS_STREAMS = 64  # open streams one address may hold: a page holds two while it waits for an answer
 POLL_S = 0.05  # how often a question waiting at the door looks again (gradio says nothing when an event ends)
@@ -61,8 +69,10 @@ class Door:
     and its streams only for sessions gradio knows, `streams` at most (see the module's docstring)."""
 
     def __init__(self, app: Any, events: int = ADDRESS_EVENTS, waiting: int = ADDRESS_WAITING,
-                 wait_s: float = DOOR_WAIT_S, streams: int = ADDRESS_STREAMS):
+                 wait_s: float = DOOR_WAIT_S, streams: int = ADDRESS_STREAMS, places: int = QUEUE_SIZE + WORKERS,
+                 kept: int = KEPT_FOR_NEWCOMERS):
         self.app, self.events, self.waiting, self.wait_s, self.streams = app, events, waiting, wait_s, streams
+        self.places, self.kept = places, kept  # gradio's places in all, and those kept for addresses holding none
         self.passing: Counter[str] = Counter()  # questions let in that gradio has not listed yet, by address
         self.at_door: Counter[str] = Counter()  # questions waiting at the door, by address
         self.open_streams: Counter[str] = Counter()
@@ -124,8 +134,8 @@ class Door:
             await refuse(reading if not seen["read"] else _nothing_more, send, UNKNOWN, plain=False, status=404)
 
     async def _turn(self, address: str, queue: Any) -> str | None:
-        """Wait until `address` holds fewer than `events` in gradio (None), or say why its question is refused."""
-        if self._held(address, queue) < self.events:
+        """Wait until `address` may put another event in gradio (None), or say why its question is refused."""
+        if self._may_enter(address, queue):
             return None
         if self.at_door[address] >= self.waiting:
             return (f"Your network has {plural(self._held(address, queue), 'question')} being answered and "
@@ -134,7 +144,7 @@ class Door:
         self.at_door[address] += 1
         try:
             deadline = time.monotonic() + self.wait_s
-            while self._held(address, queue) >= self.events:
+            while not self._may_enter(address, queue):
                 if time.monotonic() >= deadline:
                     return (f"Your network has {plural(self._held(address, queue), 'question')} being answered, "
                             f"the most one network may have at once, and this one waited {self.wait_s:g} s for "
@@ -143,6 +153,15 @@ class Door:
             return None
         finally:
             count_down(self.at_door, address)
+
+    def _may_enter(self, address: str, queue: Any) -> bool:
+        """Whether `address` may put another event in gradio: it holds fewer than `events` there, and either gradio
+        has places left besides those kept, or it holds none and takes a kept one."""
+        held = self._held(address, queue)
+        if held >= self.events:
+            return False
+        taken = sum(self._counted[1].values()) + sum(self.passing.values())
+        return taken < self.places - self.kept or (held == 0 and taken < self.places)
 
     def _held(self, address: str, queue: Any) -> int:
         """The events `address` has in gradio's queue (waiting or being answered), and those on their way there."""

@@ -15,9 +15,9 @@ from gradio.route_utils import FnIndexInferError
 
 from bert_demo.app.guards import http_limits
 from bert_demo.app.guards.http_limits import QuietLog
-from bert_demo.app.guards.queue_door import ADDRESS_EVENTS, SERVERLESS, UNKNOWN, WORKERS, Door
+from bert_demo.app.guards.queue_door import ADDRESS_EVENTS, QUEUE_SIZE, SERVERLESS, UNKNOWN, WORKERS, Door
 from bert_demo.app.guards.visitors import TRUSTED_PROXIES_ENV
-from bert_demo.app.ui import QUEUE_SIZE
+
 
 ONE, OTHER = "93.184.216.34", "151.101.1.69"
 
@@ -247,3 +247,24 @@ def test_no_component_of_the_app_has_a_server_function_the_door_would_refuse(reg
     served = [(type(block).__name__, name) for block in demo.blocks.values() for name in dir(type(block))
               if getattr(getattr(block, name, None), "_is_server_fn", False)]
     assert served == []
+
+
+def test_twenty_addresses_filling_gradio_leave_a_newcomer_a_place_and_the_fullest_give_way():
+    """Issue 69: nine IPv4 addresses, or twenty /56s, filled gradio's 72 places, and another visitor was told "Queue
+    is full" 3 times in 7."""
+    gradio = Gradio()
+    door = Door(gradio, events=8, wait_s=0.01, places=72, kept=16)
+    flooders = [f"93.184.{i}.1" for i in range(20)]
+
+    async def scenario() -> None:
+        for _ in range(3):  # each address asks 3 questions, one after another: 60, past the 56 places not kept
+            for address in flooders:
+                await request(door, gradio, "POST", "/gradio_api/call/fill_mask", address)
+        assert len(gradio.queue.event_ids_to_events) == 72 - 16  # the kept places are left
+        status, _ = await request(door, gradio, "POST", "/gradio_api/call/fill_mask", flooders[0])
+        assert status == 429  # an address that holds some gives way
+        for newcomer in ("151.101.1.69", "151.101.1.70"):
+            assert (await request(door, gradio, "POST", "/gradio_api/call/fill_mask", newcomer))[0] == 200
+        assert len(gradio.queue.event_ids_to_events) == 72 - 16 + 2 <= 72
+
+    asyncio.run(scenario())
