@@ -51,6 +51,8 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -76,6 +78,7 @@ MASKED_TEXT = " ".join(f"{SUBJECTS[i % len(SUBJECTS)]} walked past {'[MASK]' if 
                        "houses." for i in range(56))  # 425 words, 20 [MASK]s: 488 of mini-english's 512 tokens
 HEAVY_TEXT = " ".join(f"{SUBJECTS[i % len(SUBJECTS)]} saw the [MASK] by the old houses." for i in range(20))[:963]
 # issue 69's short heavy question: 949 characters, under the 1,000 of the line for long questions, and 20 [MASK]s
+MEMORY_CEILING_MB = 3072  # the app's resident memory under any flood (docs/limits.md)
 BODY_MB, BODY_TARGET_S, BODY_GROWTH_MB = 60, 3.0, 150  # a body that size: refused within, memory growing less than
 
 
@@ -482,13 +485,39 @@ def from_networks(addresses: list[str], text: str = MASKED_TEXT):
     return flood
 
 
+DEEP_TEXT = " ".join(["the river rose after the spring rains and the boats waited"] * 40)  # about 450 word pieces
+
+
+def deep_looks(url: str, model: str, number: int, stop: threading.Event, out: Counter) -> None:
+    """Issue 69's memory flood: a thread of five addresses' looks inside, in turn: the forward pass of a 450-piece
+    text, on the shipped models by turns (a pass of its own each: the text changes), and a training step on a new
+    example of each."""
+    client = HttpClient(url, FIVE_IPV4[number % len(FIVE_IPV4)], session=False)
+    models, asked = ["checkpoints/small-english", "checkpoints/mini-english"], 0
+    while not stop.is_set():
+        asked += 1
+        name = models[asked % 2]
+        try:
+            if asked % 3:
+                client.predict(name, f"{number} {asked} {DEEP_TEXT}", "", 1, 1, asked % 31,
+                               api_name="/forward_steps")
+            else:
+                client.predict(name, "wiki", "", "paper", number * 1000 + asked, "final", 1, "off",
+                               api_name="/training_step")
+            out["answered"] += 1
+        except RuntimeError:
+            out["refused"] += 1
+        except Exception:  # noqa: BLE001
+            out["failed"] += 1
+
+
 UNREAD = {"unread neuron views": post_unread, "unknown sessions' streams": unknown_streams}  # issue 58's floods
 OWN = {**UNREAD, "run and api routes": run_routes, "hub names": hub_names, "unknown routes": unknown_routes,
        "mistyped lists": mistyped_lists, "five IPv4 addresses": from_networks(FIVE_IPV4),
        "five /64s of one /56": from_networks(FIVE_IPV6),
        "five IPv4 addresses, short heavy": from_networks(FIVE_IPV4, HEAVY_TEXT),
-       "twenty IPv4 addresses": from_networks(TWENTY_IPV4), "twenty /56s of one /48": from_networks(TWENTY_56S)
-       }  # floods with a flooder of
+       "twenty IPv4 addresses": from_networks(TWENTY_IPV4), "twenty /56s of one /48": from_networks(TWENTY_56S),
+       "deep looks": deep_looks}  # floods with a flooder of
 # their own (issues 58, 63 and 69)
 KINDS = ("fill_mask", "attention", "mixed", *OWN)
 
@@ -541,6 +570,25 @@ def rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+@contextmanager
+def peak_memory(pid: int) -> Iterator[list[float]]:
+    """The most resident memory the process held while the block ran, in MB (`peak[0]`, filled in as it runs)."""
+    peak, done = [rss_mb(pid)], threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], rss_mb(pid))
+            time.sleep(0.05)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        yield peak
+    finally:
+        done.set()
+        sampler.join()
 
 
 def big_body(url: str, model: str, pid: int) -> dict:
@@ -610,11 +658,14 @@ def floods(args: argparse.Namespace) -> int:
                 request.seconds = time.perf_counter() - started
             for kind in args.kinds:
                 logged = log.stat().st_size
-                got, asked = flood(url, kind, model_name, args.flood_threads, args.flood_s)
+                with peak_memory(process.pid) as peak:
+                    got, asked = flood(url, kind, model_name, args.flood_threads, args.flood_s)
                 grew_mb = (log.stat().st_size - logged) / 2**20
                 row, missed = flood_row(kind, got, asked, grew_mb)
-                rows.append(row)
+                rows.append([*row[:-1], f"{peak[0]:.0f}", row[-1]])
                 problems += missed
+                if peak[0] > MEMORY_CEILING_MB:
+                    problems.append(f"{kind}: the app held {peak[0]:.0f} MB, past its {MEMORY_CEILING_MB} MB")
             body = big_body(url, model_name, process.pid)
             flooded, elsewhere = run_posts(url)
             hub_cache = sum(f.stat().st_size for f in (Path(tmp) / "hub-cache").rglob("*")
@@ -625,8 +676,8 @@ def floods(args: argparse.Namespace) -> int:
     print(f"{args.flood_threads} threads from one address for {args.flood_s:g} s a flood, while another visitor asked "
           f"Fill-mask once a second; that visitor's Fill-mask alone: {', '.join(f'{r.seconds:.2f}' for r in alone)} s")
     print_table(["flood", "flood answered", "flood refused", "flood failed", "other answered", "other p50 s",
-                 "other max s", "log grew MB", f"all answered in {OTHERS_TARGET_S:g} s, log +{LOG_TARGET_MB:g} MB"],
-                rows)
+                 "other max s", "log grew MB", "app peak MB",
+                 f"all answered in {OTHERS_TARGET_S:g} s, log +{LOG_TARGET_MB:g} MB"], rows)
     grew = body["after"] - body["before"]
     body_met = body["seconds"] <= BODY_TARGET_S and max(grew, body["peak"] - body["before"]) < BODY_GROWTH_MB
     print(f"a {BODY_MB} MB body: answered in {body['seconds']:.2f} s ({body['said']}); the app's memory "

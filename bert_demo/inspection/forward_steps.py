@@ -13,6 +13,7 @@ computes a step a second time.
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -32,6 +33,21 @@ NSP_LABELS = ["IsNext: B follows A", "NotNext: B is random"]  # the NSP head's c
 
 # what a module returned ("name>"), its first input ("name<") and its second ("name<1"), float32 on the CPU
 Captured = dict[str, Tensor]
+LAYER = re.compile(r"bert\.encoder\.layer\.\d+\.")
+READ = frozenset({  # what the steps read of a pass (a layer's modules named "L."): a pass keeps these alone
+    "bert.embeddings.word_embeddings>", "bert.embeddings.position_embeddings>", "bert.embeddings.token_type_embeddings>",
+    "bert.embeddings.LayerNorm<", "bert.embeddings.LayerNorm>", "L.attention.self.query>", "L.attention.self.key>",
+    "L.attention.self.value>", "L.attention.self.attention_scores>", "L.attention.self<1", "L.attention.output.dense<",
+    "L.attention.output.dense>", "L.attention.output.LayerNorm<", "L.attention.output.LayerNorm>",
+    "L.intermediate.dense>", "L.intermediate>", "L.output.dense>", "L.output.LayerNorm<", "L.output.LayerNorm>",
+    "cls.predictions.transform.dense>", "cls.predictions.transform.LayerNorm<", "cls.predictions.transform.LayerNorm>",
+    "cls.predictions>", "bert.pooler.dense<", "bert.pooler.dense>", "bert.pooler>", "cls.seq_relationship>"})
+
+
+def read(kept: Captured) -> Captured:
+    """Of a pass's captured values, those its steps read: the rest (dropouts' copies, the modules that only pass
+    their parts' values on) is more than half its bytes."""
+    return {name: value for name, value in kept.items() if LAYER.sub("L.", name) in READ}
 
 
 @dataclass(frozen=True)
@@ -333,6 +349,7 @@ def _pass(model: BertForPreTraining, tokenizer: BertTokenizerFast, batch: dict[s
     at = torch.zeros_like(batch["input_ids"], dtype=torch.bool)
     at[0, guessed] = True
     kept, probs = capture(model, batch, at)
+    kept = read(kept)
     logits = kept.pop("cls.predictions>")  # (guessed, V): the largest value, and only its top few are shown
     top = logits.topk(min(TOP_GUESSES, model.config.vocab_size), dim=-1)
     return Pass(kept, probs, tokenizer.convert_ids_to_tokens(ids), batch["token_type_ids"][0].tolist(), layer - 1,

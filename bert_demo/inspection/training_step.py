@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from bert_demo.inspection.forward_steps import CLS_ROW, ENCODER_PARTS, SPECS, Captured, Pass, Spec
+from bert_demo.inspection.forward_steps import CLS_ROW, ENCODER_PARTS, SPECS, Captured, Pass, Spec, read
 from bert_demo.model import IGNORE_INDEX, BertForPreTraining, in_eval_mode
 from bert_demo.training.recipe import make_optimizer, set_dropout
 from bert_demo.training.settings import EXAMPLE_STEPS, TrainConfig
@@ -230,7 +230,7 @@ def _backward(model: BertForPreTraining, batch: dict[str, Tensor], nsp_weight: f
     for tensor in (*tensors.values(), *aliases):
         tensor.retain_grad()
     loss.backward()
-    flow = {name: tensor.grad.detach().float().cpu() for name, tensor in seen.items() if tensor.grad is not None}
+    flow = {name: tensor.grad.detach().float().cpu() for name, tensor in read(seen).items() if tensor.grad is not None}
     attention = torch.stack([out.attentions[i].grad[0] for i in range(len(out.attentions))]).float().cpu()
     return flow, attention, (aliases[0].grad.detach().clone(), aliases[1].grad.detach().clone()), out
 

@@ -9,7 +9,7 @@ import gradio as gr
 import pytest
 import torch
 
-from bert_demo.app.guards.admission import SHARES, SLOW
+from bert_demo.app.guards.admission import SHARES, SLOW, TRAINING_STEP
 from bert_demo.app.tabs import drawn, learning, steps
 from bert_demo.inspection.training_step import take
 
@@ -55,8 +55,9 @@ def test_a_step_asked_wrongly_gets_a_message(registry, change, message):
         step_of(registry, **change)
 
 
-def test_a_training_step_waits_in_the_slow_line():
-    assert SHARES["training_step"] is SLOW and SLOW.heavy
+def test_a_training_step_is_taken_one_at_a_time_and_following_an_example_waits_in_the_slow_line():
+    assert SHARES["training_step"] is TRAINING_STEP and TRAINING_STEP.running == 1 and TRAINING_STEP.heavy
+    assert SHARES["across_training"] is SLOW and SLOW.heavy
 
 
 def test_a_model_without_snapshots_is_said_to_have_none(registry):
