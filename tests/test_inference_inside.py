@@ -167,3 +167,60 @@ def test_head_importance_refuses_inputs_that_would_hold_the_cpu_too_long(trained
     head_importance(trained_tiny, tokenizer, "the [MASK] sat.")  # 5 tokens with [CLS] and [SEP]: answered
     with pytest.raises(ValueError, match=f"once per head \\({heads} here\\): give at most 10 tokens"):
         head_importance(trained_tiny, tokenizer, "the cat sat on the [MASK] and the dog sat on the rug.")
+
+
+def _views(model, tokenizer) -> dict:
+    """Every look inside the model the app answers with, on one input each."""
+    from bert_demo.inspection.attribution import masked_word
+    from bert_demo.inspection.neighbours import neighbours
+
+    return {
+        "attention": lambda: attention(model, tokenizer, "the cat sat.", "it purred.", head_mask=all_heads(model))[1],
+        "logit lens": lambda: layer_predictions(model, tokenizer, TEXT),
+        "head importance": lambda: head_importance(model, tokenizer, "the cat sat on the [MASK].")[1],
+        "neuron view": lambda: inference.query_key(model, tokenizer, "the cat sat.", None, 1, 1, 2).weights,
+        "neighbours": lambda: neighbours(model, tokenizer, "cat", text="the cat sat on the mat.", layer=1),
+        "attribution": lambda: masked_word(model, tokenizer, "the cat sat on the [MASK].", steps=8).scores,
+    }
+
+
+def test_every_look_inside_is_the_same_alone_and_while_other_visitors_ask_the_same_model(trained_tiny, tokenizer):
+    """Each view, asked 5 times while two threads ask Fill-mask and Next sentence of other sentences on the same
+    model, the interpreter switching threads as often as it can, answers as it does alone, and so do they (issue
+    69)."""
+    import sys
+    import threading
+
+    views = _views(trained_tiny, tokenizer)
+    alone = {name: view() for name, view in views.items()}
+    stop, interval = threading.Event(), sys.getswitchinterval()
+    questions = (lambda: fill_mask(trained_tiny, tokenizer, "paris is the capital of [MASK] . the sun rises ."),
+                 lambda: next_sentence(trained_tiny, tokenizer, "berlin is the capital.", "water boils at noon."))
+    theirs_alone, theirs = [question() for question in questions], [[], []]
+
+    def ask(i: int) -> None:
+        while not stop.is_set():
+            try:
+                theirs[i].append(questions[i]())
+            except Exception as exc:  # noqa: BLE001 - another visitor's pass broken by a view's: a failure
+                theirs[i].append(exc)
+
+    others = [threading.Thread(target=ask, args=(i,), daemon=True) for i in range(len(questions))]
+    sys.setswitchinterval(1e-6)
+    for thread in others:
+        thread.start()
+    try:
+        crowded = {name: [view() for _ in range(5)] for name, view in views.items()}
+    finally:
+        stop.set()
+        for thread in others:
+            thread.join()
+        sys.setswitchinterval(interval)
+    for name, answers in crowded.items():
+        for answer in answers:
+            if isinstance(answer, torch.Tensor):
+                assert torch.equal(answer, alone[name]), name
+            else:
+                assert answer == alone[name], name
+    for alone_answer, answers in zip(theirs_alone, theirs):  # and the other visitors were answered as alone
+        assert answers and all(answer == alone_answer for answer in answers)
