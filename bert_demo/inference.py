@@ -8,7 +8,6 @@ message meant for a person; nothing is silently truncated.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import NamedTuple

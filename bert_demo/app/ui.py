@@ -105,6 +105,7 @@ CSS = """
 #ex-shares th, #ex-shares td, #ex-loss-table th, #ex-loss-table td { white-space: nowrap; word-break: normal; }
 #ex-shares td:first-child { white-space: normal; min-width: 10em; }  /* what a row counts may wrap */
 @media (max-width: 640px) { .ex-tok { font-size: 0.75em; padding: 1px 3px; } }  /* more positions a screen */
+#ex-draw, #ex-another { white-space: nowrap; }  /* on a phone both stay one line high, side by side */
 #ts-summary table, #ts-start table, #ts-tied table, #ts-adam table { display: block; overflow-x: auto; }
 #ts-summary th, #ts-summary td, #ts-start th, #ts-start td, #ts-adam th, #ts-adam td, #ts-summary td *,
 #ts-start td *, #ts-adam td * { white-space: nowrap; word-break: normal; }  /* a phone scrolls these tables */

@@ -728,6 +728,16 @@ def test_a_training_step_on_the_drawn_example_shows_its_gradient_and_update_and_
     assert page.locator("#ex-tokens .ex-tok").count() == 0
 
 
+def test_a_link_opens_the_step_by_step_tab_on_its_example_step_layer_and_head(app, tab):
+    """Issue 70: a teacher wants a link that opens a given view, for slides or students."""
+    page = tab(1400, 1000)
+    page.goto(app["url"] + "?tab=steps&seed=7&recipe=paper&reads=example&step=9&layer=2&head=2")
+    wait_text(page, "#ex-pair", "Seed 7, drawn by the training pipeline itself, under BERT's recipe")
+    wait_text(page, "#fw-text", "9 of 31 · Attention: Scores (layer 2, head 2)")
+    link = page.locator("#steps-link a").get_attribute("href")
+    assert link == "?tab=steps&source=wiki&recipe=paper&seed=7&reads=example&shows=values&step=9&layer=2&head=2"
+
+
 def test_the_train_tab_offers_the_papers_recipe_and_says_how_it_differs(web):
     open_train_tab(web)
     wait_text(web, "#recipe-note", "This app's fast recipe, where it differs from BERT's")

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import re
+from types import SimpleNamespace
 
 import gradio as gr
-import torch
 import pytest
+import torch
 
 from bert_demo.app import text
 from bert_demo.app.tabs import drawn, steps, train
@@ -230,3 +231,13 @@ def test_a_gradient_of_typed_sentences_is_refused_with_what_to_choose(registry):
 def test_the_tab_offers_the_models_training_steps_where_it_kept_snapshots(registry):
     assert steps.timeline_of(registry, MODEL)["ex_at"].visible is False
     assert steps.timeline_of(registry, "no/such model")["ex_at"].visible is False
+
+
+def test_a_link_names_the_views_settings_and_opening_it_sets_them():
+    link = steps.link_to("wiki", "paper", 7, "example", "gradient", 8, 2, 3)
+    assert "(?tab=steps&source=wiki&recipe=paper&seed=7&reads=example&shows=gradient&step=9&layer=2&head=3)" in link
+    request = SimpleNamespace(query_params={"tab": "steps", "seed": "7", "step": "9", "layer": "x", "recipe": "paper"})
+    tabs, by_link, source, recipe, seed, reads, shows, step, layer, head = steps.opened_by_link(request)
+    assert tabs.selected == "steps" and by_link is True and (recipe, seed, step) == ("paper", 7, 8)
+    assert all(value == gr.skip() for value in (source, reads, shows, layer, head))  # unread: left as it is
+    assert all(value == gr.skip() for value in steps.opened_by_link(SimpleNamespace(query_params={})))

@@ -4,6 +4,7 @@ encoder computes from a sentence to its guesses, step by step: the layout, its w
 from __future__ import annotations
 
 import random
+from urllib.parse import urlencode
 from dataclasses import replace
 from collections.abc import Callable
 from typing import Any
@@ -25,6 +26,8 @@ FIRST_SOURCE = "wiki"  # offline: the page opens on it
 FIRST_A, FIRST_B = "the cat sat on the [MASK].", "it was warm by the fire."
 FORWARD_NOTE = ("In eval mode, as when the model answers: dropout, which training applies to the hidden states and "
                 "the attention (the paper's 0.1; the shipped models trained with none), is off.")
+LINKED = {"source": "ex_source", "recipe": "ex_recipe", "seed": "ex_seed", "reads": "fw_reads", "shows": "fw_shows",
+          "step": "fw_step", "layer": "fw_layer", "head": "fw_head"}  # a view's settings, as its link names them
 TYPED, EXAMPLE, VALUES, GRADIENT = "typed", "example", "values", "gradient"  # what the forward pass reads and shows
 READS = [("the sentences typed here", TYPED), ("the example drawn above", EXAMPLE)]
 SHOWS = [("its values", VALUES), ("its gradient in one training step", GRADIENT)]
@@ -40,6 +43,8 @@ class StepsParts(learning.LearningParts):
     """The Step by step tab's components, by the names its handlers answer with (and, last, the training step's)."""
 
     steps_tab: gr.Tab
+    steps_by_link: gr.State
+    steps_link: gr.Markdown
     steps_drawn: gr.State
     ex_source: gr.Dropdown
     ex_recipe: gr.Radio
@@ -76,7 +81,8 @@ class StepsParts(learning.LearningParts):
 def layout() -> StepsParts:
     with gr.Tab("Step by step", id="steps", elem_id="tab-steps") as tab:
         gr.Markdown(INTRO)
-        c = {"steps_tab": tab, "steps_drawn": gr.State(False)}
+        c = {"steps_tab": tab, "steps_drawn": gr.State(False), "steps_by_link": gr.State(False),
+             "steps_link": gr.Markdown(elem_id="steps-link")}
         with gr.Accordion("1. A pre-training example (§3.1): [CLS] A [SEP] B [SEP], masked", open=True):
             c.update(_example_form())
             c["ex_pair"] = gr.Markdown(elem_id="ex-pair")
@@ -196,10 +202,51 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
     both_out = [*example_out, *forward_out]
     sliders = [c["fw_layer"], c["fw_head"]]
     c["steps_tab"].select(bound(steps_opened), both_in, [*both_out, *sliders], api_visibility="private",
-                          show_progress="hidden")
+                          show_progress_on=[c["ex_tokens"], c["fw_plot"]])  # a first draw counts the shares: seconds
     drawn_again.append(gr.on([c["model"].change, c["step"].change], bound(steps_refreshed), both_in,
                              [*both_out, *sliders], api_visibility="private", show_progress="hidden"))
     learning.wire(c, bound, drawn_again)
+    linked = [c[name] for name in LINKED.values()]
+    gr.on([component.change for component in linked], link_to, linked, c["steps_link"], api_visibility="private",
+          queue=False)
+    c["page"].load(opened_by_link, None, [c["tabs"], c["steps_by_link"], *linked], api_visibility="private",
+                   queue=False).then(bound(steps_linked), [*both_in, c["steps_by_link"]], [*both_out, *sliders],
+                                     api_visibility="private", show_progress_on=[c["ex_tokens"], c["fw_plot"]])
+
+
+def link_to(*values: Any) -> str:
+    """A link to the view on screen, with its settings in the page's address (LINKED): for slides, or for students
+    to open the same view."""
+    query = {name: value for name, value in zip(LINKED, values) if value not in (None, "")}
+    if "step" in query:
+        query["step"] = _step_index(query["step"], 10**6) + 1  # as the picker numbers it, from 1
+    return (f"[Link to this view](?{urlencode({'tab': 'steps', **query})}): this example and step, for slides or "
+            "students.")
+
+
+def opened_by_link(request: gr.Request) -> tuple:
+    """The page opened by such a link: the tab, and each setting the address gives (one it cannot read is left as
+    it is)."""
+    asked = dict(getattr(request, "query_params", {}) or {})
+    if asked.get("tab") != "steps":
+        return (gr.skip(),) * (2 + len(LINKED))
+    values = []
+    for name in LINKED:
+        value = asked.get(name)
+        if name in ("seed", "layer", "head", "step") and value is not None:
+            value = int(value) - (name == "step") if value.isdigit() else None
+        values.append(gr.skip() if value is None else value)
+    return (gr.Tabs(selected="steps"), True, *values)
+
+
+def steps_linked(registry: Registry, model_name: str, source: str, typed: str | None, recipe: str, seed: float,
+                 step: str, text_a: str, text_b: str | None, layer: float, head: float, index: Any, reads: str,
+                 shows: str, position: float, opened: bool, by_link: bool, owner: str | None = None) -> Outputs:
+    """Where the page was opened by a link to this tab, both views drawn with its settings; elsewhere nothing."""
+    if opened or not by_link:
+        return _unchanged()
+    return steps_opened(registry, model_name, source, typed, recipe, seed, step, text_a, text_b, layer, head, index,
+                        reads, shows, position, opened, owner)
 
 
 def timeline_of(registry: Registry, model_name: str, owner: str | None = None) -> Outputs:
@@ -360,8 +407,10 @@ def _both(registry: Registry, model_name: str, example: dict[str, Any], forward:
     head = min(whole(forward.pop("head"), "head"), config.num_attention_heads)
     return {**pretraining_example(registry, model_name, **example, owner=owner),
             **forward_steps(registry, model_name, layer=layer, head=head, **forward, **example, owner=owner),
-            "fw_layer": gr.Slider(maximum=config.num_hidden_layers, value=layer),
-            "fw_head": gr.Slider(maximum=config.num_attention_heads, value=head)}
+            "fw_layer": gr.Slider(maximum=config.num_hidden_layers, value=layer,
+                                  info=f"1 to {config.num_hidden_layers}: this model's layers"),
+            "fw_head": gr.Slider(maximum=config.num_attention_heads, value=head,
+                                 info=f"1 to {config.num_attention_heads}: each layer's heads")}
 
 
 _shares = Kept(SHARES_KEPT)
