@@ -81,13 +81,16 @@ def _series(records: Sequence[Record], kind: str, key: str) -> tuple[list[int], 
 
 
 def _curves(records: Sequence[Record], key: str, title: str, y_title: str, height: int, from_zero: bool,
-            extra: Sequence[dict] = ()) -> go.Figure:
+            extra: Sequence[dict] = (), skip: tuple[str, str] | None = None) -> go.Figure:
     """Masked LM (left) and next sentence (right) side by side, as their scales differ ~10x; train solid,
-    validation dashed with markers. A loss axis fits the curve (from zero, a fall from 7 to 5 looks flat), but spans
-    at least MIN_LOSS_SPAN (zoomed to the data, the noise of a flat start filled the chart)."""
+    validation dashed with markers (`skip`, a (group, kind), left out: `extra` draws it otherwise). A loss axis fits
+    the curve (from zero, a fall from 7 to 5 looks flat), but spans at least MIN_LOSS_SPAN (zoomed to the data, the
+    noise of a flat start filled the chart)."""
     traces = []
     for panel, group in enumerate(("mlm", "nsp")):
         for kind in ("train", "val"):
+            if (group, kind) == skip:
+                continue
             x, y = _series(records, kind, f"{group}_{key}")
             name = f"{group.upper()} {'train' if kind == 'train' else 'validation'}"
             style = (dict(mode="lines", line=dict(color=COLORS[group], width=1.5)) if kind == "train" else
@@ -121,14 +124,36 @@ def loss_figure(records: Sequence[Record], height: int = 300) -> go.Figure:
     return _curves(records, "loss", "Loss", "cross-entropy", height, from_zero=False)
 
 
+NSP_DRAWS = {"nsp_acc_any": ("B: any other document (topic tells)", "#ff7f0e"),
+             "nsp_acc_same": ("B: another of A's source (coherence)", "#9467bd")}  # held-out NSP by random B
+
+
 def accuracy_figure(records: Sequence[Record], height: int = 300) -> go.Figure:
-    """Share of masked tokens guessed right, and of sentence pairs judged right (chance: 0.5); with the masked-LM
-    accuracy of always guessing the most frequent token, the line that real learning must rise above."""
+    """Share of masked tokens guessed right, and of sentence pairs judged right, with chance (0.5) drawn; with the
+    masked-LM accuracy of always guessing the most frequent token, the line that real learning must rise above.
+    Where the run validated next-sentence prediction under both random Bs, each is a held-out curve of its own: a
+    random document of any source can be told by its topic alone, one of A's own source only by coherence (Lan et
+    al. 2019, ALBERT, §4.6)."""
     x, y = _series(records, "val", "mlm_baseline_acc")
-    baseline = [dict(type="scatter", x=x, y=y, name="always the most frequent token", mode="lines", **_on(0),
-                     line=dict(color="#888", dash="dot", width=1.5),
-                     hovertemplate="always the most frequent token: %{y:.3f}<extra></extra>")] if x else []
-    return _curves(records, "acc", "Accuracy", "accuracy", height, from_zero=True, extra=baseline)
+    extra = [dict(type="scatter", x=x, y=y, name="always the most frequent token", mode="lines", **_on(0),
+                  line=dict(color="#888", dash="dot", width=1.5),
+                  hovertemplate="always the most frequent token: %{y:.3f}<extra></extra>")] if x else []
+    steps = [r["step"] for r in records
+             if isinstance(r.get("step"), (int, float)) and r.get("kind") in ("train", "val")]
+    if steps:
+        extra.append(dict(type="scatter", x=[min(steps), max(steps)], y=[0.5, 0.5], name="chance", mode="lines",
+                          **_on(1), line=dict(color="#888", dash="dot", width=1.5),
+                          hovertemplate="chance: 0.5<extra></extra>"))
+    draws = {key: _series(records, "val", key) for key in NSP_DRAWS}
+    for key, (x, y) in draws.items():
+        if x:
+            name, colour = NSP_DRAWS[key]
+            extra.append(dict(type="scatter", x=x, y=y, name=name, mode="lines+markers", **_on(1),
+                              line=dict(color=colour, dash="dash", width=2), marker=dict(size=6),
+                              hovertemplate=f"{name}<br>step %{{x}}: %{{y:.3f}}<extra></extra>"))
+    both = all(x for x, _ in draws.values())
+    return _curves(records, "acc", "Accuracy", "accuracy", height, from_zero=True, extra=extra,
+                   skip=("nsp", "val") if both else None)
 
 
 def lr_figure(records: Sequence[Record], height: int = 300) -> go.Figure:

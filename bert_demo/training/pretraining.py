@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Generator, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -40,7 +41,7 @@ from bert_demo.training.loop import Control, Metrics, Run, Training
 from bert_demo.training.recipe import initialise, optimizer_and_schedule, set_dropout, unigram_log_probs
 from bert_demo.training.records import ProbeRecord, ReadoutRecord, Record
 from bert_demo.training.runtime import Batch, data_workers
-from bert_demo.training.settings import VAL_BATCH_SIZE, TrainConfig
+from bert_demo.training.settings import RANDOM_B, VAL_BATCH_SIZE, TrainConfig
 
 Baseline = tuple[int, float]  # the most frequent training token, and its accuracy on the validation targets
 Split = tuple[list[list[str]], list[int]]  # documents of sentences, and each one's source (`corpus.document_sources`)
@@ -72,6 +73,9 @@ def prepare(run: Run) -> Generator[Record, None, Training | None]:
     train_ids = _ids(cfg, run.tokenizer, train_docs, train_sources, "train")
     val_ids = _ids(cfg, run.tokenizer, val_docs, val_sources, "validation")
     val_batches = sentence_pairs(cfg, val_ids, special, 0, VAL_BATCH_SIZE).fixed_batches(cfg.eval_batches, seed=0)
+    other_draw = replace(cfg, random_b=next(draw for draw in RANDOM_B if draw != cfg.random_b))
+    other_batches = sentence_pairs(other_draw, val_ids, special, 0, VAL_BATCH_SIZE).fixed_batches(
+        cfg.eval_batches, seed=0)  # the other random B, to show what each draw lets NSP learn (ALBERT's finding)
     counts = token_counts(train_ids.documents, len(run.tokenizer))
     baseline = frequency_baseline(counts, val_batches, run.tokenizer.all_special_ids)
     items = readout_items(val_docs, run.tokenizer)
@@ -84,7 +88,8 @@ def prepare(run: Run) -> Generator[Record, None, Training | None]:
         yield _probe(run)  # the probe's guesses before the first step: what a model knows when it knows nothing
     guesses = functools.partial(_guesses, run, items, baseline)
     return Training(run.model, _batches(run, train_ids, special), optimizer, schedule, functools.partial(_loss, cfg),
-                    evaluate=functools.partial(_evaluate, run, val_batches, baseline, guesses), guesses=guesses,
+                    evaluate=functools.partial(_evaluate, run, val_batches, other_batches, baseline, guesses),
+                    guesses=guesses,
                     forward_extras=_forward_extras)
 
 
@@ -234,10 +239,16 @@ def _loss(cfg: TrainConfig, out, part: Batch, batch: Batch) -> tuple[Tensor, Met
     return out.mlm_loss * share + cfg.nsp_weight * out.nsp_loss / cfg.grad_accum, metrics
 
 
-def _evaluate(run: Run, val_batches: list[Batch], baseline: Baseline, guesses) -> Iterator[Record]:
-    """Held-out MLM and NSP metrics beside the frequent-token baseline, then the probe's and the readout's
-    guesses."""
-    yield {"kind": "val", **validate(run.model, val_batches, run.device), "mlm_baseline_acc": baseline[1]}
+def _evaluate(run: Run, val_batches: list[Batch], other_batches: list[Batch], baseline: Baseline,
+              guesses) -> Iterator[Record]:
+    """Held-out MLM and NSP metrics beside the frequent-token baseline, and NSP's accuracy under each random B (the
+    run's, and the other: `other_batches`, the same documents); then the probe's and the readout's guesses."""
+    metrics = validate(run.model, val_batches, run.device)
+    draws = {run.config.random_b: metrics["nsp_acc"]}
+    draws.update({draw: validate(run.model, other_batches, run.device)["nsp_acc"]
+                  for draw in RANDOM_B if draw not in draws})
+    yield {"kind": "val", **metrics, "mlm_baseline_acc": baseline[1], "nsp_acc_any": draws["any"],
+           "nsp_acc_same": draws["same-source"]}
     yield from guesses()
 
 

@@ -56,6 +56,8 @@ class ValRecord(TypedDict):
     pairs: int
     elapsed: float
     mlm_baseline_acc: NotRequired[float]  # always guessing the training text's most frequent token
+    nsp_acc_any: NotRequired[float]  # next-sentence accuracy where B is a random document of any source (the paper's)
+    nsp_acc_same: NotRequired[float]  # where B is another document of A's source: coherence, not topic, tells them
 
 
 class ReadoutItem(TypedDict):

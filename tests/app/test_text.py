@@ -101,3 +101,12 @@ def test_the_page_the_fine_tune_tab_and_the_cards_agree_on_how_much_text_the_shi
 def test_the_guesses_at_every_layer_are_one_a_line_so_that_a_phone_shows_the_table_whole():
     table = text.layer_table([[[("door", 0.05), ("night", 0.03)], [("door", 0.67), ("window", 0.04)]]])
     assert "| 2 (last) | door 67%<br>window 4% |" in table
+
+
+def test_the_train_tab_says_what_next_sentence_prediction_will_do_from_measurement_and_why_it_is_drawn_twice():
+    tiny = text.nsp_expectation("tiny", 1000, 32)
+    assert "expect chance (0.5), or little above it in this run**, 32,000 pairs" in tiny and "96,000 pairs" in tiny
+    assert "first 125 of a million steps" in tiny and "ALBERT" in tiny and "topic" in tiny
+    assert "a slow rise above chance" in text.nsp_expectation("mini", 20_000, 256)
+    assert "has not been measured" in text.nsp_expectation("small", 100, 32)
+    assert text.nsp_expectation("tiny", "many", 32) == ""

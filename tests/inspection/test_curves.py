@@ -30,8 +30,9 @@ def test_loss_figure_has_train_and_validation_for_both_tasks():
 
 def test_accuracy_and_learning_rate_figures():
     loss, accuracy, lr = curves.training_figures(records())
-    assert [t.name for t in accuracy.data][::2] == ["MLM train", "NSP train"]
-    assert [t.xaxis for t in accuracy.data] == ["x", "x", "x2", "x2"]  # MLM left, NSP right: scales differ
+    assert [t.name for t in accuracy.data] == ["MLM train", "MLM validation", "NSP train", "NSP validation", "chance"]
+    assert [t.xaxis for t in accuracy.data] == ["x", "x", "x2", "x2", "x2"]  # MLM left, NSP right: scales differ
+    assert list(accuracy.data[-1].y) == [0.5, 0.5] and list(accuracy.data[-1].x) == [1, 40]
     assert [a.text for a in accuracy.layout.annotations] == ["masked LM", "next sentence"]
     assert list(lr.data[0].y[:4]) == pytest.approx([2.5e-4, 5e-4, 7.5e-4, 1e-3])
 
@@ -104,3 +105,19 @@ def test_the_label_count_chart_averages_repeated_runs_of_one_count():
     f1 = curves.label_count_figure([("well-read", 100, 0.8)], "F1")  # a GLUE task's own metric names the chart
     assert f1.layout.title.text == "Test F1 by number of labels" and f1.layout.yaxis.title.text == "test F1"
     assert f1.data[0].name == "Google's BERT, same shape"
+
+
+def test_next_sentence_prediction_held_out_under_each_random_b_is_a_curve_of_its_own():
+    """Issue 71: a random B of any document can be told by its topic alone, one of A's own source only by whether it
+    follows (ALBERT): each draw's held-out accuracy is drawn, beside chance, instead of the run's one curve."""
+    drawn = records()
+    for record in drawn:
+        if record["kind"] == "val":
+            record.update(nsp_acc_any=0.6 + record["step"] / 1000, nsp_acc_same=0.52)
+    accuracy = curves.accuracy_figure(drawn)
+    names = [t.name for t in accuracy.data]
+    assert "NSP validation" not in names and "NSP train" in names and "chance" in names
+    any_b, same_b = (next(t for t in accuracy.data if t.name == curves.NSP_DRAWS[key][0])
+                     for key in ("nsp_acc_any", "nsp_acc_same"))
+    assert list(any_b.y) == pytest.approx([0.61, 0.62, 0.63, 0.64]) and list(same_b.y) == [0.52] * 4
+    assert any_b.xaxis == same_b.xaxis == "x2"

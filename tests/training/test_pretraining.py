@@ -101,6 +101,7 @@ def test_run_streams_growing_metrics_then_a_checkpoint_that_transformers_loads(s
     assert train[-1]["mlm_loss"] < train[0]["mlm_loss"]
     val = [r for r in records if r["kind"] == "val"][0]
     assert {"mlm_loss", "mlm_acc", "mlm_ppl", "nsp_loss", "nsp_acc", "mlm_baseline_acc"} <= set(val)
+    assert val["nsp_acc_same"] == val["nsp_acc"] and 0 <= val["nsp_acc_any"] <= 1  # the run's draw, and the other
     readouts = [r for r in records if r["kind"] == "readout"]
     assert [r["step"] for r in readouts] == [20, 40]  # after every validation
     assert readouts[0]["items"] and all("[MASK]" in item["text"] for item in readouts[0]["items"])

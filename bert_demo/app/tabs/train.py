@@ -63,6 +63,7 @@ class TrainParts(TypedDict):
     start_from: gr.Radio
     loss_plot: gr.Plot
     accuracy_plot: gr.Plot
+    nsp_expect: gr.Markdown
     lr_plot: gr.Plot
     probe: gr.Label
     readout: gr.Markdown
@@ -110,6 +111,9 @@ def _charts(registry: Registry) -> Components:
     c["loss_plot"] = gr.Plot(curves.empty_figure("Loss appears here once training starts"),
                              elem_id="loss-plot", show_label=False)
     c["accuracy_plot"] = gr.Plot(curves.empty_figure("Accuracy"), elem_id="accuracy-plot", show_label=False)
+    run = APP_RUNS[registry.caps.machine]
+    c["nsp_expect"] = gr.Markdown(text.nsp_expectation(run["preset"], run["steps"], run["batch_size"]),
+                                  elem_id="nsp-expect")
     with gr.Row(equal_height=True):
         c["lr_plot"] = gr.Plot(curves.empty_figure("Learning rate"), elem_id="lr-plot", show_label=False)
         c["probe"] = gr.Label(label=PROBE_LABEL, num_top_classes=5, elem_id="probe", show_heading=False)
@@ -187,6 +191,8 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
     c["recipe"].change(recipe_note, c["recipe"], c["recipe_note"], api_visibility="private", queue=False)
     gr.on([c["train_tab"].select, *(setting.change for setting in form[:-1])], bound(estimate), form,
           c["estimate"], api_visibility="private", trigger_mode="always_last", show_progress="hidden")
+    gr.on([c[name].change for name in ("preset", "steps", "batch_size")], text.nsp_expectation,
+          [c["preset"], c["steps"], c["batch_size"]], c["nsp_expect"], api_visibility="private", queue=False)
     c["compare_button"].click(bound(compare_runs), [c["compare_runs"], c["compare_x"]], c["compare_runs_plot"],
                               api_name="compare_runs")
     slot_line = [c["slot_busy"], c["ft_slot_busy"], c["slot_watch"]]  # the Fine-tune tab shows the line too
