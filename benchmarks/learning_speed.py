@@ -70,6 +70,11 @@ VARIANTS: dict[str, dict] = {
     "default-globalcls": {**DEFAULT, "global_cls": True},
     "default-globalcls-nsp3": {**DEFAULT, "global_cls": True, "nsp_weight": 3.0},
     "default-globalcls-nsp10": {**DEFAULT, "global_cls": True, "nsp_weight": 10.0},
+    # issue 71: the app's default run, sooner to its masked words (each against "default" at the same budget)
+    "default-lr2e-3": {**DEFAULT, "lr": 2e-3},
+    "default-lr3e-3": {**DEFAULT, "lr": 3e-3},
+    "default-short-seq50": {**DEFAULT, "short_seq": 0.5},
+    "default-lr2e-3-short-seq50": {**DEFAULT, "lr": 2e-3, "short_seq": 0.5},
 }
 
 

@@ -8,6 +8,7 @@ MASK_PROB = 0.15  # the paper's share of positions picked; validation always pic
 REPLACE_MASK, REPLACE_RANDOM = 0.8, 0.1  # of the picked: [MASK], a random word; the rest (0.1) stay as they are
 FATES = ("not picked", "[MASK]", "a random word", "kept")  # what masking did to each position, by its fate code
 IS_NEXT, NOT_NEXT = 0, 1  # NSP labels, as in Hugging Face: 0 = "B follows A"
+IS_NEXT_SHARE = 0.5  # the share of pairs whose B is what follows A (§3.1: "50% of the time B is the actual next")
 
 
 def max_predictions(seq_len: int, mask_prob: float = MASK_PROB) -> int:

@@ -29,7 +29,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from transformers import PreTrainedTokenizerBase
 
-from bert_demo.data.masking import IS_NEXT, MASK_PROB, NOT_NEXT, REPLACE_MASK, REPLACE_RANDOM
+from bert_demo.data.masking import IS_NEXT, IS_NEXT_SHARE, MASK_PROB, NOT_NEXT, REPLACE_MASK, REPLACE_RANDOM
 from bert_demo.model import IGNORE_INDEX
 
 Document = list[Sequence[int]]  # a document: sentences of token ids (int32 arrays), without special tokens
@@ -225,7 +225,7 @@ def _document_examples(documents: Sequence[Document], index: int, special: Speci
             tokens_a = [t for s in chunk[:a_end] for t in s]
             forced = len(chunk) == 1
             owed[0] += forced
-            if forced or (owed[0] == 0 and rng.random() < 0.5):
+            if forced or (owed[0] == 0 and rng.random() < 1 - IS_NEXT_SHARE):
                 b_document = draw.document(index, rng)
                 tokens_b, b_sentences = _random_segment(documents[b_document], target - len(tokens_a), rng)
                 label = NOT_NEXT

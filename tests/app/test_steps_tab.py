@@ -88,7 +88,8 @@ def test_the_code_shown_is_the_line_of_model_py_it_names(registry):
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"source": "the web"}, "draw from"), ({"recipe": "mine"}, "the recipe is"), ({"seed": -1}, "seed must be"), ({"seed": 1.5}, "seed must be a whole number"),
+    ({"source": "the web"}, "draw from"), ({"recipe": "mine"}, "the recipe is"), ({"seed": -1}, "seed must be"),
+    ({"seed": 1.5}, "seed must be a whole number"),
     ({"typed": "one paragraph only. it is short."}, "at least two paragraphs"),
 ])
 def test_an_example_asked_wrongly_gets_a_message(registry, change, message):

@@ -2,10 +2,13 @@
 a head's weights are made (the neuron view), head importance, the projection."""
 from __future__ import annotations
 
+import base64
+import io
 import json
 
 import pytest
 import torch
+from PIL import Image
 
 from bert_demo.inspection import figures
 
@@ -130,3 +133,23 @@ def test_two_words_at_one_place_in_the_projection_get_labels_on_different_sides(
     spots = figures.label_spots([("king", 0.40, -0.05), ("england", 0.40, -0.05), ("paris", -0.8, 0.7),
                               ("man", -0.2, 0.3)])
     assert spots[0] != spots[1] and spots[3] == figures.LABEL_SPOTS[0]  # a word alone keeps the usual place
+
+
+def test_a_step_past_the_heatmaps_cells_is_drawn_as_a_picture_a_pixel_a_value_in_the_signed_colours():
+    """Issue 72: no test reached the picture, which a long input to the shipped model draws (500 tokens x 512)."""
+    values = torch.linspace(-1, 1, 300 * 200).reshape(300, 200)  # 60,000 values: past MAX_HEATMAP_CELLS
+    figure = figures.step_figure("", values, [f"{i} w" for i in range(300)], "dimension")
+    (picture,) = figure.data
+    assert picture.type == "image" and picture.source.startswith("data:image/png;base64,")
+    image = Image.open(io.BytesIO(base64.b64decode(picture.source.split(",", 1)[1])))
+    assert image.size == (200, 300)
+    first, last = image.getpixel((0, 0)), image.getpixel((199, 299))
+    assert first[2] > first[0] and last[0] > last[2]  # -1 blue, +1 red
+    assert figure.layout.yaxis.ticktext[0] == "0 w" and len(figure.layout.yaxis.ticktext) == 300
+
+
+def test_a_grid_of_a_steps_pictures_shares_one_scale_and_keeps_its_captions():
+    quiet, loud = torch.full((4, 4), 0.01), torch.full((4, 4), 1.0)
+    (small, first), (large, second) = figures.step_thumbnails([(quiet, "L1 H1"), (loud, "L2 H1")], size=8)
+    assert (first, second) == ("L1 H1", "L2 H1") and small.size == (8, 8)
+    assert sum(small.getpixel((0, 0))) > sum(large.getpixel((0, 0)))  # the quiet one is paler on the shared scale

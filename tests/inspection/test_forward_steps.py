@@ -180,3 +180,37 @@ def test_a_forward_pass_holds_its_own_values_while_other_visitors_ask_the_same_m
             assert torch.equal(crowded.kept[name], value), name
         assert torch.equal(crowded.probs, alone.probs)
     assert ours.training is False and not any(m._forward_hooks for m in ours.modules())
+
+
+COMPUTES = {  # what each step's line of model.py must compute: a name or an operation only that step's line holds
+    ("Embeddings", "Word rows"): "self.word_embeddings(", ("Embeddings", "Position rows"): "self.position_embeddings(",
+    ("Embeddings", "Segment rows"): "self.token_type_embeddings(", ("Embeddings", "Their sum"): "x + ",
+    ("Embeddings", "LayerNorm"): "self.LayerNorm(x)", ("Attention", "Queries Q"): "self.query",
+    ("Attention", "Keys K"): "self.key", ("Attention", "Values V"): "self.value",
+    ("Attention", "Scores"): "q @ k.transpose", ("Attention", "Padding mask"): "masked_fill(~key_mask",
+    ("Attention", "Softmax"): ".softmax(", ("Attention", "Weighted sum of V"): "probs) @ v",
+    ("Attention", "Every head joined"): '"b a t d -> b t (a d)"', ("Attention", "Output projection"): "self.dense(h)",
+    ("Attention", "Residual"): "residual +", ("Attention", "LayerNorm (post-LN)"): "self.LayerNorm(residual",
+    ("Feed-forward", "First linear map"): "self.dense(x)", ("Feed-forward", "GELU"): "F.gelu(",
+    ("Feed-forward", "Second linear map"): "self.dense(h)", ("Feed-forward", "Residual"): "residual +",
+    ("Feed-forward", "The layer's output (LayerNorm)"): "self.output(self.intermediate(x), x)",
+    ("Masked-LM head", "Transform: dense"): "self.dense(x)", ("Masked-LM head", "Transform: GELU"): "F.gelu(",
+    ("Masked-LM head", "Transform: LayerNorm"): "self.LayerNorm(F.gelu(",
+    ("Masked-LM head", "Decoder, tied to the word embeddings"): "self.decoder.weight",
+    ("Masked-LM head", "Softmax: the guesses"): "self.decoder.weight", ("Next-sentence head", "The [CLS] vector"):
+    "hidden[:, 0]", ("Next-sentence head", "Pooler: dense"): "self.dense(hidden", ("Next-sentence head", "Pooler: tanh"):
+    "torch.tanh(", ("Next-sentence head", "Classifier"): "seq_relationship(", ("Next-sentence head", "Softmax"):
+    "seq_relationship(",
+}
+
+
+def test_each_steps_line_of_model_py_computes_that_step():
+    """Issue 72: pointing the Softmax step at the GELU line passed every test; a step's line must hold what computes
+    it (the two softmaxes of the heads run in the loss and the view: their line is the scores they turn into
+    probabilities)."""
+    from bert_demo.inspection.forward_steps import SPECS
+
+    assert set(COMPUTES) == {(spec.part, spec.title) for spec in SPECS}
+    for spec in SPECS:
+        _, line = source_line(spec.code)
+        assert COMPUTES[spec.part, spec.title] in line, (spec.part, spec.title, line)

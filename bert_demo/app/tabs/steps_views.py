@@ -7,7 +7,7 @@ import html
 from typing import Any
 
 from bert_demo.app.text import FAST_RECIPE_WHY, RECIPE_NAMES, recipe_markdown
-from bert_demo.data.masking import IS_NEXT
+from bert_demo.data.masking import FATES, IS_NEXT, IS_NEXT_SHARE, REPLACE_MASK, REPLACE_RANDOM
 
 MODEL_PY = "bert_demo/model.py"
 FATE_WORDS = {1: "", 2: "random · ", 3: "kept · "}  # before a picked position's label, by its fate
@@ -82,9 +82,10 @@ def shares_markdown(ours: Any, paper: Any, ours_name: str | None) -> str:
     """The shares of each choice over many draws, beside what each recipe sets: the model's and the paper's."""
     rows = [("positions picked, of those not [CLS], [SEP] or [PAD]", ours.mask_prob, ours.picked, paper.mask_prob,
              paper.picked)]
-    for fate, share in (("[MASK]", 0.8), ("a random word", 0.1), ("kept", 0.1)):
+    kept = 1 - REPLACE_MASK - REPLACE_RANDOM
+    for fate, share in ((FATES[1], REPLACE_MASK), (FATES[2], REPLACE_RANDOM), (FATES[3], kept)):
         rows.append((f"… of those picked: {fate}", share, ours.fates[fate], share, paper.fates[fate]))
-    rows.append(("B is what follows A (IsNext)", 0.5, ours.is_next, 0.5, paper.is_next))
+    rows.append(("B is what follows A (IsNext)", IS_NEXT_SHARE, ours.is_next, IS_NEXT_SHARE, paper.is_next))
     name = "this model's" if ours_name is None else RECIPE_NAMES[ours_name].replace("this app's", "the app's")
     lines = [f"Over **{ours.draws:,} draws** each (the same passages, new seeds), what each recipe sets and what "
              "came up:", "", f"| | {name}: sets | drawn | the paper's: sets | drawn |", "|---|---|---|---|---|"]
