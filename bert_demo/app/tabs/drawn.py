@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bert_demo.app.handlers import FINAL, load_at
+from bert_demo.app.state.catalog import LIVE
 from bert_demo.app.state.registry import Registry
 from bert_demo.config import read_metadata
 from bert_demo.data.sources import APP_SOURCES
@@ -58,7 +59,7 @@ def trained_with(registry: Registry, model_name: str, owner: str | None) -> Trai
     entry = registry.catalog.resolve(model_name, owner)
     if entry.folder is None:
         job = registry.catalog.live()
-        config = getattr(getattr(job, "trainer", None), "config", None) if entry.name == "live" else None
+        config = getattr(getattr(job, "trainer", None), "config", None) if entry.name == LIVE else None
         return config if isinstance(config, TrainConfig) else None
     stored = read_metadata(entry.folder).get("train_config")
     if not isinstance(stored, dict) or "corpus" not in stored:

@@ -174,7 +174,7 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
     forward_out = [c[name] for name in FORWARD_OUT]
     drawn_again = [c["ex_draw"].click(bound(pretraining_example), example_in, example_out,
                                       api_name="pretraining_example", show_progress_on=[c["ex_tokens"]])]
-    drawn_again.append(c["ex_another"].click(another_seed, c["ex_seed"], c["ex_seed"], api_visibility="private",
+    drawn_again.append(c["ex_another"].click(another_seed, None, c["ex_seed"], api_visibility="private",
                                              queue=False).then(
         bound(pretraining_example), example_in, example_out, api_visibility="private",
         show_progress_on=[c["ex_tokens"]]))
@@ -264,7 +264,7 @@ def no_example() -> tuple:
     return ("*No example: the message above says what to change.*", "", "", "", "", "", True)
 
 
-def another_seed(seed: float | None) -> int:
+def another_seed() -> int:
     """A new seed, shown, so that a class can ask for the same draw again."""
     return random.randrange(1, 100_000)
 
