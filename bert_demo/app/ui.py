@@ -28,6 +28,7 @@ from bert_demo.app.guards.http_limits import (
     UploadLedger,
     close_slow_connections,
     max_body_bytes,
+    quiet_repeated_warnings,
 )
 from bert_demo.app.guards.queue_door import QUEUE_SIZE, WORKERS, Door
 from bert_demo.app.guards.visitors import Visitor, is_key, new_key, trusted_proxies, visitor_of
@@ -121,6 +122,7 @@ def launch_kwargs(registry: Registry | None = None, uploads: UploadLedger | None
     close a connection whose request head is slow to come), and the door to gradio's queue, which no address may
     fill (`queue_door`)."""
     close_slow_connections()
+    quiet_repeated_warnings()
     caps = (registry or Registry()).caps
     theme = gr.themes.Default(font=["system-ui", "Segoe UI", "Roboto", "Helvetica", "Arial", "sans-serif"],
                               font_mono=["ui-monospace", "SFMono-Regular", "Menlo", "Consolas", "monospace"])

@@ -15,6 +15,10 @@ is read, with when there will be room. Gradio stores identical files once (their
 digest): the total counts each stored path once, as its newest upload, so that eleven addresses sending one 9 MB file
 four times hold 9 MB of it, not 400; an address is charged for every upload it sends, stored anew or not. An upload is
 checked by its size before it is read: near the total, one that gradio would have stored once already is refused too.
+While it is read it counts by the bytes it has sent, not by those its Content-Length announces (issue 69: 41 slow
+bodies announcing 10 MB each held the whole store's share while they trickled in, and every other upload was
+refused); an upload whose sender leaves before its end keeps nothing and logs a line a minute, not a 77-line
+traceback each.
 
 Gradio also offers every visitor `/process_recording`, which runs ffmpeg on a posted video (its screen recorder's
 trimming): CPU the app has no use for, so it is refused, and the page keeps the recording as it was.
@@ -31,12 +35,13 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from bert_demo.app.guards.visitors import address_of
 
@@ -199,7 +204,9 @@ class Limits:
         if refusal is not None:
             await self._refuse(scope, receive, send, refusal, plain=upload)
             return
-        await self._counted(scope, receive, send, self.uploads.add(address, declared or 0) if upload else None)
+        # an upload counts by the bytes it has sent, not those it says it will: slow bodies that announce 10 MB each
+        # held the whole store's share while they trickled in, and every other visitor's upload was refused
+        await self._counted(scope, receive, send, self.uploads.add(address, 0) if upload else None)
 
     async def _counted(self, scope: Scope, receive: Receive, send: Send, upload: _Upload | None) -> None:
         """Pass the request on, counting its body as it is read; refused as soon as it passes a limit."""
@@ -210,7 +217,7 @@ class Limits:
             state["read"] += len(message.get("body", b""))
             if state["read"] > self.max_body:
                 state["refusal"] = self._body_refusal(None)
-            elif upload is not None and state["read"] > upload.size:  # sent without its length: counted as it comes
+            elif upload is not None and state["read"] > upload.size:  # counted as it comes
                 upload.size = state["read"]
                 state["refusal"] = self.uploads.refusal(upload.address, upload.size, besides=upload)
             if state["refusal"] is not None:
@@ -232,6 +239,9 @@ class Limits:
             await self.app(scope, counted, watched)
         except _TooLarge:
             pass
+        except ClientDisconnect:  # its sender left before the end of its body: nobody to answer, nothing to keep
+            self.quiet.warn(address_of(Request(scope)), "request cut off by its sender", "its body ended early")
+            return
         finally:
             if upload is not None and (state["refusal"] is not None or state["status"] != 200):
                 self.uploads.drop(upload)
@@ -270,6 +280,44 @@ class QuietLog:
         self._seen[key] = (now, 0)
         if len(self._seen) > 1000:  # a flood from many addresses: forget those quiet for a while
             self._seen = {k: v for k, v in self._seen.items() if now - v[0] < self.every_s}
+
+
+class RepeatedWarnings(logging.Filter):
+    """A logger's warnings a flood of malformed requests repeats one a request (uvicorn's "Invalid HTTP request
+    received.", python-multipart's "Expected boundary character ..."), let through as `QuietLog` lets its own: the
+    first of each (digits aside), then at most one every `every_s`, saying how many more there were since."""
+
+    def __init__(self, every_s: float = LOG_EVERY_S):
+        super().__init__()
+        self.every_s, self._seen = every_s, {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno > logging.WARNING:
+            return True
+        now, key = time.monotonic(), (record.name, re.sub(r"\d+", "N", record.getMessage()))
+        logged, since = self._seen.get(key, (None, 0))
+        if logged is not None and now - logged < self.every_s:
+            self._seen[key] = (logged, since + 1)
+            return False
+        if logged is not None and since:
+            more = f"({since:,} more like it in the last {now - logged:.0f} s)"
+            record.msg, record.args = f"{record.getMessage()} {more}", ()
+        self._seen[key] = (now, 0)
+        if len(self._seen) > 1000:
+            self._seen = {k: v for k, v in self._seen.items() if now - v[0] < self.every_s}
+        return True
+
+
+NOISY_LOGGERS = ("uvicorn.error", "python_multipart.multipart")  # a line a malformed request, written by others
+
+
+def quiet_repeated_warnings() -> None:
+    """A malformed request's warning logged a line a minute, not a line a request (issue 69: 10 threads from one
+    address wrote 806 KB of log in 20 s), on each of NOISY_LOGGERS, once."""
+    for name in NOISY_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, RepeatedWarnings) for f in logger.filters):
+            logger.addFilter(RepeatedWarnings())
 
 
 async def refuse(receive: Receive, send: Send, message: str, plain: bool, status: int = 413) -> None:

@@ -97,6 +97,44 @@ def test_an_upload_without_its_length_counts_against_its_address_as_it_comes():
     assert ledger.held() == 3 * MB  # the refused upload is not counted
 
 
+def test_an_upload_under_way_holds_the_bytes_it_sent_not_those_it_announces_so_slow_bodies_lock_no_one_out():
+    """Issue 69: 41 slow bodies announcing 10 MB each held the whole store's share while they trickled in, and every
+    other visitor's upload was refused."""
+    ledger = UploadLedger(total=20 * MB, per_address=20 * MB)
+    slow = [ledger.add(f"93.184.{i}.1", 0) for i in range(41)]  # as `Limits` adds one: by what it has sent so far
+    for upload in slow:
+        upload.size = 100  # a hundred bytes each, announcing 10 MB
+    assert ledger.refusal("151.101.1.69", MB) is None
+    limits = Limits(reading_app, max_body=30 * MB, uploads=ledger)
+    sent = asgi(limits, UPLOAD_PATH, [b"x" * MB], length=10 * MB)  # announces 10 MB, sends 1 MB
+    assert sent[0]["status"] == 200 and ledger.held() == MB + 41 * 100
+
+
+def test_an_upload_its_sender_leaves_before_its_end_keeps_nothing_and_logs_a_line_not_a_traceback(caplog):
+    """Issue 69: each upload cut off mid-body wrote a 77-line ClientDisconnect traceback: 21 MB of log in 20 s."""
+    from starlette.requests import ClientDisconnect
+
+    async def leaving_app(scope, receive, send) -> None:  # as gradio's multipart parser, when the client goes
+        await receive()
+        raise ClientDisconnect()
+
+    ledger = UploadLedger()
+    limits = Limits(leaving_app, max_body=30 * MB, uploads=ledger)
+    scope = {"type": "http", "method": "POST", "path": UPLOAD_PATH, "headers": [], "client": ("127.0.0.1", 5000)}
+
+    async def receive() -> dict:
+        return {"type": "http.request", "body": b"x" * 1000, "more_body": True}
+
+    async def send(message: dict) -> None:
+        raise AssertionError("nobody is there to answer")
+
+    with caplog.at_level("WARNING", logger=http_limits.__name__):
+        for _ in range(50):
+            asyncio.run(limits(scope, receive, send))
+    assert ledger.held() == 0 and len(caplog.records) == 1 and "cut off by its sender" in caplog.records[0].message
+    assert not any(record.exc_info for record in caplog.records)
+
+
 @pytest.fixture(scope="module")
 def app(served_app, tmp_path_factory):
     ledger = UploadLedger(per_address=250_000)
@@ -187,3 +225,29 @@ def test_a_connection_that_sends_its_request_head_slowly_or_not_at_all_is_closed
     assert closed_by_the_app(b"GET / HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 50)
     assert closed_by_the_app(b"")  # sends nothing
     assert httpx.get(f"{app['url']}gradio_api/info", timeout=30).status_code == 200  # a request that comes whole
+
+
+def test_a_malformed_requests_warning_written_by_others_is_logged_a_line_a_minute(caplog, monkeypatch):
+    """Issue 69: uvicorn's "Invalid HTTP request received." and python-multipart's "Expected boundary character ..."
+    came a line a request: 806 KB of log in 20 s from one address."""
+    import logging
+
+    now = [1000.0]
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+    quiet = http_limits.RepeatedWarnings(every_s=60)
+    logger = logging.getLogger("python_multipart.multipart")
+    logger.addFilter(quiet)
+    try:
+        with caplog.at_level(logging.WARNING, logger=logger.name):
+            for index in range(500):
+                logger.warning("Expected boundary character %r, got %r at index %d", 45, 31, index % 7)
+            now[0] += 61
+            logger.warning("Expected boundary character %r, got %r at index %d", 45, 31, 2)
+    finally:
+        logger.removeFilter(quiet)
+    assert [r.getMessage() for r in caplog.records] == [
+        "Expected boundary character 45, got 31 at index 0",
+        "Expected boundary character 45, got 31 at index 2 (499 more like it in the last 61 s)"]
+    http_limits.quiet_repeated_warnings()
+    http_limits.quiet_repeated_warnings()  # once
+    assert sum(isinstance(f, http_limits.RepeatedWarnings) for f in logging.getLogger("uvicorn.error").filters) == 1
