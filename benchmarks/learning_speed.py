@@ -75,6 +75,7 @@ VARIANTS: dict[str, dict] = {
     "default-lr3e-3": {**DEFAULT, "lr": 3e-3},
     "default-short-seq50": {**DEFAULT, "short_seq": 0.5},
     "default-lr2e-3-short-seq50": {**DEFAULT, "lr": 2e-3, "short_seq": 0.5},
+    "default-lr3e-3-short-seq50": {**DEFAULT, "lr": 3e-3, "short_seq": 0.5},
 }
 
 

@@ -25,6 +25,11 @@ with a 70-line traceback, HTTP 500: it is answered 404, with one log line a minu
 components have none, and every call there failed with a 30-line KeyError traceback (1 MB of log in 15 s from one
 client) after gradio kept a state for its session. It is answered 404 before gradio reads it (`SERVERLESS`).
 
+`/gradio_api/cancel` stops the event it names by its id, whichever session asks: a visitor who learned another's
+event id (it is only in the answer to that visitor's own request) stopped their run. A cancel passes only where the
+event is the asking session's own, or gradio no longer knows it; else 403. Reading another session's stream still
+needs only that session's secret, which only its own page has.
+
 An event stream for a session gradio does not know (`/gradio_api/queue/data?session_hash=` one that never joined, or
 `/gradio_api/call/<name>/<event_id>` of no event) started its stream, then failed inside it: a 3 KB traceback a
 request, and 1,500 of them starved the app. Such a stream is answered 404 before anything starts. An address holds at
@@ -36,6 +41,7 @@ the other limits do. Its refusals are logged as `http_limits.QuietLog` logs them
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import time
 from collections import Counter
@@ -56,10 +62,13 @@ ADDRESS_EVENTS = MAX_OPEN + ADDRESS_PLACES  # events one address may have in gra
 KEPT_FOR_NEWCOMERS = 16  # of gradio's QUEUE_SIZE + WORKERS places, those only an address holding none may take
 DOOR_WAIT_S = 4.0  # the longest an address's question waits at the door for one of its own to be answered
 ADDRESS_STREAMS = 64  # open streams one address may hold: a page holds two while it waits for an answer
+CANCEL_BYTES = 4096  # a cancel's body is an event id, a session and a number: more is no cancel
 POLL_S = 0.05  # how often a question waiting at the door looks again (gradio says nothing when an event ends)
 EVENT = re.compile(r"/gradio_api/(?:queue/join|call/(?:v2/)?[^/]+|run/[^/]+|api/[^/]+)/?$")  # POST: an event
 UNKNOWN = "There is no such endpoint or function here: /gradio_api/info lists this app's endpoints"
 COMPONENT_SERVER = re.compile(r"/gradio_api/component_server/?$")  # POST: a component's server function
+CANCEL = re.compile(r"/gradio_api/cancel/?$")  # POST: stop an event, named by its id, for the session that asks
+NOT_YOURS = "That event is not one of this session's: only the session that asked it may stop it"
 SERVERLESS = "No component of this app has a server function: /gradio_api/info lists this app's endpoints"
 STREAM = re.compile(r"/gradio_api/(?:queue/data|call/(?:v2/)?[^/]+/(?P<event>[^/]+)|heartbeat/[^/]+)/?$")  # GET
 
@@ -86,6 +95,8 @@ class Door:
             await self._join(scope, receive, send, queue)
         elif queue is not None and scope["method"] == "GET" and (stream := STREAM.search(scope["path"])):
             await self._stream(scope, receive, send, queue, stream)
+        elif queue is not None and scope["method"] == "POST" and CANCEL.search(scope["path"]):
+            await self._cancel(scope, receive, send, queue)
         elif scope["type"] == "http" and COMPONENT_SERVER.search(scope["path"]):
             self.quiet.warn(address_of(Request(scope)), "component server function asked", "answered 404")
             await refuse(receive, send, SERVERLESS, plain=False, status=404)
@@ -132,6 +143,31 @@ class Door:
             self.quiet.warn(address, "unknown endpoint or function",
                             f"{scope['path']}: {type(exc).__name__} {str(exc)[:100]}")
             await refuse(reading if not seen["read"] else _nothing_more, send, UNKNOWN, plain=False, status=404)
+
+    async def _cancel(self, scope: Scope, receive: Receive, send: Send, queue: Any) -> None:
+        """A cancel, passed on where its event is the asking session's own (or gradio knows no such event); else 403.
+        Gradio stops the event named, whoever asks: a visitor who learned another's event id stopped their run."""
+        body, more = b"", True
+        while more and len(body) <= CANCEL_BYTES:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        try:
+            asked = json.loads(body)
+            event, session = str(asked.get("event_id")), str(asked.get("session_hash"))
+        except (ValueError, AttributeError):
+            event = session = ""
+        owner = _session_of(queue, event)
+        if more or (owner is not None and owner != session):
+            self.quiet.warn(address_of(Request(scope)), "cancel of another session's event", "answered 403")
+            await refuse(receive if more else _nothing_more, send, NOT_YOURS, plain=False, status=403)
+            return
+        replay = [{"type": "http.request", "body": body, "more_body": False}]
+
+        async def replayed() -> Message:
+            return replay.pop() if replay else await receive()
+
+        await self.app(scope, replayed, send)
 
     async def _turn(self, address: str, queue: Any) -> str | None:
         """Wait until `address` may put another event in gradio (None), or say why its question is refused."""
@@ -204,6 +240,14 @@ class Door:
 async def _nothing_more() -> Message:
     """What `refuse` reads of a body gradio has read whole already: nothing (uvicorn would wait for a disconnect)."""
     return {"type": "http.request", "body": b"", "more_body": False}
+
+
+def _session_of(queue: Any, event_id: str) -> str | None:
+    """The session an event of gradio's belongs to, or None where gradio knows no such event now."""
+    event = queue.event_ids_to_events.get(event_id)
+    if event is not None:
+        return event.session_hash
+    return next((s for s, ids in list(queue.pending_event_ids_session.items()) if event_id in ids), None)
 
 
 def _queue(scope: Scope) -> Any:

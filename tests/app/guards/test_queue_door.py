@@ -268,3 +268,31 @@ def test_twenty_addresses_filling_gradio_leave_a_newcomer_a_place_and_the_fulles
         assert len(gradio.queue.event_ids_to_events) == 72 - 16 + 2 <= 72
 
     asyncio.run(scenario())
+
+
+def test_a_cancel_stops_only_the_asking_sessions_own_event():
+    """Issue 69: with another visitor's event id, a cancel from any session stopped their run."""
+    gradio = Gradio()
+    door = Door(gradio)
+
+    async def cancel(event_id: str, session: str) -> int:
+        scope = {"type": "http", "method": "POST", "path": "/gradio_api/cancel", "query_string": b"",
+                 "headers": [(b"x-forwarded-for", OTHER.encode())], "client": ("127.0.0.1", 5000), "app": gradio}
+        body = json.dumps({"event_id": event_id, "session_hash": session, "fn_index": 23}).encode()
+        sent: list[dict] = []
+
+        async def receive() -> dict:
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def send(message: dict) -> None:
+            sent.append(message)
+
+        await door(scope, receive, send)
+        return sent[0]["status"]
+
+    async def scenario() -> list[int]:
+        _, body = await request(door, gradio, "POST", "/gradio_api/call/train", ONE)
+        event = json.loads(body)["event_id"]  # the stub's session is the event's id
+        return [await cancel(event, "someone-else"), await cancel(event, event), await cancel("gone", "anyone")]
+
+    assert asyncio.run(scenario()) == [403, 200, 200]
