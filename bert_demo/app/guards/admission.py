@@ -70,12 +70,13 @@ HEAVY = Share(heavy=True)  # the model run for every token or layer, or many fig
 SLOW = Share(running=2, waiting=4, heavy=True)  # seconds a question: a longer line would only be a longer wait
 TRAINING_STEP = Share(running=1, waiting=4, heavy=True)  # a model's copy, its gradients and AdamW's moments: one
 # at a time, so that the app's memory stays under its ceiling (docs/limits.md)
-DOWNLOAD = "download"  # the line of the questions that first fetch a model from the Hugging Face Hub
+DOWNLOAD = "hub download"  # the line of the questions that first fetch a model from the Hugging Face Hub (not
+# "download", the Model tab's handler that zips a checkpoint here: issue 69, its zips had taken the hub's quota)
 HUB = Share(running=1, waiting=3, heavy=True, per_hour=4, noun="download from the Hugging Face Hub")
 SHARES = {"attention": HEAVY, "neuron": HEAVY, "neighbours": HEAVY,
           "pretraining_example": HEAVY, "forward_steps": HEAVY, "steps_opened": HEAVY, "steps_refreshed": HEAVY,
           "attribution": SLOW, "mask_attribution": SLOW, "importance": SLOW, "pair_importance": SLOW,
-          "attention_change": SLOW, "training_step": TRAINING_STEP, "across_training": SLOW,
+          "attention_change": SLOW, "training_step": TRAINING_STEP, "across_training": SLOW, "download": SLOW,
           DOWNLOAD: HUB}
 TYPICAL_S = 1.0  # what a question is taken to last before its kind has been timed here
 LONG_COST = 1000  # a question's cost (`cost`), past which it waits in its kind's line for long questions

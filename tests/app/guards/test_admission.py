@@ -301,3 +301,12 @@ def test_a_visitor_starts_at_most_per_hour_questions_of_a_kind_an_hour(monkeypat
                                            "answering", "answered"]
     assert log[4][2] == ("your network has started 2 downloads from the hub in the last hour, the most one network "
                          "may: try again in about 40 min")
+
+
+def test_zipping_a_checkpoint_is_no_download_from_the_hub_and_takes_none_of_its_hourly_quota():
+    """Issue 69: the Model tab's handler that zips a checkpoint, named "download", waited in the hub's line and used
+    up an address's four hub downloads an hour."""
+    from bert_demo.app.guards.admission import DOWNLOAD, HUB, SLOW
+
+    assert SHARES[DOWNLOAD] is HUB and DOWNLOAD != "download"
+    assert SHARES["download"] is SLOW and SLOW.per_hour is None
