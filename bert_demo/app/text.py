@@ -306,10 +306,9 @@ def memorising_note(records: list[dict[str, Any]]) -> str:
 
 
 NSP_SLOW_PAIRS = 200_000  # pairs below which no run measured here left chance by much (mini: 0.58 at 32,000)
-NSP_MEASURED = {  # held-out next-sentence accuracy measured here (benchmarks/README.md): pairs seen, accuracy
-    "tiny": "stays at 0.47-0.54 through 3,000 steps of 32 (96,000 pairs), whatever its heads or the loss's weight",
-    "mini": "reaches 0.54-0.58 after 1,000 steps of 32 (32,000 pairs); the shipped mini-english, after about 1.2 M "
-            "pairs, 0.89 with the paper's random B",
+NSP_MEASURED = {  # held-out next-sentence accuracy measured here (benchmarks/README.md), in a few words
+    "tiny": "0.47-0.54 through 96,000 pairs",
+    "mini": "0.54-0.58 after 32,000 pairs; the shipped mini-english 0.89 after about 1.2 M",
 }
 
 
@@ -320,16 +319,13 @@ def nsp_expectation(preset: str, steps: Any, batch_size: Any) -> str:
         pairs = int(steps) * int(batch_size)
     except (TypeError, ValueError):
         return ""
-    measured = NSP_MEASURED.get(preset)
-    seen = f"{measured}." if measured else "has not been measured on this machine at this size."
+    measured = NSP_MEASURED.get(preset, "not measured at this size")
     expect = "chance (0.5), or little above it" if pairs < NSP_SLOW_PAIRS else "a slow rise above chance"
-    return (f"<small>**Next-sentence prediction: expect {expect} in this run**, {pairs:,} pairs. Measured here, "
-            f"{preset} {seen} BERT saw {pairs:,} pairs in its first {max(1, pairs // 256):,} of a million steps. "
-            "The chart draws it twice, on held-out pairs: B a random document of any source, the paper's draw, which "
-            "the topic alone can tell from a true next sentence; and B another document of A's source, which only "
-            "coherence tells apart. ALBERT found the paper's task learns mostly topic (its authors replaced it with "
-            "sentence order), and RoBERTa dropped it and lost nothing; the shipped small-english, measured, tells "
-            "97% of the first kind of pair and 73% of the second.</small>")
+    return (f"<small>**Next-sentence prediction: expect {expect}** in this run's {pairs:,} pairs ({preset}, measured "
+            f"here: {measured}; BERT had seen {pairs:,} pairs after {max(1, pairs // 256):,} of its million steps). "
+            "It is drawn twice: B from any other document, which the topic alone tells apart, and B from another "
+            "document of A's source, which only coherence does. ALBERT found the paper's task learns mostly topic; "
+            "the shipped small-english tells 97% of the first kind and 73% of the second.</small>")
 
 
 def nsp_chance_note(records: list[dict[str, Any]]) -> str:

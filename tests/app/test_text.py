@@ -105,8 +105,8 @@ def test_the_guesses_at_every_layer_are_one_a_line_so_that_a_phone_shows_the_tab
 
 def test_the_train_tab_says_what_next_sentence_prediction_will_do_from_measurement_and_why_it_is_drawn_twice():
     tiny = text.nsp_expectation("tiny", 1000, 32)
-    assert "expect chance (0.5), or little above it in this run**, 32,000 pairs" in tiny and "96,000 pairs" in tiny
-    assert "first 125 of a million steps" in tiny and "ALBERT" in tiny and "topic" in tiny
+    assert "expect chance (0.5), or little above it** in this run's 32,000 pairs" in tiny and "96,000 pairs" in tiny
+    assert "after 125 of its million steps" in tiny and "ALBERT" in tiny and "topic" in tiny
     assert "a slow rise above chance" in text.nsp_expectation("mini", 20_000, 256)
-    assert "has not been measured" in text.nsp_expectation("small", 100, 32)
+    assert "not measured at this size" in text.nsp_expectation("small", 100, 32)
     assert text.nsp_expectation("tiny", "many", 32) == ""
