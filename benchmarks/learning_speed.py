@@ -76,6 +76,8 @@ VARIANTS: dict[str, dict] = {
     "default-short-seq50": {**DEFAULT, "short_seq": 0.5},
     "default-lr2e-3-short-seq50": {**DEFAULT, "lr": 2e-3, "short_seq": 0.5},
     "default-lr3e-3-short-seq50": {**DEFAULT, "lr": 3e-3, "short_seq": 0.5},
+    "default-lr4e-3": {**DEFAULT, "lr": 4e-3},
+    "default-lr5e-3": {**DEFAULT, "lr": 5e-3},
 }
 
 
