@@ -75,7 +75,7 @@ def _run(registry: Registry, args: argparse.Namespace) -> list[list[str]]:
                                          batch_size=args.batch_size, seq_len=args.seq_len,
                                          vocab_size=args.vocab_size)
     planned = estimates.plan(config)
-    before, measured = estimates.forecast(registry, [planned])
+    before, measured = estimates.forecast(registry.slot.job, [planned])
     clicked = time.perf_counter()
     job = registry.slot.start(config, OWNER)
     readings = []
@@ -83,7 +83,7 @@ def _run(registry: Registry, args: argparse.Namespace) -> list[list[str]]:
         job.thread.join(timeout=args.every)
         if job.running and job.seconds_left is not None:
             readings.append((time.perf_counter() - job.started + job.seconds_left, job.seconds_total,
-                             estimates.forecast(registry, [planned])[0]))
+                             estimates.forecast(registry.slot.job, [planned])[0]))
     real = time.perf_counter() - clicked
     return _rows(before, measured, real, real - _trained(job), readings, job.pace())
 
@@ -94,7 +94,7 @@ def _experiment(registry: Registry, args: argparse.Namespace) -> list[list[str]]
     configs = {start: registry.forms.finetune_config(args.model, args.task, args.labels, start, args.file, OWNER,
                                                      stamp=stamp) for start in ("pretrained", "random")}
     plans = [estimates.plan(config) for config in configs.values()]
-    before, measured = estimates.forecast(registry, plans)
+    before, measured = estimates.forecast(registry.slot.job, plans)
     clicked = time.perf_counter()
     ticket = registry.slot.join(configs, OWNER)
     readings = []
@@ -104,7 +104,7 @@ def _experiment(registry: Registry, args: argparse.Namespace) -> list[list[str]]
         if job is not None and job.running and job.seconds_left is not None:
             rest = len(configs) - len(ticket.jobs)
             whole = estimates.experiment_left(job, rest) + time.perf_counter() - ticket.jobs[0].started
-            readings.append((whole, whole, estimates.forecast(registry, plans)[0]))
+            readings.append((whole, whole, estimates.forecast(registry.slot.job, plans)[0]))
     real = time.perf_counter() - clicked
     trained = sum(_trained(job) for job in ticket.jobs)
     return _rows(before, measured, real, real - trained, readings, ticket.jobs[-1].pace())

@@ -58,3 +58,38 @@ def test_the_layer_check_sees_an_upward_import(tmp_path):
     file = tmp_path / "pairs.py"
     file.write_text("from bert_demo.training.loop import Run\n")
     assert layer("bert_demo.data.pairs") == "data" and layer(next(iter(imports(file)))) == "training"
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Each bert_demo module and the bert_demo modules it imports anywhere: at the top, inside a function, or for
+    type checking only."""
+    modules = {module_of(path).removesuffix(".__init__"): path for path in PACKAGE.rglob("*.py")}
+    return {name: {m for m in imports(path) if m in modules and m != name} for name, path in modules.items()}
+
+
+def a_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of `graph`, its modules in order and the first again at the end; None where there is none."""
+    state: dict[str, str] = {}
+
+    def visit(node: str, path: list[str]) -> list[str] | None:
+        state[node] = "open"
+        path.append(node)
+        for after in sorted(graph[node]):
+            if state.get(after) == "open":
+                return path[path.index(after):] + [after]
+            if after not in state and (found := visit(after, path)):
+                return found
+        state[node] = "done"
+        path.pop()
+        return None
+
+    return next((found for node in sorted(graph) if node not in state and (found := visit(node, []))), None)
+
+
+def test_imports_run_one_way_no_module_reaches_itself_even_through_imports_inside_functions():
+    assert a_cycle(import_graph()) is None, " -> ".join(a_cycle(import_graph()) or [])
+
+
+def test_the_cycle_check_finds_a_cycle_of_three_and_none_in_a_chain():
+    assert a_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert a_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None

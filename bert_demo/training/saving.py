@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 import torch.distributed as dist
@@ -18,10 +18,31 @@ from bert_demo.checkpoint import TIED_KEYS, optimizer_tensors, save_pretrained
 from bert_demo.config import OPTIMIZER_NAME, trained_on
 from bert_demo.training import timeline
 from bert_demo.training.records import DoneRecord, Record
-from bert_demo.training.runtime import describe_hardware
+from bert_demo.training.runtime import Distributed, describe_hardware
+from bert_demo.training.settings import RunConfig
 
-if TYPE_CHECKING:
-    from bert_demo.training.loop import Run
+
+class Saved(Protocol):
+    """What a save reads of a run (`training.loop.Run` has it): what it writes, and how the run stands. Declared
+    here so that saving imports nothing of the loop that calls it."""
+
+    config: RunConfig
+    model: torch.nn.Module
+    tokenizer: Any
+    dist: Distributed
+    device: torch.device
+    precision: str
+    origin: str
+    visible_to: Any
+    metadata: dict[str, Any]
+    history: list[Record]
+    total_steps: int | None
+
+    @property
+    def step(self) -> int: ...
+
+    @property
+    def control(self) -> Any: ...  # its `lock`, held while the weights are read
 
 
 class Saving:
@@ -48,7 +69,7 @@ class Saving:
         self.snapshots[step] = timeline.snapshot(model, skip=frozenset(TIED_KEYS))
         return None
 
-    def save(self, run: Run, optimizer: torch.optim.Optimizer | None, started: float) -> Path | None:
+    def save(self, run: Saved, optimizer: torch.optim.Optimizer | None, started: float) -> Path | None:
         """Write the run's checkpoint, its records and the snapshots taken since the last save (rank 0); the
         optimizer's moments too, unless the app trained it (the app never resumes a run: they are 2/3 of its
         bytes)."""
@@ -69,7 +90,7 @@ class Saving:
             if run.dist.world_size > 1:
                 dist.barrier()
 
-    def finish(self, run: Run, reason: str, started: float, optimizer: torch.optim.Optimizer | None,
+    def finish(self, run: Saved, reason: str, started: float, optimizer: torch.optim.Optimizer | None,
                message: str | None = None) -> DoneRecord:
         """Save the checkpoint and say how the run ended; a save that fails says why in the record."""
         record: DoneRecord = {"kind": "done", "reason": reason, "step": run.step, "message": message}
@@ -82,13 +103,13 @@ class Saving:
                                 f"{exc.strerror or exc}".strip()
         return record
 
-    def nothing_written(self, run: Run) -> DoneRecord:
+    def nothing_written(self, run: Saved) -> DoneRecord:
         """The last record of a run stopped before its first step: the output folder keeps what it held."""
         return {"kind": "done", "reason": "stopped", "step": run.step, "checkpoint": None,
                 "message": f"stopped before the first step: nothing was written to {self.out}"}
 
     @staticmethod
-    def _metadata(run: Run, started: float) -> dict[str, Any]:
+    def _metadata(run: Saved, started: float) -> dict[str, Any]:
         """What is saved beside the weights: the settings as given (the run's length as it came to be is
         `planned_steps`), the records, the time spent (a resumed run's included) and where it trained."""
         elapsed = float(run.metadata.get("elapsed", 0.0)) + time.perf_counter() - started

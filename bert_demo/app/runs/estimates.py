@@ -27,7 +27,6 @@ from bert_demo.training.settings import VAL_BATCH_SIZE, FinetuneConfig, RunConfi
 
 if TYPE_CHECKING:
     from bert_demo.app.runs.job import TrainingJob
-    from bert_demo.app.state.registry import Registry
 
 # ZeroGPU's daily quota of a visitor, in seconds, by who they are (hub-docs spaces-zerogpu.md)
 QUOTAS = (("without a Hugging Face account", VISITOR_QUOTA_S), ("with a free one", 300), ("with PRO", 2400))
@@ -152,21 +151,20 @@ def own_pace(job: TrainingJob) -> Pace | None:
     return Pace(step_s, example_s, 1.0, before.threads if before else 1, time.monotonic(), own=True)
 
 
-def pace_for(registry: Registry, shape: Shape) -> Pace:
-    """The pace of a run of `shape` here now: that of the run training now where it has this shape, else
-    measured (`pace.pace`)."""
-    return _training_at(registry, shape) or pace(shape)
+def pace_for(training: TrainingJob | None, shape: Shape) -> Pace:
+    """The pace of a run of `shape` here now: that of the run `training` (the slot's job, if any) where it has this
+    shape, else measured (`pace.pace`)."""
+    return _training_at(training, shape) or pace(shape)
 
 
-def known_pace(registry: Registry, shape: Shape) -> Pace | None:
-    """The pace of a run of `shape` here, timing nothing: that of the run training now where it has this shape, else
+def known_pace(training: TrainingJob | None, shape: Shape) -> Pace | None:
+    """The pace of a run of `shape` here, timing nothing: that of the run `training` where it has this shape, else
     the latest measurement of it (`pace.kept`), None where there is none."""
-    return _training_at(registry, shape) or kept(shape)
+    return _training_at(training, shape) or kept(shape)
 
 
-def _training_at(registry: Registry, shape: Shape) -> Pace | None:
-    """The pace of the run training now, where it has `shape` (and has timed itself, or was timed before it started)."""
-    job = registry.slot.job
+def _training_at(job: TrainingJob | None, shape: Shape) -> Pace | None:
+    """The pace of the job, where it is training at `shape` (and has timed itself, or was timed before it started)."""
     if job is not None and job.running:
         planned = run_plan(job)
         if planned is not None and planned.shape == shape:
@@ -174,10 +172,10 @@ def _training_at(registry: Registry, shape: Shape) -> Pace | None:
     return None
 
 
-def forecast(registry: Registry, plans: list[Plan]) -> tuple[float, Pace]:
-    """How long runs of `plans` would take here now, one after the other, each at its pace (`pace_for`); and the
-    first one's pace."""
-    paces = [pace_for(registry, planned.shape) for planned in plans]
+def forecast(training: TrainingJob | None, plans: list[Plan]) -> tuple[float, Pace]:
+    """How long runs of `plans` would take here now, one after the other, each at its pace (`pace_for`, beside the
+    run `training`, the slot's job if any); and the first one's pace."""
+    paces = [pace_for(training, planned.shape) for planned in plans]
     return sum(planned.seconds(at) for planned, at in zip(plans, paces)), paces[0]
 
 

@@ -95,7 +95,7 @@ class Registry:
             planned = estimates.plan(configs[0])
         except (OSError, ValueError, KeyError):
             return None
-        at = estimates.known_pace(self, planned.shape)
+        at = estimates.known_pace(self.slot.job, planned.shape)
         return None if at is None else len(configs) * planned.seconds(at)
 
     def warm_up(self) -> threading.Thread:

@@ -306,7 +306,7 @@ def estimate(registry: Registry, model: str | None, task: str | None, upload: st
                                                    f"{len(starts)} run{'s' if len(starts) > 1 else ''} of "
                                                    f"{config.steps} steps", "experiment") + latest}
     plans = [_well_read_plan(planned) if start == WELL_READ else planned for start in starts]
-    seconds, first = estimates.forecast(registry, plans)
+    seconds, first = estimates.forecast(registry.slot.job, plans)
     runs = f"{len(starts)} runs" if len(starts) > 1 else "1 run"
     parts = (f"{runs} of {planned.steps} steps at {estimates.seconds_text(first.step_s)} each, {planned.checks} "
              f"checks on {planned.per_check:,} held-out sentences and {planned.final:,} test sentences at the end")

@@ -246,7 +246,7 @@ def estimate(registry: Registry, preset: str, steps: float, batch_size: float, s
                                                 f"{config.steps * config.batch_size * config.seq_len / 1e6:.0f} M), "
                                                 "after reading the text on the CPU", "run")}
     planned = estimates.plan(config)
-    seconds, at = estimates.forecast(registry, [planned])
+    seconds, at = estimates.forecast(registry.slot.job, [planned])
     parts = (f"{planned.steps:,} steps at {estimates.seconds_text(at.step_s)} each and {planned.checks} check"
              f"{'s' if planned.checks > 1 else ''} on held-out sentences")
     return {"estimate": estimates.estimate_text("This run", seconds, parts, at, job is not None and job.running,
