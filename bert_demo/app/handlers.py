@@ -15,7 +15,7 @@ import functools
 import inspect
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 from gradio.exceptions import ComponentProcessingError, InvalidPathError
@@ -24,7 +24,10 @@ from gradio_client.utils import is_http_url_like
 from bert_demo.app.guards.http_limits import QuietLog
 from bert_demo.app.guards.visitors import address_of
 from bert_demo.app.machine import import_heavy
-from bert_demo.app.state.catalog import HubDownload
+from bert_demo.app.state.catalog import HubDownload, Loaded
+
+if TYPE_CHECKING:
+    from bert_demo.app.state.registry import Registry
 
 Outputs = dict[str, Any]  # a handler's answer: output names to values
 Components = dict[str, Any]  # a page's components by name, as the tabs' layouts return them
@@ -182,7 +185,8 @@ def snapshot_step(choice: str | None) -> int | None:
             from None
 
 
-def load_at(registry: Any, model_name: str, choice: str | None, owner: str | None, encoder: bool = False) -> Any:
+def load_at(registry: Registry, model_name: str, choice: str | None, owner: str | None, encoder: bool = False
+            ) -> Loaded:
     """The model at a timeline choice; a step asked of a model that kept no timeline is refused as such. `encoder`:
     the tab reads only the encoder, so a fine-tuned classifier serves too (`Catalog.load`)."""
     step, catalog = snapshot_step(choice), registry.catalog
