@@ -36,6 +36,7 @@ LOCAL = {  # positions that outweigh the words, mimetic query/key: first-layer h
     "qk_scale": 4.0, "mimetic": True, "sinusoid_positions": True, "position_scale": 8.0}
 NEIGHBOURS = {"local_heads": 2, "position_scale": 4.0}  # two heads per layer start on the previous / next token
 DEFAULT = {key: default(key) for key in OLD if key not in ("warmup", "short_seq_steps")}  # TrainConfig's own
+APP = {**DEFAULT, "lr": 3e-3}  # the app's default run's recipe (app/policy.APP_RUN)
 VARIANTS: dict[str, dict] = {
     "baseline": {},
     "default": DEFAULT,  # the recipe `python -m bert_demo train` uses
@@ -78,6 +79,14 @@ VARIANTS: dict[str, dict] = {
     "default-lr3e-3-short-seq50": {**DEFAULT, "lr": 3e-3, "short_seq": 0.5},
     "default-lr4e-3": {**DEFAULT, "lr": 4e-3},
     "default-lr5e-3": {**DEFAULT, "lr": 5e-3},
+    # issue 71: the app's default recipe (lr 3e-3) against a masking rate that falls over the run, a higher one,
+    # and runs of consecutive tokens masked (GPT-BERT 2024: 30% to 15%, runs of 1-3; Wettig et al. 2022: 40%)
+    "app-mask30-15": {**APP, "mask_prob_start": 0.3, "mask_prob": 0.15},
+    "app-mask40-15": {**APP, "mask_prob_start": 0.4, "mask_prob": 0.15},
+    "app-mask40-25": {**APP, "mask_prob_start": 0.4},
+    "app-mask40": {**APP, "mask_prob": 0.4},
+    "app-span3": {**APP, "mask_span": 3},
+    "app-lr2e-3": {**APP, "lr": 2e-3},
 }
 
 

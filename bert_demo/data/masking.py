@@ -15,3 +15,11 @@ def max_predictions(seq_len: int, mask_prob: float = MASK_PROB) -> int:
     """The most positions one sequence of `seq_len` tokens may have picked: its share, rounded, and one more (the
     reference code's max_predictions_per_seq, 20 at 128 tokens and 15%)."""
     return round(seq_len * mask_prob) + 1
+
+
+def masking_rate(progress: float, rate: float, first: float | None = None) -> float:
+    """The share of positions picked at `progress` (0 at the first step, 1 at the last) of a run: `first` falling
+    linearly to `rate` (GPT-BERT 2024 masks 30% at first and 15% at the end), or `rate` throughout."""
+    if first is None:
+        return rate
+    return first + (rate - first) * min(max(progress, 0.0), 1.0)

@@ -9,7 +9,8 @@ Follows google-research/bert `create_pretraining_data.py` (Devlin et al. 2019, ย
   says nothing about whether it follows A;
 - the pair is truncated to fit, one token at a time from the longer side, at its front or back at random;
 - masking happens in the collator, fresh each time an example is drawn (RoBERTa's "dynamic masking"): 15% of the
-  non-special tokens (at most max_predictions), of which 80% become [MASK], 10% a random token, 10% stay.
+  non-special tokens (at most max_predictions), of which 80% become [MASK], 10% a random token, 10% stay; a recipe
+  may pick a rate falling over the run, or runs of consecutive tokens (span masking).
 
 Shapes: B batch, T tokens (the longest example in the batch).
 """
@@ -29,7 +30,8 @@ from torch import Tensor
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from transformers import PreTrainedTokenizerBase
 
-from bert_demo.data.masking import IS_NEXT, IS_NEXT_SHARE, MASK_PROB, NOT_NEXT, REPLACE_MASK, REPLACE_RANDOM
+from bert_demo.data.masking import (IS_NEXT, IS_NEXT_SHARE, MASK_PROB, NOT_NEXT, REPLACE_MASK, REPLACE_RANDOM,
+                                    masking_rate)
 from bert_demo.model import IGNORE_INDEX
 
 Document = list[Sequence[int]]  # a document: sentences of token ids (int32 arrays), without special tokens
@@ -281,19 +283,19 @@ class MaskingCollator:
     """Pads a list of examples into a batch and draws the masked-LM targets afresh (BERT ยง3.1, "Task #1")."""
 
     def __init__(self, special: SpecialIds, max_predictions: int, mask_prob: float = MASK_PROB,
-                 replace_mask: float = REPLACE_MASK, replace_random: float = REPLACE_RANDOM):
+                 replace_mask: float = REPLACE_MASK, replace_random: float = REPLACE_RANDOM, span: int = 1):
         self.special = special
-        self.max_predictions = max_predictions
+        self.max_predictions, self.span = max_predictions, span
         self.mask_prob, self.replace_mask, self.replace_random = mask_prob, replace_mask, replace_random
         self.special_tensor = torch.tensor(special.special)
         ordinary = torch.ones(special.vocab_size, dtype=torch.bool)
         ordinary[self.special_tensor] = False
         self.ordinary_ids = ordinary.nonzero().squeeze(1)  # random replacements are never special tokens
 
-    def __call__(self, examples: Sequence[Example], generator: torch.Generator, fates: bool = False
-                 ) -> dict[str, Tensor]:
-        """The batch the model reads; with `fates`, also "mlm_fates" (B, T): what masking did to each position (an
-        index of FATES), which a model is never shown."""
+    def __call__(self, examples: Sequence[Example], generator: torch.Generator, fates: bool = False,
+                 rate: float | None = None) -> dict[str, Tensor]:
+        """The batch the model reads, `rate` of its positions picked (default: `mask_prob`); with `fates`, also
+        "mlm_fates" (B, T): what masking did to each position (an index of FATES), which a model is never shown."""
         T = max(len(e.input_ids) for e in examples)
         input_ids = torch.full((len(examples), T), self.special.pad, dtype=torch.long)  # (B, T)
         token_type_ids = torch.zeros_like(input_ids)
@@ -303,20 +305,25 @@ class MaskingCollator:
             token_type_ids[row, :len(example.token_type_ids)] = torch.frombuffer(example.token_type_ids,
                                                                                  dtype=torch.int8)
             attention_mask[row, :len(example.input_ids)] = 1
-        input_ids, mlm_labels, fate = self.mask(input_ids, generator)
+        input_ids, mlm_labels, fate = self.mask(input_ids, generator, rate)
         batch = {"input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": attention_mask,
                  "mlm_labels": mlm_labels, "nsp_labels": torch.tensor([e.nsp_label for e in examples])}
         return {**batch, "mlm_fates": fate} if fates else batch
 
-    def mask(self, input_ids: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
-        """Choose `mask_prob` of each row's non-special tokens, rounded (at least one, at most `max_predictions`),
-        then apply the 80/10/10 replacement: the
+    def mask(self, input_ids: Tensor, generator: torch.Generator, rate: float | None = None
+             ) -> tuple[Tensor, Tensor, Tensor]:
+        """Choose `rate` (default `mask_prob`) of each row's non-special tokens, rounded (at least one, at most
+        `max_predictions`), single tokens or runs of up to `span`, then apply the 80/10/10 replacement: the
         masked ids, the labels (-100 where not picked) and each position's fate (an index of FATES)."""
         candidates = ~torch.isin(input_ids, self.special_tensor)  # (B, T); [PAD] is special too
-        n_targets = (candidates.sum(1) * self.mask_prob).round().clamp(1, self.max_predictions)  # (B,)
-        scores = torch.rand(input_ids.shape, generator=generator).masked_fill(~candidates, 2.0)
-        ranks = scores.argsort(dim=1).argsort(dim=1)  # 0 = the row's smallest score
-        targets = (ranks < n_targets[:, None]) & candidates  # (B, T)
+        rate = self.mask_prob if rate is None else rate
+        n_targets = (candidates.sum(1) * rate).round().clamp(1, self.max_predictions)  # (B,)
+        if self.span > 1:
+            targets = self.spans(candidates, n_targets, generator)
+        else:
+            scores = torch.rand(input_ids.shape, generator=generator).masked_fill(~candidates, 2.0)
+            ranks = scores.argsort(dim=1).argsort(dim=1)  # 0 = the row's smallest score
+            targets = (ranks < n_targets[:, None]) & candidates  # (B, T)
         labels = torch.where(targets, input_ids, IGNORE_INDEX)
         roll = torch.rand(input_ids.shape, generator=generator)
         to_mask = targets & (roll < self.replace_mask)
@@ -326,6 +333,25 @@ class MaskingCollator:
         kept = targets & ~to_mask & ~to_random
         fate = to_mask.to(torch.int8) + 2 * to_random.to(torch.int8) + 3 * kept.to(torch.int8)  # an index of FATES
         return torch.where(to_random, random_ids, masked), labels, fate
+
+    def spans(self, candidates: Tensor, n_targets: Tensor, generator: torch.Generator) -> Tensor:
+        """Each row's `n_targets` picked in runs of consecutive candidates (SpanBERT, Joshi et al. 2020; GPT-BERT
+        masks runs of 1-3): starts in a random order, each run's length uniform in 1..`span`, a run ending early at a
+        special token, one already picked or the row's count. Returns the picked positions (B, T)."""
+        B, T = candidates.shape
+        order = torch.rand(B, T, generator=generator).argsort(dim=1).tolist()
+        lengths = torch.randint(1, self.span + 1, (B, T), generator=generator).tolist()
+        allowed, picked = candidates.tolist(), [[False] * T for _ in range(B)]
+        for row, left in enumerate(n_targets.tolist()):
+            left = int(left)
+            for start, length in zip(order[row], lengths[row]):
+                position = start
+                while left and length and position < T and allowed[row][position] and not picked[row][position]:
+                    picked[row][position] = True
+                    position, length, left = position + 1, length - 1, left - 1
+                if not left:
+                    break
+        return torch.tensor(picked)
 
 
 class PretrainingData:
@@ -342,7 +368,9 @@ class PretrainingData:
 
     def __init__(self, documents: Sequence[Document], special: SpecialIds, max_seq_len: int = 128,
                  batch_size: int = 32, max_predictions: int = 20, seed: int = 0, short_seq_prob: float = 0.1,
-                 rank: int = 0, world_size: int = 1, sources: Sequence[int] | None = None, **masking: float):
+                 rank: int = 0, world_size: int = 1, sources: Sequence[int] | None = None,
+                 first_rate: float | None = None, steps: int | None = None, first_step: int = 0,
+                 **masking: float):
         if len(documents) < 2:
             raise ValueError("the corpus has fewer than two usable documents: next-sentence prediction needs more")
         if sources is not None and len(sources) != len(documents):
@@ -351,6 +379,13 @@ class PretrainingData:
         self.seed, self.short_seq_prob, self.rank, self.world_size = seed, short_seq_prob, rank, world_size
         self.special = special
         self.collate = MaskingCollator(special, max_predictions, **masking)
+        self.first_rate, self.steps, self.first_step = first_rate, steps, first_step  # the masking schedule
+
+    def rate(self, step: int) -> float:
+        """The share of positions picked in the batches of training step `step` (`masking.masking_rate`): from
+        `first_rate` at step 0 to the collator's own at `steps`."""
+        progress = step / self.steps if self.steps else 1.0
+        return masking_rate(progress, self.collate.mask_prob, self.first_rate)
 
     def batches(self, workers: int = 0, pin_memory: bool = False) -> Iterator[dict[str, Tensor]]:
         """This rank's batches forever. With `workers`, that many processes build them ahead of the training step
@@ -371,6 +406,8 @@ class PretrainingData:
         """`shard_batches`' batches, each with its examples' origins (indices into `documents`) where `explain`, and
         then with each position's fate too ("mlm_fates"); the same batches either way."""
         generator = torch.Generator().manual_seed(self.seed * 1_000_003 + shard)
+        per_rank = max(shards // self.world_size, 1)  # this rank's shards take turns: its n-th batch is step n*per_rank
+        step = self.first_step + shard % per_rank
         for epoch in itertools.count():
             share, stride = self._share(epoch, shard, shards)
             documents = [self.documents[i] for i in share] if share is not None else self.documents
@@ -385,7 +422,8 @@ class PretrainingData:
                 indices = indices * (self.batch_size // max(len(indices), 1) + 1)  # a tiny corpus: repeat it
             for start in range(0, len(indices) - self.batch_size + 1, self.batch_size):
                 chosen = indices[start:start + self.batch_size]
-                batch = self.collate([examples[i] for i in chosen], generator, fates=explain)
+                batch = self.collate([examples[i] for i in chosen], generator, fates=explain, rate=self.rate(step))
+                step += per_rank
                 yield batch, [_in_corpus(origins[i], share) for i in chosen] if origins is not None else []
 
     def _share(self, epoch: int, shard: int, shards: int) -> tuple[list[int] | None, bool]:

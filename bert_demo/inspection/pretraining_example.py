@@ -145,7 +145,7 @@ def draw(source: Documents, tokenizer: BertTokenizerFast, recipe: TrainConfig, s
     masking rate, most predictions and random B), batches of one."""
     seed = check_seed(seed)
     data = sentence_pairs(recipe, _tokenized(source, tokenizer), SpecialIds.from_tokenizer(tokenizer), seed, 1,
-                          mask_prob=recipe.mask_prob)
+                          first_step=0)
     batch, (origin,) = next(data.drawn(explain=True))
     fates = batch.pop("mlm_fates")[0].tolist()
     labels = batch["mlm_labels"][0].tolist()
@@ -166,8 +166,7 @@ def shares(source: Documents, tokenizer: BertTokenizerFast, recipe: TrainConfig,
     batches of SHARE_BATCH (a multiple of it is drawn: masking draws each example's picks on its own, whatever the
     batch)."""
     special = SpecialIds.from_tokenizer(tokenizer)
-    data = sentence_pairs(recipe, _tokenized(source, tokenizer), special, seed, SHARE_BATCH,
-                          mask_prob=recipe.mask_prob)
+    data = sentence_pairs(recipe, _tokenized(source, tokenizer), special, seed, SHARE_BATCH, first_step=0)
     fates, candidates, is_next, stream = torch.zeros(len(FATES), dtype=torch.long), 0, 0, data.drawn(explain=True)
     drawn = 0
     while drawn < draws:

@@ -177,16 +177,20 @@ def _kept_as(cfg: TrainConfig, split: str) -> str | None:
 
 
 def sentence_pairs(cfg: TrainConfig, tokenized: Tokenized, special: SpecialIds, seed: int, batch_size: int,
-                   rank: int = 0, world: int = 1, mask_prob: float = MASK_PROB, seq_len: int | None = None
+                   rank: int = 0, world: int = 1, seq_len: int | None = None, first_step: int | None = None
                    ) -> PretrainingData:
     """The run's sentence pairs, their random B drawn as `cfg.random_b` says (validation's too, so that it measures
-    what training asks): the stream training batches come from, and the example `pretraining_example` shows."""
+    what training asks): the stream training batches come from (from `first_step` on, masked as the recipe says),
+    and the example `pretraining_example` shows; without `first_step`, validation's, masked as the paper says."""
     seq_len = seq_len or cfg.seq_len
-    most = cfg.max_predictions or max_predictions(seq_len, mask_prob)
     sources = tokenized.sources if cfg.random_b == "same-source" else None
+    training = first_step is not None
+    masking = {"mask_prob": cfg.mask_prob, "span": cfg.mask_span, "first_rate": cfg.mask_prob_start,
+               "steps": cfg.steps, "first_step": first_step} if training else {}
+    most_rate = max(cfg.mask_prob, cfg.mask_prob_start or 0.0) if training else MASK_PROB
     return PretrainingData(tokenized.documents, special, max_seq_len=seq_len, batch_size=batch_size,
-                           max_predictions=most, seed=seed, rank=rank, world_size=world, sources=sources,
-                           mask_prob=mask_prob)
+                           max_predictions=cfg.max_predictions or max_predictions(seq_len, most_rate), seed=seed,
+                           rank=rank, world_size=world, sources=sources, **masking)
 
 
 def _batches(run: Run, train_ids: Tokenized, special: SpecialIds) -> Iterator[Batch]:
@@ -197,11 +201,12 @@ def _batches(run: Run, train_ids: Tokenized, special: SpecialIds) -> Iterator[Ba
     workers = data_workers(cfg.data_workers, run.device, world)
     pin = run.device.type == "cuda"
     if run.step < cfg.short_seq_steps:
-        short = sentence_pairs(cfg, train_ids, special, seed, cfg.batch_size, rank, world, mask_prob=cfg.mask_prob,
-                               seq_len=cfg.short_seq_len)
+        short = sentence_pairs(cfg, train_ids, special, seed, cfg.batch_size, rank, world, cfg.short_seq_len,
+                               first_step=run.step)
         yield from itertools.islice(short.batches(workers, pin), cfg.short_seq_steps - run.step)
+    first_step = max(run.step, cfg.short_seq_steps)
     yield from sentence_pairs(cfg, train_ids, special, seed, cfg.batch_size, rank, world,
-                              mask_prob=cfg.mask_prob).batches(workers, pin)
+                              first_step=first_step).batches(workers, pin)
 
 
 def _model(run: Run, counts: Tensor) -> BertForPreTraining:

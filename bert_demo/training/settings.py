@@ -163,6 +163,12 @@ class TrainConfig(RunConfig):
     mask_prob: float = setting(0.25, f"share of tokens masked in training (BERT: {MASK_PROB:.0%}; validation always "
                                      f"masks {MASK_PROB:.0%})", label="masking rate", low=0.01, high=0.9,
                                group="objectives")
+    mask_prob_start: float | None = setting(None, "masking rate at the first step, falling linearly to the masking "
+                                                  "rate by the last (GPT-BERT 2024: 30% to 15%; default: the masking "
+                                                  "rate throughout)", label="first masking rate", low=0.01, high=0.9,
+                                            group="objectives")
+    mask_span: int = setting(1, "mask runs of 1 to N consecutive tokens (SpanBERT; GPT-BERT masks 1-3); 1: BERT's "
+                                "single tokens", label="longest masked run", low=1, high=10, group="objectives")
     max_predictions: int | None = setting(None, "at most this many masked tokens per example (default: "
                                                 "masking rate x length, plus one)", low=1, high=512, group="objectives")
     nsp_weight: float = setting(1.0, "weight of the next-sentence loss beside the masked-LM loss",
@@ -213,6 +219,8 @@ class TrainConfig(RunConfig):
         if self.short_seq_len > self.seq_len:
             raise ValueError(f"short sequence length {self.short_seq_len} must not exceed the sequence length "
                              f"{self.seq_len}")
+        if self.mask_prob_start is not None and self.minutes is not None:
+            raise ValueError("a falling masking rate needs the run's steps to fall over: give steps, not minutes")
 
     @classmethod
     def from_stored(cls, data: Mapping[str, Any]) -> "TrainConfig":

@@ -51,8 +51,8 @@ def segments(example) -> tuple[list[int], list[int]]:
 
 
 def many_batches(n: int = 60, **kwargs) -> list[dict[str, torch.Tensor]]:
-    data = PretrainingData(numbered_documents(), SPECIAL, max_seq_len=64, batch_size=32, max_predictions=20,
-                           **kwargs)
+    data = PretrainingData(numbered_documents(), SPECIAL, max_seq_len=64, batch_size=32,
+                           **{"max_predictions": 20, **kwargs})
     stream = data.batches()
     return [next(stream) for _ in range(n)]
 
@@ -289,3 +289,58 @@ def test_token_counts_count_every_token_of_every_sentence_of_every_document():
         expected[token] += 1
     assert counts.shape == (SPECIAL.vocab_size,) and torch.equal(counts, expected) and counts.sum() > 0
     assert token_counts([], 7).tolist() == [0] * 7
+
+
+def picked_share(batch: dict[str, torch.Tensor]) -> float:
+    """The share of a batch's non-special positions that are masked-LM targets."""
+    candidates = batch["attention_mask"].sum().item() - 3 * len(batch["input_ids"])  # [CLS] and two [SEP] a row
+    return (batch["mlm_labels"] != IGNORE_INDEX).sum().item() / candidates
+
+
+def test_a_falling_masking_rate_picks_its_share_at_each_step_from_the_first_rate_to_the_last():
+    batches = many_batches(n=101, mask_prob=0.15, first_rate=0.45, steps=100, max_predictions=40)
+    for step in (0, 50, 100):
+        expected = 0.45 + (0.15 - 0.45) * step / 100
+        assert picked_share(batches[step]) == pytest.approx(expected, abs=0.015)
+
+
+def test_a_resumed_streams_masking_rate_continues_from_its_first_step():
+    (resumed,) = many_batches(n=1, mask_prob=0.15, first_rate=0.45, steps=100, first_step=50, max_predictions=40)
+    assert picked_share(resumed) == pytest.approx(0.30, abs=0.015)
+
+
+def test_workers_taking_turns_mask_each_step_at_that_steps_rate():
+    data = PretrainingData(numbered_documents(40), SPECIAL, max_seq_len=64, batch_size=32, max_predictions=40,
+                           mask_prob=0.15, first_rate=0.45, steps=4)
+    shares = [picked_share(batch) for batch in itertools.islice(data.batches(workers=2), 5)]
+    assert shares == pytest.approx([0.45, 0.375, 0.30, 0.225, 0.15], abs=0.015)
+
+
+def masked_runs(batch: dict[str, torch.Tensor]) -> Counter:
+    """How many runs of consecutive targets of each length the batch holds."""
+    runs: Counter = Counter()
+    for row in (batch["mlm_labels"] != IGNORE_INDEX).tolist():
+        length = 0
+        for target in [*row, False]:
+            if target:
+                length += 1
+            elif length:
+                runs[length] += 1
+                length = 0
+    return runs
+
+
+def test_span_masking_picks_runs_of_one_to_span_tokens_and_the_same_share():
+    spans, singles = many_batches(n=40, span=3), many_batches(n=40)
+    runs = masked_runs(spans[0]) + sum((masked_runs(b) for b in spans[1:]), Counter())
+    assert sum(runs[length] for length in (2, 3)) > runs[1]  # mostly runs (1, 2 and 3 drawn alike)
+    assert sum(picked_share(b) for b in spans) == pytest.approx(sum(picked_share(b) for b in singles), rel=0.02)
+    single_runs = sum((masked_runs(b) for b in singles), Counter())
+    assert single_runs[1] > 3 * sum(n for length, n in single_runs.items() if length > 1)  # single tokens, mostly
+
+
+def test_span_masking_never_picks_special_tokens_or_padding():
+    for batch in many_batches(n=20, span=4):
+        targets = batch["mlm_labels"] != IGNORE_INDEX
+        assert not torch.isin(batch["mlm_labels"][targets], torch.tensor(SPECIAL.special)).any()
+        assert not (targets & (batch["attention_mask"] == 0)).any()
