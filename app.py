@@ -5,6 +5,9 @@ Host and port come from GRADIO_SERVER_NAME / GRADIO_SERVER_PORT (Spaces sets the
 visitors' runs train in GPU calls (docs/deploy.md).
 """
 if __name__ != "__mp_main__":  # the name multiprocessing gives this file in a training run's process: no app there
+    from bert_demo.app.machine import hold_heap_down
+
+    hold_heap_down()  # before any thread is started
     from bert_demo.app.runs import zerogpu  # noqa: F401 - first: on ZeroGPU, `spaces` must be imported before gradio
     from bert_demo.app.state.registry import Registry
     from bert_demo.app.ui import build_demo, launch_kwargs

@@ -140,6 +140,7 @@ def run_app_default(args: argparse.Namespace) -> dict:
     return {"variant": "app default", "overrides": APP_RUN, "tokens": last["tokens"], "seconds": round(seconds, 1),
             "tokens_per_s": round(last["tokens"] / seconds), "val_mlm_loss": round(last["mlm_loss"], 3),
             "val_mlm_acc": round(last["mlm_acc"], 4), "val_nsp_acc": round(last["nsp_acc"], 3),
+            "val_nsp_acc_any": round(last["nsp_acc_any"], 3), "val_nsp_acc_same": round(last["nsp_acc_same"], 3),
             "step_to_0.20": None, "news_mlm_acc": round(news["mlm_acc"], 4)}
 
 

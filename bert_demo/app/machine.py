@@ -1,6 +1,7 @@
 """What the app asks of the machine it runs on: whether it has a GPU (known without torch where no driver says so),
 torch and transformers imported once for every thread, and what the app starts beside its page: the fork server its
-CPU runs start from, and freed heap memory handed back on a timer.
+CPU runs start from, and a C heap held down (few arenas, large blocks mapped apart, freed memory handed back on a
+timer).
 
 The app serves its first page before torch has loaded (a few seconds instead of about ten), so the modules that need
 torch are imported where a handler first needs them. transformers builds its names lazily, and two threads importing
@@ -10,12 +11,16 @@ warm-up beside the page, whichever comes first.
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import threading
 import time
 from pathlib import Path
 
 GPU_DRIVER_SIGNS = ("/proc/driver/nvidia/version", "/dev/dxg")  # NVIDIA's Linux driver; WSL2's GPU
+M_MMAP_THRESHOLD, M_ARENA_MAX = -3, -8  # glibc's mallopt parameters (malloc.h)
+HEAPS = 2  # glibc arenas the app's threads share
+MMAP_FROM_BYTES = 1 << 20  # allocations this large are mapped on their own, and unmapped when freed
 TRIM_EVERY_S = 60.0  # how often the app hands the freed memory of its C heap back to the system
 _IMPORTING = threading.Lock()
 _imported = False
@@ -48,6 +53,20 @@ def visible_device() -> str:
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def hold_heap_down() -> None:
+    """Keep the C heap from growing with the threads that answer questions: at most HEAPS of glibc's arenas (it
+    makes up to eight a core, each keeping what its threads freed), and each allocation of MMAP_FROM_BYTES or more
+    (a long text's attention, a model copy's weights) mapped on its own and handed back when freed (glibc otherwise
+    raises that bar after every large free, and large tensors then fragment the heap). Measured in docs/limits.md;
+    elsewhere than glibc, nothing. Called before the app starts its threads."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallopt(M_ARENA_MAX, HEAPS)
+        libc.mallopt(M_MMAP_THRESHOLD, MMAP_FROM_BYTES)
+    except (AttributeError, OSError):  # not glibc (macOS, musl, Windows)
+        pass
 
 
 def start_beside_the_page() -> None:

@@ -12,7 +12,6 @@ import inspect
 import os
 from collections.abc import Callable
 from typing import Any
-from unittest import mock
 
 import anyio
 import gradio as gr
@@ -133,7 +132,8 @@ def launch_kwargs(registry: Registry | None = None, uploads: UploadLedger | None
 
 # gradio writes a .pyi stub beside the module of every component class (for custom components' type checkers): one
 # beside ui.py would hide ui.py from ours, so none is written for this one.
-with mock.patch.object(component_meta, "create_or_modify_pyi", lambda *args: None):
+_write_stub, component_meta.create_or_modify_pyi = component_meta.create_or_modify_pyi, lambda *args: None
+try:
     class VisitorKey(gr.BrowserState):
         """The browser's copy of its visitor key (`visitors.new_key`), kept in its local storage and sent with
         every event whose handler asks who the visitor is (`wire`). It is no API parameter: a script is known by
@@ -146,6 +146,8 @@ with mock.patch.object(component_meta, "create_or_modify_pyi", lambda *args: Non
 
         def get_block_name(self) -> str:
             return "browserstate"  # drawn by gradio's own BrowserState
+finally:
+    component_meta.create_or_modify_pyi = _write_stub
 
 
 def kept_key(key: Any) -> str:

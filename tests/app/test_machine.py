@@ -81,3 +81,35 @@ def test_a_pre_training_checkpoint_is_read_and_shown_on_a_machine_without_datase
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                           cwd=Path(__file__).resolve().parents[2])
     assert done.returncode == 0 and done.stdout.split()[-1] == "128", done.stderr[-2000:]
+
+
+MAPPED_AFTER_A_LARGE_FREE = """
+import ctypes, sys
+from bert_demo.app import machine
+
+class Mallinfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                     "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+libc = ctypes.CDLL(None)
+libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+libc.mallinfo2.restype = Mallinfo2
+if sys.argv[1] == "held":
+    machine.hold_heap_down()
+libc.free(libc.malloc(8 << 20))  # glibc raises its bar for mapping a block on its own past this one
+before = libc.mallinfo2().hblks
+block = libc.malloc(4 << 20)
+print(libc.mallinfo2().hblks - before)
+"""
+
+
+@pytest.mark.skipif(not hasattr(__import__("ctypes").CDLL(None), "mallinfo2"), reason="glibc only")
+def test_a_held_down_heap_maps_a_large_block_on_its_own_even_after_a_larger_one_was_freed():
+    """Large tensors freed in the answering threads stay out of the heap, so they go back to the system when freed."""
+    import subprocess
+    import sys
+
+    mapped = {how: subprocess.run([sys.executable, "-c", MAPPED_AFTER_A_LARGE_FREE, how], capture_output=True,
+                                  text=True, check=True).stdout.strip() for how in ("held", "glibc's own")}
+    assert mapped == {"held": "1", "glibc's own": "0"}
