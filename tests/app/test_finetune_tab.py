@@ -12,6 +12,7 @@ from pathlib import Path
 
 import gradio as gr
 import pytest
+import torch
 
 from bert_demo.app import header, text, verdict
 from bert_demo.app.policy import APP_FINETUNE
@@ -227,8 +228,17 @@ def test_the_attention_and_embeddings_tabs_look_inside_a_fine_tuned_model_the_ot
     _, expected = inference_attention(registry.catalog.load_classifier(chosen, OWNER), "the river was wonderful today.")
     drawn = [value for row in shown["att_plot"].data[0].z for value in row]
     assert drawn == pytest.approx(expected[1, 0].flatten().tolist(), abs=1e-3)  # the classifier's own map
-    assert embeddings.neighbours(registry, chosen, "river", "", 0, owner=OWNER)["neighbours_table"]["data"]
-    assert embeddings.projection(registry, chosen, "river garden music", owner=OWNER)["projection_plot"].data
+    from bert_demo.inspection.neighbours import neighbours
+
+    table = embeddings.neighbours(registry, chosen, "river", "", 0, owner=OWNER)["neighbours_table"]["data"]
+    encoder = registry.catalog.load_at(chosen, None, OWNER, encoder=True)
+    classifier = registry.catalog.load_classifier(chosen, OWNER).model
+    assert torch.equal(encoder.model.bert.embeddings.word_embeddings.weight,
+                       classifier.bert.embeddings.word_embeddings.weight)  # the classifier's own table
+    own = neighbours(encoder.model, encoder.tokenizer, "river", len(table))
+    assert table and [row[0] for row in table] == [n.token for n in own]
+    plot = embeddings.projection(registry, chosen, "river garden music", owner=OWNER)["projection_plot"]
+    assert sum(len(trace.x) for trace in plot.data) >= 3  # a point a word at least
     with pytest.raises(gr.Error, match="fine-tuned classifier .* look at its attention or embeddings"):
         fill.fill_mask(registry, chosen, "the [MASK] was wonderful today.", 5, owner=OWNER)
 
@@ -265,11 +275,11 @@ BAD_FILES = [
 @pytest.mark.parametrize("name, content, message", BAD_FILES, ids=[b[0] for b in BAD_FILES])
 def test_a_labelled_file_that_cannot_be_trained_on_is_refused_with_a_message(registry, tmp_path, name, content,
                                                                              message):
-    upload = write(tmp_path / name, content)
+    upload, before = write(tmp_path / name, content), registry.slot.job
     with pytest.raises(gr.Error, match="(?i)" + message):
         list(finetune.finetune(registry, "checkpoints/tiny-test", "movie-reviews", upload, "100", ["random"],
                              owner=OWNER))
-    assert registry.slot.job is None or not registry.slot.job.running
+    assert registry.slot.job is before  # nothing was started
 
 
 @pytest.mark.parametrize("change, message", [

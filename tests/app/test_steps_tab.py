@@ -59,19 +59,24 @@ def test_the_shares_table_sets_the_models_masking_rate_beside_the_papers(registr
     assert "under BERT's recipe" in paper["ex_pair"] and "every setting as in the paper" in paper["ex_recipe_note"]
 
 
-def test_a_named_corpus_gives_passages_with_their_places(registry, private_cache, monkeypatch):
+def test_a_named_corpus_gives_passages_with_their_places(registry, private_cache):
     shown = draw(registry, seed=2, source="wiki", typed="")
     assert re.search(r"\*\*Sentence A\*\*, wiki, document \d+, sentences? \d+", shown["ex_pair"])
 
 
 def test_every_step_of_the_forward_pass_is_shown_with_its_equation_shape_and_line(registry):
+    from bert_demo.inspection.forward_steps import forward_steps as computed
+
+    loaded = registry.catalog.load_at(MODEL, None)
+    passed = computed(loaded.model, loaded.tokenizer, "the cat sat on the [MASK].", "it purred.", layer=2, head=1)
     for index in range(len(STEP_NAMES)):
         shown = steps.forward_steps(registry, MODEL, "the cat sat on the [MASK].", "it purred.", 2, 1, index)
         part, title = STEP_NAMES[index].split(" · ")
         assert shown["fw_text"].startswith(f"### {index + 1} of {len(STEP_NAMES)} · {part}: {title}")
-        assert "$$" in shown["fw_text"] and "**Shape**" in shown["fw_text"]
+        rows, columns = passed[index].shape
+        assert "$$" in shown["fw_text"] and f"**Shape** ({rows}, {columns}): {rows} row" in shown["fw_text"]
         number = int(re.search(r"model.py`, line (\d+)", shown["fw_text"])[1])
-        assert source_line_of(shown["fw_text"]) and number > 1
+        assert source_line(passed[index].code) == (number, source_line_of(shown["fw_text"]))
         figure = json.loads(shown["fw_plot"].to_json())
         assert figure["data"], STEP_NAMES[index]
         assert shown["fw_step"].value == index

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from bert_demo.data.masking import IS_NEXT
+from bert_demo.data.masking import FATES, IS_NEXT
 from bert_demo.inspection import pretraining_example
 from bert_demo.model import IGNORE_INDEX
 from bert_demo.training.pretraining import prepare, pretraining, split_corpus
@@ -83,7 +83,10 @@ def test_the_segments_origins_and_fates_are_those_of_its_tokens(training):
         for position, (piece, shown, fate, label) in enumerate(zip(example.pieces, example.shown, example.fates,
                                                                    example.labels)):
             assert (label != IGNORE_INDEX) == (fate != 0), position
-            assert shown == ("[MASK]" if fate == 1 else piece) or fate == 2
+            if FATES[fate] == "a random word":  # any word of the vocabulary but a special token
+                assert shown not in tokenizer.all_special_tokens, position
+            else:
+                assert shown == ("[MASK]" if FATES[fate] == "[MASK]" else piece), position
             if fate:
                 assert tokenizer.convert_ids_to_tokens(label) == piece
 
