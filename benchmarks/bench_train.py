@@ -29,7 +29,7 @@ import transformers
 from _common import cores, interleaved_times, matmul_peak_flops, print_table
 
 from bert_demo.config import PRESETS, BertConfig
-from bert_demo.data.pairs import Example, MaskingCollator, SpecialIds
+from bert_demo.data.collator import Example, MaskingCollator, SpecialIds
 from bert_demo.model import IGNORE_INDEX, BertForPreTraining
 from bert_demo.training.recipe import make_optimizer
 from bert_demo.training.runtime import autocast, resolve_precision

@@ -14,7 +14,6 @@ import re
 import shutil
 import tempfile
 import warnings
-from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -25,7 +24,6 @@ from typing import NamedTuple
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
-from torch import Tensor
 from transformers import BertTokenizerFast
 
 from bert_demo.config import (  # noqa: F401
@@ -437,19 +435,3 @@ def load_weights(model: BertForPreTraining, state: dict[str, torch.Tensor]) -> l
 def _summarise(keys: list[str], limit: int = 6) -> str:
     more = f" and {len(keys) - limit} more" if len(keys) > limit else ""
     return ", ".join(keys[:limit]) + more
-
-
-def optimizer_tensors(optimizer: torch.optim.Optimizer) -> dict[str, Tensor]:
-    """AdamW's per-parameter state as flat named tensors, storable in safetensors (no pickle)."""
-    return {f"{index}.{name}": torch.as_tensor(value).detach().cpu().contiguous()
-            for index, state in optimizer.state_dict()["state"].items() for name, value in state.items()}
-
-
-def load_optimizer_tensors(optimizer: torch.optim.Optimizer, tensors: dict[str, Tensor]) -> None:
-    """Inverse of `optimizer_tensors`; the hyper-parameters stay those of the current run."""
-    state: dict[int, dict[str, Tensor]] = defaultdict(dict)
-    for key, value in tensors.items():
-        index, name = key.split(".", 1)
-        state[int(index)][name] = value
-    saved = optimizer.state_dict()
-    optimizer.load_state_dict({"state": dict(state), "param_groups": saved["param_groups"]})

@@ -1,13 +1,21 @@
 """What the app offers by default: its default pre-training run on each kind of machine, its fine-tuning experiment,
-and the well-read start it compares with (Google's compact BERTs). Policy of the app, not of BERT: the settings
-themselves, and their bounds, are `bert_demo.training.settings`'s."""
+and the well-read start it compares with (Google's compact BERTs); and what one visitor may ask of a shared machine
+(`check_limits`, `check_batch_tokens`, `shared_limits`). Policy of the app, not of BERT: the settings themselves, and
+their bounds, are `bert_demo.training.settings`'s."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from dataclasses import fields
 from typing import Any
 
 from bert_demo.config import BERT_WORDS
-from bert_demo.training.settings import FinetuneConfig
+from bert_demo.training.settings import (
+    MACHINES,
+    FinetuneConfig,
+    TrainConfig,
+    check_setting,
+)
 
 # The app's default run: a from-scratch run a visitor starts with one click. The recipe is TrainConfig's own
 # defaults; only the size, length and peak learning rate of the run differ, chosen to finish within 5 minutes on 2
@@ -65,3 +73,42 @@ def app_finetune_steps(examples: int) -> int:
     """The Fine-tune tab's budget for a run on `examples` labelled sentences: APP_FINETUNE's passes over them in
     batches of FinetuneConfig's size, at most its `max_steps`."""
     return min(math.ceil(APP_FINETUNE["epochs"] * examples / FinetuneConfig.batch_size), APP_FINETUNE["max_steps"])
+
+
+# The app's GPU caps (each setting's gpu= in training/settings.py) fit a 24 GB card (A10G, L4, RTX 4090) at their
+# worst corner, base x batch 64 x 512 tokens x a 32,768-token vocabulary, in bf16 autocast with fused attention (no
+# tokens x tokens matrix is kept):
+#   weights, gradients and AdamW's two moments in fp32: 110 M parameters x 16 bytes              =  1.8 GB
+#   activations: about 34 x hidden bytes per token and layer (Korthikanti et al. 2022, no dropout masks)
+#                64 x 512 tokens x 12 layers x 34 x 768                                              = 10.3 GB
+#   masked-LM logits at up to 129 positions a sequence (25% masked, plus one), bf16 + fp32 copy + its gradient:
+#                64 x 129 x 32,768 x 10 bytes                                                        =  2.7 GB
+# about 15 GB. Measured on an H100 by benchmarks/gpu_check.py: 18.8 GB reserved at the peak of a training step (the
+# allocator's cache and the attention kernels' workspace come on top of the estimate). Batch 256 at 512 tokens needed
+# four times the activations: on a GPU a batch may hold 256 sequences, but at most GPU_BATCH_TOKENS tokens in all, so
+# that BERT's 256 x 128 fits beside 64 x 512.
+GPU_BATCH_TOKENS = 64 * 512
+
+
+def check_limits(values: Mapping[str, Any], limits: Mapping[str, Any]) -> None:
+    """Raise ValueError naming the first of a visitor's `values` past the app's tighter cap (`shared_limits`), said
+    to be "on this machine"; checked before the config is made, whose own check names the wider bounds."""
+    for name, value in values.items():
+        if name in limits:
+            check_setting(name, value, limits[name])
+
+
+def check_batch_tokens(batch_size: int, seq_len: int, machine: str) -> None:
+    """Refuse a batch of more tokens than a machine of this kind allows one visitor (GPU_BATCH_TOKENS on a GPU; a
+    CPU's caps on batch size and length keep its batches small)."""
+    if machine == "gpu" and batch_size * seq_len > GPU_BATCH_TOKENS:
+        raise ValueError(f"a batch of {batch_size} sequences of {seq_len} tokens is {batch_size * seq_len:,} tokens; "
+                         f"at most {GPU_BATCH_TOKENS:,} are allowed on this machine: lower the batch size or the "
+                         "sequence length")
+
+
+def shared_limits(machine: str) -> dict[str, Any]:
+    """The app's caps on a shared machine of this kind, keyed by setting: an upper bound or the allowed choices."""
+    if machine not in MACHINES:
+        raise ValueError(f"unknown machine kind {machine!r}: use {', '.join(MACHINES)}")
+    return {f.name: f.metadata[machine] for f in fields(TrainConfig) if f.metadata[machine] is not None}

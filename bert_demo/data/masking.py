@@ -1,6 +1,6 @@
 """BERT's masking rule, as numbers (Devlin et al. 2019, §3.1, "Task #1"): the share of a sequence's positions picked
 as masked-LM targets, what becomes of the picked ones, and how many a sequence may hold; and the next-sentence labels.
-Imports nothing, so the settings (`training.settings`) and the app's first page read it without torch; `data.pairs`
+Imports nothing, so the settings (`training.settings`) and the app's first page read it without torch; `data.collator`
 applies it."""
 from __future__ import annotations
 

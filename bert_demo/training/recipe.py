@@ -8,15 +8,15 @@ the Loss"; Gopalani & Hu 2025: the plateau is slow learning of the attention map
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file
-from torch import nn
+from torch import Tensor, nn
 
-from bert_demo.checkpoint import load_optimizer_tensors
 from bert_demo.config import OPTIMIZER_NAME
 from bert_demo.model import BertForPreTraining
 from bert_demo.training.settings import SCHEDULES, RunConfig
@@ -211,3 +211,19 @@ def _depth(name: str, layers: int) -> int:
     if marker in name:
         return layers - int(name.split(marker)[1].split(".")[0])
     return 0
+
+
+def optimizer_tensors(optimizer: torch.optim.Optimizer) -> dict[str, Tensor]:
+    """AdamW's per-parameter state as flat named tensors, storable in safetensors (no pickle)."""
+    return {f"{index}.{name}": torch.as_tensor(value).detach().cpu().contiguous()
+            for index, state in optimizer.state_dict()["state"].items() for name, value in state.items()}
+
+
+def load_optimizer_tensors(optimizer: torch.optim.Optimizer, tensors: dict[str, Tensor]) -> None:
+    """Inverse of `optimizer_tensors`; the hyper-parameters stay those of the current run."""
+    state: dict[int, dict[str, Tensor]] = defaultdict(dict)
+    for key, value in tensors.items():
+        index, name = key.split(".", 1)
+        state[int(index)][name] = value
+    saved = optimizer.state_dict()
+    optimizer.load_state_dict({"state": dict(state), "param_groups": saved["param_groups"]})

@@ -14,9 +14,10 @@ from typing import Any, Protocol
 import torch
 import torch.distributed as dist
 
-from bert_demo.checkpoint import TIED_KEYS, optimizer_tensors, save_pretrained
+from bert_demo.checkpoint import TIED_KEYS, save_pretrained
 from bert_demo.config import OPTIMIZER_NAME, trained_on
 from bert_demo.training import timeline
+from bert_demo.training.recipe import optimizer_tensors
 from bert_demo.training.records import DoneRecord, Record
 from bert_demo.training.runtime import Distributed, describe_hardware
 from bert_demo.training.settings import RunConfig

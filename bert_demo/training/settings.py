@@ -42,18 +42,6 @@ def setting(default: Any, help: str, *, group: str, label: str | None = None, lo
                                             "choices": choices, "cpu": cpu, "gpu": gpu})
 
 
-# The app's GPU caps fit a 24 GB card (A10G, L4, RTX 4090) at their worst corner, base x batch 64 x 512 tokens x a
-# 32,768-token vocabulary, in bf16 autocast with fused attention (no tokens x tokens matrix is kept):
-#   weights, gradients and AdamW's two moments in fp32: 110 M parameters x 16 bytes              =  1.8 GB
-#   activations: about 34 x hidden bytes per token and layer (Korthikanti et al. 2022, no dropout masks)
-#                64 x 512 tokens x 12 layers x 34 x 768                                              = 10.3 GB
-#   masked-LM logits at up to 129 positions a sequence (25% masked, plus one), bf16 + fp32 copy + its gradient:
-#                64 x 129 x 32,768 x 10 bytes                                                        =  2.7 GB
-# about 15 GB. Measured on an H100 by benchmarks/gpu_check.py: 18.8 GB reserved at the peak of a training step (the
-# allocator's cache and the attention kernels' workspace come on top of the estimate). Batch 256 at 512 tokens needed
-# four times the activations: on a GPU a batch may hold 256 sequences, but at most GPU_BATCH_TOKENS tokens in all, so
-# that BERT's 256 x 128 fits beside 64 x 512.
-GPU_BATCH_TOKENS = 64 * 512
 
 
 @dataclass(frozen=True)
@@ -366,28 +354,10 @@ def default(name: str, config: type[RunConfig] | None = None) -> Any:
     return _field(name, config).default
 
 
-def check_limits(values: Mapping[str, Any], limits: Mapping[str, Any]) -> None:
-    """Raise ValueError naming the first of a visitor's `values` past the app's tighter cap (`shared_limits`), said
-    to be "on this machine"; checked before the config is made, whose own check names the wider bounds."""
-    for name, value in values.items():
-        if name in limits:
-            _check(_field(name), value, limits[name], on_machine=True)
-
-
-def check_batch_tokens(batch_size: int, seq_len: int, machine: str) -> None:
-    """Refuse a batch of more tokens than a machine of this kind allows one visitor (GPU_BATCH_TOKENS on a GPU; a
-    CPU's caps on batch size and length keep its batches small)."""
-    if machine == "gpu" and batch_size * seq_len > GPU_BATCH_TOKENS:
-        raise ValueError(f"a batch of {batch_size} sequences of {seq_len} tokens is {batch_size * seq_len:,} tokens; "
-                         f"at most {GPU_BATCH_TOKENS:,} are allowed on this machine: lower the batch size or the "
-                         "sequence length")
-
-
-def shared_limits(machine: str) -> dict[str, Any]:
-    """The app's caps on a shared machine of this kind, keyed by setting: an upper bound or the allowed choices."""
-    if machine not in MACHINES:
-        raise ValueError(f"unknown machine kind {machine!r}: use {', '.join(MACHINES)}")
-    return {f.name: f.metadata[machine] for f in fields(TrainConfig) if f.metadata[machine] is not None}
+def check_setting(name: str, value: Any, cap: Any = None) -> None:
+    """Raise ValueError where a value of the setting `name` of TrainConfig is one no run can use, or past `cap` (an
+    app's tighter bound or fewer choices, which the message says hold "on this machine")."""
+    _check(_field(name), value, cap, on_machine=cap is not None)
 
 
 def add_flags(parser: argparse.ArgumentParser, config: type[RunConfig] = TrainConfig) -> None:

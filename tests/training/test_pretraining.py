@@ -21,14 +21,21 @@ import bert_demo.training.loop as loop_module
 import bert_demo.training.pretraining as trainer_module
 import bert_demo.training.runtime as runtime_module
 import bert_demo.training.saving as saving_module
-from bert_demo.checkpoint import load_pretrained, optimizer_tensors, read_metadata
+from bert_demo.checkpoint import load_pretrained, read_metadata
 from bert_demo.config import OPTIMIZER_NAME, PRESETS
 from bert_demo.data.corpus import load_corpus
-from bert_demo.data.pairs import PretrainingData, SpecialIds, Tokenized, split_documents, tokenize_documents
+from bert_demo.data.pairs import (
+    PretrainingData,
+    SpecialIds,
+    Tokenized,
+    split_documents,
+    tokenize_documents,
+)
 from bert_demo.model import BertForPreTraining
 from bert_demo.training import recipe, timeline
 from bert_demo.training.evaluate import evaluate, validate
 from bert_demo.training.pretraining import pretraining
+from bert_demo.training.recipe import optimizer_tensors
 from bert_demo.training.runtime import describe_hardware, release_free_memory
 from bert_demo.training.settings import TrainConfig
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bert_demo.checkpoint import optimizer_tensors
 from bert_demo.config import OPTIMIZER_NAME, PRESETS
 from bert_demo.data.pairs import token_counts
 from bert_demo.model import BertForPreTraining
@@ -12,6 +11,7 @@ from bert_demo.training.recipe import (
     initialise,
     lr_multiplier,
     optimizer_and_schedule,
+    optimizer_tensors,
     set_dropout,
     sinusoids,
     unigram_log_probs,

@@ -6,15 +6,11 @@ from dataclasses import fields
 
 import pytest
 
-from bert_demo.app.policy import APP_RUN
 from bert_demo.training.settings import (
     BERT_RECIPE,
     TrainConfig,
     add_flags,
-    bounds,
-    check_limits,
     given_flags,
-    shared_limits,
 )
 
 
@@ -59,20 +55,6 @@ def test_a_config_stored_before_the_recipe_levers_resumes_with_berts_recipe():
     config = TrainConfig.from_stored(stored)
     assert {key: getattr(config, key) for key in BERT_RECIPE} == BERT_RECIPE
     assert TrainConfig.from_stored({"local_heads": 2}).local_heads == 2  # what was stored wins
-
-
-def test_the_shared_machine_caps_are_tighter_and_said_to_be_this_machines():
-    assert shared_limits("cpu")["steps"] == 1000 and bounds("steps", "gpu") == (1, 20_000)
-    TrainConfig(steps=5000)
-    with pytest.raises(ValueError, match="steps must be between 1 and 1,000 on this machine, got 5,000"):
-        check_limits({"steps": 5000}, shared_limits("cpu"))
-    with pytest.raises(ValueError, match="preset 'base' is not available on this machine: choose tiny, mini"):
-        check_limits({"preset": "base"}, shared_limits("cpu"))
-
-
-def test_the_apps_default_run_is_valid_on_a_shared_cpu():
-    check_limits(APP_RUN, shared_limits("cpu"))
-    TrainConfig(**APP_RUN)
 
 
 def test_a_config_no_run_can_use_is_refused_when_it_is_made_and_none_is_changed_after_its_check():

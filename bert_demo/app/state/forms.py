@@ -13,7 +13,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bert_demo.app.policy import APP_FINETUNE, APP_RUN, APP_RUNS, GOOGLE_BERTS, app_finetune_steps, well_read_model
+from bert_demo.app.policy import (
+    APP_FINETUNE,
+    APP_RUN,
+    APP_RUNS,
+    GOOGLE_BERTS,
+    app_finetune_steps,
+    check_batch_tokens,
+    check_limits,
+    shared_limits,
+    well_read_model,
+)
 from bert_demo.app.state.catalog import Catalog
 from bert_demo.app.state.folders import FOLDER
 from bert_demo.app.state.uploads import corpus_upload
@@ -24,12 +34,9 @@ from bert_demo.training.settings import (
     FinetuneConfig,
     TrainConfig,
     bounds,
-    check_batch_tokens,
-    check_limits,
     choices,
     kind,
     label,
-    shared_limits,
 )
 
 FORM = ("preset", "steps", "batch_size", "lr", "seq_len", "vocab_size")  # the settings a visitor chooses
