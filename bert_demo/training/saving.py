@@ -72,14 +72,13 @@ class Saving:
 
     def save(self, run: Saved, optimizer: torch.optim.Optimizer | None, started: float) -> Path | None:
         """Write the run's checkpoint, its records and the snapshots taken since the last save (rank 0); the
-        optimizer's moments too, unless the app trained it (the app never resumes a run: they are 2/3 of its
-        bytes)."""
+        optimizer's moments too, where the run's settings say so (`save_optimizer`)."""
         if not run.dist.is_main:
             dist.barrier()
             return None
         try:
             extra = {timeline.file_name(step): state for step, state in self.snapshots.items()}
-            if optimizer is not None and run.origin != "app":
+            if optimizer is not None and run.config.save_optimizer:
                 extra[OPTIMIZER_NAME] = optimizer_tensors(optimizer)
             with run.control.lock:
                 saved = save_pretrained(run.model, run.tokenizer, self.out, metadata=self._metadata(run, started),

@@ -84,6 +84,9 @@ class RunConfig:
     out: str = setting("checkpoints/run", "checkpoint folder to write", group="records")
     eval_every: int = setting(50, "validate every N steps", low=1, group="records")
     save_every: int = setting(500, "write a checkpoint every N steps", low=1, group="records")
+    save_optimizer: bool = setting(True, "write AdamW's moments beside each checkpoint, so that --resume continues "
+                                         "the run as it was (two thirds of the checkpoint's bytes)",
+                                   label="save the optimizer", group="records")
     log_every: int = setting(5, "report training metrics every N steps", low=1, group="records")
     seed: int = setting(0, "random seed", low=0, high=2**31 - 1, group="records")
 
@@ -100,7 +103,7 @@ class RunConfig:
         self.validate()  # checked once, when it is made, and frozen: a run never holds one no run can use
 
     def validate(self) -> None:
-        """Raise ValueError naming the first setting no run can use (see `check_limits` for the app's caps)."""
+        """Raise ValueError naming the first setting no run can use (the app's tighter caps: `app.policy.check_limits`)."""
         for f in fields(self):
             _check(f, getattr(self, f.name), None, on_machine=False)
         if self.batch_size % self.grad_accum:

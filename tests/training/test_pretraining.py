@@ -265,6 +265,11 @@ def test_cli_resume_writes_back_to_the_resumed_folder_on_this_machines_device_an
     assert read_metadata(folder)["hardware"] == ["NVIDIA H100", describe_hardware(torch.device("cpu"))]
 
 
+def test_a_run_told_not_to_save_its_optimizer_writes_its_checkpoint_without_it(stories_file, tmp_path):
+    done = list(pretraining(tiny_config(stories_file, tmp_path / "run", steps=6, save_optimizer=False)).run())[-1]
+    assert Path(done["checkpoint"], "model.safetensors").is_file() and not (tmp_path / "run" / OPTIMIZER_NAME).exists()
+
+
 def test_resume_continues_from_the_saved_step_with_optimizer_state(stories_file, tmp_path, monkeypatch):
     first = list(pretraining(tiny_config(stories_file, tmp_path / "run", steps=20)).run())[-1]
     saved = load_file(str(tmp_path / "run" / OPTIMIZER_NAME))

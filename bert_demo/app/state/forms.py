@@ -113,6 +113,7 @@ class Forms:
         steps = values["steps"]
         settings = dict(**values, **RECIPES[recipe], init_from=str(folder) if folder else None,
                         log_every=max(1, steps // 50), eval_every=max(10, math.ceil(steps / 6)), save_every=10**9,
+                        save_optimizer=False,  # the app never resumes a run: AdamW's moments would be 2/3 of its bytes
                         device=self.run_device(), out=str(self.runs / run_name))
         TrainConfig(**settings, corpus=",".join(sources) or "upload")  # checked before the upload is copied
         if upload:  # last: every refusal above leaves nothing behind
@@ -156,7 +157,7 @@ class Forms:
         stamp = stamp or time.strftime("%Y%m%d-%H%M%S")
         return FinetuneConfig(model=str(folder), task=task, init=init, train_examples=train_examples, steps=steps,
                               outside="none" if upload else APP_FINETUNE["outside"].get(task, "none"),
-                              device=self.run_device(),
+                              device=self.run_device(), save_optimizer=False,
                               eval_every=max(1, steps // APP_FINETUNE["validations"]), log_every=max(1, steps // 20),
                               out=str(self.runs / f"{stem}-{'upload' if upload else task}-"
                                                   f"{train_examples or 'all'}-{init}-{stamp}"))

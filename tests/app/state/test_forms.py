@@ -10,7 +10,7 @@ from bert_demo.app.policy import APP_GPU_RUN, APP_RUN, GPU_BATCH_TOKENS
 from bert_demo.app.state.forms import Caps
 from bert_demo.app.state.registry import Registry
 from bert_demo.config import PRESETS
-from bert_demo.training.settings import default
+from bert_demo.training.settings import TrainConfig, default
 
 
 @pytest.mark.parametrize("settings, message", [
@@ -72,3 +72,7 @@ def test_continuing_a_saved_model_names_its_folder_and_refuses_what_cannot_be_co
     monkeypatch.setitem(PRESETS, "tiny", replace(PRESETS["tiny"], hidden_size=64))  # the checkpoint is wider
     with pytest.raises(ValueError, match="bigger than the models this machine trains \\(tiny\\)"):
         tiny_only.forms.train_config(corpus=["wiki"], init_from="checkpoints/tiny-test")
+
+
+def test_the_apps_runs_keep_no_optimizer_state_which_the_command_lines_keep_for_resume(registry):
+    assert registry.forms.train_config().save_optimizer is False and TrainConfig().save_optimizer is True
