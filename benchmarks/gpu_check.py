@@ -202,18 +202,19 @@ def endpoints() -> list[Row]:
     """Each backend function behind an endpoint, once on the GPU, its answer compared with the CPU's."""
     from bert_demo import inference
     from bert_demo.checkpoint import load_pretrained
+    from bert_demo.inspection import heads, neighbours
 
     on = {device: load_pretrained(SHIPPED, device=device) for device in ("cpu", "cuda")}
     text, a, b = "the capital of [MASK] is paris.", "The war ended in 1865.", "Lincoln was shot soon after."
     calls = {
         "fill_mask": lambda m, t: [g[0][0] for g in inference.fill_mask(m, t, text)],
         "layer_predictions": lambda m, t: [layer[0][0] for layer in inference.layer_predictions(m, t, text)[0]],
-        "head_importance": lambda m, t: inference.head_importance(m, t, text)[1].argmax().item(),
+        "head_importance": lambda m, t: heads.head_importance(m, t, text)[1].argmax().item(),
         "next_sentence": lambda m, t: round(inference.next_sentence(m, t, a, b), 3),
         "attention": lambda m, t: inference.attention(m, t, a, b)[1].argmax().item(),
-        "neighbours": lambda m, t: [word for word, _ in inference.neighbours(m, t, "river", k=3)],
+        "neighbours": lambda m, t: [n.token for n in neighbours.neighbours(m, t, "river", k=3)],
         "embedding_projection": lambda m, t: [round(abs(x), 2) for _, x, _ in
-                                              inference.embedding_projection(m, t, ["river", "sea", "king"])],
+                                              neighbours.embedding_projection(m, t, ["river", "sea", "king"])],
     }
     rows = []
     for name, call in calls.items():

@@ -10,14 +10,12 @@ import torch
 from bert_demo.inference import (
     MAX_MASKS,
     attention,
-    attention_rollout,
-    drop_tokens,
     fill_in_masks,
     fill_mask,
     next_sentence,
-    query_key,
     segments,
 )
+from bert_demo.inspection.heads import attention_rollout, drop_tokens, query_key
 
 
 def test_fill_mask_returns_one_ranked_list_per_mask_left_to_right(trained_tiny, tokenizer):

@@ -9,16 +9,11 @@ import pytest
 import torch
 import transformers
 
-from bert_demo import inference
 from bert_demo.checkpoint import save_pretrained
-from bert_demo.inference import (
-    attention,
-    embedding_projection,
-    fill_mask,
-    head_importance,
-    layer_predictions,
-    next_sentence,
-)
+from bert_demo.inference import attention, fill_mask, layer_predictions, next_sentence
+from bert_demo.inspection import heads
+from bert_demo.inspection.heads import head_importance
+from bert_demo.inspection.neighbours import embedding_projection
 
 TEXT = "the cat sat on the [MASK]. paris is the [MASK] of france."
 
@@ -162,10 +157,10 @@ def test_points_on_a_plane_project_to_their_own_centred_coordinates(trained_tiny
 
 
 def test_head_importance_refuses_inputs_that_would_hold_the_cpu_too_long(trained_tiny, tokenizer, monkeypatch):
-    heads = trained_tiny.config.num_hidden_layers * trained_tiny.config.num_attention_heads
-    monkeypatch.setattr(inference, "MAX_IMPORTANCE_WORK", heads * 10)  # at most 10 tokens here
+    count = trained_tiny.config.num_hidden_layers * trained_tiny.config.num_attention_heads
+    monkeypatch.setattr(heads, "MAX_IMPORTANCE_WORK", count * 10)  # at most 10 tokens here
     head_importance(trained_tiny, tokenizer, "the [MASK] sat.")  # 5 tokens with [CLS] and [SEP]: answered
-    with pytest.raises(ValueError, match=f"once per head \\({heads} here\\): give at most 10 tokens"):
+    with pytest.raises(ValueError, match=f"once per head \\({count} here\\): give at most 10 tokens"):
         head_importance(trained_tiny, tokenizer, "the cat sat on the [MASK] and the dog sat on the rug.")
 
 
@@ -178,7 +173,7 @@ def _views(model, tokenizer) -> dict:
         "attention": lambda: attention(model, tokenizer, "the cat sat.", "it purred.", head_mask=all_heads(model))[1],
         "logit lens": lambda: layer_predictions(model, tokenizer, TEXT),
         "head importance": lambda: head_importance(model, tokenizer, "the cat sat on the [MASK].")[1],
-        "neuron view": lambda: inference.query_key(model, tokenizer, "the cat sat.", None, 1, 1, 2).weights,
+        "neuron view": lambda: heads.query_key(model, tokenizer, "the cat sat.", None, 1, 1, 2).weights,
         "neighbours": lambda: neighbours(model, tokenizer, "cat", text="the cat sat on the mat.", layer=1),
         "attribution": lambda: masked_word(model, tokenizer, "the cat sat on the [MASK].", steps=8).scores,
     }

@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 from transformers import BertTokenizerFast
 
-from bert_demo.inference import _encode, _masked_batch
+from bert_demo.inference import encode_pair, masked_batch
 from bert_demo.model import BertForPreTraining, BertForSequenceClassification
 
 STEPS = 64  # midpoints of the path: completeness within 1% on the shipped model (tests/inspection/test_attribution.py)
@@ -52,7 +52,7 @@ def classification(model: BertForSequenceClassification, tokenizer: BertTokenize
     if not isinstance(model, BertForSequenceClassification):
         raise ValueError("this model has no classifier: fine-tune it on a task first")
     text_b = text_b if isinstance(text_b, str) and text_b.strip() else None
-    batch = _encode(model, tokenizer, text_a, text_b)
+    batch = encode_pair(model, tokenizer, text_a, text_b)
     labels = model.config.labels
     if label is not None and label not in labels:
         raise ValueError(f"unknown class {label!r}: this model has {', '.join(labels)}")
@@ -70,7 +70,7 @@ def classification(model: BertForSequenceClassification, tokenizer: BertTokenize
 def masked_word(model: BertForPreTraining, tokenizer: BertTokenizerFast, text: str, word: str | None = None,
                 steps: int = STEPS) -> Attribution:
     """Which words made the model put `word` (default: its top guess) at the first [MASK] of `text`."""
-    batch, masked = _masked_batch(model, tokenizer, text)
+    batch, masked = masked_batch(model, tokenizer, text)
     first = torch.zeros_like(masked)
     first[0, int(masked[0].nonzero()[0])] = True  # the first [MASK] only
 

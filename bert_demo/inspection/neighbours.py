@@ -7,7 +7,8 @@ everyday sentences written for this purpose, as exBERT compares a token with a c
 et al. 2020): "bank" in a river sentence should land near the riverbank sentences, not near a bank account. Tokens the
 model (almost) never saw in training are left out of the table: their embeddings are still near their random start,
 and a learner reads them ("又", "##¼") as a broken model. A token's masked-LM output bias tracks how often training
-showed it (ours starts at the log of its frequency), so the rarest quarter by that bias is left out.
+showed it (ours starts at the log of its frequency), so the rarest quarter by that bias is left out. And a few words
+projected from the embedding space onto a plane (`embedding_projection`).
 """
 from __future__ import annotations
 
@@ -18,9 +19,17 @@ import torch.nn.functional as F
 from torch import Tensor
 from transformers import BertTokenizerFast
 
-from bert_demo.inference import _encode, _read, _single_token, check_top_k, echo, evaluating
+from bert_demo.inference import (
+    check_top_k,
+    echo,
+    encode_pair,
+    evaluating,
+    read_text,
+    single_token,
+)
 from bert_demo.model import BertForPreTraining
 
+MAX_PROJECTED = 60  # words in one embedding projection: more is unreadable as a scatter plot
 RARE_SHARE = 0.25  # the share of the vocabulary, rarest by output bias, never offered as a neighbour
 REFERENCE = (  # written for this module: everyday English, with words that change meaning with their sentence
     "she sat on the bank of the river and watched the boats.",
@@ -79,13 +88,13 @@ def neighbours(model: BertForPreTraining, tokenizer: BertTokenizerFast, word: st
     the same `layer` (0: after the embedding layer, L: the last) as the word's hidden state where it first occurs
     in the text."""
     check_top_k(k)
-    token_id = _single_token(tokenizer, word)
+    token_id = single_token(tokenizer, word)
     if text is None:
         return _in_table(model, tokenizer, token_id, k)
     layers = model.config.num_hidden_layers
     if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer <= layers:
         raise ValueError(f"layer must be a whole number from 0 to {layers}, got {echo(layer)}")
-    batch = _encode(model, tokenizer, _read(text, "the sentence", tokenizer))
+    batch = encode_pair(model, tokenizer, read_text(text, "the sentence", tokenizer))
     where = (batch["input_ids"][0] == token_id).nonzero()
     if not len(where):
         raise ValueError(f"{echo(word)} does not occur in the sentence: pick one of its words")
@@ -134,3 +143,19 @@ def _in_sentences(model: BertForPreTraining, tokenizer: BertTokenizerFast, vecto
     return [Neighbour(token, REFERENCE[row], score)
             for token, row, score in zip(tokens, rows.tolist(), best.tolist())]
 
+
+def embedding_projection(model: BertForPreTraining, tokenizer: BertTokenizerFast, words: list[str]
+                         ) -> list[tuple[str, float, float]]:
+    """Each word with its input embedding projected onto the words' first two principal components (PCA)."""
+    if not isinstance(words, list) or not 3 <= len(words) <= MAX_PROJECTED:
+        count = len(words) if isinstance(words, list) else words
+        raise ValueError(f"give from 3 to {MAX_PROJECTED} words to project, got {echo(count)}")
+    ids = [single_token(tokenizer, word) for word in words]
+    with torch.inference_mode():
+        vectors = model.bert.embeddings.word_embeddings.weight[ids].float().cpu()  # (W, H)
+        centred = vectors - vectors.mean(dim=0)
+        _, _, components = torch.linalg.svd(centred, full_matrices=False)  # rows: principal directions
+        axes = components[:2]
+        axes = axes * axes.gather(1, axes.abs().argmax(1, keepdim=True)).sign()  # fixed signs: the same plot each time
+        xy = centred @ axes.T  # (W, 2)
+    return [(word, float(x), float(y)) for word, (x, y) in zip(words, xy.tolist())]

@@ -253,16 +253,16 @@ def test_a_flood_of_slow_questions_is_refused_at_once_while_another_visitors_fil
     one queue, and every visitor's Fill-mask was refused for half a minute. Each kind now has its own line. (28 more
     here, not 34: a burst from this host's own network, which the door does not count, of more than gradio's 32
     places was at times "Queue is full" before gradio had taken them in, on a loaded machine.)"""
-    from bert_demo import inference
     from bert_demo.app.guards.admission import SLOW
+    from bert_demo.inspection import heads
 
-    real, held = inference.head_importance, threading.Event()
+    real, held = heads.head_importance, threading.Event()
 
     def slow(*args, **kwargs):  # answered only once all 30 have arrived and the others are refused
         held.wait(60)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(inference, "head_importance", slow)
+    monkeypatch.setattr(heads, "head_importance", slow)
     flood = [Client(app["url"], verbose=False) for _ in range(10)]
     jobs = [flood[i % 10].submit(MODEL, f"the [MASK] sat {i}.", "final", api_name="/head_importance")
             for i in range(30)]
@@ -492,15 +492,15 @@ def test_one_address_posting_questions_it_never_reads_cannot_fill_gradios_queue_
     gradio's 40 workers with questions waiting for their own, then filled its 32 places, and another visitor was
     told "Queue is full" 18 times of 20. Past its share, an address's questions now wait at the door, outside
     gradio's queue."""
-    from bert_demo import inference
+    from bert_demo.inspection import heads
 
-    real, held = inference.query_key, threading.Event()
+    real, held = heads.query_key, threading.Event()
 
     def slow(*args, **kwargs):  # the flood's first questions are answered only once the other visitor has asked
         held.wait(30)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(inference, "query_key", slow)
+    monkeypatch.setattr(heads, "query_key", slow)
     monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1")
     neuron = [MODEL, "the cat sat on the mat.", "", 1, 1, 1, "final"]  # layer, head, query token, step
     flood_from = {"X-Forwarded-For": "93.184.216.34"}

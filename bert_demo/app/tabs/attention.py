@@ -192,12 +192,13 @@ class _Map:
 def _attention_map(loaded: Any, text_a: str, text_b: str | None, layer: float, head: float, view: str,
                    hide: bool, pair: str) -> _Map:
     from bert_demo import inference
+    from bert_demo.inspection.heads import attention_rollout, drop_tokens
 
     tokens, weights = inference.attention(loaded.model, loaded.tokenizer, text_a, text_b)
     n_layers, n_heads = weights.shape[:2]
     layer, head = min(max(int(layer), 1), n_layers), min(max(int(head), 1), n_heads)
     if view == VIEW_ROLLOUT:
-        matrix = inference.attention_rollout(weights)[layer - 1]  # (T, T)
+        matrix = attention_rollout(weights)[layer - 1]  # (T, T)
         title = f"Attention rollout through layer{f's 1–{layer}' if layer > 1 else ' 1'}"
     elif view == VIEW_AVERAGE:
         matrix = weights[layer - 1].mean(dim=0)  # (T, T)
@@ -208,8 +209,8 @@ def _attention_map(loaded: Any, text_a: str, text_b: str | None, layer: float, h
     segment = inference.segments(loaded.tokenizer, text_a, text_b)
     if hide:
         segment = [s for s, t in zip(segment, tokens) if t not in ("[CLS]", "[SEP]")]
-        shown, matrix = inference.drop_tokens(tokens, matrix)
-        heads = inference.drop_tokens(tokens, heads)[1]
+        shown, matrix = drop_tokens(tokens, matrix)
+        heads = drop_tokens(tokens, heads)[1]
         title += " ([CLS]/[SEP] hidden, rows renormalised)"
     keys, source = shown, None
     if pair != PAIR_ALL:
@@ -232,12 +233,12 @@ def neuron(registry: Registry, model_name: str, text_a: str, text_b: str, layer:
            position: float | None, step: str = FINAL, owner: str | None = None) -> Outputs:
     """How head `head` of layer `layer` weighs the tokens for the token at `position` (bertviz's neuron view): its
     query vector, every key vector, their product and the weights it makes."""
-    from bert_demo import inference
+    from bert_demo.inspection.heads import query_key
 
     position = query_position(position)
     loaded = load_at(registry, model_name, step, owner, encoder=True)
     text_b = (text_b or "").strip() or None
-    made = inference.query_key(loaded.model, loaded.tokenizer, text_a, text_b, int(layer), int(head),
+    made = query_key(loaded.model, loaded.tokenizer, text_a, text_b, int(layer), int(head),
                                           position)
     title = f"Layer {int(layer)}, head {int(head)}: how “{made.tokens[position]}” weighs each token"
     return {"neuron_plot": figures.neuron_figure(made.tokens, position, made.query, made.keys, made.weights, title)}

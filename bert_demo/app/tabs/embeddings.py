@@ -116,9 +116,9 @@ def no_projection(registry: Registry) -> Outputs:
 def projection(registry: Registry, model_name: str, words: str, step: str = FINAL, owner: str | None = None
                ) -> Outputs:
     """A list of words (spaces or commas between them) at their embeddings' first two principal components."""
-    from bert_demo import inference
+    from bert_demo.inspection import neighbours
 
     loaded = load_at(registry, model_name, step, owner, encoder=True)
     listed = [w for w in (words or "").replace(",", " ").split() if w]
-    points = inference.embedding_projection(loaded.model, loaded.tokenizer, listed)
+    points = neighbours.embedding_projection(loaded.model, loaded.tokenizer, listed)
     return {"projection_plot": figures.projection_figure(points)}

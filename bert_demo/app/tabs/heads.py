@@ -28,10 +28,10 @@ def no_importance() -> Any:
 
 def importance_figure(registry: Registry, model_name: str, step: str, owner: str | None, text_a: str,
                        text_b: str | None = None) -> Any:
-    from bert_demo import inference
+    from bert_demo.inspection import heads
 
     loaded = load_at(registry, model_name, step, owner)
-    labels, drops = inference.head_importance(loaded.model, loaded.tokenizer, text_a, text_b)
+    labels, drops = heads.head_importance(loaded.model, loaded.tokenizer, text_a, text_b)
     return figures.head_importance_figure(labels[:MAX_IMPORTANCE], drops[:MAX_IMPORTANCE])
 
 
