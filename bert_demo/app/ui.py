@@ -95,9 +95,9 @@ CSS = """
 .ex-tok { display: flex; flex-direction: column; align-items: center; min-width: 2.6em; }
 .ex-tok.seg-a, .ex-key.seg-a { background: #e0ecff; }
 .ex-tok.seg-b, .ex-key.seg-b { background: #e3f5e1; }
-.ex-tok.fate-1, .ex-key.fate-1 { border: 2px solid #d62728; }
-.ex-tok.fate-2, .ex-key.fate-2 { border: 2px solid #ff7f0e; }
-.ex-tok.fate-3, .ex-key.fate-3 { border: 2px solid #9467bd; }
+.ex-tok.fate-mask, .ex-key.fate-mask { border: 2px solid #d62728; }
+.ex-tok.fate-random, .ex-key.fate-random { border: 2px solid #ff7f0e; }
+.ex-tok.fate-kept, .ex-key.fate-kept { border: 2px solid #9467bd; }
 .ex-pos, .ex-id { color: #64748b; font-size: 0.8em; }
 .ex-piece { font-weight: 600; color: #0f172a; }
 .ex-fate { font-size: 0.8em; color: #7f1d1d; }

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 from transformers import PreTrainedTokenizerBase
 
-from bert_demo.data.masking import MASK_PROB, REPLACE_MASK, REPLACE_RANDOM
+from bert_demo.data.masking import MASK_PROB, REPLACE_MASK, REPLACE_RANDOM, Fate
 from bert_demo.model import IGNORE_INDEX
 
 
@@ -59,7 +59,7 @@ class MaskingCollator:
     def __call__(self, examples: Sequence[Example], generator: torch.Generator, fates: bool = False,
                  rate: float | None = None) -> dict[str, Tensor]:
         """The batch the model reads, `rate` of its positions picked (default: `mask_prob`); with `fates`, also
-        "mlm_fates" (B, T): what masking did to each position (an index of FATES), which a model is never shown."""
+        "mlm_fates" (B, T): what masking did to each position (a `masking.Fate`), which a model is never shown."""
         T = max(len(e.input_ids) for e in examples)
         input_ids = torch.full((len(examples), T), self.special.pad, dtype=torch.long)  # (B, T)
         token_type_ids = torch.zeros_like(input_ids)
@@ -78,7 +78,7 @@ class MaskingCollator:
              ) -> tuple[Tensor, Tensor, Tensor]:
         """Choose `rate` (default `mask_prob`) of each row's non-special tokens, rounded (at least one, at most
         `max_predictions`), single tokens or runs of up to `span`, then apply the 80/10/10 replacement: the
-        masked ids, the labels (-100 where not picked) and each position's fate (an index of FATES)."""
+        masked ids, the labels (-100 where not picked) and each position's `masking.Fate`."""
         candidates = ~torch.isin(input_ids, self.special_tensor)  # (B, T); [PAD] is special too
         rate = self.mask_prob if rate is None else rate
         n_targets = (candidates.sum(1) * rate).round().clamp(1, self.max_predictions)  # (B,)
@@ -95,7 +95,8 @@ class MaskingCollator:
         random_ids = self.ordinary_ids[torch.randint(len(self.ordinary_ids), input_ids.shape, generator=generator)]
         masked = torch.where(to_mask, self.special.mask, input_ids)
         kept = targets & ~to_mask & ~to_random
-        fate = to_mask.to(torch.int8) + 2 * to_random.to(torch.int8) + 3 * kept.to(torch.int8)  # an index of FATES
+        fates = ((Fate.MASK, to_mask), (Fate.RANDOM, to_random), (Fate.KEPT, kept))
+        fate = sum(int(code) * chosen.to(torch.int8) for code, chosen in fates)  # a Fate a position
         return torch.where(to_random, random_ids, masked), labels, fate
 
     def spans(self, candidates: Tensor, n_targets: Tensor, generator: torch.Generator) -> Tensor:

@@ -4,9 +4,24 @@ Imports nothing, so the settings (`training.settings`) and the app's first page 
 applies it."""
 from __future__ import annotations
 
+from enum import IntEnum
+
 MASK_PROB = 0.15  # the paper's share of positions picked; validation always picks this share
 REPLACE_MASK, REPLACE_RANDOM = 0.8, 0.1  # of the picked: [MASK], a random word; the rest (0.1) stay as they are
-FATES = ("not picked", "[MASK]", "a random word", "kept")  # what masking did to each position, by its fate code
+
+
+class Fate(IntEnum):
+    """What masking did to a position (the collator's "mlm_fates"): not picked, or picked and then made [MASK],
+    replaced by a random word, or kept as it was."""
+
+    NOT_PICKED = 0
+    MASK = 1
+    RANDOM = 2
+    KEPT = 3
+
+
+FATES = ("not picked", "[MASK]", "a random word", "kept")  # each Fate in words, by its value
+PICKED = (Fate.MASK, Fate.RANDOM, Fate.KEPT)
 IS_NEXT, NOT_NEXT = 0, 1  # NSP labels, as in Hugging Face: 0 = "B follows A"
 IS_NEXT_SHARE = 0.5  # the share of pairs whose B is what follows A (§3.1: "50% of the time B is the actual next")
 

@@ -19,7 +19,7 @@ from torch import Tensor
 from transformers import BertTokenizerFast
 
 from bert_demo.data.corpus import document_sources, load_corpus, source_parts
-from bert_demo.data.masking import FATES, IS_NEXT
+from bert_demo.data.masking import FATES, IS_NEXT, PICKED
 from bert_demo.data.pairs import SpecialIds, Tokenized, tokenize_sourced
 from bert_demo.data.sentences import MIN_WORDS, paragraphs, to_documents
 from bert_demo.model import IGNORE_INDEX, BertForPreTraining, in_eval_mode
@@ -66,7 +66,7 @@ class PretrainingExample:
     input_ids: list[int]  # the ids of `shown`
     token_type_ids: list[int]  # 0 for [CLS] A [SEP], 1 for B [SEP]
     labels: list[int]  # the original id where masking picked the position, else -100 (not scored)
-    fates: list[int]  # what masking did to each position: an index of masking.FATES
+    fates: list[int]  # what masking did to each position: a masking.Fate
     cut: tuple[int, int, int, int]  # pieces cut to fit: from A's front, A's back, B's front, B's back
     batch: dict[str, Tensor]  # the batch of this one example that training would take
 
@@ -176,8 +176,8 @@ def shares(source: Documents, tokenizer: BertTokenizerFast, recipe: TrainConfig,
                            | (batch["mlm_labels"] != IGNORE_INDEX)).sum())
         is_next += int((batch["nsp_labels"] == IS_NEXT).sum())
         drawn += len(batch["nsp_labels"])
-    targets = int(fates[1:].sum())
-    return Shares(drawn, targets / candidates, {FATES[f]: int(fates[f]) / max(targets, 1) for f in (1, 2, 3)},
+    targets = int(fates[list(PICKED)].sum())
+    return Shares(drawn, targets / candidates, {FATES[f]: int(fates[f]) / max(targets, 1) for f in PICKED},
                   is_next / drawn, recipe.mask_prob, candidates, targets)
 
 

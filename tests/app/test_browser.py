@@ -682,7 +682,7 @@ def test_the_step_by_step_tab_opens_drawn_draws_another_example_and_walks_the_fo
     page.wait_for_selector("#fill-label-0 :text('%')")
     open_steps_tab(page)
     wait_text(page, "#ex-pair", "Seed 0, drawn by the training pipeline itself")
-    assert page.locator("#ex-tokens .ex-tok.fate-1, #ex-tokens .ex-tok.fate-2, #ex-tokens .ex-tok.fate-3").count()
+    assert page.locator("#ex-tokens .ex-tok.fate-mask, #ex-tokens .ex-tok.fate-random, #ex-tokens .ex-tok.fate-kept").count()
     assert "Masked-LM loss" in page.locator("#ex-loss").inner_text()
     page.click("#ex-another")
     page.wait_for_function("document.querySelector('#ex-seed input').value !== '0'")

@@ -7,10 +7,10 @@ import html
 from typing import Any
 
 from bert_demo.app.text import FAST_RECIPE_WHY, RECIPE_NAMES, recipe_markdown
-from bert_demo.data.masking import FATES, IS_NEXT, IS_NEXT_SHARE, REPLACE_MASK, REPLACE_RANDOM
+from bert_demo.data.masking import FATES, IS_NEXT, IS_NEXT_SHARE, REPLACE_MASK, REPLACE_RANDOM, Fate
 
 MODEL_PY = "bert_demo/model.py"
-FATE_WORDS = {1: "", 2: "random · ", 3: "kept · "}  # before a picked position's label, by its fate
+FATE_WORDS = {Fate.MASK: "", Fate.RANDOM: "random · ", Fate.KEPT: "kept · "}  # before a picked position's label
 SEGMENTS = "AB"
 
 
@@ -62,7 +62,7 @@ def tokens_html(example: Any) -> str:
     for position, (piece, shown, id_, segment, fate) in enumerate(zip(example.pieces, example.shown,
                                                                       example.input_ids, example.token_type_ids,
                                                                       example.fates)):
-        classes = f"ex-tok seg-{SEGMENTS[segment].lower()}" + (f" fate-{fate}" if fate else "")
+        classes = f"ex-tok seg-{SEGMENTS[segment].lower()}" + (f" fate-{Fate(fate).name.lower()}" if fate else "")
         lines = [f'<span class="ex-pos">{position} · {SEGMENTS[segment]}</span>',
                  f'<span class="ex-piece">{html.escape(shown)}</span>', f'<span class="ex-id">{id_}</span>']
         if fate:
@@ -72,8 +72,9 @@ def tokens_html(example: Any) -> str:
 
 
 LEGEND = ('<div class="ex-legend"><span class="ex-key seg-a">segment A (0)</span>'
-          '<span class="ex-key seg-b">segment B (1)</span><span class="ex-key fate-1">picked → [MASK]</span>'
-          '<span class="ex-key fate-2">picked → a random word</span><span class="ex-key fate-3">picked, kept</span>'
+          '<span class="ex-key seg-b">segment B (1)</span><span class="ex-key fate-mask">picked → [MASK]</span>'
+          '<span class="ex-key fate-random">picked → a random word</span>'
+          '<span class="ex-key fate-kept">picked, kept</span>'
           '<small>Each box: position · segment, the word piece the model reads, its id; a picked one also says '
           'what became of it and the label it is scored against.</small></div>')
 
@@ -83,7 +84,8 @@ def shares_markdown(ours: Any, paper: Any, ours_name: str | None) -> str:
     rows = [("positions picked, of those not [CLS], [SEP] or [PAD]", ours.mask_prob, ours.picked, paper.mask_prob,
              paper.picked)]
     kept = 1 - REPLACE_MASK - REPLACE_RANDOM
-    for fate, share in ((FATES[1], REPLACE_MASK), (FATES[2], REPLACE_RANDOM), (FATES[3], kept)):
+    for code, share in ((Fate.MASK, REPLACE_MASK), (Fate.RANDOM, REPLACE_RANDOM), (Fate.KEPT, kept)):
+        fate = FATES[code]
         rows.append((f"… of those picked: {fate}", share, ours.fates[fate], share, paper.fates[fate]))
     rows.append(("B is what follows A (IsNext)", IS_NEXT_SHARE, ours.is_next, IS_NEXT_SHARE, paper.is_next))
     name = "this model's" if ours_name is None else RECIPE_NAMES[ours_name].replace("this app's", "the app's")
