@@ -109,9 +109,8 @@ def one_thread_per_process() -> None:
 def own_gradio_store(config) -> None:
     """gradio's upload store in a folder of this session's, not the machine's /tmp/gradio: an upload's path there
     is a digest of its content, and a served app that closes deletes every file it was sent, so another session's
-    app closing deleted the corpus this session's test had just uploaded ("The uploaded file is gone"). Each of
-    pytest-xdist's workers is a session of its own (it would inherit the folder its controller made)."""
-    if "GRADIO_TEMP_DIR" not in os.environ or os.environ.get("PYTEST_XDIST_WORKER"):
+    app closing deleted the corpus this session's test had just uploaded ("The uploaded file is gone")."""
+    if "GRADIO_TEMP_DIR" not in os.environ:
         folder = tempfile.mkdtemp(prefix="bert-demo-tests-gradio-")
         os.environ["GRADIO_TEMP_DIR"] = folder
         config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
