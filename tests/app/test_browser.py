@@ -729,7 +729,7 @@ def test_a_training_step_on_the_drawn_example_shows_its_gradient_and_update_and_
 
 
 def test_a_link_opens_the_step_by_step_tab_on_its_example_step_layer_and_head(app, tab):
-    """Issue 70: a teacher wants a link that opens a given view, for slides or students."""
+    """The page's address can name a view of the tab (for a teacher's slides or students): it opens on it."""
     page = tab(1400, 1000)
     page.goto(app["url"] + "?tab=steps&seed=7&recipe=paper&reads=example&step=9&layer=2&head=2")
     wait_text(page, "#ex-pair", "Seed 7, drawn by the training pipeline itself, under BERT's recipe")

@@ -108,8 +108,8 @@ def test_the_label_count_chart_averages_repeated_runs_of_one_count():
 
 
 def test_next_sentence_prediction_held_out_under_each_random_b_is_a_curve_of_its_own():
-    """Issue 71: a random B of any document can be told by its topic alone, one of A's own source only by whether it
-    follows (ALBERT): each draw's held-out accuracy is drawn, beside chance, instead of the run's one curve."""
+    """A random B of any document can be told by its topic alone, one of A's own source only by whether it follows
+    (ALBERT): each draw's held-out accuracy is a curve of its own, beside chance."""
     drawn = records()
     for record in drawn:
         if record["kind"] == "val":

@@ -136,7 +136,7 @@ def test_two_words_at_one_place_in_the_projection_get_labels_on_different_sides(
 
 
 def test_a_step_past_the_heatmaps_cells_is_drawn_as_a_picture_a_pixel_a_value_in_the_signed_colours():
-    """Issue 72: no test reached the picture, which a long input to the shipped model draws (500 tokens x 512)."""
+    """A step too large for a heatmap (a long input to the shipped model: 500 tokens x 512) is a picture instead."""
     values = torch.linspace(-1, 1, 300 * 200).reshape(300, 200)  # 60,000 values: past MAX_HEATMAP_CELLS
     figure = figures.step_figure("", values, [f"{i} w" for i in range(300)], "dimension")
     (picture,) = figure.data

@@ -304,8 +304,8 @@ def test_a_visitor_starts_at_most_per_hour_questions_of_a_kind_an_hour(monkeypat
 
 
 def test_zipping_a_checkpoint_is_no_download_from_the_hub_and_takes_none_of_its_hourly_quota():
-    """Issue 69: the Model tab's handler that zips a checkpoint, named "download", waited in the hub's line and used
-    up an address's four hub downloads an hour."""
+    """Zipping a checkpoint for the Model tab is slow work of the app's own, not a download from the hub: it waits in
+    the slow line and takes nothing of an address's hub downloads an hour."""
     from bert_demo.app.guards.admission import DOWNLOAD, HUB, SLOW
 
     assert SHARES[DOWNLOAD] is HUB and DOWNLOAD != "download"

@@ -98,8 +98,8 @@ def test_an_upload_without_its_length_counts_against_its_address_as_it_comes():
 
 
 def test_an_upload_under_way_holds_the_bytes_it_sent_not_those_it_announces_so_slow_bodies_lock_no_one_out():
-    """Issue 69: 41 slow bodies announcing 10 MB each held the whole store's share while they trickled in, and every
-    other visitor's upload was refused."""
+    """An upload counts against the store by the bytes it has sent: slow bodies that announce 10 MB each cannot hold
+    the store's share while they trickle in, and so refuse everyone else's uploads."""
     ledger = UploadLedger(total=20 * MB, per_address=20 * MB)
     slow = [ledger.add(f"93.184.{i}.1", 0) for i in range(41)]  # as `Limits` adds one: by what it has sent so far
     for upload in slow:
@@ -111,7 +111,7 @@ def test_an_upload_under_way_holds_the_bytes_it_sent_not_those_it_announces_so_s
 
 
 def test_an_upload_its_sender_leaves_before_its_end_keeps_nothing_and_logs_a_line_not_a_traceback(caplog):
-    """Issue 69: each upload cut off mid-body wrote a 77-line ClientDisconnect traceback: 21 MB of log in 20 s."""
+    """A client that leaves mid-body costs one log line, never a traceback (77 lines each would flood the log)."""
     from starlette.requests import ClientDisconnect
 
     async def leaving_app(scope, receive, send) -> None:  # as gradio's multipart parser, when the client goes
@@ -228,8 +228,8 @@ def test_a_connection_that_sends_its_request_head_slowly_or_not_at_all_is_closed
 
 
 def test_a_malformed_requests_warning_written_by_others_is_logged_a_line_a_minute(caplog, monkeypatch):
-    """Issue 69: uvicorn's "Invalid HTTP request received." and python-multipart's "Expected boundary character ..."
-    came a line a request: 806 KB of log in 20 s from one address."""
+    """Warnings that other libraries write once a malformed request (uvicorn's "Invalid HTTP request received.",
+    python-multipart's "Expected boundary character ...") are logged once a minute, so no client can flood the log."""
     import logging
 
     now = [1000.0]

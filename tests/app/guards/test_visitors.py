@@ -75,8 +75,8 @@ def test_the_carrier_grade_nat_range_is_not_public_as_a_peer(monkeypatch):
 @pytest.mark.parametrize("forwarded", ["100.64.3.4", "192.0.2.7", "198.51.100.7", "203.0.113.7", "10.9.8.7",
                                        "172.16.5.5", "192.168.1.2", "fd00::7"])
 def test_an_address_a_trusted_proxy_forwards_is_a_visitor_whatever_its_range(monkeypatch, forwarded):
-    """Issue 69: documentation, private and shared addresses forwarded by the proxy were this host's network, with
-    no limits."""
+    """Only the host itself is the host: documentation, private and shared (CGNAT) addresses forwarded by a trusted
+    proxy are visitors, with a visitor's limits."""
     monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1")
     assert address_of(request("127.0.0.1", forwarded=forwarded)) not in (None, "")
     assert address_of(request("127.0.0.1")) is None  # the host itself, forwarding no one
