@@ -682,7 +682,8 @@ def test_the_step_by_step_tab_opens_drawn_draws_another_example_and_walks_the_fo
     page.wait_for_selector("#fill-label-0 :text('%')")
     open_steps_tab(page)
     wait_text(page, "#ex-pair", "Seed 0, drawn by the training pipeline itself")
-    assert page.locator("#ex-tokens .ex-tok.fate-mask, #ex-tokens .ex-tok.fate-random, #ex-tokens .ex-tok.fate-kept").count()
+    picked = ", ".join(f"#ex-tokens .ex-tok.fate-{fate}" for fate in ("mask", "random", "kept"))
+    assert page.locator(picked).count()
     assert "Masked-LM loss" in page.locator("#ex-loss").inner_text()
     page.click("#ex-another")
     page.wait_for_function("document.querySelector('#ex-seed input').value !== '0'")
@@ -747,8 +748,8 @@ def test_the_train_tab_offers_the_papers_recipe_and_says_how_it_differs(web):
 
 
 def test_switching_the_model_clears_every_answer_and_asks_fill_mask_again(app, tab, make_checkpoint):
-    """Issue 63, finding 9: in Fill-mask, switching from small-english to mini-english left small's answer ("door
-    67%") under mini's name for 15 s and more; the tab in view kept its answers too."""
+    """Switching the model clears every answer of the last one at once, the tab in view's too, and Fill-mask asks
+    the new model again: no answer is ever shown under another model's name."""
     other = make_checkpoint(app["registry"].roots["checkpoints"] / "another-model")
     try:
         page = tab(1400, 1000)
@@ -776,7 +777,8 @@ def test_switching_the_model_clears_every_answer_and_asks_fill_mask_again(app, t
 
 
 def test_on_a_phone_a_followed_runs_charts_come_before_the_settings_and_after_them_otherwise(app, tab):
-    """Issue 63, finding 13: on a phone the Train tab's live charts came only after the whole settings form."""
+    """On a phone, while the visitor's run is followed, the Train tab's live charts come before the settings form;
+    otherwise after it."""
     page = tab(390, 844)
     page.goto(app["url"])
     open_train_tab(page)

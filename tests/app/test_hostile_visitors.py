@@ -188,8 +188,8 @@ def uploaded(url: str, path: Path, headers: dict) -> dict:
 
 def test_runs_posted_without_a_session_are_their_networks_one_run_and_only_that_network_can_stop_it(app,
                                                                                                   monkeypatch):
-    """Issue 63, finding 2: five `POST /gradio_api/run/train` from one address had no owner, took the slot and every
-    place in line, and no Stop could stop them."""
+    """A run posted without a session is its network's: one run a network, in line like any other, and only that
+    network can stop it."""
     monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1")
     registry, one = app["registry"], {"X-Forwarded-For": "93.184.216.34"}
     monkeypatch.setattr(registry.slot, "estimate", lambda configs: 60.0)  # each run about 1 min
@@ -216,9 +216,8 @@ def test_runs_posted_without_a_session_are_their_networks_one_run_and_only_that_
 
 
 def test_three_networks_runs_leave_another_visitor_a_place_and_a_wait_of_at_most_15_minutes(app, monkeypatch):
-    """Issue 63, finding 6: three networks with two runs each (allowed) filled the slot and its line of four, and
-    the next visitor was refused, or told to wait 107 min. The line is bounded by time now, and a network's second
-    run waits behind every other network's first."""
+    """The line of runs is bounded by time, not count, and a network's second run waits behind every other
+    network's first: three networks with two runs each leave another visitor a place, within about 15 minutes."""
     monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1")
     registry = app["registry"]
     estimates = iter([60.0] + [250.0] * 6)  # the run training about 1 min, each of the others about 4 min
@@ -249,10 +248,10 @@ def test_three_networks_runs_leave_another_visitor_a_place_and_a_wait_of_at_most
 
 
 def test_a_flood_of_slow_questions_is_refused_at_once_while_another_visitors_fill_mask_answers(app, monkeypatch):
-    """Issue 42's reproduction: two slow questions, then 34 more of the same kind from ten sessions, filled gradio's
-    one queue, and every visitor's Fill-mask was refused for half a minute. Each kind now has its own line. (28 more
-    here, not 34: a burst from this host's own network, which the door does not count, of more than gradio's 32
-    places was at times "Queue is full" before gradio had taken them in, on a loaded machine.)"""
+    """Each kind of question has its own line: a flood of slow questions (two being answered, 28 more from ten
+    sessions) is refused at once past its line, and another visitor's Fill-mask is answered meanwhile. (28, not
+    more: a burst from this host's own network, which the door does not count, past gradio's 32 places could meet
+    "Queue is full" before gradio had taken it in, on a loaded machine.)"""
     from bert_demo.app.guards.admission import SLOW
     from bert_demo.inspection import heads
 
@@ -329,9 +328,9 @@ def call(url: str, name: str, data: list, headers: dict | None = None) -> tuple[
 
 def test_a_flood_through_call_from_one_address_holds_its_share_and_another_visitors_fill_mask_answers(
         served_app, tmp_path, monkeypatch):
-    """Issue 51: 30 threads on /call/fill_mask from one address filled Fill-mask's line (a new session per call),
-    and another visitor was refused. Counted by address, the flood holds `max_open` places, a few more of it wait
-    for them, the rest are refused at once, and the other visitor is answered."""
+    """Places are counted by address, whatever the sessions: 30 threads on /call/fill_mask from one address (a new
+    session per call) hold `max_open` places, a few more wait for them, the rest are refused at once, and another
+    visitor is answered."""
     from bert_demo import inference
 
     real, held = inference.layer_predictions, threading.Event()
@@ -389,9 +388,8 @@ def asked(url: str, route: str, question: list, address: str) -> tuple[str, obje
 
 def test_a_flood_through_run_and_api_without_a_session_holds_its_networks_share_and_another_visitor_is_answered(
         app, monkeypatch):
-    """Issue 63, finding 1: `POST /gradio_api/run/fill_mask` and `/api/fill_mask` take requests without a session,
-    which were no one's: 30 threads from one address held Fill-mask's line, and another visitor was refused. They
-    are their network's now, with its limits, and pass the same door."""
+    """Questions through `run/` and `api/`, which carry no session, are their network's, with its limits, and pass
+    the same door: 30 threads of them from one address leave another visitor answered."""
     held, _ = held_answers(monkeypatch)
     monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1")
     monkeypatch.setattr(app["admission"], "max_open", 2)
@@ -414,9 +412,9 @@ def test_a_flood_through_run_and_api_without_a_session_holds_its_networks_share_
     ([f"2a00:1450:4001:8{i}c::1" for i in range(5)], 8)], ids=["five IPv4 addresses", "five /64s of one /56"])
 def test_a_flood_from_five_addresses_leaves_another_visitor_a_place_behind_one_question_of_each(
         app, monkeypatch, addresses, flood_size):
-    """Issue 63, finding 4: each address held a quarter of Fill-mask's line, so five filled it, and another
-    visitor's questions were refused; five /64s of one subscriber's /56 counted as five addresses. A line serves its
-    addresses in turn now, and a /56 is one address (8 questions: as many as it may have in gradio at once)."""
+    """A line serves its addresses in turn, and the /64s of one subscriber's /56 are one address: five flooding
+    addresses (or five /64s) leave another visitor's questions answered (8 questions: as many as one address may
+    have in gradio at once)."""
     held, order = held_answers(monkeypatch)
     monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1")
     admission, most = app["admission"], [0]
@@ -488,10 +486,8 @@ def test_a_long_value_gradio_refuses_comes_back_cut_short(app):
 
 def test_one_address_posting_questions_it_never_reads_cannot_fill_gradios_queue_and_another_visitor_is_answered(
         served_app, tmp_path, monkeypatch):
-    """Issue 58, finding 1: three threads posting /call/neuron from one address and never reading the answers held
-    gradio's 40 workers with questions waiting for their own, then filled its 32 places, and another visitor was
-    told "Queue is full" 18 times of 20. Past its share, an address's questions now wait at the door, outside
-    gradio's queue."""
+    """Past its share of gradio's places, an address's questions wait at the door, outside gradio's queue: three
+    threads posting questions they never read cannot fill the queue, and another visitor is answered."""
     from bert_demo.inspection import heads
 
     real, held = heads.query_key, threading.Event()
@@ -538,8 +534,8 @@ def test_one_address_posting_questions_it_never_reads_cannot_fill_gradios_queue_
 
 def test_streams_of_sessions_that_never_joined_are_answered_404_at_once_and_leave_the_log_as_it_was(
         app, capfd, caplog):
-    """Issue 58, finding 2: each `/queue/data` stream of a session that never joined started, then failed inside
-    it with a 3 KB traceback (8 threads for 20 s: 25 MB of log), and 1,500 of them held open starved the app."""
+    """A `/queue/data` stream of a session that never joined (or a `call/` result of an event that never was) is
+    answered 404 at once with no traceback, so a flood of them neither fills the log nor slows another visitor."""
     capfd.readouterr()
     stop, answers = threading.Event(), Counter()
 
@@ -572,8 +568,8 @@ def test_streams_of_sessions_that_never_joined_are_answered_404_at_once_and_leav
 
 def test_a_mistyped_list_through_the_api_gets_the_apps_message_and_a_flood_of_them_one_log_line(app, capfd, caplog,
                                                                                               monkeypatch):
-    """Issue 63, finding 7: `heads_off` or `/compare_runs`' runs given as a number were "Something went wrong
-    (TypeError)" and a 12-line traceback each (406 in 20 s from 30 threads)."""
+    """An input of the wrong type (`heads_off` or `/compare_runs`' runs given as a number) gets a message naming
+    the input and one log line, never "Something went wrong" and a traceback."""
     monkeypatch.setattr(refusals, "_seen", {})
     monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1")
     one = {"X-Forwarded-For": "93.184.216.34"}
@@ -593,8 +589,8 @@ def test_a_mistyped_list_through_the_api_gets_the_apps_message_and_a_flood_of_th
 
 def test_unknown_routes_and_functions_are_answered_404_with_no_traceback_while_another_visitor_is_answered(
         app, capfd, caplog, monkeypatch):
-    """Issue 63, finding 8: `run/nothing`, `call/nothing`, and `queue/join` or `run/predict` with fn_index 9999 were
-    HTTP 500 and a 72-81-line traceback each (10 threads for 15 s: 10.5 MB of log)."""
+    """An endpoint or function that does not exist (`run/nothing`, `call/nothing`, an fn_index of 9999 through
+    `queue/join` or `run/predict`) is answered 404, with no traceback in the log."""
     monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1")
     capfd.readouterr()
     stop, answers = threading.Event(), Counter()
@@ -625,7 +621,7 @@ def test_unknown_routes_and_functions_are_answered_404_with_no_traceback_while_a
 
 
 def test_a_flood_of_questions_a_line_refuses_logs_one_line_not_a_line_a_refusal(app, caplog, monkeypatch):
-    """Issue 63, finding 12: each refusal of a line was a log line of its own (142 lines for 142 refusals)."""
+    """A flood of refusals from one address is logged once, not a line a refusal."""
     held, _ = held_answers(monkeypatch)
     monkeypatch.setattr(refusals, "_seen", {})
     monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1")
@@ -644,9 +640,9 @@ def test_a_flood_of_questions_a_line_refuses_logs_one_line_not_a_line_a_refusal(
 
 def test_hub_downloads_hold_no_place_of_fill_masks_line_one_at_a_time_and_a_few_an_hour(app, tmp_path, monkeypatch,
                                                                                           make_checkpoint):
-    """Issue 63, finding 3: six threads from one address asked Fill-mask with eight hub names, more than the cache
-    holds: the downloads held Fill-mask's places, and another visitor's answers took up to 16 s. A download is
-    answered in a line of its own now, one at a time, four an hour from one address. (A stand-in hub on loopback.)"""
+    """A download from the hub waits in a line of its own, one at a time, four an hour from one address, and holds
+    none of Fill-mask's places: six threads asking with more hub names than the cache holds leave another visitor's
+    answers prompt. (A stand-in hub on loopback.)"""
     monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1")
     catalog = app["registry"].catalog
     monkeypatch.setattr(catalog, "allow_hub", True)

@@ -243,7 +243,8 @@ def test_neuron_view_draws_query_keys_and_the_weights_they_make(client):
 
 @pytest.mark.parametrize("position", ["inf", [1, 2], {"a": 1}, 2.5])
 def test_a_query_position_that_is_not_a_whole_number_gets_a_message_and_one_log_line(client, position, caplog):
-    """Issue 51: "inf" raised OverflowError, a list or a dict TypeError: a traceback, and "Something went wrong"."""
+    """A query position that is no whole number ("inf", a list, a dict) gets a message and one log line, never a
+    traceback or "Something went wrong"."""
     with pytest.raises(AppError, match=r"The query token is given by its number \(0 for \[CLS\]"):
         client.predict(MODEL, "the cat sat.", "", 2, 1, position, api_name="/neuron")
     assert not [r for r in caplog.records if r.exc_info or "unexpected error" in r.getMessage()]

@@ -159,9 +159,9 @@ def test_heavy_kinds_share_one_cap_and_a_light_question_never_waits_for_it():
 
 
 def test_a_heavy_line_behind_other_kinds_heavy_work_holds_no_more_waiting_than_its_cap():
-    """Issue 58: questions that had one of their line's places but waited for the heavy cap were counted as
-    waiting, none as answered, and the line took every newcomer: "2 ... being answered and 8 more are waiting" for
-    head importance, whose cap is 2 and 4."""
+    """A question that holds its line's place while it waits for the heavy cap counts as answered, not waiting: a
+    line behind other kinds' heavy work holds no more waiting than its cap (head importance: 2 answered, 4
+    waiting)."""
     admission = Admission({"importance": Share(running=2, waiting=4, heavy=True), "attention": Share(heavy=True)},
                           heavy_at_once=1)
 
@@ -193,8 +193,8 @@ def test_the_heavy_kinds_are_capped_near_the_cores_and_fill_mask_and_next_senten
 
 
 def test_a_line_serves_its_addresses_in_turn_so_a_newcomer_waits_behind_one_question_of_each_other_address():
-    """Issue 63: five addresses filled a line first come first served, and another visitor's questions were
-    refused or waited behind all of theirs."""
+    """A line serves its addresses in turn, not first come first served: a newcomer waits behind one question of
+    each other address, never behind all of theirs."""
     admission = Admission({"kind": Share(running=1, waiting=40)})
     answered: list[str] = []
 

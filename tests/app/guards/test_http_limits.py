@@ -178,8 +178,8 @@ def test_gradios_screen_recording_processing_which_runs_ffmpeg_is_not_offered(ap
 
 def test_a_file_stored_once_counts_once_in_the_total_and_each_address_is_charged_for_what_it_sends(app,
                                                                                                      monkeypatch):
-    """Issue 63, finding 5: eleven addresses sent one 9.4 MiB file four times each; gradio stored it once, but the
-    total counted 397 MB, and another visitor's 4.8 MB upload was refused for 34 minutes."""
+    """The uploads' total counts each file gradio stores once, however many times it is sent: eleven addresses
+    sending one file four times each leave room for another visitor's upload."""
     monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1")
     ledger = app["ledger"]
     monkeypatch.setattr(ledger, "uploads", [])
@@ -198,8 +198,8 @@ def test_a_file_stored_once_counts_once_in_the_total_and_each_address_is_charged
 
 
 def test_a_connection_that_sends_its_request_head_slowly_or_not_at_all_is_closed(app, monkeypatch):
-    """Issue 63, finding 10: 3,000 connections that sent their headers slowly, and 3 that sent nothing, were never
-    closed. (The deadline is 10 s; 1 s here.)"""
+    """A connection that sends its request head slowly, or nothing at all, is closed at the deadline (10 s; 1 s
+    here)."""
     monkeypatch.setattr(http_limits, "HEAD_S", 1.0)
     host, port = app["url"].removeprefix("http://").strip("/").split(":")
 

@@ -188,8 +188,8 @@ def test_a_flood_of_refusals_logs_one_line_a_minute_saying_how_many_more_there_w
 
 
 def test_a_question_answered_in_its_request_holds_a_place_at_the_door_until_it_is_answered():
-    """Issue 63, finding 1: `run/` and `api/` answer in the request itself, without gradio's queue, and the door
-    watched only `queue/join` and `call/`."""
+    """`run/` and `api/` answer in the request itself, without gradio's queue: the door holds such a question's
+    place until it is answered, as it does for `queue/join` and `call/`."""
     gradio = Gradio()
     door = Door(gradio, events=2, waiting=1, wait_s=30)
 
@@ -207,8 +207,8 @@ def test_a_question_answered_in_its_request_holds_a_place_at_the_door_until_it_i
 
 
 def test_an_endpoint_or_function_that_does_not_exist_is_answered_404_and_logged_a_line_a_minute(caplog):
-    """Issue 63, finding 8: gradio answered `run/nothing`, `call/nothing` or an fn_index of no function with HTTP 500
-    and a 70-line traceback."""
+    """An endpoint or function that does not exist is answered 404 at the door, and logged once a minute (gradio
+    would answer HTTP 500 and write a traceback)."""
     gradio = Gradio()
     door = Door(gradio)
 

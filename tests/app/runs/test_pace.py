@@ -96,8 +96,8 @@ def test_a_measurement_answers_for_its_shape_for_keep_s_then_the_machine_is_time
 
 
 def test_estimates_of_many_shapes_asked_at_once_are_measured_one_at_a_time(monkeypatch):
-    """Issue 58, finding 3: a flood of slightly different shapes, each past the kept measurements, times one run's
-    steps at a time, never several beside each other."""
+    """Estimates of many shapes asked at once (each past the kept measurements) time one shape's steps at a time,
+    never several beside each other."""
     running, most = [0], [0]
 
     def measure(shape: Shape) -> Pace:

@@ -188,8 +188,8 @@ def test_the_waiting_line_states_the_time_left_of_every_run_ahead_at_the_pace_th
 
 
 def test_the_line_takes_a_run_only_where_the_runs_ahead_would_start_it_within_about_15_minutes(slot, tmp_path):
-    """Issue 63: the line was bounded by count, and three networks' runs had another visitor told to wait 107 min.
-    Each ticket comes with its runs' estimated time (here 5 min a run), the run training now has its own pace."""
+    """The line is bounded by time: it takes a run only where the runs ahead would start it within about 15
+    minutes, by each ticket's estimated time (here 5 min a run) and the pace of the run training now."""
     slot.max_wait_s, slot.estimate = LINE_S, lambda configs: 300.0 * len(configs)
     front = slot.join({"run": run(tmp_path, 3000)}, Visitor("a", "93.184.216.34"))  # 20 ms a step: about 1 min
     job = front.wait_for_run(1, timeout=5)

@@ -51,7 +51,8 @@ def test_names_inside_the_roots_resolve(registry, roots):
 
 
 def test_a_path_is_refused_even_to_a_model_that_is_there_so_no_answer_says_where_the_app_is(registry, roots):
-    """Issue 58: `/<where the app is>/checkpoints/tiny-test` was answered, and so confirmed the install path."""
+    """A model is asked for by its name, never a path: a path is refused even where a model is there, so no answer
+    confirms where the app is installed."""
     there = roots["checkpoints"] / "tiny-test"
     for path in [str(there), str(there.parent / "x" / ".." / "tiny-test"), f"../{there.parent.name}/tiny-test",
                  "./checkpoints/tiny-test"]:

@@ -80,8 +80,8 @@ def test_a_cards_svg_pictures_are_inlined_and_nothing_outside_its_folder_is_read
 
 
 def test_a_private_runs_zip_and_model_tab_name_no_server_path_nor_whom_it_is_private_to(make_checkpoint, tmp_path):
-    """Issue 58: a run's bert_demo.json recorded the upload's temporary path and `visible_to: <session>`, and its
-    zip carried that file; the app keeps both on disk, for the run's privacy, and lets neither out."""
+    """A run's bert_demo.json on disk keeps the upload's path and whom the run is private to, for its privacy; its
+    zip and its Model tab let neither out."""
     from bert_demo.app import text
     from bert_demo.config import METADATA_NAME, read_metadata
 
