@@ -598,29 +598,20 @@ def big_body(url: str, model: str, pid: int) -> dict:
     import httpx
 
     body = json.dumps({"data": [model, "x" * (BODY_MB * 2**20), 5, [], "final"]}).encode()
-    before, peak, done = rss_mb(pid), [0.0], threading.Event()
-
-    def sample() -> None:
-        while not done.is_set():
-            peak[0] = max(peak[0], rss_mb(pid))
-            time.sleep(0.05)
-
-    sampler = threading.Thread(target=sample)
-    sampler.start()
-    started = time.perf_counter()
-    try:
-        response = httpx.post(f"{url}gradio_api/call/fill_mask", content=body, timeout=300,
-                              headers={"content-type": "application/json"})
-        said = f"HTTP {response.status_code}: {response.text[:160]}"
-        if response.status_code == 200:  # taken: the answer comes on the event stream
-            answer = httpx.get(f"{url}gradio_api/call/fill_mask/{response.json()['event_id']}", timeout=300)
-            said = f"taken, then on its event stream: {' '.join(answer.text.split())[:160]}"
-    except Exception as exc:  # noqa: BLE001  a closed connection is an answer too
-        said = f"{type(exc).__name__}: {exc}"
-    seconds = time.perf_counter() - started
-    time.sleep(5.0)
-    done.set()
-    sampler.join()
+    before = rss_mb(pid)
+    with peak_memory(pid) as peak:
+        started = time.perf_counter()
+        try:
+            response = httpx.post(f"{url}gradio_api/call/fill_mask", content=body, timeout=300,
+                                  headers={"content-type": "application/json"})
+            said = f"HTTP {response.status_code}: {response.text[:160]}"
+            if response.status_code == 200:  # taken: the answer comes on the event stream
+                answer = httpx.get(f"{url}gradio_api/call/fill_mask/{response.json()['event_id']}", timeout=300)
+                said = f"taken, then on its event stream: {' '.join(answer.text.split())[:160]}"
+        except Exception as exc:  # noqa: BLE001  a closed connection is an answer too
+            said = f"{type(exc).__name__}: {exc}"
+        seconds = time.perf_counter() - started
+        time.sleep(5.0)
     return {"seconds": seconds, "said": said, "before": before, "peak": peak[0], "after": rss_mb(pid)}
 
 

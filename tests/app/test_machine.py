@@ -2,6 +2,9 @@
 says so), the run's fork server where there is none, and freed heap memory handed back, started beside the page."""
 from __future__ import annotations
 
+import ctypes
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -104,12 +107,9 @@ print(libc.mallinfo2().hblks - before)
 """
 
 
-@pytest.mark.skipif(not hasattr(__import__("ctypes").CDLL(None), "mallinfo2"), reason="glibc only")
+@pytest.mark.skipif(not hasattr(ctypes.CDLL(None), "mallinfo2"), reason="glibc only")
 def test_a_held_down_heap_maps_a_large_block_on_its_own_even_after_a_larger_one_was_freed():
     """Large tensors freed in the answering threads stay out of the heap, so they go back to the system when freed."""
-    import subprocess
-    import sys
-
     mapped = {how: subprocess.run([sys.executable, "-c", MAPPED_AFTER_A_LARGE_FREE, how], capture_output=True,
                                   text=True, check=True).stdout.strip() for how in ("held", "glibc's own")}
     assert mapped == {"held": "1", "glibc's own": "0"}
