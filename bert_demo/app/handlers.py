@@ -14,7 +14,7 @@ import contextvars
 import functools
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import gradio as gr
@@ -89,6 +89,37 @@ def friendly(fn: Callable) -> Callable:
         except Exception as exc:  # noqa: BLE001
             raise translate(exc) from None
     return wrapper
+
+
+def with_settings(names: Sequence[str], after: str | None = None) -> Callable[[Callable], Callable]:
+    """A handler that takes each setting of `names` (the Train form's, `policy.FORM`) as a parameter after its
+    parameter `after` (None: right after the registry), and receives them in its `**settings`, without those left out
+    or None. Gradio names an endpoint's parameters by its handler's signature, so the form, the API and the handler
+    all spell a setting once, in FORM."""
+
+    def decorate(fn: Callable) -> Callable:
+        signature = inspect.signature(fn)
+        own = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+        at = 1 if after is None else [p.name for p in own].index(after) + 1
+        added = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None) for name in names]
+        declared = signature.replace(parameters=[*own[:at], *added, *own[at:]])
+
+        def split(args: tuple, kwargs: dict) -> dict[str, Any]:
+            given = declared.bind(*args, **kwargs).arguments
+            settings = {name: given.pop(name, None) for name in names}
+            return {**given, **{name: value for name, value in settings.items() if value is not None}}
+
+        if inspect.isgeneratorfunction(fn):
+            @functools.wraps(fn)
+            def handler(*args, **kwargs):
+                yield from fn(**split(args, kwargs))
+        else:
+            @functools.wraps(fn)
+            def handler(*args, **kwargs):
+                return fn(**split(args, kwargs))
+        handler.__signature__ = declared
+        return handler
+    return decorate
 
 
 class Blocks(gr.Blocks):

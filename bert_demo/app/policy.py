@@ -1,21 +1,29 @@
-"""What the app offers by default: its default pre-training run on each kind of machine, its fine-tuning experiment,
-and the well-read start it compares with (Google's compact BERTs); and what one visitor may ask of a shared machine
-(`check_limits`, `check_batch_tokens`, `shared_limits`). Policy of the app, not of BERT: the settings themselves, and
-their bounds, are `bert_demo.training.settings`'s."""
+"""What the app offers: the settings a visitor chooses on the Train form (`FORM`), its default pre-training run on each
+kind of machine, its fine-tuning experiment and the well-read start it compares with (Google's compact BERTs); and
+what one visitor may ask of a shared machine (`CAPS`, `check_limits`, `check_batch_tokens`). Policy of the app, not of
+BERT: the settings themselves, their defaults and their bounds, are `bert_demo.training.settings`'s."""
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import fields
 from typing import Any
 
 from bert_demo.config import BERT_WORDS
-from bert_demo.training.settings import (
-    MACHINES,
-    FinetuneConfig,
-    TrainConfig,
-    check_setting,
-)
+from bert_demo.training.settings import RECIPES, FinetuneConfig, check_setting, default
+
+MACHINES = ("cpu", "gpu")  # the kinds of machine the app tells apart
+
+# The settings of TrainConfig a visitor chooses on the Train form, in the order of its inputs and of /train's
+# parameters (after the corpus and the upload). A name added here is an input of the form (its kind, label and bounds
+# read from the setting), a parameter of /train and of the handlers, and a value of the run's config; its cap on a
+# shared machine, if it needs one, goes in CAPS.
+FORM = ("preset", "steps", "batch_size", "lr", "seq_len", "vocab_size")
+
+# What one visitor's run may ask for on a shared machine of each kind: an upper bound tighter than the setting's own,
+# or fewer choices. A CPU's keep a default-sized run within minutes; a GPU's fit a 24 GB card (GPU_BATCH_TOKENS).
+CAPS: dict[str, dict[str, Any]] = {
+    "cpu": {"preset": ("tiny", "mini"), "steps": 1000, "batch_size": 64, "seq_len": 128, "vocab_size": 16_384},
+    "gpu": {"steps": 20_000, "batch_size": 256, "seq_len": 512, "vocab_size": 32_768}}
 
 # The app's default run: a from-scratch run a visitor starts with one click. The recipe is TrainConfig's own
 # defaults; only the size, length and peak learning rate of the run differ, chosen to finish within 5 minutes on 2
@@ -28,7 +36,13 @@ APP_RUN: dict[str, Any] = {"corpus": "news,wiki", "preset": "tiny", "steps": 100
 # seconds, so that its call fits a minute on ZeroGPU's half card at the pace app/runs/gpu_call.py assumes there:
 # BERT-Mini reading 20 M tokens, 600 steps of BERT's 256 x 128 (30 M would ask for 82 s).
 APP_GPU_RUN: dict[str, Any] = {**APP_RUN, "preset": "mini", "steps": 600, "batch_size": 256, "lr": 1e-3}  # as measured
-APP_RUNS = {"cpu": APP_RUN, "gpu": APP_GPU_RUN}  # by machine kind (settings.MACHINES)
+APP_RUNS = {"cpu": APP_RUN, "gpu": APP_GPU_RUN}  # by machine kind (MACHINES)
+
+
+def form_default(name: str, machine: str, recipe: str = "fast") -> Any:
+    """Where a visitor leaves a setting of the form out (and where the form starts): the machine's default run's
+    value, else the recipe's (RECIPES), else TrainConfig's."""
+    return APP_RUNS[machine].get(name, RECIPES[recipe].get(name, default(name)))
 
 
 # The app's fine-tuning experiment (the Fine-tune tab): each start (pre-trained, random weights, frozen encoder)
@@ -75,7 +89,7 @@ def app_finetune_steps(examples: int) -> int:
     return min(math.ceil(APP_FINETUNE["epochs"] * examples / FinetuneConfig.batch_size), APP_FINETUNE["max_steps"])
 
 
-# The app's GPU caps (each setting's gpu= in training/settings.py) fit a 24 GB card (A10G, L4, RTX 4090) at their
+# The app's GPU caps (CAPS["gpu"]) fit a 24 GB card (A10G, L4, RTX 4090) at their
 # worst corner, base x batch 64 x 512 tokens x a 32,768-token vocabulary, in bf16 autocast with fused attention (no
 # tokens x tokens matrix is kept):
 #   weights, gradients and AdamW's two moments in fp32: 110 M parameters x 16 bytes              =  1.8 GB
@@ -111,4 +125,4 @@ def shared_limits(machine: str) -> dict[str, Any]:
     """The app's caps on a shared machine of this kind, keyed by setting: an upper bound or the allowed choices."""
     if machine not in MACHINES:
         raise ValueError(f"unknown machine kind {machine!r}: use {', '.join(MACHINES)}")
-    return {f.name: f.metadata[machine] for f in fields(TrainConfig) if f.metadata[machine] is not None}
+    return dict(CAPS[machine])

@@ -1,7 +1,8 @@
-"""Every setting of a pre-training run, defined once: default, help text, bounds, and the app's tighter limits.
+"""Every setting of a pre-training or fine-tuning run, defined once: default, help text, concern and bounds.
 
 `TrainConfig` is read by the trainer, the command line (whose flags are generated from it: `add_flags`), the app's
-form (its sliders take their bounds and defaults from `bounds`) and the tests. Like cramming's configs, a recipe is
+Train form (built from the settings it names, `app.policy.FORM`: each input's kind, label, default and bounds come
+from here, an app's tighter caps from its policy) and the tests. Like cramming's configs, a recipe is
 a set of values, not a code edit. This module imports neither torch nor the data pipeline (only the names of the
 corpora), so the app's first page can read it at once.
 """
@@ -20,7 +21,6 @@ from bert_demo.data.sources import MIXES, TRAINING_SOURCES
 SCHEDULES = ("linear", "triangle")
 PRECISIONS = ("auto", "fp32", "bf16")
 INITS = ("pretrained", "random", "frozen")  # how a fine-tuning run starts
-MACHINES = ("cpu", "gpu")
 RANDOM_B = ("same-source", "any")  # where next-sentence prediction's random B comes from
 VAL_BATCH_SIZE = 32  # sequences in each of a pre-training run's validation batches (`eval_batches` of them)
 EXAMPLE_STEPS = 20  # training steps a request may take on one example (inspection.training_step): it is memorised
@@ -32,14 +32,13 @@ GROUPS = {"model": "the model", "data": "the text it reads", "objectives": "what
 
 
 def setting(default: Any, help: str, *, group: str, label: str | None = None, low: float | None = None,
-            high: float | None = None, choices: tuple | None = None, cpu: Any = None, gpu: Any = None) -> Any:
+            high: float | None = None, choices: tuple | None = None) -> Any:
     """A config's field, of one concern (`group`, one of GROUPS). `low`/`high` bound it everywhere; `choices` lists
-    its allowed values. `cpu` and `gpu` are what the app allows one visitor on a shared machine of that kind: a
-    tighter upper bound, or fewer choices."""
+    its allowed values (what an app allows one visitor is its own policy: `bert_demo.app.policy.CAPS`)."""
     if group not in GROUPS:
         raise ValueError(f"unknown group {group!r} of a setting: use {', '.join(GROUPS)}")
     return field(default=default, metadata={"help": help, "group": group, "label": label, "low": low, "high": high,
-                                            "choices": choices, "cpu": cpu, "gpu": gpu})
+                                            "choices": choices})
 
 
 
@@ -55,9 +54,9 @@ class RunConfig:
 
     # how long it trains
     steps: int = setting(200, "optimizer steps in total (a resumed run continues up to this number)", low=1,
-                         high=10_000_000, cpu=1000, gpu=20_000, group="length")
+                         high=10_000_000, group="length")
     batch_size: int = setting(32, "sequences per optimizer step on each process", label="batch size", low=1,
-                              high=65_536, cpu=64, gpu=256, group="length")
+                              high=65_536, group="length")
     grad_accum: int = setting(1, "micro-batches per step (gradient accumulation)", low=1, high=1024, group="length")
     minutes: float | None = setting(None, "train for this long, preparation included, instead of a set number of "
                                           "steps: the run measures its pace over its first steps, then sets --steps "
@@ -127,9 +126,9 @@ class TrainConfig(RunConfig):
     resumed."""
 
     # the model
-    preset: str = setting("tiny", "model size", choices=tuple(PRESETS), cpu=("tiny", "mini"), group="model")
+    preset: str = setting("tiny", "model size", choices=tuple(PRESETS), group="model")
     vocab_size: int = setting(8192, "WordPiece vocabulary size to train", label="vocabulary size", low=128,
-                              high=65_536, cpu=16_384, gpu=32_768, group="model")
+                              high=65_536, group="model")
     tokenizer: str | None = setting(None, "reuse the tokenizer of this checkpoint folder", group="model")
     init_from: str | None = setting(None, "start from this checkpoint folder's weights and tokenizer instead of "
                                           "random ones: continued pre-training on a new corpus (domain adaptation); "
@@ -140,7 +139,7 @@ class TrainConfig(RunConfig):
     corpus: str = setting("wiki", f"a named corpus ({', '.join(TRAINING_SOURCES)}), a mix of them "
                                   f"({', '.join(MIXES)}: docs/data.md) or a text file; combine with commas (news,wiki)",
                           group="data")
-    seq_len: int = setting(128, "tokens per example", label="sequence length", low=16, high=512, cpu=128, gpu=512,
+    seq_len: int = setting(128, "tokens per example", label="sequence length", low=16, high=512,
                            group="data")
     short_seq_len: int = setting(32, "sequence length of the first --short-seq-steps steps",
                                  label="short sequence length", low=16, high=512, group="data")
@@ -194,7 +193,7 @@ class TrainConfig(RunConfig):
     # where it computes
     data_workers: int | None = setting(None, "processes that build batches ahead of the training step (default: "
                                              "none on a CPU, whose cores the step needs; up to 8 on a GPU)",
-                                       label="data workers", low=0, high=64, cpu=0, gpu=8, group="machine")
+                                       label="data workers", low=0, high=64, group="machine")
     def validate(self) -> None:
         super().validate()
         if self.init_from and self.tokenizer:
@@ -334,17 +333,16 @@ def label(name: str, config: type[RunConfig] | None = None) -> str:
     return _field(name, config).metadata["label"] or name
 
 
-def bounds(name: str, machine: str | None = None, config: type[RunConfig] | None = None) -> tuple[Any, Any]:
-    """(low, high) of a numeric setting of `config` (default: TrainConfig), high tightened to `machine`'s app cap
-    ("cpu" or "gpu") when it has one."""
+def bounds(name: str, config: type[RunConfig] | None = None) -> tuple[Any, Any]:
+    """(low, high) of a numeric setting of `config` (default: TrainConfig); None where it has no such bound."""
     meta = _field(name, config).metadata
-    return meta["low"], (meta[machine] if machine and meta[machine] is not None else meta["high"])
+    return meta["low"], meta["high"]
 
 
-def choices(name: str, machine: str | None = None, config: type[RunConfig] | None = None) -> tuple:
-    """The allowed values of a setting with choices, narrowed to `machine`'s app when it narrows them."""
+def choices(name: str, config: type[RunConfig] | None = None) -> tuple | None:
+    """The allowed values of a setting with choices, or None where any value of its type within bounds is."""
     meta = _field(name, config).metadata
-    return tuple(meta[machine] if machine and meta[machine] is not None else meta["choices"])
+    return None if meta["choices"] is None else tuple(meta["choices"])
 
 
 def kind(name: str, config: type[RunConfig] | None = None) -> type:

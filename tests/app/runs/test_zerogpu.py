@@ -24,7 +24,7 @@ from bert_demo.app.policy import APP_GPU_RUN
 from bert_demo.app.runs import gpu_call, zerogpu
 from bert_demo.app.runs.gpu_call import call_seconds, train_call
 from bert_demo.app.runs.zerogpu import duration
-from bert_demo.app.state.forms import FORM
+from bert_demo.app.policy import FORM
 from bert_demo.app.state.registry import Registry
 from bert_demo.config import read_metadata
 from bert_demo.training.settings import FinetuneConfig, TrainConfig
@@ -154,7 +154,7 @@ def test_zerogpu_no_call_of_the_default_run_or_experiment_asks_for_more_than_a_v
         for what, config in calls.items():
             assert asked_of_zerogpu(config) <= gpu_call.VISITOR_QUOTA_S, f"{what} on an {card['model']}"
             assert gpu_call.charged_seconds(config) == asked_of_zerogpu(config), f"{what} on an {card['model']}"
-        line = train.estimate(registry, **{k: v for k, v in form.items() if k != "lr"})["estimate"]
+        line = train.estimate(registry, **form)["estimate"]
         charged = asked_of_zerogpu(run)
         assert f"counted as {charged} s**" in line and f"{gpu_call.VISITOR_QUOTA_S // charged} without a" in line
         line = finetune.estimate(registry, *tune)["ft_estimate"]
