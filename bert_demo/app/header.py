@@ -12,12 +12,19 @@ import gradio as gr
 from bert_demo.app import text
 from bert_demo.app.handlers import FINAL, NO_COMPARE, Components, Outputs, brief, timeline_choices
 from bert_demo.app.state.registry import Registry
-from bert_demo.app.tabs import attention, embeddings, fill, nsp
+from bert_demo.app.tabs import attention, embeddings, fill, model_views, nsp
 from bert_demo.app.tabs.heads import head_names
 
 # a chart drawn while its tab was hidden (an answer that came while the visitor looked at another tab) has plotly's
 # default width, wider than a phone: cut off at both sides. Plotly redraws its charts to their boxes on a resize
 REDRAW_CHARTS = "() => { setTimeout(() => window.dispatchEvent(new Event('resize')), 100); }"
+
+
+CSS = """  /* this tab's rules of the page's style sheet (ui.CSS) */
+#model-summary p { margin: 0.45em 0 0 0; color: var(--body-text-color-subdued); }
+@media (max-width: 640px) {  /* a phone: the five starts in two rows, each on one line */
+  #start-here button { font-size: 0.75em; padding: 4px 3px; white-space: nowrap; } }
+"""
 
 
 class HeaderParts(TypedDict):
@@ -96,7 +103,7 @@ def selected(registry: Registry, model_name: str, layer: float, head: float, own
     steps = catalog.timeline_steps(model_name, owner)
     snapshots = timeline_choices(steps)
     return {"summary": text.model_summary(entry.name, config, catalog.torch_device()),
-            "model_info": text.model_markdown(info), "model_card": card,
+            "model_info": model_views.model_markdown(info), "model_card": card,
             "fill_examples": gr.Column(visible=own), "nsp_examples": gr.Column(visible=own),
             "att_examples_box": gr.Column(visible=own),
             "step": gr.Dropdown(choices=snapshots, value=FINAL, visible=bool(steps)),
@@ -121,11 +128,15 @@ def narrow(registry: Registry, model_name: str, layer: float, head: float, owner
         _, config = registry.catalog.config_of(model_name, owner)
     except ValueError:
         return {"layer": gr.skip(), "head": gr.skip()}
-    return {"layer": _slider(layer, config.num_hidden_layers), "head": _slider(head, config.num_attention_heads)}
+    return {"layer": narrowed(layer, config.num_hidden_layers), "head": narrowed(head, config.num_attention_heads)}
 
 
-def _slider(value: float, maximum: int) -> gr.Slider:
-    return gr.Slider(maximum=maximum, value=maximum) if value > maximum else gr.Slider(maximum=maximum)
+def narrowed(value: float, maximum: int, info: str | None = None) -> gr.Slider:
+    """A layer or head slider narrowed to a model's `maximum`, its value moved only where it is past it; `info`
+    says the range where given (every tab's layer and head sliders narrow this way)."""
+    words = {"info": info} if info else {}
+    return gr.Slider(maximum=maximum, value=maximum, **words) if value > maximum else gr.Slider(maximum=maximum,
+                                                                                                    **words)
 
 
 def refresh(registry: Registry, model_name: str | None, owner: str | None = None) -> Outputs:

@@ -2,9 +2,10 @@
 own events to its handlers; `wire`, which binds a handler to the registry and to each visitor's line; and the
 visitor's key, which the browser keeps and every event that asks who the visitor is sends (`ask_for_keys`).
 
-The main actions are named API endpoints (/train, /compare_runs, /fill_mask, /head_importance, /next_sentence,
-/attention, /neuron, /neighbours, /projection, /finetune, /classify, /attribution, /attention_change,
-/pretraining_example, /forward_steps, /training_step, /across_training); the helper events, and a pair's head importance, are private.
+The main actions are the seventeen named API endpoints (/train, /compare_runs, /fill_mask, /head_importance,
+/next_sentence, /attention, /neuron, /neighbours, /projection, /finetune, /classify, /attribution, /attention_change,
+/pretraining_example, /forward_steps, /training_step, /across_training); the helper events, and a pair's head
+importance, are private. The page's style sheet (`CSS`) is each tab's rules, kept beside the tab.
 """
 from __future__ import annotations
 
@@ -36,85 +37,33 @@ from bert_demo.app.runs.run_process import question_asked
 from bert_demo.app.state.catalog import HubDownload, downloads_here
 from bert_demo.app.state.folders import read_examples
 from bert_demo.app.state.registry import Registry
-from bert_demo.app.tabs import attention, classifier, embeddings, fill, finetune, model, nsp, steps, train
-from bert_demo.app.tabs.fill import MAX_RANKED
+from bert_demo.app.tabs import (
+    attention,
+    classifier,
+    embeddings,
+    fill,
+    finetune,
+    learning_views,
+    model,
+    nsp,
+    steps,
+    steps_views,
+    train,
+    train_views,
+)
 from bert_demo.app.tabs.heads import head_names
 
 PAGE = ("model", "step", "page", "tabs")  # what every tab may wire to: the model chosen above the tabs, and the page
 KEY_STORAGE = "bert-demo-visitor"  # where a browser keeps its visitor key (visitors.py)
 ANALYTICS_EVERY = 50  # events between gradio's summaries of request times (its default: 1)
 CSS = """
-#status { min-height: 2.2em; }
-#train-controls { align-items: center; }  /* the buttons keep their own height beside a long status */
-#train-controls > #status { flex: 1 1 250px !important; min-width: min(250px, 100%) !important; }  /* or wraps */
-@media (max-width: 640px) {  /* a phone: while the visitor's run is followed (Stop is red), its charts come first */
-  #tab-train:has(#stop.stop) #train-charts { order: -1; } }
-#status p { font-size: 1.05em; margin: 0.2em 0; }
-#model-summary p { margin: 0.45em 0 0 0; color: var(--body-text-color-subdued); }
-.tab-links button { max-width: 16em; }
-@media (max-width: 640px) {  /* a phone: the five starts in two rows, each on one line */
-  #start-here button { font-size: 0.75em; padding: 4px 3px; white-space: nowrap; } }
-#fill-sentence .empty, #probe .empty, #fill-label-0 .empty, #nsp-result .empty, #ft-label .empty, #ft-words .empty {
-  min-height: 5rem !important; height: 5rem !important; }
-#fill-sentence .token .label { color: #1e3a8a !important; font-weight: 600; }
-#upload .upload-container, #ft-upload .upload-container { padding-top: 1.8em; }  /* below the label */
-#neighbours-table th, #neighbours-table td, #neighbours-table th *, #neighbours-table td * {
-  word-break: normal !important; overflow-wrap: normal !important; }  /* words stay whole */
-@media (max-width: 640px) {  /* a phone: the reference sentence wraps in its column, and the table fits ("tok/en") */
-  #neighbours-table th, #neighbours-table td { width: auto !important; min-width: 0 !important; }
-  #neighbours-table th:nth-child(2), #neighbours-table td:nth-child(2) { max-width: 120px !important; } }
-#model-info table, #layer-table table, #readout table { display: block; overflow-x: auto; }  /* a phone scrolls */
-#model-info th, #model-info td, #layer-table th, #layer-table td { white-space: nowrap; }
-#model-info td:first-child { white-space: normal; }  /* a metric's name may wrap: its numbers fit a phone */
-@media (max-width: 640px) { #layer-table th, #layer-table td { padding: 0.4em 0.5em; } }  /* two [MASK]s fit */
-#readout td { overflow-wrap: normal; word-break: normal; }  /* words stay whole: a phone scrolls the table */
-#model-card table { display: block; overflow-x: auto; }
-#model-card td, #model-card th { overflow-wrap: normal; word-break: normal; min-width: 5em; }
-#readout th, #readout td:nth-child(2) { white-space: nowrap; }
-#readout td:first-child { min-width: 13em; }
-#readout td:nth-child(3) { min-width: 9em; }
-#pair { min-width: min(260px, 100%) !important; }  /* gradio puts both in one form: on a phone, Hide wraps below */
-#hide { min-width: min(200px, 100%) !important; }
 .textfield { word-break: normal !important; overflow-wrap: break-word; }  /* highlighted text: words stay whole */
-#model-view .grid-container {  /* bertviz's model view: a row a layer, small squares that shrink on a phone */
-  grid-template-columns: repeat(var(--grid-cols), minmax(0, 84px)); grid-template-rows: none; grid-auto-rows: auto; }
-#model-view .thumbnail-item { aspect-ratio: 1; }
-#model-view .grid-wrap { min-height: 0 !important; max-height: none !important; height: auto !important; }
-#model-view .caption-label { max-width: 100%; padding: 0 0.25em; }
-@media (max-width: 640px) {  /* a phone: four heads a row, each its caption whole ("L1 H1"), a layer on two rows */
-  #model-view .grid-container { grid-template-columns: repeat(4, minmax(0, 84px)); } }
-@media (max-width: 640px) {  /* a phone: an attention map's token labels small enough for its rows, and no */
-  #att-plot .xtick text, #att-plot .ytick text, #compare-plot .xtick text, #compare-plot .ytick text {
-    font-size: 9px !important; }  /* blank below its square map, which the phone's width sizes */
-  #att-plot .js-plotly-plot, #compare-plot .js-plotly-plot { max-height: calc(100vw + 80px); overflow: hidden; } }
-#neuron-plot .js-plotly-plot { min-width: 760px; }  /* three panels side by side: a phone scrolls them */
-.ex-legend { display: flex; flex-wrap: wrap; gap: 0.4em; align-items: center; margin-bottom: 0.5em; }
-.ex-tokens { display: flex; flex-wrap: wrap; gap: 4px; }  /* one box a position, wrapping: a phone reads it too */
-.ex-tok, .ex-key { border: 1px solid #cbd5e1; border-radius: 4px; padding: 2px 5px; font-size: 0.85em;
-  line-height: 1.25; }
-.ex-tok { display: flex; flex-direction: column; align-items: center; min-width: 2.6em; }
-.ex-tok.seg-a, .ex-key.seg-a { background: #e0ecff; }
-.ex-tok.seg-b, .ex-key.seg-b { background: #e3f5e1; }
-.ex-tok.fate-mask, .ex-key.fate-mask { border: 2px solid #d62728; }
-.ex-tok.fate-random, .ex-key.fate-random { border: 2px solid #ff7f0e; }
-.ex-tok.fate-kept, .ex-key.fate-kept { border: 2px solid #9467bd; }
-.ex-pos, .ex-id { color: #64748b; font-size: 0.8em; }
-.ex-piece { font-weight: 600; color: #0f172a; }
-.ex-fate { font-size: 0.8em; color: #7f1d1d; }
-#ex-shares table, #ex-loss-table table { display: block; overflow-x: auto; }  /* a phone scrolls them */
-#ex-shares th, #ex-shares td, #ex-loss-table th, #ex-loss-table td { white-space: nowrap; word-break: normal; }
-#ex-shares td:first-child { white-space: normal; min-width: 10em; }  /* what a row counts may wrap */
-@media (max-width: 640px) { .ex-tok { font-size: 0.75em; padding: 1px 3px; } }  /* more positions a screen */
-#ex-draw, #ex-another { white-space: nowrap; }  /* on a phone both stay one line high, side by side */
-#ts-summary table, #ts-start table, #ts-tied table, #ts-adam table { display: block; overflow-x: auto; }
-#ts-summary th, #ts-summary td, #ts-start th, #ts-start td, #ts-adam th, #ts-adam td, #ts-summary td *,
-#ts-start td *, #ts-adam td * { white-space: nowrap; word-break: normal; }  /* a phone scrolls these tables */
-#ts-summary td:first-child { white-space: normal; min-width: 9em; }  /* what a row measures may wrap */
-#fw-text pre, #fw-text pre code { white-space: pre-wrap !important; overflow-wrap: anywhere; }  /* model.py's
-   long lines wrap on a phone */
-#neuron-plot > div { overflow-x: auto; }
-""" + ", ".join(f"#fill-label-{i}:has(> .empty)" for i in range(1, MAX_RANKED)) + """ { display: none !important; }
-"""  # a ranked list is drawn only for a [MASK] the sentence has: answers are values, not visibility updates
+""" + "".join(
+    tab.CSS for tab in (header, fill, nsp, attention, embeddings, train_views, finetune, classifier, model, steps_views,
+                     learning_views)
+)  # the page's own rule, then each tab's (the CSS of its module, or of its views module)
+
+
 def launch_kwargs(registry: Registry | None = None, uploads: UploadLedger | None = None) -> dict[str, Any]:
     """What `demo.launch()` needs besides host and port (gradio 6 takes css and theme here), the limits on what a
     request may bring (`http_limits`: its body, and what the uploads of `uploads` may hold; and uvicorn's servers

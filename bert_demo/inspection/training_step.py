@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from bert_demo.inspection.forward_steps import CLS_ROW, ENCODER_PARTS, SPECS, Captured, Pass, Spec, read
+from bert_demo.inspection.forward_steps import CLS_ROW, ENCODER_PARTS, IN, OUT, SPECS, Captured, Pass, Spec, Tap, read
 from bert_demo.model import IGNORE_INDEX, BertForPreTraining, in_eval_mode
 from bert_demo.training.recipe import make_optimizer, set_dropout
 from bert_demo.training.settings import EXAMPLE_STEPS, TrainConfig
@@ -118,7 +118,7 @@ class TrainingStep:
     tied_parts: tuple[Tensor, Tensor]  # the word table's gradient from the input lookup, and from the decoder
     grad_norm: float  # the norm of all gradients together, before clipping
     clipped: float  # the factor clipping multiplied them by (1: none)
-    flow: Captured  # the gradient of the loss at every module's output ("name>") and input ("name<")
+    flow: Captured  # the gradient of the loss at every module's output and input
     attention_flow: Tensor  # (L, A, T, T): the gradient at each layer's attention probabilities
     updates: dict[str, Tensor]  # the weights after the first step minus before
     worked: list[Worked]  # the first step, worked through for a few weights
@@ -204,15 +204,14 @@ def _backward(model: BertForPreTraining, batch: dict[str, Tensor], nsp_weight: f
     leaves it), the gradient at every module's output and input, at each layer's attention probabilities, and the
     word table's two parts. The table enters the pass twice, through an alias each (the lookup, the decoder), so
     that autograd measures each use's gradient while it sums both into the table's own."""
-    seen: dict[str, Tensor] = {}
+    seen: Captured = {}
 
     def keep(name: str) -> Callable:
         def hook(module: nn.Module, inputs: tuple, output: object) -> None:
-            for index, value in enumerate(inputs[:1]):
-                if isinstance(value, Tensor) and value.requires_grad:
-                    seen[f"{name}<{index or ''}"] = value
+            if inputs and isinstance(inputs[0], Tensor) and inputs[0].requires_grad:
+                seen[Tap(name, IN)] = inputs[0]
             if isinstance(output, Tensor) and output.requires_grad:
-                seen[f"{name}>"] = output
+                seen[Tap(name, OUT)] = output
         return hook
 
     handles = [module.register_forward_hook(keep(name)) for name, module in model.named_modules() if name]
@@ -319,7 +318,7 @@ def gradient_pass(step: TrainingStep | Gradients, values: Pass) -> Pass:
     """The gradient of the loss at every step of the example's forward pass `values` (`forward_steps.example_pass`:
     the same batch, its rows, layer and head), kept where the values were, so that a step's `Spec.values` reads its
     gradient as it reads its values. The decoder's is read at the same top guesses as its scores."""
-    top = step.flow["cls.predictions>"].gather(1, values.top_ids)  # the gradient at the scores shown
+    top = step.flow[Tap("cls.predictions")].gather(1, values.top_ids)  # the gradient at the scores shown
     return replace(values, kept=step.flow, probs=step.attention_flow[None], top_logits=top)
 
 

@@ -14,12 +14,22 @@ import gradio as gr
 import pytest
 import torch
 
-from bert_demo.app import header, text, verdict
+from bert_demo.app import header, verdict
 from bert_demo.app.policy import APP_FINETUNE
 from bert_demo.app.state.forms import Caps
 from bert_demo.app.state.registry import Registry
 from bert_demo.app.state.uploads import UPLOAD_PREFIX
-from bert_demo.app.tabs import attention, classifier, embeddings, fill, finetune, finetune_runs, train
+from bert_demo.app.tabs import (
+    attention,
+    classifier,
+    embeddings,
+    fill,
+    finetune,
+    finetune_runs,
+    model_views,
+    train,
+)
+from bert_demo.app.tabs.fill_views import attribution_spans
 from bert_demo.checkpoint import load_classifier, load_pretrained, save_pretrained
 from bert_demo.config import PRESETS, read_config, read_metadata
 from bert_demo.inference import classify
@@ -191,7 +201,7 @@ def test_the_attribution_colours_whole_words_and_says_how_close_completeness_is(
 
 
 def test_attribution_spans_join_wordpieces_and_mark_the_second_sentence():
-    spans = text.attribution_spans(["[CLS]", "play", "##ing", "[SEP]", "ok", "[SEP]"], [0.0, 0.2, 0.2, 0.0, -0.8, 0.0])
+    spans = attribution_spans(["[CLS]", "play", "##ing", "[SEP]", "ok", "[SEP]"], [0.0, 0.2, 0.2, 0.0, -0.8, 0.0])
     assert [s for s in spans if s[0] != " "] == [("playing", 0.5), ("|", None), ("ok", -1.0)]
 
 
@@ -251,7 +261,7 @@ def test_choosing_a_fine_tuned_model_shows_its_fine_tuning_and_scores_in_the_mod
     assert "#### Fine-tuning" in info and "from the weights of **tiny-test**" in info and "100 labelled" in info
     assert "| | train | validation | test |" in info and "| accuracy |" in info and "nan" not in info
     assert UPLOAD_PREFIX not in info and tempfile.gettempdir() not in info  # the upload's private copy: no path
-    assert text.model_markdown({**registry.catalog.model_info(chosen, OWNER), "train_config": {
+    assert model_views.model_markdown({**registry.catalog.model_info(chosen, OWNER), "train_config": {
         **read_metadata(registry.catalog.resolve(chosen, OWNER).folder)["train_config"],
         "task": f"{tempfile.gettempdir()}/{UPLOAD_PREFIX}1-x/labelled.jsonl"}}).count("an uploaded labelled file") == 1
 
@@ -359,7 +369,7 @@ def test_the_verdict_says_whether_the_well_read_start_bought_more_than_the_selec
 def test_a_fine_tuning_run_in_progress_is_not_offered_as_the_live_model_for_the_pretraining_tabs(registry,
                                                                                                 tmp_path):
     upload = write(tmp_path / "mine.jsonl", rows())
-    budget = {**APP_FINETUNE, "max_steps": 200}
+    budget = {**APP_FINETUNE, "max_steps": 200, "epochs": 1000}  # 200 steps: the run trains on until it is stopped
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("bert_demo.app.state.forms.APP_FINETUNE", budget)
         patch.setattr("bert_demo.app.policy.APP_FINETUNE", budget)
@@ -382,7 +392,7 @@ def test_a_fine_tuning_run_in_progress_is_not_offered_as_the_live_model_for_the_
 def test_a_reopened_page_follows_the_visitors_experiment_with_stop_enabled_and_another_sees_someone_elses(
         registry, tmp_path):
     upload = write(tmp_path / "mine.jsonl", rows())
-    budget = {**APP_FINETUNE, "max_steps": 200}
+    budget = {**APP_FINETUNE, "max_steps": 200, "epochs": 1000}  # 200 steps: the run trains on until it is stopped
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("bert_demo.app.state.forms.APP_FINETUNE", budget)
         patch.setattr("bert_demo.app.policy.APP_FINETUNE", budget)

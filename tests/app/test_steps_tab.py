@@ -11,10 +11,9 @@ import gradio as gr
 import pytest
 import torch
 
-from bert_demo.app import text
-from bert_demo.app.tabs import drawn, steps, train
+from bert_demo.app.tabs import drawn, model_views, steps, train
 from bert_demo.inspection import pretraining_example
-from bert_demo.inspection.forward_steps import STEP_NAMES, source_line
+from bert_demo.inspection.forward_steps import STEP_NAMES, Tap, source_line
 from bert_demo.training.settings import PAPER_RECIPE, TrainConfig
 
 MODEL = "checkpoints/tiny-test"
@@ -138,11 +137,11 @@ def test_a_run_under_the_papers_recipe_is_configured_with_its_settings(registry)
 
 
 def test_the_model_tab_says_the_recipe_the_model_was_trained_with(registry):
-    shown = text.model_markdown(registry.catalog.model_info(MODEL))
+    shown = model_views.model_markdown(registry.catalog.model_info(MODEL))
     assert "Trained with **its own recipe**" in shown and "- masking rate:" not in shown  # 15%, as BERT's
     record = {**json.loads((registry.catalog.resolve(MODEL).folder / "bert_demo.json").read_text())["train_config"],
               "mask_prob": 0.25}
-    assert "- masking rate: **25%** (BERT's: 15%)" in text.model_markdown({**registry.catalog.model_info(MODEL),
+    assert "- masking rate: **25%** (BERT's: 15%)" in model_views.model_markdown({**registry.catalog.model_info(MODEL),
                                                                            "train_config": record})
 
 
@@ -222,7 +221,7 @@ def test_a_step_shows_its_gradient_from_the_training_step_taken_once(registry, m
     assert shown["fw_text"].startswith("**The gradient of the loss here**") and taken == [1]
     same = drawn.drawn(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "model", 6)
     step = take(same.loaded.model, same.example, same.config)
-    expected = step.flow["bert.encoder.layer.1.output.LayerNorm>"][0]
+    expected = step.flow[Tap("bert.encoder.layer.1.output.LayerNorm")][0]
     z = torch.tensor(shown["fw_plot"].data[0].z, dtype=torch.float32)
     torch.testing.assert_close(z, expected, atol=float(expected.abs().max()) * 1e-3, rtol=0)  # 4 digits of the top
     mask = steps.forward_steps(registry, MODEL, "", "", 2, 1, STEP_NAMES.index("Attention · Padding mask"), **ask)

@@ -13,9 +13,9 @@ from bert_demo.app.tabs import train
 from bert_demo.app.ui import build_demo
 from bert_demo.training.settings import TrainConfig, default
 
-
-
 JOINED = "the test took the run's config"  # the slot's answer in place of taking the run: nothing starts
+
+
 @pytest.fixture
 def registry(tmp_path) -> Registry:
     return Registry(checkpoints_dir=tmp_path / "checkpoints", runs_dir=tmp_path / "runs", device="cpu",

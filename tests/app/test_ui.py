@@ -16,12 +16,12 @@ import pytest
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 
-from bert_demo.app import header, text
+from bert_demo.app import header
 from bert_demo.app.policy import FORM
 from bert_demo.app.runs.job import TrainingJob
 from bert_demo.app.state.registry import Registry
 from bert_demo.app.state.uploads import UPLOAD_PREFIX
-from bert_demo.app.tabs import attention, embeddings, fill, nsp, train
+from bert_demo.app.tabs import attention, embeddings, fill, nsp, train, train_views
 from bert_demo.app.tabs.attention import VIEW_AVERAGE, VIEW_HEAD, VIEW_ROLLOUT
 from bert_demo.app.ui import ANALYTICS_EVERY, build_demo
 from bert_demo.config import PRESETS, read_metadata
@@ -522,19 +522,19 @@ def test_typed_text_is_refused_by_size_before_any_copy_and_is_kept_where_a_resta
 
 def test_a_run_far_better_on_its_training_text_than_on_held_out_text_is_said_to_memorise():
     records = [{"kind": "train", "step": 200, "mlm_acc": 0.8}, {"kind": "val", "step": 200, "mlm_acc": 0.05}]
-    assert "Learned by heart" in text.memorising_note(records) and "80%" in text.memorising_note(
+    assert "Learned by heart" in train_views.memorising_note(records) and "80%" in train_views.memorising_note(
         records)
     records[0]["mlm_acc"] = 0.3
-    assert text.memorising_note(records) == ""  # a gap of 0.25: learning, not memorising
+    assert train_views.memorising_note(records) == ""  # a gap of 0.25: learning, not memorising
 
 
 def test_a_finished_run_whose_next_sentence_accuracy_is_at_chance_is_told_why():
     records = [{"kind": "val", "step": 500, "nsp_acc": 0.62}, {"kind": "val", "step": 1000, "nsp_acc": 0.516}]
-    note = text.nsp_chance_note(records)
+    note = train_views.nsp_chance_note(records)
     assert note.startswith("**Next-sentence prediction stayed at chance (52%).**") and "Devlin et al." in note
     records[-1]["nsp_acc"] = 0.58  # the last validation counts: off chance, nothing to explain
-    assert text.nsp_chance_note(records) == ""
-    assert text.nsp_chance_note([{"kind": "train", "step": 10, "nsp_acc": 0.5}]) == ""  # no validation yet
+    assert train_views.nsp_chance_note(records) == ""
+    assert train_views.nsp_chance_note([{"kind": "train", "step": 10, "nsp_acc": 0.5}]) == ""  # no validation yet
 
 
 def test_head_importance_of_a_pair_draws_one_map_for_the_judgement(make_checkpoint, tmp_path):

@@ -16,7 +16,7 @@ import transformers
 from bert_demo import model as model_py
 from bert_demo.config import BertConfig
 from bert_demo.inference import encode_input, fill_mask, next_sentence
-from bert_demo.inspection.forward_steps import PARTS, SPECS, capture, forward_pass, forward_steps, source_line
+from bert_demo.inspection.forward_steps import IN, PARTS, SPECS, Tap, capture, forward_pass, forward_steps, source_line
 from bert_demo.model import BertForPreTraining
 from bert_demo.tokenizer import train_tokenizer
 
@@ -44,17 +44,17 @@ def pair():
     return ours, theirs, tokenizer
 
 
-def hf_capture(model: transformers.BertForPreTraining, batch: dict) -> dict[str, torch.Tensor]:
+def hf_capture(model: transformers.BertForPreTraining, batch: dict) -> dict[Tap, torch.Tensor]:
     """What transformers' modules returned and received, under the same names as `capture`'s."""
     kept = {}
 
     def keep(name):
         def hook(module, inputs, output):
             if inputs and isinstance(inputs[0], torch.Tensor):
-                kept[f"{name}<"] = inputs[0].float()
+                kept[Tap(name, IN)] = inputs[0].float()
             output = output[0] if isinstance(output, tuple) else output
             if isinstance(output, torch.Tensor):
-                kept[f"{name}>"] = output.float()
+                kept[Tap(name)] = output.float()
         return hook
 
     handles = [m.register_forward_hook(keep(name)) for name, m in model.named_modules() if name]
@@ -70,15 +70,15 @@ def test_every_value_captured_from_our_forward_pass_equals_transformers_at_the_s
     batch = encode_input(ours, tokenizer, "the cat sat on the [MASK].", "a dog barked at the moon.")
     kept, probs = capture(ours, batch)
     hf, out = hf_capture(theirs, {**batch, "attention_mask": torch.ones_like(batch["input_ids"])})
-    compared = [key for key in kept if key in hf and not key.endswith("_embeddings<")]  # (ids, not values)
+    compared = [tap for tap in kept if tap in hf and not (tap.module.endswith("_embeddings") and tap.port == IN)]
     assert len(compared) >= 3 * 20  # every layer's projections, norms and feed-forward, and the heads
-    for key in compared:
-        torch.testing.assert_close(kept[key], hf[key].reshape(kept[key].shape), atol=TOL, rtol=0, msg=key)
+    for tap in compared:  # (an embedding reads ids, not values)
+        torch.testing.assert_close(kept[tap], hf[tap].reshape(kept[tap].shape), atol=TOL, rtol=0, msg=str(tap))
     torch.testing.assert_close(probs[0], torch.stack(out.attentions, dim=1)[0], atol=TOL, rtol=0)
-    torch.testing.assert_close(kept["cls.predictions>"], out.prediction_logits, atol=TOL, rtol=0)
-    torch.testing.assert_close(kept["cls.seq_relationship>"], out.seq_relationship_logits, atol=TOL, rtol=0)
+    torch.testing.assert_close(kept[Tap("cls.predictions")], out.prediction_logits, atol=TOL, rtol=0)
+    torch.testing.assert_close(kept[Tap("cls.seq_relationship")], out.seq_relationship_logits, atol=TOL, rtol=0)
     for layer, hidden in enumerate(out.hidden_states):
-        name = "bert.embeddings.LayerNorm>" if layer == 0 else f"bert.encoder.layer.{layer - 1}.output.LayerNorm>"
+        name = Tap("bert.embeddings.LayerNorm" if layer == 0 else f"bert.encoder.layer.{layer - 1}.output.LayerNorm")
         torch.testing.assert_close(kept[name], hidden, atol=TOL, rtol=0, msg=name)
 
 

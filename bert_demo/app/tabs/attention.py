@@ -9,10 +9,10 @@ from typing import Any, NotRequired, TypedDict
 
 import gradio as gr
 
-from bert_demo.app import text
 from bert_demo.app.handlers import FINAL, NO_COMPARE, Components, Outputs, friendly, load_at, step_name
 from bert_demo.app.state.folders import Examples
 from bert_demo.app.state.registry import Registry
+from bert_demo.app.tabs import attention_views as views
 from bert_demo.config import LIMITS
 from bert_demo.inspection import curves, figures
 
@@ -21,6 +21,25 @@ VIEW_HEAD, VIEW_AVERAGE, VIEW_ROLLOUT = VIEWS.values()
 PAIR_FILTERS = ("every token", "sentence A → B", "sentence B → A")
 PAIR_ALL, PAIR_A_TO_B, PAIR_B_TO_A = PAIR_FILTERS
 SCROLL_TO_MAP = "() => document.querySelector('#att-plot')?.scrollIntoView({behavior: 'smooth', block: 'start'})"
+
+
+CSS = """  /* this tab's rules of the page's style sheet (ui.CSS) */
+#pair { min-width: min(260px, 100%) !important; }  /* gradio puts both in one form: on a phone, Hide wraps below */
+#hide { min-width: min(200px, 100%) !important; }
+#model-view .grid-container {  /* bertviz's model view: a row a layer, small squares that shrink on a phone */
+  grid-template-columns: repeat(var(--grid-cols), minmax(0, 84px)); grid-template-rows: none; grid-auto-rows: auto; }
+#model-view .thumbnail-item { aspect-ratio: 1; }
+#model-view .grid-wrap { min-height: 0 !important; max-height: none !important; height: auto !important; }
+#model-view .caption-label { max-width: 100%; padding: 0 0.25em; }
+@media (max-width: 640px) {  /* a phone: four heads a row, each its caption whole ("L1 H1"), a layer on two rows */
+  #model-view .grid-container { grid-template-columns: repeat(4, minmax(0, 84px)); } }
+@media (max-width: 640px) {  /* a phone: an attention map's token labels small enough for its rows, and no */
+  #att-plot .xtick text, #att-plot .ytick text, #compare-plot .xtick text, #compare-plot .ytick text {
+    font-size: 9px !important; }  /* blank below its square map, which the phone's width sizes */
+  #att-plot .js-plotly-plot, #compare-plot .js-plotly-plot { max-height: calc(100vw + 80px); overflow: hidden; } }
+#neuron-plot .js-plotly-plot { min-width: 760px; }  /* three panels side by side: a phone scrolls them */
+#neuron-plot > div { overflow-x: auto; }
+"""
 
 
 class AttentionParts(TypedDict):
@@ -88,7 +107,7 @@ def layout(examples: Examples | None) -> AttentionParts:
             c["model_view"] = gr.Gallery(show_label=False, elem_id="model-view", columns=4, height="auto",
                                          allow_preview=False, object_fit="contain", interactive=False)
         with gr.Accordion("Neuron view: how the head above weighs the tokens for one of them", open=False):
-            gr.Markdown(text.NEURON_VIEW)
+            gr.Markdown(views.NEURON_VIEW)
             with gr.Row(equal_height=True):
                 c["neuron_token"] = gr.Dropdown(choices=[], label="Query token", elem_id="neuron-token", scale=3,
                                                 allow_custom_value=True)
@@ -158,7 +177,7 @@ def attention(registry: Registry, model_name: str, text_a: str, text_b: str, lay
                                                    step_name(step) if comparing else shown.title, keys=shown.cols),
                "grid_plot": figures.attention_grid(shown.rows, shown.heads, f"All {len(shown.heads)} heads of layer "
                                                  f"{shown.layer}", keys=shown.cols),
-               "att_caption": text.attention_caption(len(shown.rows), len(shown.cols), shown.layers,
+               "att_caption": views.attention_caption(len(shown.rows), len(shown.cols), shown.layers,
                                                      len(shown.heads), view == VIEW_ROLLOUT, shown.source),
                "compare_plot": gr.Plot(visible=False),
                "model_view": gr.Gallery(figures.attention_thumbnails(shown.weights), columns=shown.weights.shape[1]),

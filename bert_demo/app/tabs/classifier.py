@@ -9,16 +9,21 @@ from typing import TypedDict
 
 import gradio as gr
 
-from bert_demo.app import text
 from bert_demo.app.handlers import Components, Outputs, friendly
 from bert_demo.app.policy import well_read_name
 from bert_demo.app.state.folders import hub_id_of
 from bert_demo.app.state.registry import Registry
+from bert_demo.app.tabs.fill_views import ATTRIBUTION_KEY, attribution_caption, attribution_spans
 from bert_demo.app.verdict import WELL_READ
 from bert_demo.config import LIMITS, has_weights, read_metadata
 from bert_demo.inspection import curves, figures
 
 WORDS_LABEL = "Which words drove the decision"
+
+
+CSS = """  /* this tab's rules of the page's style sheet (ui.CSS) */
+#ft-label .empty, #ft-words .empty { min-height: 5rem !important; height: 5rem !important; }
+"""
 
 
 class ClassifierParts(TypedDict):
@@ -57,7 +62,7 @@ def layout(registry: Registry) -> ClassifierParts:
         with gr.Column(scale=2, min_width=240):
             c["ft_words"] = gr.HighlightedText(label=WORDS_LABEL, elem_id="ft-words",
                                                show_legend=False, combine_adjacent=False)
-            gr.Markdown(text.ATTRIBUTION_KEY, elem_classes="attribution-key")
+            gr.Markdown(ATTRIBUTION_KEY, elem_classes="attribution-key")
     with gr.Accordion("Attention before and after fine-tuning", open=False):
         with gr.Row(equal_height=True):
             layers = (registry.catalog.config_of(chosen)[1].num_hidden_layers if chosen
@@ -140,8 +145,8 @@ def attribution(registry: Registry, classifier: str, text_a: str, text_b: str = 
     loaded = registry.catalog.load_classifier(classifier, owner)
     inference.classify(loaded.model, loaded.tokenizer, text_a, text_b or None)  # checks the texts
     result = attribution.classification(loaded.model, loaded.tokenizer, text_a, text_b or None)
-    return {"ft_words": gr.HighlightedText(value=text.attribution_spans(result.tokens, result.scores),
-                                           label=text.attribution_caption(f"Towards “{result.target}”", result))}
+    return {"ft_words": gr.HighlightedText(value=attribution_spans(result.tokens, result.scores),
+                                           label=attribution_caption(f"Towards “{result.target}”", result))}
 
 
 @friendly

@@ -18,6 +18,15 @@ IN_A_SENTENCE = ["word", "in the reference sentence", "cosine similarity"]  # an
 PROJECTED_WORDS = "monday friday january march paris london berlin france england germany king queen man woman"
 
 
+CSS = """  /* this tab's rules of the page's style sheet (ui.CSS) */
+#neighbours-table th, #neighbours-table td, #neighbours-table th *, #neighbours-table td * {
+  word-break: normal !important; overflow-wrap: normal !important; }  /* words stay whole */
+@media (max-width: 640px) {  /* a phone: the reference sentence wraps in its column, and the table fits ("tok/en") */
+  #neighbours-table th, #neighbours-table td { width: auto !important; min-width: 0 !important; }
+  #neighbours-table th:nth-child(2), #neighbours-table td:nth-child(2) { max-width: 120px !important; } }
+"""
+
+
 class EmbeddingsParts(TypedDict):
     """The Embeddings tab's components, by the names its handlers answer with."""
 

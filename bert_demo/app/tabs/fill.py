@@ -7,16 +7,26 @@ from typing import TypedDict
 
 import gradio as gr
 
-from bert_demo.app import text
 from bert_demo.app.handlers import FINAL, Components, Outputs, friendly, load_at
 from bert_demo.app.state.folders import Examples
 from bert_demo.app.state.registry import Registry
+from bert_demo.app.tabs import fill_views as views
 from bert_demo.app.tabs.heads import head_mask, importance_block, importance_figure, no_importance
 
 MAX_RANKED = 6  # ranked lists shown for the first masks of a sentence
 LENS_TOP_K = 3  # guesses per layer in the per-layer table
 ASKED = ("model", "fill_text", "top_k", "heads_off", "step")  # Predict's inputs
 ANSWERED = ("filled", "layer_table", "words", *(f"mask_label_{i}" for i in range(MAX_RANKED)))  # and its answer
+
+
+CSS = """  /* this tab's rules of the page's style sheet (ui.CSS) */
+#fill-sentence .empty, #fill-label-0 .empty { min-height: 5rem !important; height: 5rem !important; }
+#fill-sentence .token .label { color: #1e3a8a !important; font-weight: 600; }
+#layer-table table { display: block; overflow-x: auto; }  /* a phone scrolls it */
+#layer-table th, #layer-table td { white-space: nowrap; }
+@media (max-width: 640px) { #layer-table th, #layer-table td { padding: 0.4em 0.5em; } }  /* two [MASK]s fit */
+""" + ", ".join(f"#fill-label-{i}:has(> .empty)" for i in range(1, MAX_RANKED)) + """ { display: none !important; }
+"""  # a ranked list is drawn only for a [MASK] the sentence has: answers are values, not visibility updates
 
 
 class FillParts(TypedDict):
@@ -66,7 +76,7 @@ def layout(examples: Examples | None, heads: list[str]) -> FillParts:
                                            elem_id="mask-words-button")
         with gr.Column(visible=False, elem_id="mask-words-box") as c["mask_words_box"]:  # an empty box until asked
             c["mask_words"] = gr.HighlightedText(elem_id="mask-words", show_legend=False, combine_adjacent=False)
-            gr.Markdown(text.ATTRIBUTION_KEY, elem_classes="attribution-key")
+            gr.Markdown(views.ATTRIBUTION_KEY, elem_classes="attribution-key")
         with gr.Column(visible=examples is not None, elem_id="fill-examples") as c["fill_examples"]:
             if examples:
                 gr.Examples([[t] for t in examples.fill_mask], inputs=[c["fill_text"]],
@@ -137,8 +147,8 @@ def fill_mask(registry: Registry, model_name: str, sentence: str, top_k: float, 
         caption += f"; ranked lists below for the first {MAX_RANKED} of {len(predictions)} masks"
     outputs: Outputs = {"filled": gr.HighlightedText(value=spans, label=caption,
                                                      color_map={label: "#bfdbfe" for _, label in spans if label}),
-                        "layer_table": text.layer_table(lens),
-                        "words": text.word_spans(sentence)}
+                        "layer_table": views.layer_table(lens),
+                        "words": views.word_spans(sentence)}
     for i in range(MAX_RANKED):  # values, not component updates: an update costs gradio ~1 ms (a JSON schema)
         outputs[f"mask_label_{i}"] = dict(predictions[i]) if i < len(predictions) else None  # empty: not drawn
     return outputs
@@ -154,8 +164,8 @@ def mask_attribution(registry: Registry, model_name: str, sentence: str, step: s
     loaded = load_at(registry, model_name, step, owner)
     result = attribution.masked_word(loaded.model, loaded.tokenizer, sentence)
     lead = f"Why “{result.target}” at the first [MASK]"
-    return {"mask_words": gr.HighlightedText(value=text.attribution_spans(result.tokens, result.scores),
-                                             label=text.attribution_caption(lead, result)),
+    return {"mask_words": gr.HighlightedText(value=views.attribution_spans(result.tokens, result.scores),
+                                             label=views.attribution_caption(lead, result)),
             "mask_words_box": gr.Column(visible=True)}
 
 
@@ -167,5 +177,5 @@ def importance(registry: Registry, model_name: str, sentence: str, step: str = F
 
 
 def mask_word(sentence: str, index: int) -> Outputs:
-    """The sentence with the clicked word (its `index` among `text.word_spans`) replaced by [MASK]."""
-    return {"fill_text": text.mask_word(sentence, index)}
+    """The sentence with the clicked word (its `index` among `views.word_spans`) replaced by [MASK]."""
+    return {"fill_text": views.mask_word(sentence, index)}

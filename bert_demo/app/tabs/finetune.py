@@ -29,7 +29,7 @@ from bert_demo.app.runs.job import TrainingJob
 from bert_demo.app.runs.slot import WAIT_POLL_S, Ticket
 from bert_demo.app.state.registry import Registry
 from bert_demo.app.state.uploads import discard, private_copy
-from bert_demo.app.tabs import classifier, train
+from bert_demo.app.tabs import classifier, train, train_views
 from bert_demo.app.tabs.classifier import default_classifier
 from bert_demo.app.tabs.finetune_runs import chance, ended, label_counts, last_experiment, latest_took
 from bert_demo.app.tabs.train import START_BUSY, START_IDLE, STOP_ACTIVE, STOP_IDLE, UPDATE_EVERY_S
@@ -40,6 +40,7 @@ from bert_demo.training.records import Record
 from bert_demo.training.settings import FinetuneConfig
 
 ALL = "all"
+IDLE = "Press **Fine-tune and compare**."  # the status line before any experiment
 LABEL_CHOICES = [str(n) if n else ALL for n in APP_FINETUNE["label_counts"]]  # what the radio offers
 COMPARISONS = {"random": "the same architecture from random weights", "frozen": "the same model, encoder frozen",
                WELL_READ: f"Google's BERT of the same shape, which read {APP_FINETUNE['well_read_words']} words "
@@ -52,6 +53,11 @@ INTRO = ("**What is pre-training for?** Fine-tune a pre-trained model on labelle
          f"{APP_FINETUNE['well_read_words']} (BERT-Mini scores 85.9 on SST-2).")
 FOLLOWED = ("ft_status", "ft_curves", "ft_verdict", "ft_counts", "ft_changes", "ft_classifier", "ft_stop", "model",
             "ft_start", "ft_model", "ft_estimate")  # what the experiment's stream updates
+
+
+CSS = """  /* this tab's rules of the page's style sheet (ui.CSS) */
+#ft-upload .upload-container { padding-top: 1.8em; }  /* below the label */
+"""
 
 
 class FinetuneParts(classifier.ClassifierParts):
@@ -90,7 +96,7 @@ def layout(registry: Registry) -> FinetuneParts:
                 c["ft_estimate"] = gr.Markdown(elem_id="ft-estimate")
             with gr.Column(scale=2):
                 c["ft_slot_busy"] = gr.Markdown(visible=False, elem_id="ft-slot-busy")  # the Train tab's watch
-                c["ft_status"] = gr.Markdown(text.FINETUNE_IDLE, elem_id="ft-status")
+                c["ft_status"] = gr.Markdown(IDLE, elem_id="ft-status")
                 c["ft_curves"] = gr.Plot(curves.empty_figure("Accuracy, live while fine-tuning"),
                                          elem_id="ft-curves", show_label=False)
                 c["ft_verdict"] = gr.Markdown(elem_id="ft-verdict")
@@ -234,7 +240,7 @@ def _wait_for_run(registry: Registry, ticket: Ticket, number: int) -> Iterator[O
     visitor left the line, or a run could not start)."""
     while (job := ticket.wait_for_run(number, timeout=WAIT_POLL_S)) is None and not ticket.ended.is_set():
         ticket.followed()
-        yield {"ft_status": text.waiting_text(registry.slot.place(ticket), "Starting the next run…"),
+        yield {"ft_status": train_views.waiting_text(registry.slot.place(ticket), "Starting the next run…"),
                "ft_stop": STOP_ACTIVE, "ft_start": START_BUSY}
     return job
 

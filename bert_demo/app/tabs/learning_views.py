@@ -10,6 +10,14 @@ from bert_demo.app.tabs.steps_views import _code
 NSP_CLASSES = ("IsNext", "NotNext")  # the NSP head's classes, in its order (masking.IS_NEXT is 0)
 
 
+CSS = """  /* this tab's rules of the page's style sheet (ui.CSS) */
+#ts-summary table, #ts-start table, #ts-tied table, #ts-adam table { display: block; overflow-x: auto; }
+#ts-summary th, #ts-summary td, #ts-start th, #ts-start td, #ts-adam th, #ts-adam td, #ts-summary td *,
+#ts-start td *, #ts-adam td * { white-space: nowrap; word-break: normal; }  /* a phone scrolls these tables */
+#ts-summary td:first-child { white-space: normal; min-width: 9em; }  /* what a row measures may wrap */
+"""
+
+
 def _tokens(tokenizer: Any, ids: list[int]) -> list[str]:
     return tokenizer.convert_ids_to_tokens(ids)
 

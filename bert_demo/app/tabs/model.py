@@ -7,10 +7,19 @@ from typing import TypedDict
 
 import gradio as gr
 
-from bert_demo.app import text
 from bert_demo.app.handlers import Components, Outputs, friendly
 from bert_demo.app.header import go_to
 from bert_demo.app.state.registry import Registry
+from bert_demo.app.tabs import model_views as views
+
+CSS = """  /* this tab's rules of the page's style sheet (ui.CSS) */
+.tab-links button { max-width: 16em; }
+#model-info table { display: block; overflow-x: auto; }  /* a phone scrolls it */
+#model-info th, #model-info td { white-space: nowrap; }
+#model-info td:first-child { white-space: normal; }  /* a metric's name may wrap: its numbers fit a phone */
+#model-card table { display: block; overflow-x: auto; }
+#model-card td, #model-card th { overflow-wrap: normal; word-break: normal; min-width: 5em; }
+"""
 
 
 class ModelParts(TypedDict):
@@ -36,7 +45,7 @@ def layout() -> ModelParts:
             with gr.Accordion("Model card (README.md in the checkpoint folder)", open=False):
                 c["model_card"] = gr.Markdown(elem_id="model-card")
         with gr.Column(scale=2):
-            gr.Markdown(text.EXPLAINER)
+            gr.Markdown(views.EXPLAINER)
             with gr.Row(elem_classes="tab-links"):
                 c["links"] = {tab: gr.Button(words, size="sm") for tab, words in
                               [("train", "→ Train"), ("fill", "→ Fill-mask"), ("nsp", "→ Next sentence"),

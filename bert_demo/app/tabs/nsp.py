@@ -12,6 +12,10 @@ from bert_demo.app.state.folders import Examples
 from bert_demo.app.state.registry import Registry
 from bert_demo.app.tabs.heads import importance_block, importance_figure, no_importance
 
+CSS = """  /* this tab's rules of the page's style sheet (ui.CSS) */
+#nsp-result .empty { min-height: 5rem !important; height: 5rem !important; }
+"""
+
 
 class NspParts(TypedDict):
     """The Next sentence tab's components, by the names its handlers answer with."""

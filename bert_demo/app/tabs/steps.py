@@ -4,14 +4,15 @@ encoder computes from a sentence to its guesses, step by step: the layout, its w
 from __future__ import annotations
 
 import random
-from urllib.parse import urlencode
-from dataclasses import replace
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
+from urllib.parse import urlencode
 
 import gradio as gr
 
 from bert_demo.app.handlers import FINAL, Components, Outputs, friendly, load_at, timeline_choices, whole
+from bert_demo.app.header import narrowed
 from bert_demo.app.state.kept import Kept
 from bert_demo.app.state.registry import Registry
 from bert_demo.app.tabs import learning
@@ -403,14 +404,14 @@ def _both(registry: Registry, model_name: str, example: dict[str, Any], forward:
     """Both views on the model (`example`: how section 1 draws; `forward`: what section 2 shows), the layer and
     head shown kept within the model's range, the sliders narrowed to it."""
     config = registry.catalog.config_of(model_name, owner)[1]
-    layer = min(whole(forward.pop("layer"), "layer"), config.num_hidden_layers)
-    head = min(whole(forward.pop("head"), "head"), config.num_attention_heads)
+    asked = whole(forward.pop("layer"), "layer"), whole(forward.pop("head"), "head")
+    layer, head = min(asked[0], config.num_hidden_layers), min(asked[1], config.num_attention_heads)
     return {**pretraining_example(registry, model_name, **example, owner=owner),
             **forward_steps(registry, model_name, layer=layer, head=head, **forward, **example, owner=owner),
-            "fw_layer": gr.Slider(maximum=config.num_hidden_layers, value=layer,
-                                  info=f"1 to {config.num_hidden_layers}: this model's layers"),
-            "fw_head": gr.Slider(maximum=config.num_attention_heads, value=head,
-                                 info=f"1 to {config.num_attention_heads}: each layer's heads")}
+            "fw_layer": narrowed(asked[0], config.num_hidden_layers,
+                                 f"1 to {config.num_hidden_layers}: this model's layers"),
+            "fw_head": narrowed(asked[1], config.num_attention_heads,
+                                f"1 to {config.num_attention_heads}: each layer's heads")}
 
 
 _shares = Kept(SHARES_KEPT)

@@ -6,12 +6,36 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from bert_demo.app.text import FAST_RECIPE_WHY, RECIPE_NAMES, recipe_markdown
+from bert_demo.app.tabs.train_views import FAST_RECIPE_WHY, RECIPE_NAMES, recipe_markdown
 from bert_demo.data.masking import FATES, IS_NEXT, IS_NEXT_SHARE, REPLACE_MASK, REPLACE_RANDOM, Fate
 
 MODEL_PY = "bert_demo/model.py"
 FATE_WORDS = {Fate.MASK: "", Fate.RANDOM: "random · ", Fate.KEPT: "kept · "}  # before a picked position's label
 SEGMENTS = "AB"
+
+
+CSS = """  /* this tab's rules of the page's style sheet (ui.CSS) */
+.ex-legend { display: flex; flex-wrap: wrap; gap: 0.4em; align-items: center; margin-bottom: 0.5em; }
+.ex-tokens { display: flex; flex-wrap: wrap; gap: 4px; }  /* one box a position, wrapping: a phone reads it too */
+.ex-tok, .ex-key { border: 1px solid #cbd5e1; border-radius: 4px; padding: 2px 5px; font-size: 0.85em;
+  line-height: 1.25; }
+.ex-tok { display: flex; flex-direction: column; align-items: center; min-width: 2.6em; }
+.ex-tok.seg-a, .ex-key.seg-a { background: #e0ecff; }
+.ex-tok.seg-b, .ex-key.seg-b { background: #e3f5e1; }
+.ex-tok.fate-mask, .ex-key.fate-mask { border: 2px solid #d62728; }
+.ex-tok.fate-random, .ex-key.fate-random { border: 2px solid #ff7f0e; }
+.ex-tok.fate-kept, .ex-key.fate-kept { border: 2px solid #9467bd; }
+.ex-pos, .ex-id { color: #64748b; font-size: 0.8em; }
+.ex-piece { font-weight: 600; color: #0f172a; }
+.ex-fate { font-size: 0.8em; color: #7f1d1d; }
+#ex-shares table, #ex-loss-table table { display: block; overflow-x: auto; }  /* a phone scrolls them */
+#ex-shares th, #ex-shares td, #ex-loss-table th, #ex-loss-table td { white-space: nowrap; word-break: normal; }
+#ex-shares td:first-child { white-space: normal; min-width: 10em; }  /* what a row counts may wrap */
+@media (max-width: 640px) { .ex-tok { font-size: 0.75em; padding: 1px 3px; } }  /* more positions a screen */
+#ex-draw, #ex-another { white-space: nowrap; }  /* on a phone both stay one line high, side by side */
+#fw-text pre, #fw-text pre code { white-space: pre-wrap !important; overflow-wrap: anywhere; }  /* model.py's
+   long lines wrap on a phone */
+"""
 
 
 def pair_markdown(example: Any, recipe: str, recorded: bool) -> str:

@@ -10,7 +10,6 @@ from typing import TypedDict
 
 import gradio as gr
 
-from bert_demo.app import text
 from bert_demo.app.handlers import Components, Outputs, friendly, with_settings
 from bert_demo.app.policy import APP_RUNS, FORM, form_default
 from bert_demo.app.runs import estimates
@@ -19,6 +18,7 @@ from bert_demo.app.runs.slot import WAIT_POLL_S, Ticket
 from bert_demo.app.state.forms import Caps
 from bert_demo.app.state.registry import Registry
 from bert_demo.app.state.uploads import discard, private_text
+from bert_demo.app.tabs import train_views as views
 from bert_demo.config import PRESETS, read_metadata
 from bert_demo.data.sources import APP_SOURCES, SOURCES
 from bert_demo.inspection import curves
@@ -86,7 +86,7 @@ def layout(registry: Registry) -> Components:
             c = {"start": gr.Button("Start training", variant="primary", elem_id="start", scale=1, min_width=150),
                  "stop": gr.Button("Stop", variant="secondary", elem_id="stop", interactive=False, scale=0,
                                    min_width=90),
-                 "status": gr.Markdown(text.TRAIN_IDLE, elem_id="status")}
+                 "status": gr.Markdown(views.TRAIN_IDLE, elem_id="status")}
         c["slot_busy"] = gr.Markdown(visible=False, elem_id="slot-busy")  # someone else's run in the slot
         c["slot_watch"] = gr.Timer(WATCH_EVERY_S, active=False)  # while someone else's run has the slot
         c["estimate"], c["train_tab"] = gr.Markdown(elem_id="train-estimate"), tab
@@ -96,14 +96,14 @@ def layout(registry: Registry) -> Components:
                 c["recipe"] = gr.Radio(RECIPE_CHOICES, value="fast", label="Recipe", elem_id="recipe",
                                        info="how the run starts and what it is asked: the app's, to learn in "
                                             "minutes, or BERT's own")
-                c["recipe_note"] = gr.Markdown(text.recipe_markdown(TrainConfig()) + "\n\n" + text.FAST_RECIPE_WHY,
+                c["recipe_note"] = gr.Markdown(views.recipe_markdown(TrainConfig()) + "\n\n" + views.FAST_RECIPE_WHY,
                                                elem_id="recipe-note")
                 c["start_from"] = gr.Radio(list(RUN_STARTS), value=START_RANDOM, label="Start from",
                                            elem_id="start-from",
                                            info="Continuing a model teaches it a new corpus (domain adaptation): "
                                                 "its size and vocabulary stay, the model size and vocabulary "
                                                 "above are ignored")
-                gr.Markdown(f"<small>{text.caps_text(caps, registry.runs_on)}</small>")
+                gr.Markdown(f"<small>{views.caps_text(caps, registry.runs_on)}</small>")
             with gr.Column(scale=2, elem_id="train-charts"):  # on a phone, above the form while a run is followed
                 c.update(_charts(registry))
     return c
@@ -116,7 +116,7 @@ def _charts(registry: Registry) -> Components:
                              elem_id="loss-plot", show_label=False)
     c["accuracy_plot"] = gr.Plot(curves.empty_figure("Accuracy"), elem_id="accuracy-plot", show_label=False)
     run = APP_RUNS[registry.caps.machine]
-    c["nsp_expect"] = gr.Markdown(text.nsp_expectation(run["preset"], run["steps"], run["batch_size"]),
+    c["nsp_expect"] = gr.Markdown(views.nsp_expectation(run["preset"], run["steps"], run["batch_size"]),
                                   elem_id="nsp-expect")
     with gr.Row(equal_height=True):
         c["lr_plot"] = gr.Plot(curves.empty_figure("Learning rate"), elem_id="lr-plot", show_label=False)
@@ -197,7 +197,7 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
     c["recipe"].change(recipe_note, c["recipe"], c["recipe_note"], api_visibility="private", queue=False)
     gr.on([c["train_tab"].select, *(setting.change for setting in form[:-1])], bound(estimate), form,
           c["estimate"], api_visibility="private", trigger_mode="always_last", show_progress="hidden")
-    gr.on([c[name].change for name in ("preset", "steps", "batch_size")], text.nsp_expectation,
+    gr.on([c[name].change for name in ("preset", "steps", "batch_size")], views.nsp_expectation,
           [c["preset"], c["steps"], c["batch_size"]], c["nsp_expect"], api_visibility="private", queue=False)
     c["compare_button"].click(bound(compare_runs), [c["compare_runs"], c["compare_x"]], c["compare_runs_plot"],
                               api_name="compare_runs")
@@ -296,7 +296,7 @@ def follow(registry: Registry, ticket: Ticket, owner: str | None) -> Iterator[Ou
     page follows it; a ticket no page follows for a while is given up (`Slot.abandon_s`)."""
     while (job := ticket.wait_for_run(1, timeout=WAIT_POLL_S)) is None and not ticket.ended.is_set():
         ticket.followed()
-        yield {"status": text.waiting_text(registry.slot.place(ticket), "Starting your run…"), "stop": STOP_ACTIVE,
+        yield {"status": views.waiting_text(registry.slot.place(ticket), "Starting your run…"), "stop": STOP_ACTIVE,
                "start": START_BUSY}  # Stop also takes a visitor out of the line
     if job is None:
         yield {"status": "You left the line: no run was started.", "stop": STOP_IDLE, "start": START_IDLE}
@@ -348,8 +348,8 @@ def training_outputs(registry: Registry, job: TrainingJob, owner: str | None, fi
                                           f"{'' if final else _next_probe(job.trainer.config, probe['step'])}")
     readout = next((r for r in reversed(job.records) if r.get("kind") == "readout"), None)
     if readout is not None:
-        outputs["readout"] = (text.memorising_note(job.records) + (text.nsp_chance_note(job.records) if final else "")
-                              + text.readout_markdown(readout))
+        outputs["readout"] = (views.memorising_note(job.records) + (views.nsp_chance_note(job.records) if final else "")
+                              + views.readout_markdown(readout))
     if final:
         saved = job.done is not None and job.done.get("checkpoint")
         name = f"runs/{job.name}"
@@ -371,7 +371,7 @@ def _next_probe(config, step: int) -> str:
 def last_run(registry: Registry, owner: str | None = None) -> Outputs:
     """The newest pre-training run trained here that this visitor may see, drawn from its records when the page
     opens: its charts and how it ended stay after a reload; and whether someone else's run has the slot now."""
-    outputs = {**watch_slot(registry, owner), "status": text.TRAIN_IDLE,
+    outputs = {**watch_slot(registry, owner), "status": views.TRAIN_IDLE,
                **{name: gr.skip() for name in ("loss_plot", "accuracy_plot", "lr_plot")}}
     for entry in registry.catalog.list_models(owner):
         metadata = read_metadata(entry.folder) if entry.folder is not None and entry.name.startswith("runs/") else {}
@@ -390,7 +390,7 @@ def watch_slot(registry: Registry, owner: str | None = None) -> Outputs:
     """The line about someone else's run in the slot, in the Train and the Fine-tune tab, while there is one and this
     visitor has no run of their own; the timer that asks again every few seconds runs as long as it shows."""
     busy = None if registry.slot.ticket_of(owner) is not None else registry.slot.busy(owner)
-    line = gr.Markdown(text.busy_text(busy), visible=busy is not None)
+    line = gr.Markdown(views.busy_text(busy), visible=busy is not None)
     return {"slot_busy": line, "ft_slot_busy": line, "slot_watch": gr.Timer(active=busy is not None)}
 
 
@@ -413,11 +413,11 @@ def recipe_note(recipe: str) -> str:
     """The chosen recipe, told by how it differs from the paper's; the fast one's, with why it is the app's."""
     if recipe not in RECIPES:
         raise gr.Error(f"the recipe is {' or '.join(RECIPES)}, not {str(recipe)[:40]!r}", print_exception=False)
-    note = text.recipe_markdown(TrainConfig(**RECIPES[recipe]))
+    note = views.recipe_markdown(TrainConfig(**RECIPES[recipe]))
     if recipe == "paper":
         return note + " The learning rate and the length of the run are the form's (BERT-Base read 1 M steps of 256 " \
                       "sequences at 1e-4)."
-    return note + "\n\n" + text.FAST_RECIPE_WHY
+    return note + "\n\n" + views.FAST_RECIPE_WHY
 
 
 def stop(registry: Registry, owner: str | None) -> Outputs:

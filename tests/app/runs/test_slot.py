@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from bert_demo.app import text
 from bert_demo.app.guards.visitors import Visitor
 from bert_demo.app.runs.job import TrainingJob
 from bert_demo.app.runs.slot import LINE_S, Slot, Ticket
 from bert_demo.app.state.disk import Disk
+from bert_demo.app.tabs.train_views import busy_text, waiting_text
 from bert_demo.training.settings import FinetuneConfig, TrainConfig
 
 
@@ -151,7 +151,7 @@ def test_another_visitor_hears_that_someone_elses_run_has_the_slot_but_not_whose
     busy = slot.busy("you")
     assert busy.fine_tuning and busy.of_experiment == (1, 2) and busy.steps == 1_000_000 and busy.waiting == 1
     assert busy.seconds_ahead is not None  # the run's own pace
-    told = text.busy_text(busy)
+    told = busy_text(busy)
     assert told.startswith("**Busy:** someone else's fine-tuning run (1 of the 2 of an experiment) has the "
                            "training slot now (step ")
     assert "of 1,000,000), and 1 more visitor waits in line. A run you start now waits about " in told
@@ -179,7 +179,7 @@ def test_the_waiting_line_states_the_time_left_of_every_run_ahead_at_the_pace_th
     # an experiment of two runs waits ahead: each taken to last as long as the run training now
     mine = Ticket("me", {"run": run(tmp_path)})
     slot.line += [Ticket("someone", {"a": run(tmp_path), "b": run(tmp_path)}), mine]
-    assert text.waiting_text(slot.place(mine), "") == ("Waiting for the training slot: you are number 2 in line, after "
+    assert waiting_text(slot.place(mine), "") == ("Waiting for the training slot: you are number 2 in line, after "
                                                        "the run training now. The runs ahead of yours have about 54 "
                                                        "min left.")
     slot.line.clear()
@@ -201,7 +201,7 @@ def test_the_line_takes_a_run_only_where_the_runs_ahead_would_start_it_within_ab
                                          "the app asks nobody to wait more than 15 min: try again in about 1 min"):
         slot.join({"run": run(tmp_path)}, Visitor("e", "9.9.9.9"))
     assert "The line takes no more runs for about 1 min: nobody is asked to wait more than 15 min." in \
-        text.busy_text(slot.busy(Visitor("e", "9.9.9.9")))
+        busy_text(slot.busy(Visitor("e", "9.9.9.9")))
 
 
 def test_a_networks_second_run_waits_behind_the_first_run_of_every_other_network(slot, tmp_path):

@@ -82,7 +82,7 @@ def test_a_cards_svg_pictures_are_inlined_and_nothing_outside_its_folder_is_read
 def test_a_private_runs_zip_and_model_tab_name_no_server_path_nor_whom_it_is_private_to(make_checkpoint, tmp_path):
     """A run's bert_demo.json on disk keeps the upload's path and whom the run is private to, for its privacy; its
     zip and its Model tab let neither out."""
-    from bert_demo.app import text
+    from bert_demo.app.tabs import model_views
     from bert_demo.config import METADATA_NAME, read_metadata
 
     make_checkpoint(tmp_path / "checkpoints" / "tiny-test")
@@ -97,7 +97,7 @@ def test_a_private_runs_zip_and_model_tab_name_no_server_path_nor_whom_it_is_pri
     with zipfile.ZipFile(registry.catalog.zip_checkpoint("runs/run-on-upload", owner)) as archive:
         carried = {name: archive.read(name).decode("utf-8", errors="replace") for name in archive.namelist()}
         zipped = json.loads(carried[f"run-on-upload/{METADATA_NAME}"])
-    shown = text.model_markdown(registry.catalog.model_info("runs/run-on-upload", owner))
+    shown = model_views.model_markdown(registry.catalog.model_info("runs/run-on-upload", owner))
     for said in [*carried.values(), shown]:
         assert str(tmp_path) not in said and "/tmp/" not in said and owner not in said
     assert "visible_to" not in zipped and zipped["step"] == 10
