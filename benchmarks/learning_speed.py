@@ -87,6 +87,9 @@ VARIANTS: dict[str, dict] = {
     "app-mask40": {**APP, "mask_prob": 0.4},
     "app-span3": {**APP, "mask_span": 3},
     "app-lr2e-3": {**APP, "lr": 2e-3},
+    # issue 71: LAMB (You et al. 2020), GPT-BERT's optimizer (at 1.4e-2), against the app's AdamW at 3e-3
+    "app-lamb-5e-3": {**APP, "optimizer": "lamb", "lr": 5e-3},
+    "app-lamb-1e-2": {**APP, "optimizer": "lamb", "lr": 1e-2},
 }
 
 

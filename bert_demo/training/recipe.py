@@ -19,6 +19,7 @@ from torch import Tensor, nn
 
 from bert_demo.config import OPTIMIZER_NAME
 from bert_demo.model import BertForPreTraining
+from bert_demo.training.lamb import Lamb
 from bert_demo.training.settings import SCHEDULES, RunConfig
 
 
@@ -157,8 +158,9 @@ def lr_multiplier(step: int, warmup: int, total: int, shape: str = "linear") -> 
 
 
 def optimizer_and_schedule(model: torch.nn.Module, cfg: RunConfig, total: Callable[[], int], done: int = 0,
-                           resume: Path | None = None) -> tuple[torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
-    """AdamW (`make_optimizer`), carrying on with the moments a resumed run saved in `resume`, and the schedule
+                           resume: Path | None = None,
+                           ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+    """AdamW or LAMB (`make_optimizer`), carrying on with the moments a resumed run saved in `resume`, and the schedule
     (`lr_multiplier` over `total()` steps, the run's length, which a time budget sets once it knows its pace;
     warm-up 10% of them unless given) picked up at step `done`, not restarted.
 
@@ -182,8 +184,9 @@ def optimizer_and_schedule(model: torch.nn.Module, cfg: RunConfig, total: Callab
     return optimizer, schedule
 
 
-def make_optimizer(model: BertForPreTraining, cfg: RunConfig) -> torch.optim.AdamW:
-    """AdamW with weight decay on matrices only: LayerNorm weights, biases (1-D tensors) are not decayed.
+def make_optimizer(model: BertForPreTraining, cfg: RunConfig) -> torch.optim.Optimizer:
+    """AdamW (or LAMB, `cfg.optimizer`) with weight decay on matrices only: LayerNorm weights, biases (1-D tensors)
+    are not decayed.
 
     With a `layer_decay` below 1 (fine-tuning's setting), each depth is a group of its own with a smaller peak rate
     the lower it sits (Howard & Ruder 2018; ELECTRA, Clark et al. 2020): the heads (pooler, classifier) at `lr`,
@@ -196,10 +199,13 @@ def make_optimizer(model: BertForPreTraining, cfg: RunConfig) -> torch.optim.Ada
         if param.requires_grad:
             depth = _depth(name, layers) if decay_rate != 1.0 else 0  # steps below the heads
             groups.setdefault((depth, param.dim() >= 2), []).append(param)
-    return torch.optim.AdamW(
-        [{"params": params, "weight_decay": cfg.weight_decay if matrix else 0.0, "lr": cfg.lr * decay_rate ** depth}
-         for (depth, matrix), params in sorted(groups.items(), key=lambda item: (item[0][0], not item[0][1]))],
-        lr=cfg.lr, betas=(0.9, cfg.beta2), eps=cfg.adam_eps, fused=True)  # one kernel per step
+    ordered = sorted(groups.items(), key=lambda item: (item[0][0], not item[0][1]))  # the heads' matrices first
+    param_groups = [{"params": params, "weight_decay": cfg.weight_decay if matrix else 0.0,
+                     "lr": cfg.lr * decay_rate ** depth} for (depth, matrix), params in ordered]
+    if cfg.optimizer == "lamb":
+        return Lamb(param_groups, lr=cfg.lr, betas=(0.9, cfg.beta2), eps=cfg.adam_eps)
+    return torch.optim.AdamW(param_groups, lr=cfg.lr, betas=(0.9, cfg.beta2), eps=cfg.adam_eps,
+                             fused=True)  # one kernel per step
 
 
 def _depth(name: str, layers: int) -> int:

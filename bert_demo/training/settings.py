@@ -19,6 +19,7 @@ from bert_demo.data.masking import MASK_PROB
 from bert_demo.data.sources import MIXES, TRAINING_SOURCES
 
 SCHEDULES = ("linear", "triangle")
+OPTIMIZERS = ("adamw", "lamb")
 PRECISIONS = ("auto", "fp32", "bf16")
 INITS = ("pretrained", "random", "frozen")  # how a fine-tuning run starts
 RANDOM_B = ("same-source", "any")  # where next-sentence prediction's random B comes from
@@ -71,6 +72,9 @@ class RunConfig:
     schedule: str = setting("linear", "learning-rate shape: linear (BERT: warm-up, then linear decay) or triangle "
                                       "(one-cycle: from 25% of the peak up to it at warm-up's end, then down to 0)",
                             choices=SCHEDULES, group="optimizer")
+    optimizer: str = setting("adamw", "adamw (BERT's Adam, its weight decay decoupled) or lamb (You et al. 2020: "
+                                      "each matrix's step scaled to the matrix's norm; GPT-BERT's, at lr 1.4e-2)",
+                             choices=OPTIMIZERS, group="optimizer")
     weight_decay: float = setting(0.01, "AdamW weight decay on matrices", label="weight decay", low=0.0, high=1.0,
                                   group="optimizer")
     beta2: float = setting(0.98, "AdamW's second-moment decay", low=0.5, high=0.99999, group="optimizer")
