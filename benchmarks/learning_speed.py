@@ -90,6 +90,7 @@ VARIANTS: dict[str, dict] = {
     # issue 71: LAMB (You et al. 2020), GPT-BERT's optimizer (at 1.4e-2), against the app's AdamW at 3e-3
     "app-lamb-5e-3": {**APP, "optimizer": "lamb", "lr": 5e-3},
     "app-lamb-1e-2": {**APP, "optimizer": "lamb", "lr": 1e-2},
+    "app-lamb-3e-2": {**APP, "optimizer": "lamb", "lr": 3e-2},
 }
 
 

@@ -66,7 +66,8 @@ class RunConfig:
                                     group="length")
 
     # the optimizer and its schedule
-    lr: float = setting(1e-3, "peak learning rate", label="learning rate", low=1e-6, high=1e-2, group="optimizer")
+    lr: float = setting(1e-3, "peak learning rate (AdamW's runs leave the plateau up to about 3e-3; LAMB's need more)",
+                        label="learning rate", low=1e-6, high=1e-1, group="optimizer")
     warmup_steps: int | None = setting(None, "warm-up steps (default: 10% of steps)", label="warm-up steps", low=0,
                                        group="optimizer")
     schedule: str = setting("linear", "learning-rate shape: linear (BERT: warm-up, then linear decay) or triangle "

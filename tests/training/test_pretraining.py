@@ -411,20 +411,30 @@ def test_evaluate_refuses_a_batch_count_that_is_not_positive(batches, tmp_path):
         evaluate(tmp_path, "wiki", max_batches=batches)
 
 
-def test_cli_trains_then_answers_fill_mask_nsp_and_eval(stories_file, tmp_path):
+def test_cli_trains_then_answers_fill_mask_nsp_and_eval(stories_file, tmp_path, capsys):
+    """`python -m bert_demo train` as a process of its own; the questions to what it wrote through the same
+    command line's `main`, in this process (a process each took 4 s to import torch and transformers)."""
+    from bert_demo.__main__ import main
+
     out = tmp_path / "cli-run"
     trained = run_cli("train", "--preset", "tiny", "--corpus", stories_file, "--steps", "10", "--batch-size", "8",
                       "--seq-len", "32", "--vocab-size", "200", "--eval-every", "5", "--out", str(out))
     assert trained.returncode == 0, trained.stderr
     assert "finished at step 10" in trained.stderr + trained.stdout
-    filled = run_cli("fill-mask", str(out), "the fox lived in a small [MASK].")
-    assert filled.returncode == 0 and filled.stdout.startswith("[MASK] 1: ")
-    nsp = run_cli("nsp", str(out), "The fox lived in a den.", "It hunted mice.")
-    assert nsp.returncode == 0 and "P(B follows A) = 0." in nsp.stdout
-    evaluated = run_cli("eval", str(out), "--corpus", stories_file)
-    assert evaluated.returncode == 0 and "MLM loss" in evaluated.stdout
-    bad = run_cli("fill-mask", str(out), "no mask here")
-    assert bad.returncode == 2 and "error: the text has no [MASK]" in bad.stderr and "Traceback" not in bad.stderr
+
+    def asked(*argv: str) -> tuple[int, str, str]:
+        code = main(list(argv))
+        said = capsys.readouterr()
+        return code, said.out, said.err
+
+    code, said, _ = asked("fill-mask", str(out), "the fox lived in a small [MASK].")
+    assert code == 0 and said.startswith("[MASK] 1: ")
+    code, said, _ = asked("nsp", str(out), "The fox lived in a den.", "It hunted mice.")
+    assert code == 0 and "P(B follows A) = 0." in said
+    code, said, _ = asked("eval", str(out), "--corpus", stories_file)
+    assert code == 0 and "MLM loss" in said
+    code, _, complaint = asked("fill-mask", str(out), "no mask here")
+    assert code == 2 and "error: the text has no [MASK]" in complaint
 
 
 def run_under_torchrun(tmp_path: Path, stories_file: str, out: Path, body: str) -> subprocess.CompletedProcess:
