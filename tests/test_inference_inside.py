@@ -179,6 +179,29 @@ def _views(model, tokenizer) -> dict:
     }
 
 
+def test_no_look_inside_sets_padding_or_truncation_on_the_tokenizer_every_visitor_shares(trained_tiny, tokenizer,
+                                                                                           monkeypatch):
+    """A fast tokenizer keeps its padding and truncation on itself while it encodes: one visitor's call that sets
+    them turns another's batch, encoded at the same moment, padded or ragged (a Next sentence answer failed with
+    "Unable to create tensor" under Embeddings' neighbours in a sentence)."""
+    from transformers.utils import PaddingStrategy
+    from transformers.tokenization_utils_base import TruncationStrategy
+
+    asked = []
+    original = tokenizer.set_truncation_and_padding
+
+    def recorded(**settings):
+        padding, truncation = settings["padding_strategy"], settings["truncation_strategy"]
+        if padding != PaddingStrategy.DO_NOT_PAD or truncation != TruncationStrategy.DO_NOT_TRUNCATE:
+            asked.append((padding, truncation))
+        return original(**settings)
+
+    monkeypatch.setattr(tokenizer, "set_truncation_and_padding", recorded)
+    for name, view in _views(trained_tiny, tokenizer).items():
+        view()
+        assert not asked, f"{name} asked the shared tokenizer for {asked}"
+
+
 def test_every_look_inside_is_the_same_alone_and_while_other_visitors_ask_the_same_model(trained_tiny, tokenizer):
     """Each view, asked 5 times while two threads ask Fill-mask and Next sentence of other sentences on the same
     model, the interpreter switching threads as often as it can, answers as it does alone, and so do they (issue

@@ -129,11 +129,10 @@ def _in_sentences(model: BertForPreTraining, tokenizer: BertTokenizerFast, vecto
                   ) -> list[Neighbour]:
     """The words of the reference sentences whose hidden states after `layer` are nearest `vector` (one forward
     pass over all of them, padded: a few tens of milliseconds for the shipped model)."""
-    encoded = tokenizer(list(REFERENCE), padding=True, return_tensors="pt", return_token_type_ids=True)
     device = next(model.parameters()).device
-    ids, mask = encoded["input_ids"].to(device), encoded["attention_mask"].to(device)
+    ids, types, mask = _padded(tokenizer, REFERENCE, device)
     with evaluating(model) as model:
-        hidden, _ = model.bert(ids, encoded["token_type_ids"].to(device), mask, False)
+        hidden, _ = model.bert(ids, types, mask, False)
     states = hidden[layer].float()  # (S, T, H)
     real = mask.bool() & ~torch.isin(ids, torch.tensor(tokenizer.all_special_ids, device=device))  # words only
     similarity = F.cosine_similarity(states, vector.float()[None, None], dim=-1).masked_fill(~real, -2)  # (S, T)
@@ -142,6 +141,20 @@ def _in_sentences(model: BertForPreTraining, tokenizer: BertTokenizerFast, vecto
     tokens = tokenizer.convert_ids_to_tokens(ids[rows, columns].tolist())
     return [Neighbour(token, REFERENCE[row], score)
             for token, row, score in zip(tokens, rows.tolist(), best.tolist())]
+
+
+def _padded(tokenizer: BertTokenizerFast, sentences: tuple[str, ...] | list[str], device: torch.device
+            ) -> tuple[Tensor, Tensor, Tensor]:
+    """Sentences encoded one by one and padded here: ids, segments and attention mask, (S, T) each. Asking the
+    tokenizer to pad would set padding on the tokenizer every visitor shares, under another visitor's question, whose
+    batch would come out padded or ragged."""
+    encoded = [tokenizer(sentence, return_token_type_ids=True) for sentence in sentences]
+    width = max(len(e["input_ids"]) for e in encoded)
+
+    def column(key: str, fill: int) -> Tensor:
+        return torch.tensor([e[key] + [fill] * (width - len(e[key])) for e in encoded], device=device)
+
+    return column("input_ids", tokenizer.pad_token_id), column("token_type_ids", 0), column("attention_mask", 0)
 
 
 def embedding_projection(model: BertForPreTraining, tokenizer: BertTokenizerFast, words: list[str]
