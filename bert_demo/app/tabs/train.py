@@ -143,6 +143,7 @@ def _form(caps: Caps) -> Components:
     reads more)."""
     sizes = "; ".join(f"{name}: {PRESETS[name].num_hidden_layers} layers × {PRESETS[name].hidden_size}"
                       for name in caps.choices("preset"))
+    looks = {**LOOKS, "preset": {**LOOKS["preset"], "info": sizes}}  # the sizes this machine trains
     return {
         "corpus": gr.Dropdown(choices=list(APP_SOURCES), value=APP_RUNS[caps.machine]["corpus"].split(","),
                               multiselect=True, label="Corpus", elem_id="corpus",
@@ -156,8 +157,7 @@ def _form(caps: Caps) -> Components:
                                                          "by heart. Then try Fill-mask on one of your sentences."),
         "share": gr.Checkbox(False, label="Let other visitors use the model trained on my text", elem_id="share",
                              info="Off: only you see it (its vocabulary and guesses would show your text)"),
-        **{name: setting_input(name, caps, **LOOKS.get(name, {}), **({"info": sizes} if name == "preset" else {}))
-           for name in FORM},
+        **{name: setting_input(name, caps, **looks.get(name, {})) for name in FORM},
     }
 
 
