@@ -91,6 +91,10 @@ VARIANTS: dict[str, dict] = {
     "app-lamb-5e-3": {**APP, "optimizer": "lamb", "lr": 5e-3},
     "app-lamb-1e-2": {**APP, "optimizer": "lamb", "lr": 1e-2},
     "app-lamb-3e-2": {**APP, "optimizer": "lamb", "lr": 3e-2},
+    # issue 71: every picked token made [MASK] (Wettig et al. 2022: 80/10/10 buys nothing), as validation asks
+    "app-all-mask": {**APP, "mask_replace": 1.0},
+    "app-warmup5": {**APP, "warmup": 0.05},
+    "app-local1": {**APP, "local_heads": 1},
 }
 
 

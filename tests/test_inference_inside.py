@@ -184,8 +184,8 @@ def test_no_look_inside_sets_padding_or_truncation_on_the_tokenizer_every_visito
     """A fast tokenizer keeps its padding and truncation on itself while it encodes: one visitor's call that sets
     them turns another's batch, encoded at the same moment, padded or ragged (a Next sentence answer failed with
     "Unable to create tensor" under Embeddings' neighbours in a sentence)."""
-    from transformers.utils import PaddingStrategy
     from transformers.tokenization_utils_base import TruncationStrategy
+    from transformers.utils import PaddingStrategy
 
     asked = []
     original = tokenizer.set_truncation_and_padding

@@ -26,6 +26,13 @@ IS_NEXT, NOT_NEXT = 0, 1  # NSP labels, as in Hugging Face: 0 = "B follows A"
 IS_NEXT_SHARE = 0.5  # the share of pairs whose B is what follows A (§3.1: "50% of the time B is the actual next")
 
 
+def fate_shares(mask_share: float = REPLACE_MASK) -> dict[Fate, float]:
+    """What becomes of the picked positions: `mask_share` of them [MASK], the rest a random word or kept, half and
+    half (BERT: 0.8, so 80/10/10)."""
+    rest = (1 - mask_share) / 2
+    return {Fate.MASK: mask_share, Fate.RANDOM: rest, Fate.KEPT: rest}
+
+
 def max_predictions(seq_len: int, mask_prob: float = MASK_PROB) -> int:
     """The most positions one sequence of `seq_len` tokens may have picked: its share, rounded, and one more (the
     reference code's max_predictions_per_seq, 20 at 128 tokens and 15%)."""

@@ -85,6 +85,7 @@ class Shares:
     fates: dict[str, float]  # the share of picked positions given each fate: [MASK], a random word, kept
     is_next: float  # the share of examples whose B is the next sentence
     mask_prob: float  # the recipe's masking rate
+    mask_replace: float  # the recipe's share of the picked made [MASK]
     candidates: int  # non-special positions counted
     targets: int  # positions picked
 
@@ -178,7 +179,7 @@ def shares(source: Documents, tokenizer: BertTokenizerFast, recipe: TrainConfig,
         drawn += len(batch["nsp_labels"])
     targets = int(fates[list(PICKED)].sum())
     return Shares(drawn, targets / candidates, {FATES[f]: int(fates[f]) / max(targets, 1) for f in PICKED},
-                  is_next / drawn, recipe.mask_prob, candidates, targets)
+                  is_next / drawn, recipe.mask_prob, recipe.mask_replace, candidates, targets)
 
 
 @torch.inference_mode()

@@ -22,7 +22,7 @@ from transformers import BertTokenizerFast
 from bert_demo.checkpoint import load_pretrained
 from bert_demo.config import PRESETS
 from bert_demo.data.corpus import document_sources, is_named, load_corpus, source_parts
-from bert_demo.data.masking import MASK_PROB, max_predictions
+from bert_demo.data.masking import MASK_PROB, Fate, fate_shares, max_predictions
 from bert_demo.data.pairs import (
     PretrainingData,
     SpecialIds,
@@ -184,9 +184,10 @@ def sentence_pairs(cfg: TrainConfig, tokenized: Tokenized, special: SpecialIds, 
     and the example `pretraining_example` shows; without `first_step`, validation's, masked as the paper says."""
     seq_len = seq_len or cfg.seq_len
     sources = tokenized.sources if cfg.random_b == "same-source" else None
-    training = first_step is not None
+    training, fates = first_step is not None, fate_shares(cfg.mask_replace)
     masking = {"mask_prob": cfg.mask_prob, "span": cfg.mask_span, "first_rate": cfg.mask_prob_start,
-               "steps": cfg.steps, "first_step": first_step} if training else {}
+               "steps": cfg.steps, "first_step": first_step, "replace_mask": fates[Fate.MASK],
+               "replace_random": fates[Fate.RANDOM]} if training else {}
     most_rate = max(cfg.mask_prob, cfg.mask_prob_start or 0.0) if training else MASK_PROB
     return PretrainingData(tokenized.documents, special, max_seq_len=seq_len, batch_size=batch_size,
                            max_predictions=cfg.max_predictions or max_predictions(seq_len, most_rate), seed=seed,

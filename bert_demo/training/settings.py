@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from bert_demo.config import PRESETS
-from bert_demo.data.masking import MASK_PROB
+from bert_demo.data.masking import MASK_PROB, REPLACE_MASK
 from bert_demo.data.sources import MIXES, TRAINING_SOURCES
 
 SCHEDULES = ("linear", "triangle")
@@ -162,6 +162,10 @@ class TrainConfig(RunConfig):
                                                   "rate by the last (GPT-BERT 2024: 30% to 15%; default: the masking "
                                                   "rate throughout)", label="first masking rate", low=0.01, high=0.9,
                                             group="objectives")
+    mask_replace: float = setting(REPLACE_MASK, "share of the picked tokens made [MASK]; of the rest, half become a "
+                                                "random word and half stay (BERT: 0.8, so 80/10/10; 1.0: every picked "
+                                                "token [MASK], as validation asks)", label="[MASK] share", low=0.0,
+                                  high=1.0, group="objectives")
     mask_span: int = setting(1, "mask runs of 1 to N consecutive tokens (SpanBERT; GPT-BERT masks 1-3); 1: BERT's "
                                 "single tokens", label="longest masked run", low=1, high=10, group="objectives")
     max_predictions: int | None = setting(None, "at most this many masked tokens per example (default: "
@@ -302,7 +306,7 @@ class FinetuneConfig(RunConfig):
 BERT_RECIPE: dict[str, Any] = {"schedule": "linear", "mask_prob": MASK_PROB, "dropout": None, "adam_eps": 1e-6,
                                "qk_scale": 1.0, "mimetic": False, "sinusoid_positions": False, "position_scale": 1.0,
                                "local_heads": 0, "unigram_bias": False, "nsp_weight": 1.0, "short_seq_steps": 0,
-                               "random_b": "any"}
+                               "random_b": "any", "mask_replace": REPLACE_MASK}
 # The paper's pre-training recipe (Devlin et al. 2019, §3.1 and Appendix A.2): BERT_RECIPE, and Adam's beta2 of 0.999.
 # Its learning rate (1e-4) and length (1 M steps of 256 sequences) were BERT-Base's: a run's own settings choose those.
 PAPER_RECIPE: dict[str, Any] = {**BERT_RECIPE, "beta2": 0.999}

@@ -11,7 +11,7 @@ import gradio as gr
 import pytest
 import torch
 
-from bert_demo.app.tabs import drawn, model_views, steps, train
+from bert_demo.app.tabs import drawn, model_views, steps, steps_views, train
 from bert_demo.inspection import pretraining_example
 from bert_demo.inspection.forward_steps import STEP_NAMES, Tap, source_line
 from bert_demo.training.settings import PAPER_RECIPE, TrainConfig
@@ -56,6 +56,18 @@ def test_the_shares_table_sets_the_models_masking_rate_beside_the_papers(registr
     assert all(re.fullmatch(r"\d+\.\d%", cell) for cell in (cells[1], cells[3]))
     paper = draw(registry, recipe="paper")
     assert "under BERT's recipe" in paper["ex_pair"] and "every setting as in the paper" in paper["ex_recipe_note"]
+
+
+def test_the_shares_table_sets_each_recipes_own_share_of_mask_random_and_kept():
+    def drawn_shares(mask_prob: float, mask_replace: float) -> pretraining_example.Shares:
+        fates = {"[MASK]": 0.5, "a random word": 0.25, "kept": 0.25}
+        return pretraining_example.Shares(1000, mask_prob, fates, 0.5, mask_prob, mask_replace, 9000, 2000)
+
+    shown = steps_views.shares_markdown(drawn_shares(0.25, 1.0), drawn_shares(0.15, 0.8), None)
+    sets = {line.split("|")[1].strip(): (line.split("|")[2].strip(), line.split("|")[4].strip())
+            for line in shown.splitlines() if line.startswith("| … of those picked")}
+    assert sets == {"… of those picked: [MASK]": ("100%", "80%"), "… of those picked: a random word": ("0%", "10%"),
+                    "… of those picked: kept": ("0%", "10%")}
 
 
 def test_a_named_corpus_gives_passages_with_their_places(registry, private_cache):

@@ -91,12 +91,13 @@ def test_the_segments_origins_and_fates_are_those_of_its_tokens(training):
                 assert tokenizer.convert_ids_to_tokens(label) == piece
 
 
-@pytest.mark.parametrize("recipe", ["fast", "paper"])
+@pytest.mark.parametrize("recipe", ["fast", "paper", "mask-share-0.6"])
 def test_over_1000_draws_the_shares_of_each_choice_hold_what_the_recipe_says(training, recipe):
     """Within four standard deviations of a binomial count (masking rounds each example's picks to a whole number,
     which moves the picked share by less than 1/200 on these examples)."""
     config, run, _, documents = training
-    recipe_config = TrainConfig.from_dict({**config.to_dict(), **(PAPER_RECIPE if recipe == "paper" else {})})
+    changes = {"fast": {}, "paper": PAPER_RECIPE, "mask-share-0.6": {"mask_replace": 0.6}}[recipe]
+    recipe_config = TrainConfig.from_dict({**config.to_dict(), **changes})
     shares = pretraining_example.shares(documents, run.tokenizer, recipe_config, draws=1000)
     assert shares.draws == 1000 and shares.mask_prob == (0.15 if recipe == "paper" else 0.25)
 
@@ -104,7 +105,9 @@ def test_over_1000_draws_the_shares_of_each_choice_hold_what_the_recipe_says(tra
         return abs(share - p) <= 4 * math.sqrt(p * (1 - p) / n) + slack
 
     assert within(shares.picked, shares.mask_prob, shares.candidates, slack=0.005), shares
-    for fate, p in (("[MASK]", 0.8), ("a random word", 0.1), ("kept", 0.1)):
+    sets = (0.6, 0.2, 0.2) if recipe == "mask-share-0.6" else (0.8, 0.1, 0.1)
+    assert shares.mask_replace == sets[0]
+    for fate, p in zip(("[MASK]", "a random word", "kept"), sets):
         assert within(shares.fates[fate], p, shares.targets), (fate, shares)
     assert within(shares.is_next, 0.5, shares.draws), shares
 

@@ -149,6 +149,29 @@ def test_a_mix_splits_with_each_documents_source_and_random_b_keeps_to_it_unless
     assert trainer_module.sentence_pairs(config, tokenized, special, 0, 4).sources == train_sources  # the default (issue 57)
 
 
+def test_the_mask_share_setting_decides_what_picked_training_tokens_become_and_validation_keeps_the_papers(tmp_path):
+    documents = [[[5 + (d * 40 + s * 8 + t) % 190 for t in range(8)] for s in range(4)] for d in range(6)]
+    special = SpecialIds(cls=2, sep=3, mask=4, pad=0, vocab_size=200, special=(0, 1, 2, 3, 4))
+
+    def shares(config: TrainConfig, first_step: int | None) -> tuple[float, float]:
+        """(the share of picked tokens made [MASK], of those replaced by another word) in 20 batches"""
+        pairs = trainer_module.sentence_pairs(config, Tokenized(documents, [0] * 6), special, 0, 8, first_step=first_step)
+        picked = masked = other = 0
+        for batch in itertools.islice(pairs.batches(), 20):
+            targets = batch["mlm_labels"] != -100
+            ids, labels = batch["input_ids"][targets], batch["mlm_labels"][targets]
+            picked, masked = picked + len(ids), masked + (ids == special.mask).sum().item()
+            other += ((ids != special.mask) & (ids != labels)).sum().item()
+        return masked / picked, other / picked
+
+    config = tiny_config("news", tmp_path, mask_prob=0.5)
+    assert shares(replace(config, mask_replace=1.0), first_step=0) == (1.0, 0.0)
+    masked, other = shares(replace(config, mask_replace=0.6), first_step=0)
+    assert masked == pytest.approx(0.6, abs=0.05) and other == pytest.approx(0.2, abs=0.05)
+    masked, other = shares(replace(config, mask_replace=1.0), first_step=None)  # validation: the paper's 80/10/10
+    assert masked == pytest.approx(0.8, abs=0.05) and other == pytest.approx(0.1, abs=0.05)
+
+
 def test_release_free_memory_hands_freed_heap_pages_back_to_the_system():
     def rss_mb() -> float:
         return int(Path("/proc/self/status").read_text().split("VmRSS:")[1].split()[0]) / 1024

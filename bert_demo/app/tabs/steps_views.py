@@ -7,7 +7,7 @@ import html
 from typing import Any
 
 from bert_demo.app.tabs.train_views import FAST_RECIPE_WHY, RECIPE_NAMES, recipe_markdown
-from bert_demo.data.masking import FATES, IS_NEXT, IS_NEXT_SHARE, REPLACE_MASK, REPLACE_RANDOM, Fate
+from bert_demo.data.masking import FATES, IS_NEXT, IS_NEXT_SHARE, PICKED, Fate, fate_shares
 
 MODEL_PY = "bert_demo/model.py"
 FATE_WORDS = {Fate.MASK: "", Fate.RANDOM: "random · ", Fate.KEPT: "kept · "}  # before a picked position's label
@@ -107,10 +107,11 @@ def shares_markdown(ours: Any, paper: Any, ours_name: str | None) -> str:
     """The shares of each choice over many draws, beside what each recipe sets: the model's and the paper's."""
     rows = [("positions picked, of those not [CLS], [SEP] or [PAD]", ours.mask_prob, ours.picked, paper.mask_prob,
              paper.picked)]
-    kept = 1 - REPLACE_MASK - REPLACE_RANDOM
-    for code, share in ((Fate.MASK, REPLACE_MASK), (Fate.RANDOM, REPLACE_RANDOM), (Fate.KEPT, kept)):
+    ours_sets, paper_sets = fate_shares(ours.mask_replace), fate_shares(paper.mask_replace)
+    for code in PICKED:
         fate = FATES[code]
-        rows.append((f"… of those picked: {fate}", share, ours.fates[fate], share, paper.fates[fate]))
+        rows.append((f"… of those picked: {fate}", ours_sets[code], ours.fates[fate], paper_sets[code],
+                     paper.fates[fate]))
     rows.append(("B is what follows A (IsNext)", IS_NEXT_SHARE, ours.is_next, IS_NEXT_SHARE, paper.is_next))
     name = "this model's" if ours_name is None else RECIPE_NAMES[ours_name].replace("this app's", "the app's")
     lines = [f"Over **{ours.draws:,} draws** each (the same passages, new seeds), what each recipe sets and what "
