@@ -95,6 +95,7 @@ VARIANTS: dict[str, dict] = {
     "app-all-mask": {**APP, "mask_replace": 1.0},
     "app-warmup5": {**APP, "warmup": 0.05},
     "app-local1": {**APP, "local_heads": 1},
+    "app-compile": {**APP, "compile": True},  # torch.compile's fused kernels against its compile time
 }
 
 

@@ -43,3 +43,16 @@ def test_the_limits_line_names_every_setting_the_app_caps_on_this_machine():
     assert said.startswith("Limits on this machine (2 CPU cores): preset tiny or mini, steps at most 1,000, batch size "
                            "at most 64, learning rate at most 0.01, sequence length at most 128, vocabulary size at "
                            "most 16,384, masking rate at most 0.5; uploads up to 10 MB.")
+
+
+def test_a_recipe_that_changes_every_setting_of_the_papers_recipe_is_told_a_row_each_in_words():
+    from bert_demo.training.settings import PAPER_RECIPE, TrainConfig
+
+    changed = {"schedule": "triangle", "mask_prob": 0.4, "dropout": 0.2, "adam_eps": 1e-9, "qk_scale": 2.0,
+               "mimetic": True, "sinusoid_positions": False,  # as the paper: local heads bring their own code
+               "position_scale": 2.0, "local_heads": 1,
+               "unigram_bias": True, "nsp_weight": 0.5, "short_seq_steps": 10, "random_b": "same-source",
+               "mask_replace": 1.0, "beta2": 0.98}
+    assert changed.keys() == PAPER_RECIPE.keys()  # a setting added to the recipe is added here, with its words
+    told = train_views.recipe_markdown(TrainConfig(**changed, steps=100))
+    assert told.count("\n- ") == len(changed) - 1 and "of the picked, made [MASK]: **100%" in told

@@ -152,6 +152,7 @@ def nsp_chance_note(records: list[dict[str, Any]]) -> str:
 # a recipe's settings as people read them (settings.recipe_changes), each value in words
 RECIPE_WORDS: dict[str, tuple[str, Callable[[Any], str]]] = {  # in the order a recipe is told
     "mask_prob": ("masking rate", lambda v: f"{v:.0%}"),
+    "mask_replace": ("of the picked, made [MASK]", lambda v: f"{v:.0%} (the rest half a random word, half kept)"),
     "random_b": ("a random B comes from", lambda v: "another document of A's source" if v == "same-source"
                  else "any other document"),
     "local_heads": ("heads started on the previous and the next token",
