@@ -23,16 +23,17 @@ FORM = ("preset", "steps", "batch_size", "lr", "seq_len", "vocab_size")
 # or fewer choices. A CPU's keep a default-sized run within minutes; a GPU's fit a 24 GB card (GPU_BATCH_TOKENS).
 # Above 1e-2, the rate of LAMB only, AdamW's runs return to the plateau or diverge.
 CAPS: dict[str, dict[str, Any]] = {
-    "cpu": {"preset": ("tiny", "mini"), "steps": 1000, "batch_size": 64, "lr": 1e-2, "seq_len": 128,
+    "cpu": {"preset": ("tiny", "mini"), "steps": 1400, "batch_size": 64, "lr": 1e-2, "seq_len": 128,
             "vocab_size": 16_384},
     "gpu": {"steps": 20_000, "batch_size": 256, "lr": 1e-2, "seq_len": 512, "vocab_size": 32_768}}
 
 # The app's default run: a from-scratch run a visitor starts with one click. The recipe is TrainConfig's own
-# defaults; only the size, length and peak learning rate of the run differ, chosen to finish within 5 minutes on 2
-# CPU cores, corpus preparation included, past the frequent-token plateau (benchmarks/README.md, "Learning speed").
-# At 3e-3 tiny reads held-out news 2.5 points better than at 1e-3 in the same 1,000 steps (issue 71: 0.200 against
-# 0.175; 2e-3 0.192, 4e-3 and 5e-3 worse at 500 steps, 5e-3 back on the plateau).
-APP_RUN: dict[str, Any] = {"corpus": "news,wiki", "preset": "tiny", "steps": 1000, "batch_size": 32, "lr": 3e-3,
+# defaults; only the size, length and peak learning rate of the run differ, chosen to finish within 3 minutes on 2
+# quiet CPU cores, corpus preparation included, past the frequent-token plateau (benchmarks/README.md, "Learning
+# speed"). At 3e-3 tiny reads held-out news 2.5 points better than at 1e-3 in the same 1,000 steps (issue 71: 0.200
+# against 0.175; 2e-3 0.192, 4e-3 and 5e-3 worse at 500 steps, 5e-3 back on the plateau); 1,400 steps read 0.223 in
+# 156 s from the click. The CPU's cap on steps is this run's length.
+APP_RUN: dict[str, Any] = {"corpus": "news,wiki", "preset": "tiny", "steps": 1400, "batch_size": 32, "lr": 3e-3,
                            "seq_len": 128, "vocab_size": 8192}
 # The default run where a GPU trains it (a dedicated GPU, or a call on ZeroGPU): sized by tokens, not by one card's
 # seconds, so that its call fits a minute on ZeroGPU's half card at the pace app/runs/gpu_call.py assumes there:

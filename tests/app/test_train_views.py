@@ -40,7 +40,7 @@ def test_the_train_tab_says_what_next_sentence_prediction_will_do_from_measureme
 
 def test_the_limits_line_names_every_setting_the_app_caps_on_this_machine():
     said = train_views.caps_text(Caps("cpu", limits={"mask_prob": 0.5}), "2 CPU cores")
-    assert said.startswith("Limits on this machine (2 CPU cores): preset tiny or mini, steps at most 1,000, batch size "
+    assert said.startswith("Limits on this machine (2 CPU cores): preset tiny or mini, steps at most 1,400, batch size "
                            "at most 64, learning rate at most 0.01, sequence length at most 128, vocabulary size at "
                            "most 16,384, masking rate at most 0.5; uploads up to 10 MB.")
 
