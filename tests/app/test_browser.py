@@ -793,7 +793,7 @@ def test_switching_the_model_clears_every_answer_and_asks_fill_mask_again(app, t
 
 def test_on_a_phone_a_followed_runs_charts_come_before_the_settings_and_after_them_otherwise(app, tab):
     """On a phone, while the visitor's run is followed, the Train tab's live charts come before the settings form;
-    otherwise after it."""
+    otherwise after it. The held-out sentences' table fits the screen."""
     page = tab(390, 844)
     page.goto(app["url"])
     open_train_tab(page)
@@ -803,13 +803,15 @@ def test_on_a_phone_a_followed_runs_charts_come_before_the_settings_and_after_th
         return page.locator("#loss-plot").bounding_box()["y"] < page.locator("#corpus").bounding_box()["y"]
 
     assert not charts_first()  # nothing to follow: the settings first
-    page.locator("#corpus .remove-all").click()
-    page.locator("#upload input[type=file]").set_input_files(str(app["corpus"]))
-    wait_text(page, "#upload", "corpus.txt")
-    page.click("#start")
+    start_training(page, app["corpus"])
     page.wait_for_function(followed)
     assert charts_first()
     shoot(page, "train-running-390")
+    wait_text(page, "#probe", "Step")  # validated once: the held-out sentences are guessed
     page.click("#stop")
     page.wait_for_function(f"!{followed}")
     assert not charts_first()
+    wait_text(page, "#readout", "Held-out sentences at step")  # the guesses in view, with no sideways scroll
+    width, shown, right = page.evaluate("(() => { const t = document.querySelector('#readout table');"
+                                        " return [t.scrollWidth, t.clientWidth, t.getBoundingClientRect().right]; })()")
+    assert width <= shown + 1 and right <= 390, (width, shown, right)

@@ -34,6 +34,11 @@ CSS = """  /* this tab's rules of the page's style sheet (ui.CSS) */
 #readout th, #readout td:nth-child(2) { white-space: nowrap; }
 #readout td:first-child { min-width: 13em; }
 #readout td:nth-child(3) { min-width: 9em; }
+@media (max-width: 640px) {  /* a phone: the table fits the screen, the guesses in view beside the sentence */
+  #readout table { display: table; width: 100%; }
+  #readout td:first-child, #readout td:nth-child(3) { min-width: 0; }
+  #readout th { white-space: normal; }
+  #readout th, #readout td { padding: 4px 6px !important; } }
 """
 
 
