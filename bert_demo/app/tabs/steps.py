@@ -11,7 +11,7 @@ from urllib.parse import urlencode
 
 import gradio as gr
 
-from bert_demo.app.handlers import FINAL, Components, Outputs, friendly, load_at, timeline_choices, whole
+from bert_demo.app.handlers import FINAL, Components, Outputs, friendly, load_at, timeline_choices, whole, with_settings
 from bert_demo.app.header import narrowed
 from bert_demo.app.state.kept import Kept
 from bert_demo.app.state.registry import Registry
@@ -240,14 +240,19 @@ def opened_by_link(request: gr.Request) -> tuple:
     return (gr.Tabs(selected="steps"), True, *values)
 
 
-def steps_linked(registry: Registry, model_name: str, source: str, typed: str | None, recipe: str, seed: float,
-                 step: str, text_a: str, text_b: str | None, layer: float, head: float, index: Any, reads: str,
-                 shows: str, position: float, opened: bool, by_link: bool, owner: str | None = None) -> Outputs:
+# what the tab's two views are drawn from, named as `pretraining_example` (DRAW) and `forward_steps` (SHOW) name
+# them, in the order of the tab's inputs: the handlers that draw both take them as one `view`
+DRAW = ("source", "typed", "recipe", "seed", "step")
+SHOW = ("text_a", "text_b", "layer", "head", "index", "reads", "shows", "position")
+
+
+@with_settings((*DRAW, *SHOW), after="model_name")
+def steps_linked(registry: Registry, model_name: str, opened: bool = False, by_link: bool = False,
+                 owner: str | None = None, **view: Any) -> Outputs:
     """Where the page was opened by a link to this tab, both views drawn with its settings; elsewhere nothing."""
     if opened or not by_link:
         return _unchanged()
-    return steps_opened(registry, model_name, source, typed, recipe, seed, step, text_a, text_b, layer, head, index,
-                        reads, shows, position, opened, owner)
+    return steps_opened(registry, model_name, opened=opened, owner=owner, **view)
 
 
 def timeline_of(registry: Registry, model_name: str, owner: str | None = None) -> Outputs:
@@ -365,22 +370,20 @@ EXAMPLE_OUT = ("ex_pair", "ex_tokens", "ex_shares", "ex_recipe_note", "ex_loss",
 FORWARD_OUT = ("fw_text", "fw_plot", "fw_step", "fw_path", "fw_grid_note", "fw_grid")
 
 
+@with_settings((*DRAW, *SHOW), after="model_name")
 @friendly
-def steps_opened(registry: Registry, model_name: str, source: str, typed: str | None, recipe: str, seed: float,
-                 step: str, text_a: str, text_b: str | None, layer: float, head: float, index: Any, reads: str,
-                 shows: str, position: float, opened: bool, owner: str | None = None) -> Outputs:
+def steps_opened(registry: Registry, model_name: str, opened: bool = False, owner: str | None = None,
+                 **view: Any) -> Outputs:
     """The first time the tab opens: the layer and head sliders narrowed to the model, and both views drawn (as
     Fill-mask opens answered); afterwards, nothing."""
     if opened:
         return _unchanged()
-    return _both(registry, model_name, dict(source=source, typed=typed, recipe=recipe, seed=seed, step=step),
-                 dict(text_a=text_a, text_b=text_b, layer=layer, head=head, index=index, reads=reads, shows=shows,
-                      position=position), owner)
+    return _both(registry, model_name, view, owner)
 
 
-def steps_refreshed(registry: Registry, model_name: str, source: str, typed: str | None, recipe: str,
-                    seed: float, step: str, text_a: str, text_b: str | None, layer: float, head: float, index: Any,
-                    reads: str, shows: str, position: float, opened: bool, owner: str | None = None) -> Outputs:
+@with_settings((*DRAW, *SHOW), after="model_name")
+def steps_refreshed(registry: Registry, model_name: str, opened: bool = False, owner: str | None = None,
+                    **view: Any) -> Outputs:
     """Another model, or another step of its training: where the tab has been drawn, its sliders narrowed and both
     views drawn again on it, so that no answer of the model before stays on screen; elsewhere, nothing."""
     if not opened:
@@ -389,20 +392,18 @@ def steps_refreshed(registry: Registry, model_name: str, source: str, typed: str
         registry.catalog.config_of(model_name, owner)
     except ValueError:  # the header says what is wrong with the name
         return _unchanged()
-    return friendly(_both)(registry, model_name,
-                           dict(source=source, typed=typed, recipe=recipe, seed=seed, step=step),
-                           dict(text_a=text_a, text_b=text_b, layer=layer, head=head, index=index, reads=reads,
-                                shows=shows, position=position), owner)
+    return friendly(_both)(registry, model_name, view, owner)
 
 
 def _unchanged() -> Outputs:
     return {name: gr.skip() for name in (*EXAMPLE_OUT, *FORWARD_OUT, "fw_layer", "fw_head")}
 
 
-def _both(registry: Registry, model_name: str, example: dict[str, Any], forward: dict[str, Any],
-          owner: str | None) -> Outputs:
-    """Both views on the model (`example`: how section 1 draws; `forward`: what section 2 shows), the layer and
-    head shown kept within the model's range, the sliders narrowed to it."""
+def _both(registry: Registry, model_name: str, view: dict[str, Any], owner: str | None) -> Outputs:
+    """Both views on the model (`view`: how section 1 draws, DRAW, and what section 2 shows, SHOW; a value left
+    out is None), the layer and head shown kept within the model's range, the sliders narrowed to it."""
+    example = {name: view.get(name) for name in DRAW}
+    forward = {name: view.get(name) for name in SHOW}
     config = registry.catalog.config_of(model_name, owner)[1]
     asked = whole(forward.pop("layer"), "layer"), whole(forward.pop("head"), "head")
     layer, head = min(asked[0], config.num_hidden_layers), min(asked[1], config.num_attention_heads)
