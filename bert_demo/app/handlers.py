@@ -92,10 +92,10 @@ def friendly(fn: Callable) -> Callable:
 
 
 def with_settings(names: Sequence[str], after: str | None = None) -> Callable[[Callable], Callable]:
-    """A handler that takes each setting of `names` (the Train form's, `policy.FORM`) as a parameter after its
-    parameter `after` (None: right after the registry), and receives them in its `**settings`, without those left out
-    or None. Gradio names an endpoint's parameters by its handler's signature, so the form, the API and the handler
-    all spell a setting once, in FORM."""
+    """A handler that takes each setting of `names` (the Train form's, `policy.FORM`; the Step by step tab's views,
+    `steps.DRAW` and `SHOW`) as a parameter after its parameter `after` (None: right after the registry), and
+    receives them in its `**settings`, without those left out or None. Gradio names an endpoint's parameters by its
+    handler's signature, so the form, the API and the handler all spell a setting once, in `names`."""
 
     def decorate(fn: Callable) -> Callable:
         signature = inspect.signature(fn)
