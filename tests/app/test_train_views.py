@@ -33,7 +33,10 @@ def test_the_train_tab_says_what_next_sentence_prediction_will_do_from_measureme
     tiny = train_views.nsp_expectation("tiny", 1000, 32)
     assert "expect chance (0.5), or little above it** in this run's 32,000 pairs" in tiny and "96,000 pairs" in tiny
     assert "after 125 of its million steps" in tiny and "ALBERT" in tiny and "topic" in tiny
-    assert "a slow rise above chance" in train_views.nsp_expectation("mini", 20_000, 256)
+    assert "a slow rise above chance" in train_views.nsp_expectation("mini", 1400, 64)  # 89,600 pairs
+    assert "expect chance" in train_views.nsp_expectation("mini", 1000, 32)  # 32,000: mini read 0.52-0.57
+    assert "expect chance" in train_views.nsp_expectation("tiny", 20_000, 256)  # tiny never left it
+    assert "a slow rise above chance" in train_views.nsp_expectation("small", 1000, 256)  # not measured: 256,000
     assert "not measured at this size" in train_views.nsp_expectation("small", 100, 32)
     assert train_views.nsp_expectation("tiny", "many", 32) == ""
 
