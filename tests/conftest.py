@@ -26,7 +26,7 @@ import torch
 from bert_demo.app.policy import APP_FINETUNE
 from bert_demo.app.state.registry import Registry
 from bert_demo.checkpoint import save_pretrained
-from bert_demo.config import PRESETS
+from bert_demo.config import BertConfig
 from bert_demo.data.corpus import load_corpus
 from bert_demo.model import BertForPreTraining
 from bert_demo.tokenizer import train_tokenizer
@@ -139,16 +139,21 @@ def tokenizer():
     return train_tokenizer([SENTENCES] * 20, vocab_size=200, min_frequency=1)
 
 
+# The test models' shape: no two sizes alike (layers, heads, head width, hidden, feed-forward, vocabulary, sequence),
+# as Hugging Face's BertModelTester builds its own, so that a swapped axis or a bound read from the wrong size fails.
+TEST_SHAPE = BertConfig(hidden_size=48, num_hidden_layers=3, num_attention_heads=4, intermediate_size=80)
+
+
 @pytest.fixture(scope="session")
 def trained_tiny(tokenizer):
-    """A tiny BERT that has memorised SENTENCES with one masked word each (a few seconds on 2 cores)."""
+    """A tiny BERT (TEST_SHAPE) that has memorised SENTENCES with one masked word each (a few seconds on 2 cores)."""
     torch.manual_seed(0)
-    config = replace(PRESETS["tiny"].with_vocab(len(tokenizer)), hidden_dropout_prob=0.0)
+    config = replace(TEST_SHAPE.with_vocab(len(tokenizer)), hidden_dropout_prob=0.0)
     model = BertForPreTraining(config)
     batch = tokenizer(SENTENCES, padding=True, return_tensors="pt")
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-3)
     special = torch.tensor(tokenizer.all_special_ids)
-    for _ in range(300):
+    for _ in range(500):
         ids = batch["input_ids"].clone()
         candidates = ~torch.isin(ids, special)
         scores = torch.rand(ids.shape).masked_fill(~candidates, -1)
@@ -180,10 +185,10 @@ METADATA = {
 
 
 def _make_checkpoint(folder: Path, card: str | None = "# Test model\nA tiny BERT for tests.", **metadata) -> Path:
-    """A tiny untrained BERT with a real tokenizer, saved in Hugging Face format with our metadata."""
+    """A tiny untrained BERT (TEST_SHAPE) with a real tokenizer, saved in Hugging Face format with our metadata."""
     tokenizer = train_tokenizer([CHECKPOINT_SENTENCES] * 5, vocab_size=200, min_frequency=1)
     torch.manual_seed(0)
-    model = BertForPreTraining(PRESETS["tiny"].with_vocab(len(tokenizer)))
+    model = BertForPreTraining(TEST_SHAPE.with_vocab(len(tokenizer)))
     save_pretrained(model, tokenizer, folder, metadata={**METADATA, **metadata})
     if card:
         (folder / "README.md").write_text(card)

@@ -127,7 +127,8 @@ def test_query_key_weights_are_the_heads_attention_row_made_from_query_and_keys(
 
 
 @pytest.mark.parametrize("layer, head, position, message", [
-    (0, 1, 1, "layer must be a whole number from 1 to 2"), (1, 3, 1, "head must be a whole number from 1 to 2"),
+    (0, 1, 1, "layer must be a whole number from 1 to 3"), (4, 1, 1, "layer must be a whole number from 1 to 3"),
+    (1, 5, 1, "head must be a whole number from 1 to 4"),
     (1, 1, 99, "one of the 6 tokens"), (1.5, 1, 1, "layer must be"), (1, 1, -1, "one of the 6 tokens")])
 def test_query_key_refuses_a_layer_head_or_token_that_is_not_there(trained_tiny, tokenizer, layer, head, position,
                                                                     message):

@@ -36,3 +36,11 @@ def escape(token: str) -> str:
     """Text as literal Markdown inside a table cell: "|" must not end the cell, nor "*" or "_" start emphasis, nor
     "<" a tag. ("[MASK]" is no link without a "(" after it, and "##s" is no heading inside a cell.)"""
     return re.sub(r"([\\`*_{}|<>])", r"\\\1", token)
+
+
+def rate(value: float) -> str:
+    """A small number as a paper writes it: 1e-4 and 7e-4, not 0.0001 and 0.0007; 0.01 and 0.5 as they are."""
+    if value == 0 or abs(value) >= 1e-2:
+        return f"{value:g}"
+    mantissa, exponent = f"{value:.2e}".split("e")
+    return f"{float(mantissa):g}e{int(exponent)}"

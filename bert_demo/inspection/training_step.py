@@ -85,6 +85,51 @@ class Worked:
 
 
 @dataclass(frozen=True)
+class PartMoves:
+    """How far the first step moved the weights of one part of the model, counted weight by weight."""
+
+    part: str  # as `coarse_part` names it
+    weights: int
+    over_half: int  # moved by more than half the learning rate
+    median: float  # the median move, |Δw|, as a share of the learning rate
+    no_gradient: int  # no gradient reached them (g = 0): a position past the example's length, say
+    under_eps: int  # 0 < |g| ≤ ε after clipping: Adam's first step, lr·g/(|g|+ε), is then at most half the rate
+    under_eps_by_clipping: int  # of those, the ones whose gradient was above ε before clipping
+
+
+@dataclass(frozen=True)
+class Moves:
+    """What the first step did to every weight, measured: Adam's first step is lr·g/(|g|+ε) (m̂ = g, v̂ = g²), about
+    the learning rate where |g| ≫ ε whatever its size, and less than half of it where |g| < ε."""
+
+    lr: float
+    eps: float
+    clipped: float  # the factor clipping multiplied every gradient by (1: none)
+    median: float  # over every weight: the median move as a share of the learning rate
+    parts: list[PartMoves]  # in the order of the forward pass
+
+    @property
+    def weights(self) -> int:
+        return sum(part.weights for part in self.parts)
+
+    @property
+    def over_half(self) -> int:
+        return sum(part.over_half for part in self.parts)
+
+    @property
+    def no_gradient(self) -> int:
+        return sum(part.no_gradient for part in self.parts)
+
+    @property
+    def under_eps(self) -> int:
+        return sum(part.under_eps for part in self.parts)
+
+    @property
+    def under_eps_by_clipping(self) -> int:
+        return sum(part.under_eps_by_clipping for part in self.parts)
+
+
+@dataclass(frozen=True)
 class Gradients:
     """The gradient of the loss at every module's output and input (`flow`) and at each layer's attention
     probabilities (`attention_flow`): what a step of the forward pass shows of a training step, kept without the rest."""
@@ -102,9 +147,10 @@ class TrainingStep:
     """One step (or a few) on one example: the loss and guesses before and after, the gradient everywhere, and the
     update. `gradients` and `updates` are by parameter name as `model.named_parameters()` gives them."""
 
+    optimizer: str  # the optimizer's class, as the recipe made it: AdamW, or LAMB
     nsp_weight: float
     lr: float
-    betas: tuple[float, float]
+    betas: tuple[float, float]  # (β1, β2)
     eps: float
     weight_decay: float
     grad_clip: float
@@ -121,8 +167,9 @@ class TrainingStep:
     flow: Captured  # the gradient of the loss at every module's output and input
     attention_flow: Tensor  # (L, A, T, T): the gradient at each layer's attention probabilities
     updates: dict[str, Tensor]  # the weights after the first step minus before
+    moves: Moves  # how far the first step moved every weight, counted
     worked: list[Worked]  # the first step, worked through for a few weights
-    worked_later: list[list[float]]  # each worked weight's update at each step taken
+    trail: list[list[float]]  # trail[i][s]: worked weight i's move at step s + 1 (its value after minus before)
 
     @property
     def at_steps(self) -> Gradients:
@@ -151,35 +198,47 @@ def take(model: BertForPreTraining, example: Any, recipe: TrainConfig, *, steps:
     device = next(own.parameters()).device
     batch = {name: tensor.to(device) for name, tensor in example.batch.items() if name != "mlm_fates"}
     probe = None if probe is None else {name: tensor.to(device) for name, tensor in probe.items()}
-    config = recipe
-    before = _beliefs(own, batch, config.nsp_weight, probe)
-    optimizer = make_optimizer(own, config)  # at the recipe's peak learning rate: a run's schedule warms up to it
-    flow, attention_flow, parts, out = _backward(own.train(dropout > 0), batch, config.nsp_weight)
+    before = _beliefs(own, batch, recipe.nsp_weight, probe)
+    optimizer = make_optimizer(own, recipe)  # at the recipe's peak learning rate: a run's schedule warms up to it
+    flow, attention_flow, parts, out = _backward(own.train(dropout > 0), batch, recipe.nsp_weight)
     gradients = {name: p.grad.detach().clone() for name, p in own.named_parameters()}
-    grad_norm = float(nn.utils.clip_grad_norm_(own.parameters(), config.grad_clip))
-    picked = _picks(own)
+    grad_norm = float(nn.utils.clip_grad_norm_(own.parameters(), recipe.grad_clip))
+    clipped = min(1.0, recipe.grad_clip / (grad_norm + 1e-6))  # the factor clip_grad_norm_ multiplied them by
+    picked = _picks(own, recipe.adam_eps)
     weights = dict(model.named_parameters())  # the copy's weights before the step: the model's own, untouched
     optimizer.step()
     updates = {name: p.detach() - weights[name].detach() for name, p in own.named_parameters()}
+    moves = _moves(own, gradients, updates, recipe, clipped)
     worked = [_worked(own, optimizer, name, index, weights[name].detach()) for name, index in picked]
-    later, losses = [[w.update for w in worked]], [before.loss, _beliefs(own, batch, config.nsp_weight).loss]
+    trail, losses = [[w.update] for w in worked], [before.loss, _beliefs(own, batch, recipe.nsp_weight).loss]
     for _ in range(steps - 1):
-        previous = {name: own.get_parameter(name).detach()[index].item() for name, index in picked}
+        was = [_value(own, name, index) for name, index in picked]
         optimizer.zero_grad(set_to_none=True)
-        _loss(own.train(dropout > 0)(**batch), batch, config.nsp_weight).backward()
-        nn.utils.clip_grad_norm_(own.parameters(), config.grad_clip)
+        _loss(own.train(dropout > 0)(**batch), batch, recipe.nsp_weight).backward()
+        nn.utils.clip_grad_norm_(own.parameters(), recipe.grad_clip)
         optimizer.step()
-        later.append([own.get_parameter(name).detach()[index].item() - previous[name] for name, index in picked])
-        losses.append(_beliefs(own, batch, config.nsp_weight).loss)
-    after = _beliefs(own, batch, config.nsp_weight, probe)
+        for moved, (name, index), value in zip(trail, picked, was):
+            moved.append(_value(own, name, index) - value)
+        losses.append(_beliefs(own, batch, recipe.nsp_weight).loss)
+    after = _beliefs(own, batch, recipe.nsp_weight, probe)
     probs = out.mlm_logits.detach().float().softmax(-1)
     one_hot = F.one_hot(out.mlm_targets, probs.shape[-1]).float()
     nsp = out.nsp_logits.detach().float().softmax(-1)[0] - F.one_hot(batch["nsp_labels"][0], 2).float()
     return TrainingStep(
-        config.nsp_weight, config.lr, (0.9, config.beta2), config.adam_eps, config.weight_decay, config.grad_clip,
-        dropout, before, after, losses, (probs - one_hot).cpu(), nsp.cpu(), gradients, parts, grad_norm,
-        min(1.0, config.grad_clip / (grad_norm + 1e-6)), flow, attention_flow, updates, worked,
-        [list(column) for column in zip(*later)])
+        optimizer=OPTIMIZER_NAMES.get(type(optimizer).__name__, type(optimizer).__name__),
+        nsp_weight=recipe.nsp_weight, lr=recipe.lr, betas=tuple(optimizer.param_groups[0]["betas"]),
+        eps=recipe.adam_eps, weight_decay=recipe.weight_decay, grad_clip=recipe.grad_clip, dropout=dropout,
+        before=before, after=after, losses=losses, mlm_start=(probs - one_hot).cpu(), nsp_start=nsp.cpu(),
+        gradients=gradients, tied_parts=parts, grad_norm=grad_norm, clipped=clipped, flow=flow,
+        attention_flow=attention_flow, updates=updates, moves=moves, worked=worked, trail=trail)
+
+
+OPTIMIZER_NAMES = {"AdamW": "AdamW", "Lamb": "LAMB"}
+
+
+def _value(model: nn.Module, name: str, index: tuple[int, ...]) -> float:
+    """One weight's value now."""
+    return float(model.get_parameter(name).detach()[index])
 
 
 def _check(model: BertForPreTraining, steps: int, dropout: float) -> None:
@@ -257,14 +316,27 @@ def _beliefs(model: BertForPreTraining, batch: dict[str, Tensor], nsp_weight: fl
                    nsp_prob, probe_top, probe_logits)
 
 
-def _picks(model: BertForPreTraining) -> list[tuple[str, tuple[int, ...]]]:
-    """The weights worked through: the one with the largest gradient, and the one of the same tensor whose gradient
-    is nearest a thousandth of it (Adam's first step moves both by about the learning rate)."""
+def _picks(model: BertForPreTraining, eps: float) -> list[tuple[str, tuple[int, ...]]]:
+    """The weights worked through, from their gradients after clipping: the one with the largest gradient; the one of
+    the same tensor whose gradient is nearest a thousandth of it while well above ε (Adam's first step moves both by
+    about the learning rate); and, where clipping left some gradients under ε, one of those (its step is a fraction
+    of the rate), from the same tensor where it has one."""
     named = [(name, p.grad.abs()) for name, p in model.named_parameters() if p.grad is not None]
     name, grads = max(named, key=lambda item: float(item[1].max()))
     top = float(grads.max())
-    small = (grads.clamp_min(1e-30).log() - torch.log(torch.tensor(top / 1000))).abs()
-    return [(name, _unravel(int(grads.argmax()), grads.shape)), (name, _unravel(int(small.argmin()), grads.shape))]
+    picks = [(name, _unravel(int(grads.argmax()), grads.shape))]
+    above = grads > 4 * eps
+    if bool(above.sum() > 1):
+        distance = (grads.clamp_min(1e-30).log() - math.log(top / 1000)).abs().masked_fill(~above, math.inf)
+        distance.view(-1)[int(grads.argmax())] = math.inf
+        picks.append((name, _unravel(int(distance.argmin()), grads.shape)))
+    for tensor_name, tensor in sorted(named, key=lambda item: item[0] != name):  # the same tensor first
+        under = (tensor > 0) & (tensor < eps / 4)
+        if bool(under.any()):  # the nearest a tenth of ε: its step is about a tenth of the rate
+            distance = (tensor.clamp_min(1e-30).log() - math.log(eps / 10)).abs().masked_fill(~under, math.inf)
+            picks.append((tensor_name, _unravel(int(distance.argmin()), tensor.shape)))
+            break
+    return picks
 
 
 def _unravel(flat: int, shape: torch.Size) -> tuple[int, ...]:
@@ -283,6 +355,29 @@ def _worked(model: BertForPreTraining, optimizer: torch.optim.Optimizer, name: s
                   v / (1 - beta2 ** t), group["weight_decay"], float(p.detach()[index] - before[index]),
                   float(p.detach()[index]))
 
+
+
+def _moves(model: BertForPreTraining, gradients: dict[str, Tensor], updates: dict[str, Tensor], recipe: TrainConfig,
+           clipped: float) -> Moves:
+    """Every weight's move in the first step, counted by part against half the learning rate, with the gradient the
+    optimizer read (after clipping) against ε."""
+    counts: dict[str, list[int]] = {}
+    moved: dict[str, list[Tensor]] = {}
+    for name, p in model.named_parameters():
+        move = updates[name].abs().flatten().float() / recipe.lr
+        read = p.grad.detach().abs().flatten()  # what the optimizer read: the clipped gradient
+        under = (read > 0) & (read <= recipe.adam_eps)
+        counted = [int((move > 0.5).sum()), int((read == 0).sum()), int(under.sum()),
+                   int((under & (gradients[name].abs().flatten() > recipe.adam_eps)).sum())]
+        part = coarse_part(name)
+        counts[part] = [a + b for a, b in zip(counts.get(part, [0] * 4), counted)]
+        moved.setdefault(part, []).append(move)
+    rows = [PartMoves(part=part, weights=sum(len(m) for m in moved[part]), over_half=over,
+                      median=float(torch.cat(moved[part]).median()), no_gradient=none, under_eps=under,
+                      under_eps_by_clipping=by_clipping)
+            for part, (over, none, under, by_clipping) in counts.items()]
+    every = torch.cat([move for part in moved.values() for move in part])
+    return Moves(lr=recipe.lr, eps=recipe.adam_eps, clipped=clipped, median=float(every.median()), parts=rows)
 
 PART = re.compile(r"bert\.encoder\.layer\.(\d+)\.(.*)")
 PART_NAMES = {"attention.self.query": "attention Q", "attention.self.key": "attention K",
@@ -303,6 +398,12 @@ def where(name: str) -> tuple[str, str]:
         return "next-sentence head", name.split(".")[1] if name.startswith("bert.") else "classifier"
     return "masked-LM head", name.removeprefix("cls.predictions.").rsplit(".", 1)[0] or "bias"
 
+
+
+def coarse_part(name: str) -> str:
+    """A parameter's part as the table of moves lists it: each embedding table apart, each layer whole, each head."""
+    group, part = where(name)
+    return f"{group} · {part}" if group == "embeddings" else group
 
 def gradient_norms(gradients: dict[str, Tensor]) -> list[tuple[str, str, float]]:
     """(group, part, norm) for every part of the model, in the order of the forward pass: a part's weight and bias

@@ -308,8 +308,9 @@ BERT_RECIPE: dict[str, Any] = {"schedule": "linear", "mask_prob": MASK_PROB, "dr
                                "local_heads": 0, "unigram_bias": False, "nsp_weight": 1.0, "short_seq_steps": 0,
                                "random_b": "any", "mask_replace": REPLACE_MASK}
 # The paper's pre-training recipe (Devlin et al. 2019, §3.1 and Appendix A.2): BERT_RECIPE, and Adam's beta2 of 0.999.
-# Its learning rate (1e-4) and length (1 M steps of 256 sequences) were BERT-Base's: a run's own settings choose those.
+# Its learning rate and length (PAPER_SCALE) were BERT-Base's: a run's own settings choose those.
 PAPER_RECIPE: dict[str, Any] = {**BERT_RECIPE, "beta2": 0.999}
+PAPER_SCALE: dict[str, Any] = {"lr": 1e-4, "steps": 1_000_000, "batch_size": 256, "warmup_steps": 10_000}
 # A run's recipe by name: what it changes of TrainConfig's defaults. "fast" is TrainConfig's own (the plateau levers,
 # measured in benchmarks/README.md, "Learning speed"); "paper" is BERT's.
 RECIPES: dict[str, dict[str, Any]] = {"fast": {}, "paper": PAPER_RECIPE}

@@ -57,11 +57,20 @@ def write(path: Path, lines: list[dict] | str | bytes) -> str:
 @pytest.fixture(scope="module")
 def registry(make_checkpoint, tmp_path_factory) -> Registry:
     """A registry whose one shipped model is a tiny BERT with a vocabulary of the labelled sentences."""
-    root = tmp_path_factory.mktemp("tuning")
+    return labelled_registry(make_checkpoint, tmp_path_factory.mktemp("tuning"))
+
+
+@pytest.fixture
+def google_shaped(make_checkpoint, tmp_path) -> Registry:
+    """The same, its model of the shape of Google's BERT-Tiny (2 layers of 128), which the hub has."""
+    return labelled_registry(make_checkpoint, tmp_path, PRESETS["tiny"])
+
+
+def labelled_registry(make_checkpoint, root: Path, shape=None) -> Registry:
     folder = make_checkpoint(root / "checkpoints" / "tiny-test")
     model, _ = load_pretrained(folder)
     texts = [row["text"] for row in rows()]
-    save_pretrained(model.__class__(model.config.with_vocab(300)),
+    save_pretrained(model.__class__((shape or model.config).with_vocab(300)),
                     train_tokenizer([texts], vocab_size=300, min_frequency=1), folder)
     return Registry(checkpoints_dir=root / "checkpoints", runs_dir=root / "runs", allow_hub=False)
 
@@ -130,15 +139,15 @@ def test_the_latest_experiments_time_counts_each_of_its_runs_and_is_said_once_it
 
 @pytest.fixture
 def tiny_only(roots, make_checkpoint, tmp_path):
-    """A machine that fine-tunes the tiny shape only, with a mini-shaped model ("wide", as small-english is to a
-    CPU) and a tiny one ("another", as mini-english)."""
+    """A machine that fine-tunes up to the mini shape only, with a small-shaped model ("wide", as small-english is to
+    a CPU) and a test-shaped one ("another", as mini-english)."""
     folder = tmp_path / "checkpoints"
     for name in ("tiny-test", "another"):
         shutil.copytree(roots["checkpoints"] / name, folder / name)
     model, tokenizer = load_pretrained(folder / "another")
-    save_pretrained(model.__class__(PRESETS["mini"].with_vocab(model.config.vocab_size)), tokenizer, folder / "wide")
+    save_pretrained(model.__class__(PRESETS["small"].with_vocab(model.config.vocab_size)), tokenizer, folder / "wide")
     return Registry(checkpoints_dir=folder, runs_dir=tmp_path / "runs", device="cpu", allow_hub=False,
-                    caps=Caps("cpu", limits={"preset": ("tiny",)}))
+                    caps=Caps("cpu", limits={"preset": ("mini",)}))
 
 
 def test_the_tab_fine_tunes_a_model_this_machine_can_and_follows_the_one_selected_above_where_it_can(
@@ -165,7 +174,7 @@ def test_a_reloaded_page_reads_no_weights_again_for_the_layer_chart(registry, ex
 def test_the_layer_chart_shows_how_far_each_part_moved_from_where_each_start_began(experiment):
     bars = {trace.name: dict(zip(trace.x, trace.y)) for trace in experiment[-1]["ft_changes"].data}
     assert set(bars) == {"pre-trained", "random weights"}  # the random start from its step-0 snapshot
-    assert list(bars["pre-trained"]) == ["embeddings", "layer 1", "layer 2", "pooler"]  # the tiny model: 2 layers
+    assert list(bars["pre-trained"]) == ["embeddings", "layer 1", "layer 2", "layer 3", "pooler"]  # its 3 layers
     assert all(value > 0 for start in bars.values() for value in start.values())
 
 
@@ -256,7 +265,7 @@ def test_the_attention_and_embeddings_tabs_look_inside_a_fine_tuned_model_the_ot
 def test_choosing_a_fine_tuned_model_shows_its_fine_tuning_and_scores_in_the_model_tab(registry, experiment):
     chosen = experiment[-1]["ft_classifier"].value
     shown = header.selected(registry, chosen, 1, 1, owner=OWNER)
-    assert not shown["summary"].startswith("⚠️") and "2 layers" in shown["summary"]
+    assert not shown["summary"].startswith("⚠️") and "3 layers, hidden size 48, 4 heads" in shown["summary"]
     info = shown["model_info"]
     assert "#### Fine-tuning" in info and "from the weights of **tiny-test**" in info and "100 labelled" in info
     assert "| | train | validation | test |" in info and "| accuracy |" in info and "nan" not in info
@@ -428,13 +437,13 @@ def test_attention_before_and_after_fine_tuning_compares_the_run_with_its_own_st
         assert tops[0] == tops[1] == pytest.approx(max(max(map(max, before)), max(map(max, after))), abs=1e-4)
         moved = [float(part.split(": ")[1]) for part in shown["ft_att_caption"].rstrip(".").split(": ", 1)[1]
                  .split(", ")]
-        assert len(moved) == 2 and all(0 < value < 1 for value in moved), shown["ft_att_caption"]
+        assert len(moved) == 3 and all(0 < value < 1 for value in moved), shown["ft_att_caption"]
 
 
 
 def test_the_layer_slider_fits_the_chosen_classifier(registry, experiment):
     slider = classifier.classifier_chosen(registry, experiment[-1]["ft_classifier"].value, owner=OWNER)["ft_att_layer"]
-    assert slider.maximum == slider.value == 2  # the tiny model's two layers
+    assert slider.maximum == slider.value == 3  # the test model's three layers, not its four heads
 
 
 TINY_GOOGLE = "gaunernst/bert-tiny-uncased"  # Google's BERT of tiny-test's shape (2 layers of 128)
@@ -458,7 +467,8 @@ def hub_like_model(root: Path, hub_id: str = TINY_GOOGLE) -> Path:
 
 
 def test_googles_bert_of_the_selected_models_shape_joins_the_experiment_as_a_third_start_from_the_hub(
-        registry, tmp_path, monkeypatch):
+        google_shaped, tmp_path, monkeypatch):
+    registry = google_shaped
     hub, asked = hub_like_model(tmp_path / "hub"), []
     monkeypatch.setattr(registry.catalog, "allow_hub", True)
     monkeypatch.setattr("bert_demo.checkpoint.download", lambda name, cache_dir=None, check=None: asked.append(name)
@@ -507,26 +517,21 @@ def unreachable(*args, **kwargs):
 
 
 def test_googles_bert_is_refused_before_any_run_where_the_hub_is_off_or_unreachable_or_it_has_no_such_shape(
-        registry, monkeypatch):
+        google_shaped, registry, monkeypatch):
     settings = {"model": "checkpoints/tiny-test", "task": "movie-reviews", "upload": None, "labels": "100",
                 "compare": ["random", verdict.WELL_READ]}
     with pytest.raises(gr.Error, match="set not to reach: leave Google's BERT-Tiny out"):
-        list(finetune.finetune(registry, **settings, owner="visitor-3"))
-    monkeypatch.setattr(registry.catalog, "allow_hub", True)
+        list(finetune.finetune(google_shaped, **settings, owner="visitor-3"))
+    for each in (google_shaped, registry):
+        monkeypatch.setattr(each.catalog, "allow_hub", True)
     monkeypatch.setattr("huggingface_hub.HfApi.model_info", unreachable)  # as on a machine without the hub
     with pytest.raises(gr.Error, match="(?i)could not fetch .* from the Hugging Face Hub: the hub may be "
                                        "unreachable from here; leave Google's BERT-Tiny out"):
-        list(finetune.finetune(registry, **settings, owner="visitor-3"))
+        list(finetune.finetune(google_shaped, **settings, owner="visitor-3"))
     with pytest.raises(gr.Error, match="(?i)only a saved model can be fine-tuned"):  # the hub id, selected
-        list(finetune.finetune(registry, **{**settings, "model": TINY_GOOGLE}, owner="visitor-3"))
-    odd = registry.catalog.roots["checkpoints"] / "odd-shape"  # tiny-test's config, with 3 layers: no Google BERT
-    shutil.copytree(registry.catalog.roots["checkpoints"] / "tiny-test", odd)
-    config = json.loads((odd / "config.json").read_text())
-    (odd / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 3}))
-    try:
-        with pytest.raises(gr.Error, match=r"(?i)google published no BERT of the selected model's shape \(3 layers "
-                                           r"of 128\); Google's BERT-Tiny \(2 layers of 128\), .* leave the well-read"):
-            list(finetune.finetune(registry, **{**settings, "model": "checkpoints/odd-shape"}, owner="visitor-3"))
-    finally:
-        shutil.rmtree(odd)
-    assert not [e for e in registry.catalog.list_models("visitor-3") if e.name.startswith("runs/")]
+        list(finetune.finetune(google_shaped, **{**settings, "model": TINY_GOOGLE}, owner="visitor-3"))
+    with pytest.raises(gr.Error, match=r"(?i)google published no BERT of the selected model's shape \(3 layers "
+                                       r"of 48\); Google's BERT-Tiny \(2 layers of 128\), .* leave the well-read"):
+        list(finetune.finetune(registry, **settings, owner="visitor-3"))  # the test model's shape: Google has none
+    for each in (google_shaped, registry):
+        assert not [e for e in each.catalog.list_models("visitor-3") if e.name.startswith("runs/")]

@@ -86,3 +86,21 @@ def test_the_example_is_followed_through_each_snapshot_of_a_run(registry, roots)
     assert list(data[0].customdata)[:2] == [0, 10]
     offered = steps.timeline_of(registry, "runs/with-timeline")["ex_at"]
     assert offered.visible and [value for _, value in offered.choices] == ["final", "0", "10"]
+
+
+def test_a_steps_gradients_are_kept_for_the_visitor_who_took_it_alone(registry, monkeypatch):
+    """The training step leaves its gradients for the forward pass's gradient view: for its visitor, whose view
+    reads them, and never for another visitor asking about the same example, whose view takes its own step."""
+    from bert_demo.inspection import training_step
+
+    taken, take_step = [], training_step.take
+    monkeypatch.setattr(training_step, "take", lambda *args, **kwargs: taken.append(1) or take_step(*args, **kwargs))
+    asked = (drawn.YOUR_TEXT, PARAGRAPHS, "model", 6, "final")
+    learning.training_step(registry, MODEL, *asked, 1, "off", owner="visitor-a")
+    assert len(taken) == 1
+    view = {"reads": "example", "shows": "gradient", "source": asked[0], "typed": asked[1], "recipe": asked[2],
+            "seed": asked[3]}
+    steps.forward_steps(registry, MODEL, "ignored.", "", 1, 1, 5, owner="visitor-a", **view)
+    assert len(taken) == 1  # visitor a's own step, kept
+    steps.forward_steps(registry, MODEL, "ignored.", "", 1, 1, 5, owner="visitor-b", **view)
+    assert len(taken) == 2  # visitor b's step is b's own

@@ -13,6 +13,7 @@ import torch
 
 from bert_demo.app import machine
 from bert_demo.app.state.registry import Registry
+from tests.conftest import TEST_SHAPE
 
 
 def test_the_app_asks_torch_whether_it_has_a_gpu_before_the_form_takes_its_caps(roots, monkeypatch):
@@ -83,7 +84,7 @@ def test_a_pre_training_checkpoint_is_read_and_shown_on_a_machine_without_datase
             "print(registry.catalog.load_at('runs/a-run', None).model.config.hidden_size)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                           cwd=Path(__file__).resolve().parents[2])
-    assert done.returncode == 0 and done.stdout.split()[-1] == "128", done.stderr[-2000:]
+    assert done.returncode == 0 and done.stdout.split()[-1] == str(TEST_SHAPE.hidden_size), done.stderr[-2000:]
 
 
 MAPPED_AFTER_A_LARGE_FREE = """

@@ -124,7 +124,8 @@ def test_a_step_asked_wrongly_gets_a_message(registry, layer, head, index, messa
 def test_the_tab_draws_when_first_opened_and_again_on_another_model_only_once_drawn(registry):
     args = (MODEL, "wiki", "", "model", 1, "final", "the cat sat.", "", 9, 9, 0, "typed", "values", -1)
     first = steps.steps_opened(registry, *args, False)
-    assert first["steps_drawn"] is True and first["fw_layer"].maximum == 2 and first["fw_layer"].value == 2
+    assert first["steps_drawn"] is True and first["fw_layer"].maximum == first["fw_layer"].value == 3
+    assert first["fw_head"].maximum == first["fw_head"].value == 4  # each to its own count, not the other's
     assert all(value == gr.skip() for value in steps.steps_opened(registry, *args, True).values())
     untouched = steps.steps_refreshed(registry, "checkpoints/another", *args[1:], False)
     assert untouched["ex_pair"] == gr.skip() and untouched["fw_text"] == gr.skip()
@@ -199,12 +200,13 @@ def test_the_kept_passes_stay_within_their_bytes(registry, monkeypatch):
     """Passes of six texts of one length, where two fit in the bytes: the two latest are kept, within the bound."""
     texts = [f"text number {i} of six." for i in range(6)]
     steps.forward_steps(registry, MODEL, texts[0], "", 1, 1, 0, owner="visitor-a")
-    one = next(kept for key, kept in steps._passes.items() if texts[0] in key).nbytes
-    monkeypatch.setattr(steps, "_passes", steps.Kept(steps.PASSES_KEPT, int(2.5 * one), lambda kept: kept.nbytes))
+    one = next(kept for (_, asked), kept in steps._passes.items() if texts[0] in asked).nbytes
+    monkeypatch.setattr(steps, "_passes", steps.ByVisitor(steps.PASSES_KEPT, int(2.5 * one),
+                                                          lambda kept: kept.nbytes))
     for typed in texts:
         steps.forward_steps(registry, MODEL, typed, "", 1, 1, 0, owner="visitor-a")
         assert 0 < steps._passes.bytes <= 2.5 * one
-    assert [key[4] for key in steps._passes] == texts[-2:]
+    assert [asked[3] for (_, asked), _ in steps._passes.items()] == texts[-2:]
 
 
 def test_the_forward_pass_reads_the_drawn_example_as_training_reads_it(registry):

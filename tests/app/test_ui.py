@@ -24,8 +24,9 @@ from bert_demo.app.state.uploads import UPLOAD_PREFIX
 from bert_demo.app.tabs import attention, embeddings, fill, nsp, train, train_views
 from bert_demo.app.tabs.attention import VIEW_AVERAGE, VIEW_HEAD, VIEW_ROLLOUT
 from bert_demo.app.ui import ANALYTICS_EVERY, build_demo
-from bert_demo.config import PRESETS, read_metadata
+from bert_demo.config import read_metadata
 from bert_demo.training.settings import TrainConfig
+from tests.conftest import TEST_SHAPE as SHAPE
 from tests.conftest import held, wait_until
 
 MODEL = "checkpoints/tiny-test"
@@ -151,32 +152,36 @@ def test_attention_draws_a_head_and_the_grid_of_heads(client, view):
     tokens = json.loads(main["plot"])["layout"]["xaxis"]["ticktext"]
     assert tokens[0] == "[CLS]" and tokens.count("[SEP]") == 2
     assert len(heatmap["z"]) == len(tokens) and "→" in heatmap["text"][0][1]
-    assert len(plot_data(grid)) == 2  # the tiny model has 2 heads
-    assert "2 layers × 2 heads" in caption
+    assert len(plot_data(grid)) == SHAPE.num_attention_heads  # a picture a head of the layer
+    assert f"{SHAPE.num_hidden_layers} layers × {SHAPE.num_attention_heads} heads" in caption
 
 
 def test_attention_can_hide_cls_and_sep_and_clamps_the_layer(client):
     main, _, caption, *_ = client.predict(MODEL, "the cat sat.", "", 40, 1, VIEW_HEAD, True, api_name="/attention")
     layout = json.loads(main["plot"])["layout"]
     assert caption.startswith(f"{len(layout['xaxis']['ticktext'])} tokens shown")  # counted after hiding
-    assert "[CLS]" not in layout["xaxis"]["ticktext"] and layout["title"]["text"].startswith("Layer 2, head 1")
+    assert "[CLS]" not in layout["xaxis"]["ticktext"]
+    assert layout["title"]["text"].startswith(f"Layer {SHAPE.num_hidden_layers}, head 1")  # layer 40: the last
 
 
 def test_fill_mask_shows_the_guesses_at_every_layer_and_the_words_to_click(client):
     _, table, words, *_ = client.predict(MODEL, "the cat [MASK] on the mat.", 3, [], api_name="/fill_mask")
     rows = [line.split(" | ")[0].strip("| ") for line in table.splitlines()[2:]]
-    assert table.startswith("| layer | [MASK] 1 |") and rows == ["1", "2 (last)"]  # the tiny model has 2 layers
+    layers = [str(layer) for layer in range(1, SHAPE.num_hidden_layers)] + [f"{SHAPE.num_hidden_layers} (last)"]
+    assert table.startswith("| layer | [MASK] 1 |") and rows == layers
     assert [w["token"] for w in words if w["class_or_confidence"]] == "the cat [MASK] on the mat.".split()
 
 
 def test_switching_heads_off_through_the_api_changes_the_guesses_and_unknown_heads_are_refused(client):
     sentence = "the cat [MASK] on the mat."
     every, _, _, ranked, *_ = client.predict(MODEL, sentence, 5, [], api_name="/fill_mask")
-    silenced, _, _, ranked_off, *_ = client.predict(MODEL, sentence, 5, ["L1 H1", "L1 H2", "L2 H1", "L2 H2"],
+    silenced, _, _, ranked_off, *_ = client.predict(MODEL, sentence, 5, ["L1 H1", "L1 H2", "L2 H1", "L2 H4"],
                                                     api_name="/fill_mask")
     assert "4 heads switched off" in silenced["label"] and ranked_off != ranked
-    with pytest.raises(AppError, match="(?i)no head 'L9 H1' in this model: it has layers 1-2"):
+    with pytest.raises(AppError, match="(?i)no head 'L9 H1' in this model: it has layers 1-3 and heads 1-4"):
         client.predict(MODEL, sentence, 5, ["L9 H1"], api_name="/fill_mask")
+    with pytest.raises(AppError, match="(?i)no head 'L1 H5' in this model"):  # a head past the heads, not the layers
+        client.predict(MODEL, sentence, 5, ["L1 H5"], api_name="/fill_mask")
 
 
 def test_the_words_behind_a_mask_guess_are_coloured_and_a_text_without_a_mask_is_refused(app):
@@ -191,7 +196,8 @@ def test_the_words_behind_a_mask_guess_are_coloured_and_a_text_without_a_mask_is
 
 def test_head_importance_draws_one_map_per_mask(client):
     figure = json.loads(client.predict(MODEL, "the [MASK] sat on the [MASK].", api_name="/head_importance")["plot"])
-    assert len(figure["data"]) == 2 and figure["data"][0]["y"] == ["L1", "L2"]
+    assert len(figure["data"]) == 2 and figure["data"][0]["y"] == ["L1", "L2", "L3"]
+    assert figure["data"][0]["x"] == ["H1", "H2", "H3", "H4"]
     assert [a["text"].split(":")[0] for a in figure["layout"]["annotations"]] == ["[MASK] 1", "[MASK] 2"]
 
 
@@ -227,8 +233,10 @@ def test_attention_pair_filter_keeps_sentence_a_looking_at_b_and_needs_a_sentenc
 
 def test_attention_draws_the_model_view_of_every_head_and_offers_every_token_to_the_neuron_view(client):
     *_, gallery, token = client.predict(MODEL, "the cat sat.", "", 1, 1, VIEW_HEAD, False, api_name="/attention")
-    assert [item["caption"] for item in gallery["value"]] == ["L1 H1", "L1 H2", "L2 H1", "L2 H2"]  # 2 layers x 2 heads
-    assert gallery["columns"] == 2  # a row a layer
+    assert [item["caption"] for item in gallery["value"]] == [
+        f"L{layer} H{head}" for layer in range(1, SHAPE.num_hidden_layers + 1)
+        for head in range(1, SHAPE.num_attention_heads + 1)]
+    assert gallery["columns"] == SHAPE.num_attention_heads  # a row a layer
     assert token["choices"][2] == ["2: cat", 2] and len(token["choices"]) == 6
     assert token["value"] == 1  # the first word, not [CLS]
 
@@ -403,7 +411,7 @@ def test_sliders_follow_the_models_range_and_move_only_a_layer_or_head_outside_i
     make_checkpoint(tmp_path / "checkpoints" / "tiny-test")
     registry = Registry(checkpoints_dir=tmp_path / "checkpoints", runs_dir=tmp_path / "runs", device="cpu",
                         allow_hub=False)
-    layers, heads = PRESETS["tiny"].num_hidden_layers, PRESETS["tiny"].num_attention_heads
+    layers, heads = SHAPE.num_hidden_layers, SHAPE.num_attention_heads
     for handler in (header.selected, header.narrow):
         inside = handler(registry, MODEL, 1, 1)
         assert (inside["layer"].constructor_args, inside["head"].constructor_args) == ({"maximum": layers},

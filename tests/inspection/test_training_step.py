@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import threading
+from dataclasses import replace
 
 import pytest
 import torch
@@ -18,6 +19,7 @@ from bert_demo.inspection.forward_steps import SPECS, Tap, example_pass
 from bert_demo.inspection.training_step import (
     DECODER,
     WORD_TABLE,
+    coarse_part,
     flow,
     gradient_norms,
     gradient_pass,
@@ -33,6 +35,7 @@ PARAGRAPHS = "\n\n".join(
     f"The {w} stood by the river for many years. People came from far away to see the {w}. In winter the {w} was "
     f"covered in snow. Children played near the {w} every summer." for w in ("mill", "tower", "bridge", "church"))
 RECIPE = TrainConfig(seq_len=64, vocab_size=256, nsp_weight=0.5, lr=1e-3, weight_decay=0.01, grad_clip=1.0)
+PAPERS_EPS = replace(RECIPE, adam_eps=1e-6)  # BERT's ε: clipping brings some gradients under it
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +137,7 @@ def test_the_first_adam_step_moves_a_weight_by_about_the_learning_rate_whatever_
     ours, _, example = setup
     step = take(ours, example, RECIPE)
     large, small = step.worked
-    assert abs(large.gradient) > 100 * abs(small.gradient)
+    assert large.name == small.name and abs(large.gradient) > 100 * abs(small.gradient)
     for worked in (large, small):
         assert worked.m_hat == pytest.approx(worked.gradient, rel=1e-4)
         assert worked.v_hat == pytest.approx(worked.gradient ** 2, rel=1e-4)
@@ -163,7 +166,7 @@ def test_more_steps_on_one_example_memorise_it_and_leave_the_model_bit_for_bit_u
     step = take(ours, example, RECIPE, steps=8, dropout=0.2)
     assert len(step.losses) == 9 and step.losses == sorted(step.losses, reverse=True)
     assert step.losses[-1] < 0.7 * step.losses[0]
-    assert len(step.worked_later[0]) == 8
+    assert [len(moves) for moves in step.trail] == [8] * len(step.worked)
     assert all(torch.equal(tensor, state[name]) for name, tensor in ours.state_dict().items())
     assert not ours.training and ours.config is config
     assert [module.p for module in ours.modules() if isinstance(module, torch.nn.Dropout)] == rates
@@ -272,3 +275,93 @@ def test_the_flow_has_every_step_of_every_layer_and_the_heads_only_where_they_ru
     assert heads.shape == (2, 4) and bool((heads > 0).all())
     weighted = sizes[labels.index("L1 Weighted sum of V")]
     torch.testing.assert_close(heads[0].pow(2).sum().sqrt(), weighted.pow(2).sum().sqrt(), atol=1e-6, rtol=1e-5)
+
+
+def adamw_by_hand(ours: BertForPreTraining, example, recipe: TrainConfig, steps: int) -> list[dict[str, torch.Tensor]]:
+    """torch's AdamW stepped `steps` times on the example's loss (masked-LM + nsp_weight x NSP, clipped as the recipe
+    clips), decaying the matrices only, on a copy of the model in eval mode: its weights before and after each step."""
+    reference = copy.deepcopy(ours).eval()
+    params = dict(reference.named_parameters())
+    optimizer = torch.optim.AdamW([{"params": [p for p in params.values() if p.dim() >= 2],
+                                    "weight_decay": recipe.weight_decay},
+                                   {"params": [p for p in params.values() if p.dim() < 2], "weight_decay": 0.0}],
+                                  lr=recipe.lr, betas=(0.9, recipe.beta2), eps=recipe.adam_eps)
+    batch = {name: tensor for name, tensor in example.batch.items() if name != "mlm_fates"}
+    weights = [{name: p.detach().clone() for name, p in params.items()}]
+    for _ in range(steps):
+        optimizer.zero_grad()
+        out = reference(**batch)
+        (out.mlm_loss + recipe.nsp_weight * F.cross_entropy(out.nsp_logits, batch["nsp_labels"])).backward()
+        torch.nn.utils.clip_grad_norm_(reference.parameters(), recipe.grad_clip)
+        optimizer.step()
+        weights.append({name: p.detach().clone() for name, p in params.items()})
+    return weights
+
+
+@pytest.mark.parametrize("recipe", [RECIPE, PAPERS_EPS], ids=["its own eps", "the papers eps"])
+def test_each_worked_weights_move_at_every_step_is_its_own_as_torchs_adamw_steps_it(setup, recipe):
+    """Step after step, each worked weight's move is that weight's value after the step minus its value before,
+    as torch's AdamW moves it on the same loss: not another weight's, which sits in the same tensor."""
+    ours, _, example = setup
+    step = take(ours, example, recipe, steps=4)
+    weights = adamw_by_hand(ours, example, recipe, 4)
+    assert step.worked[0].name == step.worked[1].name  # two weights of one tensor: their moves must not mix
+    for worked, moves in zip(step.worked, step.trail):
+        expected = [float(after[worked.name][worked.index] - before[worked.name][worked.index])
+                    for before, after in zip(weights, weights[1:])]
+        assert moves == pytest.approx(expected, abs=2e-7), worked.index
+        assert worked.update == moves[0]
+
+
+def test_the_first_steps_moves_are_counted_weight_by_weight_against_half_the_rate_and_epsilon(setup):
+    """The share of weights that moved by more than half the learning rate, the median move, and the weights whose
+    clipped gradient was zero or under ε (and of those, above ε before clipping), counted here from the updates and
+    gradients alone: overall, and for the word table and for one layer."""
+    ours, _, example = setup
+    step = take(ours, example, PAPERS_EPS)
+    total = torch.nn.utils.get_total_norm(list(step.gradients.values()))  # as clip_grad_norm_ measures it
+    factor = min(1.0, PAPERS_EPS.grad_clip / (float(total) + 1e-6))
+    eps, lr = PAPERS_EPS.adam_eps, PAPERS_EPS.lr
+
+    def counted(names: list[str]) -> tuple:
+        moved = torch.cat([step.updates[name].abs().flatten() for name in names]) / lr
+        raw = torch.cat([step.gradients[name].abs().flatten() for name in names])
+        read = raw * factor
+        under = (read > 0) & (read <= eps)
+        return (len(moved), int((moved > 0.5).sum()), float(moved.sort().values[(len(moved) - 1) // 2]),
+                int((read == 0).sum()), int(under.sum()), int((under & (raw > eps)).sum()))
+
+    moves = step.moves
+    names = list(step.gradients)
+    weights, over, median, none, under, by_clipping = counted(names)
+    assert (moves.weights, moves.over_half, moves.no_gradient, moves.under_eps, moves.under_eps_by_clipping) == \
+        (weights, over, none, under, by_clipping)
+    assert moves.median == pytest.approx(median, rel=1e-5)
+    assert under > 0 and by_clipping > 0 and none > 0  # this example shows each case
+    assert moves.clipped == pytest.approx(factor, rel=1e-6) and factor < 1
+    parts = {part.part: part for part in moves.parts}
+    for part, names in (("embeddings · word embeddings", [WORD_TABLE]),
+                        ("layer 2", [name for name in names if name.startswith("bert.encoder.layer.1.")])):
+        row = parts[part]
+        weights, over, median, none, under, by_clipping = counted(names)
+        assert (row.weights, row.over_half, row.no_gradient, row.under_eps, row.under_eps_by_clipping) == \
+            (weights, over, none, under, by_clipping), part
+        assert row.median == pytest.approx(median, rel=1e-5)
+    assert sum(part.weights for part in moves.parts) == sum(g.numel() for g in step.gradients.values())
+    assert [coarse_part(name) for name in names].count("layer 1") == len(
+        [name for name in names if name.startswith("bert.encoder.layer.0.")])
+
+
+def test_a_weight_whose_clipped_gradient_fell_under_epsilon_is_worked_through_beside_those_that_move_alike(setup):
+    """Adam's first step is lr·g/(|g|+ε): the worked weights show both cases where both occur, a pair of gradients
+    far apart that move by about the rate, and one under ε that moves by less than half of it."""
+    ours, _, example = setup
+    step = take(ours, example, PAPERS_EPS)
+    *alike, small = step.worked
+    lr, eps = PAPERS_EPS.lr, PAPERS_EPS.adam_eps
+    assert len(alike) == 2 and all(abs(w.gradient) > 4 * eps for w in alike)
+    assert all(abs(w.update) == pytest.approx(lr, rel=0.05) for w in alike)
+    assert 0 < abs(small.gradient) < eps and abs(small.update) < lr / 2
+    expected = -lr * small.weight_decay * small.weight_before - lr * small.gradient / (abs(small.gradient) + eps)
+    assert small.update == pytest.approx(expected, abs=5e-8)  # float32 weights: their difference is good to ~1e-8
+    assert step.moves.under_eps > 0

@@ -42,3 +42,28 @@ class Kept(OrderedDict):
                 oldest, _ = self.popitem(last=False)
                 del self.sizes[oldest]
         return answer
+
+
+class ByVisitor:
+    """Answers computed for one visitor, kept for that visitor alone (a forward pass, a training step's gradients):
+    every key begins with the visitor, given apart from what was asked, so that no caller can write a key that leaves
+    them out and another visitor's question never finds them. None stands for this host's own calls (a script, a
+    test), which share their answers. Bounded as `Kept` bounds, over every visitor together."""
+
+    def __init__(self, most: int, max_bytes: int | None = None, size: Callable[[Any], int] = lambda answer: 0):
+        self._kept = Kept(most, max_bytes, size)
+
+    def kept(self, visitor: str | None, asked: tuple, make: Callable[[], Any]) -> Any:
+        """The answer kept for `visitor` under `asked`, or `make()`'s, kept now for them alone."""
+        if visitor is not None and not isinstance(visitor, str):
+            raise TypeError(f"a visitor is their identity (a str) or None, not {type(visitor).__name__}")
+        return self._kept.kept((None if visitor is None else str(visitor), asked), make)
+
+    @property
+    def bytes(self) -> int:
+        return self._kept.bytes
+
+    def items(self) -> list[tuple[tuple, Any]]:
+        """((visitor, asked), answer) for every answer kept, the oldest first."""
+        with self._kept.lock:
+            return list(self._kept.items())

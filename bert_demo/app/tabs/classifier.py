@@ -163,7 +163,7 @@ def attention_change(registry: Registry, classifier: str, text_a: str, text_b: s
     _, before = inference.attention(_starting_model(loaded), loaded.tokenizer, text_a, text_b)
     moved = (after - before).abs().sum(-1).mul(0.5).mean(dim=(1, 2))  # (L,)
     shown = min(max(int(layer), 1), len(moved))
-    per_layer = ", ".join(f"layer {i + 1}: {value:.2f}" for i, value in enumerate(moved.tolist()))
+    per_layer = ", ".join(f"layer {i + 1}: {value:.2g}" for i, value in enumerate(moved.tolist()))
     was, now = before[shown - 1].mean(0), after[shown - 1].mean(0)  # (T, T): the layer's mean over heads
     top = max(figures.colour_top(was), figures.colour_top(now))  # one scale: the same colour means the same weight
     return {"ft_att_before": figures.attention_heatmap(tokens, was, f"Layer {shown}, before (mean of heads)",

@@ -1,6 +1,6 @@
 """The Step by step tab's third section: one training step on the example drawn above it, `loss.backward()` and
 `optimizer.step()` with the model's own numbers (`inspection.training_step`): where the gradient starts, where it
-flows through the forward pass, how much reaches each head and each part, the tied embeddings' two parts, AdamW's
+flows through the forward pass, how much reaches each head and each part, the tied embeddings' two parts, the optimizer's
 update worked through, and what changed. The layout, its wiring and its handler."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import gradio as gr
 
 from bert_demo.app.handlers import FINAL, Components, Outputs, friendly, whole
 from bert_demo.app.state.folders import read_examples
-from bert_demo.app.state.kept import Kept
+from bert_demo.app.state.kept import ByVisitor
 from bert_demo.app.state.registry import Registry
 from bert_demo.app.tabs import learning_views as views
 from bert_demo.app.tabs.drawn import YOUR_TEXT, Drawn, drawn, model_shown
@@ -130,7 +130,7 @@ def training_step(registry: Registry, model_name: str, source: str, typed: str |
     probe["mlm_positions"] = probe["input_ids"] == tokenizer.mask_token_id
     taken = training.take(model, shown.example, shown.config, steps=steps, dropout=dropout, probe=probe)
     if steps == 1 and dropout == 0:  # what the forward pass's steps show of it: kept, so they need not take it again
-        _gradients.kept(example_key(shown, source, typed, recipe, seed, step, owner), lambda: taken.at_steps)
+        _gradients.kept(owner, example_key(shown, source, typed, recipe, seed, step), lambda: taken.at_steps)
     values = example_pass(model, tokenizer, shown.example.batch)
     labels, sizes = training.flow(taken, values)
     return {"ts_summary": views.summary_markdown(taken, tokenizer, model_shown(shown, step), probe_text),
@@ -138,7 +138,7 @@ def training_step(registry: Registry, model_name: str, source: str, typed: str |
             "ts_flow": figures.flow_figure(values.tokens, labels, sizes),
             "ts_heads": figures.head_flow_figure(training.head_flow(taken, values)),
             "ts_params": figures.gradient_norms_figure(training.gradient_norms(taken.gradients)),
-            "ts_tied": views.tied_markdown(taken), "ts_adam": views.adam_markdown(taken),
+            "ts_tied": views.tied_markdown(taken), "ts_adam": views.adam_markdown(taken, paper=recipe == "paper"),
             "ts_losses": figures.losses_figure(taken.losses)}
 
 
@@ -171,19 +171,19 @@ def _dropout(choice: Any) -> float:
     return DROPOUTS[choice]
 
 
-_gradients = Kept(GRADIENTS_KEPT, GRADIENTS_MAX_BYTES, lambda kept: kept.nbytes)  # by visitor
+_gradients = ByVisitor(GRADIENTS_KEPT, GRADIENTS_MAX_BYTES, lambda kept: kept.nbytes)
 
 
-def example_key(shown: Drawn, source: str, typed: str | None, recipe: str, seed: float, step: str,
-                owner: str | None) -> tuple:
-    """What names a drawn example on a model for one visitor: a cache of anything computed from it is kept by it."""
-    return (str(owner), shown.loaded.entry.name, str(shown.loaded.folder), step, source,
-            typed if source == YOUR_TEXT else None, recipe, float(seed))
+def example_key(shown: Drawn, source: str, typed: str | None, recipe: str, seed: float, step: str) -> tuple:
+    """What names a drawn example on a model: a visitor's cache of anything computed from it is kept by it."""
+    return (shown.loaded.entry.name, str(shown.loaded.folder), step, source, typed if source == YOUR_TEXT else None,
+            recipe, float(seed))
 
 
-def gradients_of(shown: Drawn, key: tuple) -> Any:
-    """The gradient at every step of the example's forward pass in one training step (no dropout), kept by `key`
-    (`example_key`): the training step above leaves it, or it is taken now."""
+def gradients_of(shown: Drawn, key: tuple, owner: str | None) -> Any:
+    """The gradient at every step of the example's forward pass in one training step (no dropout), kept for `owner`
+    by `key` (`example_key`): the training step above leaves it, or it is taken now."""
     from bert_demo.inspection import training_step as training
 
-    return _gradients.kept(key, lambda: training.take(shown.loaded.model, shown.example, shown.config).at_steps)
+    return _gradients.kept(owner, key,
+                           lambda: training.take(shown.loaded.model, shown.example, shown.config).at_steps)

@@ -1,11 +1,13 @@
 """What the Step by step tab shows of one training step, in words: where the gradient starts, what the step changed,
-the tied word embeddings' two parts, and AdamW's update worked through. Facts in (`training_step.TrainingStep`),
+the tied word embeddings' two parts, and the optimizer's update worked through. Facts in (`training_step.TrainingStep`),
 Markdown out."""
 from __future__ import annotations
 
 from typing import Any
 
 from bert_demo.app.tabs.steps_views import _code
+from bert_demo.app.text import rate
+from bert_demo.training.settings import PAPER_SCALE
 
 NSP_CLASSES = ("IsNext", "NotNext")  # the NSP head's classes, in its order (masking.IS_NEXT is 0)
 
@@ -56,16 +58,18 @@ def summary_markdown(step: Any, tokenizer: Any, model: str, probe_text: str) -> 
     steps = "one step" if taken == 1 else f"{taken} steps"
     dropout = (f"with dropout {step.dropout:g} in the step (the losses here are measured without it)" if step.dropout
                else "without dropout, so that the step repeats number for number (the paper trains with 0.1)")
-    lines = [f"**{steps.capitalize()}** of AdamW on this example, on a private copy of **{model}** (the model the app "
+    lines = [f"**{steps.capitalize()}** of {step.optimizer} on this example, on a private copy of **{model}** (the model the app "
              f"answers with is untouched), {dropout}.", "",
              f"| | before | after {steps} |", "|---|---|---|",
              f"| **the loss training minimises** | {before.loss:.4f} | {after.loss:.4f} |",
              f"| masked-LM loss | {before.mlm_loss:.4f} | {after.mlm_loss:.4f} |",
              f"| next-sentence loss | {before.nsp_loss:.4f} | {after.nsp_loss:.4f} |",
              f"| p(the pair's own NSP label) | {before.nsp_prob:.3f} | {after.nsp_prob:.3f} |"]
-    lines += ["", f"A fresh AdamW's first step at the recipe's peak learning rate moves every weight by about "
-                  f"{step.lr:g} (below): a big step, made on this one example, so it learns it at once. In a run, "
-                  "each step is made on a batch of many examples, after a warm-up."]
+    moves = step.moves
+    lines += ["", f"A fresh {step.optimizer}'s first step at the recipe's peak learning rate, {rate(step.lr)}, moved "
+                  f"{moves.over_half / moves.weights:.1%} of the weights by more than half of it (below): a big step, "
+                  "made on this one example, so it learns it at once. In a run, each step is made on a batch of many "
+                  "examples, after a warm-up."]
     lines += ["", "| position | label | p(label) before → after | top guess before → after |", "|---|---|---|---|"]
     for g, h in zip(before.guesses, after.guesses):
         label, top, top_after = _tokens(tokenizer, [g.label, g.top, h.top])
@@ -103,35 +107,102 @@ def tied_markdown(step: Any) -> str:
     ])
 
 
-def adam_markdown(step: Any) -> str:
-    """The optimizer's settings, the clipping, and AdamW's update of a few weights, worked through with the real
-    optimizer's own m and v."""
+def adam_markdown(step: Any, paper: bool) -> str:
+    """The optimizer's settings (`paper`: the example was drawn under the paper's recipe, whose learning rate was
+    BERT-Base's), the clipping, the update of a few weights worked through with the real optimizer's own m and v,
+    what the first step did to every weight (measured), and each worked weight's move at every step taken."""
+    lines = [_settings(step, paper), "", *FORMULAS]
+    if step.optimizer == "LAMB":
+        lines += ["", "LAMB then rescales each matrix's step (its weight decay included) by the matrix's trust ratio, "
+                      "‖w‖ / ‖step‖ (You et al. 2020): the Δw below are LAMB's, not the formula's alone."]
+    lines += ["", "| weight | w | g (clipped) | m | v | m̂ | v̂ | Δw | Δw / lr | w after |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for w in step.worked:
+        lines.append(f"| `{w.name}[{', '.join(map(str, w.index))}]` | {w.weight_before:.5g} | {w.gradient:.3g} | "
+                     f"{w.m:.3g} | {w.v:.3g} | {w.m_hat:.3g} | {w.v_hat:.3g} | **{w.update:+.3g}** | "
+                     f"{w.update / step.lr:+.3f} | {w.weight_after:.5g} |")
+    lines += ["", _first_step(step), "", moves_markdown(step.moves)]
+    if len(step.trail[0]) > 1:
+        lines += ["", trail_markdown(step)]
+    return "\n".join(lines)
+
+
+FORMULAS = [r"$$ m \leftarrow \beta_1 m + (1-\beta_1)\,g $$", "", r"$$ v \leftarrow \beta_2 v + (1-\beta_2)\,g^2 $$", "",
+            r"$$ \hat m = \frac{m}{1-\beta_1^t},\qquad \hat v = \frac{v}{1-\beta_2^t} $$", "",
+            r"$$ w \leftarrow w - \mathrm{lr}\cdot\mathrm{wd}\cdot w - \mathrm{lr}\,\frac{\hat m}{\sqrt{\hat v}+"
+            r"\epsilon} $$"]
+
+
+def _settings(step: Any, paper: bool) -> str:
+    """The optimizer, its settings, where its learning rate comes from, and the clipping."""
     beta1, beta2 = step.betas
+    why = (f"this model's own peak rate: the paper's {rate(PAPER_SCALE['lr'])} was BERT-Base's, with batches of "
+           f"{PAPER_SCALE['batch_size']} sequences, and a rate goes with a model's size and batch, so this step "
+           "keeps the model's" if paper else "the peak of the recipe this model was trained with: a run warms up to it")
     clipped = (f"The gradient's size was **{step.grad_norm:.3g}**, above the recipe's clip of {step.grad_clip:g}: "
                f"every gradient was multiplied by **{step.clipped:.3g}** first." if step.clipped < 1 else
-               f"The gradient's size was {step.grad_norm:.3g}, within the recipe's clip of {step.grad_clip:g}.")
-    lines = [f"**AdamW** with the recipe's settings: learning rate **{step.lr:g}** (its peak: a run warms up to it), "
-             f"β1 = {beta1:g}, β2 = {beta2:g}, ε = {step.eps:g}, weight decay {step.weight_decay:g} on matrices. "
-             + clipped, "",
-             r"$$ m \leftarrow \beta_1 m + (1-\beta_1)\,g $$", "", r"$$ v \leftarrow \beta_2 v + (1-\beta_2)\,g^2 $$", "",
-             r"$$ \hat m = \frac{m}{1-\beta_1^t},\qquad \hat v = \frac{v}{1-\beta_2^t} $$", "",
-             r"$$ w \leftarrow w - \mathrm{lr}\cdot\mathrm{wd}\cdot w - \mathrm{lr}\,\frac{\hat m}{\sqrt{\hat v}+"
-             r"\epsilon} $$", "",
-             "| weight | w | g | m | v | m̂ | v̂ | Δw | w after |", "|---|---|---|---|---|---|---|---|---|"]
-    for w in step.worked:
-        index = ", ".join(map(str, w.index))
-        lines.append(f"| `{w.name}[{index}]` | {w.weight_before:.5g} | {w.gradient:.3g} | {w.m:.3g} | {w.v:.3g} | "
-                     f"{w.m_hat:.3g} | {w.v_hat:.3g} | **{w.update:+.3g}** | {w.weight_after:.5g} |")
-    lines += ["", f"**What Adam's first step does:** with no history, m̂ = g and v̂ = g², so m̂ / √v̂ is the sign of "
-                  f"the gradient: **every weight moves by about the learning rate, {step.lr:g}**, against its "
-                  "gradient's sign, whatever its size. The two weights above have gradients "
-                  f"{abs(step.worked[0].gradient / step.worked[-1].gradient):,.0f} times apart and move alike. "
-                  "That is why a run warms up: its first steps take a small share of the peak rate while m and v "
-                  "gather a history; later, m̂ / √v̂ is an average direction rather than a sign."]
-    if len(step.worked_later[0]) > 1:
-        moves = " → ".join(f"{u:+.2g}" for u in step.worked_later[0])
-        lines += ["", f"**Step after step** on the same example, the first weight moved by {moves}: as v keeps the "
-                      "size of past gradients, the steps shrink where the gradient does."]
+               f"The gradient's size was {step.grad_norm:.3g}, within the recipe's clip of {step.grad_clip:g}: "
+               "no clipping.")
+    return (f"**{step.optimizer}**, as the recipe makes it for a run: learning rate **{rate(step.lr)}** ({why}), "
+            f"β1 = {beta1:g}, β2 = {beta2:g}, ε = {rate(step.eps)}, weight decay {step.weight_decay:g} on matrices. "
+            + clipped)
+
+
+def _first_step(step: Any) -> str:
+    """What a first step of Adam does to a weight, said of the worked weights' own numbers."""
+    if step.optimizer == "LAMB":
+        return ("**LAMB's first step**: with no history, m̂ / √v̂ is the sign of each gradient, as in Adam; the trust "
+                "ratio then scales each matrix's step to its own size.")
+    alike = [w for w in step.worked if abs(w.gradient) > step.eps]
+    small = [w for w in step.worked if abs(w.gradient) <= step.eps]
+    said = ["**What Adam's first step does:** with no history, m̂ = g and v̂ = g², so each weight moves by "
+            "lr · g / (|g| + ε), against its gradient's sign: about the learning rate wherever |g| is well above ε, "
+            "whatever its size, and less than half of it where |g| is under ε."]
+    if len(alike) > 1:
+        said.append(f"The first two weights above have gradients {abs(alike[0].gradient / alike[1].gradient):,.0f} "
+                    f"times apart and move alike ({alike[0].update / step.lr:+.3f} and "
+                    f"{alike[1].update / step.lr:+.3f} of the rate).")
+    if small:
+        w = small[0]
+        said.append(f"The last one's gradient, {abs(w.gradient):.2g}, is under ε = {rate(step.eps)}: it moved by "
+                    f"{abs(w.update) / step.lr:.1%} of the rate.")
+    said.append("That is why a run warms up: its first steps take a small share of the peak rate while m and v "
+                "gather a history; later, m̂ / √v̂ is an average direction rather than a sign.")
+    return " ".join(said)
+
+
+def moves_markdown(moves: Any) -> str:
+    """What the first step did to every weight, counted: how many moved by more than half the learning rate, the
+    median move, and why the others moved less (no gradient, or one under ε, clipping's doing or not)."""
+    share = moves.over_half / moves.weights
+    lines = [f"**Measured over all {moves.weights:,} weights of this step:** {share:.1%} moved by more than half the "
+             f"learning rate; the median move was {moves.median:.1%} of it."]
+    if moves.under_eps:
+        by_clipping = (f" ({moves.under_eps_by_clipping:,} of them were above ε before clipping multiplied every "
+                       f"gradient by {moves.clipped:.3g})" if moves.under_eps_by_clipping else "")
+        lines[0] += (f" {moves.under_eps / moves.weights:.1%} read a gradient under ε = {rate(moves.eps)}"
+                     f"{by_clipping}: their step is at most half the rate.")
+    if moves.no_gradient:
+        lines[0] += (f" {moves.no_gradient / moves.weights:.1%} got no gradient at all (the rows of words and "
+                     "positions this example does not use, for one): they move by weight decay alone, if at all.")
+    lines += ["", "| part | weights | moved > lr/2 | median move / lr | g = 0 | 0 < g ≤ ε | of those, > ε before "
+                  "clipping |", "|---|---|---|---|---|---|---|"]
+    for part in moves.parts:
+        lines.append(f"| {part.part} | {part.weights:,} | {part.over_half / part.weights:.1%} | {part.median:.3f} | "
+                     f"{part.no_gradient:,} | {part.under_eps:,} | {part.under_eps_by_clipping:,} |")
+    return "\n".join(lines)
+
+
+def trail_markdown(step: Any) -> str:
+    """Each worked weight's move at every step taken on the example: Adam's step with a history."""
+    names = [f"`{w.name.rsplit('.', 2)[-2]}[{', '.join(map(str, w.index))}]`" for w in step.worked]
+    lines = [f"**Step after step** on the same example, each weight's move (its value after minus before), as a share "
+             f"of the learning rate: each step is lr · m̂ / (√v̂ + ε), m̂ an average of the gradients so far and √v̂ "
+             "their typical size, so a weight whose gradient keeps its sign keeps moving by about the rate, and one "
+             "whose gradient shrinks or turns moves less.", "",
+             "| step | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    for number, moves in enumerate(zip(*step.trail), start=1):
+        lines.append(f"| {number} | " + " | ".join(f"{move / step.lr:+.3f}" for move in moves) + " |")
     return "\n".join(lines)
 
 

@@ -13,7 +13,7 @@ import gradio as gr
 
 from bert_demo.app.handlers import FINAL, Components, Outputs, friendly, load_at, timeline_choices, whole, with_settings
 from bert_demo.app.header import narrowed
-from bert_demo.app.state.kept import Kept
+from bert_demo.app.state.kept import ByVisitor, Kept
 from bert_demo.app.state.registry import Registry
 from bert_demo.app.tabs import learning
 from bert_demo.app.tabs import steps_views as views
@@ -333,15 +333,15 @@ def forward_steps(registry: Registry, model_name: str, text_a: str, text_b: str 
         raise ValueError("a gradient needs the labels a training example has: choose “the example drawn above”")
     if reads == EXAMPLE:
         example = drawn(registry, model_name, source, typed, recipe, seed, step, owner)
-        loaded, key = example.loaded, learning.example_key(example, source, typed, recipe, seed, step, owner)
+        loaded, key = example.loaded, learning.example_key(example, source, typed, recipe, seed, step)
         forward.check_layer_head(loaded.model.config, layer, head)
-        values = _passes.kept(key, lambda: forward.example_pass(loaded.model, loaded.tokenizer,
-                                                                example.example.batch, layer, head))
+        values = _passes.kept(owner, key, lambda: forward.example_pass(loaded.model, loaded.tokenizer,
+                                                                       example.example.batch, layer, head))
     else:
         loaded = load_at(registry, model_name, step, owner)
         asked = (text_a, (text_b or "").strip() or None)
         forward.check_layer_head(loaded.model.config, layer, head)
-        values = _passes.kept((str(owner), loaded.entry.name, str(loaded.folder), step, *asked),
+        values = _passes.kept(owner, (loaded.entry.name, str(loaded.folder), step, *asked),
                               lambda: forward.forward_pass(loaded.model, loaded.tokenizer, *asked, layer, head))
     values = replace(values, layer=layer - 1, head=head - 1)  # a pass keeps every layer: any is shown from it
     spec = forward.SPECS[index]
@@ -355,7 +355,7 @@ def forward_steps(registry: Registry, model_name: str, text_a: str, text_b: str 
                 "fw_plot": curves.empty_figure("No gradient at this step", height=200), "fw_step": picker,
                 "fw_grid_note": "", "fw_grid": [], **every}
     if shows == GRADIENT:
-        values = gradient_pass(learning.gradients_of(example, key), values)
+        values = gradient_pass(learning.gradients_of(example, key, owner), values)
     shown, grid = forward.step(spec, values), depth.every_layer(spec, values)
     text = views.step_markdown(shown, index, len(forward.SPECS), forward.source_line(shown.code))
     return {"fw_text": views.gradient_note(shown) + text if shows == GRADIENT else text,
@@ -416,7 +416,7 @@ def _both(registry: Registry, model_name: str, view: dict[str, Any], owner: str 
 
 
 _shares = Kept(SHARES_KEPT)
-_passes = Kept(PASSES_KEPT, PASSES_MAX_BYTES, lambda kept: kept.nbytes)  # by visitor: a pass is no one else's
+_passes = ByVisitor(PASSES_KEPT, PASSES_MAX_BYTES, lambda kept: kept.nbytes)  # a pass is no one else's
 
 
 def _shares_of(key: tuple, documents: Any, tokenizer: Any, config: TrainConfig) -> Any:

@@ -19,10 +19,11 @@ from bert_demo.app.state.forms import Caps
 from bert_demo.app.state.registry import Registry
 from bert_demo.app.state.uploads import discard, private_text
 from bert_demo.app.tabs import train_views as views
+from bert_demo.app.text import rate
 from bert_demo.config import PRESETS, read_metadata
 from bert_demo.data.sources import APP_SOURCES, SOURCES
 from bert_demo.inspection import curves
-from bert_demo.training.settings import RECIPES, FinetuneConfig, TrainConfig, choices, default, kind
+from bert_demo.training.settings import PAPER_SCALE, RECIPES, FinetuneConfig, TrainConfig, choices, default, kind
 from bert_demo.training.settings import label as setting_label
 
 MAX_COMPARED = 8  # runs on one comparison chart
@@ -415,8 +416,9 @@ def recipe_note(recipe: str) -> str:
         raise gr.Error(f"the recipe is {' or '.join(RECIPES)}, not {str(recipe)[:40]!r}", print_exception=False)
     note = views.recipe_markdown(TrainConfig(**RECIPES[recipe]))
     if recipe == "paper":
-        return note + " The learning rate and the length of the run are the form's (BERT-Base read 1 M steps of 256 " \
-                      "sequences at 1e-4)."
+        return note + (" The learning rate and the length of the run are the form's (BERT-Base read "
+                       f"{PAPER_SCALE['steps'] // 10**6} M steps of {PAPER_SCALE['batch_size']} sequences at "
+                       f"{rate(PAPER_SCALE['lr'])}).")
     return note + "\n\n" + views.FAST_RECIPE_WHY
 
 

@@ -118,13 +118,14 @@ def test_models_are_loaded_once_and_evicted_least_recently_used(roots):
 
 def test_model_info_has_config_size_metrics_and_card(registry):
     info = registry.catalog.model_info("checkpoints/tiny-test")
-    assert info["config"]["num_hidden_layers"] == 2 and info["parameters"] > 100_000
+    model = registry.catalog.load("checkpoints/tiny-test").model
+    assert info["config"]["num_hidden_layers"] == 3 and info["parameters"] == model.num_parameters()
     assert info["device"] == "cpu" and info["model_card"].startswith("# Test model")
     assert info["train_config"]["preset"] == "tiny" and info["step"] == 10
     assert info["last_train"]["mlm_loss"] == 6.1 and info["last_val"]["nsp_acc"] == 0.55
     assert registry.catalog.model_info("checkpoints/another")["model_card"] is None
     entry, config = registry.catalog.config_of("checkpoints/tiny-test")  # from config.json, read once with the name
-    assert entry.config is config and (config.num_hidden_layers, config.num_attention_heads) == (2, 2)
+    assert entry.config is config and (config.num_hidden_layers, config.num_attention_heads) == (3, 4)
 
 
 def test_a_hub_shaped_name_is_never_looked_up_as_a_local_path(make_checkpoint, roots, tmp_path, monkeypatch):

@@ -35,7 +35,7 @@ def test_zip_download_is_a_transformers_folder(registry, tmp_path):
     assert "tiny-test/config.json" in names and "tiny-test/model.safetensors" in names
     assert not any(n.endswith("optimizer.safetensors") for n in names)
     model = HFBert.from_pretrained(tmp_path / "tiny-test")
-    assert model.config.num_hidden_layers == 2
+    assert model.config.num_hidden_layers == 3
 
 
 def test_two_downloads_of_the_same_model_at_once_both_get_a_whole_zip(registry, monkeypatch):
