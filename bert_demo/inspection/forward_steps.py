@@ -15,7 +15,7 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import NamedTuple
 
@@ -24,6 +24,7 @@ from torch import Tensor, nn
 from transformers import BertTokenizerFast
 
 from bert_demo import model as model_module
+from bert_demo.data.masking import Fate
 from bert_demo.inference import check_layer_head, encode_input
 from bert_demo.model import IGNORE_INDEX, BertForPreTraining, private_view
 
@@ -31,6 +32,7 @@ TOP_GUESSES = 10  # guesses shown at each position by the decoder and softmax st
 PARTS = ("Embeddings", "Attention", "Feed-forward", "Masked-LM head", "Next-sentence head")
 ENCODER_PARTS = PARTS[1:3]  # the steps each layer repeats
 NSP_LABELS = ["IsNext: B follows A", "NotNext: B is random"]  # the NSP head's classes, in its order (IS_NEXT 0)
+FATE_NOTES = {Fate.RANDOM: " (random: not the label)", Fate.KEPT: " (kept: the label)"}  # a picked position's row
 
 OUT, IN, MASK = "output", "input", "mask"  # what of a module a hook keeps: what it returned, read, or was handed
 
@@ -81,6 +83,7 @@ class Step:
     cells: list[list[str]] | None = None  # a label for each value, where each row's columns differ (the guesses)
     probabilities: bool = False  # the values are probabilities (a softmax's), not scores or coordinates
     whole: tuple[int, ...] | None = None  # the shape of what the step computes, where only part of it is shown
+    label_first: bool = False  # its first column is each picked position's label (the decoder's gradient)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -133,6 +136,10 @@ class Pass:
     top_probs: Tensor  # (len(guessed), k): their probabilities over the whole vocabulary
     top_ids: Tensor  # (len(guessed), k): their ids
     vocab_size: int  # the decoder's width: a score for every word piece
+    labels: list[str] | None = None  # a drawn example's: the label at each guessed (picked) position
+    label_ids: list[int] | None = None  # and their ids
+    fates: list[int] | None = None  # a drawn example's: what masking did at each position (a masking.Fate)
+    label_first: bool = False  # the decoder's first column is each position's label, then the top guesses beside it
 
     @property
     def nbytes(self) -> int:
@@ -159,7 +166,10 @@ class Pass:
 
     @property
     def rows(self) -> list[str]:
-        return [f"{i} {token}" for i, token in enumerate(self.tokens)]
+        """A label a position: its index and the piece the model reads, and, at a picked position masking left as it
+        was or gave a random word, which (what the model reads there is then the label itself, or not the label)."""
+        fates = self.fates or [0] * len(self.tokens)
+        return [f"{i} {token}" + FATE_NOTES.get(fate, "") for i, (token, fate) in enumerate(zip(self.tokens, fates))]
 
     @property
     def layer_name(self) -> str:
@@ -178,7 +188,10 @@ class Pass:
         return {"layer": self.layer + 1, "head": self.head + 1, "heads": self.heads, "width": own.stop - own.start,
                 "first": own.start, "last": own.stop - 1, "a_tokens": self.segments.count(0),
                 "b_tokens": self.segments.count(1), "k": self.top_logits.shape[-1],
-                "where": "each [MASK]" if len(self.guessed) < len(self.tokens) else "each token",
+                "top": (f"each position's label and the {self.top_logits.shape[-1] - 1} highest beside it"
+                        if self.label_first else f"the {self.top_logits.shape[-1]} highest"),
+                "where": "each picked position" if self.labels is not None else
+                         "each [MASK]" if len(self.guessed) < len(self.tokens) else "each token",
                 "no_b": "" if 1 in self.segments else " There is no sentence B here: the head answers all the same, "
                                                       "for [CLS] A [SEP] alone."}
 
@@ -303,7 +316,7 @@ SPECS: tuple[Spec, ...] = (
          lambda p: p.at_guesses("cls.predictions.transform.LayerNorm"), rows=lambda p: p.guessed_rows),
     Spec("Masked-LM head", "Decoder, tied to the word embeddings", r"z = g\, E_{\text{word}}^\top + b",
          "A score for every word piece of the vocabulary: the dot product with its own row of the word-embedding "
-         "table (the decoder shares the input's), plus a bias a piece. Shown: the {k} highest at {where}.", DECODER,
+         "table (the decoder shares the input's), plus a bias a piece. Shown: {top} at {where}.", DECODER,
          lambda p: p.top_logits, rows=lambda p: p.guessed_rows, columns=lambda p: _ranks(p),
          cells=lambda p: p.guesses, vocabulary=True),
     Spec("Masked-LM head", "Softmax: the guesses", r"p = \operatorname{softmax}(z)",
@@ -330,6 +343,8 @@ STEP_NAMES = tuple(f"{spec.part} · {spec.title}" for spec in SPECS)  # the step
 
 
 def _ranks(p: Pass) -> list[str]:
+    if p.label_first:
+        return ["the label", *(f"guess {i + 1}" for i in range(p.top_logits.shape[-1] - 1))]
     return [f"guess {i + 1}" for i in range(p.top_logits.shape[-1])]
 
 
@@ -346,15 +361,17 @@ def forward_pass(model: BertForPreTraining, tokenizer: BertTokenizerFast, text_a
 
 
 def example_pass(model: BertForPreTraining, tokenizer: BertTokenizerFast, batch: dict[str, Tensor], layer: int = 1,
-                 head: int = 1) -> Pass:
+                 head: int = 1, fates: list[int] | None = None) -> Pass:
     """The forward pass of a drawn pre-training example's batch of one (`pretraining_example.draw`), as training reads
-    it: every piece, its [MASK]s, random and kept words; the masked-LM head at the picked positions, as training runs
-    it there."""
+    it: every piece, its [MASK]s, random and kept words (`fates`, each position's, where given); the masked-LM head at
+    the picked positions, as training runs it there, with each one's label."""
     check_layer_head(model.config, layer, head)
     guessed = (batch["mlm_labels"][0] != IGNORE_INDEX).nonzero().squeeze(1).tolist()
     device = next(model.parameters()).device
-    return _pass(model, tokenizer, {name: batch[name].to(device) for name in ("input_ids", "token_type_ids")},
-                 guessed, layer, head)
+    values = _pass(model, tokenizer, {name: batch[name].to(device) for name in ("input_ids", "token_type_ids")},
+                   guessed, layer, head)
+    label_ids = batch["mlm_labels"][0, guessed].tolist()
+    return replace(values, labels=tokenizer.convert_ids_to_tokens(label_ids), label_ids=label_ids, fates=fates)
 
 
 def _pass(model: BertForPreTraining, tokenizer: BertTokenizerFast, batch: dict[str, Tensor], guessed: list[int],
@@ -386,9 +403,11 @@ def step(spec: Spec, p: Pass) -> Step:
     """One step's values in a forward pass."""
     where = "" if spec.part not in ("Attention", "Feed-forward") else f"layer {p.layer + 1}" + (
         f", head {p.head + 1}" if spec.per_head else "")
-    return Step(spec.part, spec.title, where, spec.equation, spec.about.format(**p.words),
-                spec.values(p), spec.rows(p), spec.columns(p), spec.code, spec.cells(p), spec.probabilities,
-                (len(p.guessed), p.vocab_size) if spec.vocabulary else None)
+    return Step(part=spec.part, title=spec.title, where=where, equation=spec.equation,
+                about=spec.about.format(**p.words), values=spec.values(p), rows=spec.rows(p), columns=spec.columns(p),
+                code=spec.code, cells=spec.cells(p), probabilities=spec.probabilities,
+                whole=(len(p.guessed), p.vocab_size) if spec.vocabulary else None,
+                label_first=spec.vocabulary and p.label_first)
 
 
 @cache

@@ -29,17 +29,18 @@ def _log_ticks(low: float, high: float) -> dict:
                 y=1.0, yanchor="bottom", ypad=4, title=dict(text="size of the gradient", side="top"))
 
 
-def flow_figure(tokens: Sequence[str], labels: Sequence[str], sizes: Tensor) -> go.Figure:
+def flow_figure(rows: Sequence[str], labels: Sequence[str], sizes: Tensor) -> go.Figure:
     """sizes[step, token], the gradient's size at each step of the forward pass and each token, drawn with the loss
-    on the left and the embeddings on the right (the way the gradient travels): a row a token, a column a step;
-    blank where a step computes nothing for a token, or where no gradient reaches it."""
+    on the left and the embeddings on the right (the way the gradient travels): a row a token (`rows`, as the forward
+    pass names them), a column a step; blank where a step computes nothing for a token, or where no gradient reaches
+    it."""
     import torch
 
     sizes = sizes.flip(0).masked_fill(sizes.flip(0) == 0, math.nan)  # from the heads back; none reached: blank
     labels = list(reversed(labels))
     logs = torch.log10(sizes)
     low, high = float(logs.nan_to_num(math.inf).min()), float(logs.nan_to_num(-math.inf).max())
-    rows = [f"{i} {token}" for i, token in enumerate(tokens)]
+    rows = list(rows)
     text = [[f"{value:.3g}" for value in row] for row in sizes.T.tolist()]
     trace = dict(type="heatmap", z=logs.T.tolist(), x=list(range(len(labels))), y=rows, text=text,
                  colorscale="Viridis", zmin=low, zmax=high, colorbar=_log_ticks(low, high), hoverongaps=False,

@@ -418,9 +418,18 @@ def gradient_norms(gradients: dict[str, Tensor]) -> list[tuple[str, str, float]]
 def gradient_pass(step: TrainingStep | Gradients, values: Pass) -> Pass:
     """The gradient of the loss at every step of the example's forward pass `values` (`forward_steps.example_pass`:
     the same batch, its rows, layer and head), kept where the values were, so that a step's `Spec.values` reads its
-    gradient as it reads its values. The decoder's is read at the same top guesses as its scores."""
-    top = step.flow[Tap("cls.predictions")].gather(1, values.top_ids)  # the gradient at the scores shown
-    return replace(values, kept=step.flow, probs=step.attention_flow[None], top_logits=top)
+    gradient as it reads its values. The decoder's is read at each position's label first, the one score the loss
+    pushes up, then at the top guesses beside it."""
+    scores = step.flow[Tap("cls.predictions")]  # (N, V): the gradient at every score of each picked position
+    ids, guesses = values.top_ids, values.guesses
+    if values.label_ids is not None:
+        k = ids.shape[-1]
+        others = [[(i, g) for i, g in zip(row.tolist(), words) if i != label][:k - 1]
+                  for row, words, label in zip(ids, guesses, values.label_ids)]
+        ids = torch.tensor([[label, *(i for i, _ in row)] for label, row in zip(values.label_ids, others)])
+        guesses = [[label, *(g for _, g in row)] for label, row in zip(values.labels, others)]
+    return replace(values, kept=step.flow, probs=step.attention_flow[None], top_logits=scores.gather(1, ids),
+                   top_ids=ids, guesses=guesses, label_first=values.label_ids is not None)
 
 
 def flow(step: TrainingStep, values: Pass) -> tuple[list[str], Tensor]:

@@ -260,3 +260,37 @@ def test_a_link_names_the_views_settings_and_opening_it_sets_them():
     assert tabs.selected == "steps" and by_link is True and (recipe, seed, step) == ("paper", 7, 8)
     assert all(value == gr.skip() for value in (source, reads, shows, layer, head))  # unread: left as it is
     assert all(value == gr.skip() for value in steps.opened_by_link(SimpleNamespace(query_params={})))
+
+
+def test_the_decoders_gradient_shows_each_positions_label_first_as_autograd_and_says_which_were_kept_or_random(
+        registry):
+    """At the decoder the gradient view shows each picked position's label first, its gradient (p − 1)/N negative,
+    then the top guesses beside it, each as transformers' autograd gives it; and each row says whether masking kept
+    the position or gave it a random word."""
+    from bert_demo.data.masking import Fate
+    from tests.references import example_batch, transformers_loss, transformers_model
+    from tests.rendered import traces
+
+    seed = next(seed for seed in range(60) if {Fate.RANDOM, Fate.KEPT} <= set(
+        drawn.drawn(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "model", seed).example.fates))
+    shown = drawn.drawn(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "model", seed)
+    example, tokenizer = shown.example, shown.loaded.tokenizer
+    index = STEP_NAMES.index("Masked-LM head · Decoder, tied to the word embeddings")
+    answer = steps.forward_steps(registry, MODEL, "ignored.", "", 1, 1, index, reads="example", shows="gradient",
+                                 source=drawn.YOUR_TEXT, typed=PARAGRAPHS, recipe="model", seed=seed)
+    theirs = transformers_model(shown.loaded.model)
+    loss, out = transformers_loss(theirs, example_batch(example), shown.config.nsp_weight)
+    out.prediction_logits.retain_grad()
+    loss.backward()
+    grads = out.prediction_logits.grad[0]
+    titles = [a.text for a in answer["fw_plot"].layout.annotations]
+    notes = {Fate.RANDOM: " (random: not the label)", Fate.KEPT: " (kept: the label)"}
+    assert titles == [f"{p} {example.shown[p]}{notes.get(example.fates[p], '')}" for p in example.picked]
+    for trace, position in zip(traces(answer["fw_plot"]), example.picked):
+        words = list(trace["y"])
+        ids = tokenizer.convert_tokens_to_ids(words)
+        assert ids[0] == example.labels[position] and ids[0] not in ids[1:]
+        assert list(trace["x"]) == pytest.approx(grads[position, ids].tolist(), abs=1e-6)
+        assert trace["x"][0] < 0 and all(value >= 0 for value in trace["x"][1:])
+    assert "The first column is each picked position's label" in answer["fw_text"]
+    assert f"(p − 1) / {len(example.picked)}" in answer["fw_text"]

@@ -246,9 +246,17 @@ def test_each_step_of_the_examples_forward_pass_reads_its_gradient_where_it_read
     output = next(spec for spec in SPECS if spec.title == "The layer's output (LayerNorm)")
     torch.testing.assert_close(output.values(grads), step.flow[Tap("bert.encoder.layer.1.output.LayerNorm")][0])
     decoder = by_title["Masked-LM head", "Decoder, tied to the word embeddings"]
-    expected = (step.mlm_start / len(picked)).gather(1, values.top_ids)
-    torch.testing.assert_close(decoder.values(grads), expected, atol=TOL, rtol=0)
     assert decoder.values(grads).shape == decoder.values(values).shape
+    labels = [example.labels[i] for i in picked]
+    start = step.mlm_start / len(picked)
+    torch.testing.assert_close(decoder.values(grads)[:, 0], start[range(len(picked)), labels], atol=TOL, rtol=0)
+    assert bool((decoder.values(grads)[:, 0] < 0).all())  # the label's: the one score pushed up, shown first
+    assert decoder.columns(grads)[0] == "the label" and decoder.columns(values)[0] == "guess 1"
+    for row, (label, cells) in enumerate(zip(labels, decoder.cells(grads))):
+        ids = tokenizer.convert_tokens_to_ids(cells)
+        assert ids[0] == label and label not in ids[1:]  # then the top guesses beside it, each once
+        assert ids[1:] == [i for i in values.top_ids[row].tolist() if i != label][:len(ids) - 1]
+        torch.testing.assert_close(decoder.values(grads)[row], start[row, ids], atol=TOL, rtol=0)
 
 
 def test_the_flow_has_every_step_of_every_layer_and_the_heads_only_where_they_run(setup):

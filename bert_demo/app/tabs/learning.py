@@ -131,11 +131,11 @@ def training_step(registry: Registry, model_name: str, source: str, typed: str |
     taken = training.take(model, shown.example, shown.config, steps=steps, dropout=dropout, probe=probe)
     if steps == 1 and dropout == 0:  # what the forward pass's steps show of it: kept, so they need not take it again
         _gradients.kept(owner, example_key(shown, source, typed, recipe, seed, step), lambda: taken.at_steps)
-    values = example_pass(model, tokenizer, shown.example.batch)
+    values = example_pass(model, tokenizer, shown.example.batch, fates=shown.example.fates)
     labels, sizes = training.flow(taken, values)
     return {"ts_summary": views.summary_markdown(taken, tokenizer, model_shown(shown, step), probe_text),
             "ts_start": views.start_markdown(taken, tokenizer),
-            "ts_flow": figures.flow_figure(values.tokens, labels, sizes),
+            "ts_flow": figures.flow_figure(values.rows, labels, sizes),
             "ts_heads": figures.head_flow_figure(training.head_flow(taken, values)),
             "ts_params": figures.gradient_norms_figure(training.gradient_norms(taken.gradients)),
             "ts_tied": views.tied_markdown(taken), "ts_adam": views.adam_markdown(taken, paper=recipe == "paper"),

@@ -335,8 +335,8 @@ def forward_steps(registry: Registry, model_name: str, text_a: str, text_b: str 
         example = drawn(registry, model_name, source, typed, recipe, seed, step, owner)
         loaded, key = example.loaded, learning.example_key(example, source, typed, recipe, seed, step)
         forward.check_layer_head(loaded.model.config, layer, head)
-        values = _passes.kept(owner, key, lambda: forward.example_pass(loaded.model, loaded.tokenizer,
-                                                                       example.example.batch, layer, head))
+        values = _passes.kept(owner, key, lambda: forward.example_pass(
+            loaded.model, loaded.tokenizer, example.example.batch, layer, head, example.example.fates))
     else:
         loaded = load_at(registry, model_name, step, owner)
         asked = (text_a, (text_b or "").strip() or None)

@@ -187,11 +187,19 @@ def step_markdown(step: Any, index: int, count: int, line: tuple[int, str]) -> s
 
 
 def gradient_note(step: Any) -> str:
-    """What a step's gradient is, above the step itself."""
-    return ("**The gradient of the loss here**, ∂loss/∂(this step's output), from one training step's backward pass "
+    """What a step's gradient is, above the step itself; at the decoder, what its label column is."""
+    note = ("**The gradient of the loss here**, ∂loss/∂(this step's output), from one training step's backward pass "
             "on the example drawn above (no dropout): what `loss.backward()` computes at this point, in the same "
             "shape as the values. Red: raising a value would raise the loss, so training lowers it; blue: the "
-            "reverse.\n\n")
+            "reverse.")
+    if step.label_first:
+        rows = len(step.rows)
+        note += (f" **The first column is each picked position's label**: its gradient, (p − 1) / {rows} (the "
+                 f"mean over {rows} positions), is the only negative one, the one score a step raises; the other "
+                 f"columns are the top guesses beside it, each p / {rows}, lowered in proportion to their "
+                 "probability. A row marked “kept” reads the label itself, so the model already gives it a high p "
+                 "and its gradient is small; one marked “random” reads another word in its place.")
+    return note + "\n\n"
 
 
 def no_gradient_markdown(spec: Any, index: int, count: int) -> str:
