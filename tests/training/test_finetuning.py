@@ -50,7 +50,7 @@ def pretrained(make_checkpoint, tmp_path_factory, labelled):
 
 
 def config(pretrained, labelled, out, **changes) -> FinetuneConfig:
-    values = dict(model=str(pretrained), task=str(labelled), out=str(out), steps=40, batch_size=16, lr=1e-3,
+    values = dict(model=str(pretrained), task=str(labelled), out=str(out), steps=40, batch_size=16, lr=3e-3,
                   max_seq_len=32, eval_every=20, log_every=10, outside="none")
     return FinetuneConfig(**{**values, **changes})
 
