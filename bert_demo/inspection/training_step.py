@@ -432,6 +432,27 @@ def gradient_pass(step: TrainingStep | Gradients, values: Pass) -> Pass:
                    top_ids=ids, guesses=guesses, label_first=values.label_ids is not None)
 
 
+@dataclass(frozen=True)
+class Gain:
+    """How the gradient changes through the embeddings' LayerNorm on its way down into the three tables: LayerNorm
+    divides its input by σ and multiplies by γ, so its backward pass scales the gradient by about γ/σ (and removes
+    its mean and its part along the normalised input)."""
+
+    ratio: float  # the size of the gradient below it over the size above it, over every token
+    sigma: float  # its input's standard deviation, averaged over the tokens
+    gamma: float  # the mean |γ|
+
+
+def embedding_gain(model: BertForPreTraining, step: TrainingStep | Gradients, values: Pass) -> Gain:
+    """The gradient's gain through the embeddings' LayerNorm in this step, and what sets it."""
+    name = "bert.embeddings.LayerNorm"
+    above, below = step.flow[Tap(name, OUT)], step.flow[Tap(name, IN)]
+    layer_norm = model.get_submodule(name)
+    sigma = float((values.into(name).var(-1, unbiased=False) + layer_norm.eps).sqrt().mean())
+    return Gain(ratio=float(below.norm() / above.norm()), sigma=sigma,
+                gamma=float(layer_norm.weight.detach().abs().mean()))
+
+
 def flow(step: TrainingStep, values: Pass) -> tuple[list[str], Tensor]:
     """How strong the gradient is at each token, at every step of the forward pass in order, from the embeddings
     through each layer in turn to the heads: the step's labels, and the size (L2 norm) of the gradient at each

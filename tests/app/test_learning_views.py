@@ -303,3 +303,33 @@ def test_the_flow_is_each_tokens_gradient_at_each_step_from_the_loss_back_to_the
         expected = queries[layer - 1].grad[0].norm(dim=-1).log10()
         kept = ~z[:, column].isnan()
         assert kept.sum() > 0 and z[kept, column] == pytest.approx(expected[kept].double(), abs=1e-4), layer
+
+
+def test_the_embeddings_layernorms_gain_and_the_largest_part_are_measured_on_this_step(shown, by_hand):
+    """Under the parts chart: the gradient's size below the embeddings' LayerNorm over its size above (transformers'
+    gradients at its input and output), its input's σ and γ, and the part whose gradient is largest."""
+    answer, example = shown
+    batch, recipe = example_batch(example.example), example.config
+    theirs = transformers_model(example.loaded.model)
+    kept = {}
+    layer_norm = theirs.bert.embeddings.LayerNorm
+    layer_norm.register_forward_hook(lambda module, inputs, output: kept.update(
+        into=inputs[0], out=output) or inputs[0].retain_grad() or output.retain_grad())
+    loss, _ = transformers_loss(theirs, batch, recipe.nsp_weight)
+    loss.backward()
+    note = answer["ts_params_note"]
+    ratio = float(kept["into"].grad.norm() / kept["out"].grad.norm())
+    assert after(note, "LayerNorm the gradient grows" if ratio >= 1 else "LayerNorm the gradient shrinks") == \
+        pytest.approx(ratio, rel=6e-3)
+    sigma = float((kept["into"].detach().var(-1, unbiased=False) + layer_norm.eps).sqrt().mean())
+    assert after(note, "standard deviation σ, here") == pytest.approx(sigma, rel=6e-3)
+    assert after(note, "multiplies it by γ, here") == pytest.approx(float(layer_norm.weight.abs().mean()), rel=6e-3)
+    sizes = {}
+    for name, gradient in by_hand.raw.items():
+        part = name.rsplit(".", 1)[0]
+        sizes[part] = sizes.get(part, 0.0) + float(gradient.pow(2).sum())
+    largest = max(sizes, key=sizes.get)
+    total = sum(sizes.values()) ** 0.5
+    assert numbers(note.split("(L2 norms)")[0])[-2:] == pytest.approx([sizes[largest] ** 0.5, total], rel=6e-3)
+    named = largest.removeprefix("bert.embeddings.").removeprefix("cls.predictions.").replace("_", " ")
+    assert named in note.split("(L2 norms)")[0]  # the part named is the one with the largest gradient

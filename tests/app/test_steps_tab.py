@@ -252,14 +252,23 @@ def test_the_tab_offers_the_models_training_steps_where_it_kept_snapshots(regist
     assert steps.timeline_of(registry, "no/such model")["ex_at"].visible is False
 
 
-def test_a_link_names_the_views_settings_and_opening_it_sets_them():
-    link = steps.link_to("wiki", "paper", 7, "example", "gradient", 8, 2, 3)
-    assert "(?tab=steps&source=wiki&recipe=paper&seed=7&reads=example&shows=gradient&step=9&layer=2&head=3)" in link
-    request = SimpleNamespace(query_params={"tab": "steps", "seed": "7", "step": "9", "layer": "x", "recipe": "paper"})
-    tabs, by_link, source, recipe, seed, reads, shows, step, layer, head = steps.opened_by_link(request)
-    assert tabs.selected == "steps" and by_link is True and (recipe, seed, step) == ("paper", 7, 8)
+def test_a_link_names_the_views_settings_and_model_and_opening_it_sets_them():
+    link = steps.link_to("runs/my run", "wiki", "paper", 7, "example", "gradient", 8, 2, 3)
+    assert ("(?tab=steps&model=runs%2Fmy+run&source=wiki&recipe=paper&seed=7&reads=example&shows=gradient&step=9"
+            "&layer=2&head=3)") in link
+    request = SimpleNamespace(query_params={"tab": "steps", "model": "runs/my run", "seed": "7", "step": "9",
+                                            "layer": "x", "recipe": "paper"})
+    tabs, by_link, model, source, recipe, seed, reads, shows, step, layer, head = steps.opened_by_link(request)
+    assert tabs.selected == "steps" and by_link is True and (model, recipe, seed, step) == ("runs/my run", "paper", 7, 8)
     assert all(value == gr.skip() for value in (source, reads, shows, layer, head))  # unread: left as it is
     assert all(value == gr.skip() for value in steps.opened_by_link(SimpleNamespace(query_params={})))
+
+
+def test_from_the_training_step_one_click_shows_its_gradient_at_the_step_chosen_or_where_it_is_born():
+    index = STEP_NAMES.index("Feed-forward · GELU")
+    assert steps.to_gradient(index) == ("example", "gradient", index)
+    no_gradient = STEP_NAMES.index("Attention · Padding mask")
+    assert steps.to_gradient(no_gradient) == ("example", "gradient", STEP_NAMES.index(steps.DECODER_STEP))
 
 
 def test_the_decoders_gradient_shows_each_positions_label_first_as_autograd_and_says_which_were_kept_or_random(

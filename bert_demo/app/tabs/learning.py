@@ -37,17 +37,20 @@ class LearningParts(TypedDict):
     ts_steps: gr.Slider
     ts_dropout: gr.Radio
     ts_take: gr.Button
+    ts_to_forward: gr.Button
     ts_summary: gr.Markdown
     ts_start: gr.Markdown
     ts_flow: gr.Plot
     ts_heads: gr.Plot
     ts_params: gr.Plot
+    ts_params_note: gr.Markdown
     ts_tied: gr.Markdown
     ts_adam: gr.Markdown
     ts_losses: gr.Plot
 
 
-OUT = ("ts_summary", "ts_start", "ts_flow", "ts_heads", "ts_params", "ts_tied", "ts_adam", "ts_losses")
+OUT = ("ts_summary", "ts_start", "ts_flow", "ts_heads", "ts_params", "ts_params_note", "ts_tied", "ts_adam",
+       "ts_losses")
 
 
 def layout() -> LearningParts:
@@ -57,7 +60,10 @@ def layout() -> LearningParts:
             c = {"ts_steps": gr.Slider(1, EXAMPLE_STEPS, value=1, step=1, label="Steps on this example",
                                        elem_id="ts-steps", info="more than one: watch it memorise the example"),
                  "ts_dropout": gr.Radio(DROPOUT_CHOICES, value="off", label="Dropout", elem_id="ts-dropout")}
-        c["ts_take"] = gr.Button("Take the training step", variant="primary", elem_id="ts-take")
+        with gr.Row():
+            c["ts_take"] = gr.Button("Take the training step", variant="primary", elem_id="ts-take", min_width=160)
+            c["ts_to_forward"] = gr.Button("Its gradient at each step of the forward pass ↑", elem_id="ts-to-forward",
+                                           min_width=160)
         c["ts_summary"] = gr.Markdown(PROMPT, elem_id="ts-summary")
         with gr.Accordion("Where the gradient starts: softmax minus the label", open=True):
             c["ts_start"] = gr.Markdown(elem_id="ts-start")
@@ -70,6 +76,7 @@ def layout() -> LearningParts:
         with gr.Accordion("Each part's gradient, and the tied word embeddings", open=False):
             gr.Markdown(views.PARAMS_NOTE)
             c["ts_params"] = gr.Plot(curves.empty_figure(PROMPT, height=200), show_label=False, elem_id="ts-params")
+            c["ts_params_note"] = gr.Markdown(elem_id="ts-params-note")
             c["ts_tied"] = gr.Markdown(elem_id="ts-tied")
         with gr.Accordion("The optimizer's update, worked through", open=True):
             c["ts_adam"] = gr.Markdown(elem_id="ts-adam", latex_delimiters=[
@@ -108,7 +115,7 @@ def wire(c: Components, bound: Callable[[Callable], Callable], redrawn: list) ->
 def cleared() -> tuple:
     """What the section shows before a step on the example above: the prompt, nothing else."""
     empty = curves.empty_figure(PROMPT, height=200)
-    return PROMPT, "", empty, empty, empty, "", "", empty
+    return PROMPT, "", empty, empty, empty, "", "", "", empty
 
 
 @friendly
@@ -133,11 +140,13 @@ def training_step(registry: Registry, model_name: str, source: str, typed: str |
         _gradients.kept(owner, example_key(shown, source, typed, recipe, seed, step), lambda: taken.at_steps)
     values = example_pass(model, tokenizer, shown.example.batch, fates=shown.example.fates)
     labels, sizes = training.flow(taken, values)
+    norms = training.gradient_norms(taken.gradients)
     return {"ts_summary": views.summary_markdown(taken, tokenizer, model_shown(shown, step), probe_text),
             "ts_start": views.start_markdown(taken, tokenizer),
             "ts_flow": figures.flow_figure(values.rows, labels, sizes),
             "ts_heads": figures.head_flow_figure(training.head_flow(taken, values)),
-            "ts_params": figures.gradient_norms_figure(training.gradient_norms(taken.gradients)),
+            "ts_params": figures.gradient_norms_figure(norms),
+            "ts_params_note": views.parts_markdown(norms, taken, training.embedding_gain(model, taken, values)),
             "ts_tied": views.tied_markdown(taken), "ts_adam": views.adam_markdown(taken, paper=recipe == "paper"),
             "ts_losses": figures.losses_figure(taken.losses)}
 

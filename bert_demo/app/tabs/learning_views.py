@@ -86,6 +86,23 @@ def summary_markdown(step: Any, tokenizer: Any, model: str, probe_text: str) -> 
     return "\n".join(lines)
 
 
+def parts_markdown(norms: list[tuple[str, str, float]], step: Any, gain: Any) -> str:
+    """Which part's gradient is the largest and how much of the whole it is (and so whether it sets the clipping),
+    and how the embeddings' LayerNorm scales the gradient on its way into the tables, all measured on this step."""
+    group, part, largest = max(norms, key=lambda row: row[2])
+    clipping = (f", so it is what sets the clipping factor, {step.clipped:.3g}" if step.clipped < 1
+                and largest > step.grad_norm / 2 else "")
+    change = "grows" if gain.ratio >= 1 else "shrinks"
+    return (f"**The largest part's gradient is {group} · {part}**: {largest:.3g} of the whole gradient's "
+            f"{step.grad_norm:.3g} (L2 norms){clipping}. **Through the embeddings' LayerNorm the gradient {change} "
+            f"{gain.ratio:.3g}×** on its way down into the three tables: LayerNorm divides its input, the sum of a "
+            f"token's word, position and segment rows, by its standard deviation σ, here {gain.sigma:.3g} on "
+            f"average, and multiplies it by γ, here {gain.gamma:.3g} on average, so its backward pass scales the "
+            f"gradient by about γ/σ = {gain.gamma / gain.sigma:.3g} (and removes its mean). The segment table has "
+            "two rows, each the sum of the gradients of every token of its sentence: a few rows that every token "
+            "reaches take a large gradient.")
+
+
 def tied_markdown(step: Any) -> str:
     """The word-embedding table's two parts: from the input lookup (rows of the words read only) and from the
     masked-LM decoder (every row: every word's score was pushed), and their sum, the table's gradient."""
@@ -102,7 +119,8 @@ def tied_markdown(step: Any) -> str:
         "of this example |",
         f"| from the decoder: every word's score | {float(decoder.norm()):.3g} | {rows_decoded:,} of "
         f"{len(decoder):,}: every word the softmax gave a probability |",
-        f"| **their sum: the table's gradient** | {float(total.norm()):.3g} | |", "",
+        f"| **their sum: the table's gradient** | {float(total.norm()):.3g}: the size of the sum, not the two "
+        "sizes added | |", "",
         f"The sum equals the gradient autograd accumulated in the table itself to within {gap:.1e}.",
     ])
 

@@ -27,9 +27,12 @@ FIRST_SOURCE = "wiki"  # offline: the page opens on it
 FIRST_A, FIRST_B = "the cat sat on the [MASK].", "it was warm by the fire."
 FORWARD_NOTE = ("In eval mode, as when the model answers: dropout, which training applies to the hidden states and "
                 "the attention (the paper's 0.1; the shipped models trained with none), is off.")
-LINKED = {"source": "ex_source", "recipe": "ex_recipe", "seed": "ex_seed", "reads": "fw_reads", "shows": "fw_shows",
-          "step": "fw_step", "layer": "fw_layer", "head": "fw_head"}  # a view's settings, as its link names them
+LINKED = {"model": "model", "source": "ex_source", "recipe": "ex_recipe", "seed": "ex_seed", "reads": "fw_reads",
+          "shows": "fw_shows", "step": "fw_step", "layer": "fw_layer",
+          "head": "fw_head"}  # a view's settings, as its link names them: the model chosen above the tabs too
+SCROLL_TO_STEP = "() => document.querySelector('#fw-text')?.scrollIntoView({behavior: 'smooth', block: 'start'})"
 TYPED, EXAMPLE, VALUES, GRADIENT = "typed", "example", "values", "gradient"  # what the forward pass reads and shows
+DECODER_STEP = "Masked-LM head · Decoder, tied to the word embeddings"  # where the training step's gradient is born
 READS = [("the sentences typed here", TYPED), ("the example drawn above", EXAMPLE)]
 SHOWS = [("its values", VALUES), ("its gradient in one training step", GRADIENT)]
 SHARES_KEPT = 16  # (model, corpus, recipe) whose shares over 1,000 draws are kept
@@ -191,6 +194,9 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
           forward_out, api_name="forward_steps", trigger_mode="always_last", show_progress_on=[c["fw_plot"]])
     c["ex_to_forward"].click(lambda: EXAMPLE, None, c["fw_reads"], api_visibility="private", queue=False).then(
         bound(forward_steps), forward_in, forward_out, api_visibility="private", show_progress_on=[c["fw_plot"]])
+    c["ts_to_forward"].click(to_gradient, c["fw_step"], [c["fw_reads"], c["fw_shows"], c["fw_step"]],
+                             api_visibility="private", queue=False, js=SCROLL_TO_STEP).then(
+        bound(forward_steps), forward_in, forward_out, api_visibility="private", show_progress_on=[c["fw_plot"]])
     for event in drawn_again:  # the forward pass of the example: of the new one
         event.then(bound(forward_steps), forward_in, forward_out, api_visibility="private",
                    show_progress_on=[c["fw_plot"]])
@@ -273,6 +279,20 @@ def no_example() -> tuple:
 def another_seed() -> int:
     """A new seed, shown, so that a class can ask for the same draw again."""
     return random.randrange(1, 100_000)
+
+
+def to_gradient(index: Any) -> tuple[str, str, int]:
+    """From the training step to its gradient in the forward pass: the example drawn above, its gradient, at the
+    step the picker shows, or at the decoder where the loss has no gradient at that step."""
+    from bert_demo.inspection.forward_steps import SPECS, STEP_NAMES
+
+    try:
+        index = _step_index(index, len(SPECS))
+    except ValueError:
+        index = 0
+    if not SPECS[index].gradient:
+        index = STEP_NAMES.index(DECODER_STEP)
+    return EXAMPLE, GRADIENT, index
 
 
 def _typed_box(source: str) -> gr.Textbox:
