@@ -100,7 +100,8 @@ def _curves(records: Sequence[Record], key: str, title: str, y_title: str, heigh
                                hovertemplate=f"{name}<br>step %{{x}}: %{{y:.4g}}<extra></extra>"))
     traces.extend(extra)
     panels = _panels(2, 2, h_gap=0.1, titles=("masked LM", "next sentence"), title_font=SUBPLOT_TITLE_FONT,
-                     x=dict(title=dict(text="step"), rangemode="tozero", automargin=True),
+                     x=dict(title=dict(text="step"), rangemode="tozero", automargin=True, nticks=4,
+                            ticklabeloverflow="hide past domain"),  # a phone: no "1500 0" where panels meet
                      y=dict(rangemode="tozero" if from_zero else "normal", automargin=True))
     panels["yaxis"]["title"] = dict(text=y_title)
     if not from_zero:  # each panel's axis spans at least MIN_LOSS_SPAN: noise of 0.05 never fills a chart
@@ -108,8 +109,11 @@ def _curves(records: Sequence[Record], key: str, title: str, y_title: str, heigh
             values = [y for kind in ("train", "val") for y in _series(records, kind, f"{group}_{key}")[1]]
             if values:
                 panels[f"yaxis{_axis(panel)}"]["range"] = _span(values, MIN_LOSS_SPAN)
-    return _figure(traces, title, height, **panels, hovermode="x unified",
-                   legend=dict(orientation="h", y=1.14, yanchor="bottom", x=1, xanchor="right", font=dict(size=11)))
+    below = 70 + 20 * math.ceil(len(traces) / 2)  # the legend's room under the axes, two entries a row on a phone
+    return _figure(traces, title, height + below - MARGIN["b"], **panels, hovermode="x unified",
+                   margin=dict(MARGIN, b=below),  # the legend below the charts: the toolbar sits above them
+                   legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0, xanchor="left",
+                               font=dict(size=11)))
 
 
 def _span(values: Sequence[float], least: float) -> list[float]:

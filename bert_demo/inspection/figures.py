@@ -278,6 +278,7 @@ def attention_thumbnails(weights: Tensor, size: int = 96) -> list[tuple[object, 
 # the forward pass, step by step
 
 MAX_HEATMAP_CELLS = 40_000  # values a step's heatmap carries (hovering names each); past this, a picture of them
+MAX_ROW_LABELS = 40  # rows a picture names: past this, one row in every few (a row is a few pixels high)
 SIGNED = [[0.0, "#2166ac"], [0.5, "#f7f7f7"], [1.0, "#b2182b"]]  # blue below 0, white at 0, red above
 
 
@@ -308,8 +309,9 @@ def step_figure(title: str, values: Tensor, rows: Sequence[str], columns: str | 
     bar = dict(orientation="h", thickness=10, len=0.9, y=1.0, yanchor="bottom", ypad=4)  # above: the width is the map's
     layout = dict(plot_bgcolor="white", margin={**MARGIN, "t": 110})
     if n_rows * n_cols > MAX_HEATMAP_CELLS:
-        y_axis = dict(axis, tickvals=list(range(n_rows)), ticktext=list(rows), range=[n_rows - 0.5, -0.5],
-                      scaleanchor=False, tickfont=dict(size=_tick_font(n_rows)))
+        every = math.ceil(n_rows / MAX_ROW_LABELS)  # a label every few rows where more would overlap
+        y_axis = dict(axis, tickvals=list(range(0, n_rows, every)), ticktext=list(rows)[::every],
+                      range=[n_rows - 0.5, -0.5], scaleanchor=False, tickfont=dict(size=_tick_font(n_rows)))
         return _figure([_picture(values, top, unsigned)], title, height,
                        xaxis=dict(x_axis, range=[-0.5, n_cols - 0.5]), yaxis=y_axis, **layout)
     x = _distinct(columns) if named else list(range(n_cols))

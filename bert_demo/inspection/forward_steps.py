@@ -32,7 +32,7 @@ TOP_GUESSES = 10  # guesses shown at each position by the decoder and softmax st
 PARTS = ("Embeddings", "Attention", "Feed-forward", "Masked-LM head", "Next-sentence head")
 ENCODER_PARTS = PARTS[1:3]  # the steps each layer repeats
 NSP_LABELS = ["IsNext: B follows A", "NotNext: B is random"]  # the NSP head's classes, in its order (IS_NEXT 0)
-FATE_NOTES = {Fate.RANDOM: " (random: not the label)", Fate.KEPT: " (kept: the label)"}  # a picked position's row
+FATE_NOTES = {Fate.RANDOM: " (random)", Fate.KEPT: " (kept)"}  # a picked position's row: not the label, or it
 
 OUT, IN, MASK = "output", "input", "mask"  # what of a module a hook keeps: what it returned, read, or was handed
 

@@ -46,24 +46,25 @@ def flow_figure(rows: Sequence[str], labels: Sequence[str], sizes: Tensor) -> go
                  colorscale="Viridis", zmin=low, zmax=high, colorbar=_log_ticks(low, high), hoverongaps=False,
                  customdata=[labels] * len(rows),
                  hovertemplate="%{y} · %{customdata}: %{text}<extra></extra>")
-    height = min(980, max(300, 9 * len(rows) + 230))
-    return _figure([trace], "", height, plot_bgcolor="white", margin=dict(MARGIN, t=90, b=120),
+    height = min(1100, max(300, 9 * len(rows) + 330))
+    return _figure([trace], "", height, plot_bgcolor="white", margin=dict(MARGIN, t=90, b=40),
                    xaxis=dict(tickvals=list(range(len(labels))), ticktext=labels, tickangle=-60,
-                              tickfont=dict(size=8), showgrid=False, zeroline=False),
+                              tickfont=dict(size=8), showgrid=False, zeroline=False, automargin=True),
                    yaxis=dict(autorange="reversed", tickfont=dict(size=8 if len(rows) > 40 else 10),
-                              showgrid=False, zeroline=False, type="category"))
+                              showgrid=False, zeroline=False, type="category", automargin=True))
 
 
 def head_flow_figure(sizes: Tensor) -> go.Figure:
     """sizes[layer, head]: how much gradient reaches each head's output, one cell a head, its value written in."""
     layers, heads = sizes.shape
     values = sizes.tolist()
-    trace = dict(type="heatmap", z=values, x=[f"head {h + 1}" for h in range(heads)],
+    trace = dict(type="heatmap", z=values, x=[str(h + 1) for h in range(heads)],
                  y=[f"layer {layer + 1}" for layer in range(layers)], colorscale=COLORSCALE, zmin=0,
                  text=[[f"{v:.2g}" for v in row] for row in values], texttemplate="%{text}", xgap=2, ygap=2,
-                 colorbar=dict(thickness=10), hovertemplate="%{y}, %{x}: %{text}<extra></extra>")
-    return _figure([trace], "", 60 * layers + 120, plot_bgcolor="white", margin=dict(MARGIN, t=20, l=70),
-                   yaxis=dict(autorange="reversed", type="category"), xaxis=dict(type="category", side="top"))
+                 colorbar=dict(thickness=10), hovertemplate="%{y}, head %{x}: %{text}<extra></extra>")
+    return _figure([trace], "", 60 * layers + 150, plot_bgcolor="white", margin=dict(MARGIN, t=40, l=70),
+                   yaxis=dict(autorange="reversed", type="category"),  # the heads below: the toolbar sits on top
+                   xaxis=dict(type="category", tickangle=0, title=dict(text="head")))
 
 
 def gradient_norms_figure(rows: Sequence[tuple[str, str, float]]) -> go.Figure:
@@ -72,12 +73,22 @@ def gradient_norms_figure(rows: Sequence[tuple[str, str, float]]) -> go.Figure:
     names = [f"{group} · {part}" for group, part, _ in rows]
     colours = [GROUP_COLOURS.get(group) or LAYER_COLOURS[(int(group.split()[-1]) - 1) % len(LAYER_COLOURS)]
                for group, _, _ in rows]
-    trace = dict(type="bar", orientation="h", x=[max(norm, 1e-12) for _, _, norm in rows], y=names,
-                 marker=dict(color=colours), hovertemplate="%{y}: %{x:.3g}<extra></extra>")
-    return _figure([trace], "", 18 * len(rows) + 110, plot_bgcolor="white", showlegend=False,
-                   margin=dict(MARGIN, t=20, l=10),
-                   xaxis=dict(type="log", title=dict(text="size of the gradient (L2 norm)"), gridcolor="#eee"),
-                   yaxis=dict(autorange="reversed", automargin=True, tickfont=dict(size=10), type="category"))
+    sizes = [max(norm, 1e-12) for _, _, norm in rows]
+    decades = math.ceil(math.log10(max(sizes))) - math.floor(math.log10(min(sizes)))  # a phone reads 6 ticks
+    trace = dict(type="bar", orientation="h", x=sizes, y=names, marker=dict(color=colours),
+                 hovertemplate="%{y}: %{x:.3g}<extra></extra>")
+    powers = range(math.floor(math.log10(min(sizes))), math.ceil(math.log10(max(sizes))) + 1, 1 if decades <= 6 else 2)
+    return _figure([trace], "", 26 * len(rows) + 140, plot_bgcolor="white", showlegend=False,
+                   margin=dict(MARGIN, t=40, l=10),  # the toolbar above the first bar
+                   xaxis=dict(type="log", title=dict(text="gradient size (L2)"), gridcolor="#eee",
+                              tickvals=[10.0 ** p for p in powers], ticktext=[_power(p) for p in powers]),
+                   yaxis=dict(autorange="reversed", automargin=True, tickfont=dict(size=10), type="category",
+                              tickvals=names, ticktext=[f"{group}<br>{part}" for group, part, _ in rows]))
+
+
+def _power(exponent: int) -> str:
+    """10 to a power as a tick says it: 0.01, 0.1, 1, 10, 100, and 1e-3 or 1e3 beyond."""
+    return f"{10.0 ** exponent:g}" if -2 <= exponent <= 2 else f"1e{exponent}"
 
 
 def losses_figure(losses: Sequence[float]) -> go.Figure:

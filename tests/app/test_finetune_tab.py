@@ -416,9 +416,11 @@ def test_a_reopened_page_follows_the_visitors_experiment_with_stop_enabled_and_a
         first = next(reopened)
         assert job.running and first["ft_stop"] == finetune.STOP_ACTIVE and first["ft_start"] == finetune.START_BUSY
         assert first["ft_status"].startswith("Run 1 of 2, pre-trained: ")
-        elsewhere = train.watch_slot(registry, "someone else")["ft_slot_busy"].constructor_args
+        watched = train.watch_slot(registry, "someone else")
+        elsewhere = watched["ft_slot_busy"].constructor_args
         assert elsewhere["visible"] and elsewhere["value"].startswith(
             "**Busy:** someone else's fine-tuning run (1 of the 2 of an experiment) has the training slot")
+        assert watched["slot_watch"].constructor_args == {"value": train.WATCH_EVERY_S, "active": True}
         assert not train.watch_slot(registry, OWNER)["ft_slot_busy"].constructor_args["visible"]  # their own
         assert finetune.stop(registry, OWNER)["ft_status"].startswith("Stopping")
         last = list(reopened)[-1]

@@ -141,6 +141,8 @@ def test_the_first_steps_moves_are_counted_over_every_weight_as_the_page_says(sh
             tolerance = 6e-4 if column in ("moved > lr/2", "median move / lr") else noise if "g" in column else 0
             assert number(rows[part][column]) == pytest.approx(value, abs=tolerance), (part, column)
     assert sum(number(row["weights"]) for row in rows.values()) == every["weights"]
+    positions = counted(["bert.embeddings.position_embeddings.weight"])["g = 0"]
+    assert positions > 0 and f"{positions:,} of them in embeddings · position embeddings" in said  # past its length
 
 
 def test_the_summary_reads_before_then_after_with_transformers_losses_and_guesses(shown, by_hand):
@@ -259,7 +261,7 @@ def test_each_heads_cell_is_the_gradient_at_that_layers_and_heads_weighted_sum_o
                 for context in contexts]
     heatmap = traces(answer["ts_heads"])[0]
     assert list(heatmap["y"]) == [f"layer {layer + 1}" for layer in range(TEST_SHAPE.num_hidden_layers)]
-    assert list(heatmap["x"]) == [f"head {head + 1}" for head in range(heads)]
+    assert list(heatmap["x"]) == [str(head + 1) for head in range(heads)] and axis_title(answer["ts_heads"], "xaxis") == "head"
     assert torch.tensor(heatmap["z"]) == pytest.approx(torch.tensor(expected), rel=1e-4)
 
 
@@ -288,10 +290,10 @@ def test_the_flow_is_each_tokens_gradient_at_each_step_from_the_loss_back_to_the
     heatmap = traces(answer["ts_flow"])[0]
     labels = list(answer["ts_flow"].layout.xaxis.ticktext)
     assert labels[0] == "Classifier" and labels[-1] == "Word rows"  # from the loss back to the input
-    notes = {Fate.RANDOM: " (random: not the label)", Fate.KEPT: " (kept: the label)"}
+    notes = {Fate.RANDOM: " (random)", Fate.KEPT: " (kept)"}
     assert list(heatmap["y"]) == [f"{i} {token}{notes.get(fate, '')}" for i, (token, fate)
                                   in enumerate(zip(example.example.shown, example.example.fates))]
-    assert sum("(kept: the label)" in row for row in heatmap["y"]) == example.example.fates.count(Fate.KEPT) > 0
+    assert sum("(kept)" in row for row in heatmap["y"]) == example.example.fates.count(Fate.KEPT) > 0
     z = torch.tensor(heatmap["z"], dtype=torch.float64)  # (tokens, steps): log10 of the size, NaN where none
     last = TEST_SHAPE.num_hidden_layers
     for layer in range(1, last + 1):

@@ -293,7 +293,7 @@ def test_the_decoders_gradient_shows_each_positions_label_first_as_autograd_and_
     loss.backward()
     grads = out.prediction_logits.grad[0]
     titles = [a.text for a in answer["fw_plot"].layout.annotations]
-    notes = {Fate.RANDOM: " (random: not the label)", Fate.KEPT: " (kept: the label)"}
+    notes = {Fate.RANDOM: " (random)", Fate.KEPT: " (kept)"}
     assert titles == [f"{p} {example.shown[p]}{notes.get(example.fates[p], '')}" for p in example.picked]
     for trace, position in zip(traces(answer["fw_plot"]), example.picked):
         words = list(trace["y"])
@@ -303,3 +303,12 @@ def test_the_decoders_gradient_shows_each_positions_label_first_as_autograd_and_
         assert trace["x"][0] < 0 and all(value >= 0 for value in trace["x"][1:])
     assert "The first column is each picked position's label" in answer["fw_text"]
     assert f"(p − 1) / {len(example.picked)}" in answer["fw_text"]
+
+
+def test_choosing_typed_sentences_shows_values_and_choosing_the_gradient_reads_the_example():
+    """A gradient needs a training example's labels: the page never asks for the gradient of typed sentences (that
+    was a refusal, shown twice, under the last answer's plot)."""
+    assert steps.shows_fitted("typed", "gradient") == ("typed", "values")
+    assert steps.shows_fitted("example", "gradient") == ("example", "gradient")
+    assert steps.reads_fitted("typed", "gradient") == ("example", "gradient")
+    assert steps.reads_fitted("typed", "values") == ("typed", "values")

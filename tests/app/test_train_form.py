@@ -81,3 +81,15 @@ def test_each_setting_of_the_form_is_capped_within_its_own_bounds_on_each_machin
             assert name in policy.FORM, f"{name} is capped on a {machine} but not on the form"
             for value in (cap if isinstance(cap, tuple) else (cap,)):
                 TrainConfig(**{name: value})  # a cap no run could use would refuse every value
+
+
+def test_a_page_opened_while_the_slot_was_free_keeps_asking_so_that_it_hears_of_a_run_started_later(registry):
+    """The line about someone else's run stays hidden while the slot is free, and the page asks again every
+    WATCH_IDLE_S: a visitor whose page opened before another's run started is told of it (their estimate said
+    "about 6 min" and nothing of the run)."""
+    from bert_demo.app.tabs import train
+
+    idle = train.watch_slot(registry, "a visitor")
+    assert not idle["slot_busy"].constructor_args["visible"]
+    assert idle["slot_watch"].constructor_args == {"value": train.WATCH_IDLE_S, "active": True}
+    assert train.WATCH_IDLE_S > train.WATCH_EVERY_S

@@ -17,6 +17,9 @@ CSS = """  /* this tab's rules of the page's style sheet (ui.CSS) */
 #ts-summary th, #ts-summary td, #ts-start th, #ts-start td, #ts-adam th, #ts-adam td, #ts-summary td *,
 #ts-start td *, #ts-adam td * { white-space: nowrap; word-break: normal; }  /* a phone scrolls these tables */
 #ts-summary td:first-child { white-space: normal; min-width: 9em; }  /* what a row measures may wrap */
+#ts-adam td:first-child, #ts-adam td:first-child * { white-space: normal; word-break: break-all; min-width: 11em; }
+#ts-flow .js-plotly-plot { min-width: 900px; }  /* a column a step of every layer: a phone scrolls them */
+#ts-flow > div { overflow-x: auto; }
 """
 
 
@@ -201,14 +204,19 @@ def moves_markdown(moves: Any) -> str:
         lines[0] += (f" {moves.under_eps / moves.weights:.1%} read a gradient under ε = {rate(moves.eps)}"
                      f"{by_clipping}: their step is at most half the rate.")
     if moves.no_gradient:
-        lines[0] += (f" {moves.no_gradient / moves.weights:.1%} got no gradient at all (the rows of words and "
-                     "positions this example does not use, for one): they move by weight decay alone, if at all.")
+        most = max(moves.parts, key=lambda part: part.no_gradient)
+        lines[0] += (f" {moves.no_gradient / moves.weights:.1%} got no gradient at all, {most.no_gradient:,} of them "
+                     f"in {most.part}{NO_GRADIENT_WHY.get(most.part, '')}: they move by weight decay alone, if at "
+                     "all.")
     lines += ["", "| part | weights | moved > lr/2 | median move / lr | g = 0 | 0 < g ≤ ε | of those, > ε before "
                   "clipping |", "|---|---|---|---|---|---|---|"]
     for part in moves.parts:
         lines.append(f"| {part.part} | {part.weights:,} | {part.over_half / part.weights:.1%} | {part.median:.3f} | "
                      f"{part.no_gradient:,} | {part.under_eps:,} | {part.under_eps_by_clipping:,} |")
     return "\n".join(lines)
+
+
+NO_GRADIENT_WHY = {"embeddings · position embeddings": " (the rows of positions past this example's length)"}
 
 
 def trail_markdown(step: Any) -> str:

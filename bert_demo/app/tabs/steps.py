@@ -40,7 +40,8 @@ PASSES_KEPT = 8  # forward passes kept, so that walking the steps, layers and he
 PASSES_MAX_BYTES = 160 * 2**20  # and their bytes: a 128-piece pass of BERT-Small holds about 20 MB, every layer's
 INTRO = ("How BERT learns and what it computes, on the model selected above: first one pre-training example, made "
          "by the very code that makes the training batches, and its loss; then the forward pass of a sentence, one "
-         "step at a time, with the model's own numbers (Devlin et al. 2019, §3).")
+         "step at a time; then one training step on the example, from the loss back to every weight and the "
+         "optimizer's update. All with the model's own numbers (Devlin et al. 2019, §3).")
 
 
 class StepsParts(learning.LearningParts):
@@ -189,9 +190,13 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
     c["step"].change(lambda at: at, c["step"], c["ex_at"], api_visibility="private", queue=False)
     c["model"].change(bound(timeline_of), c["model"], c["ex_at"], api_visibility="private", queue=False)
     gr.on([c["fw_show"].click, c["fw_a"].submit, c["fw_b"].submit, c["fw_step"].input, c["fw_layer"].release,
-           c["fw_head"].release, c["fw_reads"].input, c["fw_shows"].input, c["fw_position"].submit],
+           c["fw_head"].release, c["fw_position"].submit],
           bound(forward_steps), forward_in,
           forward_out, api_name="forward_steps", trigger_mode="always_last", show_progress_on=[c["fw_plot"]])
+    chosen = [c["fw_reads"], c["fw_shows"]]  # a gradient needs the example's labels: choosing one fits the other
+    for radio, fitted in ((c["fw_reads"], shows_fitted), (c["fw_shows"], reads_fitted)):
+        radio.input(fitted, chosen, chosen, api_visibility="private", queue=False).then(
+            bound(forward_steps), forward_in, forward_out, api_visibility="private", show_progress_on=[c["fw_plot"]])
     c["ex_to_forward"].click(lambda: EXAMPLE, None, c["fw_reads"], api_visibility="private", queue=False).then(
         bound(forward_steps), forward_in, forward_out, api_visibility="private", show_progress_on=[c["fw_plot"]])
     c["ts_to_forward"].click(to_gradient, c["fw_step"], [c["fw_reads"], c["fw_shows"], c["fw_step"]],
@@ -279,6 +284,16 @@ def no_example() -> tuple:
 def another_seed() -> int:
     """A new seed, shown, so that a class can ask for the same draw again."""
     return random.randrange(1, 100_000)
+
+
+def shows_fitted(reads: str, shows: str) -> tuple[str, str]:
+    """The sentences typed here have no labels, so no gradient: choosing them shows their values."""
+    return reads, VALUES if reads == TYPED else shows
+
+
+def reads_fitted(reads: str, shows: str) -> tuple[str, str]:
+    """A gradient is the example's, drawn above: choosing it reads that example."""
+    return EXAMPLE if shows == GRADIENT else reads, shows
 
 
 def to_gradient(index: Any) -> tuple[str, str, int]:

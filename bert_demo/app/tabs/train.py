@@ -30,6 +30,7 @@ MAX_COMPARED = 8  # runs on one comparison chart
 UPDATE_EVERY_S = 1.0  # how often the training stream sends new charts
 LINKS = ("ft_slot_busy",)  # the other tabs' components this one wires to: Fine-tune's line about the slot
 WATCH_EVERY_S = 5.0  # how often an idle page hears how far someone else's run is
+WATCH_IDLE_S = 20.0  # and, while the slot is free, whether someone else's run has started since the page opened
 RUN_STARTS = ("random weights (pre-train from scratch)", "the model selected above (continue training it)")
 RECIPE_CHOICES = [("fast: this app's", "fast"), ("BERT's: the paper's", "paper")]  # (words, settings.RECIPES)
 START_RANDOM, START_CONTINUE = RUN_STARTS
@@ -206,8 +207,8 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
     c["page"].load(bound(reopened), None, [*outputs, *slot_line], api_visibility="private",
                    concurrency_limit=None, show_progress="minimal",
                    show_progress_on=[c["status"]])  # what a reload would otherwise lose
-    c["slot_watch"].tick(bound(watch_slot), None, slot_line,
-                         api_visibility="private", show_progress="hidden")
+    gr.on([c["slot_watch"].tick, c["train_tab"].select], bound(watch_slot), None, slot_line,
+          api_visibility="private", show_progress="hidden")
 
 
 @with_settings(FORM, after="upload")
@@ -389,10 +390,12 @@ def last_run(registry: Registry, owner: str | None = None) -> Outputs:
 
 def watch_slot(registry: Registry, owner: str | None = None) -> Outputs:
     """The line about someone else's run in the slot, in the Train and the Fine-tune tab, while there is one and this
-    visitor has no run of their own; the timer that asks again every few seconds runs as long as it shows."""
+    visitor has no run of their own; the timer asks again every few seconds while it shows, and every WATCH_IDLE_S
+    while the slot is free, so that a page opened before someone else's run started hears of it."""
     busy = None if registry.slot.ticket_of(owner) is not None else registry.slot.busy(owner)
     line = gr.Markdown(views.busy_text(busy), visible=busy is not None)
-    return {"slot_busy": line, "ft_slot_busy": line, "slot_watch": gr.Timer(active=busy is not None)}
+    return {"slot_busy": line, "ft_slot_busy": line,
+            "slot_watch": gr.Timer(WATCH_EVERY_S if busy is not None else WATCH_IDLE_S, active=True)}
 
 
 @friendly
