@@ -67,7 +67,7 @@ def read(kept: Captured) -> Captured:
     return {tap: value for tap, value in kept.items() if Tap(LAYER.sub("L.", tap.module), tap.port) in READ}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Step:
     """One step of the forward pass: what it computes, and its values for the input."""
 
@@ -118,7 +118,7 @@ def capture(model: BertForPreTraining, batch: dict[str, Tensor], mlm_positions: 
     return kept, torch.stack(out.attentions, dim=1).float().cpu()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Pass:
     """One forward pass's values, as the steps read them: the layer and head shown (from 0), and where the masked-LM
     head's guesses are shown."""
@@ -384,10 +384,12 @@ def _pass(model: BertForPreTraining, tokenizer: BertTokenizerFast, batch: dict[s
     kept = read(kept)
     logits = kept.pop(Tap("cls.predictions"))  # (guessed, V): the largest value, and only its top few are shown
     top = logits.topk(min(TOP_GUESSES, model.config.vocab_size), dim=-1)
-    return Pass(kept, probs, tokenizer.convert_ids_to_tokens(ids), batch["token_type_ids"][0].tolist(), layer - 1,
-                head - 1, model.config.num_attention_heads, guessed,
-                [tokenizer.convert_ids_to_tokens(row.tolist()) for row in top.indices], top.values,
-                logits.softmax(-1).gather(1, top.indices), top.indices, model.config.vocab_size)
+    return Pass(kept=kept, probs=probs, tokens=tokenizer.convert_ids_to_tokens(ids),
+                segments=batch["token_type_ids"][0].tolist(), layer=layer - 1, head=head - 1,
+                heads=model.config.num_attention_heads, guessed=guessed,
+                guesses=[tokenizer.convert_ids_to_tokens(row.tolist()) for row in top.indices],
+                top_logits=top.values, top_probs=logits.softmax(-1).gather(1, top.indices), top_ids=top.indices,
+                vocab_size=model.config.vocab_size)
 
 
 def forward_steps(model: BertForPreTraining, tokenizer: BertTokenizerFast, text_a: str, text_b: str | None = None,

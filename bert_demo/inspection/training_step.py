@@ -41,7 +41,7 @@ PROBE_TOP = 5  # the unrelated sentence's guesses shown
 WORD_TABLE, DECODER = "bert.embeddings.word_embeddings.weight", "cls.predictions.decoder.weight"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Guess:
     """What the model believes at one picked position: its label and its top guess, each with its probability."""
 
@@ -52,7 +52,7 @@ class Guess:
     top_prob: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Beliefs:
     """The example's loss and guesses under one set of weights (eval mode: no dropout)."""
 
@@ -65,7 +65,7 @@ class Beliefs:
     probe_logits: Tensor | None  # (V,) there: to read any word's probability
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Worked:
     """AdamW's update of one weight, every number the real optimizer's (Kingma & Ba 2015, Algorithm 1, with decoupled
     weight decay): m = β1 m + (1-β1) g, v = β2 v + (1-β2) g², m̂ = m / (1-β1^t), v̂ = v / (1-β2^t),
@@ -84,7 +84,7 @@ class Worked:
     weight_after: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PartMoves:
     """How far the first step moved the weights of one part of the model, counted weight by weight."""
 
@@ -97,7 +97,7 @@ class PartMoves:
     under_eps_by_clipping: int  # of those, the ones whose gradient was above ε before clipping
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Moves:
     """What the first step did to every weight, measured: Adam's first step is lr·g/(|g|+ε) (m̂ = g, v̂ = g²), about
     the learning rate where |g| ≫ ε whatever its size, and less than half of it where |g| < ε."""
@@ -142,7 +142,7 @@ class Gradients:
         return sum(value.nbytes for value in (*self.flow.values(), self.attention_flow))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrainingStep:
     """One step (or a few) on one example: the loss and guesses before and after, the gradient everywhere, and the
     update. `gradients` and `updates` are by parameter name as `model.named_parameters()` gives them."""
@@ -303,8 +303,9 @@ def _beliefs(model: BertForPreTraining, batch: dict[str, Tensor], nsp_weight: fl
         positions = (batch["mlm_labels"][0] != IGNORE_INDEX).nonzero().squeeze(1).tolist()
         label_probs = probs.gather(1, out.mlm_targets[:, None])[:, 0]
         top_probs, tops = probs.max(-1)
-        guesses = [Guess(p, int(label), float(lp), int(top), float(tp)) for p, label, lp, top, tp in
-                   zip(positions, out.mlm_targets.tolist(), label_probs.tolist(), tops.tolist(), top_probs.tolist())]
+        guesses = [Guess(position=p, label=int(label), label_prob=float(lp), top=int(top), top_prob=float(tp))
+                   for p, label, lp, top, tp in zip(positions, out.mlm_targets.tolist(), label_probs.tolist(),
+                                                    tops.tolist(), top_probs.tolist())]
         nsp_loss = F.cross_entropy(out.nsp_logits.float(), batch["nsp_labels"].view(-1))
         nsp_prob = float(out.nsp_logits.float().softmax(-1)[0, int(batch["nsp_labels"][0])])
         probe_logits, probe_top = None, []
@@ -312,8 +313,9 @@ def _beliefs(model: BertForPreTraining, batch: dict[str, Tensor], nsp_weight: fl
             probe_logits = ask(**probe).mlm_logits[0].float().cpu()
             values, ids = probe_logits.softmax(-1).topk(PROBE_TOP)
             probe_top = list(zip(ids.tolist(), values.tolist()))
-    return Beliefs(float(out.mlm_loss + nsp_weight * nsp_loss), float(out.mlm_loss), float(nsp_loss), guesses,
-                   nsp_prob, probe_top, probe_logits)
+    return Beliefs(loss=float(out.mlm_loss + nsp_weight * nsp_loss), mlm_loss=float(out.mlm_loss),
+                   nsp_loss=float(nsp_loss), guesses=guesses, nsp_prob=nsp_prob, probe=probe_top,
+                   probe_logits=probe_logits)
 
 
 def _picks(model: BertForPreTraining, eps: float) -> list[tuple[str, tuple[int, ...]]]:
@@ -351,9 +353,9 @@ def _worked(model: BertForPreTraining, optimizer: torch.optim.Optimizer, name: s
     beta1, beta2 = group["betas"]
     t = float(state["step"])
     m, v = float(state["exp_avg"][index]), float(state["exp_avg_sq"][index])
-    return Worked(name, index, float(before[index]), float(p.grad[index]), m, v, m / (1 - beta1 ** t),
-                  v / (1 - beta2 ** t), group["weight_decay"], float(p.detach()[index] - before[index]),
-                  float(p.detach()[index]))
+    return Worked(name=name, index=index, weight_before=float(before[index]), gradient=float(p.grad[index]), m=m,
+                  v=v, m_hat=m / (1 - beta1 ** t), v_hat=v / (1 - beta2 ** t), weight_decay=group["weight_decay"],
+                  update=float(p.detach()[index] - before[index]), weight_after=float(p.detach()[index]))
 
 
 
@@ -432,7 +434,7 @@ def gradient_pass(step: TrainingStep | Gradients, values: Pass) -> Pass:
                    top_ids=ids, guesses=guesses, label_first=values.label_ids is not None)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Gain:
     """How the gradient changes through the embeddings' LayerNorm on its way down into the three tables: LayerNorm
     divides its input by σ and multiplies by γ, so its backward pass scales the gradient by about γ/σ (and removes
