@@ -91,8 +91,9 @@ def shoot(page, name: str) -> None:
 
 
 CHARTS_FIT = ("() => [...document.querySelectorAll('.js-plotly-plot')].every(p => { const s = p.querySelector("
-              "'.main-svg'); return !s || p.offsetParent === null || s.getBoundingClientRect().right <= "
-              "document.documentElement.clientWidth + 1; })")
+              "'.main-svg'); const box = p.parentElement; const scrolls = ['auto', 'scroll'].includes("
+              "getComputedStyle(box).overflowX); return !s || p.offsetParent === null || (scrolls ? box : s)"
+              ".getBoundingClientRect().right <= document.documentElement.clientWidth + 1; })")  # or scrolls
 
 
 def resize(page, width: int, height: int) -> None:
@@ -250,7 +251,7 @@ def test_fill_mask_look_inside_layers_clicked_words_heads_off_and_importance(web
     web.get_by_role("tab", name="Fill-mask").click()
     web.fill("#fill-text textarea", "the cat [MASK] on the mat.")
     web.click("#fill-button")
-    wait_text(web, "#layer-table", "2 (last)")  # one row per layer of the tiny model
+    wait_text(web, "#layer-table", "3 (last)")  # one row per layer of the test model
     before = web.locator("#fill-label-0").inner_text()
     web.locator("#fill-words .token", has_text="mat.").first.click()  # click-to-mask
     web.wait_for_function("document.querySelector('#fill-text textarea').value === 'the cat [MASK] on the [MASK].'")
@@ -369,7 +370,7 @@ def open_attention_tab(page) -> None:
 def test_attention_renders_a_heatmap_with_tokens_and_hover_text(web):
     open_attention_tab(web)  # opening the tab draws the default sentence
     web.wait_for_function("(() => { const p = document.querySelector('#grid-plot .js-plotly-plot');"
-                          " return p && p.data && p.data.length === 2; })()")  # both heads, drawn on its own
+                          " return p && p.data && p.data.length === 4; })()")  # the 4 heads, drawn on its own
     data = web.evaluate("() => document.querySelector('#att-plot .js-plotly-plot').data[0]")
     layout = web.evaluate("() => document.querySelector('#att-plot .js-plotly-plot').layout.xaxis.ticktext")
     assert layout[0] == "[CLS]" and len(data["z"]) == len(layout)
@@ -688,8 +689,9 @@ def open_steps_tab(page) -> None:
     page.wait_for_selector("#fw-plot .js-plotly-plot")
 
 
-FITS = ("s => { const e = document.querySelector(s); return e.scrollWidth <= e.clientWidth + 1"
-        " && e.getBoundingClientRect().right <= document.documentElement.clientWidth + 1; }")
+FITS = ("s => { const e = document.querySelector(s); return (e.scrollWidth <= e.clientWidth + 1 || ['auto', "
+        "'scroll'].includes(getComputedStyle(e).overflowX)) && e.getBoundingClientRect().right <= "
+        "document.documentElement.clientWidth + 1; }")  # within the page, whole or scrolling in its own box
 
 
 @pytest.mark.parametrize("width", [1400, 390])
@@ -753,7 +755,8 @@ def test_a_link_opens_the_step_by_step_tab_on_its_example_step_layer_and_head(ap
     wait_text(page, "#ex-pair", "Seed 7, drawn by the training pipeline itself, under BERT's recipe")
     wait_text(page, "#fw-text", "9 of 31 · Attention: Scores (layer 2, head 2)")
     link = page.locator("#steps-link a").get_attribute("href")
-    assert link == "?tab=steps&source=wiki&recipe=paper&seed=7&reads=example&shows=values&step=9&layer=2&head=2"
+    assert link == ("?tab=steps&model=checkpoints%2Ftiny-test&source=wiki&recipe=paper&seed=7&reads=example"
+                    "&shows=values&step=9&layer=2&head=2")
 
 
 def test_the_train_tab_offers_the_papers_recipe_and_says_how_it_differs(web):

@@ -38,7 +38,7 @@ CSS = """  /* this tab's rules of the page's style sheet (ui.CSS) */
     font-size: 9px !important; }  /* blank below its square map, which the phone's width sizes */
   #att-plot .js-plotly-plot, #compare-plot .js-plotly-plot { max-height: calc(100vw + 80px); overflow: hidden; } }
 #neuron-plot .js-plotly-plot { min-width: 760px; }  /* three panels side by side: a phone scrolls them */
-#neuron-plot > div { overflow-x: auto; }
+#neuron-plot { overflow-x: auto !important; }  /* the chart is the block's own child: the block scrolls */
 """
 
 

@@ -19,7 +19,7 @@ CSS = """  /* this tab's rules of the page's style sheet (ui.CSS) */
 #ts-summary td:first-child { white-space: normal; min-width: 9em; }  /* what a row measures may wrap */
 #ts-adam td:first-child, #ts-adam td:first-child * { white-space: normal; word-break: break-all; min-width: 11em; }
 #ts-flow .js-plotly-plot { min-width: 900px; }  /* a column a step of every layer: a phone scrolls them */
-#ts-flow > div { overflow-x: auto; }
+#ts-flow { overflow-x: auto !important; }
 """
 
 
