@@ -24,7 +24,7 @@ from torch import Tensor, nn
 from transformers import BertTokenizerFast
 
 from bert_demo import model as model_module
-from bert_demo.data.masking import Fate
+from bert_demo.data.masking import MARKED
 from bert_demo.inference import check_layer_head, encode_input
 from bert_demo.model import IGNORE_INDEX, BertForPreTraining, private_view
 
@@ -32,7 +32,6 @@ TOP_GUESSES = 10  # guesses shown at each position by the decoder and softmax st
 PARTS = ("Embeddings", "Attention", "Feed-forward", "Masked-LM head", "Next-sentence head")
 ENCODER_PARTS = PARTS[1:3]  # the steps each layer repeats
 NSP_LABELS = ["IsNext: B follows A", "NotNext: B is random"]  # the NSP head's classes, in its order (IS_NEXT 0)
-FATE_NOTES = {Fate.RANDOM: " (random)", Fate.KEPT: " (kept)"}  # a picked position's row: not the label, or it
 
 OUT, IN, MASK = "output", "input", "mask"  # what of a module a hook keeps: what it returned, read, or was handed
 
@@ -169,7 +168,7 @@ class Pass:
         """A label a position: its index and the piece the model reads, and, at a picked position masking left as it
         was or gave a random word, which (what the model reads there is then the label itself, or not the label)."""
         fates = self.fates or [0] * len(self.tokens)
-        return [f"{i} {token}" + FATE_NOTES.get(fate, "") for i, (token, fate) in enumerate(zip(self.tokens, fates))]
+        return [f"{i} {token}" + MARKED.get(fate, "") for i, (token, fate) in enumerate(zip(self.tokens, fates))]
 
     @property
     def layer_name(self) -> str:

@@ -55,6 +55,15 @@ def weight_of(cell: str) -> tuple[str, tuple[int, ...]]:
     return name, tuple(int(i) for i in index.split(","))
 
 
+def marked(cell: str, fates: list[int]) -> int:
+    """A position cell ("12", "12 (kept)", "7 (random)"), its mark checked against masking's fate there."""
+    position, *mark = cell.split(" ", 1)
+    position = int(position)
+    expected = {Fate.KEPT: ["(kept)"], Fate.RANDOM: ["(random)"]}.get(Fate(fates[position]), [])
+    assert mark == expected, (cell, Fate(fates[position]))
+    return position
+
+
 def test_the_recipe_is_the_papers_where_it_differs_from_the_models_and_the_test_model_has_distinct_sizes(shown):
     _, example = shown
     config = example.loaded.model.config
@@ -164,7 +173,7 @@ def test_the_summary_reads_before_then_after_with_transformers_losses_and_guesse
                                                                                       abs=6e-4)
             probs = out.prediction_logits[0].softmax(-1)
             for row in table_after(answer["ts_summary"], "| position | label |"):
-                position = int(row["position"])
+                position = marked(row["position"], example.example.fates)
                 target = int(batch["mlm_labels"][0, position])
                 p_before, p_after = numbers(row["p(label) before → after"])
                 assert (p_before if column == "before" else p_after) == pytest.approx(float(probs[position, target]),
@@ -186,9 +195,9 @@ def test_where_the_gradient_starts_is_autograds_gradient_at_the_scores_label_and
     grads, probs = out.prediction_logits.grad[0], out.prediction_logits[0].detach().softmax(-1)
     vocabulary = example.loaded.tokenizer.convert_tokens_to_ids
     rows = table_after(answer["ts_start"], "| position |")
-    assert [int(row["position"]) for row in rows] == example.example.picked
+    assert [marked(row["position"], example.example.fates) for row in rows] == example.example.picked
     for row in rows:
-        position = int(row["position"])
+        position = int(row["position"].split()[0])
         label = vocabulary(row["label"])
         assert label == int(batch["mlm_labels"][0, position])
         assert number(row["p(label)"]) == pytest.approx(float(probs[position, label]), abs=6e-4)

@@ -141,8 +141,9 @@ def training_step(registry: Registry, model_name: str, source: str, typed: str |
     values = example_pass(model, tokenizer, shown.example.batch, fates=shown.example.fates)
     labels, sizes = training.flow(taken, values)
     norms = training.gradient_norms(taken.gradients)
-    return {"ts_summary": views.summary_markdown(taken, tokenizer, model_shown(shown, step), probe_text),
-            "ts_start": views.start_markdown(taken, tokenizer),
+    fates = shown.example.fates
+    return {"ts_summary": views.summary_markdown(taken, tokenizer, model_shown(shown, step), probe_text, fates),
+            "ts_start": views.start_markdown(taken, tokenizer, fates),
             "ts_flow": figures.flow_figure(values.rows, labels, sizes),
             "ts_heads": figures.head_flow_figure(training.head_flow(taken, values)),
             "ts_params": figures.gradient_norms_figure(norms),

@@ -7,6 +7,7 @@ from typing import Any
 
 from bert_demo.app.tabs.steps_views import _code
 from bert_demo.app.text import rate
+from bert_demo.data.masking import MARKED
 from bert_demo.training.settings import PAPER_SCALE
 
 NSP_CLASSES = ("IsNext", "NotNext")  # the NSP head's classes, in its order (masking.IS_NEXT is 0)
@@ -27,7 +28,7 @@ def _tokens(tokenizer: Any, ids: list[int]) -> list[str]:
     return tokenizer.convert_ids_to_tokens(ids)
 
 
-def start_markdown(step: Any, tokenizer: Any) -> str:
+def start_markdown(step: Any, tokenizer: Any, fates: list[int]) -> str:
     """The gradient where it is born: at each picked position, ∂loss/∂scores = (softmax − one-hot) / N, read at the
     label's entry (p − 1: pushed up) and at the top guess's (p: pushed down); at the NSP head the same, times its
     weight."""
@@ -43,7 +44,8 @@ def start_markdown(step: Any, tokenizer: Any) -> str:
     for g, label, top in zip(guesses, labels, tops):
         top_cell = (f"{_code(top)} (the label) | {g.top_prob:.3f} | (the same)" if g.top == g.label
                     else f"{_code(top)} | {g.top_prob:.3f} | +{g.top_prob / n:.2e}")
-        lines.append(f"| {g.position} | {_code(label)} | {g.label_prob:.3f} | {(g.label_prob - 1) / n:+.2e} | "
+        lines.append(f"| {g.position}{MARKED.get(fates[g.position], '')} | {_code(label)} | {g.label_prob:.3f} | "
+                     f"{(g.label_prob - 1) / n:+.2e} | "
                      f"{top_cell} |")
     nsp = step.nsp_start.tolist()
     label = next(i for i, value in enumerate(nsp) if value < 0)
@@ -54,7 +56,7 @@ def start_markdown(step: Any, tokenizer: Any) -> str:
     return "\n".join(lines)
 
 
-def summary_markdown(step: Any, tokenizer: Any, model: str, probe_text: str) -> str:
+def summary_markdown(step: Any, tokenizer: Any, model: str, probe_text: str, fates: list[int]) -> str:
     """Before and after: the example's loss, each picked position's probability of its label and its top guess, the
     NSP label's probability, and an unrelated sentence's guesses."""
     before, after, taken = step.before, step.after, len(step.losses) - 1
@@ -76,7 +78,8 @@ def summary_markdown(step: Any, tokenizer: Any, model: str, probe_text: str) -> 
     lines += ["", "| position | label | p(label) before → after | top guess before → after |", "|---|---|---|---|"]
     for g, h in zip(before.guesses, after.guesses):
         label, top, top_after = _tokens(tokenizer, [g.label, g.top, h.top])
-        lines.append(f"| {g.position} | {_code(label)} | {g.label_prob:.3f} → **{h.label_prob:.3f}** | "
+        lines.append(f"| {g.position}{MARKED.get(fates[g.position], '')} | {_code(label)} | {g.label_prob:.3f} → "
+                     f"**{h.label_prob:.3f}** | "
                      f"{_code(top)} {g.top_prob:.2f} → {_code(top_after)} {h.top_prob:.2f} |")
     if before.probe and after.probe_logits is not None:
         word, p_before = before.probe[0]
