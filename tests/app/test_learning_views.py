@@ -232,7 +232,7 @@ def test_the_tied_tables_parts_are_autograds_on_an_untied_copy(shown):
 
 
 def test_each_parts_bar_is_the_norm_of_transformers_gradient_of_that_part(shown, by_hand):
-    answer, example = shown
+    answer, _ = shown
     bars = traces(answer["ts_params"])[0]
     sizes = dict(zip(bars["y"], bars["x"]))
     raw = by_hand.raw

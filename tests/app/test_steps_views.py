@@ -144,7 +144,7 @@ def test_a_heads_softmax_is_transformers_attention_of_that_layer_and_head(typed,
 
 
 def test_a_layers_output_is_transformers_hidden_state_after_that_layer(typed):
-    registry, tokens, out = typed
+    registry, _, out = typed
     for layer in range(1, TEST_SHAPE.num_hidden_layers + 1):
         shown = forward(registry, "Feed-forward · The layer's output (LayerNorm)", layer, 1)
         heatmap = traces(shown["fw_plot"])[0]

@@ -225,8 +225,8 @@ NO_GRADIENT_WHY = {"embeddings · position embeddings": " (the rows of positions
 def trail_markdown(step: Any) -> str:
     """Each worked weight's move at every step taken on the example: Adam's step with a history."""
     names = [f"`{w.name.rsplit('.', 2)[-2]}[{', '.join(map(str, w.index))}]`" for w in step.worked]
-    lines = [f"**Step after step** on the same example, each weight's move (its value after minus before), as a share "
-             f"of the learning rate: each step is lr · m̂ / (√v̂ + ε), m̂ an average of the gradients so far and √v̂ "
+    lines = ["**Step after step** on the same example, each weight's move (its value after minus before), as a share "
+             "of the learning rate: each step is lr · m̂ / (√v̂ + ε), m̂ an average of the gradients so far and √v̂ "
              "their typical size, so a weight whose gradient keeps its sign keeps moving by about the rate, and one "
              "whose gradient shrinks or turns moves less.", "",
              "| step | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]

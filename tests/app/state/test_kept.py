@@ -44,7 +44,7 @@ def test_a_key_without_the_visitor_cannot_be_written():
     with pytest.raises(TypeError):
         kept.kept(("model", "text"), ("asked",), lambda: "answer")  # the question where the visitor goes
     with pytest.raises(TypeError):
-        kept.kept(("model", "text"), lambda: "answer")  # noqa: the visitor left out altogether
+        kept.kept(("model", "text"), lambda: "answer")  # the visitor left out altogether
 
 
 def tab_caches() -> dict[str, object]:
