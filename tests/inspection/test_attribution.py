@@ -9,9 +9,14 @@ import pytest
 import torch
 
 from bert_demo.checkpoint import load_pretrained
-from bert_demo.config import PRESETS
-from bert_demo.inspection.attribution import MAX_WORK, STEPS, classification, masked_word
+from bert_demo.inspection.attribution import (
+    MAX_WORK,
+    STEPS,
+    classification,
+    masked_word,
+)
 from bert_demo.model import BertForSequenceClassification
+from tests.conftest import TEST_SHAPE
 
 SHIPPED = Path(__file__).resolve().parents[2] / "checkpoints" / "mini-english"
 
@@ -53,7 +58,7 @@ def test_the_model_others_are_asking_at_the_same_time_still_sees_their_words(shi
 
 def test_attributions_for_a_class_add_up_to_the_change_in_its_probability(tokenizer):
     torch.manual_seed(0)
-    model = BertForSequenceClassification(replace(PRESETS["tiny"].with_vocab(len(tokenizer)),
+    model = BertForSequenceClassification(replace(TEST_SHAPE.with_vocab(len(tokenizer)),
                                                   labels=("negative", "positive"))).eval()
     torch.nn.init.normal_(model.classifier.weight, std=0.5)
     result = classification(model, tokenizer, "the sun rises in the east.", "the sun sets in the west.")

@@ -10,7 +10,6 @@ from dataclasses import replace
 import pytest
 import torch
 import torch.nn.functional as F
-import transformers
 
 from bert_demo.config import BertConfig
 from bert_demo.inference import fill_mask
@@ -29,6 +28,7 @@ from bert_demo.inspection.training_step import (
 from bert_demo.model import BertForPreTraining
 from bert_demo.tokenizer import train_tokenizer
 from bert_demo.training.settings import TrainConfig
+from tests.references import transformers_model
 
 TOL = 1e-5
 PARAGRAPHS = "\n\n".join(
@@ -44,7 +44,7 @@ def setup():
     recipe, and transformers' model with the same weights."""
     documents = pretraining_example.typed_documents(PARAGRAPHS)
     tokenizer = train_tokenizer(documents.documents, vocab_size=256, min_frequency=1)
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=48, num_hidden_layers=2, num_attention_heads=4,
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=48, num_hidden_layers=3, num_attention_heads=4,
                         intermediate_size=80)
     torch.manual_seed(0)
     ours = BertForPreTraining(config).eval()
@@ -54,14 +54,6 @@ def setup():
             p.copy_(torch.randn(p.shape, generator=generator) * 0.1 + name.endswith("LayerNorm.weight"))
     example = pretraining_example.draw(documents, tokenizer, RECIPE, 3)
     return ours, tokenizer, example
-
-
-def transformers_model(ours: BertForPreTraining) -> transformers.BertForPreTraining:
-    theirs = transformers.BertForPreTraining(
-        transformers.BertConfig(**ours.config.to_hf_dict(), attn_implementation="eager")).eval()
-    theirs.load_state_dict(ours.state_dict(), strict=False)
-    theirs.cls.predictions.decoder.bias = theirs.cls.predictions.bias
-    return theirs
 
 
 def test_the_gradients_are_transformers_on_the_same_weights_batch_and_loss(setup):
@@ -110,7 +102,7 @@ def test_the_gradient_starts_as_softmax_minus_the_label_at_each_picked_position_
     torch.testing.assert_close(step.flow[Tap("cls.predictions")], start / len(start), atol=TOL, rtol=0)
     torch.testing.assert_close(step.flow[Tap("cls.seq_relationship")][0], RECIPE.nsp_weight * step.nsp_start,
                                atol=TOL, rtol=0)
-    assert step.attention_flow.shape == (2, 4, *example.batch["input_ids"].shape[1:] * 2)
+    assert step.attention_flow.shape == (3, 4, *example.batch["input_ids"].shape[1:] * 2)  # (layers, heads, T, T)
 
 
 def test_the_update_is_torchs_adamw_under_the_recipe_after_clipping(setup):
@@ -227,7 +219,7 @@ def test_the_gradient_at_every_layers_output_and_attention_is_transformers(setup
     mlm = F.cross_entropy(out.prediction_logits.flatten(0, 1), batch["mlm_labels"].flatten())
     (mlm + RECIPE.nsp_weight * F.cross_entropy(out.seq_relationship_logits, batch["nsp_labels"])).backward()
     torch.testing.assert_close(step.flow[Tap("bert.embeddings.LayerNorm")], out.hidden_states[0].grad, atol=TOL, rtol=0)
-    for layer in range(2):
+    for layer in range(3):
         torch.testing.assert_close(step.flow[Tap(f"bert.encoder.layer.{layer}.output.LayerNorm")],
                                    out.hidden_states[layer + 1].grad, atol=TOL, rtol=0)
         torch.testing.assert_close(step.attention_flow[layer], out.attentions[layer].grad[0], atol=TOL, rtol=0)
@@ -245,6 +237,8 @@ def test_each_step_of_the_examples_forward_pass_reads_its_gradient_where_it_read
     torch.testing.assert_close(softmax, step.attention_flow[1, 2], atol=0, rtol=0)
     output = next(spec for spec in SPECS if spec.title == "The layer's output (LayerNorm)")
     torch.testing.assert_close(output.values(grads), step.flow[Tap("bert.encoder.layer.1.output.LayerNorm")][0])
+    torch.testing.assert_close(output.values(replace(grads, layer=2)),
+                               step.flow[Tap("bert.encoder.layer.2.output.LayerNorm")][0])
     decoder = by_title["Masked-LM head", "Decoder, tied to the word embeddings"]
     assert decoder.values(grads).shape == decoder.values(values).shape
     labels = [example.labels[i] for i in picked]
@@ -266,21 +260,23 @@ def test_the_flow_has_every_step_of_every_layer_and_the_heads_only_where_they_ru
     labels, sizes = flow(step, values)
     encoder = [spec for spec in SPECS if spec.gradient and spec.part in ("Attention", "Feed-forward")]
     others = [spec for spec in SPECS if spec.gradient and spec.part not in ("Attention", "Feed-forward")]
-    assert sizes.shape == (2 * len(encoder) + len(others), len(values.tokens)) == (len(labels), len(values.tokens))
-    assert "L2 Scores" in labels and "Word rows" in labels
+    assert sizes.shape == (3 * len(encoder) + len(others), len(values.tokens)) == (len(labels), len(values.tokens))
+    assert "L3 Scores" in labels and "Word rows" in labels
     picked = values.guessed
     decoder = sizes[labels.index("Decoder, tied to the word embeddings")]
     assert not decoder[picked].isnan().any() and decoder.isnan().sum() == len(values.tokens) - len(picked)
     cls = sizes[labels.index("Classifier")]
     assert not cls[0].isnan() and cls[1:].isnan().all()
-    last = sizes[labels.index("L2 The layer's output (LayerNorm)")]
-    torch.testing.assert_close(last, step.flow[Tap("bert.encoder.layer.1.output.LayerNorm")][0].norm(dim=-1))
-    reached = (sizes[labels.index("L2 GELU")] > 0).nonzero().squeeze(1).tolist()
+    last = sizes[labels.index("L3 The layer's output (LayerNorm)")]
+    torch.testing.assert_close(last, step.flow[Tap("bert.encoder.layer.2.output.LayerNorm")][0].norm(dim=-1))
+    second = sizes[labels.index("L2 The layer's output (LayerNorm)")]
+    torch.testing.assert_close(second, step.flow[Tap("bert.encoder.layer.1.output.LayerNorm")][0].norm(dim=-1))
+    reached = (sizes[labels.index("L3 GELU")] > 0).nonzero().squeeze(1).tolist()
     assert reached == sorted({0, *picked})  # the last layer's feed-forward: only where the heads read
-    assert bool((sizes[labels.index("L2 Values V")] > 0).all())  # attention passes it to every token
+    assert bool((sizes[labels.index("L3 Values V")] > 0).all())  # attention passes it to every token
     assert labels.index("L1 The layer's output (LayerNorm)") < labels.index("L2 Queries Q")  # layer after layer
     heads = head_flow(step, values)
-    assert heads.shape == (2, 4) and bool((heads > 0).all())
+    assert heads.shape == (3, 4) and bool((heads > 0).all())  # (layers, heads)
     weighted = sizes[labels.index("L1 Weighted sum of V")]
     torch.testing.assert_close(heads[0].pow(2).sum().sqrt(), weighted.pow(2).sum().sqrt(), atol=1e-6, rtol=1e-5)
 
