@@ -76,6 +76,7 @@ def launch_kwargs(registry: Registry | None = None, uploads: UploadLedger | None
                               font_mono=["ui-monospace", "SFMono-Regular", "Menlo", "Consolas", "monospace"])
     limits = Middleware(Limits, max_body=max_body_bytes(caps.max_upload_bytes), uploads=uploads or UploadLedger())
     return {"css": CSS, "theme": theme, "max_file_size": caps.max_upload_bytes, "max_threads": WORKERS,
+            "enable_monitoring": False,  # gradio's /monitoring printed a line a request: 448 MB of log an hour
             "app_kwargs": {"middleware": [limits, Middleware(Door)]}}
 
 

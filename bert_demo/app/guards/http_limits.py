@@ -40,6 +40,7 @@ import time
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qs
 
 from starlette.requests import ClientDisconnect, Request
 
@@ -245,6 +246,7 @@ class Limits:
         finally:
             if upload is not None and (state["refusal"] is not None or state["status"] != 200):
                 self.uploads.drop(upload)
+                _progress_ended(scope)
         if state["refusal"] is not None and not state["started"]:
             await self._refuse(scope, receive, send, state["refusal"], plain=upload is not None)
 
@@ -257,6 +259,15 @@ class Limits:
         told = _mb(size) if size is not None else f"over {_mb(self.max_body)}"
         return (f"What you sent is {told}; the app takes at most {_mb(self.max_body)} at once: an upload or a typed "
                 f"text may be {_mb((self.max_body - 2**20) // 2)}")
+
+
+def _progress_ended(scope: Scope) -> None:
+    """An upload that failed or was cut off is no longer tracked by gradio, so that a stream of its progress ends
+    (gradio kept the upload's id as unfinished for good, and polled every stream of it every 50 ms)."""
+    from gradio.routes import file_upload_statuses
+
+    for upload_id in parse_qs(scope.get("query_string", b"").decode("latin-1")).get("upload_id", []):
+        file_upload_statuses.stop_tracking(upload_id)
 
 
 class QuietLog:

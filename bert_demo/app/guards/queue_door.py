@@ -33,7 +33,8 @@ needs only that session's secret, which only its own page has.
 An event stream for a session gradio does not know (`/gradio_api/queue/data?session_hash=` one that never joined, or
 `/gradio_api/call/<name>/<event_id>` of no event) started its stream, then failed inside it: a 3 KB traceback a
 request, and 1,500 of them starved the app. Such a stream is answered 404 before anything starts. An address holds at
-most `ADDRESS_STREAMS` streams open (its pages' heartbeats and answers).
+most `ADDRESS_STREAMS` streams open (its pages' heartbeats and answers, and its uploads' progress: gradio polls each
+every 50 ms, and 4,000 idle ones from one address took a whole core), and every address together `ALL_STREAMS`.
 
 Requests from this host's own network have no address (`visitors.address_of`): the door counts them with no one, as
 the other limits do. Its refusals are logged as `http_limits.QuietLog` logs them: a line a minute, not a request.
@@ -62,6 +63,7 @@ ADDRESS_EVENTS = MAX_OPEN + ADDRESS_PLACES  # events one address may have in gra
 KEPT_FOR_NEWCOMERS = 16  # of gradio's QUEUE_SIZE + WORKERS places, those only an address holding none may take
 DOOR_WAIT_S = 4.0  # the longest an address's question waits at the door for one of its own to be answered
 ADDRESS_STREAMS = 64  # open streams one address may hold: a page holds two while it waits for an answer
+ALL_STREAMS = 1024  # open streams of every address together: each costs the event loop a poll every 50 ms or so
 CANCEL_BYTES = 4096  # a cancel's body is an event id, a session and a number: more is no cancel
 POLL_S = 0.05  # how often a question waiting at the door looks again (gradio says nothing when an event ends)
 EVENT = re.compile(r"/gradio_api/(?:queue/join|call/(?:v2/)?[^/]+|run/[^/]+|api/[^/]+)/?$")  # POST: an event
@@ -70,7 +72,8 @@ COMPONENT_SERVER = re.compile(r"/gradio_api/component_server/?$")  # POST: a com
 CANCEL = re.compile(r"/gradio_api/cancel/?$")  # POST: stop an event, named by its id, for the session that asks
 NOT_YOURS = "That event is not one of this session's: only the session that asked it may stop it"
 SERVERLESS = "No component of this app has a server function: /gradio_api/info lists this app's endpoints"
-STREAM = re.compile(r"/gradio_api/(?:queue/data|call/(?:v2/)?[^/]+/(?P<event>[^/]+)|heartbeat/[^/]+)/?$")  # GET
+STREAM = re.compile(r"/gradio_api/(?:queue/data|call/(?:v2/)?[^/]+/(?P<event>[^/]+)|heartbeat/[^/]+|"
+                    r"(?P<upload>upload_progress))/?$")  # GET: a stream gradio keeps open (an upload's progress too)
 
 
 class Door:
@@ -79,8 +82,9 @@ class Door:
 
     def __init__(self, app: Any, events: int = ADDRESS_EVENTS, waiting: int = ADDRESS_WAITING,
                  wait_s: float = DOOR_WAIT_S, streams: int = ADDRESS_STREAMS, places: int = QUEUE_SIZE + WORKERS,
-                 kept: int = KEPT_FOR_NEWCOMERS):
+                 kept: int = KEPT_FOR_NEWCOMERS, all_streams: int = ALL_STREAMS):
         self.app, self.events, self.waiting, self.wait_s, self.streams = app, events, waiting, wait_s, streams
+        self.all_streams = all_streams
         self.places, self.kept = places, kept  # gradio's places in all, and those kept for addresses holding none
         self.passing: Counter[str] = Counter()  # questions let in that gradio has not listed yet, by address
         self.at_door: Counter[str] = Counter()  # questions waiting at the door, by address
@@ -216,17 +220,20 @@ class Door:
     async def _stream(self, scope: Scope, receive: Receive, send: Send, queue: Any, stream: re.Match) -> None:
         """An event stream: 404 for a session gradio does not know, 429 past its address's share."""
         address = address_of(Request(scope))
-        if "/heartbeat/" not in scope["path"] and not _known(scope, queue, stream["event"]):
+        known = "/heartbeat/" in scope["path"] or stream["upload"] or _known(scope, queue, stream["event"])
+        if not known:
             self.quiet.warn(address, "stream of an unknown session", "answered 404 before it started")
             await refuse(receive, send, "This session has asked nothing here: ask a question, then read its "
                                         "answers", plain=False, status=404)
             return
-        if address is None:
-            await self.app(scope, receive, send)
-            return
-        if self.open_streams[address] >= self.streams:
+        if address is not None and self.open_streams[address] >= self.streams:
             message = (f"Your network has {self.open_streams[address]} streams open, the most one network may "
                        "have: close some pages, then try again")
+        elif sum(self.open_streams.values()) >= self.all_streams:
+            message = "The app has as many streams open as it serves at once: try again in a minute"
+        else:
+            message = None
+        if message is not None:
             self.quiet.warn(address, "stream refused", message)
             await refuse(receive, send, message, plain=False, status=429)
             return

@@ -251,3 +251,30 @@ def test_a_malformed_requests_warning_written_by_others_is_logged_a_line_a_minut
     http_limits.quiet_repeated_warnings()
     http_limits.quiet_repeated_warnings()  # once
     assert sum(isinstance(f, http_limits.RepeatedWarnings) for f in logging.getLogger("uvicorn.error").filters) == 1
+
+
+def test_an_upload_cut_off_by_its_sender_is_no_longer_tracked_so_its_progress_streams_end():
+    """gradio kept an aborted upload's id as unfinished for good, and each stream of its progress polled it every
+    50 ms, forever: the upload's id is forgotten, and a stream of it ends."""
+    from gradio.routes import file_upload_statuses
+    from starlette.requests import ClientDisconnect
+
+    async def leaving_app(scope, receive, send) -> None:  # gradio tracks the upload, then its client goes
+        file_upload_statuses.track("cut-off-upload")
+        await receive()
+        raise ClientDisconnect()
+
+    limits = Limits(leaving_app, max_body=30 * MB, uploads=UploadLedger())
+    scope = {"type": "http", "method": "POST", "path": UPLOAD_PATH, "headers": [], "client": ("127.0.0.1", 5000),
+             "query_string": b"upload_id=cut-off-upload"}
+
+    async def receive() -> dict:
+        return {"type": "http.request", "body": b"x" * 1000, "more_body": True}
+
+    async def send(message: dict) -> None:
+        raise AssertionError("nobody is there to answer")
+
+    asyncio.run(limits(scope, receive, send))
+    with pytest.raises(Exception, match="") as raised:
+        file_upload_statuses.is_done("cut-off-upload")
+    assert type(raised.value).__name__ == "FileUploadProgressNotTrackedError"

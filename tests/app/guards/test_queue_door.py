@@ -296,3 +296,28 @@ def test_a_cancel_stops_only_the_asking_sessions_own_event():
         return [await cancel(event, "someone-else"), await cancel(event, event), await cancel("gone", "anyone")]
 
     assert asyncio.run(scenario()) == [403, 200, 200]
+
+
+def test_an_uploads_progress_streams_count_against_the_address_and_all_streams_against_the_app():
+    """gradio polls each `upload_progress` stream every 50 ms: 4,000 idle ones from one address took a core. Each is
+    counted as the address's stream, and every stream of every address against the app's total."""
+    gradio = Gradio()
+    door = Door(gradio, streams=2, all_streams=3)
+
+    async def scenario() -> None:
+        held = [asyncio.create_task(request(door, gradio, "GET", "/gradio_api/upload_progress", ONE,
+                                            "upload_id=abc&hold")) for _ in range(2)]
+        await asyncio.sleep(0.1)
+        status, body = await request(door, gradio, "GET", "/gradio_api/upload_progress", ONE, "upload_id=abc&hold")
+        assert status == 429 and json.loads(body)["detail"].startswith("Your network has 2 streams open")
+        other = asyncio.create_task(request(door, gradio, "GET", "/gradio_api/upload_progress", OTHER,
+                                            "upload_id=xyz&hold"))
+        await asyncio.sleep(0.1)
+        status, body = await request(door, gradio, "GET", "/gradio_api/upload_progress", "8.8.8.8", "upload_id=q")
+        assert status == 429 and "as many streams open as it serves" in json.loads(body)["detail"]
+        assert gradio.streams_started == 3
+        gradio.close.set()
+        await asyncio.gather(*held, other)
+        assert door.open_streams == {}
+
+    asyncio.run(scenario())
