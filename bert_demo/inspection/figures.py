@@ -21,6 +21,7 @@ from bert_demo.inspection.curves import (
     _figure,
     _on,
     _panels,
+    empty_figure,
 )
 
 if TYPE_CHECKING:  # torch is not imported at start-up: the app's page appears before torch has loaded
@@ -392,3 +393,26 @@ def step_thumbnails(items: Sequence[tuple[Tensor, str]], size: int = 96) -> list
     unsigned = all(bool((values >= 0).all()) for values, _ in items)
     return [(Image.fromarray(_colours(values, top, unsigned), "RGB").resize((size, size), Image.NEAREST), caption)
             for values, caption in items]
+
+
+def step_grid_figure(items: Sequence[tuple[Tensor, str]], columns: int, size: int = 96) -> go.Figure:
+    """`step_thumbnails` as one figure, `columns` pictures a row, each titled with its caption: sent in the answer
+    itself (a PNG each inside the figure), so that nothing is written to the server's disk for it (a gallery wrote
+    32 files a call into gradio's cache)."""
+    import base64
+    import io
+
+    pictures = step_thumbnails(items, size)
+    if not pictures:
+        return empty_figure("", height=60)
+    rows = math.ceil(len(pictures) / columns)
+    hidden = dict(visible=False, showgrid=False, zeroline=False)
+    layout = _panels(len(pictures), columns, h_gap=0.02, v_gap=0.25 / rows, titles=[c for _, c in pictures],
+                     x=hidden, y=dict(hidden, autorange="reversed"), title_font=dict(size=10))
+    traces = []
+    for i, (picture, caption) in enumerate(pictures):
+        buffer = io.BytesIO()
+        picture.save(buffer, format="PNG")
+        traces.append(dict(type="image", source="data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode(),
+                           name=caption, hoverinfo="name", **_on(i)))
+    return _figure(traces, "", rows * (size + 26) + 20, margin=dict(l=4, r=4, t=24, b=4), **layout)

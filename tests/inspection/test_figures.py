@@ -155,3 +155,18 @@ def test_a_grid_of_a_steps_pictures_shares_one_scale_and_keeps_its_captions():
     (small, first), (large, second) = figures.step_thumbnails([(quiet, "L1 H1"), (loud, "L2 H1")], size=8)
     assert (first, second) == ("L1 H1", "L2 H1") and small.size == (8, 8)
     assert sum(small.getpixel((0, 0))) > sum(large.getpixel((0, 0)))  # the quiet one is paler on the shared scale
+
+
+def test_the_grid_of_a_steps_pictures_is_one_figure_a_picture_a_panel_in_its_captions_order():
+    """Every layer's (and head's) picture inside one figure, `columns` a row: nothing for the server to write to
+    disk (a gallery wrote 32 files a call into gradio's cache)."""
+    items = [(torch.full((3, 5), float(i)), f"L{i // 4 + 1} H{i % 4 + 1}") for i in range(12)]
+    figure = figures.step_grid_figure(items, columns=4)
+    assert [trace.type for trace in figure.data] == ["image"] * 12
+    assert [trace.name for trace in figure.data] == [caption for _, caption in items]
+    assert [a.text for a in figure.layout.annotations] == [caption for _, caption in items]
+    assert all(trace.source.startswith("data:image/png;base64,") for trace in figure.data)
+    rows = {round(figure.layout[f"yaxis{'' if i == 0 else i + 1}"].domain[1], 6) for i in range(12)}
+    columns = {round(figure.layout[f"xaxis{'' if i == 0 else i + 1}"].domain[0], 6) for i in range(12)}
+    assert len(rows) == 3 and len(columns) == 4  # three layers of four heads, a layer a row
+    assert figures.step_grid_figure([], columns=4).data == ()

@@ -80,7 +80,7 @@ class StepsParts(learning.LearningParts):
     fw_position: gr.Number
     fw_path: gr.Markdown
     fw_grid_note: gr.Markdown
-    fw_grid: gr.Gallery
+    fw_grid: gr.Plot
 
 
 def layout() -> StepsParts:
@@ -121,8 +121,7 @@ def layout() -> StepsParts:
                                              info="its position; −1: the first [MASK], or picked position")
                 c["fw_path"] = gr.Markdown(elem_id="fw-path")
                 c["fw_grid_note"] = gr.Markdown(elem_id="fw-grid-note")
-                c["fw_grid"] = gr.Gallery(show_label=False, columns=8, height="auto", object_fit="contain",
-                                          allow_preview=False, elem_id="fw-grid")
+                c["fw_grid"] = gr.Plot(curves.empty_figure("", height=60), show_label=False, elem_id="fw-grid")
         c.update(learning.layout())
     return c
 
@@ -388,7 +387,7 @@ def forward_steps(registry: Registry, model_name: str, text_a: str, text_b: str 
     if shows == GRADIENT and not spec.gradient:
         return {"fw_text": views.no_gradient_markdown(spec, index, len(forward.SPECS)),
                 "fw_plot": curves.empty_figure("No gradient at this step", height=200), "fw_step": picker,
-                "fw_grid_note": "", "fw_grid": [], **every}
+                "fw_grid_note": "", "fw_grid": curves.empty_figure("", height=60), **every}
     if shows == GRADIENT:
         values = gradient_pass(learning.gradients_of(example, key, owner), values)
     shown, grid = forward.step(spec, values), depth.every_layer(spec, values)
@@ -397,7 +396,7 @@ def forward_steps(registry: Registry, model_name: str, text_a: str, text_b: str 
             "fw_plot": figures.step_figure("", shown.values, shown.rows, shown.columns, shown.cells,
                                            shown.probabilities and shows == VALUES),
             "fw_step": picker, "fw_grid_note": views.grid_note(shown, shows == GRADIENT, len(grid), spec.per_head),
-            "fw_grid": gr.Gallery(figures.step_thumbnails(grid), columns=values.heads if spec.per_head else 4),
+            "fw_grid": figures.step_grid_figure(grid, values.heads if spec.per_head else 4),
             **every}
 
 
