@@ -36,6 +36,10 @@ request, and 1,500 of them starved the app. Such a stream is answered 404 before
 most `ADDRESS_STREAMS` streams open (its pages' heartbeats and answers, and its uploads' progress: gradio polls each
 every 50 ms, and 4,000 idle ones from one address took a whole core), and every address together `ALL_STREAMS`.
 
+Every request that reaches gradio's queue lets `sessions.Sessions` forget, at most once a second, the sessions that
+have no live page (the heartbeats the door lets through say which live) and nothing in the queue, once idle or past
+their number: gradio kept every API call's session, with its unread answer, 0.3-0.7 MB each.
+
 Requests from this host's own network have no address (`visitors.address_of`): the door counts them with no one, as
 the other limits do. Its refusals are logged as `http_limits.QuietLog` logs them: a line a minute, not a request.
 """
@@ -54,6 +58,7 @@ from starlette.requests import Request
 
 from bert_demo.app.guards.admission import ADDRESS_WAITING, MAX_OPEN, count_down, plural
 from bert_demo.app.guards.http_limits import Message, QuietLog, Receive, Scope, Send, refuse
+from bert_demo.app.guards.sessions import Sessions
 from bert_demo.app.guards.visitors import address_of
 from bert_demo.app.runs.slot import ADDRESS_PLACES
 
@@ -76,15 +81,18 @@ STREAM = re.compile(r"/gradio_api/(?:queue/data|call/(?:v2/)?[^/]+/(?P<event>[^/
                     r"(?P<upload>upload_progress))/?$")  # GET: a stream gradio keeps open (an upload's progress too)
 
 
+HEARTBEAT = re.compile(r"/gradio_api/heartbeat/(?P<session>[^/]+)/?$")
+
+
 class Door:
     """ASGI middleware: an address's questions enter gradio's queue only while it holds fewer than `events` there,
     and its streams only for sessions gradio knows, `streams` at most (see the module's docstring)."""
 
     def __init__(self, app: Any, events: int = ADDRESS_EVENTS, waiting: int = ADDRESS_WAITING,
                  wait_s: float = DOOR_WAIT_S, streams: int = ADDRESS_STREAMS, places: int = QUEUE_SIZE + WORKERS,
-                 kept: int = KEPT_FOR_NEWCOMERS, all_streams: int = ALL_STREAMS):
+                 kept: int = KEPT_FOR_NEWCOMERS, all_streams: int = ALL_STREAMS, sessions: Sessions | None = None):
         self.app, self.events, self.waiting, self.wait_s, self.streams = app, events, waiting, wait_s, streams
-        self.all_streams = all_streams
+        self.all_streams, self.sessions = all_streams, sessions or Sessions()
         self.places, self.kept = places, kept  # gradio's places in all, and those kept for addresses holding none
         self.passing: Counter[str] = Counter()  # questions let in that gradio has not listed yet, by address
         self.at_door: Counter[str] = Counter()  # questions waiting at the door, by address
@@ -95,6 +103,8 @@ class Door:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         queue = _queue(scope) if scope["type"] == "http" else None
+        if queue is not None:
+            self.sessions.sweep(scope["app"].get_blocks())  # sessions with no page, idle or past their number
         if queue is not None and scope["method"] == "POST" and EVENT.search(scope["path"]):
             await self._join(scope, receive, send, queue)
         elif queue is not None and scope["method"] == "GET" and (stream := STREAM.search(scope["path"])):
@@ -237,11 +247,16 @@ class Door:
             self.quiet.warn(address, "stream refused", message)
             await refuse(receive, send, message, plain=False, status=429)
             return
+        page = HEARTBEAT.search(scope["path"])  # a page's heartbeat: its session lives while it is open
         self.open_streams[address] += 1
+        if page:
+            self.sessions.opened(page["session"])
         try:
             await self.app(scope, receive, send)
         finally:
             count_down(self.open_streams, address)
+            if page:
+                self.sessions.closed(page["session"])
 
 
 async def _nothing_more() -> Message:
