@@ -511,13 +511,82 @@ def deep_looks(url: str, model: str, number: int, stop: threading.Event, out: Co
             out["failed"] += 1
 
 
+TYPED_TEXT = "\n\n".join(
+    " ".join(f"The {w} stood by the river in the year {y}, and people came from far away to see it." for y in range(5))
+    for w in ("mill", "tower", "bridge", "church", "market", "harbour", "castle", "garden"))[:5000]  # 5,000 characters
+
+
+def training_steps(addresses: list[str], typed_every: int = 0):
+    """Issue 79's floods: training steps of 20 steps with the paper's dropout, threads shared between `addresses`,
+    each on a new wiki example, or (every `typed_every`-th) on 5,000 typed characters."""
+    def flood(url: str, model: str, number: int, stop: threading.Event, out: Counter) -> None:
+        client, asked = HttpClient(url, addresses[number % len(addresses)], session=False), 0
+        while not stop.is_set():
+            asked += 1
+            typed = typed_every and asked % typed_every == 0
+            try:
+                client.predict(model, "your own paragraphs" if typed else "wiki", TYPED_TEXT if typed else "",
+                               "paper", number * 1000 + asked, "final", 20, "paper", api_name="/training_step")
+                out["answered"] += 1
+            except RuntimeError:
+                out["refused"] += 1
+            except Exception:  # noqa: BLE001
+                out["failed"] += 1
+    return flood
+
+
+def upload_progress(url: str, model: str, number: int, stop: threading.Event, out: Counter) -> None:
+    """Issue 79's stream flood: one upload cut off by its sender (thread 0 sends it), then streams of its progress,
+    each held open up to 10 s (started: "answered"; refused: "refused")."""
+    import httpx
+
+    upload_id = "abandoned-upload"
+    headers = {"X-Forwarded-For": FLOOD_FROM}
+    if number == 0:
+        body = b"--b\r\nContent-Disposition: form-data; name=\"files\"; filename=\"a.txt\"\r\n\r\n" + b"x" * 200_000
+
+        def cut_off():
+            yield body  # and no closing boundary: the sender leaves
+            raise httpx.ReadError("the sender left")
+        try:
+            httpx.post(f"{url}gradio_api/upload?upload_id={upload_id}", content=cut_off(), timeout=10,
+                       headers={**headers, "content-type": "multipart/form-data; boundary=b"})
+        except Exception:  # noqa: BLE001
+            pass
+    with httpx.Client(base_url=url, timeout=httpx.Timeout(10, read=10), headers=headers) as client:
+        while not stop.is_set():
+            try:
+                with client.stream("GET", f"gradio_api/upload_progress?upload_id={upload_id}") as stream:
+                    out["answered" if stream.status_code == 200 else "refused"] += 1
+                    for _ in stream.iter_bytes():
+                        pass
+            except httpx.HTTPError:
+                out["failed"] += 0
+
+
+def unread_calls(url: str, model: str, number: int, stop: threading.Event, out: Counter) -> None:
+    """Issue 79's memory flood: Fill-masks posted through /call/ (a new session each) and never read."""
+    import httpx
+
+    with httpx.Client(base_url=url, timeout=60, headers={"X-Forwarded-For": TWENTY_IPV4[number % 20]}) as client:
+        i = 0
+        while not stop.is_set():
+            i += 1
+            counted(out, lambda: client.post("gradio_api/call/fill_mask", json={
+                "data": [model, f"the [MASK] saw {number} {i} boats.", 5, [], "final"]}))
+
+
 UNREAD = {"unread neuron views": post_unread, "unknown sessions' streams": unknown_streams}  # issue 58's floods
+STEPS_79 = {"training steps, five IPv4 addresses": training_steps(FIVE_IPV4),
+            "training steps and typed, twenty IPv4": training_steps(TWENTY_IPV4, typed_every=2),
+            "training steps and typed, twenty /56s": training_steps(TWENTY_56S, typed_every=2),
+            "upload progress streams": upload_progress, "unread calls": unread_calls}  # issue 79's floods
 OWN = {**UNREAD, "run and api routes": run_routes, "hub names": hub_names, "unknown routes": unknown_routes,
        "mistyped lists": mistyped_lists, "five IPv4 addresses": from_networks(FIVE_IPV4),
        "five /64s of one /56": from_networks(FIVE_IPV6),
        "five IPv4 addresses, short heavy": from_networks(FIVE_IPV4, HEAVY_TEXT),
        "twenty IPv4 addresses": from_networks(TWENTY_IPV4), "twenty /56s of one /48": from_networks(TWENTY_56S),
-       "deep looks": deep_looks}  # floods with a flooder of
+       "deep looks": deep_looks, **STEPS_79}  # floods with a flooder of
 # their own (issues 58, 63 and 69)
 KINDS = ("fill_mask", "attention", "mixed", *OWN)
 
@@ -591,6 +660,24 @@ def peak_memory(pid: int) -> Iterator[list[float]]:
         sampler.join()
 
 
+SETTLE_S, SETTLED_CEILING_MB = 120.0, 2048  # after a flood, the app's memory within this, that long after
+
+
+def settled_memory(url: str, pid: int) -> float:
+    """The app's resident memory SETTLE_S after a flood, while a page-less visitor asks for its info now and then
+    (a request through the door, as a visitor's would be)."""
+    import httpx
+
+    deadline = time.monotonic() + SETTLE_S
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(f"{url}gradio_api/info", timeout=10)
+        except httpx.HTTPError:
+            pass
+        time.sleep(5.0)
+    return rss_mb(pid)
+
+
 def big_body(url: str, model: str, pid: int) -> dict:
     """Post one BODY_MB body (a Fill-mask question whose text is that long) with its Content-Length, sampling the
     app's memory meanwhile: how long until the answer (the refusal, or the answer on the event stream of a body
@@ -652,11 +739,15 @@ def floods(args: argparse.Namespace) -> int:
                 with peak_memory(process.pid) as peak:
                     got, asked = flood(url, kind, model_name, args.flood_threads, args.flood_s)
                 grew_mb = (log.stat().st_size - logged) / 2**20
+                after = settled_memory(url, process.pid)
                 row, missed = flood_row(kind, got, asked, grew_mb)
-                rows.append([*row[:-1], f"{peak[0]:.0f}", row[-1]])
+                rows.append([*row[:-1], f"{peak[0]:.0f}", f"{after:.0f}", f"{os.getloadavg()[0]:.1f}", row[-1]])
                 problems += missed
                 if peak[0] > MEMORY_CEILING_MB:
                     problems.append(f"{kind}: the app held {peak[0]:.0f} MB, past its {MEMORY_CEILING_MB} MB")
+                if after > SETTLED_CEILING_MB:
+                    problems.append(f"{kind}: the app still held {after:.0f} MB {SETTLE_S:g} s after, past "
+                                    f"{SETTLED_CEILING_MB} MB")
             body = big_body(url, model_name, process.pid)
             flooded, elsewhere = run_posts(url)
             hub_cache = sum(f.stat().st_size for f in (Path(tmp) / "hub-cache").rglob("*")
@@ -667,7 +758,7 @@ def floods(args: argparse.Namespace) -> int:
     print(f"{args.flood_threads} threads from one address for {args.flood_s:g} s a flood, while another visitor asked "
           f"Fill-mask once a second; that visitor's Fill-mask alone: {', '.join(f'{r.seconds:.2f}' for r in alone)} s")
     print_table(["flood", "flood answered", "flood refused", "flood failed", "other answered", "other p50 s",
-                 "other max s", "log grew MB", "app peak MB",
+                 "other max s", "log grew MB", "app peak MB", f"MB {SETTLE_S:g} s after", "load",
                  f"all answered in {OTHERS_TARGET_S:g} s, log +{LOG_TARGET_MB:g} MB"], rows)
     grew = body["after"] - body["before"]
     body_met = body["seconds"] <= BODY_TARGET_S and max(grew, body["peak"] - body["before"]) < BODY_GROWTH_MB

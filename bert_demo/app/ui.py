@@ -116,6 +116,7 @@ def wire(handler: Callable, registry: Registry, components: Components, admissio
                   for p in list(inspect.signature(handler).parameters.values())[1:]]  # without the registry
     owner = bool(parameters) and parameters[-1].name == "owner"
     parameters = parameters[:-1] if owner else parameters
+    names = [p.name for p in parameters]  # the inputs' names, as the handler calls them
     if owner:  # the event's last input, added once every event is wired (an API caller sends none)
         parameters.append(inspect.Parameter("key", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None))
     parameters.append(inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=gr.Request,
@@ -146,7 +147,7 @@ def wire(handler: Callable, registry: Registry, components: Components, admissio
             args, visitor = split(list(args))
             try:
                 try:
-                    async with admission.admit(kind_of(handler.__name__, args), visitor):
+                    async with admission.admit(kind_of(handler.__name__, dict(zip(names, args))), visitor):
                         return await anyio.to_thread.run_sync(answer, tuple(args), visitor, False)
                 except HubDownload:
                     async with admission.admit(DOWNLOAD, visitor):

@@ -16,7 +16,7 @@ import pytest
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 
-from bert_demo.app import header
+from bert_demo.app import header, ui
 from bert_demo.app.policy import FORM
 from bert_demo.app.runs.job import TrainingJob
 from bert_demo.app.state.registry import Registry
@@ -562,3 +562,26 @@ def test_the_probe_says_at_which_step_its_guesses_change_next(registry):
                     {"kind": "train", "step": 132, "tokens_per_s": 900.0, "elapsed": 40.0}]
     label = train.training_outputs(registry, job, None)["probe"].label
     assert label == "Step 0: guesses for “the [MASK] sat.” (the next at step 167)"  # not stuck at step 0
+
+
+def test_a_question_waits_in_the_line_its_inputs_by_name_choose(registry):
+    """The app's wiring gives admission each input by its name: the forward pass's gradient view waits in the line
+    of training steps, its values in its own."""
+    import asyncio
+    from contextlib import asynccontextmanager
+
+    kinds = []
+
+    class Recording:
+        @asynccontextmanager
+        async def admit(self, kind, visitor):
+            kinds.append(kind)
+            yield
+
+    def forward_steps(registry, model_name, text_a, shows="values", owner=None):
+        return {}
+
+    fn = ui.wire(forward_steps, registry, {}, Recording())
+    asyncio.run(fn(MODEL, "the cat sat.", "gradient", None, None))
+    asyncio.run(fn(MODEL, "the cat sat.", "values", None, None))
+    assert kinds == ["training_step", "forward_steps"]

@@ -35,7 +35,7 @@ import os
 import statistics
 import time
 from collections import Counter, OrderedDict, deque
-from collections.abc import AsyncIterator, Hashable, Iterable
+from collections.abc import AsyncIterator, Hashable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -85,12 +85,20 @@ LONG = Share(running=1, waiting=4, heavy=True)  # that line: one at a time, amon
 LONG_SUFFIX = ", long"  # the long questions' line of a kind is named by the kind's and this
 
 
-def kind_of(name: str, inputs: Iterable[Any]) -> str:
-    """The line a question of handler `name` waits in: its kind's, or, where it costs more than LONG_COST, its
-    kind's line for long questions (`LONG`). A question over the model's whole length, or with many [MASK]s, costs
-    many short ones, and a line serves its visitors in turn: a short question would wait behind one long one of
-    each other visitor."""
-    return f"{name}{LONG_SUFFIX}" if cost(inputs) > LONG_COST else name
+ONE_AT_A_TIME = "training_step"  # the kind whose line is one at a time, whatever a question of it costs
+
+
+def kind_of(name: str, inputs: Mapping[str, Any] | Iterable[Any]) -> str:
+    """The line a question of handler `name` waits in (its `inputs` by parameter name, or in order): its kind's, or,
+    where it costs more than LONG_COST, its kind's line for long questions (`LONG`). A question over the model's
+    whole length, or with many [MASK]s, costs many short ones, and a line serves its visitors in turn: a short
+    question would wait behind one long one of each other visitor. A training step of any length waits in the one
+    line of training steps, and so does the forward pass's gradient view, which may take one: one at a time, so
+    that the app's memory stays under its ceiling (a wiki step and a long typed one had run side by side)."""
+    named = inputs if isinstance(inputs, Mapping) else {}
+    if name == ONE_AT_A_TIME or (name == "forward_steps" and named.get("shows") == "gradient"):
+        return ONE_AT_A_TIME
+    return f"{name}{LONG_SUFFIX}" if cost(named.values() if named else inputs) > LONG_COST else name
 
 
 def cost(inputs: Iterable[Any]) -> int:

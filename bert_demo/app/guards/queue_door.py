@@ -1,7 +1,8 @@
 """What one address may hold of gradio's queue and its workers, and which event streams gradio is asked to open.
 
 Gradio has one queue for every visitor: `queue_door.QUEUE_SIZE` places, where an event waits for one of its `WORKERS`
-workers, and a worker holds its event until it is answered. The app's questions wait their turn in lines of their
+workers, and a worker holds its event until it is answered (its wait in the app's lines included, which costs a
+worker no thread: so there are many workers). The app's questions wait their turn in lines of their
 own (`admission`), but inside a worker: one address posting `/gradio_api/call/neuron` and never reading the answers
 held every worker with questions waiting for its own, then filled the places, and every other visitor was told
 "Queue is full". `Door`, ASGI middleware in front of gradio, counts the events gradio holds for each address (queued
@@ -62,7 +63,10 @@ from bert_demo.app.guards.sessions import Sessions
 from bert_demo.app.guards.visitors import address_of
 from bert_demo.app.runs.slot import ADDRESS_PLACES
 
-WORKERS = 40  # gradio's workers (`launch(max_threads=...)`, its default): the events it answers at once
+WORKERS = 256  # gradio's workers (`launch(max_threads=...)`): the events it answers at once. Most of them wait in the
+# app's own lines (`admission`), an awaited coroutine each, no thread: the answers are computed in anyio's 40 threads.
+# At gradio's 40, five addresses' questions waiting in those lines held every worker, and another visitor's Fill-mask
+# waited up to 28 s in gradio's queue before any line saw it (issue 79)
 QUEUE_SIZE = 32  # events waiting in gradio's queue for a worker (`demo.queue(max_size=...)`)
 ADDRESS_EVENTS = MAX_OPEN + ADDRESS_PLACES  # events one address may have in gradio: its open questions and runs
 KEPT_FOR_NEWCOMERS = 16  # of gradio's QUEUE_SIZE + WORKERS places, those only an address holding none may take

@@ -310,3 +310,15 @@ def test_zipping_a_checkpoint_is_no_download_from_the_hub_and_takes_none_of_its_
 
     assert SHARES[DOWNLOAD] is HUB and DOWNLOAD != "download"
     assert SHARES["download"] is SLOW and SLOW.per_hour is None
+
+
+def test_every_training_step_long_or_short_and_the_gradient_view_wait_in_the_one_line_of_training_steps():
+    """One training step at a time, whichever way it is asked: a wiki step and one on 5,000 typed characters ran side
+    by side (+1.15-1.31 GB, against +0.60-0.80 alone), and the forward pass's gradient view took a step in its own
+    line (+534 MB)."""
+    typed = "the mill stood by the river. " * 180  # 5,220 characters: a long question of any other kind
+    assert kind_of("training_step", {"source": "your own paragraphs", "typed": typed}) == "training_step"
+    assert kind_of("forward_steps", {"text_a": "the cat sat.", "shows": "gradient"}) == "training_step"
+    assert kind_of("forward_steps", {"text_a": "the cat sat.", "shows": "values"}) == "forward_steps"
+    assert kind_of("forward_steps", {"text_a": typed, "shows": "values"}) == "forward_steps, long"
+    assert SHARES["training_step"].running == 1
