@@ -344,3 +344,25 @@ def test_the_embeddings_layernorms_gain_and_the_largest_part_are_measured_on_thi
     assert numbers(note.split("(L2 norms)")[0])[-2:] == pytest.approx([sizes[largest] ** 0.5, total], rel=6e-3)
     named = largest.removeprefix("bert.embeddings.").removeprefix("cls.predictions.").replace("_", " ")
     assert named in note.split("(L2 norms)")[0]  # the part named is the one with the largest gradient
+
+def test_the_unrelated_sentences_guess_before_and_after_is_transformers_before_and_after_the_steps(shown, by_hand):
+    """"Everything moves": the unrelated sentence's top guess before, that word's probability after, and the top
+    guess after, read against transformers' model before and after torch's AdamW's steps."""
+    answer, example = shown
+    tokenizer = example.loaded.tokenizer
+    said = answer["ts_summary"][answer["ts_summary"].index("**Everything moves.**"):]
+    sentence = re.search(r"Fill-mask's first: (.+?)\. Its top guess", said)[1].strip("`")
+    batch = tokenizer(sentence, return_tensors="pt")
+    position = int((batch["input_ids"][0] == tokenizer.mask_token_id).nonzero()[0])
+    before_model = transformers_model(example.loaded.model)
+    with torch.no_grad():
+        before = before_model(**batch).prediction_logits[0, position].softmax(-1)
+        after = by_hand.model(**batch).prediction_logits[0, position].softmax(-1)
+    words = re.findall(r"`([^`]+)`", said.split("Fill-mask's first:")[1])[1:]  # the guess before, the guess after
+    first = int(before.argmax())
+    assert tokenizer.convert_tokens_to_ids(words[0]) == first
+    assert after(said, "was `" + words[0] + "` at") == pytest.approx(float(before[first]), abs=6e-4)
+    assert after(said, "that word has") == pytest.approx(float(after[first]), abs=6e-4)
+    assert tokenizer.convert_tokens_to_ids(words[1]) == int(after.argmax())
+    assert after(said, "and the top guess is `" + words[1] + "` at") == pytest.approx(float(after.max()),
+                                                                                         abs=6e-4)

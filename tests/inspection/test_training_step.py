@@ -370,3 +370,14 @@ def test_a_weight_whose_clipped_gradient_fell_under_epsilon_is_worked_through_be
     expected = -lr * small.weight_decay * small.weight_before - lr * small.gradient / (abs(small.gradient) + eps)
     assert small.update == pytest.approx(expected, abs=5e-8)  # float32 weights: their difference is good to ~1e-8
     assert step.moves.under_eps > 0
+
+
+def test_the_papers_dropout_is_in_the_first_step_and_the_later_ones_and_never_in_the_losses_measured(setup):
+    """Dropout 0.1 drops a different tenth of the units at each forward pass of the steps (their gradients differ
+    from those without it), while the losses before and after are measured without it, as the page says."""
+    ours, _, example = setup
+    off, on = take(ours, example, RECIPE, steps=2), take(ours, example, RECIPE, steps=2, dropout=0.1)
+    assert on.dropout == 0.1 and off.dropout == 0.0
+    assert any(not torch.equal(on.gradients[name], g) for name, g in off.gradients.items())  # the first step's
+    assert on.trail[0][1] != off.trail[0][1]  # and the second's
+    assert on.losses[0] == off.losses[0]  # measured without dropout: the same weights, the same loss
