@@ -125,14 +125,14 @@ def wire(handler: Callable, registry: Registry, components: Components, admissio
     def call(args: tuple, visitor: Visitor | None) -> Any:
         return handler(registry, *args, *([visitor] if owner else []))
 
-    def split(args: list) -> tuple[tuple, Visitor | None]:
-        """The handler's inputs, and the visitor from the request and the key that end them."""
+    def split(args: list) -> tuple[tuple, Visitor | None, Any]:
+        """The handler's inputs, the visitor from the request and the key that end them, and the request."""
         request, key = args.pop(), args.pop() if owner else None
-        return tuple(args), visitor_of(request, key)
+        return tuple(args), visitor_of(request, key), request
 
     if inspect.isgeneratorfunction(inspect.unwrap(handler)):
         def fn(*args):
-            for result in call(*split(list(args))):
+            for result in call(*split(list(args))[:2]):
                 yield {components[name]: value for name, value in result.items()}
     else:
         def answer(args: tuple, visitor: Visitor | None, downloads: bool) -> dict:
@@ -144,10 +144,12 @@ def wire(handler: Callable, registry: Registry, components: Components, admissio
                 question_asked()  # counted from the answer: a long one keeps the run on one core throughout
 
         async def fn(*args):
-            args, visitor = split(list(args))
+            args, visitor, request = split(list(args))
             try:
                 try:
                     async with admission.admit(kind_of(handler.__name__, dict(zip(names, args))), visitor):
+                        if gone(request):  # its place came after its asker left: nobody would read the answer
+                            raise Refused(GONE)
                         return await anyio.to_thread.run_sync(answer, tuple(args), visitor, False)
                 except HubDownload:
                     async with admission.admit(DOWNLOAD, visitor):
@@ -159,6 +161,22 @@ def wire(handler: Callable, registry: Registry, components: Components, admissio
     fn.__annotations__ = {"request": gr.Request}  # where gradio looks for the request parameter
     fn.asks_key = owner
     return fn
+
+
+GONE = "the page or client that asked this has gone, so it was not answered"
+
+
+def gone(request: Any) -> bool:
+    """Whether whoever asked has left: gradio marks every event of a session dead when its stream closes (a page
+    closed, a client that gave up), but an event waiting in the app's lines was computed all the same (the app stayed
+    busy 130-340 s after each flood had stopped, answering nobody)."""
+    app = getattr(getattr(request, "request", None), "app", None)
+    queue = getattr(getattr(app, "get_blocks", lambda: None)(), "_queue", None)
+    session = getattr(request, "session_hash", None)
+    if queue is None or session is None:
+        return False
+    events = [event for job in list(queue.active_jobs) if job for event in job if event.session_hash == session]
+    return bool(events) and not any(event.alive for event in events)
 
 
 def ask_for_keys(demo: gr.Blocks, key: VisitorKey) -> None:

@@ -676,3 +676,47 @@ def test_gradios_monitoring_page_is_off_and_asking_for_it_writes_nothing(app, ca
     for _ in range(20):
         assert httpx.get(app["url"] + "monitoring", timeout=10).status_code == 403
     assert "Monitoring URL" not in capfd.readouterr().out
+
+
+def test_a_question_whose_client_left_while_it_waited_in_line_is_never_computed(served_app, tmp_path, monkeypatch):
+    """A client that gives up on a question waiting in its line closes its stream; gradio marks the event dead, and
+    the app refuses it when its turn comes instead of computing it for nobody (the app stayed busy 130-340 s after
+    each flood had stopped)."""
+    from bert_demo.inspection import heads
+
+    real, first_in, release, computed = heads.query_key, threading.Event(), threading.Event(), []
+
+    def slow(model, tokenizer, text_a, *args, **kwargs):
+        computed.append(text_a)
+        first_in.set()
+        release.wait(60)
+        return real(model, tokenizer, text_a, *args, **kwargs)
+
+    monkeypatch.setattr(heads, "query_key", slow)
+    admission = Admission(shares={"neuron": Share(running=1, waiting=8, heavy=True)})
+    with served_app(tmp_path, admission=admission) as app:
+        url = app["url"]
+
+        def post(text: str) -> str:
+            posted = httpx.post(f"{url}gradio_api/call/neuron", json={"data": [MODEL, text, "", 1, 1, 1, "final"]},
+                                timeout=30)
+            return posted.raise_for_status().json()["event_id"]
+
+        first = post("the first text.")
+        assert first_in.wait(30)
+        second = post("the text nobody waits for.")
+        wait_for(lambda: admission.lines["neuron"].waiting == 1, what="the second question in line")
+        try:
+            with httpx.stream("GET", f"{url}gradio_api/call/neuron/{second}", timeout=httpx.Timeout(30, read=0.5)) \
+                    as stream:
+                for _ in stream.iter_bytes():
+                    pass
+        except httpx.ReadTimeout:  # the client gives up
+            pass
+        time.sleep(1.0)
+        release.set()
+        with httpx.stream("GET", f"{url}gradio_api/call/neuron/{first}", timeout=60) as stream:
+            assert "event: complete" in "".join(stream.iter_text())
+        wait_for(lambda: admission.lines["neuron"].waiting == 0 and admission.lines["neuron"].running == 0,
+                 what="the line to empty")
+    assert computed == ["the first text."]

@@ -585,3 +585,34 @@ def test_a_question_waits_in_the_line_its_inputs_by_name_choose(registry):
     asyncio.run(fn(MODEL, "the cat sat.", "gradient", None, None))
     asyncio.run(fn(MODEL, "the cat sat.", "values", None, None))
     assert kinds == ["training_step", "forward_steps"]
+
+
+def test_a_question_whose_asker_has_gone_by_its_turn_is_not_computed(registry):
+    """gradio marks a session's events dead when its stream closes; a question that waited in the app's lines
+    meanwhile is refused when its turn comes, not computed for nobody."""
+    import asyncio
+    from contextlib import asynccontextmanager
+    from types import SimpleNamespace
+
+    class Admitting:
+        @asynccontextmanager
+        async def admit(self, kind, visitor):
+            yield
+
+    computed = []
+
+    def neuron(registry, model_name, text_a):
+        computed.append(text_a)
+        return {}
+
+    def asked_by(session: str, alive: bool) -> SimpleNamespace:
+        queue = SimpleNamespace(active_jobs=[None, [SimpleNamespace(session_hash=session, alive=alive)]])
+        app = SimpleNamespace(get_blocks=lambda: SimpleNamespace(_queue=queue))
+        return SimpleNamespace(request=SimpleNamespace(app=app), session_hash=session, headers={}, client=None)
+
+    assert ui.gone(asked_by("s", False)) and not ui.gone(asked_by("s", True)) and not ui.gone(None)
+    fn = ui.wire(neuron, registry, {}, Admitting())
+    with pytest.raises(gr.Error, match="has gone"):
+        asyncio.run(fn(MODEL, "left", asked_by("s", False)))
+    asyncio.run(fn(MODEL, "stayed", asked_by("s", True)))
+    assert computed == ["stayed"]
