@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bert_demo.inspection.forward_steps import CLS_ROW, ENCODER_PARTS, IN, OUT, SPECS, Captured, Pass, Spec, Tap, read
-from bert_demo.model import IGNORE_INDEX, BertForPreTraining, in_eval_mode
+from bert_demo.model import IGNORE_INDEX, BertForPreTraining, in_eval_mode, private_view
 from bert_demo.training.recipe import make_optimizer, set_dropout
 from bert_demo.training.settings import EXAMPLE_STEPS, TrainConfig
 
@@ -91,7 +91,6 @@ class PartMoves:
     part: str  # as `coarse_part` names it
     weights: int
     over_half: int  # moved by more than half the learning rate
-    median: float  # the median move, |Δw|, as a share of the learning rate
     no_gradient: int  # no gradient reached them (g = 0): a position past the example's length, say
     under_eps: int  # 0 < |g| ≤ ε after clipping: Adam's first step, lr·g/(|g|+ε), is then at most half the rate
     under_eps_by_clipping: int  # of those, the ones whose gradient was above ε before clipping
@@ -129,7 +128,7 @@ class Moves:
         return sum(part.under_eps_by_clipping for part in self.parts)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Gradients:
     """The gradient of the loss at every module's output and input (`flow`) and at each layer's attention
     probabilities (`attention_flow`): what a step of the forward pass shows of a training step, kept without the rest."""
@@ -174,7 +173,7 @@ class TrainingStep:
     @property
     def at_steps(self) -> Gradients:
         """The gradient at every step of the forward pass, apart from the rest."""
-        return Gradients(self.flow, self.attention_flow)
+        return Gradients(flow=self.flow, attention_flow=self.attention_flow)
 
     @property
     def loss_before(self) -> float:
@@ -257,12 +256,26 @@ def _loss(out: Any, batch: dict[str, Tensor], nsp_weight: float) -> Tensor:
     return out.mlm_loss + nsp_weight * F.cross_entropy(out.nsp_logits.float(), batch["nsp_labels"].view(-1))
 
 
-def _backward(model: BertForPreTraining, batch: dict[str, Tensor], nsp_weight: float
-              ) -> tuple[Captured, Tensor, tuple[Tensor, Tensor], Any]:
+def gradients_at_steps(model: BertForPreTraining, example: Any, recipe: TrainConfig) -> Gradients:
+    """The gradient of the loss at every step of the example's forward pass, as the first training step's backward
+    pass computes it (no dropout), and nothing else of a step: no optimizer, no copy of the model. The pass runs on a
+    private view of the model whose weights are this call's own leaves over the shared ones, so that nothing is
+    written to the model's `.grad` (what the forward pass's gradient view shows: a fifth of a step's work)."""
+    own = private_view(model).eval()
+    device = next(own.parameters()).device
+    batch = {name: tensor.to(device) for name, tensor in example.batch.items() if name != "mlm_fates"}
+    leaves = {name: p.detach().requires_grad_() for name, p in own.named_parameters()}
+    flow, attention_flow, _, _ = _backward(own, batch, recipe.nsp_weight, leaves)
+    return Gradients(flow=flow, attention_flow=attention_flow)
+
+
+def _backward(model: BertForPreTraining, batch: dict[str, Tensor], nsp_weight: float,
+              leaves: dict[str, Tensor] | None = None) -> tuple[Captured, Tensor, tuple[Tensor, Tensor], Any]:
     """The forward and backward passes of one step: every parameter's `.grad` (as the loop's `loss.backward()`
-    leaves it), the gradient at every module's output and input, at each layer's attention probabilities, and the
-    word table's two parts. The table enters the pass twice, through an alias each (the lookup, the decoder), so
-    that autograd measures each use's gradient while it sums both into the table's own."""
+    leaves it; or, with `leaves`, the weights by name to use instead, theirs), the gradient at every module's output
+    and input, at each layer's attention probabilities, and the word table's two parts. The table enters the pass
+    twice, through an alias each (the lookup, the decoder), so that autograd measures each use's gradient while it
+    sums both into the table's own."""
     seen: Captured = {}
 
     def keep(name: str) -> Callable:
@@ -274,9 +287,10 @@ def _backward(model: BertForPreTraining, batch: dict[str, Tensor], nsp_weight: f
         return hook
 
     handles = [module.register_forward_hook(keep(name)) for name, module in model.named_modules() if name]
-    table = model.get_parameter(WORD_TABLE)
+    weights = leaves or dict(model.named_parameters())
+    table = weights[WORD_TABLE]
     aliases = (table.view_as(table), table.view_as(table))  # the lookup's, the decoder's
-    weights = {**dict(model.named_parameters()), WORD_TABLE: aliases[0], DECODER: aliases[1]}
+    weights = {**weights, WORD_TABLE: aliases[0], DECODER: aliases[1]}
     try:
         out = torch.func.functional_call(
             model, weights, (), {**batch, "output_attentions": True}, tie_weights=False, strict=False)
@@ -362,24 +376,25 @@ def _worked(model: BertForPreTraining, optimizer: torch.optim.Optimizer, name: s
 def _moves(model: BertForPreTraining, gradients: dict[str, Tensor], updates: dict[str, Tensor], recipe: TrainConfig,
            clipped: float) -> Moves:
     """Every weight's move in the first step, counted by part against half the learning rate, with the gradient the
-    optimizer read (after clipping) against ε."""
+    optimizer read (after clipping) against ε; and the median move of them all."""
     counts: dict[str, list[int]] = {}
-    moved: dict[str, list[Tensor]] = {}
+    moves = []
+    eps = recipe.adam_eps
     for name, p in model.named_parameters():
-        move = updates[name].abs().flatten().float() / recipe.lr
-        read = p.grad.detach().abs().flatten()  # what the optimizer read: the clipped gradient
-        under = (read > 0) & (read <= recipe.adam_eps)
-        counted = [int((move > 0.5).sum()), int((read == 0).sum()), int(under.sum()),
-                   int((under & (gradients[name].abs().flatten() > recipe.adam_eps)).sum())]
+        move = updates[name].detach().flatten().float().abs()  # |Δw|
+        read = p.grad.detach().flatten().abs()  # what the optimizer read: the clipped gradient
+        none, at_most = int(torch.count_nonzero(read == 0)), int(torch.count_nonzero(read <= eps))
+        by_clipping = int(torch.count_nonzero((read <= eps) & (gradients[name].flatten().abs() > eps)))
+        counted = [move.numel(), int(torch.count_nonzero(move > recipe.lr / 2)), none, at_most - none, by_clipping]
         part = coarse_part(name)
-        counts[part] = [a + b for a, b in zip(counts.get(part, [0] * 4), counted)]
-        moved.setdefault(part, []).append(move)
-    rows = [PartMoves(part=part, weights=sum(len(m) for m in moved[part]), over_half=over,
-                      median=float(torch.cat(moved[part]).median()), no_gradient=none, under_eps=under,
+        counts[part] = [a + b for a, b in zip(counts.get(part, [0] * 5), counted)]
+        moves.append(move)
+    rows = [PartMoves(part=part, weights=weights, over_half=over, no_gradient=none, under_eps=under,
                       under_eps_by_clipping=by_clipping)
-            for part, (over, none, under, by_clipping) in counts.items()]
-    every = torch.cat([move for part in moved.values() for move in part])
-    return Moves(lr=recipe.lr, eps=recipe.adam_eps, clipped=clipped, median=float(every.median()), parts=rows)
+            for part, (weights, over, none, under, by_clipping) in counts.items()]
+    return Moves(lr=recipe.lr, eps=eps, clipped=clipped, median=float(torch.cat(moves).median()) / recipe.lr,
+                 parts=rows)
+
 
 PART = re.compile(r"bert\.encoder\.layer\.(\d+)\.(.*)")
 PART_NAMES = {"attention.self.query": "attention Q", "attention.self.key": "attention K",

@@ -93,8 +93,10 @@ def test_a_steps_gradients_are_kept_for_the_visitor_who_took_it_alone(registry, 
     reads them, and never for another visitor asking about the same example, whose view takes its own step."""
     from bert_demo.inspection import training_step
 
-    taken, take_step = [], training_step.take
+    taken, take_step, backward = [], training_step.take, training_step.gradients_at_steps
     monkeypatch.setattr(training_step, "take", lambda *args, **kwargs: taken.append(1) or take_step(*args, **kwargs))
+    monkeypatch.setattr(training_step, "gradients_at_steps",
+                        lambda *args, **kwargs: taken.append(1) or backward(*args, **kwargs))
     asked = (drawn.YOUR_TEXT, PARAGRAPHS, "model", 6, "final")
     learning.training_step(registry, MODEL, *asked, 1, "off", owner="visitor-a")
     assert len(taken) == 1
@@ -103,4 +105,4 @@ def test_a_steps_gradients_are_kept_for_the_visitor_who_took_it_alone(registry, 
     steps.forward_steps(registry, MODEL, "ignored.", "", 1, 1, 5, owner="visitor-a", **view)
     assert len(taken) == 1  # visitor a's own step, kept
     steps.forward_steps(registry, MODEL, "ignored.", "", 1, 1, 5, owner="visitor-b", **view)
-    assert len(taken) == 2  # visitor b's step is b's own
+    assert len(taken) == 2  # visitor b's backward pass is b's own

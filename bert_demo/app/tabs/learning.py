@@ -196,4 +196,4 @@ def gradients_of(shown: Drawn, key: tuple, owner: str | None) -> Any:
     from bert_demo.inspection import training_step as training
 
     return _gradients.kept(owner, key,
-                           lambda: training.take(shown.loaded.model, shown.example, shown.config).at_steps)
+                           lambda: training.gradients_at_steps(shown.loaded.model, shown.example, shown.config))

@@ -211,10 +211,10 @@ def moves_markdown(moves: Any) -> str:
         lines[0] += (f" {moves.no_gradient / moves.weights:.1%} got no gradient at all, {most.no_gradient:,} of them "
                      f"in {most.part}{NO_GRADIENT_WHY.get(most.part, '')}: they move by weight decay alone, if at "
                      "all.")
-    lines += ["", "| part | weights | moved > lr/2 | median move / lr | g = 0 | 0 < g ≤ ε | of those, > ε before "
-                  "clipping |", "|---|---|---|---|---|---|---|"]
+    lines += ["", "| part | weights | moved > lr/2 | g = 0 | 0 < g ≤ ε | of those, > ε before clipping |",
+              "|---|---|---|---|---|---|"]
     for part in moves.parts:
-        lines.append(f"| {part.part} | {part.weights:,} | {part.over_half / part.weights:.1%} | {part.median:.3f} | "
+        lines.append(f"| {part.part} | {part.weights:,} | {part.over_half / part.weights:.1%} | "
                      f"{part.no_gradient:,} | {part.under_eps:,} | {part.under_eps_by_clipping:,} |")
     return "\n".join(lines)
 
