@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import gradio as gr
+from anyio import CapacityLimiter
 from gradio.exceptions import ComponentProcessingError, InvalidPathError
 from gradio_client.utils import is_http_url_like
 
@@ -37,6 +38,7 @@ NOT_UPLOADED = ("That file was not uploaded to this app: upload it (on the page,
 WEB_ADDRESS = ("Give the file itself, not its web address: download it, then upload it (on the page, or with "
                "gradio_client's handle_file and the file's path)")
 MAX_MESSAGE_CHARS = 400  # a refusal longer than this repeats some input at length: its middle is cut
+THREADS = 40  # gradio's threads for its own work (anyio's default, starlette's): the app's answers use anyio's own
 asker = contextvars.ContextVar("asker", default=None)  # the address of the request being answered (None: this host's)
 refusals = QuietLog()  # every refusal of a handler, of gradio's and of a line: a line a minute by address and kind
 
@@ -128,6 +130,11 @@ class Blocks(gr.Blocks):
     instead of gradio's 30-line traceback, which a visitor could make the server print as often as they like; so is
     a value that is not a list where a multiselect dropdown takes one, which gradio passes on to the handler. An
     API caller sends nothing for an input the API does not list (the visitor's key, ui.py): it is taken as None."""
+
+    def create_limiter(self) -> None:
+        """Gradio's own threads (reading inputs, writing answers, a run's generator): THREADS, however many workers
+        its queue has (`launch(max_threads=...)` sets both; 256 threads of JSON work thrashed two cores)."""
+        self.limiter = CapacityLimiter(total_tokens=THREADS)
 
     async def process_api(self, block_fn, inputs, state=None, request=None, *args, **kwargs):
         asker.set(address_of(request[0] if isinstance(request, list) and request else request))

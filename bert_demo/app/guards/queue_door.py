@@ -37,6 +37,10 @@ request, and 1,500 of them starved the app. Such a stream is answered 404 before
 most `ADDRESS_STREAMS` streams open (its pages' heartbeats and answers, and its uploads' progress: gradio polls each
 every 50 ms, and 4,000 idle ones from one address took a whole core), and every address together `ALL_STREAMS`.
 
+Gradio makes a session for every `/call/`, `/run/` and `/api/` request, 18 ms of the event loop's one core each:
+`sessions.SessionGate` lets at most `NEW_SESSIONS_PER_S` a second in, every address together, the next to each
+address in turn (twenty networks posting unread calls as fast as they could held another visitor's Fill-mask 16-20 s).
+
 Every request that reaches gradio's queue lets `sessions.Sessions` forget, at most once a second, the sessions that
 have no live page (the heartbeats the door lets through say which live) and nothing in the queue, once idle or past
 their number: gradio kept every API call's session, with its unread answer, 0.3-0.7 MB each.
@@ -59,7 +63,7 @@ from starlette.requests import Request
 
 from bert_demo.app.guards.admission import ADDRESS_WAITING, MAX_OPEN, count_down, plural
 from bert_demo.app.guards.http_limits import Message, QuietLog, Receive, Scope, Send, refuse
-from bert_demo.app.guards.sessions import Sessions
+from bert_demo.app.guards.sessions import SessionGate, Sessions
 from bert_demo.app.guards.visitors import address_of
 from bert_demo.app.runs.slot import ADDRESS_PLACES
 
@@ -86,6 +90,7 @@ STREAM = re.compile(r"/gradio_api/(?:queue/data|call/(?:v2/)?[^/]+/(?P<event>[^/
 
 
 HEARTBEAT = re.compile(r"/gradio_api/heartbeat/(?P<session>[^/]+)/?$")
+NEW_SESSION = re.compile(r"/gradio_api/(?:call/(?:v2/)?[^/]+|run/[^/]+|api/[^/]+)/?$")  # POST: a session a request
 
 
 class Door:
@@ -94,9 +99,11 @@ class Door:
 
     def __init__(self, app: Any, events: int = ADDRESS_EVENTS, waiting: int = ADDRESS_WAITING,
                  wait_s: float = DOOR_WAIT_S, streams: int = ADDRESS_STREAMS, places: int = QUEUE_SIZE + WORKERS,
-                 kept: int = KEPT_FOR_NEWCOMERS, all_streams: int = ALL_STREAMS, sessions: Sessions | None = None):
+                 kept: int = KEPT_FOR_NEWCOMERS, all_streams: int = ALL_STREAMS, sessions: Sessions | None = None,
+                 gate: SessionGate | None = None):
         self.app, self.events, self.waiting, self.wait_s, self.streams = app, events, waiting, wait_s, streams
         self.all_streams, self.sessions = all_streams, sessions or Sessions()
+        self.gate = gate or SessionGate(wait_s=wait_s)
         self.places, self.kept = places, kept  # gradio's places in all, and those kept for addresses holding none
         self.passing: Counter[str] = Counter()  # questions let in that gradio has not listed yet, by address
         self.at_door: Counter[str] = Counter()  # questions waiting at the door, by address
@@ -128,6 +135,9 @@ class Door:
             await self._event(scope, receive, send, address)
             return
         refusal = await self._turn(address, queue)
+        if refusal is None and NEW_SESSION.search(scope["path"]) and not await self.gate.enter(address):
+            refusal = ("The app makes as many new sessions a second as it can, and yours waited its turn "
+                       f"{self.gate.wait_s:g} s: try again in a few seconds")
         if refusal is not None:
             self.quiet.warn(address, "question refused at the door", refusal)
             await refuse(receive, send, refusal, plain=False, status=429)

@@ -10,14 +10,18 @@ it never read. A page's session is never forgotten while its page lives.
 """
 from __future__ import annotations
 
+import asyncio
 import datetime
 import time
-from collections import Counter
+from collections import Counter, OrderedDict, deque
 from typing import Any
 
 PAGELESS_IDLE_S = 60.0  # a session with no live page, idle this long, is forgotten (a script reads its answer at once)
 MAX_PAGELESS = 400  # sessions with no live page kept at once: past this, the least recently used go at once
 SWEEP_EVERY_S = 1.0  # how often the door looks
+NEW_SESSIONS_PER_S = 30.0  # sessions gradio may make a second, every address together: each costs 18 ms of the event
+# loop's one core (a copy of every component's config); twenty networks posting unread /call/s made 150 a second, and
+# another visitor's Fill-mask waited 16-20 s behind them
 
 
 class Sessions:
@@ -65,3 +69,76 @@ class Sessions:
             queue.pending_event_ids_session.pop(session, None)
         self.forgotten += len(gone)
         return len(gone)
+
+
+class SessionGate:
+    """New sessions (`/call/`, `/run/`, `/api/`: a session a request) let into gradio at most `per_s` a second
+    (`burst` at once after a quiet while), the next going to each address in turn: an address posting as fast as it
+    can waits its turn behind every other address with one waiting, and a newcomer waits behind at most one of each.
+    A request waits at most `wait_s`: `enter` then answers False (refused)."""
+
+    def __init__(self, per_s: float = NEW_SESSIONS_PER_S, burst: float = NEW_SESSIONS_PER_S, wait_s: float = 4.0):
+        self.per_s, self.burst, self.wait_s = per_s, burst, wait_s
+        self.tokens, self.filled_at = burst, time.monotonic()
+        self.turns: OrderedDict[Any, deque[asyncio.Future]] = OrderedDict()  # waiting, by address, in turn
+        self._releasing: asyncio.TimerHandle | None = None
+
+    def _fill(self) -> None:
+        now = time.monotonic()
+        self.tokens = min(self.burst, self.tokens + (now - self.filled_at) * self.per_s)
+        self.filled_at = now
+
+    async def enter(self, address: Any) -> bool:
+        """Whether a new session from `address` may go in now, or after its turn came within `wait_s`."""
+        self._fill()
+        if self.tokens >= 1 and not self.turns:
+            self.tokens -= 1
+            return True
+        given = asyncio.get_running_loop().create_future()
+        self.turns.setdefault(address, deque()).append(given)
+        self._schedule()
+        try:
+            await asyncio.wait_for(asyncio.shield(given), self.wait_s)
+            return True
+        except asyncio.TimeoutError:
+            if given.done():  # its turn came as it gave up: pass it on
+                self._pass_on()
+            else:
+                self._forget(address, given)
+            return False
+
+    def _schedule(self) -> None:
+        """Release the next waiting request once a token has filled."""
+        if self._releasing is None and self.turns:
+            self._fill()
+            delay = max(0.0, (1 - self.tokens) / self.per_s)
+            self._releasing = asyncio.get_running_loop().call_later(delay, self._release)
+
+    def _release(self) -> None:
+        self._releasing = None
+        self._fill()
+        while self.tokens >= 1 and self.turns:
+            self.tokens -= 1
+            self._pass_on()
+        self._schedule()
+
+    def _pass_on(self) -> None:
+        """A token to the first waiting request of the address whose turn is next."""
+        while self.turns:
+            address, waiting = next(iter(self.turns.items()))
+            given = waiting.popleft()
+            if waiting:
+                self.turns.move_to_end(address)
+            else:
+                del self.turns[address]
+            if not given.done():
+                given.set_result(None)
+                return
+        self.tokens += 1  # nobody took it
+
+    def _forget(self, address: Any, given: asyncio.Future) -> None:
+        waiting = self.turns.get(address)
+        if waiting is not None and given in waiting:
+            waiting.remove(given)
+            if not waiting:
+                del self.turns[address]

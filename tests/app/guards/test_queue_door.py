@@ -16,6 +16,7 @@ from gradio.route_utils import FnIndexInferError
 from bert_demo.app.guards import http_limits
 from bert_demo.app.guards.http_limits import QuietLog
 from bert_demo.app.guards.queue_door import ADDRESS_EVENTS, QUEUE_SIZE, SERVERLESS, UNKNOWN, WORKERS, Door
+from bert_demo.app.guards.sessions import SessionGate
 from bert_demo.app.guards.visitors import TRUSTED_PROXIES_ENV
 
 ONE, OTHER = "93.184.216.34", "151.101.1.69"
@@ -253,7 +254,7 @@ def test_twenty_addresses_filling_gradio_leave_a_newcomer_a_place_and_the_fulles
     """Gradio's last places are kept for addresses that hold none: twenty addresses (IPv4, or /56s) filling the rest
     never tell a newcomer "Queue is full", and the address holding the most gives way first."""
     gradio = Gradio()
-    door = Door(gradio, events=8, wait_s=0.01, places=72, kept=16)
+    door = Door(gradio, events=8, wait_s=0.01, places=72, kept=16, gate=SessionGate(per_s=1e6, burst=1e6))
     flooders = [f"93.184.{i}.1" for i in range(20)]
 
     async def scenario() -> None:

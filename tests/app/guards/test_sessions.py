@@ -78,3 +78,46 @@ def test_the_sessions_of_calls_never_read_are_forgotten_in_the_served_app_and_a_
             client.get(f"{app['url']}gradio_api/info")  # a request through the door, which sweeps
         assert len(holder.session_data) == 0, len(holder.session_data)
         assert len(app["demo"]._queue.pending_messages_per_session) == 0
+
+
+def test_new_sessions_go_in_at_the_gates_rate_each_address_in_turn_so_a_newcomer_waits_behind_one_of_each():
+    """Twenty addresses with ten new sessions each waiting, and then a newcomer: after the burst, sessions go in at
+    `per_s`, one address after another, and the newcomer's goes in behind at most one of each other address."""
+    import asyncio
+
+    from bert_demo.app.guards.sessions import SessionGate
+
+    gate, order = SessionGate(per_s=200.0, burst=5.0, wait_s=10.0), []
+
+    async def enter(address: str) -> None:
+        assert await gate.enter(address)
+        order.append(address)
+
+    async def scenario() -> tuple[float, int]:
+        started = time.monotonic()
+        flood = [asyncio.create_task(enter(f"flood-{i % 20}")) for i in range(200)]
+        await asyncio.sleep(0.01)
+        already = len(order)
+        newcomer = asyncio.create_task(enter("newcomer"))
+        await asyncio.gather(*flood, newcomer)
+        return time.monotonic() - started, already
+
+    took, already = asyncio.run(scenario())
+    assert took >= (200 + 1 - 5) / 200 * 0.9  # the rate holds: no more than the burst at once
+    assert order.index("newcomer") <= already + 22  # behind at most one of each flooding address (and a release)
+    after = order.index("newcomer") + 1  # in turn: any twenty in a row are twenty addresses
+    assert all(len(set(order[i:i + 20])) == 20 for i in range(after, after + 40))
+
+
+def test_a_new_session_whose_turn_does_not_come_in_time_is_refused_and_its_turn_passes_on():
+    import asyncio
+
+    from bert_demo.app.guards.sessions import SessionGate
+
+    gate = SessionGate(per_s=2.0, burst=1.0, wait_s=0.2)
+
+    async def scenario() -> list[bool]:
+        return await asyncio.gather(*(gate.enter("one") for _ in range(3)))
+
+    assert asyncio.run(scenario()) == [True, False, False]
+    assert not gate.turns
