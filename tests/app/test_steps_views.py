@@ -179,3 +179,45 @@ def test_a_tokens_path_is_its_size_guess_and_attention_spread_after_each_layer(t
     guess = rows[-1]["the head would guess"].split(",")[0].rsplit(" ", 1)
     assert typed[0].catalog.load(MODEL).tokenizer.convert_tokens_to_ids(guess[0]) == int(last.argmax())
     assert float(guess[1]) == pytest.approx(float(last.max()), abs=6e-3)
+
+
+def test_what_was_cut_to_fit_is_counted_from_each_sides_start_and_end_as_the_pieces_show(section_1):
+    """"Cut to fit": how many word pieces went from A's start and end and B's start and end, counted here by finding
+    the pieces the model reads in each sentence's own pieces (a swapped side would teach truncation wrongly)."""
+    registry = section_1[0]
+    checked = 0
+    for seed in range(40):
+        example = drawn.drawn(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "paper", seed)
+        if not any(example.example.cut):
+            continue
+        pieces, tokenizer = example.example.pieces, example.loaded.tokenizer
+        first_sep = pieces.index("[SEP]")
+        kept = {"A": pieces[1:first_sep], "B": pieces[first_sep + 1:-1]}
+        counted = []
+        for side, segment in (("A", example.example.a), ("B", example.example.b)):
+            whole = tokenizer.tokenize(" ".join(segment.sentences))
+            start = next(i for i in range(len(whole) - len(kept[side]) + 1)
+                         if whole[i:i + len(kept[side])] == kept[side])
+            counted += [start, len(whole) - start - len(kept[side])]
+        said = steps.pretraining_example(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "paper", seed)["ex_pair"]
+        for n, where in zip(counted, ("A's start", "A's end", "B's start", "B's end")):
+            assert (f"{n} from {where}" in said) == (n > 0), (seed, where, said[-300:])
+        assert f"{sum(counted)} word pieces went" in said
+        checked += 1
+        if checked == 3:
+            break
+    assert checked == 3
+
+
+def test_each_sentence_is_said_to_come_from_the_paragraph_and_sentence_it_was_found_in(section_1):
+    """"your text, document 3, sentence 3": counted here by finding A's and B's sentences in the typed paragraphs."""
+    registry, shown, example = section_1
+    paragraphs = [paragraph.split(". ") for paragraph in PARAGRAPHS.split("\n\n")]
+    for label, segment in (("Sentence A", example.example.a), ("Sentence B", example.example.b)):
+        first = segment.sentences[0].rstrip(".")
+        document = next(i for i, sentences in enumerate(paragraphs) if any(s.rstrip(".") == first for s in sentences))
+        sentence = next(i for i, s in enumerate(paragraphs[document]) if s.rstrip(".") == first)
+        told = shown["ex_pair"].split(f"**{label}**")[1].split(":")[0]
+        span = (f"sentence {sentence + 1}" if len(segment.sentences) == 1
+                else f"sentences {sentence + 1}-{sentence + len(segment.sentences)}")
+        assert f"document {document + 1}, {span}" in told, (label, told)
