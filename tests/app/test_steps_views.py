@@ -26,8 +26,8 @@ SENTENCE_A, SENTENCE_B = "the cat [MASK] on the mat.", "it purred."
 
 
 @pytest.fixture(scope="module")
-def section_1(make_checkpoint, tmp_path_factory):
-    """Section 1 as the page draws it, for a seed whose example has a kept and a random position, and that example."""
+def drawn_with(make_checkpoint, tmp_path_factory):
+    """The app's state over a test model, and a seed whose example has a kept and a random position."""
     from bert_demo.app.state.registry import Registry
 
     root = tmp_path_factory.mktemp("steps-views")
@@ -35,6 +35,13 @@ def section_1(make_checkpoint, tmp_path_factory):
     registry = Registry(checkpoints_dir=root / "checkpoints", runs_dir=root / "runs", device="cpu", allow_hub=False)
     seed = next(seed for seed in range(60) if {Fate.RANDOM, Fate.KEPT} <= set(
         drawn.drawn(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "paper", seed).example.fates))
+    return registry, seed
+
+
+@pytest.fixture
+def section_1(drawn_with):
+    """Section 1 as the page draws it for that seed (rendered afresh for each test), and the example."""
+    registry, seed = drawn_with
     shown = steps.pretraining_example(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "paper", seed)
     return registry, shown, drawn.drawn(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "paper", seed)
 
@@ -121,9 +128,10 @@ def forward(registry, step: str, layer: int, head: int, position: int = -1) -> d
 
 
 @pytest.fixture(scope="module")
-def typed(section_1):
+def typed(drawn_with):
     """transformers' pass over the typed pair, attention and hidden states kept."""
-    registry, _, example = section_1
+    registry, seed = drawn_with
+    example = drawn.drawn(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "paper", seed)
     theirs = transformers_model(example.loaded.model)
     batch = encode_input(example.loaded.model, example.loaded.tokenizer, SENTENCE_A, SENTENCE_B)
     with torch.no_grad():
