@@ -105,7 +105,7 @@ def test_the_documented_gradio_client_examples_run_as_written_from_a_fresh_clien
     assert "masking rate" in run["recipe"]
     assert run["step_text"].startswith("### 9 of 31 · Attention: Scores (layer 2, head 3)")
     assert plot_data(run["step_plot"])[0]["type"] == "heatmap"
-    assert "| after | size |" in run["path"] and len(run["every_layer"]["value"]) == 16  # mini: 4 layers x 4 heads
+    assert "| after | size |" in run["path"] and len(plot_data(run["every_layer"])) == 16  # 4 layers x 4 heads
     assert run["gradient_text"].startswith("**The gradient of the loss here**")
     assert run["summary"].startswith("**One step** of AdamW") and "What Adam's first step does" in run["adam"]
 
