@@ -252,15 +252,13 @@ def test_fill_mask_look_inside_layers_clicked_words_heads_off_and_importance(web
     web.fill("#fill-text textarea", "the cat [MASK] on the mat.")
     web.click("#fill-button")
     wait_text(web, "#layer-table", "3 (last)")  # one row per layer of the test model
-    before = web.locator("#fill-label-0").inner_text()
     web.locator("#fill-words .token", has_text="mat.").first.click()  # click-to-mask
     web.wait_for_function("document.querySelector('#fill-text textarea').value === 'the cat [MASK] on the [MASK].'")
     web.wait_for_selector("#fill-label-1 :text('%')")  # and the new sentence was predicted
     web.locator("#heads-off input").fill("L1 H1")
     web.locator("#heads-off input").press("Enter")
     web.click("#fill-button")
-    wait_text(web, "#fill-sentence", "1 head switched off")
-    assert web.locator("#fill-label-0").inner_text() != before
+    wait_text(web, "#fill-sentence", "1 head switched off")  # its effect on the guesses: test_ui (a trained model)
     web.click("#importance-button")
     web.wait_for_function("(() => { const p = document.querySelector('#importance-plot .js-plotly-plot');"
                           " return p && p.data && p.data.length === 2; })()")  # one map per [MASK]
