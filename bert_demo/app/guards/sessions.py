@@ -19,9 +19,10 @@ from typing import Any
 PAGELESS_IDLE_S = 60.0  # a session with no live page, idle this long, is forgotten (a script reads its answer at once)
 MAX_PAGELESS = 400  # sessions with no live page kept at once: past this, the least recently used go at once
 SWEEP_EVERY_S = 1.0  # how often the door looks
-NEW_SESSIONS_PER_S = 30.0  # sessions gradio may make a second, every address together: each costs 18 ms of the event
-# loop's one core (a copy of every component's config); twenty networks posting unread /call/s made 150 a second, and
-# another visitor's Fill-mask waited 16-20 s behind them
+NEW_SESSIONS_PER_S = 15.0  # sessions gradio may make a second, every address together: each costs 18 ms of the event
+# loop's one core (a copy of every component's config). Twenty networks posting unread /call/s made 150 a second, and
+# another visitor's Fill-mask waited 16-20 s behind them; at 30 a second it waited 3.1 s (worst 5.8), at 15 1.4 s
+# (worst 2.0: benchmarks/README.md, issue 79)
 
 
 class Sessions:
