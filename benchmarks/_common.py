@@ -42,13 +42,14 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def interleaved_times(calls: dict[str, Callable[[], object]], n: int, warmup: int,
-                      device: torch.device = torch.device("cpu")) -> dict[str, list[float]]:
+                      device: torch.device | None = None) -> dict[str, list[float]]:
     """Seconds per call for each named function, run in turns (A B, then B A, ...) so noise hits all alike.
 
     The order alternates every round, so neither side always runs right after the other (cache, turbo, GC).
     The first `warmup` rounds are run but not recorded.
     """
     names, times = list(calls), {name: [] for name in calls}
+    device = device or torch.device("cpu")
     for round_ in range(warmup + n):
         for name in (names if round_ % 2 == 0 else names[::-1]):
             sync(device)

@@ -5,7 +5,7 @@ domain, with all labels and with few. Also the time of one integrated-gradients 
     python benchmarks/finetune.py                                     # seeds 0,1,2; all labels and 500
     python benchmarks/finetune.py --seeds 0 --sizes 500 --inits pretrained,random
     python benchmarks/finetune.py --lrs 3e-5,1e-4,3e-4,1e-3 --inits pretrained,random --jobs 12   # a grid
-    python benchmarks/finetune.py --from-log finetune.jsonl           # the summary of rows already run
+    python benchmarks/finetune.py --from-log benchmarks/results/finetune.jsonl   # the rows already run, summed up
     python benchmarks/finetune.py --app-budget --sizes 100,300,1000,all --inits pretrained,random   # the tab's runs
     python benchmarks/finetune.py --write-task-text movies.txt        # the training sentences, unlabelled
 
@@ -192,7 +192,7 @@ def main() -> None:
     parser.add_argument("--app-budget", action="store_true",
                         help="the Fine-tune tab's budget: APP_FINETUNE's passes, at most its max_steps a run")
     parser.add_argument("--jobs", type=int, default=1, help="runs at once, each in a process of its own")
-    parser.add_argument("--log", default="finetune.jsonl")
+    parser.add_argument("--log", default="benchmarks/results/finetune.jsonl")
     parser.add_argument("--resume", action="store_true", help="skip the runs --log already holds")
     parser.add_argument("--from-log", nargs="+", default=None, help="summarise the rows of these logs; run nothing")
     parser.add_argument("--no-attribution", action="store_true", help="skip the attribution timing")

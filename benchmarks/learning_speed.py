@@ -214,7 +214,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16"),
                         help="compute precision of every variant (TrainConfig.precision)")
-    parser.add_argument("--log", default="learning_speed.jsonl", help="append one JSON line per variant here")
+    parser.add_argument("--log", default="benchmarks/results/learning_speed.jsonl",
+                        help="append one JSON line per variant here")
     parser.add_argument("--app-default", action="store_true",
                         help="instead: the app's default run, timed from the click (target: at most 5 minutes and "
                              "0.15 MLM accuracy on held-out news)")

@@ -422,7 +422,7 @@ def run_routes(url: str, model: str, number: int, stop: threading.Event, out: Co
             if stop.is_set():
                 return
             route = "run" if (number + i) % 2 else "api"
-            counted(out, lambda: client.post(f"gradio_api/{route}/fill_mask",
+            counted(out, lambda route=route: client.post(f"gradio_api/{route}/fill_mask",
                                              json={"data": [model, MASKED_TEXT, 5, [], "final"]}))
 
 
@@ -450,7 +450,7 @@ def unknown_routes(url: str, model: str, number: int, stop: threading.Event, out
     with httpx.Client(base_url=url, timeout=30, headers={"X-Forwarded-For": FLOOD_FROM}) as client:
         while not stop.is_set():
             for route, body in asked:
-                counted(out, lambda: client.post(f"gradio_api/{route}", json=body))
+                counted(out, lambda route=route, body=body: client.post(f"gradio_api/{route}", json=body))
 
 
 def mistyped_lists(url: str, model: str, number: int, stop: threading.Event, out: Counter) -> None:
@@ -572,7 +572,7 @@ def unread_calls(url: str, model: str, number: int, stop: threading.Event, out: 
         i = 0
         while not stop.is_set():
             i += 1
-            counted(out, lambda: client.post("gradio_api/call/fill_mask", json={
+            counted(out, lambda i=i: client.post("gradio_api/call/fill_mask", json={
                 "data": [model, f"the [MASK] saw {number} {i} boats.", 5, [], "final"]}))
 
 

@@ -113,7 +113,7 @@ def main() -> None:
         candidates.append((f"trained on {args.corpus}", tokenizer, size))
     steps = step_times([len(t) for _, t, _ in candidates], args.preset, args.batch)
     fastest = min(steps.values())
-    for name, tokenizer, size in candidates:
+    for name, tokenizer, _ in candidates:
         row = [name, f"{len(tokenizer):,}"]
         for documents in texts.values():
             m = measure(tokenizer, documents)

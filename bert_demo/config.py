@@ -63,7 +63,8 @@ class BertConfig:
     initializer_range: float = 0.02
     layer_norm_eps: float = 1e-12
     pad_token_id: int = 0
-    labels: tuple[str, ...] = ()  # a classifier's classes in index order (config.json: id2label); none before fine-tuning
+    labels: tuple[str, ...] = ()  # a classifier's classes in index order (config.json: id2label); none before
+    # fine-tuning
 
     def __post_init__(self) -> None:
         self.validate()

@@ -64,7 +64,8 @@ def layer_predictions(
 def next_sentence(model: BertForPreTraining, tokenizer: BertTokenizerFast, text_a: str, text_b: str,
                   head_mask: HeadMask = None) -> float:
     """The model's probability that sentence B follows sentence A (BERT's NSP task, §3.1)."""
-    batch = encode_pair(model, tokenizer, read_text(text_a, "sentence A", tokenizer), read_text(text_b, "sentence B", tokenizer))
+    batch = encode_pair(model, tokenizer, read_text(text_a, "sentence A", tokenizer),
+                        read_text(text_b, "sentence B", tokenizer))
     with evaluating(model) as model:
         logits = model(**batch, mlm_positions=no_token(batch), head_mask=_head_mask(model, head_mask)).nsp_logits[0]
     return float(logits.float().softmax(dim=-1)[0])  # logits (2,): index 0 is "B follows A"
@@ -76,7 +77,8 @@ def classify(model: BertForSequenceClassification, tokenizer: BertTokenizerFast,
     if not isinstance(model, BertForSequenceClassification):
         raise ValueError("this model has no classifier: fine-tune it on a task first")
     text_b = None if text_b is None or not str(text_b).strip() else check_text(text_b, "sentence B")
-    batch = encode_pair(model, tokenizer, check_text(text_a, "the sentence" if text_b is None else "sentence A"), text_b)
+    batch = encode_pair(model, tokenizer, check_text(text_a, "the sentence" if text_b is None else "sentence A"),
+                        text_b)
     with evaluating(model) as model:
         probabilities = model(**batch).logits[0].float().softmax(-1).tolist()
     return list(zip(model.config.labels, probabilities))

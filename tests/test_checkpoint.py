@@ -229,7 +229,8 @@ def test_wrong_shapes_are_reported_by_name(trained_tiny, tokenizer, tmp_path):
     config = json.loads((folder / "config.json").read_text())
     config["intermediate_size"] = 256
     (folder / "config.json").write_text(json.dumps(config))
-    with pytest.raises(ValueError, match=rf"intermediate.dense.\w+ has shape \({trained_tiny.config.intermediate_size}"):
+    size = trained_tiny.config.intermediate_size
+    with pytest.raises(ValueError, match=rf"intermediate.dense.\w+ has shape \({size}"):
         load_pretrained(folder)
 
 

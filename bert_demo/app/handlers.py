@@ -4,9 +4,10 @@ The events themselves live with their tab (`bert_demo.app.tabs`) or the header (
 handler takes the `Registry` first and returns (or, for training, yields) a dict from output names to values;
 `bert_demo.app.ui` maps the names to its components. Tests call these functions directly. A refused input becomes a
 toast with its message, never a traceback; so does an input that gradio itself refuses before any handler runs
-(`Blocks`), a list given as something else and something else given as text among them. Refusals are logged as `http_limits.QuietLog` logs them
-(`refusals`): the first of a kind from an address, then a line a minute with how many more there were, not a line a
-refusal; the address is the asking request's (`asker`, which `Blocks` sets for every event it answers).
+(`Blocks`), a list given as something else and something else given as text among them. Refusals are logged as
+`http_limits.QuietLog` logs them (`refusals`): the first of a kind from an address, then a line a minute with how many
+more there were, not a line a refusal; the address is the asking request's (`asker`, which `Blocks` sets for every event
+it answers).
 """
 from __future__ import annotations
 

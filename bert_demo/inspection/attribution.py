@@ -110,7 +110,7 @@ def _integrate(model: torch.nn.Module, tokenizer: BertTokenizerFast, batch: dict
     total = torch.zeros_like(real)
     for chunk in alphas.split(CHUNK):
         path = (base + chunk[:, None, None] * (real - base)).requires_grad_(True)  # (n, T, H)
-        handle = table.register_forward_hook(lambda module, inputs, result: path)
+        handle = table.register_forward_hook(lambda module, inputs, result, path=path: path)
         try:
             repeated = {name: tensor.expand(len(chunk), -1) for name, tensor in batch.items()}
             (gradient,) = torch.autograd.grad(output(model, repeated).sum(), path)

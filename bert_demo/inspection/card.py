@@ -128,7 +128,8 @@ def how_long(metadata: dict, weights: str = "fp32") -> str:
     hardware = " and ".join(trained_on(metadata)) or "an unrecorded machine"
     # runs saved before runs recorded their precision computed in bf16 on a GPU and in fp32 on a CPU
     precision = metadata.get("precision") or ("bf16" if metadata.get("device") == "cuda" else "fp32")
-    return f"{metadata.get('step', 0):,} steps ({took} on {hardware}, computing in {precision}; the weights are {weights})"
+    return (f"{metadata.get('step', 0):,} steps ({took} on {hardware}, computing in {precision}; "
+            f"the weights are {weights})")
 
 
 def continued_from(config: dict, depth: int = 5) -> list[str]:

@@ -49,7 +49,8 @@ LAYER = re.compile(r"bert\.encoder\.layer\.\d+\.")
 READ = frozenset({  # what the steps read of a pass (a layer's modules named "L."): a pass keeps these alone
     *(Tap(module, OUT) for module in (
         "bert.embeddings.word_embeddings", "bert.embeddings.position_embeddings",
-        "bert.embeddings.token_type_embeddings", "bert.embeddings.LayerNorm", "L.attention.self.query", "L.attention.self.key", "L.attention.self.value",
+        "bert.embeddings.token_type_embeddings", "bert.embeddings.LayerNorm", "L.attention.self.query",
+        "L.attention.self.key", "L.attention.self.value",
         "L.attention.self.attention_scores", "L.attention.output.dense", "L.attention.output.LayerNorm",
         "L.intermediate.dense", "L.intermediate", "L.output.dense", "L.output.LayerNorm",
         "cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm", "cls.predictions",

@@ -131,7 +131,8 @@ class Moves:
 @dataclass(frozen=True, kw_only=True)
 class Gradients:
     """The gradient of the loss at every module's output and input (`flow`) and at each layer's attention
-    probabilities (`attention_flow`): what a step of the forward pass shows of a training step, kept without the rest."""
+    probabilities (`attention_flow`): what a step of the forward pass shows of a training step, kept without the
+    rest."""
 
     flow: Captured
     attention_flow: Tensor  # (L, A, T, T)

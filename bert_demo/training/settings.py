@@ -98,7 +98,8 @@ class RunConfig:
     device: str | None = setting(None, "cpu, cuda or cuda:N (default: CUDA when present)", group="machine")
     precision: str = setting("auto", "compute precision of the forward pass: bf16 autocast or fp32 (auto: bf16 where "
                                      "the device computes it natively, a GPU of compute capability 8.0+ or a CPU with "
-                                     "AVX-512 BF16 or AMX; fp32 elsewhere); weights, optimizer and checkpoints stay fp32",
+                                     "AVX-512 BF16 or AMX; fp32 elsewhere); weights, optimizer and checkpoints stay "
+                                     "fp32",
                              choices=PRECISIONS, group="machine")
     compile: bool = setting(False, "torch.compile the model (off by default: Spaces' ZeroGPU forbids it)",
                             group="machine")
@@ -107,7 +108,8 @@ class RunConfig:
         self.validate()  # checked once, when it is made, and frozen: a run never holds one no run can use
 
     def validate(self) -> None:
-        """Raise ValueError naming the first setting no run can use (the app's tighter caps: `app.policy.check_limits`)."""
+        """Raise ValueError naming the first setting no run can use (the app's tighter caps:
+        `app.policy.check_limits`)."""
         for f in fields(self):
             _check(f, getattr(self, f.name), None, on_machine=False)
         if self.batch_size % self.grad_accum:

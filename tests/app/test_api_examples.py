@@ -58,9 +58,9 @@ def app(served_app, tmp_path_factory):
         shutil.copytree(ROOT / "checkpoints" / "mini-english", base / "checkpoints" / "mini-english")
         narrowed(base / "checkpoints" / "mini-english")
         for name, lr in [("a", 1e-3), ("b", 3e-3)]:
-            list(pretraining(TrainConfig(preset="tiny", corpus=str(served["corpus"]), steps=40, batch_size=4, seq_len=32,
-                                     vocab_size=300, lr=lr, out=str(base / "runs" / name), eval_every=20,
-                                     log_every=10, eval_batches=1)).run())
+            list(pretraining(TrainConfig(preset="tiny", corpus=str(served["corpus"]), steps=40, batch_size=4,
+                                         seq_len=32, vocab_size=300, lr=lr, out=str(base / "runs" / name),
+                                         eval_every=20, log_every=10, eval_batches=1)).run())
         yield served
 
 
@@ -132,7 +132,8 @@ def test_every_choice_the_api_declares_is_of_its_declared_type_and_is_accepted(a
 @pytest.mark.parametrize("args, api_name, message", [
     (("runs/a", "the [MASK] sat.", 3, [], "20"), "/fill_mask", "This run has no snapshot at step 20: it has 0, 10, 30"),
     (("runs/a", "the [MASK] sat.", 3, [], "soon"), "/fill_mask", "Unknown training step 'soon'"),
-    ((MODEL, "the [MASK] sat.", 3, [], "10"), "/fill_mask", "Only “final” can be shown of tiny-test: it kept no snapshots"),
+    ((MODEL, "the [MASK] sat.", 3, [], "10"), "/fill_mask",
+     "Only “final” can be shown of tiny-test: it kept no snapshots"),
     (("runs/a", "the cat sat.", "", 1, 1, "one head", False, "every token", "final", "soon"), "/attention",
      "Unknown training step 'soon'"),
     ((["runs/a", "runs/missing"], "tokens"), "/compare_runs", "There is no model called runs/missing"),

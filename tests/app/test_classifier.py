@@ -89,7 +89,8 @@ def test_new_classes_start_a_new_output_layer_and_a_classifier_refuses_to_preten
                                                                                                   tmp_path):
     save_pretrained(BertForSequenceClassification(config_for(tokenizer)), tokenizer, tmp_path / "clf")
     relabelled = load_classifier(tmp_path / "clf", labels=("a", "b", "c"))
-    assert relabelled.dropped == ["classifier.bias", "classifier.weight"] and relabelled.model.classifier.out_features == 3
+    assert relabelled.dropped == ["classifier.bias", "classifier.weight"]
+    assert relabelled.model.classifier.out_features == 3
     with pytest.raises(ValueError, match="is a fine-tuned classifier \\(negative, positive\\): it has no masked-LM"):
         load_checkpoint(tmp_path / "clf")
     pretrained = BertForPreTraining(PRESETS["tiny"].with_vocab(len(tokenizer)))

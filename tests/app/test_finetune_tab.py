@@ -242,8 +242,8 @@ def test_a_classifier_is_refused_where_a_masked_lm_head_is_needed_and_the_revers
 def test_the_attention_and_embeddings_tabs_look_inside_a_fine_tuned_model_the_others_refuse_it(registry,
                                                                                                experiment):
     chosen = experiment[-1]["ft_classifier"].value
-    shown = attention.attention(registry, chosen, "the river was wonderful today.", "", 2, 1, attention.VIEW_HEAD, False,
-                             owner=OWNER)
+    shown = attention.attention(registry, chosen, "the river was wonderful today.", "", 2, 1, attention.VIEW_HEAD,
+                                False, owner=OWNER)
     _, expected = inference_attention(registry.catalog.load_classifier(chosen, OWNER), "the river was wonderful today.")
     drawn = [value for row in shown["att_plot"].data[0].z for value in row]
     assert drawn == pytest.approx(expected[1, 0].flatten().tolist(), abs=1e-3)  # the classifier's own map
@@ -369,7 +369,8 @@ def test_the_verdict_scores_a_glue_task_in_its_own_metric_not_accuracy():
 def test_the_verdict_says_whether_the_well_read_start_bought_more_than_the_selected_model():
     runs = {"pretrained": [val(200, 0.70, test_acc=0.70)], "random": [val(200, 0.65, test_acc=0.65)]}
     more = verdict.verdict({**runs, "well-read": [val(200, 0.80, test_acc=0.80)]}, 1000, None, "Google's BERT-Small")
-    assert "Google's BERT-Small, pre-trained on 3.3 billion words, reached **0.800**: +15.0 points over random weights, against +5.0 for the selected model" in more
+    assert ("Google's BERT-Small, pre-trained on 3.3 billion words, reached **0.800**: +15.0 points over random "
+            "weights, against +5.0 for the selected model") in more
     assert "The more text a model read before, the more its pre-training buys." in more
     level = verdict.verdict({**runs, "well-read": [val(200, 0.71, test_acc=0.71)]}, 1000, None)
     assert "all that reading bought no more than the selected model's" in level
@@ -385,7 +386,7 @@ def test_a_fine_tuning_run_in_progress_is_not_offered_as_the_live_model_for_the_
         updates = finetune.finetune(registry, "checkpoints/tiny-test", "movie-reviews", upload, "100", [],
                                   owner=OWNER)
         try:
-            for update in updates:
+            for _ in updates:
                 job = registry.slot.job
                 if job is not None and job.running and job.trainer.model is not None:
                     break

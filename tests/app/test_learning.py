@@ -48,7 +48,8 @@ def test_more_steps_show_each_weights_update_step_after_step(registry):
 
 
 @pytest.mark.parametrize("change, message", [({"steps": 0}, "steps"), ({"steps": 1.5}, "whole number"),
-                                             ({"steps": 21}, "steps"), ({"dropout": 0.1}, "Dropout is 'off' or 'paper'"),
+                                             ({"steps": 21}, "steps"),
+                                             ({"dropout": 0.1}, "Dropout is 'off' or 'paper'"),
                                              ({"seed": -1}, "seed"), ({"recipe": "mine"}, "recipe")])
 def test_a_step_asked_wrongly_gets_a_message(registry, change, message):
     with pytest.raises(gr.Error, match=message):

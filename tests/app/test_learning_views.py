@@ -150,7 +150,8 @@ def test_the_first_steps_moves_are_counted_over_every_weight_as_the_page_says(sh
         under = (read > 0) & (read <= recipe.adam_eps)
         return {"weights": len(moved), "moved > lr/2": float((moved > 0.5).float().mean()),
                 "median move / lr": float(moved.sort().values[(len(moved) - 1) // 2]), "g = 0": int((read == 0).sum()),
-                "0 < g ≤ ε": int(under.sum()), "of those, > ε before clipping": int((under & (raw > recipe.adam_eps)).sum())}
+                "0 < g ≤ ε": int(under.sum()),
+                "of those, > ε before clipping": int((under & (raw > recipe.adam_eps)).sum())}
 
     text = answer["ts_adam"]
     every = counted(names)
@@ -295,7 +296,8 @@ def test_each_heads_cell_is_the_gradient_at_that_layers_and_heads_weighted_sum_o
                 for context in contexts]
     heatmap = traces(answer["ts_heads"])[0]
     assert list(heatmap["y"]) == [f"layer {layer + 1}" for layer in range(TEST_SHAPE.num_hidden_layers)]
-    assert list(heatmap["x"]) == [str(head + 1) for head in range(heads)] and axis_title(answer["ts_heads"], "xaxis") == "head"
+    assert list(heatmap["x"]) == [str(head + 1) for head in range(heads)]
+    assert axis_title(answer["ts_heads"], "xaxis") == "head"
     assert torch.tensor(heatmap["z"]) == pytest.approx(torch.tensor(expected), rel=1e-4)
 
 

@@ -22,7 +22,7 @@ def test_the_app_asks_torch_whether_it_has_a_gpu_before_the_form_takes_its_caps(
     make = lambda: Registry(checkpoints_dir=roots["checkpoints"], runs_dir=roots["runs"], allow_hub=False)  # noqa: E731
     monkeypatch.setattr(machine, "GPU_DRIVER_SIGNS", (str(roots["checkpoints"]),))  # a driver file that exists
     for available, device, kind in ((True, "cuda", "gpu"), (False, "cpu", "cpu")):  # e.g. a CPU-only torch
-        monkeypatch.setattr(torch.cuda, "is_available", lambda: available)
+        monkeypatch.setattr(torch.cuda, "is_available", lambda available=available: available)
         registry = make()
         assert (registry.device, registry.caps.machine) == (device, kind)
     monkeypatch.setattr(machine, "GPU_DRIVER_SIGNS", (str(roots["checkpoints"] / "absent"),))
@@ -37,7 +37,7 @@ def test_the_fork_server_for_cpu_runs_is_started_beside_the_page_only_where_ther
     monkeypatch.setattr(run_process, "warm_up", lambda: started.append(True))
     monkeypatch.setattr(machine, "_trim_heap", lambda: None)
     for available in (True, False):
-        monkeypatch.setattr(torch.cuda, "is_available", lambda: available)
+        monkeypatch.setattr(torch.cuda, "is_available", lambda available=available: available)
         machine.start_beside_the_page()
     assert started == [True]  # on the GPU host, runs train in a thread: no fork server
 

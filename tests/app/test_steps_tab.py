@@ -41,7 +41,8 @@ def test_an_example_is_drawn_again_by_its_seed_and_shows_every_position_of_the_b
         fates |= set(example.fates)
     assert fates == {0, 1, 2, 3}  # every fate was shown
     example = pretraining_example.draw(documents, loaded.tokenizer, recipe, 5)
-    assert first["ex_pair"].startswith("Seed **5**") and ("IsNext" if example.is_next else "NotNext") in first["ex_pair"]
+    assert first["ex_pair"].startswith("Seed **5**")
+    assert ("IsNext" if example.is_next else "NotNext") in first["ex_pair"]
     loss = pretraining_example.loss(loaded.model, example, loaded.tokenizer)
     assert f"**{loss.mlm_loss:.4f}**" in first["ex_loss"] and f"**{loss.loss:.4f}**" in first["ex_loss"]
     assert first["ex_loss_table"].count("\n") == len(example.picked) + 1
@@ -166,7 +167,8 @@ def test_scores_are_drawn_as_dots_and_shares_as_bars_and_a_lone_sentence_is_said
     assert json.loads(scores["fw_plot"].to_json())["data"][0]["type"] == "scatter"  # a bar from 0 hid the top guess
     assert json.loads(shares["fw_plot"].to_json())["data"][0]["type"] == "bar"
     nsp = STEP_NAMES.index("Next-sentence head · Softmax")
-    assert "There is no sentence B here" in steps.forward_steps(registry, MODEL, "the cat sat.", "", 1, 1, nsp)["fw_text"]
+    shown = steps.forward_steps(registry, MODEL, "the cat sat.", "", 1, 1, nsp)["fw_text"]
+    assert "There is no sentence B here" in shown
     assert "There is no sentence B" not in steps.forward_steps(registry, MODEL, "the cat sat.", "it purred.", 1, 1,
                                                                 nsp)["fw_text"]
 
@@ -259,7 +261,8 @@ def test_a_link_names_the_views_settings_and_model_and_opening_it_sets_them():
     request = SimpleNamespace(query_params={"tab": "steps", "model": "runs/my run", "seed": "7", "step": "9",
                                             "layer": "x", "recipe": "paper"})
     tabs, by_link, model, source, recipe, seed, reads, shows, step, layer, head = steps.opened_by_link(request)
-    assert tabs.selected == "steps" and by_link is True and (model, recipe, seed, step) == ("runs/my run", "paper", 7, 8)
+    assert tabs.selected == "steps" and by_link is True
+    assert (model, recipe, seed, step) == ("runs/my run", "paper", 7, 8)
     assert all(value == gr.skip() for value in (source, reads, shows, layer, head))  # unread: left as it is
     assert all(value == gr.skip() for value in steps.opened_by_link(SimpleNamespace(query_params={})))
 

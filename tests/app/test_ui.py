@@ -312,7 +312,8 @@ def test_a_short_run_streams_growing_metrics_and_ends_with_a_checkpoint(app, cli
 
 
 def test_a_fine_tune_through_the_api_streams_curves_and_leaves_a_classifier_that_answers(app, client, short_finetune):
-    job = client.submit(MODEL, "movie-reviews", handle_file(str(short_finetune)), "100", ["random"], api_name="/finetune")
+    job = client.submit(MODEL, "movie-reviews", handle_file(str(short_finetune)), "100", ["random"],
+                        api_name="/finetune")
     outputs = list(job)[-1]
     status, curves, verdict, counts, changes, classifier, selector, tuned, took = outputs
     assert status.startswith("Done: 2 runs of 4 steps"), status
@@ -464,9 +465,7 @@ def test_model_tab_says_how_long_a_model_trained_in_hours_minutes_or_seconds(mak
 def test_the_train_tab_continues_the_selected_model_through_the_api(app, client):
     job = client.submit(["wiki"], None, "tiny", 10, 4, 1e-3, 32, 512, False, train.START_CONTINUE, MODEL,
                         api_name="/train")
-    outputs = None
-    for outputs in job:
-        pass
+    *_, outputs = job  # the last update
     status = outputs[0]
     assert status.startswith("Finished 10 steps") and "tiny-test-continued-wiki" in status
     run = next(e for e in app["registry"].catalog.list_models() if "tiny-test-continued-wiki" in e.name)
@@ -482,9 +481,7 @@ TYPED = "\n\n".join(f"Paragraph {i} is about a small village by the lake. The ba
 def test_typed_text_trains_like_an_upload_and_stays_private(app, client):
     job = client.submit([], None, "tiny", 10, 4, 1e-3, 32, 512, False, train.START_RANDOM, MODEL, TYPED,
                         api_name="/train")
-    outputs = None
-    for outputs in job:
-        pass
+    *_, outputs = job  # the last update
     assert outputs[0].startswith("Finished 10 steps") and "upload" in outputs[0]
     run = next(name for _, name in outputs[6]["choices"] if "tiny-upload-" in name)
     assert run not in [e.name for e in app["registry"].catalog.list_models()]  # another visitor does not see it

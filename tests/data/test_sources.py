@@ -136,7 +136,8 @@ def test_a_package_that_fails_its_hash_is_deleted_and_refused(private_cache, mon
 
 
 def test_brown_tokens_are_joined_back_into_plain_sentences():
-    assert miscellany._brown_sentence("He/pps said/vbd ,/, ``/`` no/at (/( sir/nn )/) ''/'' ./.") == 'He said, "no (sir)".'
+    tagged = "He/pps said/vbd ,/, ``/`` no/at (/( sir/nn )/) ''/'' ./."
+    assert miscellany._brown_sentence(tagged) == 'He said, "no (sir)".'
     assert miscellany._brown_sentence("the/at war/nn ;/. ;/.") == "the war;"  # doubled in the tagged text
     assert miscellany._brown_sentence("AT&amp;T/np won/vbd ./.") == "AT&T won."
 

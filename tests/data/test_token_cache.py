@@ -27,7 +27,8 @@ def test_a_vocabulary_and_ids_are_made_once_and_read_back_exactly(private_cache)
     ids = cached_ids("stories|train", tokenizer, lambda: tokenize_sourced(DOCUMENTS, SOURCES, tokenizer))
     again = cached_vocabulary("stories|train", never)
     assert vocabulary(again) == vocabulary(tokenizer)
-    assert again("the fox lived near the river.")["input_ids"] == tokenizer("the fox lived near the river.")["input_ids"]
+    text = "the fox lived near the river."
+    assert again(text)["input_ids"] == tokenizer(text)["input_ids"]
     assert cached_ids("stories|train", again, never) == ids and len(ids.documents) == len(DOCUMENTS)
     assert ids.sources == SOURCES  # each document's source is kept beside it
     assert (private_cache / "prepared").is_dir()

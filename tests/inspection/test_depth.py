@@ -44,10 +44,10 @@ def test_a_step_in_every_layer_and_head_is_that_layers_own(trained_tiny, tokeniz
     softmax = next(spec for spec in SPECS if spec.title == "Softmax" and spec.part == "Attention")
     grid = every_layer(softmax, p)
     layers, heads = trained_tiny.config.num_hidden_layers, trained_tiny.config.num_attention_heads
-    assert [caption for _, caption in grid] == [f"L{l + 1} H{h + 1}" for l in range(layers) for h in range(heads)]
-    for (values, _), (layer, head) in zip(grid, [(l, h) for l in range(layers) for h in range(heads)]):
+    assert [caption for _, caption in grid] == [f"L{i + 1} H{h + 1}" for i in range(layers) for h in range(heads)]
+    for (values, _), (layer, head) in zip(grid, [(i, h) for i in range(layers) for h in range(heads)]):
         assert torch.equal(values, p.probs[0, layer, head])
     output = next(spec for spec in SPECS if spec.title == "The layer's output (LayerNorm)")
-    assert [caption for _, caption in every_layer(output, p)] == [f"L{l + 1}" for l in range(layers)]
+    assert [caption for _, caption in every_layer(output, p)] == [f"L{i + 1}" for i in range(layers)]
     assert every_layer(SPECS[0], p) == []  # the embeddings are computed once
     assert not math.isnan(float(grid[0][0].sum()))

@@ -199,10 +199,12 @@ COMPUTES = {  # what each step's line of model.py must compute: a name or an ope
     ("Masked-LM head", "Transform: dense"): "self.dense(x)", ("Masked-LM head", "Transform: GELU"): "F.gelu(",
     ("Masked-LM head", "Transform: LayerNorm"): "self.LayerNorm(F.gelu(",
     ("Masked-LM head", "Decoder, tied to the word embeddings"): "self.decoder.weight",
-    ("Masked-LM head", "Softmax: the guesses"): "self.decoder.weight", ("Next-sentence head", "The [CLS] vector"):
-    "hidden[:, 0]", ("Next-sentence head", "Pooler: dense"): "self.dense(hidden", ("Next-sentence head", "Pooler: tanh"):
-    "torch.tanh(", ("Next-sentence head", "Classifier"): "seq_relationship(", ("Next-sentence head", "Softmax"):
-    "seq_relationship(",
+    ("Masked-LM head", "Softmax: the guesses"): "self.decoder.weight",
+    ("Next-sentence head", "The [CLS] vector"): "hidden[:, 0]",
+    ("Next-sentence head", "Pooler: dense"): "self.dense(hidden",
+    ("Next-sentence head", "Pooler: tanh"): "torch.tanh(",
+    ("Next-sentence head", "Classifier"): "seq_relationship(",
+    ("Next-sentence head", "Softmax"): "seq_relationship(",
 }
 
 

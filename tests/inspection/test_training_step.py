@@ -345,10 +345,10 @@ def test_the_first_steps_moves_are_counted_weight_by_weight_against_half_the_rat
     assert under > 0 and by_clipping > 0 and none > 0  # this example shows each case
     assert moves.clipped == pytest.approx(factor, rel=1e-6) and factor < 1
     parts = {part.part: part for part in moves.parts}
-    for part, names in (("embeddings · word embeddings", [WORD_TABLE]),
-                        ("layer 2", [name for name in names if name.startswith("bert.encoder.layer.1.")])):
+    for part, in_part in (("embeddings · word embeddings", [WORD_TABLE]),
+                          ("layer 2", [name for name in names if name.startswith("bert.encoder.layer.1.")])):
         row = parts[part]
-        weights, over, _, none, under, by_clipping = counted(names)
+        weights, over, _, none, under, by_clipping = counted(in_part)
         assert (row.weights, row.over_half, row.no_gradient, row.under_eps, row.under_eps_by_clipping) == \
             (weights, over, none, under, by_clipping), part
     assert sum(part.weights for part in moves.parts) == sum(g.numel() for g in step.gradients.values())

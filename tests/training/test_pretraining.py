@@ -123,7 +123,8 @@ def test_run_streams_growing_metrics_then_a_checkpoint_that_transformers_loads(s
 def test_the_same_config_and_seed_train_to_identical_weights(stories_file, tmp_path):
     """Reproducibility: batches, masks, dropout and initialisation all come from the seed (one shared tokenizer)."""
     first = list(pretraining(tiny_config(stories_file, tmp_path / "a", steps=10)).run())[-1]
-    second = list(pretraining(tiny_config(stories_file, tmp_path / "b", steps=10, tokenizer=str(tmp_path / "a"))).run())[-1]
+    config = tiny_config(stories_file, tmp_path / "b", steps=10, tokenizer=str(tmp_path / "a"))
+    second = list(pretraining(config).run())[-1]
     weights_a = load_file(str(tmp_path / "a" / "model.safetensors"))
     weights_b = load_file(str(tmp_path / "b" / "model.safetensors"))
     assert first["reason"] == second["reason"] == "finished"
@@ -146,7 +147,8 @@ def test_a_mix_splits_with_each_documents_source_and_random_b_keeps_to_it_unless
     assert trainer_module.sentence_pairs(replace(config, random_b="same-source"), tokenized, special, 0, 4).sources == \
         train_sources
     assert trainer_module.sentence_pairs(replace(config, random_b="any"), tokenized, special, 0, 4).sources is None
-    assert trainer_module.sentence_pairs(config, tokenized, special, 0, 4).sources == train_sources  # the default (issue 57)
+    # the default (issue 57)
+    assert trainer_module.sentence_pairs(config, tokenized, special, 0, 4).sources == train_sources
 
 
 def test_the_mask_share_setting_decides_what_picked_training_tokens_become_and_validation_keeps_the_papers(tmp_path):
@@ -155,7 +157,8 @@ def test_the_mask_share_setting_decides_what_picked_training_tokens_become_and_v
 
     def shares(config: TrainConfig, first_step: int | None) -> tuple[float, float]:
         """(the share of picked tokens made [MASK], of those replaced by another word) in 20 batches"""
-        pairs = trainer_module.sentence_pairs(config, Tokenized(documents, [0] * 6), special, 0, 8, first_step=first_step)
+        pairs = trainer_module.sentence_pairs(config, Tokenized(documents, [0] * 6), special, 0, 8,
+                                              first_step=first_step)
         picked = masked = other = 0
         for batch in itertools.islice(pairs.batches(), 20):
             targets = batch["mlm_labels"] != -100

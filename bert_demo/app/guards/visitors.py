@@ -15,12 +15,13 @@ gradio's `/call/` API a new session with every call, but neither a new address, 
 a fresh share of the disk, of a line or of the training line. Requests from this host's own network (loopback,
 private addresses) have no address: the person at the machine is limited by visitor alone. Carrier-grade NAT
 addresses (100.64.0.0/10) are not public either. Behind a proxy the app trusts, though, every address it forwards
-is a visitor, whatever its range: only a peer of the app itself can be this host's network. Behind a proxy, X-Forwarded-For names whom it forwards, but any
-client can write that header itself: the app believes it only from the proxies it trusts, the addresses or networks
-in $BERT_DEMO_TRUSTED_PROXIES (comma-separated), or, on a Hugging Face Space ($SPACE_ID set), whose only way in is
-the platform's proxy, the private networks (`SPACE_PROXIES`). Elsewhere no proxy is trusted unless named. An IPv6
-visitor is their /56: a subscriber is given a /64 at least, often a /56 (256 /64s), and picks a new address in it at
-will. A network given less than a /56 shares it with its neighbours, and one given a /48 counts as 256 visitors.
+is a visitor, whatever its range: only a peer of the app itself can be this host's network. Behind a proxy,
+X-Forwarded-For names whom it forwards, but any client can write that header itself: the app believes it only from the
+proxies it trusts, the addresses or networks in $BERT_DEMO_TRUSTED_PROXIES (comma-separated), or, on a Hugging Face
+Space ($SPACE_ID set), whose only way in is the platform's proxy, the private networks (`SPACE_PROXIES`). Elsewhere no
+proxy is trusted unless named. An IPv6 visitor is their /56: a subscriber is given a /64 at least, often a /56 (256
+/64s), and picks a new address in it at will. A network given less than a /56 shares it with its neighbours, and one
+given a /48 counts as 256 visitors.
 """
 from __future__ import annotations
 

@@ -189,7 +189,7 @@ class Forms:
         layers, hidden = shape.num_hidden_layers, shape.hidden_size
         google = well_read_model(layers, hidden)
         if google is None:
-            shapes = ", ".join(f"{n} ({l} layers of {h})" for (l, h), (_, n) in GOOGLE_BERTS.items())
+            shapes = ", ".join(f"{n} ({depth} layers of {h})" for (depth, h), (_, n) in GOOGLE_BERTS.items())
             raise ValueError(f"Google published no BERT of the selected model's shape ({layers} layers of {hidden}); "
                              f"{shapes} have one: leave the well-read model out of the comparison")
         name, label = google

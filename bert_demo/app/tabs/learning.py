@@ -1,7 +1,7 @@
 """The Step by step tab's third section: one training step on the example drawn above it, `loss.backward()` and
 `optimizer.step()` with the model's own numbers (`inspection.training_step`): where the gradient starts, where it
-flows through the forward pass, how much reaches each head and each part, the tied embeddings' two parts, the optimizer's
-update worked through, and what changed. The layout, its wiring and its handler."""
+flows through the forward pass, how much reaches each head and each part, the tied embeddings' two parts, the
+optimizer's update worked through, and what changed. The layout, its wiring and its handler."""
 from __future__ import annotations
 
 from collections.abc import Callable

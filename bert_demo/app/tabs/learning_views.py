@@ -63,8 +63,8 @@ def summary_markdown(step: Any, tokenizer: Any, model: str, probe_text: str, fat
     steps = "one step" if taken == 1 else f"{taken} steps"
     dropout = (f"with dropout {step.dropout:g} in the step (the losses here are measured without it)" if step.dropout
                else "without dropout, so that the step repeats number for number (the paper trains with 0.1)")
-    lines = [f"**{steps.capitalize()}** of {step.optimizer} on this example, on a private copy of **{model}** (the model the app "
-             f"answers with is untouched), {dropout}.", "",
+    lines = [f"**{steps.capitalize()}** of {step.optimizer} on this example, on a private copy of **{model}** "
+             f"(the model the app answers with is untouched), {dropout}.", "",
              f"| | before | after {steps} |", "|---|---|---|",
              f"| **the loss training minimises** | {before.loss:.4f} | {after.loss:.4f} |",
              f"| masked-LM loss | {before.mlm_loss:.4f} | {after.mlm_loss:.4f} |",
@@ -151,7 +151,8 @@ def adam_markdown(step: Any, paper: bool) -> str:
     return "\n".join(lines)
 
 
-FORMULAS = [r"$$ m \leftarrow \beta_1 m + (1-\beta_1)\,g $$", "", r"$$ v \leftarrow \beta_2 v + (1-\beta_2)\,g^2 $$", "",
+FORMULAS = [r"$$ m \leftarrow \beta_1 m + (1-\beta_1)\,g $$", "",
+            r"$$ v \leftarrow \beta_2 v + (1-\beta_2)\,g^2 $$", "",
             r"$$ \hat m = \frac{m}{1-\beta_1^t},\qquad \hat v = \frac{v}{1-\beta_2^t} $$", "",
             r"$$ w \leftarrow w - \mathrm{lr}\cdot\mathrm{wd}\cdot w - \mathrm{lr}\,\frac{\hat m}{\sqrt{\hat v}+"
             r"\epsilon} $$"]

@@ -117,7 +117,7 @@ def parse_cataclysm(cache: Path) -> list[list[str]]:
     its descriptions, dialogue lines and lore snippets; names, ids, map rows and comments are not read."""
     files = deb_files(fetch(CATACLYSM, cache), lambda n: n.startswith(_CATACLYSM_DIR) and n.endswith(".json"))
     documents = []
-    for name, data in sorted(files):
+    for _, data in sorted(files):
         try:
             parsed = json.loads(data)
         except ValueError:
@@ -195,7 +195,7 @@ def parse_wesnoth(cache: Path) -> list[list[str]]:
     dialogue runs in order; "female^"-style context prefixes and markup are removed."""
     documents = []
     for package in (WESNOTH, *WESNOTH_CAMPAIGNS):
-        for name, data in sorted(deb_files(fetch(package, cache),
+        for _, data in sorted(deb_files(fetch(package, cache),
                                            lambda n: n.startswith(_WESNOTH_DIR) and n.endswith(".cfg"))):
             strings = [_WML_CONTEXT.sub("", s.replace('""', '"')) for s in _WML_STRING.findall(file_text(data))]
             documents.append([p for s in strings if len(s.split()) >= 3 for [p] in paragraphs(s)])

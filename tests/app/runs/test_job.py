@@ -77,7 +77,8 @@ def test_a_failing_run_ends_with_an_error_record(write_corpus, roots, tmp_path, 
     def vanished(source):
         raise ValueError(f"{source} vanished")
 
-    monkeypatch.setattr("bert_demo.training.pretraining.load_corpus", vanished)  # accepted at the start, gone when the run reads it
+    # accepted at the start, gone when the run reads it
+    monkeypatch.setattr("bert_demo.training.pretraining.load_corpus", vanished)
     registry.slot.in_process = False  # the patch is in this process (test_run_process.py covers the child's errors)
     job = registry.start_training(corpus=[], upload=str(corpus), steps=10, batch_size=4, seq_len=32, vocab_size=512)
     job.thread.join(timeout=60)

@@ -372,8 +372,8 @@ def real_space(tmp_path_factory, make_checkpoint, write_corpus):
         env = {**os.environ, "SPACES_ZERO_GPU": "true", "SPACES_ZERO_DEVICE_API_URL": api.url, "BERT_DEMO_HUB": "0",
                "BERT_DEMO_CHECKPOINTS": str(base / "checkpoints"), "BERT_DEMO_RUNS": str(base / "runs"),
                "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": url.rsplit(":", 1)[1].strip("/")}
-        app = subprocess.Popen([sys.executable, "-m", "tests.app.runs.zerogpu_space", str(base / "report.json")], cwd=ROOT,
-                               env=env, stdout=log, stderr=subprocess.STDOUT)
+        app = subprocess.Popen([sys.executable, "-m", "tests.app.runs.zerogpu_space", str(base / "report.json")],
+                               cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
         space = {"url": url, "api": api, "app": app, "base": base, "corpus": write_corpus(base / "corpus.txt")}
         try:
             wait_until(lambda: app.poll() is not None or serves(url), "the app under the real spaces to serve",

@@ -29,11 +29,12 @@ def test_uploads_are_checked_and_copied_to_a_safe_name(write_corpus, roots, tmp_
     assert copied.name == "upload.txt" and copied.read_text() == odd.read_text() and "," not in config.corpus
     assert "upload" in Path(config.out).name
     with pytest.raises(ValueError, match="at most 0 MB|MB are allowed"):
-        registry.forms.train_config(upload=str(write_corpus(tmp_path / "big.txt", documents=60)), steps=10, batch_size=4,
-                              seq_len=32, vocab_size=512)
+        registry.forms.train_config(upload=str(write_corpus(tmp_path / "big.txt", documents=60)), steps=10,
+                                    batch_size=4, seq_len=32, vocab_size=512)
     (tmp_path / "data.csv").write_text("a,b\n")
     with pytest.raises(ValueError, match=r"\.txt"):
-        registry.forms.train_config(upload=str(tmp_path / "data.csv"), steps=10, batch_size=4, seq_len=32, vocab_size=512)
+        registry.forms.train_config(upload=str(tmp_path / "data.csv"), steps=10, batch_size=4, seq_len=32,
+                                    vocab_size=512)
     (tmp_path / "empty.txt").write_text("")
     with pytest.raises(ValueError, match="empty"):
         registry.forms.train_config(upload=str(tmp_path / "empty.txt"), steps=10, batch_size=4, seq_len=32,
@@ -44,9 +45,10 @@ def test_uploads_are_checked_and_copied_to_a_safe_name(write_corpus, roots, tmp_
         (tmp_path / name).write_bytes(content)
         with pytest.raises(ValueError, match=f"cannot be trained on: .*{message}"):
             registry.forms.train_config(corpus=[], upload=str(tmp_path / name), steps=10, batch_size=4, seq_len=32,
-                                  vocab_size=512)
-    beside_wiki = registry.forms.train_config(corpus=["wiki"], upload=str(tmp_path / "line.txt"), steps=10, batch_size=4,
-                                        seq_len=32, vocab_size=512)  # one document is fine next to a corpus
+                                        vocab_size=512)
+    # one document is fine next to a corpus
+    beside_wiki = registry.forms.train_config(corpus=["wiki"], upload=str(tmp_path / "line.txt"), steps=10,
+                                              batch_size=4, seq_len=32, vocab_size=512)
     assert beside_wiki.corpus.startswith("wiki,")
     uploads = set(private_temp.glob("bert-demo-upload-*"))
     assert copied.parent in uploads
@@ -70,7 +72,8 @@ def test_a_run_on_an_upload_is_shared_only_when_its_owner_says_so(write_corpus, 
     wiki_run = registry.start_training(corpus=["wiki"], steps=1, batch_size=2, seq_len=32, vocab_size=512,
                                        owner="me", name="on-wiki")
     wiki_run.thread.join(timeout=120)
-    assert "runs/on-wiki" in [e.name for e in registry.catalog.list_models("someone else")]  # no upload: nothing to hide
+    # no upload: nothing to hide
+    assert "runs/on-wiki" in [e.name for e in registry.catalog.list_models("someone else")]
 
 
 def test_continuing_a_private_run_keeps_it_private_to_its_owner_even_on_a_public_corpus(write_corpus, roots,
