@@ -24,14 +24,15 @@ from torch import Tensor, nn
 from transformers import BertTokenizerFast
 
 from bert_demo import model as model_module
-from bert_demo.data.masking import MARKED
+from bert_demo.data.masking import IS_NEXT, MARKED, NOT_NEXT, NSP_CLASSES
 from bert_demo.inference import check_layer_head, encode_input
 from bert_demo.model import IGNORE_INDEX, BertForPreTraining, private_view
 
 TOP_GUESSES = 10  # guesses shown at each position by the decoder and softmax steps
 PARTS = ("Embeddings", "Attention", "Feed-forward", "Masked-LM head", "Next-sentence head")
 ENCODER_PARTS = PARTS[1:3]  # the steps each layer repeats
-NSP_LABELS = ["IsNext: B follows A", "NotNext: B is random"]  # the NSP head's classes, in its order (IS_NEXT 0)
+NSP_LABELS = [f"{NSP_CLASSES[label]}: {meaning}"  # the NSP head's classes, in its order
+              for label, meaning in sorted({IS_NEXT: "B follows A", NOT_NEXT: "B is random"}.items())]
 
 OUT, IN, MASK = "output", "input", "mask"  # what of a module a hook keeps: what it returned, read, or was handed
 

@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from bert_demo.config import OPTIMIZER_NAME
 from bert_demo.model import BertForPreTraining
 from bert_demo.training.lamb import Lamb
-from bert_demo.training.settings import SCHEDULES, RunConfig
+from bert_demo.training.settings import BETA1, SCHEDULES, RunConfig
 
 
 @torch.no_grad()
@@ -203,8 +203,8 @@ def make_optimizer(model: BertForPreTraining, cfg: RunConfig) -> torch.optim.Opt
     param_groups = [{"params": params, "weight_decay": cfg.weight_decay if matrix else 0.0,
                      "lr": cfg.lr * decay_rate ** depth} for (depth, matrix), params in ordered]
     if cfg.optimizer == "lamb":
-        return Lamb(param_groups, lr=cfg.lr, betas=(0.9, cfg.beta2), eps=cfg.adam_eps)
-    return torch.optim.AdamW(param_groups, lr=cfg.lr, betas=(0.9, cfg.beta2), eps=cfg.adam_eps,
+        return Lamb(param_groups, lr=cfg.lr, betas=(BETA1, cfg.beta2), eps=cfg.adam_eps)
+    return torch.optim.AdamW(param_groups, lr=cfg.lr, betas=(BETA1, cfg.beta2), eps=cfg.adam_eps,
                              fused=True)  # one kernel per step
 
 

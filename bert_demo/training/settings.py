@@ -20,6 +20,7 @@ from bert_demo.data.sources import MIXES, TRAINING_SOURCES
 
 SCHEDULES = ("linear", "triangle")
 OPTIMIZERS = ("adamw", "lamb")
+BETA1 = 0.9  # the optimizers' first-moment decay: the paper's (A.2), in every recipe, so not a setting
 PRECISIONS = ("auto", "fp32", "bf16")
 INITS = ("pretrained", "random", "frozen")  # how a fine-tuning run starts
 RANDOM_B = ("same-source", "any")  # where next-sentence prediction's random B comes from

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from bert_demo.app.tabs.steps_views import _code
+from bert_demo.app.tabs.steps_views import as_code
 from bert_demo.app.text import rate
-from bert_demo.data.masking import MARKED
+from bert_demo.data.masking import MARKED, NSP_CLASSES
 from bert_demo.training.settings import PAPER_SCALE
 
-NSP_CLASSES = ("IsNext", "NotNext")  # the NSP head's classes, in its order (masking.IS_NEXT is 0)
 
 
 CSS = """  /* this tab's rules of the page's style sheet (ui.CSS) */
@@ -42,17 +41,17 @@ def start_markdown(step: Any, tokenizer: Any, fates: list[int]) -> str:
              "| position | label | p(label) | ∂loss/∂score(label) | top guess | its p | ∂loss/∂score(top) |",
              "|---|---|---|---|---|---|---|"]
     for g, label, top in zip(guesses, labels, tops):
-        top_cell = (f"{_code(top)} (the label) | {g.top_prob:.3f} | (the same)" if g.top == g.label
-                    else f"{_code(top)} | {g.top_prob:.3f} | +{g.top_prob / n:.2e}")
-        lines.append(f"| {g.position}{MARKED.get(fates[g.position], '')} | {_code(label)} | {g.label_prob:.3f} | "
+        top_cell = (f"{as_code(top)} (the label) | {g.top_prob:.3f} | (the same)" if g.top == g.label
+                    else f"{as_code(top)} | {g.top_prob:.3f} | +{g.top_prob / n:.2e}")
+        lines.append(f"| {g.position}{MARKED.get(fates[g.position], '')} | {as_code(label)} | {g.label_prob:.3f} | "
                      f"{(g.label_prob - 1) / n:+.2e} | "
                      f"{top_cell} |")
     nsp = step.nsp_start.tolist()
     label = next(i for i, value in enumerate(nsp) if value < 0)
     weight = "" if step.nsp_weight == 1 else f" × the recipe's NSP weight {step.nsp_weight:g}"
     lines += ["", f"**At the NSP head** the label is {NSP_CLASSES[label]}: softmax − one-hot = "
-                  f"({nsp[0]:+.4f}, {nsp[1]:+.4f}) for (IsNext, NotNext){weight}. Both gradients then travel back "
-                  "through the same network: the masked words' from their positions, the pair's from [CLS]."]
+                  f"({nsp[0]:+.4f}, {nsp[1]:+.4f}) for ({', '.join(NSP_CLASSES)}){weight}. Both gradients then travel "
+                  "back through the same network: the masked words' from their positions, the pair's from [CLS]."]
     return "\n".join(lines)
 
 
@@ -78,16 +77,16 @@ def summary_markdown(step: Any, tokenizer: Any, model: str, probe_text: str, fat
     lines += ["", "| position | label | p(label) before → after | top guess before → after |", "|---|---|---|---|"]
     for g, h in zip(before.guesses, after.guesses):
         label, top, top_after = _tokens(tokenizer, [g.label, g.top, h.top])
-        lines.append(f"| {g.position}{MARKED.get(fates[g.position], '')} | {_code(label)} | {g.label_prob:.3f} → "
+        lines.append(f"| {g.position}{MARKED.get(fates[g.position], '')} | {as_code(label)} | {g.label_prob:.3f} → "
                      f"**{h.label_prob:.3f}** | "
-                     f"{_code(top)} {g.top_prob:.2f} → {_code(top_after)} {h.top_prob:.2f} |")
+                     f"{as_code(top)} {g.top_prob:.2f} → {as_code(top_after)} {h.top_prob:.2f} |")
     if before.probe and after.probe_logits is not None:
         word, p_before = before.probe[0]
         p_after = float(after.probe_logits.softmax(-1)[word])
         new, p_new = after.probe[0]
-        lines += ["", f"**Everything moves.** An unrelated sentence, Fill-mask's first: {_code(probe_text)}. Its top "
-                      f"guess was {_code(_tokens(tokenizer, [word])[0])} at {p_before:.3f}; after, that word has "
-                      f"{p_after:.3f}, and the top guess is {_code(_tokens(tokenizer, [new])[0])} at {p_new:.3f}. "
+        lines += ["", f"**Everything moves.** An unrelated sentence, Fill-mask's first: {as_code(probe_text)}. Its top "
+                      f"guess was {as_code(_tokens(tokenizer, [word])[0])} at {p_before:.3f}; after, that word has "
+                      f"{p_after:.3f}, and the top guess is {as_code(_tokens(tokenizer, [new])[0])} at {p_new:.3f}. "
                       "No weight belongs to one sentence: a step on one example shifts the answers to all."]
     return "\n".join(lines)
 

@@ -7,7 +7,7 @@ import html
 from typing import Any
 
 from bert_demo.app.tabs.train_views import FAST_RECIPE_WHY, RECIPE_NAMES, recipe_markdown
-from bert_demo.data.masking import FATES, IS_NEXT, IS_NEXT_SHARE, PICKED, Fate, fate_shares
+from bert_demo.data.masking import FATES, IS_NEXT, IS_NEXT_SHARE, NOT_NEXT, NSP_CLASSES, PICKED, Fate, fate_shares
 
 MODEL_PY = "bert_demo/model.py"
 FATE_WORDS = {Fate.MASK: "", Fate.RANDOM: "random · ", Fate.KEPT: "kept · "}  # before a picked position's label
@@ -43,9 +43,9 @@ def pair_markdown(example: Any, recipe: str, recorded: bool) -> str:
     ("model": the one the model was trained with, where `recorded`; "paper")."""
     a, b = example.a, example.b
     if example.is_next:
-        b_from = f"what follows A in its document, {_place(b)}: **IsNext** (label {IS_NEXT})"
+        b_from = f"what follows A in its document, {_place(b)}: **{NSP_CLASSES[IS_NEXT]}** (label {IS_NEXT})"
     else:
-        b_from = f"a random passage, {_place(b)}: **NotNext** (label {1 - IS_NEXT})"
+        b_from = f"a random passage, {_place(b)}: **{NSP_CLASSES[NOT_NEXT]}** (label {NOT_NEXT})"
     b_from += (". The paper's B is what follows A half the time; here a little less often, as the shares below "
                "count: an A that ends its document has no next sentences, so its B can only be random")
     recipe = ("BERT's recipe (the paper's)" if recipe == "paper" else "the recipe this model was trained with"
@@ -112,7 +112,8 @@ def shares_markdown(ours: Any, paper: Any, ours_name: str | None) -> str:
         fate = FATES[code]
         rows.append((f"… of those picked: {fate}", ours_sets[code], ours.fates[fate], paper_sets[code],
                      paper.fates[fate]))
-    rows.append(("B is what follows A (IsNext)", IS_NEXT_SHARE, ours.is_next, IS_NEXT_SHARE, paper.is_next))
+    rows.append((f"B is what follows A ({NSP_CLASSES[IS_NEXT]})", IS_NEXT_SHARE, ours.is_next, IS_NEXT_SHARE,
+                 paper.is_next))
     name = "this model's" if ours_name is None else RECIPE_NAMES[ours_name].replace("this app's", "the app's")
     lines = [f"Over **{ours.draws:,} draws** each (the same passages, new seeds), what each recipe sets and what "
              "came up:", "", f"| | {name}: sets | drawn | the paper's: sets | drawn |", "|---|---|---|---|---|"]
@@ -126,7 +127,7 @@ def shares_markdown(ours: Any, paper: Any, ours_name: str | None) -> str:
 def loss_markdown(loss: Any, example: Any, model: str) -> str:
     """The example's loss under `model` (its name, and its training step where not the final weights): the masked-LM
     loss (the mean over the picked positions), the NSP loss, and the sum training minimises."""
-    label = "IsNext" if example.is_next else "NotNext"
+    label = NSP_CLASSES[IS_NEXT if example.is_next else NOT_NEXT]
     p_label = loss.is_next_prob if example.is_next else 1 - loss.is_next_prob
     weight = "" if loss.nsp_weight == 1 else f"{loss.nsp_weight:g} × "
     worst = max(range(len(loss.losses)), key=loss.losses.__getitem__)
@@ -135,7 +136,7 @@ def loss_markdown(loss: Any, example: Any, model: str) -> str:
         f"**Masked-LM loss**: the mean of −log p over the {len(loss.positions)} picked positions, p being the "
         f"model's probability of each one's label = **{loss.mlm_loss:.4f}**. Only the picked positions are scored: "
         f"the model is never asked about the others. The hardest here: position {loss.positions[worst]}, label "
-        f"{_code(loss.targets[worst])}, p = {loss.target_probs[worst]:.3g}.", "",
+        f"{as_code(loss.targets[worst])}, p = {loss.target_probs[worst]:.3g}.", "",
         f"**Next-sentence loss**: the label is {label}, to which the model gives {p_label:.4f}: "
         f"−log {p_label:.4f} = **{loss.nsp_loss:.4f}**.", "",
         f"**The loss training minimises**: {loss.mlm_loss:.4f} + {weight}{loss.nsp_loss:.4f} = **{loss.loss:.4f}**.",
@@ -148,8 +149,8 @@ def loss_table(loss: Any, example: Any) -> str:
     lines = ["| position | the model reads | label | p(label) | top guess | −log p |", "|---|---|---|---|---|---|"]
     for position, target, p, guess, value in zip(loss.positions, loss.targets, loss.target_probs, loss.top_guesses,
                                                  loss.losses):
-        lines.append(f"| {position} | {_code(example.shown[position])} | {_code(target)} | {p:.3f} | "
-                     f"{_code(guess)} | {value:.3f} |")
+        lines.append(f"| {position} | {as_code(example.shown[position])} | {as_code(target)} | {p:.3f} | "
+                     f"{as_code(guess)} | {value:.3f} |")
     return "\n".join(lines)
 
 
@@ -161,7 +162,8 @@ def _whole(step: Any) -> str:
     return f", the top ones of the whole ({rows}, {columns:,}): a score for each of the {columns:,} word pieces"
 
 
-def _code(piece: str) -> str:
+def as_code(piece: str) -> str:
+    """A word piece as Markdown code (a backquote in it shown as a look-alike, so that it cannot end the span)."""
     return f"`{piece.replace('`', 'ˋ')}`"
 
 
@@ -211,16 +213,16 @@ def no_gradient_markdown(spec: Any, index: int, count: int) -> str:
 def path_markdown(path: list[Any], position: int, token: str) -> str:
     """One token's path up through the layers: its vector's size, what the masked-LM head would guess from it there
     (the logit lens), and how widely its attention reads."""
-    lines = [f"**Token {position}, {_code(token)}, layer after layer.** Its vector's size; the words the masked-LM "
+    lines = [f"**Token {position}, {as_code(token)}, layer after layer.** Its vector's size; the words the masked-LM "
              "head would guess from it there (the logit lens: the head reads only the last layer in training, so "
              "early guesses show what the vector already holds); how many tokens its attention reads, in effect "
              "(1: one token; all of them alike: their number), and the one its heads read most.", "",
              "| after | size | the head would guess | attention reads | most |", "|---|---|---|---|---|"]
     for depth in path:
         where = "the embeddings" if depth.layer == 0 else f"layer {depth.layer}"
-        guesses = ", ".join(f"{_code(word)} {p:.2f}" for word, p in depth.guesses)
+        guesses = ", ".join(f"{as_code(word)} {p:.2f}" for word, p in depth.guesses)
         spread = "" if depth.spread is None else f"{depth.spread:.1f} tokens"
-        most = "" if depth.most is None else f"{_code(depth.most[0])} {depth.most[1]:.2f}"
+        most = "" if depth.most is None else f"{as_code(depth.most[0])} {depth.most[1]:.2f}"
         lines.append(f"| {where} | {depth.size:.1f} | {guesses} | {spread} | {most} |")
     return "\n".join(lines)
 
