@@ -4,6 +4,7 @@ after is a fresh forward pass on the updated weights; and the model handed in ne
 from __future__ import annotations
 
 import copy
+import functools
 import threading
 from dataclasses import replace
 
@@ -393,3 +394,45 @@ def test_the_gradient_views_backward_pass_alone_is_the_steps_and_writes_nothing_
     assert all(torch.equal(alone.flow[tap], step.flow[tap]) for tap in step.flow)
     assert torch.equal(alone.attention_flow, step.attention_flow)
     assert all(p.grad is None for p in ours.parameters()) and not ours.training
+
+
+def looped(model: BertForPreTraining, tokenizer, example, recipe: TrainConfig, steps: int, out) -> BertForPreTraining:
+    """A copy of `model` after `steps` steps of the training loop itself (`loop.train`, pre-training's loss), handed
+    the example as every batch at the recipe's peak rate (a constant schedule: `take` steps at the peak too)."""
+    from bert_demo.training import pretraining
+    from bert_demo.training.loop import Run, Training
+    from bert_demo.training.recipe import make_optimizer, set_dropout
+
+    config = replace(recipe, steps=steps, batch_size=1, grad_accum=1, warmup_steps=0, precision="fp32",
+                     log_every=steps, eval_every=10 * steps, save_every=10 * steps, out=str(out))
+    batch = {name: tensor for name, tensor in example.batch.items() if name != "mlm_fates"}
+
+    def prepare(run: Run):
+        yield {"kind": "status", "message": "the example as every batch"}
+        run.model, run.tokenizer = copy.deepcopy(model), tokenizer
+        set_dropout(run.model, 0.0)
+        optimizer = make_optimizer(run.model, config)
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+        return Training(run.model, iter([batch] * steps), optimizer, schedule,
+                        functools.partial(pretraining._loss, config), lambda: iter(()))
+
+    run = Run(config, prepare)
+    records = list(run.run())
+    assert records[-1]["reason"] == "finished", records[-1]
+    return run.model
+
+
+def test_a_step_here_is_the_training_loops_step_on_the_same_batch(setup, tmp_path):
+    """`take` writes the step out to show it (forward, loss, backward, clipping, the optimizer): the loop itself,
+    given the example as its batch, must leave the same weights after one step and the same loss after three."""
+    ours, tokenizer, example = setup
+    one = take(ours, example, PAPERS_EPS)
+    by_loop = dict(looped(ours, tokenizer, example, PAPERS_EPS, 1, tmp_path / "one").named_parameters())
+    for name, weight in ours.named_parameters():
+        torch.testing.assert_close(by_loop[name], weight + one.updates[name], atol=1e-6, rtol=0, msg=name)
+    three = take(ours, example, PAPERS_EPS, steps=3)
+    model = looped(ours, tokenizer, example, PAPERS_EPS, 3, tmp_path / "three").eval()
+    batch = {name: tensor for name, tensor in example.batch.items() if name != "mlm_fates"}
+    with torch.no_grad():
+        out = model(**batch)
+    assert three.losses[-1] == pytest.approx(float(out.mlm_loss + PAPERS_EPS.nsp_weight * out.nsp_loss), abs=1e-5)
