@@ -107,3 +107,21 @@ def test_a_steps_gradients_are_kept_for_the_visitor_who_took_it_alone(registry, 
     assert len(taken) == 1  # visitor a's own step, kept
     steps.forward_steps(registry, MODEL, "ignored.", "", 1, 1, 5, owner="visitor-b", **view)
     assert len(taken) == 2  # visitor b's backward pass is b's own
+
+
+def test_a_visitors_kept_gradients_are_for_that_example_alone(registry, monkeypatch):
+    """The gradient view reads the visitor's kept gradients only for the very example they came from: another typed
+    text, recipe or seed is another example, whose backward pass is taken anew."""
+    from bert_demo.inspection import training_step
+
+    taken, backward = [], training_step.gradients_at_steps
+    monkeypatch.setattr(training_step, "gradients_at_steps",
+                        lambda *args, **kwargs: taken.append(1) or backward(*args, **kwargs))
+    other_text = PARAGRAPHS.replace("river", "lake")
+    asked = {"reads": "example", "shows": "gradient", "source": drawn.YOUR_TEXT, "typed": PARAGRAPHS,
+             "recipe": "model", "seed": 6}
+    for change in ({}, {"typed": other_text}, {"recipe": "paper"}, {"seed": 7}):
+        steps.forward_steps(registry, MODEL, "ignored.", "", 1, 1, 5, owner="visitor-c", **{**asked, **change})
+    assert len(taken) == 4
+    steps.forward_steps(registry, MODEL, "ignored.", "", 1, 1, 5, owner="visitor-c", **{**asked, "typed": other_text})
+    assert len(taken) == 4  # that one is kept

@@ -393,3 +393,38 @@ def test_the_unrelated_sentences_guess_before_and_after_is_transformers_before_a
     assert tokenizer.convert_tokens_to_ids(words[1]) == int(later.argmax())
     assert after(said, "and the top guess is `" + words[1] + "` at") == pytest.approx(float(later.max()),
                                                                                          abs=6e-4)
+
+
+def test_what_adams_first_step_does_is_said_with_the_worked_weights_own_numbers(shown, by_hand):
+    """The paragraph under the worked weights: Adam's (the recipe made AdamW), the first two weights with a gradient
+    over ε their gradients' ratio and their moves as shares of the rate, and a weight under ε its move, each
+    computed here from torch's AdamW's first step on transformers' loss."""
+    answer, example = shown
+    recipe, text = example.config, answer["ts_adam"]
+    said = text[text.index("**What Adam's first step does:**"):text.index("**Measured over all")]
+    assert "LAMB" not in said
+    one = adamw_by_hand(example.loaded.model, example_batch(example.example), recipe, 1)
+    worked = [weight_of(row["weight"]) for row in table_after(text, "| weight |")]
+    g = {w: float(one.read[w[0]][w[1]]) for w in worked}
+    move = {w: float(one.weights[1][w[0]][w[1]] - one.weights[0][w[0]][w[1]]) / recipe.lr for w in worked}
+    alike = [w for w in worked if abs(g[w]) > recipe.adam_eps]
+    small = [w for w in worked if abs(g[w]) <= recipe.adam_eps]
+    assert len(alike) >= 2 and small  # the paper's ε: this example shows both cases
+    apart = numbers(said[said.index("have gradients"):said.index("times apart")])[0]
+    assert apart == pytest.approx(abs(g[alike[0]] / g[alike[1]]), rel=0.01, abs=0.5)
+    first, second = numbers(said[said.index("move alike ("):])[:2]
+    assert (first, second) == (pytest.approx(move[alike[0]], abs=1e-3), pytest.approx(move[alike[1]], abs=1e-3))
+    assert after(said, "it moved by") == pytest.approx(abs(move[small[0]]), abs=6e-4)
+
+
+def test_two_steps_show_step_after_step_and_one_does_not(taken):
+    """The trail is there from the second step on: one step has no history to show."""
+    from dataclasses import replace
+
+    from bert_demo.app.tabs import learning_views
+
+    _, step = taken
+    two = learning_views.adam_markdown(replace(step, trail=[moves[:2] for moves in step.trail]), paper=True)
+    assert [row["step"] for row in table_after(two, "**Step after step**")] == ["1", "2"]
+    one = learning_views.adam_markdown(replace(step, trail=[moves[:1] for moves in step.trail]), paper=True)
+    assert "**Step after step**" not in one
