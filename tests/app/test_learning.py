@@ -3,6 +3,7 @@ inputs, its numbers the backend's, the shared model untouched, bad input refused
 the slow line."""
 from __future__ import annotations
 
+import re
 import shutil
 
 import gradio as gr
@@ -85,6 +86,12 @@ def test_the_example_is_followed_through_each_snapshot_of_a_run(registry, roots)
     example = drawn.drawn(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "model", 4).example
     assert len(data) == 1 + len(example.picked)  # the loss, and a line a picked label
     assert list(data[0].customdata)[:2] == [0, 10]
+    said = re.search(r"from step (\d+) to (\d+): its loss went from \*\*([\d.]+)\*\* to \*\*([\d.]+)\*\*, and the "
+                     r"labels guessed first from (\d+) of (\d+) to (\d+)", shown["ex_across_note"]).groups()
+    losses, ranks = list(data[0].y), [list(trace.y) for trace in data[1:]]
+    first, last = [sum(line[at] == 1 for line in ranks) for at in (0, -1)]  # the note's, read off the chart
+    assert [int(said[0]), float(said[2]), float(said[3]), int(said[4]), int(said[5]), int(said[6])] == [
+        0, pytest.approx(losses[0], abs=5e-4), pytest.approx(losses[-1], abs=5e-4), first, len(ranks), last]
     offered = steps.timeline_of(registry, "runs/with-timeline")["ex_at"]
     assert offered.visible and [value for _, value in offered.choices] == ["final", "0", "10"]
 
@@ -125,3 +132,18 @@ def test_a_visitors_kept_gradients_are_for_that_example_alone(registry, monkeypa
     assert len(taken) == 4
     steps.forward_steps(registry, MODEL, "ignored.", "", 1, 1, 5, owner="visitor-c", **{**asked, "typed": other_text})
     assert len(taken) == 4  # that one is kept
+
+
+def test_the_note_across_training_reads_its_first_and_last_moments():
+    """The sentence over the chart: the loss and the count of labels guessed first at the first moment, then at the
+    last (moments made here, whose two counts differ)."""
+    from types import SimpleNamespace
+
+    from bert_demo.app.tabs.learning_views import across_markdown
+
+    moments = [SimpleNamespace(step=0, loss=6.5, ranks=[40, 3, 9]),
+               SimpleNamespace(step=10, loss=4.25, ranks=[2, 1, 5]),
+               SimpleNamespace(step=30, loss=1.125, ranks=[1, 1, 2])]
+    said = across_markdown(moments, ["a", "b", "c"], "runs/mine")
+    assert "from step 0 to 30: its loss went from **6.500** to **1.125**" in said
+    assert "guessed first from 0 of 3 to 2." in said

@@ -116,7 +116,8 @@ def test_an_example_asked_wrongly_gets_a_message(registry, change, message):
 
 
 @pytest.mark.parametrize("layer, head, index, message", [(9, 1, 0, "layer must be"), (1, 9, 0, "head must be"),
-                                                         (1, 1, 31, "the step is"), (1.5, 1, 0, "layer is a whole")])
+                                                         (1, 1, 31, "the step is a whole number from 0 to 30, got 31"),
+                                                         (1.5, 1, 0, "layer is a whole")])
 def test_a_step_asked_wrongly_gets_a_message(registry, layer, head, index, message):
     with pytest.raises(gr.Error, match=f"(?i){message}"):
         steps.forward_steps(registry, MODEL, "the cat sat.", "", layer, head, index)
@@ -209,6 +210,21 @@ def test_the_kept_passes_stay_within_their_bytes(registry, monkeypatch):
         steps.forward_steps(registry, MODEL, typed, "", 1, 1, 0, owner="visitor-a")
         assert 0 < steps._passes.bytes <= 2.5 * one
     assert [asked[3] for (_, asked), _ in steps._passes.items()] == texts[-2:]
+
+
+def test_opening_the_tab_on_the_drawn_example_shows_that_example_in_both_views_and_names_a_bad_slider(registry):
+    """The tab opened (or a link followed) with the forward pass reading the example: section 2's rows are the very
+    pieces section 1 drew; a slider's value that is not whole is refused by its name."""
+    view = dict(source=drawn.YOUR_TEXT, typed=PARAGRAPHS, recipe="model", seed=5, step="final", text_a="ignored.",
+                text_b="", layer=1, head=1, index=0, reads="example", shows="values", position=-1)
+    both = steps.steps_opened(registry, MODEL, opened=False, **view)
+    example = drawn.drawn(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "model", 5).example
+    assert both["ex_pair"].startswith("Seed **5**")
+    rows = json.loads(both["fw_plot"].to_json())["data"][0]["y"]
+    assert [row.split(" ", 1)[1] for row in rows] == example.shown
+    for slider in ("layer", "head"):
+        with pytest.raises(gr.Error, match=f"(?i)the {slider} is a whole number"):
+            steps.steps_opened(registry, MODEL, opened=False, **{**view, slider: 1.5})
 
 
 def test_the_forward_pass_reads_the_drawn_example_as_training_reads_it(registry):
