@@ -429,7 +429,10 @@ def test_a_step_here_is_the_training_loops_step_on_the_same_batch(setup, tmp_pat
     one = take(ours, example, PAPERS_EPS)
     by_loop = dict(looped(ours, tokenizer, example, PAPERS_EPS, 1, tmp_path / "one").named_parameters())
     for name, weight in ours.named_parameters():
-        torch.testing.assert_close(by_loop[name], weight + one.updates[name], atol=1e-6, rtol=0, msg=name)
+        # within 1% of the rate: a weight whose gradient is near ε moves by lr·g/(|g| + ε), so the float noise of two
+        # backward passes (this one's hooks, the loop's none) moves it by up to a few thousandths of the rate
+        apart = (by_loop[name] - (weight + one.updates[name])).abs()
+        assert float(apart.max()) < 0.01 * PAPERS_EPS.lr, name
     three = take(ours, example, PAPERS_EPS, steps=3)
     model = looped(ours, tokenizer, example, PAPERS_EPS, 3, tmp_path / "three").eval()
     batch = {name: tensor for name, tensor in example.batch.items() if name != "mlm_fates"}
