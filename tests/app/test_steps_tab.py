@@ -251,6 +251,7 @@ def test_a_step_shows_its_gradient_from_the_training_step_taken_once(registry, m
     output = STEP_NAMES.index("Feed-forward · The layer's output (LayerNorm)")
     shown = steps.forward_steps(registry, MODEL, "", "", 2, 1, output, **ask)
     assert shown["fw_text"].startswith("**The gradient of the loss here**") and taken == [1]
+    assert "its gradient on one colour scale" in shown["fw_grid_note"]  # the pictures below are the gradient's too
     same = drawn.drawn(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "model", 6)
     step = take(same.loaded.model, same.example, same.config)
     expected = step.flow[Tap("bert.encoder.layer.1.output.LayerNorm")][0]

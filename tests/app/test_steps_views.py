@@ -16,7 +16,7 @@ from bert_demo.inference import encode_input
 from bert_demo.inspection.forward_steps import STEP_NAMES
 from tests.conftest import TEST_SHAPE
 from tests.references import example_batch, transformers_loss, transformers_model
-from tests.rendered import after, number, numbers, table_after, traces
+from tests.rendered import after, number, numbers, plain, table_after, traces
 
 MODEL = "checkpoints/tiny-test"
 PARAGRAPHS = "\n\n".join(
@@ -183,6 +183,9 @@ def test_a_tokens_path_is_its_size_guess_and_attention_spread_after_each_layer(t
             entropy = -(attention * attention.clamp_min(1e-12).log()).sum(-1)
             assert number(row["attention reads"].split(" tokens")[0]) == pytest.approx(
                 float(entropy.exp().mean()), abs=0.06)
+            weight, most = attention.mean(0).max(-1)  # the token its heads read most, on average
+            piece, shown_weight = plain(row["most"]).rsplit(" ", 1)
+            assert (piece, float(shown_weight)) == (tokens[int(most)], pytest.approx(float(weight), abs=6e-3))
     last = out.prediction_logits[0, position].softmax(-1)
     guess = rows[-1]["the head would guess"].split(",")[0].rsplit(" ", 1)
     assert typed[0].catalog.load(MODEL).tokenizer.convert_tokens_to_ids(guess[0]) == int(last.argmax())
@@ -229,3 +232,21 @@ def test_each_sentence_is_said_to_come_from_the_paragraph_and_sentence_it_was_fo
         span = (f"sentence {sentence + 1}" if len(segment.sentences) == 1
                 else f"sentences {sentence + 1}-{sentence + len(segment.sentences)}")
         assert f"document {document + 1}, {span}" in told, (label, told)
+
+
+def test_a_segment_of_several_sentences_is_said_to_span_them_from_its_first(drawn_with):
+    """"sentences 2-4": the first of a segment's sentences counted from 1, then its last (short sentences, so that
+    a segment holds several)."""
+    registry, _ = drawn_with
+    text = "\n\n".join(". ".join(f"The {w} {verb}" for verb in ("fell", "rose", "sang", "ran", "slept", "woke")) + "."
+                        for w in ("mill", "tower", "bridge", "church"))
+    for seed in range(40):
+        example = drawn.drawn(registry, MODEL, drawn.YOUR_TEXT, text, "paper", seed).example
+        long = [s for s in (example.a, example.b) if len(s.sentences) > 1]
+        if long:
+            break
+    segment = long[0]
+    paragraph = [sentence.rstrip(".") for sentence in text.split("\n\n")[segment.document].split(". ")]
+    first = paragraph.index(segment.sentences[0].rstrip("."))  # found here in the typed text
+    shown = steps.pretraining_example(registry, MODEL, drawn.YOUR_TEXT, text, "paper", seed)["ex_pair"]
+    assert f"document {segment.document + 1}, sentences {first + 1}-{first + len(segment.sentences)}" in shown

@@ -439,3 +439,11 @@ def test_a_step_here_is_the_training_loops_step_on_the_same_batch(setup, tmp_pat
     with torch.no_grad():
         out = model(**batch)
     assert three.losses[-1] == pytest.approx(float(out.mlm_loss + PAPERS_EPS.nsp_weight * out.nsp_loss), abs=1e-5)
+
+
+def test_the_optimizer_named_is_the_one_the_recipe_makes(setup):
+    """AdamW for the recipe's default, LAMB for a model trained with `--optimizer lamb`: the step is taken with the
+    optimizer the recipe makes, and the page names it."""
+    ours, _, example = setup
+    assert take(ours, example, RECIPE).optimizer == "AdamW"
+    assert take(ours, example, replace(RECIPE, optimizer="lamb")).optimizer == "LAMB"
