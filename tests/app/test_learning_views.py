@@ -371,6 +371,10 @@ def test_the_embeddings_layernorms_gain_and_the_largest_part_are_measured_on_thi
     assert numbers(note.split("(L2 norms)")[0])[-2:] == pytest.approx([sizes[largest] ** 0.5, total], rel=6e-3)
     named = largest.removeprefix("bert.embeddings.").removeprefix("cls.predictions.").replace("_", " ")
     assert named in note.split("(L2 norms)")[0]  # the part named is the one with the largest gradient
+    factor = min(1.0, recipe.grad_clip / (total + 1e-6))  # what clip_grad_norm_ multiplied every gradient by
+    sets_it = factor < 1 and sizes[largest] ** 0.5 > total / 2
+    assert sets_it  # the paper's recipe on this example: one part holds most of a clipped gradient
+    assert after(note, "so it is what sets the clipping factor,") == pytest.approx(factor, rel=6e-3)
 
 def test_the_unrelated_sentences_guess_before_and_after_is_transformers_before_and_after_the_steps(shown, by_hand):
     """"Everything moves": the unrelated sentence's top guess before, that word's probability after, and the top
