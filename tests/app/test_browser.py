@@ -148,8 +148,9 @@ def test_a_training_run_draws_a_growing_chart_and_stops_into_a_checkpoint(app, w
                          " document.querySelector('#status').innerText]")
     said = [re.search(r"(\d+):(\d\d) left", line) for line in lines]
     seconds = [int(found[1]) * 60 + int(found[2]) for found in said if found]
-    # the status line's time left, from the same pace: each line was written at its own moment, a second or two apart
-    assert len(seconds) == 2 and abs(seconds[0] - seconds[1]) <= 4, lines
+    # the status line's time left, from the same pace: each line was written at its own moment, a few seconds apart
+    # (more where the suite's other process shares the cores)
+    assert len(seconds) == 2 and abs(seconds[0] - seconds[1]) <= 8, lines
     wait_text(web, "#probe", "Step")
     shoot(web, "train-running")
     web.click("#stop")
