@@ -437,8 +437,9 @@ def test_a_flood_from_five_addresses_leaves_another_visitor_a_place_behind_one_q
         for future in flood:
             future.result()
     # behind the two being answered and one of each address (and a question given its place just after it, which
-    # may reach the model first: two are answered at once)
-    assert order.index("the other [MASK] sat.") <= 2 + 5 + 1
+    # may reach the model first: two are answered at once; and one the door let in as a place freed while the other's
+    # was on its way); a line without turns would answer it after the flood's 30
+    assert order.index("the other [MASK] sat.") <= 2 + 5 + 2
     if addresses[0].startswith("2a00"):  # one subscriber: one address's share of the line at most
         assert most[0] <= Share().per_visitor
 
