@@ -219,19 +219,9 @@ class Line:
             raise
 
     def _give_up(self) -> None:
-        """A place is free: it goes to the first waiting question of the visitor whose turn is next, who then goes
-        to the back of the turns if more of theirs wait; kept free where nobody waits."""
-        while self.turns:
-            turn, waiting = next(iter(self.turns.items()))
-            given = waiting.popleft()
-            if waiting:
-                self.turns.move_to_end(turn)
-            else:
-                del self.turns[turn]
-            if not given.done():
-                given.set_result(None)
-                return
-        self._taken -= 1
+        """A place is free: it goes to the next in turn (`give_in_turn`); kept free where nobody waits."""
+        if not give_in_turn(self.turns):
+            self._taken -= 1
 
     def _unqueue(self, turn: Hashable, given: asyncio.Future) -> None:
         waiting = self.turns.get(turn)
@@ -345,3 +335,19 @@ def count_down(counter: Counter, key: Hashable) -> None:
     counter[key] -= 1
     if not counter[key]:
         del counter[key]
+
+
+def give_in_turn(turns: OrderedDict[Any, deque[asyncio.Future]]) -> bool:
+    """Wake the first waiter of the visitor (or address) whose turn is next, who then goes to the back of the turns
+    if more of theirs wait; waiters that gave up are passed over. False when nobody was waiting."""
+    while turns:
+        turn, waiting = next(iter(turns.items()))
+        given = waiting.popleft()
+        if waiting:
+            turns.move_to_end(turn)
+        else:
+            del turns[turn]
+        if not given.done():
+            given.set_result(None)
+            return True
+    return False

@@ -16,6 +16,8 @@ import time
 from collections import Counter, OrderedDict, deque
 from typing import Any
 
+from bert_demo.app.guards.admission import give_in_turn
+
 PAGELESS_IDLE_S = 60.0  # a session with no live page, idle this long, is forgotten (a script reads its answer at once)
 MAX_PAGELESS = 400  # sessions with no live page kept at once: past this, the least recently used go at once
 SWEEP_EVERY_S = 1.0  # how often the door looks
@@ -124,18 +126,9 @@ class SessionGate:
         self._schedule()
 
     def _pass_on(self) -> None:
-        """A token to the first waiting request of the address whose turn is next."""
-        while self.turns:
-            address, waiting = next(iter(self.turns.items()))
-            given = waiting.popleft()
-            if waiting:
-                self.turns.move_to_end(address)
-            else:
-                del self.turns[address]
-            if not given.done():
-                given.set_result(None)
-                return
-        self.tokens += 1  # nobody took it
+        """A token to the first waiting request of the address whose turn is next (`give_in_turn`)."""
+        if not give_in_turn(self.turns):
+            self.tokens += 1  # nobody took it
 
     def _forget(self, address: Any, given: asyncio.Future) -> None:
         waiting = self.turns.get(address)
