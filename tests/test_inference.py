@@ -3,6 +3,7 @@ and the display helpers (masks filled in, special tokens dropped) keep what they
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 import torch
@@ -45,6 +46,7 @@ def test_asking_a_model_in_training_mode_never_switches_its_mode_and_answers_wit
     def watch() -> None:
         while not done.is_set():
             modes.update(module.training for module in trained_tiny.modules())
+            time.sleep(0.0002)  # a switch would last a whole pass (milliseconds): the asks need the lock too
 
     watcher = threading.Thread(target=watch)
     watcher.start()
