@@ -145,7 +145,7 @@ def draw(source: Documents, tokenizer: BertTokenizerFast, recipe: TrainConfig, s
     """The first example training would draw with `seed` from these documents, under `recipe` (its sequence length,
     masking rate, most predictions and random B), batches of one."""
     seed = check_seed(seed)
-    data = sentence_pairs(recipe, _tokenized(source, tokenizer), SpecialIds.from_tokenizer(tokenizer), seed, 1,
+    data = sentence_pairs(recipe, tokenized(source, tokenizer), SpecialIds.from_tokenizer(tokenizer), seed, 1,
                           first_step=0)
     batch, (origin,) = next(data.drawn(explain=True))
     fates = batch.pop("mlm_fates")[0].tolist()
@@ -167,7 +167,7 @@ def shares(source: Documents, tokenizer: BertTokenizerFast, recipe: TrainConfig,
     batches of SHARE_BATCH (a multiple of it is drawn: masking draws each example's picks on its own, whatever the
     batch)."""
     special = SpecialIds.from_tokenizer(tokenizer)
-    data = sentence_pairs(recipe, _tokenized(source, tokenizer), special, seed, SHARE_BATCH, first_step=0)
+    data = sentence_pairs(recipe, tokenized(source, tokenizer), special, seed, SHARE_BATCH, first_step=0)
     fates, candidates, is_next, stream = torch.zeros(len(FATES), dtype=torch.long), 0, 0, data.drawn(explain=True)
     drawn = 0
     while drawn < draws:
@@ -201,15 +201,15 @@ def loss(model: BertForPreTraining, example: PretrainingExample, tokenizer: Bert
         nsp_loss=float(out.nsp_loss), nsp_weight=nsp_weight, loss=float(out.mlm_loss + nsp_weight * out.nsp_loss))
 
 
-def _tokenized(source: Documents, tokenizer: BertTokenizerFast) -> Tokenized:
+def tokenized(source: Documents, tokenizer: BertTokenizerFast) -> Tokenized:
     """The documents' token ids, each with its source (an index of the source names, sorted), one to one: a sentence
     that makes no word piece is refused (training would drop it, and an origin would then point past it)."""
     names = sorted(set(source.sources))
-    tokenized = tokenize_sourced(source.documents, [names.index(name) for name in source.sources], tokenizer)
-    if [len(d) for d in tokenized.documents] != [len(d) for d in source.documents]:
+    ids = tokenize_sourced(source.documents, [names.index(name) for name in source.sources], tokenizer)
+    if [len(d) for d in ids.documents] != [len(d) for d in source.documents]:
         raise ValueError("a sentence makes no word piece (it holds no letter, digit or sign the tokenizer reads): "
                          "write it out, or leave it out")
-    return tokenized
+    return ids
 
 
 def _segment(source: Documents, document: int, sentences: tuple[int, int]) -> Segment:

@@ -204,7 +204,7 @@ def take(model: BertForPreTraining, example: Any, recipe: TrainConfig, *, steps:
     gradients = {name: p.grad.detach().clone() for name, p in own.named_parameters()}
     grad_norm = float(nn.utils.clip_grad_norm_(own.parameters(), recipe.grad_clip))
     clipped = min(1.0, recipe.grad_clip / (grad_norm + 1e-6))  # the factor clip_grad_norm_ multiplied them by
-    picked = _picks(own, recipe.adam_eps)
+    picked = pick_weights(own, recipe.adam_eps)
     weights = dict(model.named_parameters())  # the copy's weights before the step: the model's own, untouched
     optimizer.step()
     updates = {name: p.detach() - weights[name].detach() for name, p in own.named_parameters()}
@@ -253,7 +253,7 @@ def _check(model: BertForPreTraining, steps: int, dropout: float) -> None:
 
 
 def _loss(out: Any, batch: dict[str, Tensor], nsp_weight: float) -> Tensor:
-    """The loss training minimises (`pretraining._loss` for a batch of one): masked-LM + nsp_weight x NSP."""
+    """The loss training minimises (`pretraining.micro_batch_loss` for a batch of one): masked-LM + nsp_weight x NSP."""
     return out.mlm_loss + nsp_weight * F.cross_entropy(out.nsp_logits.float(), batch["nsp_labels"].view(-1))
 
 
@@ -333,7 +333,7 @@ def _beliefs(model: BertForPreTraining, batch: dict[str, Tensor], nsp_weight: fl
                    probe_logits=probe_logits)
 
 
-def _picks(model: BertForPreTraining, eps: float) -> list[tuple[str, tuple[int, ...]]]:
+def pick_weights(model: BertForPreTraining, eps: float) -> list[tuple[str, tuple[int, ...]]]:
     """The weights worked through, from their gradients after clipping: the one with the largest gradient; the one of
     the same tensor whose gradient is nearest a thousandth of it while well above ε (Adam's first step moves both by
     about the learning rate); and, where clipping left some gradients under ε, one of those (its step is a fraction

@@ -87,7 +87,8 @@ def prepare(run: Run) -> Generator[Record, None, Training | None]:
     if run.dist.is_main:
         yield _probe(run)  # the probe's guesses before the first step: what a model knows when it knows nothing
     guesses = functools.partial(_guesses, run, items, baseline)
-    return Training(run.model, _batches(run, train_ids, special), optimizer, schedule, functools.partial(_loss, cfg),
+    return Training(run.model, _batches(run, train_ids, special), optimizer, schedule,
+                    functools.partial(micro_batch_loss, cfg),
                     evaluate=functools.partial(_evaluate, run, val_batches, other_batches, baseline, guesses),
                     guesses=guesses,
                     forward_extras=_forward_extras)
@@ -232,7 +233,7 @@ def _forward_extras(part: Batch) -> dict[str, int]:
     return {"mlm_count": int((part["mlm_labels"] != IGNORE_INDEX).sum())}
 
 
-def _loss(cfg: TrainConfig, out, part: Batch, batch: Batch) -> tuple[Tensor, Metrics]:
+def micro_batch_loss(cfg: TrainConfig, out, part: Batch, batch: Batch) -> tuple[Tensor, Metrics]:
     """A micro-batch's share of the two objectives, and its metrics. The masked-LM loss is weighted by the
     micro-batch's share of the batch's targets, so that the sum over micro-batches is the whole batch's loss.
     The batch's targets are counted on its CPU copy, and the micro-batch's are the ones the model scored (their

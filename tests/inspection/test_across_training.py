@@ -62,3 +62,38 @@ def test_a_run_without_snapshots_has_no_moments(trained_tiny, tokenizer, tmp_pat
     example = pretraining_example.draw(pretraining_example.typed_documents(PARAGRAPHS), tokenizer,
                                        TrainConfig(seq_len=64), 2)
     assert across(trained_tiny, folder, example) == []
+
+
+def test_the_gradient_through_the_depth_at_each_snapshot_is_transformers_on_those_weights(trained_tiny, tokenizer,
+                                                                                           run):
+    from bert_demo.inspection.across_training import depth_across
+    from bert_demo.inspection.batch_step import draw_batch
+    from tests.references import transformers_model
+
+    folder, example, _ = run
+    recipe = TrainConfig(seq_len=64, nsp_weight=0.5)
+    batch = draw_batch(pretraining_example.typed_documents(PARAGRAPHS), tokenizer, recipe, 2, 3)
+    before = {name: tensor.clone() for name, tensor in trained_tiny.state_dict().items()}
+    grads = [None if p.grad is None else p.grad.clone() for p in trained_tiny.parameters()]
+    depths = depth_across(trained_tiny, folder, batch, recipe, final_step=40)
+    assert [d.step for d in depths] == [0, 10, 40]
+    for depth in depths:
+        ours = BertForPreTraining(trained_tiny.config).eval()
+        ours.load_state_dict(trained_tiny.state_dict() if depth.step == 40 else timeline.load(folder, depth.step),
+                             strict=False)
+        theirs = transformers_model(ours)
+        out = theirs(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"],
+                     attention_mask=batch["attention_mask"], output_hidden_states=True)
+        for hidden in out.hidden_states:
+            hidden.retain_grad()
+        mlm = F.cross_entropy(out.prediction_logits.flatten(0, 1), batch["mlm_labels"].flatten())
+        loss = mlm + 0.5 * F.cross_entropy(out.seq_relationship_logits, batch["nsp_labels"])
+        loss.backward()
+        assert depth.loss == pytest.approx(float(loss.detach()), abs=1e-4)
+        assert depth.at_outputs == pytest.approx([float(h.grad.norm()) for h in out.hidden_states], rel=1e-3)
+        layers = theirs.bert.encoder.layer
+        norms = [float(torch.cat([p.grad.flatten() for p in layer.parameters()]).norm()) for layer in layers]
+        assert depth.in_weights == pytest.approx(norms, rel=1e-3)
+    assert all(torch.equal(tensor, before[name]) for name, tensor in trained_tiny.state_dict().items())
+    assert all((p.grad is None and g is None) or torch.equal(p.grad, g)
+               for p, g in zip(trained_tiny.parameters(), grads))

@@ -414,7 +414,7 @@ def looped(model: BertForPreTraining, tokenizer, example, recipe: TrainConfig, s
         optimizer = make_optimizer(run.model, config)
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
         return Training(run.model, iter([batch] * steps), optimizer, schedule,
-                        functools.partial(pretraining._loss, config), lambda: iter(()))
+                        functools.partial(pretraining.micro_batch_loss, config), lambda: iter(()))
 
     run = Run(config, prepare)
     records = list(run.run())

@@ -1,0 +1,261 @@
+"""From one example to a batch: what a step on a batch does that a step on one example does not (Devlin et al. 2019,
+Appendix A.2: batches of 256 sequences), with the trainer's own code and the model's own numbers.
+
+The batch is the drawn example and the examples the trainer's stream draws after it (`pretraining.sentence_pairs`,
+the same seed and recipe), padded together as a batch is. Its loss is the trainer's (`pretraining.micro_batch_loss`):
+the masked-LM loss is the mean over every picked position in the batch, so example i's part of the batch's gradient
+is (n_i / N) x its own masked-LM gradient plus (w / B) x its NSP gradient, and the parts add up to the batch's
+gradient. One fresh AdamW step on the batch, and one on the drawn example alone, each on a private copy, show how each
+example's loss moves.
+
+The same batch shows the two other things a real step has that one example's does not: dropout's noise (the gradient
+under a few draws of the recipe's dropout mask against none) and gradient accumulation (k micro-batches, each's loss
+weighted as the trainer weights it, give the batch's gradient).
+"""
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from bert_demo.data.masking import IS_NEXT
+from bert_demo.data.pairs import SpecialIds
+from bert_demo.inspection.pretraining_example import Documents, tokenized
+from bert_demo.model import IGNORE_INDEX, BertForPreTraining, in_eval_mode, private_view
+from bert_demo.training.loop import split_batch
+from bert_demo.training.pretraining import micro_batch_loss, sentence_pairs
+from bert_demo.training.recipe import make_optimizer, set_dropout
+from bert_demo.training.settings import LESSON_BATCH, TrainConfig
+
+SHOWN_WEIGHTS = 4  # the weights whose gradient is shown split into the examples' parts
+DROPOUT_DRAWS = 2  # draws of the dropout mask compared, each with the gradient without it and with each other
+
+
+@dataclass(frozen=True, kw_only=True)
+class InBatch:
+    """One example of the batch."""
+
+    targets: int  # its picked positions
+    share: float  # its masked-LM loss's weight in the batch's: targets / the batch's targets
+    is_next: bool
+    cosine: float  # between its own gradient (its loss's, alone) and the batch's
+    loss_before: float  # its own loss: its masked-LM mean + nsp_weight x its NSP loss (eval mode)
+    loss_after_batch: float  # after one step on the batch
+    loss_after_alone: float  # after one step on the drawn example (example 0) alone
+
+
+@dataclass(frozen=True, kw_only=True)
+class WeightParts:
+    """One weight's gradient in the batch, split into each example's part."""
+
+    name: str
+    index: tuple[int, ...]
+    parts: list[float]  # example i's part: (n_i/N) x its masked-LM gradient + (w/B) x its NSP gradient
+    batch: float  # the batch's gradient, from one backward pass over the batch
+
+
+@dataclass(frozen=True, kw_only=True)
+class Dropout:
+    """The batch's gradient under `draws` draws of the dropout mask, against the gradient without dropout."""
+
+    rate: float
+    change: list[float]  # per draw: |g_draw - g_none| / |g_none|
+    cosine: list[float]  # per draw: between g_draw and g_none
+    between: float  # the cosine between the first two draws
+
+
+@dataclass(frozen=True, kw_only=True)
+class Accumulation:
+    """k micro-batches with the trainer's weighting against one pass over the whole batch."""
+
+    micro_batches: int
+    largest: float  # the largest |gradient| of the whole batch's
+    difference: float  # the largest |accumulated - whole| over every weight
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchStep:
+    """A step on the drawn example's batch, beside a step on the example alone."""
+
+    size: int
+    lr: float
+    nsp_weight: float
+    examples: list[InBatch]  # example 0 is the drawn one
+    weights: list[WeightParts]
+    parts_error: float  # the largest |Σ parts - batch's gradient| over every weight
+    batch_norm: float  # the norm of the batch's gradient (before clipping)
+    alone_norm: float  # the norm of the drawn example's gradient alone
+    dropout: Dropout
+    accumulation: Accumulation
+
+
+def draw_batch(source: Documents, tokenizer: Any, recipe: TrainConfig, seed: int, size: int) -> dict[str, Tensor]:
+    """The first `size` examples the trainer's stream draws with `seed` from `source` (the first is the example
+    `pretraining_example.draw` shows), padded into one batch as the collator pads: [PAD], attention mask 0, no
+    label."""
+    check_size(size)
+    data = sentence_pairs(recipe, tokenized(source, tokenizer), SpecialIds.from_tokenizer(tokenizer), seed, 1,
+                          first_step=0)
+    rows = [batch for batch, _ in zip(data.shard_batches(0, 1), range(size))]
+    length = max(row["input_ids"].shape[1] for row in rows)
+    fill = {"input_ids": tokenizer.pad_token_id, "token_type_ids": 0, "attention_mask": 0, "mlm_labels": IGNORE_INDEX}
+    batch = {name: torch.cat([nn.functional.pad(row[name], (0, length - row[name].shape[1]), value=value)
+                              for row in rows]) for name, value in fill.items()}
+    return {**batch, "nsp_labels": torch.cat([row["nsp_labels"] for row in rows])}
+
+
+def check_size(size: object) -> int:
+    """A batch size as a whole number from 2 to LESSON_BATCH, else a ValueError that says what is allowed."""
+    if isinstance(size, bool) or not isinstance(size, int) or not 2 <= size <= LESSON_BATCH:
+        raise ValueError(f"the batch holds 2 to {LESSON_BATCH} examples, got {str(size)[:40]}")
+    return size
+
+
+def step_on_batch(model: BertForPreTraining, batch: dict[str, Tensor], recipe: TrainConfig) -> BatchStep:
+    """The batch's gradient and its examples' parts, a fresh optimizer's step on the batch and on example 0 alone
+    (the recipe's peak rate, its clipping), each example's loss before and after each, dropout's noise and
+    accumulation's equality; the model handed in is never written to. The examples' gradients are read one at a
+    time and not kept (a batch of them would hold the model's size again for each)."""
+    size = check_size(len(batch["nsp_labels"]))
+    view = private_view(model).eval()
+    rows = [_row(batch, i) for i in range(size)]
+    whole = gradient(view, batch, recipe)
+    shown = _shown_weights(whole)
+    targets = [int((row["mlm_labels"] != IGNORE_INDEX).sum()) for row in rows]
+    summed = {name: torch.zeros_like(g) for name, g in whole.items()}
+    cosines, parts, alone = [], [], {}
+    for i, row in enumerate(rows):
+        mlm, nsp = _two_gradients(view, row)
+        own = {name: mlm[name] + recipe.nsp_weight * nsp[name] for name in whole}  # its loss's, alone
+        part = {name: mlm[name] * (targets[i] / sum(targets)) + own[name].sub(mlm[name]) / size for name in whole}
+        for name in whole:
+            summed[name] += part[name]
+        cosines.append(_cosine(own, whole))
+        parts.append([float(part[name][index]) for name, index in shown])
+        alone = alone or own
+    error = max(float((summed[name] - whole[name]).abs().max()) for name in whole)
+    del summed
+    before = [_loss(view, row, recipe) for row in rows]
+    after_batch, after_alone = _after_step(model, whole, recipe, rows), _after_step(model, alone, recipe, rows)
+    examples = [InBatch(targets=targets[i], share=targets[i] / sum(targets),
+                        is_next=int(rows[i]["nsp_labels"][0]) == IS_NEXT, cosine=cosines[i],
+                        loss_before=before[i], loss_after_batch=after_batch[i], loss_after_alone=after_alone[i])
+                for i in range(size)]
+    weights = [WeightParts(name=name, index=index, parts=[row[j] for row in parts], batch=float(whole[name][index]))
+               for j, (name, index) in enumerate(shown)]
+    return BatchStep(size=size, lr=recipe.lr, nsp_weight=recipe.nsp_weight, examples=examples, weights=weights,
+                     parts_error=error, batch_norm=_norm(whole), alone_norm=_norm(alone),
+                     dropout=dropout_noise(model, batch, recipe, whole),
+                     accumulation=accumulated(model, batch, recipe, whole))
+
+
+def gradient(model: BertForPreTraining, batch: dict[str, Tensor], recipe: TrainConfig) -> dict[str, Tensor]:
+    """The gradient of the trainer's loss on `batch`, one pass over it, for every weight, on leaves of this call's
+    own, so that nothing is written to the model's `.grad`."""
+    return _gradient(model, batch, replace(recipe, grad_accum=1), [batch])
+
+
+def _leaves(model: BertForPreTraining) -> dict[str, Tensor]:
+    return {name: p.detach().requires_grad_() for name, p in model.named_parameters()}
+
+
+def _gradient(model: BertForPreTraining, batch: dict[str, Tensor], recipe: TrainConfig, parts: list[dict]
+              ) -> dict[str, Tensor]:
+    """The trainer's loss over `parts` (the batch's micro-batches), summed as the loop's loss.backward() sums them."""
+    leaves, total = _leaves(model), {}
+    for part in parts:
+        loss, _ = micro_batch_loss(recipe, _forward(model, leaves, part), part, batch)
+        for name, grad in zip(leaves, torch.autograd.grad(loss, list(leaves.values()), allow_unused=True)):
+            grad = torch.zeros_like(leaves[name]) if grad is None else grad
+            total[name] = total[name] + grad if name in total else grad
+    return total
+
+
+def _two_gradients(model: BertForPreTraining, row: dict[str, Tensor]) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+    """One example's masked-LM gradient and its NSP gradient, apart, from one forward pass."""
+    leaves = _leaves(model)
+    out = _forward(model, leaves, row)
+    mlm = torch.autograd.grad(out.mlm_loss, list(leaves.values()), allow_unused=True, retain_graph=True)
+    nsp = torch.autograd.grad(out.nsp_loss, list(leaves.values()), allow_unused=True)
+    return tuple({name: torch.zeros_like(leaves[name]) if g is None else g for name, g in zip(leaves, grads)}
+                 for grads in (mlm, nsp))
+
+
+def _forward(model: BertForPreTraining, leaves: dict[str, Tensor], batch: dict[str, Tensor]) -> Any:
+    device = next(iter(leaves.values())).device
+    return torch.func.functional_call(model, leaves, (), {k: v.to(device) for k, v in batch.items()}, strict=False)
+
+
+def accumulated(model: BertForPreTraining, batch: dict[str, Tensor], recipe: TrainConfig,
+                whole: dict[str, Tensor]) -> Accumulation:
+    """The batch's gradient as the trainer accumulates it over micro-batches (`loop.split_batch`, each's loss
+    weighted by `micro_batch_loss`), against `whole`, one pass over it: the largest difference anywhere."""
+    size = len(batch["nsp_labels"])
+    k = next((k for k in (4, 3, 2) if size % k == 0), size)
+    config = replace(recipe, grad_accum=k, batch_size=size)
+    summed = _gradient(private_view(model).eval(), batch, config, split_batch(batch, k))
+    return Accumulation(micro_batches=k, largest=max(float(g.abs().max()) for g in whole.values()),
+                        difference=max(float((summed[name] - whole[name]).abs().max()) for name in whole))
+
+
+def dropout_noise(model: BertForPreTraining, batch: dict[str, Tensor], recipe: TrainConfig,
+                  none: dict[str, Tensor], rate: float = 0.1, draws: int = DROPOUT_DRAWS) -> Dropout:
+    """The batch's gradient under `draws` draws of dropout at `rate` (the paper's 0.1), each against `none`, the
+    gradient without dropout, and the first two against each other."""
+    view = private_view(model)
+    set_dropout(view, rate)
+    view.train()
+    seen = [gradient(view, batch, recipe) for _ in range(draws)]
+    return Dropout(rate=rate, change=[_norm({n: g[n] - none[n] for n in none}) / _norm(none) for g in seen],
+                   cosine=[_cosine(g, none) for g in seen], between=_cosine(seen[0], seen[1]))
+
+
+def _row(batch: dict[str, Tensor], i: int) -> dict[str, Tensor]:
+    """Example i as a batch of one, its padding cut off."""
+    length = int(batch["attention_mask"][i].sum())
+    return {name: value[i:i + 1, :length] if value.dim() == 2 else value[i:i + 1] for name, value in batch.items()}
+
+
+def _loss(model: BertForPreTraining, batch: dict[str, Tensor], recipe: TrainConfig) -> float:
+    """The trainer's loss on a batch (eval mode, no gradient)."""
+    with torch.inference_mode():
+        device = next(model.parameters()).device
+        out = in_eval_mode(model)(**{k: v.to(device) for k, v in batch.items()})
+        return float(micro_batch_loss(recipe, out, batch, batch)[0])
+
+
+def _after_step(model: BertForPreTraining, grads: dict[str, Tensor], recipe: TrainConfig,
+                rows: list[dict[str, Tensor]]) -> list[float]:
+    """Each row's loss after one step of a fresh optimizer (the recipe's, at its peak rate) on `grads`, clipped as the
+    trainer clips, on a private copy."""
+    own = copy.deepcopy(model)
+    for name, p in own.named_parameters():
+        p.grad = grads[name].detach().clone()
+    nn.utils.clip_grad_norm_(own.parameters(), recipe.grad_clip)
+    make_optimizer(own, recipe).step()
+    return [_loss(own, row, recipe) for row in rows]
+
+
+def _shown_weights(whole: dict[str, Tensor]) -> list[tuple[str, tuple[int, ...]]]:
+    """The weights shown split into parts: the largest gradient of a few tensors, from the heads down."""
+    names = [name for name in ("cls.seq_relationship.weight", "cls.predictions.transform.dense.weight",
+                               "bert.encoder.layer.0.attention.self.query.weight",
+                               "bert.embeddings.word_embeddings.weight") if name in whole][:SHOWN_WEIGHTS]
+    return [(name, _unravel(int(whole[name].abs().argmax()), whole[name].shape)) for name in names]
+
+
+def _unravel(flat: int, shape: torch.Size) -> tuple[int, ...]:
+    return tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), shape))
+
+
+def _norm(grads: dict[str, Tensor]) -> float:
+    return math.sqrt(sum(float(g.float().pow(2).sum()) for g in grads.values()))
+
+
+def _cosine(a: dict[str, Tensor], b: dict[str, Tensor]) -> float:
+    dot = sum(float((a[name].float() * b[name].float()).sum()) for name in b)
+    return dot / max(_norm(a) * _norm(b), 1e-30)
