@@ -2,10 +2,11 @@
 own events to its handlers; `wire`, which binds a handler to the registry and to each visitor's line; and the
 visitor's key, which the browser keeps and every event that asks who the visitor is sends (`ask_for_keys`).
 
-The main actions are the seventeen named API endpoints (/train, /compare_runs, /fill_mask, /head_importance,
+The main actions are the twenty-one named API endpoints (/train, /compare_runs, /fill_mask, /head_importance,
 /next_sentence, /attention, /neuron, /neighbours, /projection, /finetune, /classify, /attribution, /attention_change,
-/pretraining_example, /forward_steps, /training_step, /across_training); the helper events, and a pair's head
-importance, are private. The page's style sheet (`CSS`) is each tab's rules, kept beside the tab.
+/pretraining_example, /forward_steps, /training_step, /across_training, /batch_step, /by_hand, /adam_over_time,
+/depth_across_training); the helper events, and a pair's head importance, are private. The page's style sheet
+(`CSS`) is each tab's rules, kept beside the tab.
 """
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ from bert_demo.app.tabs import (
     fill,
     finetune,
     learning_views,
+    lecture_views,
     model,
     nsp,
     steps,
@@ -60,7 +62,7 @@ CSS = """
 .textfield { word-break: normal !important; overflow-wrap: break-word; }  /* highlighted text: words stay whole */
 """ + "".join(
     tab.CSS for tab in (header, fill, nsp, attention, embeddings, train_views, finetune, classifier, model, steps_views,
-                     learning_views)
+                     learning_views, lecture_views)
 )  # the page's own rule, then each tab's (the CSS of its module, or of its views module)
 
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import plotly.graph_objects as go
 
-from bert_demo.inspection.curves import COLORS, COLORSCALE, MARGIN, _figure
+from bert_demo.inspection.curves import COLORS, COLORSCALE, MARGIN, _figure, _on, _panels
 
 if TYPE_CHECKING:  # torch is not imported at start-up
     from torch import Tensor
@@ -118,3 +118,59 @@ def across_figure(moments: Sequence, labels: Sequence[str]) -> go.Figure:
                    yaxis=dict(title=dict(text="the example's loss"), gridcolor="#eee", rangemode="tozero"),
                    yaxis2=dict(type="log", autorange="reversed", title=dict(text="each label's rank (1: top)"),
                                gridcolor="#eee", anchor="x2"))
+
+
+def adam_figure(run: Any) -> go.Figure:
+    """Each traced weight's move at each step of a short run (`over_time.run`), Adam's against SGD's and SGD with
+    momentum's on the same gradients, as |move| ÷ the peak rate on a log axis (SGD's are orders of magnitude
+    smaller), with the rate's schedule (rate ÷ peak) dashed: a chart a weight."""
+    steps = list(range(1, len(run.rates) + 1))
+    count = len(run.traces)
+    layout = _panels(count, 1, 0, 0.12, titles=[f"{t.name.removeprefix('bert.')}{list(t.index)}" for t in run.traces],
+                     x=dict(title=dict(text="step"), dtick=1, gridcolor="#eee"),
+                     y=dict(type="log", gridcolor="#eee", title=dict(text="|move| ÷ peak rate")),
+                     title_font=dict(size=11, color="#555"))
+    series = (("Adam", "move", COLORS["mlm"], "solid"), ("SGD", "sgd", "#6b7280", "solid"),
+              ("SGD, momentum 0.9", "sgd_momentum", COLORS["nsp"], "dot"))
+    traces = []
+    for i, trace in enumerate(run.traces):
+        for name, field, colour, dash in series:
+            moves = getattr(trace, field)
+            traces.append(dict(type="scatter", mode="lines+markers", x=steps,
+                               y=[max(abs(m) / run.peak_lr, 1e-12) for m in moves], name=name, legendgroup=name,
+                               showlegend=i == 0, line=dict(color=colour, dash=dash), marker=dict(size=5),
+                               customdata=moves,
+                               hovertemplate=f"{name}, step %{{x}}: %{{customdata:+.3e}}<extra></extra>",
+                               **_on(i)))
+        traces.append(dict(type="scatter", mode="lines", x=steps, y=[r / run.peak_lr for r in run.rates],
+                           name="rate ÷ peak", legendgroup="rate", showlegend=i == 0,
+                           line=dict(color="#999", dash="dash"), hovertemplate="rate ÷ peak %{y:.2f}<extra></extra>",
+                           **_on(i)))
+    return _figure(traces, "", 230 * count + 110, plot_bgcolor="white", margin=dict(MARGIN, t=60),
+                   legend=dict(orientation="h", y=1.0, yanchor="bottom", x=0), **layout)
+
+
+def depth_figure(depths: Sequence) -> go.Figure:
+    """The gradient through the depth (`across_training.depth_across`): left, its size at each layer's output
+    (embeddings, layer 1, ..., the last), a line a snapshot, darker later; right, each layer's weights' gradient."""
+    count = len(depths)
+    layers = len(depths[0].in_weights)
+    places = ["embeddings", *[f"layer {i + 1}" for i in range(layers)]]
+    traces = []
+    for k, depth in enumerate(depths):
+        shade = f"rgba(31, 119, 180, {0.25 + 0.75 * k / max(count - 1, 1):.2f})"
+        traces.append(dict(type="scatter", mode="lines+markers", x=places, y=depth.at_outputs,
+                           name=f"step {depth.step}", line=dict(color=shade), marker=dict(size=5, color=shade),
+                           hovertemplate=f"step {depth.step}, %{{x}}: %{{y:.3g}}<extra></extra>", xaxis="x",
+                           yaxis="y"))
+        traces.append(dict(type="scatter", mode="lines+markers", x=places[1:], y=depth.in_weights,
+                           name=f"step {depth.step}", showlegend=False, line=dict(color=shade),
+                           marker=dict(size=5, color=shade),
+                           hovertemplate=f"step {depth.step}, %{{x}}'s weights: %{{y:.3g}}<extra></extra>",
+                           xaxis="x2", yaxis="y2"))
+    axis = dict(type="category", gridcolor="#eee", tickangle=-30)
+    return _figure(traces, "", 380, plot_bgcolor="white", margin=dict(MARGIN, t=40),
+                   legend=dict(font=dict(size=10)),
+                   xaxis=dict(axis, domain=[0, 0.45]), xaxis2=dict(axis, domain=[0.55, 1], anchor="y2"),
+                   yaxis=dict(type="log", title=dict(text="|∂loss/∂h| at its output"), gridcolor="#eee"),
+                   yaxis2=dict(type="log", title=dict(text="its weights' gradient"), gridcolor="#eee", anchor="x2"))

@@ -53,13 +53,14 @@ def points(output) -> int:
     return len(data[0]["x"]) if data else 0
 
 
-def test_the_api_has_exactly_the_seventeen_named_endpoints(client):
+def test_the_api_has_exactly_the_twenty_one_named_endpoints(client):
     api = client.view_api(print_info=False, return_format="dict")
     assert set(api["named_endpoints"]) == {"/train", "/compare_runs", "/fill_mask", "/head_importance",
                                            "/next_sentence", "/attention", "/neighbours", "/projection",
                                            "/finetune", "/classify", "/attribution", "/attention_change", "/neuron",
                                            "/pretraining_example", "/forward_steps", "/training_step",
-                                           "/across_training"}
+                                           "/across_training", "/batch_step", "/by_hand", "/adam_over_time",
+                                           "/depth_across_training"}
     assert not api["unnamed_endpoints"]
 
 

@@ -77,6 +77,7 @@ SHARES = {"attention": HEAVY, "neuron": HEAVY, "neighbours": HEAVY,
           "pretraining_example": HEAVY, "forward_steps": HEAVY, "steps_opened": HEAVY, "steps_refreshed": HEAVY,
           "attribution": SLOW, "mask_attribution": SLOW, "importance": SLOW, "pair_importance": SLOW,
           "attention_change": SLOW, "training_step": TRAINING_STEP, "across_training": SLOW, "download": SLOW,
+          "by_hand": SLOW,
           DOWNLOAD: HUB}
 TYPICAL_S = 1.0  # what a question is taken to last before its kind has been timed here
 LONG_COST = 1000  # a question's cost (`cost`), past which it waits in its kind's line for long questions
@@ -86,6 +87,8 @@ LONG_SUFFIX = ", long"  # the long questions' line of a kind is named by the kin
 
 
 ONE_AT_A_TIME = "training_step"  # the kind whose line is one at a time, whatever a question of it costs
+TRAINING_KINDS = ("training_step", "batch_step", "adam_over_time", "depth_across_training")  # each holds a model's
+# copy with its gradients (and an optimizer's moments): they wait in that one line
 
 
 def kind_of(name: str, inputs: Mapping[str, Any] | Iterable[Any]) -> str:
@@ -96,7 +99,7 @@ def kind_of(name: str, inputs: Mapping[str, Any] | Iterable[Any]) -> str:
     line of training steps, and so does the forward pass's gradient view, which may take one: one at a time, so
     that the app's memory stays under its ceiling (a wiki step and a long typed one had run side by side)."""
     named = inputs if isinstance(inputs, Mapping) else {}
-    if name == ONE_AT_A_TIME or (name == "forward_steps" and named.get("shows") == "gradient"):
+    if name in TRAINING_KINDS or (name == "forward_steps" and named.get("shows") == "gradient"):
         return ONE_AT_A_TIME
     return f"{name}{LONG_SUFFIX}" if cost(named.values() if named else inputs) > LONG_COST else name
 

@@ -15,7 +15,7 @@ from bert_demo.app.handlers import FINAL, Components, Outputs, friendly, load_at
 from bert_demo.app.header import narrowed
 from bert_demo.app.state.kept import ByVisitor, Kept
 from bert_demo.app.state.registry import Registry
-from bert_demo.app.tabs import learning
+from bert_demo.app.tabs import learning, lecture
 from bert_demo.app.tabs import steps_views as views
 from bert_demo.app.tabs.drawn import RECIPE_CHOICES, YOUR_TEXT, drawn, model_shown, paper_recipe
 from bert_demo.config import LIMITS
@@ -44,7 +44,7 @@ INTRO = ("How BERT learns and what it computes, on the model selected above: fir
          "optimizer's update. All with the model's own numbers (Devlin et al. 2019, §3).")
 
 
-class StepsParts(learning.LearningParts):
+class StepsParts(learning.LearningParts, lecture.LectureParts):
     """The Step by step tab's components, by the names its handlers answer with (and, last, the training step's)."""
 
     steps_tab: gr.Tab
@@ -123,6 +123,7 @@ def layout() -> StepsParts:
                 c["fw_grid_note"] = gr.Markdown(elem_id="fw-grid-note")
                 c["fw_grid"] = gr.Plot(curves.empty_figure("", height=60), show_label=False, elem_id="fw-grid")
         c.update(learning.layout())
+        c.update(lecture.layout())
     return c
 
 
@@ -217,6 +218,7 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
     drawn_again.append(gr.on([c["model"].change, c["step"].change], bound(steps_refreshed), both_in,
                              [*both_out, *sliders], api_visibility="private", show_progress="hidden"))
     learning.wire(c, bound, drawn_again)
+    lecture.wire(c, bound)
     linked = [c[name] for name in LINKED.values()]
     gr.on([component.change for component in linked], link_to, linked, c["steps_link"], api_visibility="private",
           queue=False)

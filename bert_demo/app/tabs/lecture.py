@@ -1,0 +1,165 @@
+"""The Step by step tab's fourth section, the rest of the lecture on how BERT learns, on the example drawn in the first:
+a step on a batch beside a step on the example alone (with dropout's noise and gradient accumulation), a weight's
+gradient worked by hand (a linear layer, a softmax row, a LayerNorm row), Adam over a short run beside SGD, and the
+gradient through the depth across the model's training. The layout, its wiring and its handlers."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypedDict
+
+import gradio as gr
+
+from bert_demo.app.handlers import FINAL, Components, Outputs, friendly, whole
+from bert_demo.app.state.registry import Registry
+from bert_demo.app.tabs import lecture_views as views
+from bert_demo.app.tabs.drawn import drawn, model_shown
+from bert_demo.app.tabs.learning_views import no_timeline
+from bert_demo.config import LIMITS
+from bert_demo.inspection import curves
+from bert_demo.training.settings import LESSON_BATCH, LESSON_RUN_BATCH, LESSON_RUN_STEPS
+
+DEPTH_BATCH = 4  # the fixed batch the gradient through the depth is measured on
+LINEAR_CHOICES = ["attention Q", "attention K", "attention V", "attention output", "feed-forward 1",
+                  "feed-forward 2", "masked-LM decoder"]  # by_hand.LINEAR_PARTS and the decoder, in the pass's order
+PROMPT = "Press the button above: it works on the example drawn in section 1."
+INPUTS = ("model", "ex_source", "ex_typed", "ex_recipe", "ex_seed", "step")  # the example, as section 1 draws it
+
+
+class LectureParts(TypedDict):
+    """The section's components, by the names its handlers answer with."""
+
+    lc_batch_size: gr.Slider
+    lc_batch_go: gr.Button
+    lc_batch: gr.Markdown
+    lc_part: gr.Dropdown
+    lc_layer: gr.Slider
+    lc_head: gr.Slider
+    lc_hand_go: gr.Button
+    lc_hand: gr.Markdown
+    lc_run_steps: gr.Slider
+    lc_run_batch: gr.Slider
+    lc_adam_go: gr.Button
+    lc_adam_plot: gr.Plot
+    lc_adam: gr.Markdown
+    lc_depth_go: gr.Button
+    lc_depth_plot: gr.Plot
+    lc_depth: gr.Markdown
+
+
+def layout() -> LectureParts:
+    """Section 4: four views, each with its own settings and button."""
+    with gr.Accordion("4. Beyond one step: a batch, a gradient by hand, Adam over a run, the depth across training",
+                      open=False):
+        with gr.Accordion("From one example to a batch; dropout; gradient accumulation", open=True):
+            with gr.Row(equal_height=True):
+                c = {"lc_batch_size": gr.Slider(2, LESSON_BATCH, value=4, step=1, label="Examples in the batch",
+                                                elem_id="lc-batch-size", scale=3),
+                     "lc_batch_go": gr.Button("Step on the batch", variant="primary", elem_id="lc-batch-go",
+                                              scale=1, min_width=150)}
+            c["lc_batch"] = gr.Markdown(PROMPT, elem_id="lc-batch")
+        with gr.Accordion("A weight's gradient by hand: dW = δᵀx, a softmax row, a LayerNorm row", open=False):
+            with gr.Row(equal_height=True):
+                c["lc_part"] = gr.Dropdown(LINEAR_CHOICES, value="attention Q", label="Linear layer",
+                                           elem_id="lc-part", min_width=160)
+                c["lc_layer"] = gr.Slider(1, LIMITS["num_hidden_layers"], value=1, step=1, label="Layer",
+                                          elem_id="lc-layer", min_width=140)
+                c["lc_head"] = gr.Slider(1, LIMITS["num_attention_heads"], value=1, step=1,
+                                         label="Head (its softmax)", elem_id="lc-head", min_width=140)
+            c["lc_hand_go"] = gr.Button("Work it by hand", variant="primary", elem_id="lc-hand-go")
+            c["lc_hand"] = gr.Markdown(PROMPT, elem_id="lc-hand")
+        with gr.Accordion("Adam over a short run, and SGD beside it", open=False):
+            with gr.Row(equal_height=True):
+                c["lc_run_steps"] = gr.Slider(2, LESSON_RUN_STEPS, value=10, step=1, label="Steps",
+                                              elem_id="lc-run-steps", min_width=140)
+                c["lc_run_batch"] = gr.Slider(1, LESSON_RUN_BATCH, value=4, step=1, label="Examples a batch",
+                                              elem_id="lc-run-batch", min_width=140)
+            c["lc_adam_go"] = gr.Button("Run the steps", variant="primary", elem_id="lc-adam-go")
+            c["lc_adam_plot"] = gr.Plot(curves.empty_figure(PROMPT, height=200), show_label=False,
+                                        elem_id="lc-adam-plot")
+            c["lc_adam"] = gr.Markdown(elem_id="lc-adam")
+        with gr.Accordion("The gradient through the depth, across the model's training", open=False):
+            c["lc_depth_go"] = gr.Button("Measure it at every snapshot", variant="primary", elem_id="lc-depth-go")
+            c["lc_depth_plot"] = gr.Plot(curves.empty_figure(PROMPT, height=200), show_label=False,
+                                         elem_id="lc-depth-plot")
+            c["lc_depth"] = gr.Markdown(elem_id="lc-depth")
+    return c
+
+
+def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
+    """Each button answers from the example section 1 draws with the same inputs."""
+    example = [c[name] for name in INPUTS]
+    c["lc_batch_go"].click(bound(batch_step), [*example, c["lc_batch_size"]], c["lc_batch"], api_name="batch_step",
+                           show_progress_on=[c["lc_batch"]])
+    c["lc_hand_go"].click(bound(by_hand), [*example, c["lc_part"], c["lc_layer"], c["lc_head"]], c["lc_hand"],
+                          api_name="by_hand", show_progress_on=[c["lc_hand"]])
+    c["lc_adam_go"].click(bound(adam_over_time), [*example, c["lc_run_steps"], c["lc_run_batch"]],
+                          [c["lc_adam_plot"], c["lc_adam"]], api_name="adam_over_time",
+                          show_progress_on=[c["lc_adam_plot"]])
+    c["lc_depth_go"].click(bound(depth_across_training), example[:-1], [c["lc_depth_plot"], c["lc_depth"]],
+                           api_name="depth_across_training", show_progress_on=[c["lc_depth_plot"]])
+
+
+@friendly
+def batch_step(registry: Registry, model_name: str, source: str, typed: str | None, recipe: str, seed: float,
+               step: str = FINAL, size: float = 4, owner: str | None = None) -> Outputs:
+    """A step on the batch of the drawn example and the next `size` - 1 the trainer draws, beside a step on the
+    example alone, on private copies: each example's loss, angle and part of the gradient; dropout; accumulation."""
+    from bert_demo.inspection import batch_step as batches
+
+    size = whole(size, "number of examples in the batch")
+    shown = drawn(registry, model_name, source, typed, recipe, seed, step, owner)
+    batch = batches.draw_batch(shown.documents, shown.loaded.tokenizer, shown.config, shown.example.seed, size)
+    return {"lc_batch": views.batch_markdown(batches.step_on_batch(shown.loaded.model, batch, shown.config))}
+
+
+@friendly
+def by_hand(registry: Registry, model_name: str, source: str, typed: str | None, recipe: str, seed: float,
+            step: str = FINAL, part: str = "attention Q", layer: float = 1, head: float = 1,
+            owner: str | None = None) -> Outputs:
+    """The drawn example's backward pass worked by hand at a weight of `part` in `layer`, a row of `head`'s softmax
+    there and a row of that layer's attention LayerNorm, each beside autograd's."""
+    from bert_demo.inspection import by_hand as hand
+
+    shown = drawn(registry, model_name, source, typed, recipe, seed, step, owner)
+    work = hand.work(shown.loaded.model, shown.example.batch, shown.config, part,
+                     whole(layer, "layer"), whole(head, "head"))
+    rows = [f"{i} {piece}" for i, piece in enumerate(shown.example.shown)]
+    return {"lc_hand": views.hand_markdown(work, rows, [rows[i] for i in shown.example.picked])}
+
+
+@friendly
+def adam_over_time(registry: Registry, model_name: str, source: str, typed: str | None, recipe: str, seed: float,
+                   step: str = FINAL, steps: float = 10, batch_size: float = 4, owner: str | None = None) -> Outputs:
+    """`steps` steps of the recipe on the trainer's batches drawn with the seed, on a private copy: a few weights'
+    gradients, moments and moves, and SGD's moves on the same gradients."""
+    from bert_demo.inspection import learning_figures as figures
+    from bert_demo.inspection import over_time
+
+    steps, batch_size = whole(steps, "number of steps"), whole(batch_size, "number of examples a batch")
+    shown = drawn(registry, model_name, source, typed, recipe, seed, step, owner)
+    run = over_time.run(shown.loaded.model, shown.documents, shown.loaded.tokenizer, shown.config,
+                        shown.example.seed, steps, batch_size)
+    return {"lc_adam_plot": figures.adam_figure(run), "lc_adam": views.adam_markdown(run)}
+
+
+@friendly
+def depth_across_training(registry: Registry, model_name: str, source: str, typed: str | None, recipe: str,
+                          seed: float, owner: str | None = None) -> Outputs:
+    """The gradient of a fixed batch (the drawn example and the next DEPTH_BATCH - 1) at every depth, under each
+    snapshot the model's run kept and its final weights."""
+    from bert_demo.config import read_metadata
+    from bert_demo.inspection import learning_figures as figures
+    from bert_demo.inspection.across_training import depth_across
+    from bert_demo.inspection.batch_step import draw_batch
+
+    shown = drawn(registry, model_name, source, typed, recipe, seed, FINAL, owner)
+    loaded = shown.loaded
+    if loaded.folder is None or not registry.catalog.timeline_steps(model_name, owner):
+        return {"lc_depth_plot": curves.empty_figure("No snapshots of its training", height=200),
+                "lc_depth": no_timeline(loaded.entry.label)}
+    batch = draw_batch(shown.documents, loaded.tokenizer, shown.config, shown.example.seed, DEPTH_BATCH)
+    final = read_metadata(loaded.folder).get("step")
+    depths = depth_across(loaded.model, loaded.folder, batch, shown.config, final if isinstance(final, int) else None)
+    return {"lc_depth_plot": figures.depth_figure(depths), "lc_depth": views.depth_markdown(depths,
+                                                                                            model_shown(shown, FINAL))}
+
