@@ -108,6 +108,13 @@ def test_the_documented_gradio_client_examples_run_as_written_from_a_fresh_clien
     assert "| after | size |" in run["path"] and len(plot_data(run["every_layer"])) == 16  # 4 layers x 4 heads
     assert run["gradient_text"].startswith("**The gradient of the loss here**")
     assert run["summary"].startswith("**One step** of AdamW") and "What Adam's first step does" in run["adam"]
+    assert run["batch"].startswith("The example above and the next **3**") and "micro-batches" in run["batch"]
+    assert "feed-forward 1" not in run["by_hand"] and "intermediate.dense" in run["by_hand"]
+    assert "layer 2, head 3" in run["by_hand"]
+    assert len(plot_data(run["adam_plot"])) == 4 * 3 and run["adam_text"].startswith("**10 steps of AdamW**")
+    assert run["depth_text"].startswith("The gradient of one fixed batch") and "At step 0 " in run["depth_text"]
+    assert [t["name"] for t in plot_data(run["depth_plot"]) if t.get("showlegend") is not False][:3] == [
+        "step 0", "step 10", "step 30"]  # runs/a's snapshots
 
 
 def plot_title(output) -> str:
