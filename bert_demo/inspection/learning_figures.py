@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import plotly.graph_objects as go
 
-from bert_demo.inspection.curves import COLORS, COLORSCALE, MARGIN, _figure, _on, _panels
+from bert_demo.inspection.curves import COLORS, COLORSCALE, MARGIN, _axis, _figure, _on, _panels
 
 if TYPE_CHECKING:  # torch is not imported at start-up
     from torch import Tensor
@@ -126,9 +126,10 @@ def adam_figure(run: Any) -> go.Figure:
     smaller), with the rate's schedule (rate ÷ peak) dashed: a chart a weight."""
     steps = list(range(1, len(run.rates) + 1))
     count = len(run.traces)
-    layout = _panels(count, 1, 0, 0.12, titles=[f"{t.name.removeprefix('bert.')}{list(t.index)}" for t in run.traces],
-                     x=dict(title=dict(text="step"), dtick=1, gridcolor="#eee"),
-                     y=dict(type="log", gridcolor="#eee", title=dict(text="|move| ÷ peak rate")),
+    titles = [f"{t.name.removeprefix('bert.').rsplit('.', 1)[0]}<br>.{t.name.rsplit('.', 1)[1]}{list(t.index)}"
+              for t in run.traces]  # two lines: a phone's width holds each
+    layout = _panels(count, 1, 0, 0.14, titles=titles, x=dict(dtick=1, gridcolor="#eee"),
+                     y=dict(type="log", gridcolor="#eee", title=dict(text="|move| ÷ peak rate"), exponentformat="e"),
                      title_font=dict(size=11, color="#555"))
     series = (("Adam", "move", COLORS["mlm"], "solid"), ("SGD", "sgd", "#6b7280", "solid"),
               ("SGD, momentum 0.9", "sgd_momentum", COLORS["nsp"], "dot"))
@@ -146,8 +147,10 @@ def adam_figure(run: Any) -> go.Figure:
                            name="rate ÷ peak", legendgroup="rate", showlegend=i == 0,
                            line=dict(color="#999", dash="dash"), hovertemplate="rate ÷ peak %{y:.2f}<extra></extra>",
                            **_on(i)))
-    return _figure(traces, "", 230 * count + 110, plot_bgcolor="white", margin=dict(MARGIN, t=60),
-                   legend=dict(orientation="h", y=1.0, yanchor="bottom", x=0), **layout)
+    layout[f"xaxis{_axis(count - 1)}"]["title"] = dict(text="step")  # under the last chart only
+    return _figure(traces, "", 240 * count + 170, plot_bgcolor="white", margin=dict(MARGIN, t=50, b=130),
+                   legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0, xanchor="left"),
+                   **layout)
 
 
 def depth_figure(depths: Sequence) -> go.Figure:

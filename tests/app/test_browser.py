@@ -752,6 +752,26 @@ def test_a_training_step_on_the_drawn_example_shows_its_gradient_and_update_and_
     assert page.locator("#ex-tokens .ex-tok").count() == 0
 
 
+def test_beyond_one_step_the_batch_and_adams_run_answer_on_the_drawn_example_and_fit_a_phone(app, tab):
+    width = 390  # the page at 1400 px: the screenshots in benchmarks/README.md's issue 80 section
+    page = tab(width, 844)
+    page.goto(app["url"])
+    page.wait_for_selector("#fill-label-0 :text('%')")
+    open_steps_tab(page)
+    wait_text(page, "#ex-pair", "Seed 0, drawn by the training pipeline itself")
+    page.get_by_text("4. Beyond one step").click()
+    page.click("#lc-batch-go")
+    wait_text(page, "#lc-batch", "micro-batches")
+    page.get_by_text("Adam over a short run").click()
+    page.click("#lc-adam-go")
+    wait_text(page, "#lc-adam", "Adam against SGD")
+    page.wait_for_function("document.querySelector('#lc-adam-plot .js-plotly-plot')?.data?.length >= 8")
+    for selector in ("#lc-batch", "#lc-adam", "#lc-adam-plot"):
+        assert page.evaluate(FITS, selector), selector  # a wide table scrolls inside its own box
+    page.locator("#lc-adam-plot").scroll_into_view_if_needed()
+    shoot(page, f"adam-over-time-{width}")
+
+
 def test_a_link_opens_the_step_by_step_tab_on_its_example_step_layer_and_head(app, tab):
     """The page's address can name a view of the tab (for a teacher's slides or students): it opens on it."""
     page = tab(1400, 1000)

@@ -41,8 +41,8 @@ def batch_markdown(step: Any) -> str:
              f"(its picked positions ÷ the batch's) × its masked-LM gradient + ({step.nsp_weight:g} ÷ {n}) × its NSP "
              "gradient. One fresh optimizer step at the recipe's peak rate, "
              f"{rate(step.lr)}, on the batch, and another on example 1 alone:", "",
-             "| example | NSP label | picked | its share of the masked-LM loss | cos(its gradient, the batch's) | "
-             "loss before | after the batch's step | after a step on example 1 alone |",
+             "| example | NSP label | picked | share of the MLM loss | cos(its gradient, batch's) | "
+             "loss before | after the batch's step | after a step on ex. 1 alone |",
              "|---|---|---|---|---|---|---|---|"]
     for i, e in enumerate(examples, 1):
         lines.append(f"| {i}{' (above)' if i == 1 else ''} | {_nsp(e.is_next)} | {e.targets} | {e.share:.1%} | "
@@ -110,7 +110,7 @@ def linear_markdown(linear: Any, rows: Sequence[str]) -> str:
     if len(products) > len(shown):
         lines.append(f"| the other {len(products) - len(shown)} rows | | | {rest:+.3e} |")
     lines += [f"| **the sum, by hand** | | | **{linear.by_hand:+.6e}** |",
-              f"| **autograd's W.grad[{i}, {j}]** | | | **{linear.autograd:+.6e}** |"]
+              f"| **autograd's** | | | **{linear.autograd:+.6e}** |"]
     return "\n".join(lines)
 
 
@@ -190,17 +190,25 @@ def adam_against_sgd(run: Any) -> str:
         adam = statistics.median(abs(m) for m in trace.move)
         sgd = statistics.median(abs(m) for m in trace.sgd)
         gradient = statistics.median(abs(g) for g in trace.gradient)
-        times = f"{adam / sgd:,.3g} times SGD's" if sgd > 0 else "where SGD's is 0"
+        times = f"{_times(adam / sgd)} times SGD's" if sgd > 0 else "where SGD's is 0"
         ratios += [adam / sgd] if sgd > 0 else []
         sentences.append(f"{_weight(trace.name, trace.index)} (median |g| {gradient:.2e}): Adam's median move "
                          f"{adam:.2e}, {times}")
-    return ("**Adam against SGD, with the same gradients and rates.** " + "; ".join(sentences) + ". Adam divides "
-            "each weight's step by the size of its own recent gradients, so every weight moves by about the rate "
-            "whatever its gradient (less where the gradient is under ε, or changes sign from step to step, which "
-            "m averages away); SGD's step is the gradient times the rate, so after clipping it barely moves most "
-            "weights at a rate this size." + (f" To match Adam, SGD's rate would have to be {min(ratios):,.3g} to "
-            f"{max(ratios):,.3g} times larger for these weights: no one rate fits them all." if len(ratios) > 1
-            else ""))
+    first = run.traces[0]
+    ratios_first = [m / (math.sqrt(v) + run.eps) for m, v in zip(first.m_hat, first.v_hat)]
+    return ("**Adam against SGD, with the same gradients and rates.** " + "; ".join(sentences) + ". Adam moves a "
+            "weight by the rate times m̂/(√v̂ + ε): its recent gradients' mean over their size, ±1 at the first step "
+            "whatever the gradient's size (less where it is under ε), then smaller where the gradient changes sign "
+            f"from step to step, which m averages away (the first weight's: {ratios_first[0]:+.3f} at step 1, "
+            f"{ratios_first[-1]:+.3f} at step {len(ratios_first)}). SGD's step is the gradient times the rate, so "
+            "after clipping it barely moves most weights at a rate this size."
+            + (f" To match Adam, SGD's rate would have to be {_times(min(ratios))} to {_times(max(ratios))} times "
+               "larger for these weights: no one rate fits them all." if len(ratios) > 1 else ""))
+
+
+def _times(ratio: float) -> str:
+    """A ratio as a reader reads it: 7.78, 56.5, 1,234, 2,050,000."""
+    return f"{ratio:,.0f}" if ratio >= 1000 else f"{ratio:.3g}"
 
 
 def depth_markdown(depths: Sequence[Any], model: str) -> str:
