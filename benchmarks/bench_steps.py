@@ -14,6 +14,14 @@ next steps); the reference is Fill-mask's handler on the same model (the page's 
 after a warm-up; p50 and p95 of N each.
 
     python benchmarks/bench_steps.py [--model checkpoints/small-english] [-n 40]
+
+With `--lecture`, the fourth section's views instead (issue 80: each within 5 s, p50 and p95): `batch_step` on a
+batch of the most examples allowed (LESSON_BATCH) and `adam_over_time` at its most examples (10 steps of 4), each a
+new seed a call; `by_hand` on a new seed, part and layer each call; and `depth_across_training` on a copy of the model
+with two timeline snapshots of its own weights (what a BERT-Small run in the app keeps under its 128 MB budget; the
+work does not depend on the weights' values); Fill-mask beside them.
+
+    python benchmarks/bench_steps.py --lecture [-n 10]
 """
 from __future__ import annotations
 
@@ -24,7 +32,7 @@ import torch
 from _common import cores, interleaved_times, ms, percentile, print_table
 
 from bert_demo.app.state.registry import Registry
-from bert_demo.app.tabs import fill, learning, steps
+from bert_demo.app.tabs import fill, learning, lecture, steps
 from bert_demo.inference import encode_input
 from bert_demo.inspection.forward_steps import SPECS, STEP_NAMES
 
@@ -49,7 +57,11 @@ def main() -> None:
     parser.add_argument("--model", default="checkpoints/small-english")
     parser.add_argument("-n", type=int, default=40)
     parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--lecture", action="store_true", help="time the fourth section's views instead")
     args = parser.parse_args()
+    if args.lecture:
+        lecture_times(args)
+        return
     registry = Registry(device="cpu", allow_hub=False)
     loaded = registry.catalog.load(args.model)
     a, b = pair_of(loaded.tokenizer, 128)
@@ -110,3 +122,63 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def lecture_times(args: argparse.Namespace) -> None:
+    """The fourth section's views, interleaved with Fill-mask, as the app computes and renders them."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from bert_demo.inspection.by_hand import LINEAR_PARTS
+    from bert_demo.training import timeline
+    from bert_demo.training.settings import LESSON_BATCH, LESSON_RUN_EXAMPLES
+
+    runs = Path(tempfile.mkdtemp())
+    run = runs / "with-snapshots"
+    shutil.copytree(args.model, run)
+    registry = Registry(checkpoints_dir=Path(args.model).parent, runs_dir=runs, device="cpu", allow_hub=False)
+    model = registry.catalog.load(args.model).model
+    (run / timeline.FOLDER).mkdir()
+    from safetensors.torch import save_file
+
+    for step in (0, 10):  # as the run's writer keeps them: half precision, the tied decoder left out
+        save_file(timeline.snapshot(model, frozenset({"cls.predictions.decoder.weight"})),
+                  str(run / timeline.file_name(step)))
+    seeds, parts = iter(range(1, 10**6)), [*LINEAR_PARTS, "masked-LM decoder"]
+    layers = model.config.num_hidden_layers
+    example = ("wiki", "", "model")
+
+    def batch() -> None:
+        lecture.batch_step(registry, args.model, *example, next(seeds), "final", LESSON_BATCH)
+
+    def hand() -> None:
+        seed = next(seeds)
+        lecture.by_hand(registry, args.model, *example, seed, "final", parts[seed % len(parts)],
+                        1 + seed % layers, 1)
+
+    def adam() -> None:
+        shown = lecture.adam_over_time(registry, args.model, *example, next(seeds), "final", 10,
+                                       LESSON_RUN_EXAMPLES // 10)
+        shown["lc_adam_plot"].to_json()
+
+    def depth() -> None:
+        shown = lecture.depth_across_training(registry, "runs/with-snapshots", *example, next(seeds))
+        shown["lc_depth_plot"].to_json()
+
+    def fill_mask() -> None:
+        fill.fill_mask(registry, args.model, FILL, 5)
+
+    try:
+        times = interleaved_times({"batch_step": batch, "by_hand": hand, "adam_over_time": adam,
+                                   "depth_across_training": depth, "fill_mask": fill_mask}, args.n, args.warmup)
+    finally:
+        shutil.rmtree(runs)
+    print(f"{args.model}, {torch.get_num_threads()} threads of {cores()} cores; wiki, the model's recipe, a new seed "
+          f"a call; batch_step of {LESSON_BATCH}, adam_over_time 10 steps of {LESSON_RUN_EXAMPLES // 10}, "
+          f"depth_across_training over 2 snapshots and the final weights; {args.n} interleaved calls each after "
+          f"{args.warmup} warm-up")
+    reference = percentile(times["fill_mask"], 50)
+    print_table(["call", "p50 ms", "p95 ms", "p50 / fill_mask's"],
+                [[name, ms(percentile(t, 50)), ms(percentile(t, 95)), f"{percentile(t, 50) / reference:.1f}"]
+                 for name, t in times.items()])

@@ -45,7 +45,7 @@ def across(model: BertForPreTraining, folder: str | Path, example: Any, nsp_weig
     batch = {name: tensor.to(device) for name, tensor in example.batch.items() if name != "mlm_fates"}
     moments = []
     for step in steps:
-        own.load_state_dict(timeline.load(folder, step), strict=False)
+        timeline.load_into(own, folder, step)
         moments.append(_moment(own, batch, step, nsp_weight))
     last = final_step if final_step is not None and final_step > steps[-1] else None
     if last is not None:
@@ -85,7 +85,7 @@ def depth_across(model: BertForPreTraining, folder: str | Path, batch: dict[str,
     own = copy.deepcopy(model).eval()
     depths = []
     for step in steps:
-        own.load_state_dict(timeline.load(folder, step), strict=False)
+        timeline.load_into(own, folder, step)
         depths.append(_depth(own, batch, recipe, step))
     if final_step is not None and final_step > steps[-1]:
         own.load_state_dict(model.state_dict())

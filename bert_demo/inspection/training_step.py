@@ -32,6 +32,7 @@ from torch import Tensor, nn
 
 from bert_demo.inspection.forward_steps import CLS_ROW, ENCODER_PARTS, IN, OUT, SPECS, Captured, Pass, Spec, Tap, read
 from bert_demo.model import IGNORE_INDEX, BertForPreTraining, in_eval_mode, private_view
+from bert_demo.training.pretraining import micro_batch_loss
 from bert_demo.training.recipe import make_optimizer, set_dropout
 from bert_demo.training.settings import EXAMPLE_STEPS, TrainConfig
 
@@ -200,7 +201,7 @@ def take(model: BertForPreTraining, example: Any, recipe: TrainConfig, *, steps:
     probe = None if probe is None else {name: tensor.to(device) for name, tensor in probe.items()}
     before = _beliefs(own, batch, recipe.nsp_weight, probe)
     optimizer = make_optimizer(own, recipe)  # at the recipe's peak learning rate: a run's schedule warms up to it
-    flow, attention_flow, parts, out = _backward(own.train(dropout > 0), batch, recipe.nsp_weight)
+    flow, attention_flow, parts, out = _backward(own.train(dropout > 0), batch, recipe)
     gradients = {name: p.grad.detach().clone() for name, p in own.named_parameters()}
     grad_norm = float(nn.utils.clip_grad_norm_(own.parameters(), recipe.grad_clip))
     clipped = min(1.0, recipe.grad_clip / (grad_norm + 1e-6))  # the factor clip_grad_norm_ multiplied them by
@@ -214,7 +215,7 @@ def take(model: BertForPreTraining, example: Any, recipe: TrainConfig, *, steps:
     for _ in range(steps - 1):
         was = [_value(own, name, index) for name, index in picked]
         optimizer.zero_grad(set_to_none=True)
-        _loss(own.train(dropout > 0)(**batch), batch, recipe.nsp_weight).backward()
+        _loss(own.train(dropout > 0)(**batch), batch, recipe).backward()
         nn.utils.clip_grad_norm_(own.parameters(), recipe.grad_clip)
         optimizer.step()
         for moved, (name, index), value in zip(trail, picked, was):
@@ -252,9 +253,10 @@ def _check(model: BertForPreTraining, steps: int, dropout: float) -> None:
                          f"{model.num_parameters() / 10**6:.0f} M")
 
 
-def _loss(out: Any, batch: dict[str, Tensor], nsp_weight: float) -> Tensor:
-    """The loss training minimises (`pretraining.micro_batch_loss` for a batch of one): masked-LM + nsp_weight x NSP."""
-    return out.mlm_loss + nsp_weight * F.cross_entropy(out.nsp_logits.float(), batch["nsp_labels"].view(-1))
+def _loss(out: Any, batch: dict[str, Tensor], recipe: TrainConfig) -> Tensor:
+    """The loss training minimises, the loop's own (`pretraining.micro_batch_loss`), for the batch in one pass:
+    masked-LM + nsp_weight x NSP."""
+    return micro_batch_loss(replace(recipe, grad_accum=1), out, batch, batch)[0]
 
 
 def gradients_at_steps(model: BertForPreTraining, example: Any, recipe: TrainConfig) -> Gradients:
@@ -266,11 +268,11 @@ def gradients_at_steps(model: BertForPreTraining, example: Any, recipe: TrainCon
     device = next(own.parameters()).device
     batch = {name: tensor.to(device) for name, tensor in example.batch.items() if name != "mlm_fates"}
     leaves = {name: p.detach().requires_grad_() for name, p in own.named_parameters()}
-    flow, attention_flow, _, _ = _backward(own, batch, recipe.nsp_weight, leaves)
+    flow, attention_flow, _, _ = _backward(own, batch, recipe, leaves)
     return Gradients(flow=flow, attention_flow=attention_flow)
 
 
-def _backward(model: BertForPreTraining, batch: dict[str, Tensor], nsp_weight: float,
+def _backward(model: BertForPreTraining, batch: dict[str, Tensor], recipe: TrainConfig,
               leaves: dict[str, Tensor] | None = None) -> tuple[Captured, Tensor, tuple[Tensor, Tensor], Any]:
     """The forward and backward passes of one step: every parameter's `.grad` (as the loop's `loss.backward()`
     leaves it; or, with `leaves`, the weights by name to use instead, theirs), the gradient at every module's output
@@ -298,7 +300,7 @@ def _backward(model: BertForPreTraining, batch: dict[str, Tensor], nsp_weight: f
     finally:
         for handle in handles:
             handle.remove()
-    loss = _loss(out, batch, nsp_weight)
+    loss = _loss(out, batch, recipe)
     tensors = {**seen, **{f"attention {i}": probs for i, probs in enumerate(out.attentions)}}
     for tensor in (*tensors.values(), *aliases):
         tensor.retain_grad()

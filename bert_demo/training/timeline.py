@@ -13,6 +13,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
+from bert_demo.checkpoint import TIED_KEYS
+
 FOLDER = "timeline"
 BUDGET_BYTES = 128 * 2**20  # per run: 11 snapshots of `mini` (11 MB each), 40 of `tiny`; `base` keeps none
 _NAME = re.compile(r"step-(\d{6,})\.safetensors")
@@ -59,3 +61,13 @@ def load(folder: str | Path, step: int) -> State:
     if step not in steps(folder):
         raise ValueError(f"this run has no snapshot at step {step}: it has {', '.join(map(str, steps(folder)))}")
     return {name: tensor.float() for name, tensor in load_file(str(Path(folder) / file_name(step))).items()}
+
+
+def load_into(model: torch.nn.Module, folder: str | Path, step: int) -> None:
+    """Put a snapshot's weights into `model`: every one of its weights but the tied ones, which a snapshot leaves out
+    (they follow the word table). A snapshot that misses another weight, or holds one the model lacks, is refused:
+    a partial load would show a mix of two models."""
+    missing, unexpected = model.load_state_dict(load(folder, step), strict=False)
+    if unexpected or set(missing) - set(TIED_KEYS):
+        raise ValueError(f"the snapshot at step {step} does not fit the model: it lacks "
+                         f"{sorted(set(missing) - set(TIED_KEYS))[:3]} and has {sorted(unexpected)[:3]} besides")

@@ -41,13 +41,13 @@ def test_the_batch_view_shows_each_examples_numbers_in_its_own_columns_and_the_p
     for row, example in zip(rows, step.examples):
         assert number(row["loss before"]) == pytest.approx(example.loss_before, abs=5e-5)
         assert number(row["after the batch's step"]) == pytest.approx(example.loss_after_batch, abs=5e-5)
-        assert number(row["after a step on example 1 alone"]) == pytest.approx(example.loss_after_alone, abs=5e-5)
+        assert number(row["after a step on ex. 1 alone"]) == pytest.approx(example.loss_after_alone, abs=5e-5)
         assert number(row["picked"]) == example.targets
-        assert number(row["its share of the masked-LM loss"]) == pytest.approx(example.targets / sum(
+        assert number(row["share of the MLM loss"]) == pytest.approx(example.targets / sum(
             e.targets for e in step.examples), abs=5e-4)
     first = rows[0]
     lowered = [number(first["loss before"]) - number(first[column])
-               for column in ("after the batch's step", "after a step on example 1 alone")]
+               for column in ("after the batch's step", "after a step on ex. 1 alone")]
     assert after(shown, "lowered example 1's loss by") == pytest.approx(lowered[0], abs=2e-4)
     assert after(shown, "its own step by") == pytest.approx(lowered[1], abs=2e-4)
     weights = table_after(shown, "| weight |")

@@ -10,7 +10,7 @@ from bert_demo.config import PRESETS
 from bert_demo.model import BertForPreTraining
 from bert_demo.training import runtime
 from bert_demo.training.loop import Window
-from bert_demo.training.pretraining import _loss
+from bert_demo.training.pretraining import micro_batch_loss
 from bert_demo.training.runtime import Distributed, pick_device, resolve_precision, wrap_for_training
 from bert_demo.training.settings import TrainConfig
 
@@ -110,7 +110,7 @@ def test_a_micro_steps_metrics_and_loss_read_nothing_back_until_a_record_is_writ
     window, batch = Window(), {"mlm_labels": labels, "nsp_labels": nsp}
     with _NoReadBack():
         out = model(ids, torch.zeros_like(ids), torch.ones_like(ids), mlm_labels=labels, nsp_labels=nsp)
-        loss, metrics = _loss(TrainConfig(), out, batch, batch)
+        loss, metrics = micro_batch_loss(TrainConfig(), out, batch, batch)
         window.add(metrics, tokens=24)
     metrics = window.flush()
     assert metrics["mlm_loss"] == pytest.approx(float(out.mlm_loss.detach()))

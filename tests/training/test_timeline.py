@@ -102,3 +102,21 @@ def test_a_run_probes_before_its_first_step_and_a_finished_run_its_last_step_onc
     records = list(pretraining(config(corpus, tmp_path / "run", steps=70, eval_every=60)).run())
     assert [r["step"] for r in records if r["kind"] == "probe"] == [0, 60, 70]
     assert [r["step"] for r in records if r["kind"] == "readout"] == [60, 70]
+
+
+def test_a_snapshot_loads_whole_into_its_model_and_one_missing_a_weight_is_refused(tmp_path):
+    from safetensors.torch import save_file
+
+    from bert_demo.checkpoint import TIED_KEYS
+
+    torch.manual_seed(0)
+    model, other = BertForPreTraining(PRESETS["tiny"]), BertForPreTraining(PRESETS["tiny"])
+    (tmp_path / timeline.FOLDER).mkdir()
+    state = timeline.snapshot(model, skip=frozenset(TIED_KEYS))
+    save_file(state, str(tmp_path / timeline.file_name(0)))
+    timeline.load_into(other, tmp_path, 0)
+    assert all(torch.equal(other.state_dict()[name], tensor.float()) for name, tensor in state.items())
+    assert torch.equal(other.cls.predictions.decoder.weight, other.bert.embeddings.word_embeddings.weight)  # tied
+    save_file({k: v for k, v in state.items() if k != "bert.pooler.dense.bias"}, str(tmp_path / timeline.file_name(10)))
+    with pytest.raises(ValueError, match="pooler.dense.bias"):
+        timeline.load_into(other, tmp_path, 10)

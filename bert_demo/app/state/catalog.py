@@ -245,7 +245,7 @@ class Catalog:
             final = self.load(entry, viewer, encoder)
             model = type(final.model)(final.model.config)
             model.load_state_dict(final.model.state_dict())  # copied to the CPU; the tie survives
-            model.load_state_dict(timeline.load(entry.folder, step), strict=False)
+            timeline.load_into(model, entry.folder, step)
             return Loaded(model.eval(), final.tokenizer, entry, final.folder)
 
         return self._cached((entry.name, weights_time(entry.folder), step), read_snapshot)

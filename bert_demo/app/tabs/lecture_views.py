@@ -35,7 +35,8 @@ def batch_markdown(step: Any) -> str:
     by_batch, alone = first.loss_before - first.loss_after_batch, first.loss_before - first.loss_after_alone
     others = examples[1:]
     helped = sum(e.loss_after_alone < e.loss_before for e in others)
-    lines = [f"The example above and the next **{n - 1}** the trainer's stream draws after it, as one batch. The "
+    lines = [f"The example above and the next **{n - 1}** the trainer's stream draws after it, as one batch (the "
+             "paper's held 256 sequences, Appendix A.2). The "
              f"masked-LM loss is the mean over all **{sum(e.targets for e in examples)}** picked positions of the "
              f"batch, the NSP loss the mean over its {n} pairs, so example i's part of the batch's gradient is "
              f"(its picked positions ÷ the batch's) × its masked-LM gradient + ({step.nsp_weight:g} ÷ {n}) × its NSP "
