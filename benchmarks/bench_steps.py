@@ -120,9 +120,6 @@ def main() -> None:
           f"({pieces} word pieces)")
 
 
-if __name__ == "__main__":
-    main()
-
 
 def lecture_times(args: argparse.Namespace) -> None:
     """The fourth section's views, interleaved with Fill-mask, as the app computes and renders them."""
@@ -182,3 +179,7 @@ def lecture_times(args: argparse.Namespace) -> None:
     print_table(["call", "p50 ms", "p95 ms", "p50 / fill_mask's"],
                 [[name, ms(percentile(t, 50)), ms(percentile(t, 95)), f"{percentile(t, 50) / reference:.1f}"]
                  for name, t in times.items()])
+
+
+if __name__ == "__main__":
+    main()

@@ -9,8 +9,9 @@ gradient. One fresh AdamW step on the batch, and one on the drawn example alone,
 example's loss moves.
 
 The same batch shows the two other things a real step has that one example's does not: dropout's noise (the gradient
-under a few draws of the recipe's dropout mask against none) and gradient accumulation (k micro-batches, each's loss
-weighted as the trainer weights it, give the batch's gradient).
+under a few draws of the recipe's dropout mask against none) and gradient accumulation (the examples' parts are the
+batch taken as micro-batches of one example, each's loss weighted by the trainer's own `micro_batch_loss`: their sum
+is the batch's gradient).
 """
 from __future__ import annotations
 
@@ -26,7 +27,6 @@ from bert_demo.data.masking import IS_NEXT
 from bert_demo.data.pairs import SpecialIds
 from bert_demo.inspection.pretraining_example import Documents, tokenized
 from bert_demo.model import IGNORE_INDEX, BertForPreTraining, in_eval_mode, private_view
-from bert_demo.training.loop import split_batch
 from bert_demo.training.pretraining import micro_batch_loss, sentence_pairs
 from bert_demo.training.recipe import make_optimizer, set_dropout
 from bert_demo.training.settings import LESSON_BATCH, TrainConfig
@@ -70,7 +70,8 @@ class Dropout:
 
 @dataclass(frozen=True, kw_only=True)
 class Accumulation:
-    """k micro-batches with the trainer's weighting against one pass over the whole batch."""
+    """The batch taken as micro-batches of one example each, their gradients (the examples' parts) summed as the
+    loop's loss.backward() sums them, against one pass over the whole batch."""
 
     micro_batches: int
     largest: float  # the largest |gradient| of the whole batch's
@@ -86,7 +87,6 @@ class BatchStep:
     nsp_weight: float
     examples: list[InBatch]  # example 0 is the drawn one
     weights: list[WeightParts]
-    parts_error: float  # the largest |Σ parts - batch's gradient| over every weight
     batch_norm: float  # the norm of the batch's gradient (before clipping)
     alone_norm: float  # the norm of the drawn example's gradient alone
     dropout: Dropout
@@ -128,16 +128,15 @@ def step_on_batch(model: BertForPreTraining, batch: dict[str, Tensor], recipe: T
     targets = [int((row["mlm_labels"] != IGNORE_INDEX).sum()) for row in rows]
     summed = {name: torch.zeros_like(g) for name, g in whole.items()}
     cosines, parts, alone = [], [], {}
-    for i, row in enumerate(rows):
-        mlm, nsp = _two_gradients(view, row)
-        own = {name: mlm[name] + recipe.nsp_weight * nsp[name] for name in whole}  # its loss's, alone
-        part = {name: mlm[name] * (targets[i] / sum(targets)) + own[name].sub(mlm[name]) / size for name in whole}
+    for row in rows:
+        part, own = _part_and_own(view, row, batch, recipe)
         for name in whole:
             summed[name] += part[name]
         cosines.append(_cosine(own, whole))
         parts.append([float(part[name][index]) for name, index in shown])
         alone = alone or own
-    error = max(float((summed[name] - whole[name]).abs().max()) for name in whole)
+    accumulation = Accumulation(micro_batches=size, largest=max(float(g.abs().max()) for g in whole.values()),
+                                difference=max(float((summed[name] - whole[name]).abs().max()) for name in whole))
     del summed
     before = [_loss(view, row, recipe) for row in rows]
     after_batch, after_alone = _after_step(model, whole, recipe, rows), _after_step(model, alone, recipe, rows)
@@ -148,9 +147,8 @@ def step_on_batch(model: BertForPreTraining, batch: dict[str, Tensor], recipe: T
     weights = [WeightParts(name=name, index=index, parts=[row[j] for row in parts], batch=float(whole[name][index]))
                for j, (name, index) in enumerate(shown)]
     return BatchStep(size=size, lr=recipe.lr, nsp_weight=recipe.nsp_weight, examples=examples, weights=weights,
-                     parts_error=error, batch_norm=_norm(whole), alone_norm=_norm(alone),
-                     dropout=dropout_noise(model, batch, recipe, whole),
-                     accumulation=accumulated(model, batch, recipe, whole))
+                     batch_norm=_norm(whole), alone_norm=_norm(alone),
+                     dropout=dropout_noise(model, batch, recipe, whole), accumulation=accumulation)
 
 
 def gradient(model: BertForPreTraining, batch: dict[str, Tensor], recipe: TrainConfig) -> dict[str, Tensor]:
@@ -175,31 +173,25 @@ def _gradient(model: BertForPreTraining, batch: dict[str, Tensor], recipe: Train
     return total
 
 
-def _two_gradients(model: BertForPreTraining, row: dict[str, Tensor]) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
-    """One example's masked-LM gradient and its NSP gradient, apart, from one forward pass."""
+def _part_and_own(model: BertForPreTraining, row: dict[str, Tensor], batch: dict[str, Tensor],
+                  recipe: TrainConfig) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+    """One example's part of the batch's gradient, its loss as the trainer weights a micro-batch of one example (its
+    share of the batch's picked positions, the NSP loss / the batch's size: `micro_batch_loss`); and its own loss's
+    gradient, as if it were the whole batch. One forward pass, two backward passes."""
     leaves = _leaves(model)
     out = _forward(model, leaves, row)
-    mlm = torch.autograd.grad(out.mlm_loss, list(leaves.values()), allow_unused=True, retain_graph=True)
-    nsp = torch.autograd.grad(out.nsp_loss, list(leaves.values()), allow_unused=True)
-    return tuple({name: torch.zeros_like(leaves[name]) if g is None else g for name, g in zip(leaves, grads)}
-                 for grads in (mlm, nsp))
+    size = len(batch["nsp_labels"])
+    part, _ = micro_batch_loss(replace(recipe, grad_accum=size, batch_size=size), out, row, batch)
+    own, _ = micro_batch_loss(replace(recipe, grad_accum=1), out, row, row)
+    grads = [torch.autograd.grad(loss, list(leaves.values()), allow_unused=True, retain_graph=keep)
+             for loss, keep in ((part, True), (own, False))]
+    return tuple({name: torch.zeros_like(leaves[name]) if g is None else g for name, g in zip(leaves, found)}
+                 for found in grads)
 
 
 def _forward(model: BertForPreTraining, leaves: dict[str, Tensor], batch: dict[str, Tensor]) -> Any:
     device = next(iter(leaves.values())).device
     return torch.func.functional_call(model, leaves, (), {k: v.to(device) for k, v in batch.items()}, strict=False)
-
-
-def accumulated(model: BertForPreTraining, batch: dict[str, Tensor], recipe: TrainConfig,
-                whole: dict[str, Tensor]) -> Accumulation:
-    """The batch's gradient as the trainer accumulates it over micro-batches (`loop.split_batch`, each's loss
-    weighted by `micro_batch_loss`), against `whole`, one pass over it: the largest difference anywhere."""
-    size = len(batch["nsp_labels"])
-    k = next((k for k in (4, 3, 2) if size % k == 0), size)
-    config = replace(recipe, grad_accum=k, batch_size=size)
-    summed = _gradient(private_view(model).eval(), batch, config, split_batch(batch, k))
-    return Accumulation(micro_batches=k, largest=max(float(g.abs().max()) for g in whole.values()),
-                        difference=max(float((summed[name] - whole[name]).abs().max()) for name in whole))
 
 
 def dropout_noise(model: BertForPreTraining, batch: dict[str, Tensor], recipe: TrainConfig,

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from bert_demo.inspection import pretraining_example
-from bert_demo.inspection.batch_step import accumulated, check_size, draw_batch, dropout_noise, gradient, step_on_batch
+from bert_demo.inspection.batch_step import check_size, draw_batch, dropout_noise, gradient, step_on_batch
 from bert_demo.model import IGNORE_INDEX
 from bert_demo.training.recipe import set_dropout
 from bert_demo.training.settings import LESSON_BATCH
@@ -79,7 +79,8 @@ def test_the_batchs_gradient_is_autograds_of_the_trainers_loss_and_the_parts_add
                                  (targets[i] / sum(targets), lesson.recipe.nsp_weight / SIZE)))
         for weight in stepped.weights:
             assert weight.parts[i] == pytest.approx(float(part[weight.name][weight.index]), rel=1e-4, abs=1e-9)
-    assert stepped.parts_error < 1e-6 * max(float(g.abs().max()) for g in whole.values())
+    largest = max(float(g.abs().max()) for g in whole.values())
+    assert stepped.accumulation.difference < 1e-6 * largest and stepped.accumulation.largest == pytest.approx(largest)
     flat = torch.cat([g.flatten() for g in whole.values()])
     assert stepped.batch_norm == pytest.approx(float(flat.norm()), rel=1e-5)
     for i, example in enumerate(stepped.examples):
@@ -122,13 +123,14 @@ def test_each_loss_after_a_step_is_a_fresh_pass_after_torchs_adamw_stepped_on_th
     assert by_batch != alone
 
 
-def test_accumulated_micro_batches_give_the_whole_batchs_gradient_and_unweighted_ones_would_not(lesson, batch):
+def test_micro_batches_of_one_example_weighted_as_the_trainer_weights_them_give_the_batchs_gradient(lesson, batch,
+                                                                                                    stepped):
     whole = gradient(lesson.model, batch, lesson.recipe)
-    result = accumulated(lesson.model, batch, lesson.recipe, whole)
-    assert result.micro_batches == 4 and result.difference < 1e-6 * result.largest
+    assert stepped.accumulation.micro_batches == SIZE
+    assert stepped.accumulation.difference < 1e-6 * stepped.accumulation.largest
     own = copy.deepcopy(lesson.model)  # each micro-batch's own mean loss, summed: not the batch's
     naive = _grads(own, sum(_loss(own, _row(batch, i), lesson.recipe) for i in range(SIZE)) / SIZE)
-    assert max(float((naive[n] - whole[n]).abs().max()) for n in whole) > 1e-3 * result.largest
+    assert max(float((naive[n] - whole[n]).abs().max()) for n in whole) > 1e-3 * stepped.accumulation.largest
 
 
 def test_dropouts_draws_are_the_gradients_under_fresh_masks_against_none(lesson, batch):

@@ -59,8 +59,6 @@ def batch_markdown(step: Any) -> str:
     for w in step.weights:
         lines.append(f"| {_weight(w.name, w.index)} | " + " | ".join(f"{p:+.3e}" for p in w.parts)
                      + f" | {sum(w.parts):+.4e} | {w.batch:+.4e} |")
-    lines += ["", f"Over every weight, the parts add up to autograd's gradient of the batch to within "
-                  f"**{step.parts_error:.1e}** (float32 rounding)."]
     return "\n".join([*lines, "", dropout_markdown(step.dropout), "", accumulation_markdown(step.accumulation)])
 
 
@@ -76,12 +74,12 @@ def dropout_markdown(dropout: Any) -> str:
 
 def accumulation_markdown(accumulation: Any) -> str:
     k = accumulation.micro_batches
-    return (f"**Gradient accumulation.** The batch cut into {k} micro-batches, each's loss weighted as the trainer "
-            "weights it (its share of the batch's picked positions; the NSP loss ÷ "
-            f"{k}) and their gradients summed, as `loss.backward()` sums them: the largest difference from one pass "
-            f"over the whole batch, over every weight, is **{accumulation.difference:.1e}**, against a largest "
-            f"gradient of {accumulation.largest:.3g}. A batch too big for memory is taken in parts, and the step is "
-            "the same.")
+    return (f"**Gradient accumulation.** The parts above are the batch taken as {k} micro-batches of one example, "
+            "each's loss weighted as the trainer weights a micro-batch (its share of the batch's picked positions; "
+            f"the NSP loss ÷ {k}), their gradients summed as `loss.backward()` sums them: over every weight they "
+            f"differ from one pass over the whole batch by at most **{accumulation.difference:.1e}**, against a "
+            f"largest gradient of {accumulation.largest:.3g} (float32 rounding). A batch too big for memory is taken "
+            "in parts, and the step is the same.")
 
 
 def hand_markdown(work: Any, rows: Sequence[str], decoder_rows: Sequence[str]) -> str:
