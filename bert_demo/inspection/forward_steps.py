@@ -37,7 +37,7 @@ NSP_LABELS = [f"{NSP_CLASSES[label]}: {meaning}"  # the NSP head's classes, in i
 OUT, IN, MASK = "output", "input", "mask"  # what of a module a hook keeps: what it returned, read, or was handed
 
 
-class Tap(NamedTuple):
+class Site(NamedTuple):
     """Where a captured value was read: what module `module` returned (OUT), read (IN: its first input) or was
     handed as its second input (MASK: the attention's key mask)."""
 
@@ -45,10 +45,10 @@ class Tap(NamedTuple):
     port: str = OUT
 
 
-Captured = dict[Tap, Tensor]  # a pass's values by where they were read, float32 on the CPU
+Captured = dict[Site, Tensor]  # a pass's values by where they were read, float32 on the CPU
 LAYER = re.compile(r"bert\.encoder\.layer\.\d+\.")
 READ = frozenset({  # what the steps read of a pass (a layer's modules named "L."): a pass keeps these alone
-    *(Tap(module, OUT) for module in (
+    *(Site(module, OUT) for module in (
         "bert.embeddings.word_embeddings", "bert.embeddings.position_embeddings",
         "bert.embeddings.token_type_embeddings", "bert.embeddings.LayerNorm", "L.attention.self.query",
         "L.attention.self.key", "L.attention.self.value",
@@ -56,16 +56,16 @@ READ = frozenset({  # what the steps read of a pass (a layer's modules named "L.
         "L.intermediate.dense", "L.intermediate", "L.output.dense", "L.output.LayerNorm",
         "cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm", "cls.predictions",
         "bert.pooler.dense", "bert.pooler", "cls.seq_relationship")),
-    *(Tap(module, IN) for module in (
+    *(Site(module, IN) for module in (
         "bert.embeddings.LayerNorm", "L.attention.output.dense", "L.attention.output.LayerNorm", "L.output.LayerNorm",
         "cls.predictions.transform.LayerNorm", "bert.pooler.dense")),
-    Tap("L.attention.self", MASK)})
+    Site("L.attention.self", MASK)})
 
 
 def read(kept: Captured) -> Captured:
     """Of a pass's captured values, those its steps read: the rest (dropouts' copies, the modules that only pass
     their parts' values on) is more than half its bytes."""
-    return {tap: value for tap, value in kept.items() if Tap(LAYER.sub("L.", tap.module), tap.port) in READ}
+    return {tap: value for tap, value in kept.items() if Site(LAYER.sub("L.", tap.module), tap.port) in READ}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,9 +104,9 @@ def capture(model: BertForPreTraining, batch: dict[str, Tensor], mlm_positions: 
         def hook(module: nn.Module, inputs: tuple, output: object) -> None:
             for port, value in zip((IN, MASK), inputs[:2]):  # what a module reads, and a mask it is handed
                 if isinstance(value, Tensor):
-                    kept[Tap(name, port)] = value.detach().float().cpu()
+                    kept[Site(name, port)] = value.detach().float().cpu()
             if isinstance(output, Tensor):
-                kept[Tap(name, OUT)] = output.detach().float().cpu()
+                kept[Site(name, OUT)] = output.detach().float().cpu()
         return hook
 
     own = private_view(model).eval()  # hooks on the shared model would also record other callers' passes
@@ -150,16 +150,16 @@ class Pass:
 
     def out(self, name: str) -> Tensor:
         """What module `name` returned (the batch's one row)."""
-        return self.kept[Tap(name, OUT)][0]
+        return self.kept[Site(name, OUT)][0]
 
     def into(self, name: str) -> Tensor:
         """What module `name` read."""
-        return self.kept[Tap(name, IN)][0]
+        return self.kept[Site(name, IN)][0]
 
     def at_guesses(self, name: str, reads: bool = False) -> Tensor:
         """What a module of the masked-LM head returned (or read), a row a guessed position: the head runs there
         only."""
-        return self.kept[Tap(name, IN if reads else OUT)]
+        return self.kept[Site(name, IN if reads else OUT)]
 
     @property
     def guessed_rows(self) -> list[str]:
@@ -242,7 +242,7 @@ SPECS: tuple[Spec, ...] = (
          "x = self.word_embeddings(input_ids) +", lambda p: p.out(f"{E}.word_embeddings")),
     Spec("Embeddings", "Position rows", r"E_{\text{pos}}[t]",
          "Position t picks row t of a learned position table: without it, attention could not tell the order.",
-         "x = x + self.position_embeddings(positions)", lambda p: p.kept[Tap(f"{E}.position_embeddings")]),
+         "x = x + self.position_embeddings(positions)", lambda p: p.kept[Site(f"{E}.position_embeddings")]),
     Spec("Embeddings", "Segment rows", r"E_{\text{seg}}[s_t]",
          "Segment A ([CLS] A [SEP]) picks row 0 of the segment table, segment B (B [SEP]) row 1: here {a_tokens} "
          "tokens of A and {b_tokens} of B.", "self.token_type_embeddings(token_type_ids)",
@@ -269,7 +269,7 @@ SPECS: tuple[Spec, ...] = (
     Spec("Attention", "Padding mask", r"S_{ij} \leftarrow -\infty \text{ where key } j \text{ is [PAD]}",
          "In a batch, shorter inputs are padded to the longest, and their [PAD] keys get minus infinity: no token "
          "attends to them. One input has no padding: every key may be attended (1).",
-         "scores = scores.masked_fill(~key_mask", lambda p: p.kept[Tap(_att(p, "self"), MASK)][0].reshape(1, -1),
+         "scores = scores.masked_fill(~key_mask", lambda p: p.kept[Site(_att(p, "self"), MASK)][0].reshape(1, -1),
          rows=lambda p: ["may be attended"], columns=lambda p: p.rows,
          no_gradient="the mask is made from the input, not computed from any weight: nothing to learn here."),
     Spec("Attention", "Softmax", r"A_{ij} = \operatorname{softmax}_j(S_{ij})",
@@ -383,7 +383,7 @@ def _pass(model: BertForPreTraining, tokenizer: BertTokenizerFast, batch: dict[s
     at[0, guessed] = True
     kept, probs = capture(model, batch, at)
     kept = read(kept)
-    logits = kept.pop(Tap("cls.predictions"))  # (guessed, V): the largest value, and only its top few are shown
+    logits = kept.pop(Site("cls.predictions"))  # (guessed, V): the largest value, and only its top few are shown
     top = logits.topk(min(TOP_GUESSES, model.config.vocab_size), dim=-1)
     return Pass(kept=kept, probs=probs, tokens=tokenizer.convert_ids_to_tokens(ids),
                 segments=batch["token_type_ids"][0].tolist(), layer=layer - 1, head=head - 1,

@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from bert_demo.inspection.forward_steps import CLS_ROW, ENCODER_PARTS, IN, OUT, SPECS, Captured, Pass, Spec, Tap, read
+from bert_demo.inspection.forward_steps import CLS_ROW, ENCODER_PARTS, IN, OUT, SPECS, Captured, Pass, Spec, Site, read
 from bert_demo.model import IGNORE_INDEX, BertForPreTraining, in_eval_mode, private_view
 from bert_demo.training.pretraining import micro_batch_loss
 from bert_demo.training.recipe import make_optimizer, set_dropout
@@ -284,9 +284,9 @@ def _backward(model: BertForPreTraining, batch: dict[str, Tensor], recipe: Train
     def keep(name: str) -> Callable:
         def hook(module: nn.Module, inputs: tuple, output: object) -> None:
             if inputs and isinstance(inputs[0], Tensor) and inputs[0].requires_grad:
-                seen[Tap(name, IN)] = inputs[0]
+                seen[Site(name, IN)] = inputs[0]
             if isinstance(output, Tensor) and output.requires_grad:
-                seen[Tap(name, OUT)] = output
+                seen[Site(name, OUT)] = output
         return hook
 
     handles = [module.register_forward_hook(keep(name)) for name, module in model.named_modules() if name]
@@ -440,7 +440,7 @@ def gradient_pass(step: TrainingStep | Gradients, values: Pass) -> Pass:
     the same batch, its rows, layer and head), kept where the values were, so that a step's `Spec.values` reads its
     gradient as it reads its values. The decoder's is read at each position's label first, the one score the loss
     pushes up, then at the top guesses beside it."""
-    scores = step.flow[Tap("cls.predictions")]  # (N, V): the gradient at every score of each picked position
+    scores = step.flow[Site("cls.predictions")]  # (N, V): the gradient at every score of each picked position
     ids, guesses = values.top_ids, values.guesses
     if values.label_ids is not None:
         k = ids.shape[-1]
@@ -466,7 +466,7 @@ class Gain:
 def embedding_gain(model: BertForPreTraining, step: TrainingStep | Gradients, values: Pass) -> Gain:
     """The gradient's gain through the embeddings' LayerNorm in this step, and what sets it."""
     name = "bert.embeddings.LayerNorm"
-    above, below = step.flow[Tap(name, OUT)], step.flow[Tap(name, IN)]
+    above, below = step.flow[Site(name, OUT)], step.flow[Site(name, IN)]
     layer_norm = model.get_submodule(name)
     sigma = float((values.into(name).var(-1, unbiased=False) + layer_norm.eps).sqrt().mean())
     return Gain(ratio=float(below.norm() / above.norm()), sigma=sigma,

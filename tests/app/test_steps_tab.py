@@ -13,7 +13,7 @@ import torch
 
 from bert_demo.app.tabs import drawn, model_views, steps, steps_views, train
 from bert_demo.inspection import pretraining_example
-from bert_demo.inspection.forward_steps import STEP_NAMES, Tap, source_line
+from bert_demo.inspection.forward_steps import STEP_NAMES, Site, source_line
 from bert_demo.training.settings import PAPER_RECIPE, TrainConfig
 
 MODEL = "checkpoints/tiny-test"
@@ -254,7 +254,7 @@ def test_a_step_shows_its_gradient_from_the_training_step_taken_once(registry, m
     assert "its gradient on one colour scale" in shown["fw_grid_note"]  # the pictures below are the gradient's too
     same = drawn.drawn(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "model", 6)
     step = take(same.loaded.model, same.example, same.config)
-    expected = step.flow[Tap("bert.encoder.layer.1.output.LayerNorm")][0]
+    expected = step.flow[Site("bert.encoder.layer.1.output.LayerNorm")][0]
     z = torch.tensor(shown["fw_plot"].data[0].z, dtype=torch.float32)
     torch.testing.assert_close(z, expected, atol=float(expected.abs().max()) * 1e-3, rtol=0)  # 4 digits of the top
     mask = steps.forward_steps(registry, MODEL, "", "", 2, 1, STEP_NAMES.index("Attention · Padding mask"), **ask)

@@ -16,7 +16,7 @@ import transformers
 from bert_demo import model as model_py
 from bert_demo.config import BertConfig
 from bert_demo.inference import encode_input, fill_mask, next_sentence
-from bert_demo.inspection.forward_steps import IN, PARTS, SPECS, Tap, capture, forward_pass, forward_steps, source_line
+from bert_demo.inspection.forward_steps import IN, PARTS, SPECS, Site, capture, forward_pass, forward_steps, source_line
 from bert_demo.model import BertForPreTraining
 from bert_demo.tokenizer import train_tokenizer
 
@@ -44,17 +44,17 @@ def pair():
     return ours, theirs, tokenizer
 
 
-def hf_capture(model: transformers.BertForPreTraining, batch: dict) -> dict[Tap, torch.Tensor]:
+def hf_capture(model: transformers.BertForPreTraining, batch: dict) -> dict[Site, torch.Tensor]:
     """What transformers' modules returned and received, under the same names as `capture`'s."""
     kept = {}
 
     def keep(name):
         def hook(module, inputs, output):
             if inputs and isinstance(inputs[0], torch.Tensor):
-                kept[Tap(name, IN)] = inputs[0].float()
+                kept[Site(name, IN)] = inputs[0].float()
             output = output[0] if isinstance(output, tuple) else output
             if isinstance(output, torch.Tensor):
-                kept[Tap(name)] = output.float()
+                kept[Site(name)] = output.float()
         return hook
 
     handles = [m.register_forward_hook(keep(name)) for name, m in model.named_modules() if name]
@@ -75,10 +75,10 @@ def test_every_value_captured_from_our_forward_pass_equals_transformers_at_the_s
     for tap in compared:  # (an embedding reads ids, not values)
         torch.testing.assert_close(kept[tap], hf[tap].reshape(kept[tap].shape), atol=TOL, rtol=0, msg=str(tap))
     torch.testing.assert_close(probs[0], torch.stack(out.attentions, dim=1)[0], atol=TOL, rtol=0)
-    torch.testing.assert_close(kept[Tap("cls.predictions")], out.prediction_logits, atol=TOL, rtol=0)
-    torch.testing.assert_close(kept[Tap("cls.seq_relationship")], out.seq_relationship_logits, atol=TOL, rtol=0)
+    torch.testing.assert_close(kept[Site("cls.predictions")], out.prediction_logits, atol=TOL, rtol=0)
+    torch.testing.assert_close(kept[Site("cls.seq_relationship")], out.seq_relationship_logits, atol=TOL, rtol=0)
     for layer, hidden in enumerate(out.hidden_states):
-        name = Tap("bert.embeddings.LayerNorm" if layer == 0 else f"bert.encoder.layer.{layer - 1}.output.LayerNorm")
+        name = Site("bert.embeddings.LayerNorm" if layer == 0 else f"bert.encoder.layer.{layer - 1}.output.LayerNorm")
         torch.testing.assert_close(kept[name], hidden, atol=TOL, rtol=0, msg=name)
 
 

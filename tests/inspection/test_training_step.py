@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from bert_demo.config import BertConfig
 from bert_demo.inference import fill_mask
 from bert_demo.inspection import pretraining_example
-from bert_demo.inspection.forward_steps import SPECS, Tap, example_pass
+from bert_demo.inspection.forward_steps import SPECS, Site, example_pass
 from bert_demo.inspection.training_step import (
     DECODER,
     WORD_TABLE,
@@ -100,8 +100,8 @@ def test_the_gradient_starts_as_softmax_minus_the_label_at_each_picked_position_
     assert torch.allclose(start.sum(-1), torch.zeros(len(start)), atol=1e-5)  # a softmax minus a one-hot
     labels = example.batch["mlm_labels"][example.batch["mlm_labels"] != -100]
     assert bool((start.gather(1, labels[:, None]) < 0).all())  # only the label's entry is pushed up
-    torch.testing.assert_close(step.flow[Tap("cls.predictions")], start / len(start), atol=TOL, rtol=0)
-    torch.testing.assert_close(step.flow[Tap("cls.seq_relationship")][0], RECIPE.nsp_weight * step.nsp_start,
+    torch.testing.assert_close(step.flow[Site("cls.predictions")], start / len(start), atol=TOL, rtol=0)
+    torch.testing.assert_close(step.flow[Site("cls.seq_relationship")][0], RECIPE.nsp_weight * step.nsp_start,
                                atol=TOL, rtol=0)
     assert step.attention_flow.shape == (3, 4, *example.batch["input_ids"].shape[1:] * 2)  # (layers, heads, T, T)
 
@@ -219,9 +219,10 @@ def test_the_gradient_at_every_layers_output_and_attention_is_transformers(setup
         tensor.retain_grad()
     mlm = F.cross_entropy(out.prediction_logits.flatten(0, 1), batch["mlm_labels"].flatten())
     (mlm + RECIPE.nsp_weight * F.cross_entropy(out.seq_relationship_logits, batch["nsp_labels"])).backward()
-    torch.testing.assert_close(step.flow[Tap("bert.embeddings.LayerNorm")], out.hidden_states[0].grad, atol=TOL, rtol=0)
+    torch.testing.assert_close(step.flow[Site("bert.embeddings.LayerNorm")], out.hidden_states[0].grad, atol=TOL,
+                               rtol=0)
     for layer in range(3):
-        torch.testing.assert_close(step.flow[Tap(f"bert.encoder.layer.{layer}.output.LayerNorm")],
+        torch.testing.assert_close(step.flow[Site(f"bert.encoder.layer.{layer}.output.LayerNorm")],
                                    out.hidden_states[layer + 1].grad, atol=TOL, rtol=0)
         torch.testing.assert_close(step.attention_flow[layer], out.attentions[layer].grad[0], atol=TOL, rtol=0)
 
@@ -237,9 +238,9 @@ def test_each_step_of_the_examples_forward_pass_reads_its_gradient_where_it_read
     softmax = by_title["Attention", "Softmax"].values(grads)
     torch.testing.assert_close(softmax, step.attention_flow[1, 2], atol=0, rtol=0)
     output = next(spec for spec in SPECS if spec.title == "The layer's output (LayerNorm)")
-    torch.testing.assert_close(output.values(grads), step.flow[Tap("bert.encoder.layer.1.output.LayerNorm")][0])
+    torch.testing.assert_close(output.values(grads), step.flow[Site("bert.encoder.layer.1.output.LayerNorm")][0])
     torch.testing.assert_close(output.values(replace(grads, layer=2)),
-                               step.flow[Tap("bert.encoder.layer.2.output.LayerNorm")][0])
+                               step.flow[Site("bert.encoder.layer.2.output.LayerNorm")][0])
     decoder = by_title["Masked-LM head", "Decoder, tied to the word embeddings"]
     assert decoder.values(grads).shape == decoder.values(values).shape
     labels = [example.labels[i] for i in picked]
@@ -269,9 +270,9 @@ def test_the_flow_has_every_step_of_every_layer_and_the_heads_only_where_they_ru
     cls = sizes[labels.index("Classifier")]
     assert not cls[0].isnan() and cls[1:].isnan().all()
     last = sizes[labels.index("L3 The layer's output (LayerNorm)")]
-    torch.testing.assert_close(last, step.flow[Tap("bert.encoder.layer.2.output.LayerNorm")][0].norm(dim=-1))
+    torch.testing.assert_close(last, step.flow[Site("bert.encoder.layer.2.output.LayerNorm")][0].norm(dim=-1))
     second = sizes[labels.index("L2 The layer's output (LayerNorm)")]
-    torch.testing.assert_close(second, step.flow[Tap("bert.encoder.layer.1.output.LayerNorm")][0].norm(dim=-1))
+    torch.testing.assert_close(second, step.flow[Site("bert.encoder.layer.1.output.LayerNorm")][0].norm(dim=-1))
     reached = (sizes[labels.index("L3 GELU")] > 0).nonzero().squeeze(1).tolist()
     assert reached == sorted({0, *picked})  # the last layer's feed-forward: only where the heads read
     assert bool((sizes[labels.index("L3 Values V")] > 0).all())  # attention passes it to every token
