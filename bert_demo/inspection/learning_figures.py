@@ -154,26 +154,26 @@ def adam_figure(run: Any) -> go.Figure:
 
 
 def depth_figure(depths: Sequence) -> go.Figure:
-    """The gradient through the depth (`across_training.depth_across`): left, its size at each layer's output
-    (embeddings, layer 1, ..., the last), a line a snapshot, darker later; right, each layer's weights' gradient."""
+    """The gradient through the depth (`across_training.depth_across`), two charts one above the other (a phone's
+    width holds each): its size at each layer's output (embeddings, layer 1, ..., the last), a line a snapshot,
+    darker later; below, the size of each layer's weights' gradient."""
     count = len(depths)
     layers = len(depths[0].in_weights)
     places = ["embeddings", *[f"layer {i + 1}" for i in range(layers)]]
+    layout = _panels(2, 1, 0, 0.2, titles=["|∂loss/∂h| at each layer's output", "each layer's weights' gradient"],
+                     x=dict(type="category", gridcolor="#eee", categoryorder="array", categoryarray=places),
+                     y=dict(type="log", gridcolor="#eee"), title_font=dict(size=12, color="#555"))
     traces = []
     for k, depth in enumerate(depths):
         shade = f"rgba(31, 119, 180, {0.25 + 0.75 * k / max(count - 1, 1):.2f})"
-        traces.append(dict(type="scatter", mode="lines+markers", x=places, y=depth.at_outputs,
-                           name=f"step {depth.step}", line=dict(color=shade), marker=dict(size=5, color=shade),
-                           hovertemplate=f"step {depth.step}, %{{x}}: %{{y:.3g}}<extra></extra>", xaxis="x",
-                           yaxis="y"))
-        traces.append(dict(type="scatter", mode="lines+markers", x=places[1:], y=depth.in_weights,
-                           name=f"step {depth.step}", showlegend=False, line=dict(color=shade),
-                           marker=dict(size=5, color=shade),
-                           hovertemplate=f"step {depth.step}, %{{x}}'s weights: %{{y:.3g}}<extra></extra>",
-                           xaxis="x2", yaxis="y2"))
-    axis = dict(type="category", gridcolor="#eee", tickangle=-30)
-    return _figure(traces, "", 380, plot_bgcolor="white", margin=dict(MARGIN, t=40),
-                   legend=dict(font=dict(size=10)),
-                   xaxis=dict(axis, domain=[0, 0.45]), xaxis2=dict(axis, domain=[0.55, 1], anchor="y2"),
-                   yaxis=dict(type="log", title=dict(text="|∂loss/∂h| at its output"), gridcolor="#eee"),
-                   yaxis2=dict(type="log", title=dict(text="its weights' gradient"), gridcolor="#eee", anchor="x2"))
+        style = dict(mode="lines+markers", line=dict(color=shade), marker=dict(size=5, color=shade))
+        traces.append(dict(type="scatter", x=places, y=depth.at_outputs, name=f"step {depth.step}",
+                           legendgroup=str(depth.step),
+                           hovertemplate=f"step {depth.step}, %{{x}}: %{{y:.3g}}<extra></extra>", **style, **_on(0)))
+        traces.append(dict(type="scatter", x=places[1:], y=depth.in_weights, name=f"step {depth.step}",
+                           legendgroup=str(depth.step), showlegend=False,
+                           hovertemplate=f"step {depth.step}, %{{x}}'s weights: %{{y:.3g}}<extra></extra>", **style,
+                           **_on(1)))
+    return _figure(traces, "", 680, plot_bgcolor="white", margin=dict(MARGIN, t=40, b=140),
+                   legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0, xanchor="left",
+                               font=dict(size=10)), **layout)

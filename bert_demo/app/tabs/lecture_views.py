@@ -221,5 +221,5 @@ def depth_markdown(depths: Sequence[Any], model: str) -> str:
             f"run kept, from the last layer's output down to the embeddings' output. At step {first.step} the "
             f"embeddings' output gets **{ratio(first):.3g}×** the gradient at the last layer's; at step "
             f"{last.step}, **{ratio(last):.3g}×** (the batch's loss {first.loss:.3f} → {last.loss:.3f}). Above 1 the "
-            "gradient grows on its way down, below 1 it fades. Left: its size at each layer's output, a line a "
-            "step; right: the size of each layer's weights' gradient.")
+            "gradient grows on its way down, below 1 it fades. Above: its size at each layer's output, a line a "
+            "step; below: the size of each layer's weights' gradient.")
