@@ -128,6 +128,7 @@ def test_the_tab_draws_when_first_opened_and_again_on_another_model_only_once_dr
     first = steps.steps_opened(registry, *args, False)
     assert first["steps_drawn"] is True and first["fw_layer"].maximum == first["fw_layer"].value == 3
     assert first["fw_head"].maximum == first["fw_head"].value == 4  # each to its own count, not the other's
+    assert (first["lc_layer"].maximum, first["lc_head"].maximum) == (3, 4)  # section 4's, the same model's
     assert all(value == gr.skip() for value in steps.steps_opened(registry, *args, True).values())
     untouched = steps.steps_refreshed(registry, "checkpoints/another", *args[1:], False)
     assert untouched["ex_pair"] == gr.skip() and untouched["fw_text"] == gr.skip()

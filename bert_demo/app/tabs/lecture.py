@@ -5,7 +5,7 @@ gradient through the depth across the model's training. The layout, its wiring a
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypedDict
+from typing import Any, TypedDict
 
 import gradio as gr
 
@@ -83,6 +83,15 @@ def layout() -> LectureParts:
                                          elem_id="lc-depth-plot")
             c["lc_depth"] = gr.Markdown(elem_id="lc-depth")
     return c
+
+
+def narrowed_to(config: Any) -> Outputs:
+    """The layer and head sliders at a model's range, back at 1: the Step by step tab sets them when it opens and
+    when the model changes."""
+    return {"lc_layer": gr.Slider(maximum=config.num_hidden_layers, value=1,
+                                  info=f"1 to {config.num_hidden_layers}: this model's layers"),
+            "lc_head": gr.Slider(maximum=config.num_attention_heads, value=1,
+                                 info=f"1 to {config.num_attention_heads}: each layer's heads")}
 
 
 def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:

@@ -212,7 +212,7 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
     both_in = [*example_in, *[c[name] for name in ("fw_a", "fw_b", "fw_layer", "fw_head", "fw_step", "fw_reads",
                                                     "fw_shows", "fw_position", "steps_drawn")]]
     both_out = [*example_out, *forward_out]
-    sliders = [c["fw_layer"], c["fw_head"]]
+    sliders = [c[name] for name in SLIDERS]
     c["steps_tab"].select(bound(steps_opened), both_in, [*both_out, *sliders], api_visibility="private",
                           show_progress_on=[c["ex_tokens"], c["fw_plot"]])  # a first draw counts the shares: seconds
     drawn_again.append(gr.on([c["model"].change, c["step"].change], bound(steps_refreshed), both_in,
@@ -404,6 +404,7 @@ def forward_steps(registry: Registry, model_name: str, text_a: str, text_b: str 
 
 EXAMPLE_OUT = ("ex_pair", "ex_tokens", "ex_shares", "ex_recipe_note", "ex_loss", "ex_loss_table", "steps_drawn")
 FORWARD_OUT = ("fw_text", "fw_plot", "fw_step", "fw_path", "fw_grid_note", "fw_grid")
+SLIDERS = ("fw_layer", "fw_head", "lc_layer", "lc_head")  # narrowed to the model when the tab opens or it changes
 
 
 @with_settings((*DRAW, *SHOW), after="model_name")
@@ -432,7 +433,7 @@ def steps_refreshed(registry: Registry, model_name: str, opened: bool = False, o
 
 
 def _unchanged() -> Outputs:
-    return {name: gr.skip() for name in (*EXAMPLE_OUT, *FORWARD_OUT, "fw_layer", "fw_head")}
+    return {name: gr.skip() for name in (*EXAMPLE_OUT, *FORWARD_OUT, *SLIDERS)}
 
 
 def _both(registry: Registry, model_name: str, view: dict[str, Any], owner: str | None) -> Outputs:
@@ -448,7 +449,8 @@ def _both(registry: Registry, model_name: str, view: dict[str, Any], owner: str 
             "fw_layer": narrowed(asked[0], config.num_hidden_layers,
                                  f"1 to {config.num_hidden_layers}: this model's layers"),
             "fw_head": narrowed(asked[1], config.num_attention_heads,
-                                f"1 to {config.num_attention_heads}: each layer's heads")}
+                                f"1 to {config.num_attention_heads}: each layer's heads"),
+            **lecture.narrowed_to(config)}
 
 
 _shares = Kept(SHARES_KEPT)
