@@ -9,7 +9,7 @@ if __name__ != "__mp_main__":  # the name multiprocessing gives this file in a t
 
     hold_heap_down()  # before any thread is started
     from bert_demo.app.runs import zerogpu  # noqa: F401 - first: on ZeroGPU, `spaces` must be imported before gradio
-    from bert_demo.app.state.registry import Registry
+    from bert_demo.app.registry import Registry
     from bert_demo.app.ui import build_demo, launch_kwargs
 
     registry = Registry()

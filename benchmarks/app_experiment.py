@@ -17,7 +17,7 @@ from _common import ROOT, print_table
 
 from bert_demo.app import verdict
 from bert_demo.app.policy import APP_FINETUNE
-from bert_demo.app.state.registry import Registry
+from bert_demo.app.registry import Registry
 from bert_demo.app.tabs import finetune
 
 

@@ -31,7 +31,7 @@ import time
 import torch
 from _common import cores, interleaved_times, ms, percentile, print_table
 
-from bert_demo.app.state.registry import Registry
+from bert_demo.app.registry import Registry
 from bert_demo.app.tabs import fill, learning, lecture, steps
 from bert_demo.inference import encode_input
 from bert_demo.inspection.forward_steps import SPECS, STEP_NAMES

@@ -25,7 +25,7 @@ from _common import print_table
 
 from bert_demo.app.machine import import_heavy
 from bert_demo.app.runs import run_process
-from bert_demo.app.state.registry import Registry
+from bert_demo.app.registry import Registry
 from bert_demo.training.evaluate import evaluate
 from bert_demo.training.pretraining import pretraining
 

@@ -28,7 +28,7 @@ from _common import ROOT, print_table
 
 from bert_demo.app.policy import APP_FINETUNE, APP_RUN
 from bert_demo.app.runs import estimates, run_process
-from bert_demo.app.state.registry import Registry
+from bert_demo.app.registry import Registry
 
 WITHIN = 1.5  # the target: the estimate within this factor of the real time
 OWNER = "benchmark"

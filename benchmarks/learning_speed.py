@@ -135,7 +135,7 @@ def run_app_default(args: argparse.Namespace) -> dict:
     """The app's default run as the Train tab starts it (APP_RUN through `Registry.start_training`), timed from the
     click: corpus, tokenizer and examples included. Then MLM accuracy on held-out news documents, all [MASK]ed."""
     from bert_demo.app.policy import APP_RUN
-    from bert_demo.app.state.registry import Registry
+    from bert_demo.app.registry import Registry
 
     with tempfile.TemporaryDirectory() as runs:
         started = time.perf_counter()
@@ -175,7 +175,7 @@ BY_HEART_PROBES = [("the dog was called pepper and loved to [MASK].", "swim"),
 def run_by_heart() -> dict:
     """A few typed paragraphs learned by heart, as the Train tab runs them (tiny, 200 steps, vocabulary 512), timed
     from the click; then training against held-out MLM accuracy, and the guesses for two of its sentences."""
-    from bert_demo.app.state.registry import Registry
+    from bert_demo.app.registry import Registry
     from bert_demo.checkpoint import load_pretrained
     from bert_demo.inference import fill_mask
 

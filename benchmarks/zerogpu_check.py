@@ -73,7 +73,7 @@ def default_run(runs: Path, timeout: float, form: dict) -> None:
     sys.path.insert(0, str(ROOT))
     from bert_demo.app.runs.gpu_call import train_call
     from bert_demo.app.runs.zerogpu import duration
-    from bert_demo.app.state.registry import Registry
+    from bert_demo.app.registry import Registry
     from tests.app.runs.zerogpu_harness import ForkedGPU, ZeroGPUTorch
 
     patched = ZeroGPUTorch()

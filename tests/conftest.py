@@ -24,7 +24,7 @@ import pytest
 import torch
 
 from bert_demo.app.policy import APP_FINETUNE
-from bert_demo.app.state.registry import Registry
+from bert_demo.app.registry import Registry
 from bert_demo.checkpoint import save_pretrained
 from bert_demo.config import BertConfig
 from bert_demo.data.corpus import load_corpus

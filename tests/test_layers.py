@@ -93,3 +93,29 @@ def test_imports_run_one_way_no_module_reaches_itself_even_through_imports_insid
 def test_the_cycle_check_finds_a_cycle_of_three_and_none_in_a_chain():
     assert a_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert a_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+
+
+APP_LAYERS = ["text", "policy", "verdict", "guards", "machine", "state", "runs", "registry", "handlers", "tabs",
+              "header", "ui"]  # the app's modules and folders, from the bottom up
+
+
+def app_layer(module: str) -> str | None:
+    """The app's layer of a module ("bert_demo.app.runs.slot": runs), None outside the app or for its package."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "app" else None
+
+
+def test_the_apps_folders_and_modules_import_one_way_from_the_text_up_to_the_page():
+    """The registry sits above the state and the runs it ties together, the handlers above it, the tabs above them
+    and the header and page on top (issue 81: the registry had sat in state/ and imported runs/, which import
+    state/; the header imported the tabs, two of which imported the header)."""
+    assert {app_layer(module_of(p)) for p in (PACKAGE / "app").glob("*") if p.stem != "__init__"
+            and p.name != "__pycache__"} == set(APP_LAYERS)
+    upward = []
+    for path in (PACKAGE / "app").rglob("*.py"):
+        here = app_layer(module_of(path))
+        for imported in imports(path):
+            there = app_layer(imported)
+            if here and there and APP_LAYERS.index(there) > APP_LAYERS.index(here):
+                upward.append(f"{module_of(path)} ({here}) imports {imported} ({there})")
+    assert not upward, "\n".join(upward)

@@ -10,7 +10,7 @@ import gradio as gr
 import pytest
 import torch
 
-from bert_demo.app.state.registry import Registry
+from bert_demo.app.registry import Registry
 from bert_demo.app.tabs import attention, fill, nsp
 from bert_demo.app.tabs.attention import VIEWS
 from bert_demo.app.ui import build_demo

@@ -29,7 +29,7 @@ from bert_demo.app.machine import import_heavy
 from bert_demo.app.state.catalog import HubDownload, Loaded
 
 if TYPE_CHECKING:
-    from bert_demo.app.state.registry import Registry
+    from bert_demo.app.registry import Registry
 
 Outputs = dict[str, Any]  # a handler's answer: output names to values
 Components = dict[str, Any]  # a page's components by name, as the tabs' layouts return them
@@ -243,3 +243,18 @@ def step_name(choice: str) -> str:
 def timeline_choices(steps: list[int]) -> list[tuple[str, str]]:
     """The timeline dropdown's (label, value) pairs: the final weights first, then every snapshot."""
     return [("final weights", FINAL)] + [(step_name(str(step)).lower(), str(step)) for step in steps]
+
+
+def narrowed(value: float, maximum: int, info: str | None = None) -> gr.Slider:
+    """A layer or head slider narrowed to a model's `maximum`, its value moved only where it is past it; `info`
+    says the range where given (every tab's layer and head sliders narrow this way)."""
+    words = {"info": info} if info else {}
+    return gr.Slider(maximum=maximum, value=maximum, **words) if value > maximum else gr.Slider(maximum=maximum,
+                                                                                                    **words)
+
+
+def go_to(tab: str) -> Callable[[], gr.Tabs]:
+    """A handler that opens `tab` (the start-here row's buttons and the Model tab's links)."""
+    def go() -> gr.Tabs:
+        return gr.Tabs(selected=tab)
+    return go

@@ -10,8 +10,8 @@ from typing import TypedDict
 import gradio as gr
 
 from bert_demo.app import text
-from bert_demo.app.handlers import FINAL, NO_COMPARE, Components, Outputs, brief, timeline_choices
-from bert_demo.app.state.registry import Registry
+from bert_demo.app.handlers import FINAL, NO_COMPARE, Components, Outputs, brief, go_to, narrowed, timeline_choices
+from bert_demo.app.registry import Registry
 from bert_demo.app.tabs import attention, embeddings, fill, model_views, nsp
 from bert_demo.app.tabs.heads import head_names
 
@@ -131,14 +131,6 @@ def narrow(registry: Registry, model_name: str, layer: float, head: float, owner
     return {"layer": narrowed(layer, config.num_hidden_layers), "head": narrowed(head, config.num_attention_heads)}
 
 
-def narrowed(value: float, maximum: int, info: str | None = None) -> gr.Slider:
-    """A layer or head slider narrowed to a model's `maximum`, its value moved only where it is past it; `info`
-    says the range where given (every tab's layer and head sliders narrow this way)."""
-    words = {"info": info} if info else {}
-    return gr.Slider(maximum=maximum, value=maximum, **words) if value > maximum else gr.Slider(maximum=maximum,
-                                                                                                    **words)
-
-
 def refresh(registry: Registry, model_name: str | None, owner: str | None = None) -> Outputs:
     """Every list of models brought up to date (the models this visitor may see now), each keeping its choice."""
     choices = registry.catalog.choices(owner)
@@ -146,8 +138,3 @@ def refresh(registry: Registry, model_name: str | None, owner: str | None = None
             "compare_runs": gr.Dropdown(choices=choices), "ft_model": gr.Dropdown(choices=choices)}
 
 
-def go_to(tab: str) -> Callable[[], gr.Tabs]:
-    """A handler that opens `tab` (the start-here row's buttons and the Model tab's links)."""
-    def go() -> gr.Tabs:
-        return gr.Tabs(selected=tab)
-    return go

@@ -11,6 +11,8 @@ warm-up beside the page, whichever comes first.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import ctypes
 import os
 import threading
@@ -69,15 +71,14 @@ def hold_heap_down() -> None:
         pass
 
 
-def start_beside_the_page() -> None:
-    """What the app starts once its page is served: on a CPU host the fork server runs start from (a visitor who
-    asks questions may train next), and the timer that hands freed heap memory back."""
+def start_beside_the_page(fork_server: Callable[[], None]) -> None:
+    """What the app starts once its page is served: on a CPU host the fork server runs start from (`fork_server`,
+    `run_process.warm_up`, handed in: the runs sit above this module; a visitor who asks questions may train next),
+    and the timer that hands freed heap memory back."""
     import torch
 
-    from bert_demo.app.runs import run_process
-
     if not torch.cuda.is_available():  # a GPU host trains in a thread (CUDA and fork do not mix)
-        run_process.warm_up()
+        fork_server()
     threading.Thread(target=_trim_heap, name="trim-heap", daemon=True).start()
 
 

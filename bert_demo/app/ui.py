@@ -37,7 +37,7 @@ from bert_demo.app.handlers import Blocks, Components, brief, refusals
 from bert_demo.app.runs.run_process import question_asked
 from bert_demo.app.state.catalog import HubDownload, downloads_here
 from bert_demo.app.state.folders import read_examples
-from bert_demo.app.state.registry import Registry
+from bert_demo.app.registry import Registry
 from bert_demo.app.tabs import (
     attention,
     classifier,

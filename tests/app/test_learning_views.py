@@ -25,7 +25,7 @@ STEPS = 3
 
 @pytest.fixture(scope="module")
 def registry(make_checkpoint, tmp_path_factory):
-    from bert_demo.app.state.registry import Registry
+    from bert_demo.app.registry import Registry
 
     root = tmp_path_factory.mktemp("learning-views")
     make_checkpoint(root / "checkpoints" / "tiny-test")

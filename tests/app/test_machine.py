@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from bert_demo.app import machine
-from bert_demo.app.state.registry import Registry
+from bert_demo.app.registry import Registry
 from tests.conftest import TEST_SHAPE
 
 
@@ -38,19 +38,17 @@ def test_the_fork_server_for_cpu_runs_is_started_beside_the_page_only_where_ther
     monkeypatch.setattr(machine, "_trim_heap", lambda: None)
     for available in (True, False):
         monkeypatch.setattr(torch.cuda, "is_available", lambda available=available: available)
-        machine.start_beside_the_page()
+        machine.start_beside_the_page(run_process.warm_up)
     assert started == [True]  # on the GPU host, runs train in a thread: no fork server
 
 
 def test_the_app_hands_freed_heap_memory_back_to_the_system_while_it_runs(monkeypatch):
-    from bert_demo.app.runs import run_process
     from bert_demo.training import runtime
 
     trims = []
     monkeypatch.setattr(machine, "TRIM_EVERY_S", 0.05)
-    monkeypatch.setattr(run_process, "warm_up", lambda: None)
     monkeypatch.setattr(runtime, "release_free_memory", lambda: trims.append(time.monotonic()))
-    machine.start_beside_the_page()
+    machine.start_beside_the_page(lambda: None)
     deadline = time.monotonic() + 5
     while len(trims) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -60,15 +58,15 @@ def test_the_app_hands_freed_heap_memory_back_to_the_system_while_it_runs(monkey
 def test_the_app_starts_its_fork_server_and_timer_as_it_warms_up_not_when_a_module_is_first_asked_for(roots,
                                                                                                       monkeypatch):
     started = []
-    monkeypatch.setattr(machine, "start_beside_the_page", lambda: started.append(True))
+    monkeypatch.setattr(machine, "start_beside_the_page", lambda warm_up: started.append(True))
     registry = Registry(checkpoints_dir=roots["checkpoints"], runs_dir=roots["runs"], device="cpu", allow_hub=False)
     registry.catalog.load("checkpoints/tiny-test")
     assert started == []  # loading a model starts nothing
-    from bert_demo.app.state import registry as registry_module
+    from bert_demo.app import registry as registry_module
 
-    monkeypatch.setattr(registry_module, "start_beside_the_page", lambda: started.append(True))
+    monkeypatch.setattr(registry_module, "start_beside_the_page", lambda warm_up: started.append(warm_up))
     registry.warm_up().join(timeout=60)
-    assert started == [True]
+    assert started == [registry_module.run_process.warm_up]
 
 
 def test_a_pre_training_checkpoint_is_read_and_shown_on_a_machine_without_datasets(make_checkpoint, tmp_path):
@@ -78,7 +76,7 @@ def test_a_pre_training_checkpoint_is_read_and_shown_on_a_machine_without_datase
 
     make_checkpoint(tmp_path / "runs" / "a-run")
     code = ("import sys; sys.modules['datasets'] = None  # import datasets now fails, as where it is absent\n"
-            "from bert_demo.app.state.registry import Registry\n"
+            "from bert_demo.app.registry import Registry\n"
             f"registry = Registry(checkpoints_dir={str(tmp_path / 'none')!r}, runs_dir={str(tmp_path / 'runs')!r}, "
             "device='cpu', allow_hub=False)\n"
             "print(registry.catalog.load_at('runs/a-run', None).model.config.hidden_size)\n")

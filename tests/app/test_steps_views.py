@@ -28,7 +28,7 @@ SENTENCE_A, SENTENCE_B = "the cat [MASK] on the mat.", "it purred."
 @pytest.fixture(scope="module")
 def drawn_with(make_checkpoint, tmp_path_factory):
     """The app's state over a test model, and a seed whose example has a kept and a random position."""
-    from bert_demo.app.state.registry import Registry
+    from bert_demo.app.registry import Registry
 
     root = tmp_path_factory.mktemp("steps-views")
     make_checkpoint(root / "checkpoints" / "tiny-test")

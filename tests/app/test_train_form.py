@@ -8,7 +8,7 @@ import gradio as gr
 import pytest
 
 from bert_demo.app import policy
-from bert_demo.app.state.registry import Registry
+from bert_demo.app.registry import Registry
 from bert_demo.app.tabs import train
 from bert_demo.app.ui import build_demo
 from bert_demo.training.settings import TrainConfig, default

@@ -19,7 +19,7 @@ from gradio_client.exceptions import AppError
 from bert_demo.app import header, ui
 from bert_demo.app.policy import FORM
 from bert_demo.app.runs.job import TrainingJob
-from bert_demo.app.state.registry import Registry
+from bert_demo.app.registry import Registry
 from bert_demo.app.state.uploads import UPLOAD_PREFIX
 from bert_demo.app.tabs import attention, embeddings, fill, nsp, train, train_views
 from bert_demo.app.tabs.attention import VIEW_AVERAGE, VIEW_HEAD, VIEW_ROLLOUT
@@ -374,7 +374,7 @@ FIRST_USE = """
 import sys, threading
 from bert_demo.app import header
 from bert_demo.app.tabs import attention, fill, nsp
-from bert_demo.app.state.registry import Registry
+from bert_demo.app.registry import Registry
 from bert_demo.app.ui import build_demo
 registry = Registry(checkpoints_dir=sys.argv[1], runs_dir=sys.argv[2], device="cpu", allow_hub=False)
 demo = build_demo(registry)

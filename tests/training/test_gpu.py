@@ -123,7 +123,7 @@ def test_running_out_of_gpu_memory_ends_the_run_with_a_message_and_a_checkpoint(
 
 
 def test_a_timeline_step_is_kept_on_the_cpu_while_the_final_weights_sit_on_the_gpu(write_corpus, tmp_path):
-    from bert_demo.app.state.registry import Registry
+    from bert_demo.app.registry import Registry
 
     config = TrainConfig(preset="tiny", corpus=str(write_corpus(tmp_path / "corpus.txt")), steps=12, batch_size=8,
                          seq_len=32, vocab_size=300, out=str(tmp_path / "runs" / "gpu-run"), device="cuda")

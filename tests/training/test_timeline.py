@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from bert_demo.app import header
-from bert_demo.app.state.registry import Registry
+from bert_demo.app.registry import Registry
 from bert_demo.app.tabs import attention, fill
 from bert_demo.config import PRESETS
 from bert_demo.model import BertForPreTraining

@@ -64,6 +64,7 @@ class Share:
         return max(1, (self.running + self.waiting) // 4)
 
 
+ADDRESS_PLACES = 2  # the places in the training line (the slot included) that the runs from one address may hold
 MAX_OPEN = 6  # questions one visitor may have open at once (a page load asks four, one after another)
 ADDRESS_WAITING = 64  # questions from one address that may wait for its own (a classroom's page loads); more: refused
 HEAVY = Share(heavy=True)  # the model run for every token or layer, or many figures: attention maps, neighbours

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from bert_demo.app.guards.admission import ADDRESS_PLACES
 from bert_demo.app.guards.visitors import same_address
 from bert_demo.app.runs.estimates import minutes
 from bert_demo.app.runs.job import TrainingJob
@@ -40,7 +41,6 @@ from bert_demo.training.settings import FinetuneConfig, RunConfig
 
 MAX_WAITING = 4  # visitors who may wait in line for the training slot where the runs' times are not known
 LINE_S = 15 * 60.0  # the longest a visitor joining the line is told to wait for their run to start
-ADDRESS_PLACES = 2  # the places in the training line (the slot included) that the runs from one address may hold
 WAIT_POLL_S = 1.0  # how often a waiting ticket looks again whether its turn has come
 ABANDON_S = 120.0  # a ticket no page has followed this long is given up: a reload takes seconds, leaving for good not
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from bert_demo.app.handlers import FINAL, load_at
 from bert_demo.app.state.catalog import LIVE
-from bert_demo.app.state.registry import Registry
+from bert_demo.app.registry import Registry
 from bert_demo.config import read_metadata
 from bert_demo.data.sources import APP_SOURCES
 from bert_demo.training.settings import PAPER_RECIPE, TrainConfig

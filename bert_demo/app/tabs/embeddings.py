@@ -8,7 +8,7 @@ from typing import TypedDict
 import gradio as gr
 
 from bert_demo.app.handlers import FINAL, Components, Outputs, friendly, load_at
-from bert_demo.app.state.registry import Registry
+from bert_demo.app.registry import Registry
 from bert_demo.config import LIMITS
 from bert_demo.inspection import curves, figures
 

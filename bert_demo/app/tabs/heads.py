@@ -7,7 +7,7 @@ from typing import Any
 import gradio as gr
 
 from bert_demo.app.handlers import Components, load_at
-from bert_demo.app.state.registry import Registry
+from bert_demo.app.registry import Registry
 from bert_demo.inspection import curves, figures
 
 MAX_IMPORTANCE = 4  # head-importance maps drawn, for the first masks of a sentence

@@ -12,7 +12,7 @@ import gradio as gr
 from bert_demo.app.handlers import FINAL, Components, Outputs, friendly, whole
 from bert_demo.app.state.folders import read_examples
 from bert_demo.app.state.kept import ByVisitor
-from bert_demo.app.state.registry import Registry
+from bert_demo.app.registry import Registry
 from bert_demo.app.tabs import learning_views as views
 from bert_demo.app.tabs.drawn import YOUR_TEXT, Drawn, drawn, model_shown
 from bert_demo.inspection import curves

@@ -10,7 +10,7 @@ from typing import Any, TypedDict
 import gradio as gr
 
 from bert_demo.app.handlers import FINAL, Components, Outputs, friendly, whole
-from bert_demo.app.state.registry import Registry
+from bert_demo.app.registry import Registry
 from bert_demo.app.tabs import lecture_views as views
 from bert_demo.app.tabs.drawn import drawn, model_shown
 from bert_demo.app.tabs.learning_views import no_timeline

@@ -8,8 +8,8 @@ from typing import TypedDict
 import gradio as gr
 
 from bert_demo.app.handlers import Components, Outputs, friendly
-from bert_demo.app.header import go_to
-from bert_demo.app.state.registry import Registry
+from bert_demo.app.handlers import go_to
+from bert_demo.app.registry import Registry
 from bert_demo.app.tabs import model_views as views
 
 CSS = """  /* this tab's rules of the page's style sheet (ui.CSS) */

@@ -9,7 +9,7 @@ import gradio as gr
 
 from bert_demo.app.handlers import FINAL, Components, Outputs, friendly, load_at
 from bert_demo.app.state.folders import Examples
-from bert_demo.app.state.registry import Registry
+from bert_demo.app.registry import Registry
 from bert_demo.app.tabs.heads import importance_block, importance_figure, no_importance
 
 CSS = """  /* this tab's rules of the page's style sheet (ui.CSS) */

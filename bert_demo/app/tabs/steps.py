@@ -11,10 +11,20 @@ from urllib.parse import urlencode
 
 import gradio as gr
 
-from bert_demo.app.handlers import FINAL, Components, Outputs, friendly, load_at, timeline_choices, whole, with_settings
-from bert_demo.app.header import narrowed
+from bert_demo.app.handlers import (
+    FINAL,
+    Components,
+    Outputs,
+    friendly,
+    load_at,
+    narrowed,
+    timeline_choices,
+    whole,
+    with_settings,
+)
+
 from bert_demo.app.state.kept import ByVisitor, Kept
-from bert_demo.app.state.registry import Registry
+from bert_demo.app.registry import Registry
 from bert_demo.app.tabs import learning, lecture
 from bert_demo.app.tabs import steps_views as views
 from bert_demo.app.tabs.drawn import RECIPE_CHOICES, YOUR_TEXT, drawn, model_shown, paper_recipe

@@ -16,7 +16,7 @@ import torch
 from bert_demo.app.runs.estimates import job_status
 from bert_demo.app.runs.job import TrainingJob
 from bert_demo.app.state.catalog import LIVE
-from bert_demo.app.state.registry import Registry
+from bert_demo.app.registry import Registry
 from bert_demo.training.settings import TrainConfig
 
 

@@ -17,7 +17,7 @@ from bert_demo.app.runs import estimates
 from bert_demo.app.runs import pace as pace_module
 from bert_demo.app.runs.job import TrainingJob
 from bert_demo.app.runs.pace import Pace, Shape, pace
-from bert_demo.app.state.registry import Registry
+from bert_demo.app.registry import Registry
 from bert_demo.app.tabs import finetune, train
 from bert_demo.config import PRESETS
 from bert_demo.data.labelled import load_file

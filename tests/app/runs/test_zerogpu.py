@@ -24,7 +24,7 @@ from bert_demo.app.policy import APP_GPU_RUN, FORM
 from bert_demo.app.runs import gpu_call, zerogpu
 from bert_demo.app.runs.gpu_call import call_seconds, train_call
 from bert_demo.app.runs.zerogpu import duration
-from bert_demo.app.state.registry import Registry
+from bert_demo.app.registry import Registry
 from bert_demo.config import read_metadata
 from bert_demo.training.settings import FinetuneConfig, TrainConfig
 from tests.app.runs.zerogpu_device_api import DeviceAPI

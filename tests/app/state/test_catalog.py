@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from bert_demo.app.state.registry import Registry
+from bert_demo.app.registry import Registry
 
 
 def test_lists_shipped_checkpoints_and_runs_newest_first(make_checkpoint, roots, tmp_path):

@@ -14,7 +14,7 @@ import pytest
 from bert_demo.app.guards.visitors import Visitor
 from bert_demo.app.runs.estimates import job_status
 from bert_demo.app.state.disk import ADDRESS_SHARE, CLAIM_PREFIX, VISITOR_SHARE, claim_folder, folder_bytes, run_bytes
-from bert_demo.app.state.registry import Registry
+from bert_demo.app.registry import Registry
 from bert_demo.checkpoint import read_metadata
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from bert_demo.app.state import folders
 from bert_demo.app.state.folders import MAX_CARD_CHARS
-from bert_demo.app.state.registry import Registry
+from bert_demo.app.registry import Registry
 
 
 def test_model_card_is_shown_without_its_yaml_metadata_and_cut_when_too_long(make_checkpoint, tmp_path):

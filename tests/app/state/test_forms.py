@@ -8,7 +8,7 @@ import pytest
 
 from bert_demo.app.policy import APP_GPU_RUN, APP_RUN, GPU_BATCH_TOKENS
 from bert_demo.app.state.forms import Caps
-from bert_demo.app.state.registry import Registry
+from bert_demo.app.registry import Registry
 from bert_demo.config import PRESETS
 from bert_demo.training.settings import TrainConfig, default
 

@@ -1,7 +1,7 @@
-"""bert_demo/app/state/registry.py: the app's state, and its warm start."""
+"""bert_demo/app/registry.py: the app's state, and its warm start."""
 from __future__ import annotations
 
-from bert_demo.app.state.registry import Registry
+from bert_demo.app.registry import Registry
 
 
 def test_warming_up_loads_the_default_model_in_the_background_so_the_first_question_finds_it(make_checkpoint,

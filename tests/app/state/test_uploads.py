@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bert_demo.app.state.forms import Caps
-from bert_demo.app.state.registry import Registry
+from bert_demo.app.registry import Registry
 from bert_demo.app.state.uploads import UPLOAD_PREFIX
 
 

@@ -26,6 +26,7 @@ from typing import Any
 from bert_demo.app.machine import import_heavy, start_beside_the_page, visible_device
 from bert_demo.app.runs import estimates
 from bert_demo.app.runs.gpu_call import call_seconds
+from bert_demo.app.runs import run_process
 from bert_demo.app.runs.job import TrainingJob
 from bert_demo.app.runs.slot import Slot, Ticket
 from bert_demo.app.runs.zerogpu import GPU_TRAINING, GPUCall
@@ -107,7 +108,7 @@ class Registry:
             started = time.perf_counter()
             try:
                 import_heavy()
-                start_beside_the_page()
+                start_beside_the_page(run_process.warm_up)
                 from bert_demo import inference
 
                 default = self.catalog.default_model()
