@@ -28,3 +28,24 @@ def test_a_file_the_page_uploaded_is_not_taken_for_a_web_address_though_its_url_
     assert not _names_a_web_address([[], uploaded, "tiny"])
     assert _names_a_web_address([{"path": "https://example.com/huge.txt", "meta": meta}])
     assert _names_a_web_address([[{"path": None, "url": "http://example.com/huge.txt", "meta": meta}]])
+
+
+def test_the_gradio_methods_the_app_overrides_are_gradios_with_the_parameters_it_passes():
+    """`handlers.Blocks` overrides three of gradio's own methods (issue 81: an upgrade that renamed or reordered
+    their parameters would break every request, and no test named them): each is still gradio's, and takes the
+    parameters the override hands on, in that order."""
+    import inspect
+
+    import gradio as gr
+
+    from bert_demo.app.handlers import Blocks
+
+    overridden = sorted(name for name, value in vars(Blocks).items()
+                        if callable(value) and getattr(value, "__module__", "") == Blocks.__module__)
+    assert overridden == ["create_limiter", "preprocess_data", "process_api"]
+    for name in overridden:
+        assert callable(getattr(gr.Blocks, name, None)), f"gradio's Blocks has no {name}"
+        ours = list(inspect.signature(getattr(Blocks, name)).parameters)
+        theirs = list(inspect.signature(getattr(gr.Blocks, name)).parameters)
+        named = [p for p in ours if p not in ("args", "kwargs")]
+        assert theirs[:len(named)] == named, (name, theirs)
