@@ -1,8 +1,8 @@
 """What the page says before any tab: the introduction and where to start, the header's line about the model, what
 it says when there is no model yet; and `escape`, which every tab's views use to put text in a Markdown table. Each
 tab's own words are in its views module (`tabs/train_views.py`, `model_views.py`, `fill_views.py`,
-`attention_views.py`, `steps_views.py`, `learning_views.py`); times are `estimates.py`'s words; the fine-tuning
-verdict is `verdict.py`'s."""
+`attention_views.py`, `steps_views.py`, `learning_views.py`, `lecture_views.py`); times are `estimates.py`'s words;
+the fine-tuning verdict is `verdict.py`'s."""
 from __future__ import annotations
 
 import re

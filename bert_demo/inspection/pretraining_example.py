@@ -24,12 +24,11 @@ from bert_demo.data.pairs import SpecialIds, Tokenized, tokenize_sourced
 from bert_demo.data.sentences import MIN_WORDS, paragraphs, to_documents
 from bert_demo.model import IGNORE_INDEX, BertForPreTraining, in_eval_mode
 from bert_demo.training.pretraining import sentence_pairs
-from bert_demo.training.settings import TrainConfig
+from bert_demo.training.settings import MAX_SEED, TrainConfig
 
 SAMPLE_DOCUMENTS, SAMPLE_SENTENCES = 32, 24  # passages of a named corpus an example is drawn from, and their length
 SHARE_DRAWS, SHARE_BATCH = 1000, 50  # examples drawn to count the shares of each choice, and a batch of them
 MAX_TYPED_CHARS = 5000  # a visitor's paragraphs
-MAX_SEED = 2**31 - 1
 
 
 @dataclass(frozen=True)

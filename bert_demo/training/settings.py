@@ -25,6 +25,7 @@ PRECISIONS = ("auto", "fp32", "bf16")
 INITS = ("pretrained", "random", "frozen")  # how a fine-tuning run starts
 RANDOM_B = ("same-source", "any")  # where next-sentence prediction's random B comes from
 VAL_BATCH_SIZE = 32  # sequences in each of a pre-training run's validation batches (`eval_batches` of them)
+MAX_SEED = 2**31 - 1  # a run's seed, and the seed a pre-training example is drawn with
 EXAMPLE_STEPS = 20  # training steps a request may take on one example (inspection.training_step): it is memorised
 LESSON_BATCH = 6  # examples a request may put in one batch (inspection.batch_step): 5.4 s for 6 on BERT-Small
 LESSON_RUN_STEPS, LESSON_RUN_BATCH = 20, 8  # a request's short run (inspection.over_time): steps, examples a batch,
@@ -96,7 +97,7 @@ class RunConfig:
                                          "the run as it was (two thirds of the checkpoint's bytes)",
                                    label="save the optimizer", group="records")
     log_every: int = setting(5, "report training metrics every N steps", low=1, group="records")
-    seed: int = setting(0, "random seed", low=0, high=2**31 - 1, group="records")
+    seed: int = setting(0, "random seed", low=0, high=MAX_SEED, group="records")
 
     # where it computes
     device: str | None = setting(None, "cpu, cuda or cuda:N (default: CUDA when present)", group="machine")
