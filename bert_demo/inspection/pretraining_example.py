@@ -18,12 +18,12 @@ import torch.nn.functional as F
 from torch import Tensor
 from transformers import BertTokenizerFast
 
-from bert_demo.data.corpus import document_sources, load_corpus, source_parts
+from bert_demo.data.corpus import document_sources, is_named, load_corpus, source_parts
 from bert_demo.data.masking import FATES, IS_NEXT, PICKED
 from bert_demo.data.pairs import SpecialIds, Tokenized, tokenize_sourced
 from bert_demo.data.sentences import MIN_WORDS, paragraphs, to_documents
 from bert_demo.model import IGNORE_INDEX, BertForPreTraining, in_eval_mode
-from bert_demo.training.pretraining import sentence_pairs
+from bert_demo.training.pretraining import sentence_pairs, split_corpus
 from bert_demo.training.settings import MAX_SEED, TrainConfig
 
 SAMPLE_DOCUMENTS, SAMPLE_SENTENCES = 32, 24  # passages of a named corpus an example is drawn from, and their length
@@ -116,6 +116,19 @@ def corpus_sample(corpus: str, seed: int, count: int = SAMPLE_DOCUMENTS, length:
     firsts = [rng.randrange(max(1, len(documents[i]) - length + 1)) for i in chosen]
     return Documents([documents[i][first:first + length] for i, first in zip(chosen, firsts)],
                      [parts[sources[i]] for i in chosen], [i - sources.index(sources[i]) for i in chosen], firsts)
+
+
+def held_out_sample(recipe: TrainConfig, count: int = SAMPLE_DOCUMENTS, length: int = SAMPLE_SENTENCES
+                    ) -> Documents | None:
+    """The first `count` documents of the run's own validation split (`pretraining.split_corpus`: text it never
+    trained on), up to `length` sentences each; None where the run trained on a visitor's file (not kept)."""
+    if not is_named(recipe.corpus):
+        return None
+    _, (documents, sources) = split_corpus(recipe)
+    names = source_parts(recipe.corpus)
+    chosen = list(range(min(count, len(documents))))
+    return Documents([documents[i][:length] for i in chosen], [f"{names[sources[i]]}, held out" for i in chosen],
+                     chosen, [0] * len(chosen))
 
 
 def typed_documents(text: str) -> Documents:

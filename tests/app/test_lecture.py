@@ -15,6 +15,7 @@ from bert_demo.app.guards.admission import SHARES, SLOW, TRAINING_KINDS, kind_of
 from bert_demo.app.tabs import drawn, lecture
 from bert_demo.inspection import batch_step, by_hand, over_time
 from bert_demo.inspection.across_training import depth_across
+from bert_demo.inspection.pretraining_example import held_out_sample
 from tests.rendered import after, axis_title, number, table_after, tables, traces
 
 MODEL = "checkpoints/tiny-test"
@@ -130,13 +131,15 @@ def test_the_depth_view_says_a_model_without_snapshots_has_none_and_draws_each_s
         save_file(state, str(run / timeline.file_name(step)))
     shown = lecture.depth_across_training(registry, "runs/depth-timeline", *EXAMPLE)
     same = drawn.drawn(registry, "runs/depth-timeline", *EXAMPLE)
-    batch = batch_step.draw_batch(same.documents, same.loaded.tokenizer, same.config, 4, lecture.DEPTH_BATCH)
+    held = held_out_sample(same.trained)  # the run's own held-out text: it trained on wiki
+    batch = batch_step.draw_batch(held, same.loaded.tokenizer, same.config, 4, lecture.DEPTH_BATCH)
     depths = depth_across(same.loaded.model, run, batch, same.config)
     lines = [t for t in traces(shown["lc_depth_plot"]) if t.get("showlegend") is not False]
     assert [t["name"] for t in lines][:2] == ["step 0", "step 10"]
     for line, depth in zip(lines, depths):
         assert list(line["y"]) == pytest.approx(depth.at_outputs, rel=1e-4)
         assert list(line["x"])[0] == "embeddings"
+    assert "the run's held-out documents, text it never trained on" in shown["lc_depth"]
     ratio = depths[0].at_outputs[0] / depths[0].at_outputs[-1]
     assert after(shown["lc_depth"], "the embeddings' output gets") == pytest.approx(ratio, rel=1e-2)
 

@@ -142,3 +142,19 @@ def test_typed_paragraphs_and_seeds_are_checked_with_clear_messages():
         with pytest.raises(ValueError, match="seed must be a whole number"):
             pretraining_example.check_seed(seed)
     assert pretraining_example.check_seed(7.0) == 7
+
+
+def test_a_runs_held_out_sample_is_from_its_validation_split_and_a_visitors_file_has_none(tmp_path):
+    from bert_demo.inspection.pretraining_example import held_out_sample
+
+    recipe = TrainConfig(corpus="wiki", val_fraction=0.05, seed=3)
+    sample = held_out_sample(recipe, count=5, length=4)
+    (train, _), (held, _) = split_corpus(recipe)
+    assert len(sample.documents) == 5 and all(len(d) <= 4 for d in sample.documents)
+    assert sample.documents == [d[:4] for d in held[:5]]
+    starts = {tuple(d[:4]) for d in train}
+    assert not any(tuple(d) in starts for d in sample.documents)  # none is a training document's opening
+    assert all(source.endswith(", held out") for source in sample.sources)
+    corpus = tmp_path / "mine.txt"
+    corpus.write_text("One sentence here.\n\nAnother one there.")
+    assert held_out_sample(TrainConfig(corpus=str(corpus))) is None

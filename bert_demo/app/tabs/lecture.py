@@ -154,21 +154,26 @@ def adam_over_time(registry: Registry, model_name: str, source: str, typed: str 
 @friendly
 def depth_across_training(registry: Registry, model_name: str, source: str, typed: str | None, recipe: str,
                           seed: float, owner: str | None = None) -> Outputs:
-    """The gradient of a fixed batch (the drawn example and the next DEPTH_BATCH - 1) at every depth, under each
-    snapshot the model's run kept and its final weights."""
+    """The gradient of a fixed batch at every depth, under each snapshot the model's run kept and its final weights:
+    the first DEPTH_BATCH examples the trainer draws with the seed from the run's held-out documents (text it never
+    trained on), or, for a run on a visitor's text (not kept), from the passages section 1 draws from."""
     from bert_demo.config import read_metadata
     from bert_demo.inspection import learning_figures as figures
     from bert_demo.inspection.across_training import depth_across
     from bert_demo.inspection.batch_step import draw_batch
+    from bert_demo.inspection.pretraining_example import held_out_sample
 
     shown = drawn(registry, model_name, source, typed, recipe, seed, FINAL, owner)
     loaded = shown.loaded
     if loaded.folder is None or not registry.catalog.timeline_steps(model_name, owner):
         return {"lc_depth_plot": curves.empty_figure("No snapshots of its training", height=200),
                 "lc_depth": no_timeline(loaded.entry.label)}
-    batch = draw_batch(shown.documents, loaded.tokenizer, shown.config, shown.example.seed, DEPTH_BATCH)
+    held = held_out_sample(shown.trained) if shown.trained else None
+    held = held if held is not None and len(held.documents) >= 2 else None
+    batch = draw_batch(held or shown.documents, loaded.tokenizer, shown.config, shown.example.seed, DEPTH_BATCH)
     final = read_metadata(loaded.folder).get("step")
     depths = depth_across(loaded.model, loaded.folder, batch, shown.config, final if isinstance(final, int) else None)
-    return {"lc_depth_plot": figures.depth_figure(depths), "lc_depth": views.depth_markdown(depths,
-                                                                                            model_shown(shown, FINAL))}
+    return {"lc_depth_plot": figures.depth_figure(depths),
+            "lc_depth": views.depth_markdown(depths, model_shown(shown, FINAL), DEPTH_BATCH,
+                                                 held_out=held is not None)}
 

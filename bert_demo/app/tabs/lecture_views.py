@@ -210,16 +210,20 @@ def _times(ratio: float) -> str:
     return f"{ratio:,.0f}" if ratio >= 1000 else f"{ratio:.3g}"
 
 
-def depth_markdown(depths: Sequence[Any], model: str) -> str:
-    """What the chart of the gradient through the depth shows, from its numbers."""
+def depth_markdown(depths: Sequence[Any], model: str, examples: int, held_out: bool) -> str:
+    """What the chart of the gradient through the depth shows, from its numbers; `held_out`: whether its batch came
+    from the run's held-out documents."""
     first, last = depths[0], depths[-1]
+    batch = ("the run's held-out documents, text it never trained on" if held_out else
+             "the passages section 1 draws from (the run trained on a visitor's text, which is not kept)")
 
     def ratio(depth: Any) -> float:
         return depth.at_outputs[0] / max(depth.at_outputs[-1], 1e-30)
 
-    return (f"The gradient of one fixed batch's loss at each depth of **{model}**, under the weights of every step its "
-            f"run kept, from the last layer's output down to the embeddings' output. At step {first.step} the "
-            f"embeddings' output gets **{ratio(first):.3g}×** the gradient at the last layer's; at step "
-            f"{last.step}, **{ratio(last):.3g}×** (the batch's loss {first.loss:.3f} → {last.loss:.3f}). Above 1 the "
-            "gradient grows on its way down, below 1 it fades. Above: its size at each layer's output, a line a "
-            "step; below: the size of each layer's weights' gradient.")
+    return (f"The gradient of one fixed batch's loss ({examples} examples the trainer draws from {batch}) at each "
+            f"depth of **{model}**, under the weights of every step its run kept, from the last layer's output down to "
+            f"the embeddings' output. At step {first.step} the embeddings' output gets **{ratio(first):.3g}×** the "
+            f"gradient at the last layer's; at step {last.step}, **{ratio(last):.3g}×** (the batch's loss "
+            f"{first.loss:.3f} → {last.loss:.3f}). Above 1 the gradient grows on its way down, below 1 it fades. "
+            "Above: its size at each layer's output, a line a step; below: the size of each layer's weights' "
+            "gradient.")

@@ -51,7 +51,8 @@ PASSES_MAX_BYTES = 160 * 2**20  # and their bytes: a 128-piece pass of BERT-Smal
 INTRO = ("How BERT learns and what it computes, on the model selected above: first one pre-training example, made "
          "by the very code that makes the training batches, and its loss; then the forward pass of a sentence, one "
          "step at a time; then one training step on the example, from the loss back to every weight and the "
-         "optimizer's update. All with the model's own numbers (Devlin et al. 2019, §3).")
+         "optimizer's update; then what one step does not show: a batch, a gradient by hand, Adam over a run, the "
+         "gradient through the depth. All with the model's own numbers (Devlin et al. 2019, §3).")
 
 
 class StepsParts(learning.LearningParts, lecture.LectureParts):
