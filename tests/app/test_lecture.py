@@ -160,3 +160,21 @@ def test_the_views_that_copy_the_model_wait_in_the_training_steps_line_and_by_ha
     for name in ("batch_step", "adam_over_time", "depth_across_training"):
         assert name in TRAINING_KINDS and kind_of(name, {}) == "training_step"
     assert SHARES["by_hand"] is SLOW
+
+
+def test_the_depths_batch_is_held_out_text_of_a_corpus_the_app_trains_on_and_otherwise_says_where_it_came_from(
+        tmp_path):
+    from bert_demo.app.tabs import lecture_views
+    from bert_demo.inspection.across_training import Depth
+    from bert_demo.training.settings import TrainConfig
+
+    corpus = tmp_path / "mine.txt"
+    corpus.write_text("One sentence here.\n\nAnother one there.")
+    assert lecture._held_out(TrainConfig(corpus="wiki")).sources[0] == "wiki, held out"
+    assert lecture._held_out(TrainConfig(corpus=str(corpus))) is None  # a visitor's file: not kept
+    assert lecture._held_out(TrainConfig(corpus="v4")) is None  # the shipped models' 12.8 M words: not read here
+    assert lecture._held_out(None) is None
+    depths = [Depth(step=s, loss=1.0, at_outputs=[2.0, 1.0], in_weights=[1.0]) for s in (0, 10)]
+    said = lecture_views.depth_markdown(depths, "m", 4, held_out=False)
+    assert "the passages section 1 draws from" in said and "held-out documents" not in said
+    assert "**2×** the gradient at the last layer's" in said

@@ -15,8 +15,10 @@ from bert_demo.app.tabs import lecture_views as views
 from bert_demo.app.tabs.drawn import drawn, model_shown
 from bert_demo.app.tabs.learning_views import no_timeline
 from bert_demo.config import LIMITS
+from bert_demo.data.corpus import source_parts
+from bert_demo.data.sources import APP_SOURCES
 from bert_demo.inspection import curves
-from bert_demo.training.settings import LESSON_BATCH, LESSON_RUN_BATCH, LESSON_RUN_STEPS
+from bert_demo.training.settings import LESSON_BATCH, LESSON_RUN_BATCH, LESSON_RUN_STEPS, TrainConfig
 
 DEPTH_BATCH = 4  # the fixed batch the gradient through the depth is measured on
 LINEAR_CHOICES = ["attention Q", "attention K", "attention V", "attention output", "feed-forward 1",
@@ -161,15 +163,13 @@ def depth_across_training(registry: Registry, model_name: str, source: str, type
     from bert_demo.inspection import learning_figures as figures
     from bert_demo.inspection.across_training import depth_across
     from bert_demo.inspection.batch_step import draw_batch
-    from bert_demo.inspection.pretraining_example import held_out_sample
 
     shown = drawn(registry, model_name, source, typed, recipe, seed, FINAL, owner)
     loaded = shown.loaded
     if loaded.folder is None or not registry.catalog.timeline_steps(model_name, owner):
         return {"lc_depth_plot": curves.empty_figure("No snapshots of its training", height=200),
                 "lc_depth": no_timeline(loaded.entry.label)}
-    held = held_out_sample(shown.trained) if shown.trained else None
-    held = held if held is not None and len(held.documents) >= 2 else None
+    held = _held_out(shown.trained)
     batch = draw_batch(held or shown.documents, loaded.tokenizer, shown.config, shown.example.seed, DEPTH_BATCH)
     final = read_metadata(loaded.folder).get("step")
     depths = depth_across(loaded.model, loaded.folder, batch, shown.config, final if isinstance(final, int) else None)
@@ -177,3 +177,18 @@ def depth_across_training(registry: Registry, model_name: str, source: str, type
             "lc_depth": views.depth_markdown(depths, model_shown(shown, FINAL), DEPTH_BATCH,
                                                  held_out=held is not None)}
 
+
+def _held_out(trained: TrainConfig | None) -> Any:
+    """A sample of the run's held-out documents (`pretraining_example.held_out_sample`) where the run trained on
+    corpora the app offers (a few MB, read in about a second the first time); None for a visitor's file, a corpus the
+    app does not train on (the shipped models' 12.8 M words would take a minute and a GB), or one that cannot be read
+    here."""
+    from bert_demo.inspection.pretraining_example import held_out_sample
+
+    if trained is None or not set(source_parts(trained.corpus)) <= set(APP_SOURCES):
+        return None
+    try:
+        sample = held_out_sample(trained)
+    except (OSError, ValueError):  # a download refused or cut off: the passages of section 1 instead
+        return None
+    return sample if sample is not None and len(sample.documents) >= 2 else None

@@ -215,7 +215,8 @@ def depth_markdown(depths: Sequence[Any], model: str, examples: int, held_out: b
     from the run's held-out documents."""
     first, last = depths[0], depths[-1]
     batch = ("the run's held-out documents, text it never trained on" if held_out else
-             "the passages section 1 draws from (the run trained on a visitor's text, which is not kept)")
+             "the passages section 1 draws from (this run's held-out text is not at hand: a visitor's file, or a "
+             "corpus the app does not train on)")
 
     def ratio(depth: Any) -> float:
         return depth.at_outputs[0] / max(depth.at_outputs[-1], 1e-30)
