@@ -781,9 +781,10 @@ def test_a_link_opens_the_step_by_step_tab_on_its_example_step_layer_and_head(ap
     page.goto(app["url"] + "?tab=steps&seed=7&recipe=paper&reads=example&step=9&layer=2&head=2")
     wait_text(page, "#ex-pair", "Seed 7, drawn by the training pipeline itself, under BERT's recipe")
     wait_text(page, "#fw-text", "9 of 31 · Attention: Scores (layer 2, head 2)")
-    link = page.locator("#steps-link a").get_attribute("href")
-    assert link == ("?tab=steps&model=checkpoints%2Ftiny-test&source=wiki&recipe=paper&seed=7&reads=example"
-                    "&shows=values&step=9&layer=2&head=2")
+    link = ("?tab=steps&model=checkpoints%2Ftiny-test&source=wiki&recipe=paper&seed=7&reads=example&shows=values"
+            "&step=9&layer=2&head=2")  # written by the settings' change events, a moment after the view
+    page.wait_for_function("link => document.querySelector('#steps-link a')?.getAttribute('href') === link", arg=link,
+                           timeout=10_000)
 
 
 def test_the_train_tab_offers_the_papers_recipe_and_says_how_it_differs(web):
