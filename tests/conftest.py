@@ -92,8 +92,9 @@ def pytest_configure(config) -> None:
     one_thread_per_process()
     own_gradio_store(config)
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU (skipped without one; benchmarks/gpu_check.py runs them)")
-    config.addinivalue_line("markers", "alone: times a training run or its estimate against the clock: README's "
-                            "command runs these after the others, in one process with the machine to itself")
+    config.addinivalue_line("markers", "alone: a browser test (test_browser.py), whose page updates come in several "
+                            "events and some of which time a training run: README's command runs these after the "
+                            "others, in one process with the machine to itself")
 
 
 def one_thread_per_process() -> None:
