@@ -297,6 +297,27 @@ def registry(roots) -> Registry:
     return Registry(checkpoints_dir=roots["checkpoints"], runs_dir=roots["runs"], device="cpu", allow_hub=False)
 
 
+@pytest.fixture
+def run_with_timeline(roots, registry):
+    """`make(name)`: runs/<name>, a copy of checkpoints/tiny-test with snapshots at steps 0 and 10 (its weights times
+    1/11 and 1, in half precision, the tied decoder left out, as a run's writer keeps them)."""
+    from safetensors.torch import save_file
+
+    from bert_demo.training import timeline
+
+    def make(name: str) -> Path:
+        run = roots["runs"] / name
+        shutil.copytree(roots["checkpoints"] / "tiny-test", run)
+        (run / timeline.FOLDER).mkdir()
+        model = registry.catalog.load("checkpoints/tiny-test").model
+        for step in (0, 10):
+            state = {k: (v * (step + 1) / 11).half().contiguous() for k, v in model.state_dict().items()
+                     if k != "cls.predictions.decoder.weight"}
+            save_file(state, str(run / timeline.file_name(step)))
+        return run
+    return make
+
+
 @pytest.fixture(scope="session")
 def make_checkpoint():
     return _make_checkpoint

@@ -75,3 +75,15 @@ def adamw_by_hand(ours: BertForPreTraining, batch: dict[str, torch.Tensor], reci
     with torch.no_grad():
         losses.append(float(transformers_loss(theirs, batch, recipe.nsp_weight)[0]))
     return ByHand(weights, losses, raw, read, theirs, optimizer)
+
+
+def random_weights(config: Any) -> BertForPreTraining:
+    """Our model of `config` with every weight random, LayerNorms and biases too (about 1 for a LayerNorm's gain, 0
+    for the rest, 0.1 apart), so that no gradient is zero by symmetry; the same weights every call, eval mode."""
+    torch.manual_seed(0)
+    model = BertForPreTraining(config).eval()
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(torch.randn(p.shape, generator=generator) * 0.1 + name.endswith("LayerNorm.weight"))
+    return model

@@ -4,7 +4,6 @@ the slow line."""
 from __future__ import annotations
 
 import re
-import shutil
 
 import gradio as gr
 import pytest
@@ -67,19 +66,8 @@ def test_a_model_without_snapshots_is_said_to_have_none(registry):
     assert "kept no snapshots of its training" in shown["ex_across_note"]
 
 
-def test_the_example_is_followed_through_each_snapshot_of_a_run(registry, roots):
-    from safetensors.torch import save_file
-
-    from bert_demo.training import timeline
-
-    run = roots["runs"] / "with-timeline"
-    shutil.copytree(roots["checkpoints"] / "tiny-test", run)
-    (run / timeline.FOLDER).mkdir()
-    model = registry.catalog.load(MODEL).model
-    for step in (0, 10):
-        state = {k: (v * (step + 1) / 11).half().contiguous() for k, v in model.state_dict().items()
-                 if k != "cls.predictions.decoder.weight"}
-        save_file(state, str(run / timeline.file_name(step)))
+def test_the_example_is_followed_through_each_snapshot_of_a_run(registry, run_with_timeline):
+    run_with_timeline("with-timeline")
     shown = learning.across_training(registry, "runs/with-timeline", drawn.YOUR_TEXT, PARAGRAPHS, "model", 4)
     assert "from step 0 to " in shown["ex_across_note"]
     data = shown["ex_across_plot"].data

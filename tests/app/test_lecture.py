@@ -5,7 +5,6 @@ in the line of training steps (or the slow line), one at a time."""
 from __future__ import annotations
 
 import math
-import shutil
 
 import gradio as gr
 import pytest
@@ -113,22 +112,11 @@ def test_the_adam_view_draws_each_weights_moves_from_the_run_and_the_rate_over_t
         assert number(row["Adam's move"]) == pytest.approx(trace.move[t], rel=1e-3, abs=1e-12)
 
 
-def test_the_depth_view_says_a_model_without_snapshots_has_none_and_draws_each_snapshots_gradients(registry,
-                                                                                                  roots):
-    from safetensors.torch import save_file
-
-    from bert_demo.training import timeline
-
+def test_the_depth_view_says_a_model_without_snapshots_has_none_and_draws_each_snapshots_gradients(
+        registry, run_with_timeline):
     none = lecture.depth_across_training(registry, MODEL, *EXAMPLE)
     assert "kept no snapshots of its training" in none["lc_depth"]
-    run = roots["runs"] / "depth-timeline"
-    shutil.copytree(roots["checkpoints"] / "tiny-test", run)
-    (run / timeline.FOLDER).mkdir()
-    model = registry.catalog.load(MODEL).model
-    for step in (0, 10):
-        state = {k: (v * (step + 1) / 11).half().contiguous() for k, v in model.state_dict().items()
-                 if k != "cls.predictions.decoder.weight"}
-        save_file(state, str(run / timeline.file_name(step)))
+    run = run_with_timeline("depth-timeline")
     shown = lecture.depth_across_training(registry, "runs/depth-timeline", *EXAMPLE)
     same = drawn.drawn(registry, "runs/depth-timeline", *EXAMPLE)
     held = held_out_sample(same.trained)  # the run's own held-out text: it trained on wiki
@@ -178,3 +166,26 @@ def test_the_depths_batch_is_held_out_text_of_a_corpus_the_app_trains_on_and_oth
     said = lecture_views.depth_markdown(depths, "m", 4, held_out=False)
     assert "the passages section 1 draws from" in said and "held-out documents" not in said
     assert "**2×** the gradient at the last layer's" in said
+
+
+def test_a_gradient_by_hand_and_a_batch_step_beside_other_visitors_answer_as_they_do_alone(registry):
+    """Both hook or copy a view of the one model every visitor asks: asked in threads beside each other and beside
+    Fill-mask, each answer is the one it gives alone."""
+    import threading
+
+    from bert_demo.app.tabs import fill
+
+    asks = {"hand": lambda: lecture.by_hand(registry, MODEL, *EXAMPLE, "final", "attention V", 2, 2)["lc_hand"],
+            "batch": lambda: lecture.batch_step(registry, MODEL, *EXAMPLE, "final", 2)["lc_batch"].split(
+                "**Dropout.**")[0],  # dropout's draws are random by design
+            "fill": lambda: str({name: value for name, value in fill.fill_mask(
+                registry, MODEL, "the [MASK] sat on the mat.", 5).items() if isinstance(value, (str, dict))})}
+    alone = {name: ask() for name, ask in asks.items()}
+    together: dict[str, list[str]] = {name: [] for name in asks}
+    threads = [threading.Thread(target=lambda name=name: together[name].append(asks[name]()))
+               for name in asks for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert together == {name: [answer, answer] for name, answer in alone.items()}

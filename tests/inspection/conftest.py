@@ -6,13 +6,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-import torch
 
 from bert_demo.config import BertConfig
 from bert_demo.inspection import pretraining_example
 from bert_demo.model import BertForPreTraining
 from bert_demo.tokenizer import train_tokenizer
 from bert_demo.training.settings import TrainConfig
+from tests.references import random_weights
 
 PARAGRAPHS = "\n\n".join(
     f"The {w} stood by the river for many years. People came from far away to see the {w}. In winter the {w} was "
@@ -34,11 +34,6 @@ def lesson() -> Lesson:
     tokenizer = train_tokenizer(documents.documents, vocab_size=256, min_frequency=1)
     config = BertConfig(vocab_size=len(tokenizer), hidden_size=48, num_hidden_layers=3, num_attention_heads=4,
                         intermediate_size=80)
-    torch.manual_seed(0)
-    model = BertForPreTraining(config).eval()
-    generator = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            p.copy_(torch.randn(p.shape, generator=generator) * 0.1 + name.endswith("LayerNorm.weight"))
+    model = random_weights(config)
     recipe = TrainConfig(seq_len=64, vocab_size=256, nsp_weight=0.5, lr=1e-3, weight_decay=0.01, grad_clip=1.0)
     return Lesson(model, tokenizer, documents, recipe)

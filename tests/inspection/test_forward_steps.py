@@ -17,8 +17,8 @@ from bert_demo import model as model_py
 from bert_demo.config import BertConfig
 from bert_demo.inference import encode_input, fill_mask, next_sentence
 from bert_demo.inspection.forward_steps import IN, PARTS, SPECS, Site, capture, forward_pass, forward_steps, source_line
-from bert_demo.model import BertForPreTraining
 from bert_demo.tokenizer import train_tokenizer
+from tests.references import random_weights
 
 TOL = 1e-5
 SENTENCES = ["the cat sat on the mat.", "a dog barked at the moon.", "paris is the capital of france."]
@@ -31,12 +31,7 @@ def pair():
     tokenizer = train_tokenizer([SENTENCES] * 5, vocab_size=128, min_frequency=1)
     config = BertConfig(vocab_size=len(tokenizer), hidden_size=48, num_hidden_layers=3, num_attention_heads=4,
                         intermediate_size=80)
-    torch.manual_seed(0)
-    ours = BertForPreTraining(config).eval()
-    generator = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for name, p in ours.named_parameters():
-            p.copy_(torch.randn(p.shape, generator=generator) * 0.1 + name.endswith("LayerNorm.weight"))
+    ours = random_weights(config)
     theirs = transformers.BertForPreTraining(
         transformers.BertConfig(**config.to_hf_dict(), attn_implementation="eager")).eval()
     theirs.load_state_dict(ours.state_dict(), strict=False)

@@ -12,7 +12,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bert_demo.config import BertConfig
 from bert_demo.inference import fill_mask
 from bert_demo.inspection import pretraining_example
 from bert_demo.inspection.forward_steps import SPECS, Site, example_pass
@@ -27,34 +26,20 @@ from bert_demo.inspection.training_step import (
     take,
 )
 from bert_demo.model import BertForPreTraining
-from bert_demo.tokenizer import train_tokenizer
 from bert_demo.training.settings import TrainConfig
 from tests.references import transformers_model
 
 TOL = 1e-5
-PARAGRAPHS = "\n\n".join(
-    f"The {w} stood by the river for many years. People came from far away to see the {w}. In winter the {w} was "
-    f"covered in snow. Children played near the {w} every summer." for w in ("mill", "tower", "bridge", "church"))
 RECIPE = TrainConfig(seq_len=64, vocab_size=256, nsp_weight=0.5, lr=1e-3, weight_decay=0.01, grad_clip=1.0)
 PAPERS_EPS = replace(RECIPE, adam_eps=1e-6)  # BERT's ε: clipping brings some gradients under it
 
 
 @pytest.fixture(scope="module")
-def setup():
-    """A tiny model with random weights (LayerNorms and biases too), its tokenizer, an example drawn under the
-    recipe, and transformers' model with the same weights."""
-    documents = pretraining_example.typed_documents(PARAGRAPHS)
-    tokenizer = train_tokenizer(documents.documents, vocab_size=256, min_frequency=1)
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=48, num_hidden_layers=3, num_attention_heads=4,
-                        intermediate_size=80)
-    torch.manual_seed(0)
-    ours = BertForPreTraining(config).eval()
-    generator = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for name, p in ours.named_parameters():
-            p.copy_(torch.randn(p.shape, generator=generator) * 0.1 + name.endswith("LayerNorm.weight"))
-    example = pretraining_example.draw(documents, tokenizer, RECIPE, 3)
-    return ours, tokenizer, example
+def setup(lesson):
+    """The inspection tests' tiny model with random weights (LayerNorms and biases too), its tokenizer, and an
+    example drawn under the recipe."""
+    assert lesson.recipe == RECIPE
+    return lesson.model, lesson.tokenizer, pretraining_example.draw(lesson.documents, lesson.tokenizer, RECIPE, 3)
 
 
 def test_the_gradients_are_transformers_on_the_same_weights_batch_and_loss(setup):
