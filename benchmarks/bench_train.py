@@ -54,8 +54,9 @@ def make_batches(n: int, batch: int, seq: int, vocab: int, mask_prob: float = 0.
             length = randint(seq // 4, seq) if row % 4 == 0 else seq
             a = randint(1, length - 3)  # segment A tokens; B gets the rest
             ids = torch.randint(5, vocab, (length - 3,), generator=g).tolist()
-            examples.append(Example(array("i", [CLS, *ids[:a], SEP, *ids[a:], SEP]),
-                                    array("b", [0] * (a + 2) + [1] * (length - a - 2)), randint(0, 2)))
+            examples.append(Example(input_ids=array("i", [CLS, *ids[:a], SEP, *ids[a:], SEP]),
+                                    token_type_ids=array("b", [0] * (a + 2) + [1] * (length - a - 2)),
+                                    nsp_label=randint(0, 2)))
         batches.append(collate(examples, g))
     return batches
 

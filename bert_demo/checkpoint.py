@@ -227,7 +227,7 @@ def load_checkpoint(path_or_hub_id: str | Path, device: str | torch.device | Non
     if missing:
         warnings.warn(f"{folder} has no weights for {_summarise(missing)}: they are randomly initialised",
                       MissingWeightsWarning, stacklevel=2)
-    return Pretrained(model.to(device or "cpu").eval(), tokenizer, missing)
+    return Pretrained(model=model.to(device or "cpu").eval(), tokenizer=tokenizer, missing_keys=missing)
 
 
 def load_pretrained(path_or_hub_id: str | Path, device: str | torch.device | None = None
@@ -274,7 +274,7 @@ def load_classifier(path_or_hub_id: str | Path, labels: Sequence[str] | None = N
     if set(new) - {"classifier.weight", "classifier.bias"}:
         warnings.warn(f"{folder} has no weights for {_summarise(new)}: they are randomly initialised",
                       MissingWeightsWarning, stacklevel=2)
-    return Classifier(model.to(device or "cpu").eval(), tokenizer, dropped, new)
+    return Classifier(model=model.to(device or "cpu").eval(), tokenizer=tokenizer, dropped=dropped, new=new)
 
 
 def resolve_folder(path_or_hub_id: str | Path) -> Path:

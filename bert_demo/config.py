@@ -47,7 +47,7 @@ MAX_LABELS, MAX_LABEL_CHARS = 20, 100  # classes of a fine-tuned classifier, and
 CLASSIFIER = "BertForSequenceClassification"  # the architecture named in a fine-tuned model's config.json
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BertConfig:
     """Sizes and regularisation of one BERT model (defaults are BERT-base)."""
 

@@ -26,7 +26,7 @@ IGNORE_INDEX = -100  # label value that the losses skip, as in PyTorch and Huggi
 M = TypeVar("M", bound=nn.Module)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class BertPreTrainingOutput:
     """What one forward pass returns; fields stay None when not asked for."""
 
@@ -40,7 +40,7 @@ class BertPreTrainingOutput:
     attentions: tuple[Tensor, ...] | None = None  # L tensors [B, A, T, T], rows sum to 1
 
 
-@dataclass
+@dataclass(kw_only=True)
 class SequenceClassifierOutput:
     """What a classifier's forward pass returns; fields stay None when not asked for."""
 

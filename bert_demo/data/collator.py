@@ -17,7 +17,7 @@ from bert_demo.data.masking import MASK_PROB, REPLACE_MASK, REPLACE_RANDOM, Fate
 from bert_demo.model import IGNORE_INDEX
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SpecialIds:
     """The token ids the data pipeline needs to know about."""
 
@@ -34,7 +34,7 @@ class SpecialIds:
                    pad=tokenizer.pad_token_id, vocab_size=len(tokenizer), special=tuple(tokenizer.all_special_ids))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Example:
     """[CLS] A [SEP] B [SEP] before masking, with its segment ids and NSP label."""
 

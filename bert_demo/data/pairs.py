@@ -17,6 +17,7 @@ Shapes: B batch, T tokens (the longest example in the batch).
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import hashlib
 import itertools
 import random
@@ -45,7 +46,8 @@ class Tokenized(NamedTuple):
     sources: list[int]
 
 
-class Origin(NamedTuple):
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Origin:
     """Where an example's two segments came from, among the documents it was made of (for showing how an example is
     made; training does not keep them)."""
 
@@ -212,7 +214,8 @@ def _document_examples(documents: Sequence[Document], index: int, special: Speci
             if tokens_a and tokens_b:
                 examples.append(_pack(tokens_a, tokens_b, label, special))
                 if origins is not None:
-                    origins.append(Origin(index, (start, start + a_end), b_document, b_sentences, cut))
+                    origins.append(Origin(document=index, a_sentences=(start, start + a_end),
+                                          b_document=b_document, b_sentences=b_sentences, cut=cut))
             chunk, length = [], 0
             target = rng.randint(2, max_tokens) if rng.random() < short_seq_prob else max_tokens
         i += 1
@@ -248,7 +251,7 @@ def _truncate_pair(tokens_a: list[int], tokens_b: list[int], max_tokens: int, rn
 def _pack(tokens_a: list[int], tokens_b: list[int], label: int, special: SpecialIds) -> Example:
     ids = array("i", [special.cls, *tokens_a, special.sep, *tokens_b, special.sep])
     segments = array("b", [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1))
-    return Example(ids, segments, label)
+    return Example(input_ids=ids, token_type_ids=segments, nsp_label=label)
 
 
 class PretrainingData:
@@ -347,7 +350,7 @@ def _in_corpus(origin: Origin, share: list[int] | None) -> Origin:
     """An origin whose documents are numbered in a shard's share, renumbered as in the whole corpus."""
     if share is None:
         return origin
-    return origin._replace(document=share[origin.document], b_document=share[origin.b_document])
+    return dataclasses.replace(origin, document=share[origin.document], b_document=share[origin.b_document])
 
 
 class _Shards(IterableDataset):

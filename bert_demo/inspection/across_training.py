@@ -21,7 +21,7 @@ from bert_demo.training.pretraining import micro_batch_loss
 from bert_demo.training.settings import TrainConfig
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Moment:
     """The example under the weights of one training step."""
 
@@ -60,8 +60,8 @@ def _moment(model: BertForPreTraining, batch: dict[str, torch.Tensor], step: int
     label_scores = logits.gather(1, out.mlm_targets[:, None])  # (N, 1)
     ranks = (logits > label_scores).sum(-1) + 1  # (N,): how many guesses score above the label, plus one
     nsp_loss = F.cross_entropy(out.nsp_logits.float(), batch["nsp_labels"].view(-1))
-    return Moment(step, float(out.mlm_loss + nsp_weight * nsp_loss), float(out.mlm_loss), float(nsp_loss),
-                  ranks.tolist())
+    return Moment(step=step, loss=float(out.mlm_loss + nsp_weight * nsp_loss), mlm_loss=float(out.mlm_loss),
+                  nsp_loss=float(nsp_loss), ranks=ranks.tolist())
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -29,7 +29,7 @@ MAX_STEPS = 512
 MAX_WORK = 128 * STEPS * 4 * 256**2
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Attribution:
     """Each token with its attribution, and the numbers that check them."""
 
@@ -125,8 +125,8 @@ def _integrate(model: torch.nn.Module, tokenizer: BertTokenizerFast, batch: dict
             handle.remove()
         at_input = float(output(model, batch)[0])
     scores = ((real - base) * total / steps).sum(-1)  # (T,)
-    return Attribution(tokenizer.convert_ids_to_tokens(ids[0].tolist()), scores.tolist(), target, at_input,
-                       at_baseline)
+    return Attribution(tokens=tokenizer.convert_ids_to_tokens(ids[0].tolist()), scores=scores.tolist(), target=target,
+                       output=at_input, baseline=at_baseline)
 
 
 def _check_work(model: torch.nn.Module, tokens: int, steps: int) -> None:

@@ -20,7 +20,7 @@ from bert_demo.model import BertForPreTraining
 PATH_GUESSES = 3  # the logit lens's guesses shown at each depth
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Depth:
     """One token after the embeddings (layer 0) or after layer `layer`."""
 
@@ -53,7 +53,7 @@ def token_path(model: BertForPreTraining, tokenizer: BertTokenizerFast, p: Pass,
             spread = float(entropy[depth - 1].exp().mean())
             weight, index = mean[depth - 1].max(-1)
             most = (p.tokens[int(index)], float(weight))
-        path.append(Depth(depth, float(vectors[depth].norm()), guesses, spread, most))
+        path.append(Depth(layer=depth, size=float(vectors[depth].norm()), guesses=guesses, spread=spread, most=most))
     return path
 
 

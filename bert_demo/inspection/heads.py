@@ -5,7 +5,7 @@ helper that leaves [CLS] and [SEP] out of a map. Each runs the model through `in
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -76,7 +76,8 @@ def _check_importance_work(model: BertForPreTraining, tokenizer: BertTokenizerFa
                          f"{MAX_IMPORTANCE_WORK // passes} tokens, not {tokens}")
 
 
-class QueryKey(NamedTuple):
+@dataclass(frozen=True, kw_only=True)
+class QueryKey:
     """How one head weighs the tokens for one query token (what bertviz's neuron view shows)."""
 
     tokens: list[str]
@@ -105,7 +106,7 @@ def query_key(model: BertForPreTraining, tokenizer: BertTokenizerFast, text_a: s
         x = hidden[layer - 1][0]  # (T, H): what the layer reads
         query, keys = heads.query(x)[position, dims].float().cpu(), heads.key(x)[:, dims].float().cpu()  # (D,), (T, D)
     scores = keys @ query / math.sqrt(size)
-    return QueryKey(tokens, query, keys, scores, scores.softmax(dim=-1))
+    return QueryKey(tokens=tokens, query=query, keys=keys, scores=scores, weights=scores.softmax(dim=-1))
 
 
 def attention_rollout(weights: Tensor) -> Tensor:

@@ -31,7 +31,7 @@ SHARE_DRAWS, SHARE_BATCH = 1000, 50  # examples drawn to count the shares of eac
 MAX_TYPED_CHARS = 5000  # a visitor's paragraphs
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Documents:
     """Passages of consecutive sentences to draw examples from, each with the name of the source it came from, the
     index of its document there, and the index of its first sentence in that document."""
@@ -42,7 +42,7 @@ class Documents:
     firsts: list[int]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Segment:
     """Sentence A or B as the corpus has it: its sentences, and where they are."""
 
@@ -52,7 +52,7 @@ class Segment:
     first: int  # the first sentence's index in that document
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PretrainingExample:
     """One example as training draws it, and how it was made. Lists run over the input's positions."""
 
@@ -75,7 +75,7 @@ class PretrainingExample:
         return [i for i, label in enumerate(self.labels) if label != IGNORE_INDEX]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Shares:
     """How often each choice came up over `draws` examples, beside what the recipe sets."""
 
@@ -89,7 +89,7 @@ class Shares:
     targets: int  # positions picked
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ExampleLoss:
     """An example's loss under a model, as training computes it (eval mode: no dropout). Lists run over the picked
     positions, in order."""
@@ -114,8 +114,9 @@ def corpus_sample(corpus: str, seed: int, count: int = SAMPLE_DOCUMENTS, length:
     rng = random.Random(check_seed(seed))
     chosen = sorted(rng.sample(range(len(documents)), min(count, len(documents))))
     firsts = [rng.randrange(max(1, len(documents[i]) - length + 1)) for i in chosen]
-    return Documents([documents[i][first:first + length] for i, first in zip(chosen, firsts)],
-                     [parts[sources[i]] for i in chosen], [i - sources.index(sources[i]) for i in chosen], firsts)
+    return Documents(documents=[documents[i][first:first + length] for i, first in zip(chosen, firsts)],
+                     sources=[parts[sources[i]] for i in chosen],
+                     numbers=[i - sources.index(sources[i]) for i in chosen], firsts=firsts)
 
 
 def held_out_sample(recipe: TrainConfig, count: int = SAMPLE_DOCUMENTS, length: int = SAMPLE_SENTENCES
@@ -127,8 +128,9 @@ def held_out_sample(recipe: TrainConfig, count: int = SAMPLE_DOCUMENTS, length: 
     _, (documents, sources) = split_corpus(recipe)
     names = source_parts(recipe.corpus)
     chosen = list(range(min(count, len(documents))))
-    return Documents([documents[i][:length] for i in chosen], [f"{names[sources[i]]}, held out" for i in chosen],
-                     chosen, [0] * len(chosen))
+    return Documents(documents=[documents[i][:length] for i in chosen],
+                     sources=[f"{names[sources[i]]}, held out" for i in chosen], numbers=chosen,
+                     firsts=[0] * len(chosen))
 
 
 def typed_documents(text: str) -> Documents:
@@ -141,7 +143,8 @@ def typed_documents(text: str) -> Documents:
     if len(documents) < 2:
         raise ValueError(f"type at least two paragraphs, with a blank line between them, each with a sentence of "
                          f"{MIN_WORDS} words or more: a random B comes from another paragraph than A's")
-    return Documents(documents, ["your text"] * len(documents), list(range(len(documents))), [0] * len(documents))
+    return Documents(documents=documents, sources=["your text"] * len(documents), numbers=list(range(len(documents))),
+                     firsts=[0] * len(documents))
 
 
 def check_seed(seed: object) -> int:
@@ -190,8 +193,9 @@ def shares(source: Documents, tokenizer: BertTokenizerFast, recipe: TrainConfig,
         is_next += int((batch["nsp_labels"] == IS_NEXT).sum())
         drawn += len(batch["nsp_labels"])
     targets = int(fates[list(PICKED)].sum())
-    return Shares(drawn, targets / candidates, {FATES[f]: int(fates[f]) / max(targets, 1) for f in PICKED},
-                  is_next / drawn, recipe.mask_prob, recipe.mask_replace, candidates, targets)
+    return Shares(draws=drawn, picked=targets / candidates,
+                  fates={FATES[f]: int(fates[f]) / max(targets, 1) for f in PICKED}, is_next=is_next / drawn,
+                  mask_prob=recipe.mask_prob, mask_replace=recipe.mask_replace, candidates=candidates, targets=targets)
 
 
 @torch.inference_mode()
@@ -226,5 +230,5 @@ def tokenized(source: Documents, tokenizer: BertTokenizerFast) -> Tokenized:
 
 def _segment(source: Documents, document: int, sentences: tuple[int, int]) -> Segment:
     """A segment's sentences and place, from its origin."""
-    return Segment(source.documents[document][sentences[0]:sentences[1]], source.sources[document],
-                   source.numbers[document], source.firsts[document] + sentences[0])
+    return Segment(sentences=source.documents[document][sentences[0]:sentences[1]], source=source.sources[document],
+                   document=source.numbers[document], first=source.firsts[document] + sentences[0])

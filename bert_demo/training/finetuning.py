@@ -70,9 +70,9 @@ def prepare(run: Run) -> Generator[Record, None, Training | None]:
                                         f"for {run.total_steps:,} steps on {run.device.type} in {run.precision}"
                                         + (f", from step {done:,}" if done else "")}
     batches = _length_grouped(train, cfg.batch_size, cfg.seed, run.tokenizer.pad_token_id)
-    return Training(run.model, itertools.islice(batches, done, None), optimizer, schedule,  # the batches next due
-                functools.partial(_loss, cfg.grad_accum),
-                evaluate=functools.partial(_evaluate, run, splits, metric))
+    return Training(model=run.model, batches=itertools.islice(batches, done, None),  # the batches next due
+                    optimizer=optimizer, schedule=schedule, loss=functools.partial(_loss, cfg.grad_accum),
+                    evaluate=functools.partial(_evaluate, run, splits, metric))
 
 
 def _classifier(run: Run, labels: tuple[str, ...]):

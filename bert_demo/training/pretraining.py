@@ -87,8 +87,8 @@ def prepare(run: Run) -> Generator[Record, None, Training | None]:
     if run.dist.is_main:
         yield _probe(run)  # the probe's guesses before the first step: what a model knows when it knows nothing
     guesses = functools.partial(_guesses, run, items, baseline)
-    return Training(run.model, _batches(run, train_ids, special), optimizer, schedule,
-                    functools.partial(micro_batch_loss, cfg),
+    return Training(model=run.model, batches=_batches(run, train_ids, special), optimizer=optimizer,
+                    schedule=schedule, loss=functools.partial(micro_batch_loss, cfg),
                     evaluate=functools.partial(_evaluate, run, val_batches, other_batches, baseline, guesses),
                     guesses=guesses,
                     forward_extras=_forward_extras)

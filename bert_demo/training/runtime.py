@@ -19,7 +19,7 @@ Batch = dict[str, Tensor]
 CPU_THREADS_ENV = "BERT_DEMO_CPU_THREADS"  # the CPU threads a run uses, where one per core is not what it may use
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Distributed:
     """Where this process stands in a torchrun job (rank 0 of 1 when run on its own)."""
 
@@ -29,8 +29,8 @@ class Distributed:
 
     @classmethod
     def from_env(cls) -> "Distributed":
-        return cls(int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)),
-                   int(os.environ.get("LOCAL_RANK", 0)))
+        return cls(rank=int(os.environ.get("RANK", 0)), world_size=int(os.environ.get("WORLD_SIZE", 1)),
+                   local_rank=int(os.environ.get("LOCAL_RANK", 0)))
 
     @property
     def is_main(self) -> bool:

@@ -49,7 +49,7 @@ def setting(default: Any, help: str, *, group: str, label: str | None = None, lo
 
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunConfig:
     """What every run has, pre-training or fine-tuning: its length, its optimizer and schedule, where and in what
     precision it computes, and how often it reports and saves."""
@@ -132,7 +132,7 @@ class RunConfig:
         return asdict(self)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrainConfig(RunConfig):
     """Everything that defines a pre-training run; stored beside its checkpoint so the run can be repeated or
     resumed."""
@@ -236,7 +236,7 @@ class TrainConfig(RunConfig):
 
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FinetuneConfig(RunConfig):
     """Everything that defines a fine-tuning run (Devlin et al. 2019, §4): a checkpoint's encoder and a new
     classifier trained on labelled sentences, with the small-model recipe of Turc et al. 2019 (a few epochs, AdamW,

@@ -421,6 +421,15 @@ def test_what_adams_first_step_does_is_said_with_the_worked_weights_own_numbers(
     assert after(said, "it moved by") == pytest.approx(abs(move[small[0]]), abs=6e-4)
 
 
+def test_the_betas_shown_are_the_recipes_optimizers_own_in_their_order(shown):
+    """β1 then β2, as the optimizer the recipe makes holds them: a swapped pair, (β2, β1), is a different text."""
+    from bert_demo.training.recipe import make_optimizer
+
+    answer, example = shown
+    betas = tuple(make_optimizer(example.loaded.model, example.config).param_groups[0]["betas"])
+    assert betas[0] != betas[1]  # the paper's recipe: 0.9 and 0.999, so the order is seen
+    assert (after(answer["ts_adam"], "β1 ="), after(answer["ts_adam"], "β2 =")) == betas
+
 def test_two_steps_show_step_after_step_and_one_does_not(taken):
     """The trail is there from the second step on: one step has no history to show."""
     from dataclasses import replace

@@ -15,6 +15,7 @@ from bert_demo.app.tabs import drawn, lecture
 from bert_demo.inspection import batch_step, by_hand, over_time
 from bert_demo.inspection.across_training import depth_across
 from bert_demo.inspection.pretraining_example import held_out_sample
+from bert_demo.training.recipe import make_optimizer
 from tests.rendered import after, axis_title, number, table_after, tables, traces
 
 MODEL = "checkpoints/tiny-test"
@@ -110,6 +111,10 @@ def test_the_adam_view_draws_each_weights_moves_from_the_run_and_the_rate_over_t
         ratio = number(row["m̂/(√v̂+ε)"])
         assert ratio == pytest.approx(trace.m_hat[t] / (math.sqrt(trace.v_hat[t]) + run.eps), abs=1e-3)
         assert number(row["Adam's move"]) == pytest.approx(trace.move[t], rel=1e-3, abs=1e-12)
+    made = make_optimizer(same.loaded.model, same.config).param_groups[0]["betas"]
+    assert made[0] != made[1] and run.betas == tuple(made)  # (β1, β2): a swapped pair would read otherwise
+    said = shown["lc_adam"][shown["lc_adam"].index("step by step:"):]
+    assert (after(said, "m = "), after(said, "v = ")) == run.betas
 
 
 def test_the_depth_view_says_a_model_without_snapshots_has_none_and_draws_each_snapshots_gradients(

@@ -62,7 +62,8 @@ def test_the_shares_table_sets_the_models_masking_rate_beside_the_papers(registr
 def test_the_shares_table_sets_each_recipes_own_share_of_mask_random_and_kept():
     def drawn_shares(mask_prob: float, mask_replace: float) -> pretraining_example.Shares:
         fates = {"[MASK]": 0.5, "a random word": 0.25, "kept": 0.25}
-        return pretraining_example.Shares(1000, mask_prob, fates, 0.5, mask_prob, mask_replace, 9000, 2000)
+        return pretraining_example.Shares(draws=1000, picked=mask_prob, fates=fates, is_next=0.5, mask_prob=mask_prob,
+                                          mask_replace=mask_replace, candidates=9000, targets=2000)
 
     shown = steps_views.shares_markdown(drawn_shares(0.25, 1.0), drawn_shares(0.15, 0.8), None)
     sets = {line.split("|")[1].strip(): (line.split("|")[2].strip(), line.split("|")[4].strip())

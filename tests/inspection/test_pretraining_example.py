@@ -46,8 +46,9 @@ def training(corpus, tmp_path_factory):
     except StopIteration as done:
         task = done.value
     (documents, sources), _ = split_corpus(config)
-    return config, run, task, pretraining_example.Documents(documents, ["places"] * len(documents),
-                                                            list(range(len(documents))), [0] * len(documents))
+    return config, run, task, pretraining_example.Documents(documents=documents, sources=["places"] * len(documents),
+                                                            numbers=list(range(len(documents))),
+                                                            firsts=[0] * len(documents))
 
 
 def test_the_example_is_the_batch_training_draws_first_with_the_same_seed(training):

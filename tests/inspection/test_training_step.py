@@ -399,8 +399,8 @@ def looped(model: BertForPreTraining, tokenizer, example, recipe: TrainConfig, s
         set_dropout(run.model, 0.0)
         optimizer = make_optimizer(run.model, config)
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
-        return Training(run.model, iter([batch] * steps), optimizer, schedule,
-                        functools.partial(pretraining.micro_batch_loss, config), lambda: iter(()))
+        return Training(model=run.model, batches=iter([batch] * steps), optimizer=optimizer, schedule=schedule,
+                        loss=functools.partial(pretraining.micro_batch_loss, config), evaluate=lambda: iter(()))
 
     run = Run(config, prepare)
     records = list(run.run())

@@ -52,7 +52,8 @@ def training_run(tokenizer, tmp_path, seen: dict, control: Control | None = None
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
         if recipe:
             optimizer, schedule = optimizer_and_schedule(run.model, run.config, lambda: run.total_steps)
-        return Training(run.model, batches(len(tokenizer)), optimizer, schedule, loss, evaluate)
+        return Training(model=run.model, batches=batches(len(tokenizer)), optimizer=optimizer, schedule=schedule,
+                        loss=loss, evaluate=evaluate)
 
     return Run(config, prepare, control=control)
 
