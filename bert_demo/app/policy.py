@@ -19,11 +19,14 @@ MACHINES = ("cpu", "gpu")  # the kinds of machine the app tells apart
 # shared machine, if it needs one, goes in CAPS.
 FORM = ("preset", "steps", "batch_size", "lr", "seq_len", "vocab_size")
 
+# The app's default run's length on a CPU (APP_RUN), and the most steps one visitor's run may take there (CAPS).
+CPU_STEPS = 1400
+
 # What one visitor's run may ask for on a shared machine of each kind: an upper bound tighter than the setting's own,
 # or fewer choices. A CPU's keep a default-sized run within minutes; a GPU's fit a 24 GB card (GPU_BATCH_TOKENS).
 # Above 1e-2, the rate of LAMB only, AdamW's runs return to the plateau or diverge.
 CAPS: dict[str, dict[str, Any]] = {
-    "cpu": {"preset": ("tiny", "mini"), "steps": 1400, "batch_size": 64, "lr": 1e-2, "seq_len": 128,
+    "cpu": {"preset": ("tiny", "mini"), "steps": CPU_STEPS, "batch_size": 64, "lr": 1e-2, "seq_len": 128,
             "vocab_size": 16_384},
     "gpu": {"steps": 20_000, "batch_size": 256, "lr": 1e-2, "seq_len": 512, "vocab_size": 32_768}}
 
@@ -33,8 +36,8 @@ CAPS: dict[str, dict[str, Any]] = {
 # speed"). At 3e-3 tiny reads held-out news 2.5 points better than at 1e-3 in the same 1,000 steps (issue 71: 0.200
 # against 0.175; 2e-3 0.192, 4e-3 and 5e-3 worse at 500 steps, 5e-3 back on the plateau); 1,400 steps read 0.223 in
 # 156 s from the click. The CPU's cap on steps is this run's length.
-APP_RUN: dict[str, Any] = {"corpus": "news,wiki", "preset": "tiny", "steps": 1400, "batch_size": 32, "lr": 3e-3,
-                           "seq_len": 128, "vocab_size": 8192}
+APP_RUN: dict[str, Any] = {"corpus": "news,wiki", "preset": "tiny", "steps": CPU_STEPS, "batch_size": 32,
+                           "lr": 3e-3, "seq_len": 128, "vocab_size": 8192}
 # The default run where a GPU trains it (a dedicated GPU, or a call on ZeroGPU): sized by tokens, not by one card's
 # seconds, so that its call fits a minute on ZeroGPU's half card at the pace app/runs/gpu_call.py assumes there:
 # BERT-Mini reading 20 M tokens, 600 steps of BERT's 256 x 128 (30 M would ask for 82 s).

@@ -6,6 +6,7 @@ import pytest
 from bert_demo.app.policy import (
     APP_RUN,
     APP_RUNS,
+    CPU_STEPS,
     check_batch_tokens,
     check_limits,
     shared_limits,
@@ -14,10 +15,10 @@ from bert_demo.training.settings import TrainConfig, bounds
 
 
 def test_the_shared_machine_caps_are_tighter_and_said_to_be_this_machines():
-    assert shared_limits("cpu")["steps"] == 1400 and shared_limits("gpu")["steps"] == 20_000
+    assert shared_limits("cpu")["steps"] == CPU_STEPS and shared_limits("gpu")["steps"] == 20_000
     assert bounds("steps")[1] > 20_000
     TrainConfig(steps=5000)
-    with pytest.raises(ValueError, match="steps must be between 1 and 1,400 on this machine, got 5,000"):
+    with pytest.raises(ValueError, match=f"steps must be between 1 and {CPU_STEPS:,} on this machine, got 5,000"):
         check_limits({"steps": 5000}, shared_limits("cpu"))
     with pytest.raises(ValueError, match="preset 'base' is not available on this machine: choose tiny, mini"):
         check_limits({"preset": "base"}, shared_limits("cpu"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from bert_demo.app.policy import CPU_STEPS
 from bert_demo.app.runs.slot import Busy, Place
 from bert_demo.app.state.forms import Caps
 from bert_demo.app.tabs import train_views
@@ -43,9 +44,9 @@ def test_the_train_tab_says_what_next_sentence_prediction_will_do_from_measureme
 
 def test_the_limits_line_names_every_setting_the_app_caps_on_this_machine():
     said = train_views.caps_text(Caps("cpu", limits={"mask_prob": 0.5}), "2 CPU cores")
-    assert said.startswith("Limits on this machine (2 CPU cores): preset tiny or mini, steps at most 1,400, batch size "
-                           "at most 64, learning rate at most 0.01, sequence length at most 128, vocabulary size at "
-                           "most 16,384, masking rate at most 0.5; uploads up to 10 MB.")
+    assert said.startswith(f"Limits on this machine (2 CPU cores): preset tiny or mini, steps at most {CPU_STEPS:,}, "
+                           "batch size at most 64, learning rate at most 0.01, sequence length at most 128, vocabulary "
+                           "size at most 16,384, masking rate at most 0.5; uploads up to 10 MB.")
 
 
 def test_a_recipe_that_changes_every_setting_of_the_papers_recipe_is_told_a_row_each_in_words():

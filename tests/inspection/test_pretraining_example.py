@@ -12,7 +12,7 @@ from bert_demo.data.masking import FATES, IS_NEXT
 from bert_demo.inspection import pretraining_example
 from bert_demo.model import IGNORE_INDEX
 from bert_demo.training.pretraining import prepare, pretraining, split_corpus
-from bert_demo.training.settings import PAPER_RECIPE, TrainConfig
+from bert_demo.training.settings import MAX_SEED, PAPER_RECIPE, TrainConfig
 
 SEED = 11
 
@@ -139,10 +139,10 @@ def test_typed_paragraphs_and_seeds_are_checked_with_clear_messages():
         pretraining_example.typed_documents("   ")
     with pytest.raises(ValueError, match="at most"):
         pretraining_example.typed_documents("Word. " * 2000)
-    for seed in (-1, 2**31, 1.5, "7", True):
+    for seed in (-1, MAX_SEED + 1, 1.5, "7", True):
         with pytest.raises(ValueError, match="seed must be a whole number"):
             pretraining_example.check_seed(seed)
-    assert pretraining_example.check_seed(7.0) == 7
+    assert pretraining_example.check_seed(7.0) == 7 and pretraining_example.check_seed(MAX_SEED) == MAX_SEED
 
 
 def test_a_runs_held_out_sample_is_from_its_validation_split_and_a_visitors_file_has_none(tmp_path):
