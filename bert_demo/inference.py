@@ -117,6 +117,18 @@ def echo(value: object) -> str:
     return text if len(text) <= ECHO_CHARS else f"{text[:ECHO_CHARS - 1]}…"
 
 
+def whole_number(value: object, name: str, low: int | None = None, high: int | None = None) -> int:
+    """`value` as the whole number it is, from `low` to `high` where given, else a ValueError that names it (and the
+    range). A whole float is its number (2.0 is 2: sliders and JSON callers send floats); 1.5, True, text, inf and
+    nan are refused, never rounded or parsed. The one such check for the app's inputs and the example's seed."""
+    span = "" if low is None else f" from {low:,} to {high:,}"
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or (low is not None and not low <= value <= high):
+        raise ValueError(f"{name} must be a whole number{span}, got {echo(value)}")
+    return value
+
+
 def single_token(tokenizer: BertTokenizerFast, word: str) -> int:
     """The vocabulary id of a word that is one WordPiece token; otherwise a message that shows how it splits."""
     word = check_text(word, "the word")

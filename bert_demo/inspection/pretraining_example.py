@@ -22,6 +22,7 @@ from bert_demo.data.corpus import document_sources, is_named, load_corpus, sourc
 from bert_demo.data.masking import FATES, IS_NEXT, PICKED
 from bert_demo.data.pairs import SpecialIds, Tokenized, tokenize_sourced
 from bert_demo.data.sentences import MIN_WORDS, paragraphs, to_documents
+from bert_demo.inference import whole_number
 from bert_demo.model import IGNORE_INDEX, BertForPreTraining, in_eval_mode
 from bert_demo.training.pretraining import sentence_pairs, split_corpus
 from bert_demo.training.settings import MAX_SEED, TrainConfig
@@ -149,11 +150,7 @@ def typed_documents(text: str) -> Documents:
 
 def check_seed(seed: object) -> int:
     """A seed as a whole number in range, else a ValueError that says what is allowed."""
-    if isinstance(seed, float) and seed.is_integer():
-        seed = int(seed)
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
-        raise ValueError(f"the seed must be a whole number from 0 to {MAX_SEED:,}, got {str(seed)[:40]}")
-    return seed
+    return whole_number(seed, "the seed", 0, MAX_SEED)
 
 
 def draw(source: Documents, tokenizer: BertTokenizerFast, recipe: TrainConfig, seed: int) -> PretrainingExample:

@@ -30,6 +30,7 @@ from bert_demo.app.state.folders import FOLDER
 from bert_demo.app.state.uploads import corpus_upload
 from bert_demo.config import PRESETS, BertConfig, read_config
 from bert_demo.data.sources import APP_SOURCES, MIXES, SOURCES
+from bert_demo.inference import whole_number
 from bert_demo.training.settings import (
     RECIPES,
     FinetuneConfig,
@@ -226,8 +227,4 @@ def _coerce(name: str, value: Any) -> Any:
     except (TypeError, ValueError):
         kind_text = "whole number" if setting_kind is int else "number"
         raise ValueError(f"{label(name)} must be a {kind_text}, got {value!r}") from None
-    if setting_kind is int:
-        if not number.is_integer():
-            raise ValueError(f"{label(name)} must be a whole number, got {value!r}")
-        return int(number)
-    return number
+    return whole_number(number, label(name)) if setting_kind is int else number
