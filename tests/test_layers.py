@@ -95,8 +95,8 @@ def test_the_cycle_check_finds_a_cycle_of_three_and_none_in_a_chain():
     assert a_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
 
 
-APP_LAYERS = ["text", "policy", "verdict", "guards", "machine", "state", "runs", "registry", "handlers", "tabs",
-              "header", "ui"]  # the app's modules and folders, from the bottom up
+APP_LAYERS = ["text", "policy", "verdict", "guards", "machine", "state", "runs", "registry", "handlers", "queries",
+              "tabs", "header", "ui"]  # the app's modules and folders, from the bottom up
 
 
 def app_layer(module: str) -> str | None:

@@ -580,7 +580,8 @@ def test_a_mistyped_list_through_the_api_gets_the_apps_message_and_a_flood_of_th
                                              "for none), not 7")
         event, message = call(app["url"], "compare_runs", [7, "tokens"], one)
         assert (event, message) == ("error", "“Runs” takes a list of choices (such as [] for none), not 7")
-        event, message = call(app["url"], "forward_steps", [MODEL, ["the [MASK] sat."], "", 1, 1, 0], one)
+        event, message = call(app["url"], "forward_steps", [MODEL, "final", "wiki", "", "paper", 0,
+                                                               ["the [MASK] sat."]], one)
         assert event == "error" and message.startswith("“Sentence A (write [MASK] where the model should guess)” "
                                                        "takes text, not list ['the [MASK] sat.']")  # issue 69
     assert "Traceback" not in capfd.readouterr().err

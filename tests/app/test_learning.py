@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from bert_demo.app.guards.admission import SHARES, SLOW, TRAINING_STEP
+from bert_demo.app.queries import At
 from bert_demo.app.tabs import drawn, learning, steps
 from bert_demo.inspection.training_step import take
 
@@ -20,9 +21,9 @@ PARAGRAPHS = "\n\n".join(
 
 
 def step_of(registry, **change):
-    asked = {"source": drawn.YOUR_TEXT, "typed": PARAGRAPHS, "recipe": "model", "seed": 4, "step": "final",
+    asked = {"source": drawn.YOUR_TEXT, "typed": PARAGRAPHS, "recipe": "model", "seed": 4, "snapshot": "final",
              "steps": 1, "dropout": "off", **change}
-    return learning.training_step(registry, MODEL, *asked.values())
+    return learning.training_step(registry, MODEL, **asked)
 
 
 def test_the_step_is_taken_on_the_example_the_section_above_draws_and_leaves_the_shared_model_as_it_was(registry):
@@ -30,8 +31,10 @@ def test_the_step_is_taken_on_the_example_the_section_above_draws_and_leaves_the
     before = {name: tensor.clone() for name, tensor in model.state_dict().items()}
     shown = step_of(registry)
     assert set(shown) == set(learning.OUT)
-    example = steps.pretraining_example(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "model", 4)
-    same = drawn.drawn(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "model", 4)
+    example = steps.pretraining_example(registry, MODEL, source=drawn.YOUR_TEXT, typed=PARAGRAPHS, recipe="model",
+                                        seed=4)
+    same = drawn.drawn(registry, At(MODEL), drawn.Draw(source=drawn.YOUR_TEXT, typed=PARAGRAPHS, recipe="model",
+                                                       seed=4))
     taken = take(same.loaded.model, same.example, same.config)
     assert f"| {taken.loss_before:.4f} | {taken.loss_after:.4f} |" in shown["ts_summary"]
     assert f"**{taken.before.mlm_loss:.4f}**" in example["ex_loss"]  # the loss above is the step's loss before
@@ -71,7 +74,8 @@ def test_the_example_is_followed_through_each_snapshot_of_a_run(registry, run_wi
     shown = learning.across_training(registry, "runs/with-timeline", drawn.YOUR_TEXT, PARAGRAPHS, "model", 4)
     assert "from step 0 to " in shown["ex_across_note"]
     data = shown["ex_across_plot"].data
-    example = drawn.drawn(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "model", 4).example
+    example = drawn.drawn(registry, At(MODEL), drawn.Draw(source=drawn.YOUR_TEXT, typed=PARAGRAPHS, recipe="model",
+                                                          seed=4)).example
     assert len(data) == 1 + len(example.picked)  # the loss, and a line a picked label
     assert list(data[0].customdata)[:2] == [0, 10]
     said = re.search(r"from step (\d+) to (\d+): its loss went from \*\*([\d.]+)\*\* to \*\*([\d.]+)\*\*, and the "
@@ -94,13 +98,16 @@ def test_a_steps_gradients_are_kept_for_the_visitor_who_took_it_alone(registry, 
     monkeypatch.setattr(training_step, "gradients_at_steps",
                         lambda *args, **kwargs: taken.append(1) or backward(*args, **kwargs))
     asked = (drawn.YOUR_TEXT, PARAGRAPHS, "model", 6, "final")
-    learning.training_step(registry, MODEL, *asked, 1, "off", owner="visitor-a")
+    learning.training_step(registry, MODEL, **dict(zip(("source", "typed", "recipe", "seed", "snapshot"), asked)),
+                           steps=1, dropout="off", owner="visitor-a")
     assert len(taken) == 1
     view = {"reads": "example", "shows": "gradient", "source": asked[0], "typed": asked[1], "recipe": asked[2],
             "seed": asked[3]}
-    steps.forward_steps(registry, MODEL, "ignored.", "", 1, 1, 5, owner="visitor-a", **view)
+    steps.forward_steps(registry, MODEL, text_a="ignored.", text_b="", layer=1, head=1, step=5, owner="visitor-a",
+                        **view)
     assert len(taken) == 1  # visitor a's own step, kept
-    steps.forward_steps(registry, MODEL, "ignored.", "", 1, 1, 5, owner="visitor-b", **view)
+    steps.forward_steps(registry, MODEL, text_a="ignored.", text_b="", layer=1, head=1, step=5, owner="visitor-b",
+                        **view)
     assert len(taken) == 2  # visitor b's backward pass is b's own
 
 
@@ -116,9 +123,11 @@ def test_a_visitors_kept_gradients_are_for_that_example_alone(registry, monkeypa
     asked = {"reads": "example", "shows": "gradient", "source": drawn.YOUR_TEXT, "typed": PARAGRAPHS,
              "recipe": "model", "seed": 6}
     for change in ({}, {"typed": other_text}, {"recipe": "paper"}, {"seed": 7}):
-        steps.forward_steps(registry, MODEL, "ignored.", "", 1, 1, 5, owner="visitor-c", **{**asked, **change})
+        steps.forward_steps(registry, MODEL, text_a="ignored.", text_b="", layer=1, head=1, step=5, owner="visitor-c",
+                            **{**asked, **change})
     assert len(taken) == 4
-    steps.forward_steps(registry, MODEL, "ignored.", "", 1, 1, 5, owner="visitor-c", **{**asked, "typed": other_text})
+    steps.forward_steps(registry, MODEL, text_a="ignored.", text_b="", layer=1, head=1, step=5, owner="visitor-c",
+                        **{**asked, "typed": other_text})
     assert len(taken) == 4  # that one is kept
 
 

@@ -10,6 +10,7 @@ import re
 import pytest
 import torch
 
+from bert_demo.app.queries import At
 from bert_demo.app.tabs import drawn, learning
 from bert_demo.data.masking import Fate
 from tests.conftest import TEST_SHAPE
@@ -37,7 +38,8 @@ def seed(registry) -> int:
     """The first seed whose example, under the paper's recipe, has a picked position kept as it was and one given a
     random word."""
     return next(seed for seed in range(60) if {Fate.RANDOM, Fate.KEPT} <= set(
-        drawn.drawn(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "paper", seed).example.fates))
+        drawn.drawn(registry, At(MODEL), drawn.Draw(source=drawn.YOUR_TEXT, typed=PARAGRAPHS, recipe="paper",
+                                                    seed=seed)).example.fates))
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +50,8 @@ def taken(registry, seed):
     take, kept = training_step.take, []
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(training_step, "take", lambda *args, **kwargs: kept.append(take(*args, **kwargs)) or kept[-1])
-        learning.training_step(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "paper", seed, "final", STEPS, "off")
+        learning.training_step(registry, MODEL, source=drawn.YOUR_TEXT, typed=PARAGRAPHS, recipe="paper", seed=seed,
+                               snapshot="final", steps=STEPS, dropout="off")
     return take, kept[0]
 
 
@@ -61,14 +64,17 @@ def shown(registry, seed, taken, monkeypatch):
     take, step = taken
     monkeypatch.setattr(training_step, "take", lambda *args, steps=1, **kwargs: step if steps == STEPS else
                         take(*args, steps=steps, **kwargs))
-    answer = learning.training_step(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "paper", seed, "final", STEPS, "off")
-    return answer, drawn.drawn(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "paper", seed)
+    answer = learning.training_step(registry, MODEL, source=drawn.YOUR_TEXT, typed=PARAGRAPHS, recipe="paper",
+                                    seed=seed, snapshot="final", steps=STEPS, dropout="off")
+    return answer, drawn.drawn(registry, At(MODEL), drawn.Draw(source=drawn.YOUR_TEXT, typed=PARAGRAPHS,
+                                                               recipe="paper", seed=seed))
 
 
 @pytest.fixture(scope="module")
 def by_hand(registry, seed):
     """torch's AdamW, stepped on transformers' loss for the same example under the same recipe."""
-    example = drawn.drawn(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "paper", seed)
+    example = drawn.drawn(registry, At(MODEL), drawn.Draw(source=drawn.YOUR_TEXT, typed=PARAGRAPHS, recipe="paper",
+                                                          seed=seed))
     return adamw_by_hand(example.loaded.model, example_batch(example.example), example.config, STEPS)
 
 
@@ -429,6 +435,7 @@ def test_the_betas_shown_are_the_recipes_optimizers_own_in_their_order(shown):
     betas = tuple(make_optimizer(example.loaded.model, example.config).param_groups[0]["betas"])
     assert betas[0] != betas[1]  # the paper's recipe: 0.9 and 0.999, so the order is seen
     assert (after(answer["ts_adam"], "β1 ="), after(answer["ts_adam"], "β2 =")) == betas
+
 
 def test_two_steps_show_step_after_step_and_one_does_not(taken):
     """The trail is there from the second step on: one step has no history to show."""

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from bert_demo.app.guards.admission import SHARES, SLOW, TRAINING_KINDS, kind_of
+from bert_demo.app.queries import At
 from bert_demo.app.tabs import drawn, lecture
 from bert_demo.inspection import batch_step, by_hand, over_time
 from bert_demo.inspection.across_training import depth_across
@@ -22,17 +23,17 @@ MODEL = "checkpoints/tiny-test"
 PARAGRAPHS = "\n\n".join(
     f"The {w} stood by the river for many years. People came from far away to see the {w}. In winter the {w} was "
     f"covered in snow. Children played near the {w} every summer." for w in ("mill", "tower", "bridge", "church"))
-EXAMPLE = (drawn.YOUR_TEXT, PARAGRAPHS, "model", 4)
+EXAMPLE = {"source": drawn.YOUR_TEXT, "typed": PARAGRAPHS, "recipe": "model", "seed": 4}
 
 
 def _shown(registry):
-    return drawn.drawn(registry, MODEL, *EXAMPLE)
+    return drawn.drawn(registry, At(MODEL), drawn.Draw(**EXAMPLE))
 
 
 def test_the_batch_view_shows_each_examples_numbers_in_its_own_columns_and_the_parts_adding_up(registry):
     model = registry.catalog.load(MODEL).model
     before = {name: tensor.clone() for name, tensor in model.state_dict().items()}
-    shown = lecture.batch_step(registry, MODEL, *EXAMPLE, "final", 3)["lc_batch"]
+    shown = lecture.batch_step(registry, MODEL, **EXAMPLE, size=3)["lc_batch"]
     assert all(torch.equal(tensor, before[name]) for name, tensor in model.state_dict().items())
     same = _shown(registry)
     batch = batch_step.draw_batch(same.documents, same.loaded.tokenizer, same.config, 4, 3)
@@ -60,7 +61,7 @@ def test_the_batch_view_shows_each_examples_numbers_in_its_own_columns_and_the_p
 
 
 def test_the_by_hand_view_lists_the_terms_whose_sum_is_autograds_and_the_largest_first(registry):
-    shown = lecture.by_hand(registry, MODEL, *EXAMPLE, "final", "feed-forward 1", 2, 3)["lc_hand"]
+    shown = lecture.by_hand(registry, MODEL, **EXAMPLE, part="feed-forward 1", layer=2, head=3)["lc_hand"]
     same = _shown(registry)
     work = by_hand.work(same.loaded.model, same.example.batch, same.config, "feed-forward 1", 2, 3)
     linear = tables(shown)[0]
@@ -88,7 +89,7 @@ def test_the_by_hand_view_lists_the_terms_whose_sum_is_autograds_and_the_largest
 
 
 def test_the_adam_view_draws_each_weights_moves_from_the_run_and_the_rate_over_the_peak(registry):
-    shown = lecture.adam_over_time(registry, MODEL, *EXAMPLE, "final", 4, 2)
+    shown = lecture.adam_over_time(registry, MODEL, **EXAMPLE, steps=4, batch_size=2)
     same = _shown(registry)
     run = over_time.run(same.loaded.model, same.documents, same.loaded.tokenizer, same.config, 4, 4, 2)
     figure = shown["lc_adam_plot"]
@@ -119,11 +120,11 @@ def test_the_adam_view_draws_each_weights_moves_from_the_run_and_the_rate_over_t
 
 def test_the_depth_view_says_a_model_without_snapshots_has_none_and_draws_each_snapshots_gradients(
         registry, run_with_timeline):
-    none = lecture.depth_across_training(registry, MODEL, *EXAMPLE)
+    none = lecture.depth_across_training(registry, MODEL, **EXAMPLE)
     assert "kept no snapshots of its training" in none["lc_depth"]
     run = run_with_timeline("depth-timeline")
-    shown = lecture.depth_across_training(registry, "runs/depth-timeline", *EXAMPLE)
-    same = drawn.drawn(registry, "runs/depth-timeline", *EXAMPLE)
+    shown = lecture.depth_across_training(registry, "runs/depth-timeline", **EXAMPLE)
+    same = drawn.drawn(registry, At("runs/depth-timeline"), drawn.Draw(**EXAMPLE))
     held = held_out_sample(same.trained)  # the run's own held-out text: it trained on wiki
     batch = batch_step.draw_batch(held, same.loaded.tokenizer, same.config, 4, lecture.DEPTH_BATCH)
     depths = depth_across(same.loaded.model, run, batch, same.config)
@@ -138,12 +139,13 @@ def test_the_depth_view_says_a_model_without_snapshots_has_none_and_draws_each_s
 
 
 @pytest.mark.parametrize("call, message", [
-    (lambda r: lecture.batch_step(r, MODEL, *EXAMPLE, "final", 1), "2 to 6"),
-    (lambda r: lecture.batch_step(r, MODEL, *EXAMPLE, "final", 2.5), "whole number"),
-    (lambda r: lecture.by_hand(r, MODEL, *EXAMPLE, "final", "attention Z", 1, 1), "attention Q"),
-    (lambda r: lecture.by_hand(r, MODEL, *EXAMPLE, "final", "attention Q", 9, 1), "1 to 3"),
-    (lambda r: lecture.adam_over_time(r, MODEL, *EXAMPLE, "final", 20, 8), "at most 40"),
-    (lambda r: lecture.adam_over_time(r, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "model", -1, "final", 2, 2), "seed")])
+    (lambda r: lecture.batch_step(r, MODEL, **EXAMPLE, size=1), "2 to 6"),
+    (lambda r: lecture.batch_step(r, MODEL, **EXAMPLE, size=2.5), "whole number"),
+    (lambda r: lecture.by_hand(r, MODEL, **EXAMPLE, part="attention Z"), "attention Q"),
+    (lambda r: lecture.by_hand(r, MODEL, **EXAMPLE, layer=9), "1 to 3"),
+    (lambda r: lecture.adam_over_time(r, MODEL, **EXAMPLE, steps=20, batch_size=8), "at most 40"),
+    (lambda r: lecture.adam_over_time(r, MODEL, source=drawn.YOUR_TEXT, typed=PARAGRAPHS, recipe="model", seed=-1,
+                                      snapshot="final", steps=2, batch_size=2), "seed")])
 def test_a_view_asked_wrongly_gets_a_message(registry, call, message):
     with pytest.raises(gr.Error, match=message):
         call(registry)
@@ -180,8 +182,8 @@ def test_a_gradient_by_hand_and_a_batch_step_beside_other_visitors_answer_as_the
 
     from bert_demo.app.tabs import fill
 
-    asks = {"hand": lambda: lecture.by_hand(registry, MODEL, *EXAMPLE, "final", "attention V", 2, 2)["lc_hand"],
-            "batch": lambda: lecture.batch_step(registry, MODEL, *EXAMPLE, "final", 2)["lc_batch"].split(
+    asks = {"hand": lambda: lecture.by_hand(registry, MODEL, **EXAMPLE, part="attention V", layer=2, head=2)["lc_hand"],
+            "batch": lambda: lecture.batch_step(registry, MODEL, **EXAMPLE, size=2)["lc_batch"].split(
                 "**Dropout.**")[0],  # dropout's draws are random by design
             "fill": lambda: str({name: value for name, value in fill.fill_mask(
                 registry, MODEL, "the [MASK] sat on the mat.", 5).items() if isinstance(value, (str, dict))})}

@@ -11,6 +11,7 @@ import gradio as gr
 import pytest
 import torch
 
+from bert_demo.app.queries import At
 from bert_demo.app.tabs import drawn, model_views, steps, steps_views, train
 from bert_demo.inspection import pretraining_example
 from bert_demo.inspection.forward_steps import STEP_NAMES, Site, source_line
@@ -23,7 +24,7 @@ PARAGRAPHS = "\n\n".join(
 
 
 def draw(registry, seed: int = 3, recipe: str = "model", source: str = drawn.YOUR_TEXT, typed: str = PARAGRAPHS):
-    return steps.pretraining_example(registry, MODEL, source, typed, recipe, seed)
+    return steps.pretraining_example(registry, MODEL, source=source, typed=typed, recipe=recipe, seed=seed)
 
 
 def test_an_example_is_drawn_again_by_its_seed_and_shows_every_position_of_the_backends_draw(registry):
@@ -83,7 +84,8 @@ def test_every_step_of_the_forward_pass_is_shown_with_its_equation_shape_and_lin
     loaded = registry.catalog.load_at(MODEL, None)
     passed = computed(loaded.model, loaded.tokenizer, "the cat sat on the [MASK].", "it purred.", layer=2, head=1)
     for index in range(len(STEP_NAMES)):
-        shown = steps.forward_steps(registry, MODEL, "the cat sat on the [MASK].", "it purred.", 2, 1, index)
+        shown = steps.forward_steps(registry, MODEL, text_a="the cat sat on the [MASK].", text_b="it purred.", layer=2,
+                                    head=1, step=index)
         part, title = STEP_NAMES[index].split(" · ")
         assert shown["fw_text"].startswith(f"### {index + 1} of {len(STEP_NAMES)} · {part}: {title}")
         rows, columns = passed[index].shape
@@ -100,7 +102,8 @@ def source_line_of(markdown: str) -> str:
 
 
 def test_the_code_shown_is_the_line_of_model_py_it_names(registry):
-    shown = steps.forward_steps(registry, MODEL, "the cat sat.", "", 1, 1, STEP_NAMES.index("Attention · Scores"))
+    shown = steps.forward_steps(registry, MODEL, text_a="the cat sat.", text_b="", layer=1, head=1,
+                                step=STEP_NAMES.index("Attention · Scores"))
     number, line = source_line("scores = self.attention_scores(")
     assert f"line {number}:" in shown["fw_text"] and source_line_of(shown["fw_text"]) == line
 
@@ -121,19 +124,20 @@ def test_an_example_asked_wrongly_gets_a_message(registry, change, message):
                                                          (1.5, 1, 0, "layer is a whole")])
 def test_a_step_asked_wrongly_gets_a_message(registry, layer, head, index, message):
     with pytest.raises(gr.Error, match=f"(?i){message}"):
-        steps.forward_steps(registry, MODEL, "the cat sat.", "", layer, head, index)
+        steps.forward_steps(registry, MODEL, text_a="the cat sat.", text_b="", layer=layer, head=head, step=index)
 
 
 def test_the_tab_draws_when_first_opened_and_again_on_another_model_only_once_drawn(registry):
-    args = (MODEL, "wiki", "", "model", 1, "final", "the cat sat.", "", 9, 9, 0, "typed", "values", -1)
-    first = steps.steps_opened(registry, *args, False)
+    args = dict(source="wiki", typed="", recipe="model", seed=1, snapshot="final", text_a="the cat sat.", text_b="",
+                layer=9, head=9, step=0, reads="typed", shows="values", position=-1)
+    first = steps.steps_opened(registry, MODEL, **args, opened=False)
     assert first["steps_drawn"] is True and first["fw_layer"].maximum == first["fw_layer"].value == 3
     assert first["fw_head"].maximum == first["fw_head"].value == 4  # each to its own count, not the other's
     assert (first["lc_layer"].maximum, first["lc_head"].maximum) == (3, 4)  # section 4's, the same model's
-    assert all(value == gr.skip() for value in steps.steps_opened(registry, *args, True).values())
-    untouched = steps.steps_refreshed(registry, "checkpoints/another", *args[1:], False)
+    assert all(value == gr.skip() for value in steps.steps_opened(registry, MODEL, **args, opened=True).values())
+    untouched = steps.steps_refreshed(registry, "checkpoints/another", **args, opened=False)
     assert untouched["ex_pair"] == gr.skip() and untouched["fw_text"] == gr.skip()
-    again = steps.steps_refreshed(registry, "checkpoints/another", *args[1:], True)
+    again = steps.steps_refreshed(registry, "checkpoints/another", **args, opened=True)
     assert again["ex_pair"].startswith("Seed **1**") and again["fw_text"].startswith("### 1 of 31")
 
 
@@ -165,15 +169,15 @@ def test_the_model_tab_says_the_recipe_the_model_was_trained_with(registry):
 def test_scores_are_drawn_as_dots_and_shares_as_bars_and_a_lone_sentence_is_said_to_have_no_b(registry):
     decoder, softmax = (STEP_NAMES.index(name) for name in ("Masked-LM head · Decoder, tied to the word embeddings",
                                                              "Masked-LM head · Softmax: the guesses"))
-    scores = steps.forward_steps(registry, MODEL, "the [MASK] sat.", "", 1, 1, decoder)
-    shares = steps.forward_steps(registry, MODEL, "the [MASK] sat.", "", 1, 1, softmax)
+    scores = steps.forward_steps(registry, MODEL, text_a="the [MASK] sat.", text_b="", layer=1, head=1, step=decoder)
+    shares = steps.forward_steps(registry, MODEL, text_a="the [MASK] sat.", text_b="", layer=1, head=1, step=softmax)
     assert json.loads(scores["fw_plot"].to_json())["data"][0]["type"] == "scatter"  # a bar from 0 hid the top guess
     assert json.loads(shares["fw_plot"].to_json())["data"][0]["type"] == "bar"
     nsp = STEP_NAMES.index("Next-sentence head · Softmax")
-    shown = steps.forward_steps(registry, MODEL, "the cat sat.", "", 1, 1, nsp)["fw_text"]
+    shown = steps.forward_steps(registry, MODEL, text_a="the cat sat.", text_b="", layer=1, head=1, step=nsp)["fw_text"]
     assert "There is no sentence B here" in shown
-    assert "There is no sentence B" not in steps.forward_steps(registry, MODEL, "the cat sat.", "it purred.", 1, 1,
-                                                                nsp)["fw_text"]
+    assert "There is no sentence B" not in steps.forward_steps(registry, MODEL, text_a="the cat sat.",
+                                                               text_b="it purred.", step=nsp)["fw_text"]
 
 
 def test_walking_the_steps_layers_and_heads_of_one_input_runs_the_model_once(registry, monkeypatch):
@@ -182,10 +186,12 @@ def test_walking_the_steps_layers_and_heads_of_one_input_runs_the_model_once(reg
     runs, run = [], forward.forward_pass
     monkeypatch.setattr(forward, "forward_pass", lambda *args: runs.append(args[2:4]) or run(*args))
     for index in range(5):
-        steps.forward_steps(registry, MODEL, "a walk of one input.", "", 2, 2, index)
-    shown = steps.forward_steps(registry, MODEL, "a walk of one input.", "", 1, 1, 0)  # another layer and head
-    assert "(layer 1, head 1)" in steps.forward_steps(registry, MODEL, "a walk of one input.", "", 1, 1, 5)["fw_text"]
-    steps.forward_steps(registry, MODEL, "another input.", "", 1, 1, 0)
+        steps.forward_steps(registry, MODEL, text_a="a walk of one input.", text_b="", layer=2, head=2, step=index)
+    shown = steps.forward_steps(registry, MODEL, text_a="a walk of one input.", text_b="", layer=1, head=1,
+                                step=0)  # another layer and head
+    assert "(layer 1, head 1)" in steps.forward_steps(registry, MODEL, text_a="a walk of one input.", text_b="",
+                                                      layer=1, head=1, step=5)["fw_text"]
+    steps.forward_steps(registry, MODEL, text_a="another input.", text_b="", layer=1, head=1, step=0)
     assert runs == [("a walk of one input.", None), ("another input.", None)] and shown["fw_text"]
 
 
@@ -197,19 +203,20 @@ def test_a_kept_forward_pass_is_its_visitors_alone(registry, monkeypatch):
     runs, run = [], forward.forward_pass
     monkeypatch.setattr(forward, "forward_pass", lambda *args: runs.append(args[2]) or run(*args))
     for visitor in ("visitor-a", "visitor-b", "visitor-a"):
-        steps.forward_steps(registry, MODEL, "a text two visitors type.", "", 1, 1, 0, owner=visitor)
+        steps.forward_steps(registry, MODEL, text_a="a text two visitors type.", text_b="", layer=1, head=1, step=0,
+                            owner=visitor)
     assert runs == ["a text two visitors type."] * 2
 
 
 def test_the_kept_passes_stay_within_their_bytes(registry, monkeypatch):
     """Passes of six texts of one length, where two fit in the bytes: the two latest are kept, within the bound."""
     texts = [f"text number {i} of six." for i in range(6)]
-    steps.forward_steps(registry, MODEL, texts[0], "", 1, 1, 0, owner="visitor-a")
+    steps.forward_steps(registry, MODEL, text_a=texts[0], text_b="", layer=1, head=1, step=0, owner="visitor-a")
     one = next(kept for (_, asked), kept in steps._passes.items() if texts[0] in asked).nbytes
     monkeypatch.setattr(steps, "_passes", steps.ByVisitor(steps.PASSES_KEPT, int(2.5 * one),
                                                           lambda kept: kept.nbytes))
     for typed in texts:
-        steps.forward_steps(registry, MODEL, typed, "", 1, 1, 0, owner="visitor-a")
+        steps.forward_steps(registry, MODEL, text_a=typed, text_b="", layer=1, head=1, step=0, owner="visitor-a")
         assert 0 < steps._passes.bytes <= 2.5 * one
     assert [asked[3] for (_, asked), _ in steps._passes.items()] == texts[-2:]
 
@@ -217,10 +224,11 @@ def test_the_kept_passes_stay_within_their_bytes(registry, monkeypatch):
 def test_opening_the_tab_on_the_drawn_example_shows_that_example_in_both_views_and_names_a_bad_slider(registry):
     """The tab opened (or a link followed) with the forward pass reading the example: section 2's rows are the very
     pieces section 1 drew; a slider's value that is not whole is refused by its name."""
-    view = dict(source=drawn.YOUR_TEXT, typed=PARAGRAPHS, recipe="model", seed=5, step="final", text_a="ignored.",
-                text_b="", layer=1, head=1, index=0, reads="example", shows="values", position=-1)
+    view = dict(source=drawn.YOUR_TEXT, typed=PARAGRAPHS, recipe="model", seed=5, snapshot="final",
+                text_a="ignored.", text_b="", layer=1, head=1, step=0, reads="example", shows="values", position=-1)
     both = steps.steps_opened(registry, MODEL, opened=False, **view)
-    example = drawn.drawn(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "model", 5).example
+    example = drawn.drawn(registry, At(MODEL), drawn.Draw(source=drawn.YOUR_TEXT, typed=PARAGRAPHS, recipe="model",
+                                                          seed=5)).example
     assert both["ex_pair"].startswith("Seed **5**")
     rows = json.loads(both["fw_plot"].to_json())["data"][0]["y"]
     assert [row.split(" ", 1)[1] for row in rows] == example.shown
@@ -230,14 +238,16 @@ def test_opening_the_tab_on_the_drawn_example_shows_that_example_in_both_views_a
 
 
 def test_the_forward_pass_reads_the_drawn_example_as_training_reads_it(registry):
-    example = drawn.drawn(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "model", 5).example
-    shown = steps.forward_steps(registry, MODEL, "ignored.", "", 1, 1, 0, reads="example", source=drawn.YOUR_TEXT,
-                                typed=PARAGRAPHS, recipe="model", seed=5)
+    example = drawn.drawn(registry, At(MODEL), drawn.Draw(source=drawn.YOUR_TEXT, typed=PARAGRAPHS, recipe="model",
+                                                          seed=5)).example
+    shown = steps.forward_steps(registry, MODEL, text_a="ignored.", text_b="", layer=1, head=1, step=0, reads="example",
+                                source=drawn.YOUR_TEXT, typed=PARAGRAPHS, recipe="model", seed=5)
     rows = json.loads(shown["fw_plot"].to_json())["data"][0]["y"]
     assert [row.split(" ", 1)[1] for row in rows] == example.shown  # every piece, masked, random and kept
     decoder = STEP_NAMES.index("Masked-LM head · Decoder, tied to the word embeddings")
-    guesses = steps.forward_steps(registry, MODEL, "ignored.", "", 1, 1, decoder, reads="example",
-                                  source=drawn.YOUR_TEXT, typed=PARAGRAPHS, recipe="model", seed=5)
+    guesses = steps.forward_steps(registry, MODEL, text_a="ignored.", text_b="", layer=1, head=1, step=decoder,
+                                  reads="example", source=drawn.YOUR_TEXT, typed=PARAGRAPHS,
+                                  recipe="model", seed=5)
     assert f"**Shape** ({len(example.picked)}, " in guesses["fw_text"]  # the head runs at the picked positions
 
 
@@ -249,23 +259,27 @@ def test_a_step_shows_its_gradient_from_the_training_step_taken_once(registry, m
     monkeypatch.setattr(training_step, "take", lambda *args, **kwargs: taken.append(1) or take(*args, **kwargs))
     ask = dict(reads="example", shows="gradient", source=drawn.YOUR_TEXT, typed=PARAGRAPHS, recipe="model", seed=6,
                owner="visitor-g")
-    learning.training_step(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "model", 6, owner="visitor-g")
+    learning.training_step(registry, MODEL, source=drawn.YOUR_TEXT, typed=PARAGRAPHS, recipe="model", seed=6,
+                           owner="visitor-g")
     output = STEP_NAMES.index("Feed-forward · The layer's output (LayerNorm)")
-    shown = steps.forward_steps(registry, MODEL, "", "", 2, 1, output, **ask)
+    shown = steps.forward_steps(registry, MODEL, text_a="", text_b="", layer=2, head=1, step=output, **ask)
     assert shown["fw_text"].startswith("**The gradient of the loss here**") and taken == [1]
     assert "its gradient on one colour scale" in shown["fw_grid_note"]  # the pictures below are the gradient's too
-    same = drawn.drawn(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "model", 6)
+    same = drawn.drawn(registry, At(MODEL), drawn.Draw(source=drawn.YOUR_TEXT, typed=PARAGRAPHS, recipe="model",
+                                                       seed=6))
     step = take(same.loaded.model, same.example, same.config)
     expected = step.flow[Site("bert.encoder.layer.1.output.LayerNorm")][0]
     z = torch.tensor(shown["fw_plot"].data[0].z, dtype=torch.float32)
     torch.testing.assert_close(z, expected, atol=float(expected.abs().max()) * 1e-3, rtol=0)  # 4 digits of the top
-    mask = steps.forward_steps(registry, MODEL, "", "", 2, 1, STEP_NAMES.index("Attention · Padding mask"), **ask)
+    mask = steps.forward_steps(registry, MODEL, text_a="", text_b="", layer=2, head=1,
+                               step=STEP_NAMES.index("Attention · Padding mask"), **ask)
     assert "no gradient at this step" in mask["fw_text"]
 
 
 def test_a_gradient_of_typed_sentences_is_refused_with_what_to_choose(registry):
     with pytest.raises(gr.Error, match="choose “the example drawn above”"):
-        steps.forward_steps(registry, MODEL, "the cat sat.", "", 1, 1, 0, shows="gradient")
+        steps.forward_steps(registry, MODEL, text_a="the cat sat.", text_b="", layer=1, head=1, step=0,
+                            shows="gradient")
 
 
 def test_the_tab_offers_the_models_training_steps_where_it_kept_snapshots(registry):
@@ -279,11 +293,12 @@ def test_a_link_names_the_views_settings_and_model_and_opening_it_sets_them():
             "&layer=2&head=3)") in link
     request = SimpleNamespace(query_params={"tab": "steps", "model": "runs/my run", "seed": "7", "step": "9",
                                             "layer": "x", "recipe": "paper"})
-    tabs, by_link, model, source, recipe, seed, reads, shows, step, layer, head = steps.opened_by_link(request)
-    assert tabs.selected == "steps" and by_link is True
+    tabs, no_link, model, source, recipe, seed, reads, shows, step, layer, head = steps.opened_by_link(request)
+    assert tabs.selected == "steps" and no_link is False  # the link's view is drawn next, as if the tab had opened
     assert (model, recipe, seed, step) == ("runs/my run", "paper", 7, 8)
     assert all(value == gr.skip() for value in (source, reads, shows, layer, head))  # unread: left as it is
-    assert all(value == gr.skip() for value in steps.opened_by_link(SimpleNamespace(query_params={})))
+    tabs, no_link, *settings = steps.opened_by_link(SimpleNamespace(query_params={}))
+    assert no_link is True and all(value == gr.skip() for value in (tabs, *settings))  # nothing to draw
 
 
 def test_from_the_training_step_one_click_shows_its_gradient_at_the_step_chosen_or_where_it_is_born():
@@ -303,12 +318,15 @@ def test_the_decoders_gradient_shows_each_positions_label_first_as_autograd_and_
     from tests.rendered import traces
 
     seed = next(seed for seed in range(60) if {Fate.RANDOM, Fate.KEPT} <= set(
-        drawn.drawn(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "model", seed).example.fates))
-    shown = drawn.drawn(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "model", seed)
+        drawn.drawn(registry, At(MODEL), drawn.Draw(source=drawn.YOUR_TEXT, typed=PARAGRAPHS, recipe="model",
+                                                    seed=seed)).example.fates))
+    shown = drawn.drawn(registry, At(MODEL), drawn.Draw(source=drawn.YOUR_TEXT, typed=PARAGRAPHS, recipe="model",
+                                                        seed=seed))
     example, tokenizer = shown.example, shown.loaded.tokenizer
     index = STEP_NAMES.index("Masked-LM head · Decoder, tied to the word embeddings")
-    answer = steps.forward_steps(registry, MODEL, "ignored.", "", 1, 1, index, reads="example", shows="gradient",
-                                 source=drawn.YOUR_TEXT, typed=PARAGRAPHS, recipe="model", seed=seed)
+    answer = steps.forward_steps(registry, MODEL, text_a="ignored.", text_b="", layer=1, head=1, step=index,
+                                 reads="example", shows="gradient", source=drawn.YOUR_TEXT,
+                                 typed=PARAGRAPHS, recipe="model", seed=seed)
     theirs = transformers_model(shown.loaded.model)
     loss, out = transformers_loss(theirs, example_batch(example), shown.config.nsp_weight)
     out.prediction_logits.retain_grad()

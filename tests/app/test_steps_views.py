@@ -10,6 +10,7 @@ import re
 import pytest
 import torch
 
+from bert_demo.app.queries import At
 from bert_demo.app.tabs import drawn, steps
 from bert_demo.data.masking import IS_NEXT, Fate
 from bert_demo.inference import encode_input
@@ -34,7 +35,8 @@ def drawn_with(make_checkpoint, tmp_path_factory):
     make_checkpoint(root / "checkpoints" / "tiny-test")
     registry = Registry(checkpoints_dir=root / "checkpoints", runs_dir=root / "runs", device="cpu", allow_hub=False)
     seed = next(seed for seed in range(60) if {Fate.RANDOM, Fate.KEPT} <= set(
-        drawn.drawn(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "paper", seed).example.fates))
+        drawn.drawn(registry, At(MODEL), drawn.Draw(source=drawn.YOUR_TEXT, typed=PARAGRAPHS, recipe="paper",
+                                                    seed=seed)).example.fates))
     return registry, seed
 
 
@@ -42,8 +44,10 @@ def drawn_with(make_checkpoint, tmp_path_factory):
 def section_1(drawn_with):
     """Section 1 as the page draws it for that seed (rendered afresh for each test), and the example."""
     registry, seed = drawn_with
-    shown = steps.pretraining_example(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "paper", seed)
-    return registry, shown, drawn.drawn(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "paper", seed)
+    shown = steps.pretraining_example(registry, MODEL, source=drawn.YOUR_TEXT, typed=PARAGRAPHS, recipe="paper",
+                                      seed=seed)
+    return registry, shown, drawn.drawn(registry, At(MODEL), drawn.Draw(source=drawn.YOUR_TEXT, typed=PARAGRAPHS,
+                                                                        recipe="paper", seed=seed))
 
 
 def test_the_pair_names_its_seed_and_its_nsp_label_as_the_batch_holds_it(section_1):
@@ -81,9 +85,12 @@ def test_each_box_is_its_positions_piece_id_segment_and_fate_with_its_label(sect
 def test_the_examples_loss_and_each_positions_are_transformers_on_its_batch(section_1, is_next):
     registry = section_1[0]
     seed = next(seed for seed in range(60)
-                if drawn.drawn(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "paper", seed).example.is_next == is_next)
-    shown = steps.pretraining_example(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "paper", seed)
-    example = drawn.drawn(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "paper", seed)
+                if drawn.drawn(registry, At(MODEL), drawn.Draw(source=drawn.YOUR_TEXT, typed=PARAGRAPHS,
+                                                               recipe="paper", seed=seed)).example.is_next == is_next)
+    shown = steps.pretraining_example(registry, MODEL, source=drawn.YOUR_TEXT, typed=PARAGRAPHS, recipe="paper",
+                                      seed=seed)
+    example = drawn.drawn(registry, At(MODEL), drawn.Draw(source=drawn.YOUR_TEXT, typed=PARAGRAPHS, recipe="paper",
+                                                          seed=seed))
     batch, weight = example_batch(example.example), example.config.nsp_weight
     theirs = transformers_model(example.loaded.model)
     with torch.no_grad():
@@ -123,15 +130,16 @@ def test_the_shares_table_sets_what_each_recipe_sets(section_1):
 
 
 def forward(registry, step: str, layer: int, head: int, position: int = -1) -> dict:
-    return steps.forward_steps(registry, MODEL, SENTENCE_A, SENTENCE_B, layer, head, STEP_NAMES.index(step),
-                               position=position)
+    return steps.forward_steps(registry, MODEL, text_a=SENTENCE_A, text_b=SENTENCE_B, layer=layer, head=head,
+                               step=STEP_NAMES.index(step), position=position)
 
 
 @pytest.fixture(scope="module")
 def typed(drawn_with):
     """transformers' pass over the typed pair, attention and hidden states kept."""
     registry, seed = drawn_with
-    example = drawn.drawn(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "paper", seed)
+    example = drawn.drawn(registry, At(MODEL), drawn.Draw(source=drawn.YOUR_TEXT, typed=PARAGRAPHS, recipe="paper",
+                                                          seed=seed))
     theirs = transformers_model(example.loaded.model)
     batch = encode_input(example.loaded.model, example.loaded.tokenizer, SENTENCE_A, SENTENCE_B)
     with torch.no_grad():
@@ -198,7 +206,8 @@ def test_what_was_cut_to_fit_is_counted_from_each_sides_start_and_end_as_the_pie
     registry = section_1[0]
     checked = 0
     for seed in range(40):
-        example = drawn.drawn(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "paper", seed)
+        example = drawn.drawn(registry, At(MODEL), drawn.Draw(source=drawn.YOUR_TEXT, typed=PARAGRAPHS,
+                                                              recipe="paper", seed=seed))
         if not any(example.example.cut):
             continue
         pieces, tokenizer = example.example.pieces, example.loaded.tokenizer
@@ -210,7 +219,8 @@ def test_what_was_cut_to_fit_is_counted_from_each_sides_start_and_end_as_the_pie
             start = next(i for i in range(len(whole) - len(kept[side]) + 1)
                          if whole[i:i + len(kept[side])] == kept[side])
             counted += [start, len(whole) - start - len(kept[side])]
-        said = steps.pretraining_example(registry, MODEL, drawn.YOUR_TEXT, PARAGRAPHS, "paper", seed)["ex_pair"]
+        said = steps.pretraining_example(registry, MODEL, source=drawn.YOUR_TEXT, typed=PARAGRAPHS, recipe="paper",
+                                         seed=seed)["ex_pair"]
         for n, where in zip(counted, ("A's start", "A's end", "B's start", "B's end")):
             assert (f"{n} from {where}" in said) == (n > 0), (seed, where, said[-300:])
         assert f"{sum(counted)} word pieces went" in said
@@ -241,12 +251,14 @@ def test_a_segment_of_several_sentences_is_said_to_span_them_from_its_first(draw
     text = "\n\n".join(". ".join(f"The {w} {verb}" for verb in ("fell", "rose", "sang", "ran", "slept", "woke")) + "."
                         for w in ("mill", "tower", "bridge", "church"))
     for seed in range(40):
-        example = drawn.drawn(registry, MODEL, drawn.YOUR_TEXT, text, "paper", seed).example
+        example = drawn.drawn(registry, At(MODEL), drawn.Draw(source=drawn.YOUR_TEXT, typed=text, recipe="paper",
+                                                              seed=seed)).example
         long = [s for s in (example.a, example.b) if len(s.sentences) > 1]
         if long:
             break
     segment = long[0]
     paragraph = [sentence.rstrip(".") for sentence in text.split("\n\n")[segment.document].split(". ")]
     first = paragraph.index(segment.sentences[0].rstrip("."))  # found here in the typed text
-    shown = steps.pretraining_example(registry, MODEL, drawn.YOUR_TEXT, text, "paper", seed)["ex_pair"]
+    shown = steps.pretraining_example(registry, MODEL, source=drawn.YOUR_TEXT, typed=text, recipe="paper",
+                                      seed=seed)["ex_pair"]
     assert f"document {segment.document + 1}, sentences {first + 1}-{first + len(segment.sentences)}" in shown

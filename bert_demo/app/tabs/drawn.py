@@ -7,14 +7,29 @@ from dataclasses import dataclass
 from typing import Any
 
 from bert_demo.app.handlers import FINAL, load_at
-from bert_demo.app.state.catalog import LIVE
+from bert_demo.app.queries import At, Query, ask
 from bert_demo.app.registry import Registry
+from bert_demo.app.state.catalog import LIVE
 from bert_demo.config import read_metadata
 from bert_demo.data.sources import APP_SOURCES
-from bert_demo.training.settings import PAPER_RECIPE, TrainConfig
+from bert_demo.training.settings import MAX_SEED, PAPER_RECIPE, TrainConfig
 
 YOUR_TEXT = "your own paragraphs"
-RECIPE_CHOICES = [("the one this model was trained with", "model"), ("the paper's", "paper")]
+FIRST_SOURCE = "wiki"  # offline: the page opens on it
+EXAMPLE_RECIPES = [("the one this model was trained with", "model"), ("the paper's", "paper")]
+
+
+@dataclass(frozen=True)
+class Draw(Query):
+    """How section 1 of the Step by step tab draws its example, which every later section reads again."""
+
+    PREFIX = "ex"
+    source: str = ask(FIRST_SOURCE, "Drawn from", choices=[*APP_SOURCES, YOUR_TEXT],
+                      info="32 passages of a corpus the seed picks, or your paragraphs")
+    typed: str = ask("", "Your paragraphs (a blank line between them; B may come from another one)")
+    recipe: str = ask("paper", "Recipe", choices=EXAMPLE_RECIPES,
+                      info="the paper's picks 15%; the app's fast recipe picks 25%")
+    seed: int = ask(0, "Seed", bounds=(0, MAX_SEED))  # checked with its range (`pretraining_example.check_seed`)
 
 
 @dataclass(frozen=True)
@@ -33,23 +48,23 @@ class Drawn:
         return self.trained or TrainConfig()
 
 
-def drawn(registry: Registry, model_name: str, source: str, typed: str | None, recipe: str, seed: float,
-          step: str = FINAL, owner: str | None = None) -> Drawn:
-    """The example drawn with `seed` from `source` (a named corpus, or `typed` paragraphs) under `recipe` ("model"
-    or "paper"), and the model at `step` of its training; bad input raises ValueError with what is allowed."""
+def drawn(registry: Registry, at: At, draw: Draw, owner: str | None = None) -> Drawn:
+    """The example `draw` asks for (with its seed, from a named corpus or the typed paragraphs, under the model's
+    recipe or the paper's), and the model `at` asks for; bad input raises ValueError with what is allowed."""
     from bert_demo.inspection import pretraining_example as examples
 
-    seed = examples.check_seed(seed)
-    if source not in (*APP_SOURCES, YOUR_TEXT):
-        raise ValueError(f"draw from {', '.join(APP_SOURCES)} or {YOUR_TEXT}, not {str(source)[:40]!r}")
-    if recipe not in dict(map(reversed, RECIPE_CHOICES)):
+    seed = examples.check_seed(draw.seed)
+    if draw.source not in (*APP_SOURCES, YOUR_TEXT):
+        raise ValueError(f"draw from {', '.join(APP_SOURCES)} or {YOUR_TEXT}, not {str(draw.source)[:40]!r}")
+    if draw.recipe not in dict(map(reversed, EXAMPLE_RECIPES)):
         raise ValueError(f"the recipe is 'model' (the one this model was trained with) or 'paper', not "
-                         f"{str(recipe)[:40]!r}")
-    loaded = load_at(registry, model_name, step, owner)
-    trained = trained_with(registry, model_name, owner)
+                         f"{str(draw.recipe)[:40]!r}")
+    loaded = load_at(registry, at.model_name, at.snapshot, owner)
+    trained = trained_with(registry, at.model_name, owner)
     ours = trained or TrainConfig()
-    config = ours if recipe == "model" else paper_recipe(ours)
-    documents = examples.typed_documents(typed) if source == YOUR_TEXT else examples.corpus_sample(source, seed)
+    config = ours if draw.recipe == "model" else paper_recipe(ours)
+    documents = (examples.typed_documents(draw.typed) if draw.source == YOUR_TEXT
+                 else examples.corpus_sample(draw.source, seed))
     return Drawn(loaded, trained, config, documents, examples.draw(documents, loaded.tokenizer, config, seed))
 
 
@@ -75,6 +90,7 @@ def paper_recipe(config: TrainConfig) -> TrainConfig:
     return TrainConfig.from_dict({**config.to_dict(), **PAPER_RECIPE})
 
 
-def model_shown(drawn: Drawn, step: str) -> str:
+def model_shown(drawn: Drawn, snapshot: str) -> str:
     """The model an answer is under, as a sentence names it: its name, and its training step where not final."""
-    return drawn.loaded.entry.name + ("" if step in (None, "", FINAL) else f", at step {step} of its training")
+    return drawn.loaded.entry.name + ("" if snapshot in (None, "", FINAL) else f", at step {snapshot} of its "
+                                                                             "training")

@@ -5,16 +5,18 @@ optimizer's update worked through, and what changed. The layout, its wiring and 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any, TypedDict
 
 import gradio as gr
 
-from bert_demo.app.handlers import FINAL, Components, Outputs, friendly, whole
+from bert_demo.app.handlers import FINAL, Components, Outputs, friendly
+from bert_demo.app.queries import At, Query, ask, inputs, takes
+from bert_demo.app.registry import Registry
 from bert_demo.app.state.folders import read_examples
 from bert_demo.app.state.kept import ByVisitor
-from bert_demo.app.registry import Registry
 from bert_demo.app.tabs import learning_views as views
-from bert_demo.app.tabs.drawn import YOUR_TEXT, Drawn, drawn, model_shown
+from bert_demo.app.tabs.drawn import YOUR_TEXT, Draw, Drawn, drawn, model_shown
 from bert_demo.inspection import curves
 from bert_demo.training.settings import EXAMPLE_STEPS
 
@@ -24,6 +26,16 @@ DROPOUTS = {"off": 0.0, "paper": 0.1}  # the step's dropout, by the choice's val
 DROPOUT_CHOICES = [("off (the step repeats exactly)", "off"), ("the paper's, 0.1", "paper")]
 PROMPT = "Press “Take the training step” to train the model on the example above."
 ACROSS_PROMPT = "Press “Follow it through the model's training”"
+
+
+@dataclass(frozen=True)
+class Take(Query):
+    """How section 3 trains on the example: how many steps, and with dropout or without."""
+
+    PREFIX = "ts"
+    steps: int = ask(1, "Steps on this example", bounds=(1, EXAMPLE_STEPS), whole=True, noun="number of steps",
+                     info="more than one: watch it memorise the example")
+    dropout: str = ask("off", "Dropout", choices=DROPOUT_CHOICES)
 
 
 class LearningParts(TypedDict):
@@ -57,9 +69,7 @@ def layout() -> LearningParts:
     """Section 3: the step's settings and button, then what it did, from where the gradient starts to the update."""
     with gr.Accordion("3. One training step on this example: loss.backward(), optimizer.step()", open=True):
         with gr.Row(equal_height=True):
-            c = {"ts_steps": gr.Slider(1, EXAMPLE_STEPS, value=1, step=1, label="Steps on this example",
-                                       elem_id="ts-steps", info="more than one: watch it memorise the example"),
-                 "ts_dropout": gr.Radio(DROPOUT_CHOICES, value="off", label="Dropout", elem_id="ts-dropout")}
+            c = {"ts_steps": Take.input("steps", gr.Slider), "ts_dropout": Take.input("dropout", gr.Radio)}
         with gr.Row():
             c["ts_take"] = gr.Button("Take the training step", variant="primary", elem_id="ts-take", min_width=160)
             c["ts_to_forward"] = gr.Button("Its gradient at each step of the forward pass ↑", elem_id="ts-to-forward",
@@ -98,13 +108,10 @@ def across_layout() -> Components:
 def wire(c: Components, bound: Callable[[Callable], Callable], redrawn: list) -> None:
     """The button takes the step on the example the section above shows; every event that draws another example
     (`redrawn`) clears what a step on the last one showed."""
-    inputs = [c[name] for name in ("model", "ex_source", "ex_typed", "ex_recipe", "ex_seed", "step", "ts_steps",
-                                   "ts_dropout")]
-    c["ts_take"].click(bound(training_step), inputs, [c[name] for name in OUT], api_name="training_step",
-                       show_progress_on=[c["ts_summary"]])
-    across_in = [c[name] for name in ("model", "ex_source", "ex_typed", "ex_recipe", "ex_seed")]
+    c["ts_take"].click(bound(training_step), inputs(c, training_step), [c[name] for name in OUT],
+                       api_name="training_step", show_progress_on=[c["ts_summary"]])
     across_out = [c["ex_across_note"], c["ex_across_plot"]]
-    c["ex_across"].click(bound(across_training), across_in, across_out, api_name="across_training",
+    c["ex_across"].click(bound(across_training), inputs(c, across_training), across_out, api_name="across_training",
                          show_progress_on=[c["ex_across_plot"]])
     for event in redrawn:
         event.then(cleared, None, [c[name] for name in OUT], api_visibility="private", queue=False)
@@ -119,49 +126,50 @@ def cleared() -> tuple:
 
 
 @friendly
-def training_step(registry: Registry, model_name: str, source: str, typed: str | None, recipe: str, seed: float,
-                  step: str = FINAL, steps: float = 1, dropout: str = "off", owner: str | None = None) -> Outputs:
-    """`steps` training steps (1 to EXAMPLE_STEPS) on the example `pretraining_example` draws with the same inputs, with
-    `dropout` ("off", or the "paper"'s 0.1), on a private copy of the model: what the gradient and the update were."""
+@takes(at=At, draw=Draw, take=Take)
+def training_step(registry: Registry, at: At, draw: Draw, take: Take, owner: str | None = None) -> Outputs:
+    """`take.steps` training steps (1 to EXAMPLE_STEPS) on the example `pretraining_example` draws with the same
+    inputs, with dropout ("off", or the "paper"'s 0.1), on a private copy of the model: what the gradient and the
+    update were."""
     from bert_demo.inference import encode_input
     from bert_demo.inspection import learning_figures as figures
     from bert_demo.inspection import training_step as training
     from bert_demo.inspection.forward_steps import example_pass
 
-    shown = drawn(registry, model_name, source, typed, recipe, seed, step, owner)
+    shown = drawn(registry, at, draw, owner)
     model, tokenizer = shown.loaded.model, shown.loaded.tokenizer
-    steps, dropout = whole(steps, "number of steps"), _dropout(dropout)
+    steps, dropout = take.steps, _dropout(take.dropout)
     examples = read_examples(shown.loaded.folder)
     probe_text = examples.fill_mask[0] if examples and examples.fill_mask else FALLBACK_PROBE
     probe = encode_input(model, tokenizer, probe_text)
     probe["mlm_positions"] = probe["input_ids"] == tokenizer.mask_token_id
     taken = training.take(model, shown.example, shown.config, steps=steps, dropout=dropout, probe=probe)
     if steps == 1 and dropout == 0:  # what the forward pass's steps show of it: kept, so they need not take it again
-        _gradients.kept(owner, example_key(shown, source, typed, recipe, seed, step), lambda: taken.at_steps)
+        _gradients.kept(owner, example_key(shown, at, draw), lambda: taken.at_steps)
     values = example_pass(model, tokenizer, shown.example.batch, fates=shown.example.fates)
     labels, sizes = training.flow(taken, values)
     norms = training.gradient_norms(taken.gradients)
     fates = shown.example.fates
-    return {"ts_summary": views.summary_markdown(taken, tokenizer, model_shown(shown, step), probe_text, fates),
+    return {"ts_summary": views.summary_markdown(taken, tokenizer, model_shown(shown, at.snapshot), probe_text, fates),
             "ts_start": views.start_markdown(taken, tokenizer, fates),
             "ts_flow": figures.flow_figure(values.rows, labels, sizes),
             "ts_heads": figures.head_flow_figure(training.head_flow(taken, values)),
             "ts_params": figures.gradient_norms_figure(norms),
             "ts_params_note": views.parts_markdown(norms, taken, training.embedding_gain(model, taken, values)),
-            "ts_tied": views.tied_markdown(taken), "ts_adam": views.adam_markdown(taken, paper=recipe == "paper"),
+            "ts_tied": views.tied_markdown(taken), "ts_adam": views.adam_markdown(taken, paper=draw.recipe == "paper"),
             "ts_losses": figures.losses_figure(taken.losses)}
 
 
 @friendly
-def across_training(registry: Registry, model_name: str, source: str, typed: str | None, recipe: str, seed: float,
-                    owner: str | None = None) -> Outputs:
+@takes(draw=Draw)
+def across_training(registry: Registry, model_name: str, draw: Draw, owner: str | None = None) -> Outputs:
     """The example section 1 draws with the same inputs, under each snapshot the model's run kept and its final
     weights: its loss and each picked label's rank, against the training step."""
     from bert_demo.config import read_metadata
     from bert_demo.inspection import learning_figures as figures
     from bert_demo.inspection.across_training import across
 
-    shown = drawn(registry, model_name, source, typed, recipe, seed, FINAL, owner)
+    shown = drawn(registry, At(model_name), draw, owner)
     loaded = shown.loaded
     if loaded.folder is None or not registry.catalog.timeline_steps(model_name, owner):
         return {"ex_across_note": views.no_timeline(loaded.entry.label),
@@ -184,10 +192,10 @@ def _dropout(choice: Any) -> float:
 _gradients = ByVisitor(GRADIENTS_KEPT, GRADIENTS_MAX_BYTES, lambda kept: kept.nbytes)
 
 
-def example_key(shown: Drawn, source: str, typed: str | None, recipe: str, seed: float, step: str) -> tuple:
+def example_key(shown: Drawn, at: At, draw: Draw) -> tuple:
     """What names a drawn example on a model: a visitor's cache of anything computed from it is kept by it."""
-    return (shown.loaded.entry.name, str(shown.loaded.folder), step, source, typed if source == YOUR_TEXT else None,
-            recipe, float(seed))
+    return (shown.loaded.entry.name, str(shown.loaded.folder), at.snapshot,
+            replace(draw, typed=draw.typed if draw.source == YOUR_TEXT else None))
 
 
 def gradients_of(shown: Drawn, key: tuple, owner: str | None) -> Any:

@@ -5,14 +5,16 @@ gradient through the depth across the model's training. The layout, its wiring a
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypedDict
 
 import gradio as gr
 
-from bert_demo.app.handlers import FINAL, Components, Outputs, friendly, whole
+from bert_demo.app.handlers import FINAL, Components, Outputs, friendly
+from bert_demo.app.queries import At, Query, ask, inputs, takes
 from bert_demo.app.registry import Registry
 from bert_demo.app.tabs import lecture_views as views
-from bert_demo.app.tabs.drawn import drawn, model_shown
+from bert_demo.app.tabs.drawn import Draw, drawn, model_shown
 from bert_demo.app.tabs.learning_views import no_timeline
 from bert_demo.config import LIMITS
 from bert_demo.data.corpus import source_parts
@@ -24,7 +26,36 @@ DEPTH_BATCH = 4  # the fixed batch the gradient through the depth is measured on
 LINEAR_CHOICES = ["attention Q", "attention K", "attention V", "attention output", "feed-forward 1",
                   "feed-forward 2", "masked-LM decoder"]  # by_hand.LINEAR_PARTS and the decoder, in the pass's order
 PROMPT = "Press the button above: it works on the example drawn in section 1."
-INPUTS = ("model", "ex_source", "ex_typed", "ex_recipe", "ex_seed", "step")  # the example, as section 1 draws it
+
+
+@dataclass(frozen=True)
+class Batch(Query):
+    """How big a batch the example joins."""
+
+    PREFIX = "lc"
+    size: int = ask(4, "Examples in the batch", bounds=(2, LESSON_BATCH), whole=True,
+                    noun="number of examples in the batch", component="lc_batch_size")
+
+
+@dataclass(frozen=True)
+class ByHand(Query):
+    """Which weight's gradient is worked by hand: a linear layer's, in a layer, and which head's softmax."""
+
+    PREFIX = "lc"
+    part: str = ask("attention Q", "Linear layer", choices=LINEAR_CHOICES)
+    layer: int = ask(1, "Layer", bounds=(1, LIMITS["num_hidden_layers"]), whole=True)
+    head: int = ask(1, "Head (its softmax)", bounds=(1, LIMITS["num_attention_heads"]), whole=True)
+
+
+@dataclass(frozen=True)
+class Run(Query):
+    """The short run Adam is followed over: its steps, and the examples in each batch."""
+
+    PREFIX = "lc"
+    steps: int = ask(10, "Steps", bounds=(2, LESSON_RUN_STEPS), whole=True, noun="number of steps",
+                     component="lc_run_steps")
+    batch_size: int = ask(4, "Examples a batch", bounds=(1, LESSON_RUN_BATCH), whole=True,
+                          noun="number of examples a batch", component="lc_run_batch")
 
 
 class LectureParts(TypedDict):
@@ -54,27 +85,21 @@ def layout() -> LectureParts:
                       open=False):
         with gr.Accordion("From one example to a batch; dropout; gradient accumulation", open=True):
             with gr.Row(equal_height=True):
-                c = {"lc_batch_size": gr.Slider(2, LESSON_BATCH, value=4, step=1, label="Examples in the batch",
-                                                elem_id="lc-batch-size", scale=3),
+                c = {"lc_batch_size": Batch.input("size", gr.Slider, scale=3),
                      "lc_batch_go": gr.Button("Step on the batch", variant="primary", elem_id="lc-batch-go",
                                               scale=1, min_width=150)}
             c["lc_batch"] = gr.Markdown(PROMPT, elem_id="lc-batch")
         with gr.Accordion("A weight's gradient by hand: dW = δᵀx, a softmax row, a LayerNorm row", open=False):
             with gr.Row(equal_height=True):
-                c["lc_part"] = gr.Dropdown(LINEAR_CHOICES, value="attention Q", label="Linear layer",
-                                           elem_id="lc-part", min_width=160)
-                c["lc_layer"] = gr.Slider(1, LIMITS["num_hidden_layers"], value=1, step=1, label="Layer",
-                                          elem_id="lc-layer", min_width=140)
-                c["lc_head"] = gr.Slider(1, LIMITS["num_attention_heads"], value=1, step=1,
-                                         label="Head (its softmax)", elem_id="lc-head", min_width=140)
+                c["lc_part"] = ByHand.input("part", gr.Dropdown, min_width=160)
+                c["lc_layer"] = ByHand.input("layer", gr.Slider, min_width=140)
+                c["lc_head"] = ByHand.input("head", gr.Slider, min_width=140)
             c["lc_hand_go"] = gr.Button("Work it by hand", variant="primary", elem_id="lc-hand-go")
             c["lc_hand"] = gr.Markdown(PROMPT, elem_id="lc-hand")
         with gr.Accordion("Adam over a short run, and SGD beside it", open=False):
             with gr.Row(equal_height=True):
-                c["lc_run_steps"] = gr.Slider(2, LESSON_RUN_STEPS, value=10, step=1, label="Steps",
-                                              elem_id="lc-run-steps", min_width=140)
-                c["lc_run_batch"] = gr.Slider(1, LESSON_RUN_BATCH, value=4, step=1, label="Examples a batch",
-                                              elem_id="lc-run-batch", min_width=140)
+                c["lc_run_steps"] = Run.input("steps", gr.Slider, min_width=140)
+                c["lc_run_batch"] = Run.input("batch_size", gr.Slider, min_width=140)
             c["lc_adam_go"] = gr.Button("Run the steps", variant="primary", elem_id="lc-adam-go")
             c["lc_adam_plot"] = gr.Plot(curves.empty_figure(PROMPT, height=200), show_label=False,
                                         elem_id="lc-adam-plot")
@@ -98,64 +123,62 @@ def narrowed_to(config: Any) -> Outputs:
 
 def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
     """Each button answers from the example section 1 draws with the same inputs."""
-    example = [c[name] for name in INPUTS]
-    c["lc_batch_go"].click(bound(batch_step), [*example, c["lc_batch_size"]], c["lc_batch"], api_name="batch_step",
+    c["lc_batch_go"].click(bound(batch_step), inputs(c, batch_step), c["lc_batch"], api_name="batch_step",
                            show_progress_on=[c["lc_batch"]])
-    c["lc_hand_go"].click(bound(by_hand), [*example, c["lc_part"], c["lc_layer"], c["lc_head"]], c["lc_hand"],
-                          api_name="by_hand", show_progress_on=[c["lc_hand"]])
-    c["lc_adam_go"].click(bound(adam_over_time), [*example, c["lc_run_steps"], c["lc_run_batch"]],
-                          [c["lc_adam_plot"], c["lc_adam"]], api_name="adam_over_time",
-                          show_progress_on=[c["lc_adam_plot"]])
-    c["lc_depth_go"].click(bound(depth_across_training), example[:-1], [c["lc_depth_plot"], c["lc_depth"]],
-                           api_name="depth_across_training", show_progress_on=[c["lc_depth_plot"]])
+    c["lc_hand_go"].click(bound(by_hand), inputs(c, by_hand), c["lc_hand"], api_name="by_hand",
+                          show_progress_on=[c["lc_hand"]])
+    c["lc_adam_go"].click(bound(adam_over_time), inputs(c, adam_over_time), [c["lc_adam_plot"], c["lc_adam"]],
+                          api_name="adam_over_time", show_progress_on=[c["lc_adam_plot"]])
+    c["lc_depth_go"].click(bound(depth_across_training), inputs(c, depth_across_training),
+                           [c["lc_depth_plot"], c["lc_depth"]], api_name="depth_across_training",
+                           show_progress_on=[c["lc_depth_plot"]])
 
 
 @friendly
-def batch_step(registry: Registry, model_name: str, source: str, typed: str | None, recipe: str, seed: float,
-               step: str = FINAL, size: float = 4, owner: str | None = None) -> Outputs:
-    """A step on the batch of the drawn example and the next `size` - 1 the trainer draws, beside a step on the
-    example alone, on private copies: each example's loss, angle and part of the gradient; dropout; accumulation."""
+@takes(at=At, draw=Draw, batch=Batch)
+def batch_step(registry: Registry, at: At, draw: Draw, batch: Batch, owner: str | None = None) -> Outputs:
+    """A step on the batch of the drawn example and the next `batch.size` - 1 the trainer draws, beside a step on
+    the example alone, on private copies: each example's loss, angle and part of the gradient; dropout;
+    accumulation."""
     from bert_demo.inspection import batch_step as batches
 
-    size = whole(size, "number of examples in the batch")
-    shown = drawn(registry, model_name, source, typed, recipe, seed, step, owner)
-    batch = batches.draw_batch(shown.documents, shown.loaded.tokenizer, shown.config, shown.example.seed, size)
-    return {"lc_batch": views.batch_markdown(batches.step_on_batch(shown.loaded.model, batch, shown.config))}
+    shown = drawn(registry, at, draw, owner)
+    examples = batches.draw_batch(shown.documents, shown.loaded.tokenizer, shown.config, shown.example.seed,
+                                  batch.size)
+    return {"lc_batch": views.batch_markdown(batches.step_on_batch(shown.loaded.model, examples, shown.config))}
 
 
 @friendly
-def by_hand(registry: Registry, model_name: str, source: str, typed: str | None, recipe: str, seed: float,
-            step: str = FINAL, part: str = "attention Q", layer: float = 1, head: float = 1,
-            owner: str | None = None) -> Outputs:
-    """The drawn example's backward pass worked by hand at a weight of `part` in `layer`, a row of `head`'s softmax
-    there and a row of that layer's attention LayerNorm, each beside autograd's."""
+@takes(at=At, draw=Draw, worked=ByHand)
+def by_hand(registry: Registry, at: At, draw: Draw, worked: ByHand, owner: str | None = None) -> Outputs:
+    """The drawn example's backward pass worked by hand at a weight of the asked linear layer, a row of the asked
+    head's softmax there and a row of that layer's attention LayerNorm, each beside autograd's."""
     from bert_demo.inspection import by_hand as hand
 
-    shown = drawn(registry, model_name, source, typed, recipe, seed, step, owner)
-    work = hand.work(shown.loaded.model, shown.example.batch, shown.config, part,
-                     whole(layer, "layer"), whole(head, "head"))
+    shown = drawn(registry, at, draw, owner)
+    work = hand.work(shown.loaded.model, shown.example.batch, shown.config, worked.part, worked.layer,
+                     worked.head)
     rows = [f"{i} {piece}" for i, piece in enumerate(shown.example.shown)]
     return {"lc_hand": views.hand_markdown(work, rows, [rows[i] for i in shown.example.picked])}
 
 
 @friendly
-def adam_over_time(registry: Registry, model_name: str, source: str, typed: str | None, recipe: str, seed: float,
-                   step: str = FINAL, steps: float = 10, batch_size: float = 4, owner: str | None = None) -> Outputs:
-    """`steps` steps of the recipe on the trainer's batches drawn with the seed, on a private copy: a few weights'
-    gradients, moments and moves, and SGD's moves on the same gradients."""
+@takes(at=At, draw=Draw, run=Run)
+def adam_over_time(registry: Registry, at: At, draw: Draw, run: Run, owner: str | None = None) -> Outputs:
+    """`run.steps` steps of the recipe on the trainer's batches drawn with the seed, on a private copy: a few
+    weights' gradients, moments and moves, and SGD's moves on the same gradients."""
     from bert_demo.inspection import learning_figures as figures
     from bert_demo.inspection import over_time
 
-    steps, batch_size = whole(steps, "number of steps"), whole(batch_size, "number of examples a batch")
-    shown = drawn(registry, model_name, source, typed, recipe, seed, step, owner)
-    run = over_time.run(shown.loaded.model, shown.documents, shown.loaded.tokenizer, shown.config,
-                        shown.example.seed, steps, batch_size)
-    return {"lc_adam_plot": figures.adam_figure(run), "lc_adam": views.adam_markdown(run)}
+    shown = drawn(registry, at, draw, owner)
+    taken = over_time.run(shown.loaded.model, shown.documents, shown.loaded.tokenizer, shown.config,
+                          shown.example.seed, run.steps, run.batch_size)
+    return {"lc_adam_plot": figures.adam_figure(taken), "lc_adam": views.adam_markdown(taken)}
 
 
 @friendly
-def depth_across_training(registry: Registry, model_name: str, source: str, typed: str | None, recipe: str,
-                          seed: float, owner: str | None = None) -> Outputs:
+@takes(draw=Draw)
+def depth_across_training(registry: Registry, model_name: str, draw: Draw, owner: str | None = None) -> Outputs:
     """The gradient of a fixed batch at every depth, under each snapshot the model's run kept and its final weights:
     the first DEPTH_BATCH examples the trainer draws with the seed from the run's held-out documents (text it never
     trained on), or, for a run on a visitor's text (not kept), from the passages section 1 draws from."""
@@ -164,7 +187,7 @@ def depth_across_training(registry: Registry, model_name: str, source: str, type
     from bert_demo.inspection.across_training import depth_across
     from bert_demo.inspection.batch_step import draw_batch
 
-    shown = drawn(registry, model_name, source, typed, recipe, seed, FINAL, owner)
+    shown = drawn(registry, At(model_name), draw, owner)
     loaded = shown.loaded
     if loaded.folder is None or not registry.catalog.timeline_steps(model_name, owner):
         return {"lc_depth_plot": curves.empty_figure("No snapshots of its training", height=200),

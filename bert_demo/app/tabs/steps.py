@@ -5,46 +5,52 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlencode
 
 import gradio as gr
 
-from bert_demo.app.handlers import (
-    FINAL,
-    Components,
-    Outputs,
-    friendly,
-    load_at,
-    narrowed,
-    timeline_choices,
-    whole,
-    with_settings,
-)
-
-from bert_demo.app.state.kept import ByVisitor, Kept
+from bert_demo.app.handlers import FINAL, Components, Outputs, friendly, load_at, narrowed, timeline_choices, whole
+from bert_demo.app.queries import At, Query, ask, inputs, takes
 from bert_demo.app.registry import Registry
+from bert_demo.app.state.kept import ByVisitor, Kept
 from bert_demo.app.tabs import learning, lecture
 from bert_demo.app.tabs import steps_views as views
-from bert_demo.app.tabs.drawn import RECIPE_CHOICES, YOUR_TEXT, drawn, model_shown, paper_recipe
+from bert_demo.app.tabs.drawn import YOUR_TEXT, Draw, drawn, model_shown, paper_recipe
 from bert_demo.config import LIMITS
-from bert_demo.data.sources import APP_SOURCES
 from bert_demo.inspection import curves, figures
 from bert_demo.training.settings import PAPER_RECIPE, TrainConfig, recipe_of
 
-FIRST_SOURCE = "wiki"  # offline: the page opens on it
-FIRST_A, FIRST_B = "the cat sat on the [MASK].", "it was warm by the fire."
 FORWARD_NOTE = ("In eval mode, as when the model answers: dropout, which training applies to the hidden states and "
                 "the attention (the paper's 0.1; the shipped models trained with none), is off.")
-LINKED = {"model": "model", "source": "ex_source", "recipe": "ex_recipe", "seed": "ex_seed", "reads": "fw_reads",
-          "shows": "fw_shows", "step": "fw_step", "layer": "fw_layer",
-          "head": "fw_head"}  # a view's settings, as its link names them: the model chosen above the tabs too
 SCROLL_TO_STEP = "() => document.querySelector('#fw-text')?.scrollIntoView({behavior: 'smooth', block: 'start'})"
 TYPED, EXAMPLE, VALUES, GRADIENT = "typed", "example", "values", "gradient"  # what the forward pass reads and shows
 DECODER_STEP = "Masked-LM head · Decoder, tied to the word embeddings"  # where the training step's gradient is born
 READS = [("the sentences typed here", TYPED), ("the example drawn above", EXAMPLE)]
 SHOWS = [("its values", VALUES), ("its gradient in one training step", GRADIENT)]
+
+
+@dataclass(frozen=True)
+class Show(Query):
+    """What section 2 shows: the forward pass of the sentences typed or of section 1's example, its values or its
+    gradient, at one step of the pass (`step`, counted from 0), layer and head, following one token."""
+
+    PREFIX = "fw"
+    text_a: str = ask("the cat sat on the [MASK].", "Sentence A (write [MASK] where the model should guess)",
+                      component="fw_a")
+    text_b: str = ask("it was warm by the fire.", "Sentence B (optional)", component="fw_b")
+    layer: int = ask(1, "Layer shown", bounds=(1, LIMITS["num_hidden_layers"]), whole=True)
+    head: int = ask(1, "Head shown", bounds=(1, LIMITS["num_attention_heads"]), whole=True)
+    step: Any = ask(0, "Step")
+    reads: str = ask(TYPED, "The forward pass of", choices=READS)
+    shows: str = ask(VALUES, "Each step shows", choices=SHOWS, info="the gradient: of the example drawn above")
+    position: int = ask(-1, "Token followed", info="its position; −1: the first [MASK], or picked position")
+
+
+LINKED = {"model": "model", **{name: Draw.component_name(name) for name in ("source", "recipe", "seed")},
+          **{name: Show.component_name(name) for name in ("reads", "shows", "step", "layer", "head")}
+          }  # a view's settings, as its link names them (its queries' names): the model chosen above the tabs too
 SHARES_KEPT = 16  # (model, corpus, recipe) whose shares over 1,000 draws are kept
 PASSES_KEPT = 8  # forward passes kept, so that walking the steps, layers and heads computes each once
 PASSES_MAX_BYTES = 160 * 2**20  # and their bytes: a 128-piece pass of BERT-Small holds about 20 MB, every layer's
@@ -59,7 +65,7 @@ class StepsParts(learning.LearningParts, lecture.LectureParts):
     """The Step by step tab's components, by the names its handlers answer with (and, last, the training step's)."""
 
     steps_tab: gr.Tab
-    steps_by_link: gr.State
+    steps_no_link: gr.State  # True unless the page was opened by a link to this tab, whose view is still to draw
     steps_link: gr.Markdown
     steps_drawn: gr.State
     ex_source: gr.Dropdown
@@ -97,7 +103,7 @@ class StepsParts(learning.LearningParts, lecture.LectureParts):
 def layout() -> StepsParts:
     with gr.Tab("Step by step", id="steps", elem_id="tab-steps") as tab:
         gr.Markdown(INTRO)
-        c = {"steps_tab": tab, "steps_drawn": gr.State(False), "steps_by_link": gr.State(False),
+        c = {"steps_tab": tab, "steps_drawn": gr.State(False), "steps_no_link": gr.State(True),
              "steps_link": gr.Markdown(elem_id="steps-link")}
         with gr.Accordion("1. A pre-training example (§3.1): [CLS] A [SEP] B [SEP], masked", open=True):
             c.update(_example_form())
@@ -116,8 +122,7 @@ def layout() -> StepsParts:
         with gr.Accordion("2. The forward pass, step by step (§3, Figure 2)", open=True):
             gr.Markdown(FORWARD_NOTE)
             c.update(_forward_form())
-            c["fw_step"] = gr.Dropdown(choices=[], value=0, label="Step", elem_id="fw-step",
-                                       allow_custom_value=True)
+            c["fw_step"] = Show.input("step", gr.Dropdown, choices=[], allow_custom_value=True)
             with gr.Row(elem_id="fw-nav"):
                 c["fw_prev"] = gr.Button("◀ Previous step", size="sm", elem_id="fw-prev", min_width=120)
                 c["fw_next"] = gr.Button("Next step ▶", size="sm", elem_id="fw-next", min_width=120)
@@ -127,9 +132,7 @@ def layout() -> StepsParts:
                                    elem_id="fw-plot")
             with gr.Accordion("Every layer at once: one token's path up the layers, and this step in every layer",
                               open=False):
-                c["fw_position"] = gr.Number(value=-1, label="Token followed", precision=0, minimum=-1,
-                                             elem_id="fw-position",
-                                             info="its position; −1: the first [MASK], or picked position")
+                c["fw_position"] = Show.input("position", gr.Number, precision=0, minimum=-1)
                 c["fw_path"] = gr.Markdown(elem_id="fw-path")
                 c["fw_grid_note"] = gr.Markdown(elem_id="fw-grid-note")
                 c["fw_grid"] = gr.Plot(curves.empty_figure("", height=60), show_label=False, elem_id="fw-grid")
@@ -140,15 +143,11 @@ def layout() -> StepsParts:
 
 def _example_form() -> Components:
     with gr.Row(equal_height=True):
-        c = {"ex_source": gr.Dropdown([*APP_SOURCES, YOUR_TEXT], value=FIRST_SOURCE, label="Drawn from",
-                                      elem_id="ex-source", scale=2, min_width=160,
-                                      info="32 passages of a corpus the seed picks, or your paragraphs"),
-             "ex_recipe": gr.Radio(RECIPE_CHOICES, value="paper", label="Recipe", elem_id="ex-recipe", scale=3,
-                                   min_width=220, info="the paper's picks 15%; the app's fast recipe picks 25%"),
-             "ex_seed": gr.Number(value=0, label="Seed", minimum=0, elem_id="ex-seed", scale=1,
-                                  min_width=110)}  # no precision: 1.5 reaches the handler, which refuses it
-    c["ex_typed"] = gr.Textbox("", label="Your paragraphs (a blank line between them; B may come from another one)",
-                               lines=4, max_lines=10, visible=False, elem_id="ex-typed")
+        c = {"ex_source": Draw.input("source", gr.Dropdown, scale=2, min_width=160),
+             "ex_recipe": Draw.input("recipe", gr.Radio, scale=3, min_width=220),
+             "ex_seed": Draw.input("seed", gr.Number, scale=1,
+                                   min_width=110)}  # no precision: 1.5 reaches the handler, which refuses it
+    c["ex_typed"] = Draw.input("typed", gr.Textbox, lines=4, max_lines=10, visible=False)
     c["ex_at"] = gr.Dropdown(choices=[("final weights", FINAL)], value=FINAL, label="The model at training step",
                              visible=False, elem_id="ex-at",
                              info="the same as the header's: the run's snapshots, from its random start")
@@ -160,21 +159,13 @@ def _example_form() -> Components:
 
 def _forward_form() -> Components:
     with gr.Row(equal_height=True):
-        c = {"fw_reads": gr.Radio(READS, value=TYPED, label="The forward pass of", elem_id="fw-reads"),
-             "fw_shows": gr.Radio(SHOWS, value=VALUES, label="Each step shows", elem_id="fw-shows",
-                                  info="the gradient: of the example drawn above")}
+        c = {"fw_reads": Show.input("reads", gr.Radio), "fw_shows": Show.input("shows", gr.Radio)}
     with gr.Row():
-        c |= {"fw_a": gr.Textbox(value=FIRST_A, label="Sentence A (write [MASK] where the model should guess)",
-                                elem_id="fw-a"),
-             "fw_b": gr.Textbox(value=FIRST_B, label="Sentence B (optional)", elem_id="fw-b")}
+        c |= {"fw_a": Show.input("text_a", gr.Textbox), "fw_b": Show.input("text_b", gr.Textbox)}
     with gr.Row(equal_height=True):
-        # any model's sizes are accepted (the handler checks them); the page narrows them to the model's
         # the API takes any model's sizes (gradio refuses a value past a slider's maximum, and the handler checks
         # the model's); the page narrows them to the model's when the tab opens
-        c["fw_layer"] = gr.Slider(1, LIMITS["num_hidden_layers"], value=1, step=1, label="Layer shown",
-                                  elem_id="fw-layer")
-        c["fw_head"] = gr.Slider(1, LIMITS["num_attention_heads"], value=1, step=1, label="Head shown",
-                                 elem_id="fw-head")
+        c["fw_layer"], c["fw_head"] = Show.input("layer", gr.Slider), Show.input("head", gr.Slider)
     c["fw_show"] = gr.Button("Show the steps", variant="primary", elem_id="fw-show")
     return c
 
@@ -182,11 +173,8 @@ def _forward_form() -> Components:
 def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
     """Draw (and Draw another, with a new seed), Show the steps and the step picker; the tab draws both views the
     first time it opens, and again when the model changes once it has."""
-    example_in = [c[name] for name in ("model", "ex_source", "ex_typed", "ex_recipe", "ex_seed", "step")]
-    example_out = [c[name] for name in EXAMPLE_OUT]
-    forward_in = [c[name] for name in ("model", "fw_a", "fw_b", "fw_layer", "fw_head", "fw_step", "step",
-                                       "fw_reads", "fw_shows", "ex_source", "ex_typed", "ex_recipe", "ex_seed",
-                                       "fw_position")]
+    example_in, example_out = inputs(c, pretraining_example), [c[name] for name in EXAMPLE_OUT]
+    forward_in = inputs(c, forward_steps)
     forward_out = [c[name] for name in FORWARD_OUT]
     drawn_again = [c["ex_draw"].click(bound(pretraining_example), example_in, example_out,
                                       api_name="pretraining_example", show_progress_on=[c["ex_tokens"]])]
@@ -220,8 +208,7 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
         button.click(_mover(by), c["fw_step"], c["fw_step"], api_visibility="private", queue=False).then(
             bound(forward_steps), forward_in, forward_out, api_visibility="private",
             show_progress_on=[c["fw_plot"]])
-    both_in = [*example_in, *[c[name] for name in ("fw_a", "fw_b", "fw_layer", "fw_head", "fw_step", "fw_reads",
-                                                    "fw_shows", "fw_position", "steps_drawn")]]
+    both_in = inputs(c, steps_opened, opened="steps_drawn")
     both_out = [*example_out, *forward_out]
     sliders = [c[name] for name in SLIDERS]
     c["steps_tab"].select(bound(steps_opened), both_in, [*both_out, *sliders], api_visibility="private",
@@ -233,9 +220,10 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
     linked = [c[name] for name in LINKED.values()]
     gr.on([component.change for component in linked], link_to, linked, c["steps_link"], api_visibility="private",
           queue=False)
-    c["page"].load(opened_by_link, None, [c["tabs"], c["steps_by_link"], *linked], api_visibility="private",
-                   queue=False).then(bound(steps_linked), [*both_in, c["steps_by_link"]], [*both_out, *sliders],
-                                     api_visibility="private", show_progress_on=[c["ex_tokens"], c["fw_plot"]])
+    c["page"].load(opened_by_link, None, [c["tabs"], c["steps_no_link"], *linked], api_visibility="private",
+                   queue=False).then(bound(steps_opened), inputs(c, steps_opened, opened="steps_no_link"),
+                                     [*both_out, *sliders], api_visibility="private",
+                                     show_progress_on=[c["ex_tokens"], c["fw_plot"]])
 
 
 def link_to(*values: Any) -> str:
@@ -249,33 +237,19 @@ def link_to(*values: Any) -> str:
 
 
 def opened_by_link(request: gr.Request) -> tuple:
-    """The page opened by such a link: the tab, and each setting the address gives (one it cannot read is left as
-    it is)."""
+    """The page opened by such a link: the tab, whether both views are still to be drawn (False: the link's, drawn
+    next as if the tab had opened; True: nothing to draw), and each setting the address gives (one it cannot read is
+    left as it is)."""
     asked = dict(getattr(request, "query_params", {}) or {})
     if asked.get("tab") != "steps":
-        return (gr.skip(),) * (2 + len(LINKED))
+        return (gr.skip(), True, *(gr.skip(),) * len(LINKED))
     values = []
     for name in LINKED:
         value = asked.get(name)
         if name in ("seed", "layer", "head", "step") and value is not None:
             value = int(value) - (name == "step") if value.isdigit() else None
         values.append(gr.skip() if value is None else value)
-    return (gr.Tabs(selected="steps"), True, *values)
-
-
-# what the tab's two views are drawn from, named as `pretraining_example` (DRAW) and `forward_steps` (SHOW) name
-# them, in the order of the tab's inputs: the handlers that draw both take them as one `view`
-DRAW = ("source", "typed", "recipe", "seed", "step")
-SHOW = ("text_a", "text_b", "layer", "head", "index", "reads", "shows", "position")
-
-
-@with_settings((*DRAW, *SHOW), after="model_name")
-def steps_linked(registry: Registry, model_name: str, opened: bool = False, by_link: bool = False,
-                 owner: str | None = None, **view: Any) -> Outputs:
-    """Where the page was opened by a link to this tab, both views drawn with its settings; elsewhere nothing."""
-    if opened or not by_link:
-        return _unchanged()
-    return steps_opened(registry, model_name, opened=opened, owner=owner, **view)
+    return (gr.Tabs(selected="steps"), False, *values)
 
 
 def timeline_of(registry: Registry, model_name: str, owner: str | None = None) -> Outputs:
@@ -337,63 +311,61 @@ def _mover(by: int) -> Callable[[Any], int]:
 
 
 @friendly
-def pretraining_example(registry: Registry, model_name: str, source: str, typed: str | None, recipe: str,
-                        seed: float, step: str = FINAL, owner: str | None = None) -> Outputs:
-    """One pre-training example drawn with `seed` from a corpus (or typed paragraphs) under the model's recipe or
+@takes(at=At, draw=Draw)
+def pretraining_example(registry: Registry, at: At, draw: Draw, owner: str | None = None) -> Outputs:
+    """One pre-training example drawn with its seed from a corpus (or typed paragraphs) under the model's recipe or
     the paper's, its input position by position, the shares of each choice over 1,000 draws, and its loss."""
     from bert_demo.inspection import pretraining_example as examples
 
-    shown = drawn(registry, model_name, source, typed, recipe, seed, step, owner)
+    shown = drawn(registry, at, draw, owner)
     loaded, example, ours = shown.loaded, shown.example, shown.ours
     loss = examples.loss(loaded.model, example, loaded.tokenizer, shown.config.nsp_weight)
-    sample = shown.documents if source == YOUR_TEXT else examples.corpus_sample(source, 0)
-    key = (loaded.entry.name, str(loaded.folder), step, None if source == YOUR_TEXT else source)
-    return {"ex_pair": views.pair_markdown(example, recipe, shown.trained is not None),
+    sample = shown.documents if draw.source == YOUR_TEXT else examples.corpus_sample(draw.source, 0)
+    key = (loaded.entry.name, str(loaded.folder), at.snapshot, None if draw.source == YOUR_TEXT else draw.source)
+    return {"ex_pair": views.pair_markdown(example, draw.recipe, shown.trained is not None),
             "ex_tokens": views.tokens_html(example),
             "ex_shares": views.shares_markdown(_shares_of(key, sample, loaded.tokenizer, ours),
                                                _shares_of(key, sample, loaded.tokenizer, paper_recipe(ours)),
                                                recipe_of(ours)),
             "ex_recipe_note": views.recipe_note(shown.config),
-            "ex_loss": views.loss_markdown(loss, example, model_shown(shown, step)),
+            "ex_loss": views.loss_markdown(loss, example, model_shown(shown, at.snapshot)),
             "ex_loss_table": views.loss_table(loss, example), "steps_drawn": True}
 
 
 @friendly
-def forward_steps(registry: Registry, model_name: str, text_a: str, text_b: str | None, layer: float, head: float,
-                  index: Any = 0, step: str = FINAL, reads: str = TYPED, shows: str = VALUES,
-                  source: str = FIRST_SOURCE, typed: str | None = None, recipe: str = "paper", seed: float = 0,
-                  position: float = -1, owner: str | None = None) -> Outputs:
-    """One step of the forward pass on the model, layer `layer` and head `head` shown inside the encoder: its
-    equation, shape and line of model.py, and its values (or, `shows` "gradient", its gradient in one training step)
-    as a picture; and the step picker. It `reads` sentence A (and B) as typed, or the example section 1 draws with
-    `source`, `typed`, `recipe` and `seed` (its batch as training reads it). Every layer at once: the token at
-    `position` (-1: the first guessed) up through the layers, and the step in every layer (and head)."""
+@takes(at=At, draw=Draw, show=Show)
+def forward_steps(registry: Registry, at: At, draw: Draw, show: Show, owner: str | None = None) -> Outputs:
+    """One step of the forward pass on the model, `show`'s layer and head shown inside the encoder: its equation,
+    shape and line of model.py, and its values (or, where `show` asks for the gradient, its gradient in one training
+    step) as a picture; and the step picker. It reads sentence A (and B) as typed, or the example section 1 draws
+    (`draw`; its batch as training reads it). Every layer at once: the token at `show.position` (-1: the first
+    guessed) up through the layers, and the step in every layer (and head)."""
     from bert_demo.inspection import depth
     from bert_demo.inspection import forward_steps as forward
     from bert_demo.inspection.training_step import gradient_pass
 
-    index, spec = _step_index(index, len(forward.STEP_NAMES)), None
-    layer, head = whole(layer, "layer"), whole(head, "head")
+    index, layer, head, reads, shows = _step_index(show.step, len(forward.STEP_NAMES)), show.layer, show.head, \
+        show.reads, show.shows
     if reads not in (TYPED, EXAMPLE) or shows not in (VALUES, GRADIENT):
         raise ValueError(f"the forward pass reads {TYPED!r} or {EXAMPLE!r} and shows {VALUES!r} or {GRADIENT!r}")
     if shows == GRADIENT and reads == TYPED:
         raise ValueError("a gradient needs the labels a training example has: choose “the example drawn above”")
     if reads == EXAMPLE:
-        example = drawn(registry, model_name, source, typed, recipe, seed, step, owner)
-        loaded, key = example.loaded, learning.example_key(example, source, typed, recipe, seed, step)
+        example = drawn(registry, at, draw, owner)
+        loaded, key = example.loaded, learning.example_key(example, at, draw)
         forward.check_layer_head(loaded.model.config, layer, head)
         values = _passes.kept(owner, key, lambda: forward.example_pass(
             loaded.model, loaded.tokenizer, example.example.batch, layer, head, example.example.fates))
     else:
-        loaded = load_at(registry, model_name, step, owner)
-        asked = (text_a, (text_b or "").strip() or None)
+        loaded = load_at(registry, at.model_name, at.snapshot, owner)
+        asked = (show.text_a, (show.text_b or "").strip() or None)
         forward.check_layer_head(loaded.model.config, layer, head)
-        values = _passes.kept(owner, (loaded.entry.name, str(loaded.folder), step, *asked),
+        values = _passes.kept(owner, (loaded.entry.name, str(loaded.folder), at.snapshot, *asked),
                               lambda: forward.forward_pass(loaded.model, loaded.tokenizer, *asked, layer, head))
     values = replace(values, layer=layer - 1, head=head - 1)  # a pass keeps every layer: any is shown from it
     spec = forward.SPECS[index]
     picker = gr.Dropdown(choices=[(f"{i + 1}. {name}", i) for i, name in enumerate(forward.STEP_NAMES)], value=index)
-    position = whole(position, "token followed")
+    position = whole(show.position, "token followed")
     position = values.guessed[0] if position == -1 else position
     path = depth.token_path(loaded.model, loaded.tokenizer, values, position)
     every = {"fw_path": views.path_markdown(path, position, values.tokens[position])}
@@ -418,48 +390,46 @@ FORWARD_OUT = ("fw_text", "fw_plot", "fw_step", "fw_path", "fw_grid_note", "fw_g
 SLIDERS = ("fw_layer", "fw_head", "lc_layer", "lc_head")  # narrowed to the model when the tab opens or it changes
 
 
-@with_settings((*DRAW, *SHOW), after="model_name")
 @friendly
-def steps_opened(registry: Registry, model_name: str, opened: bool = False, owner: str | None = None,
-                 **view: Any) -> Outputs:
-    """The first time the tab opens: the layer and head sliders narrowed to the model, and both views drawn (as
-    Fill-mask opens answered); afterwards, nothing."""
+@takes(at=At, draw=Draw, show=Show)
+def steps_opened(registry: Registry, at: At, draw: Draw, show: Show, opened: bool = False,
+                 owner: str | None = None) -> Outputs:
+    """The first time the tab opens (or the page opens on a link to it): the layer and head sliders narrowed to the
+    model, and both views drawn (as Fill-mask opens answered); afterwards, nothing."""
     if opened:
         return _unchanged()
-    return _both(registry, model_name, view, owner)
+    return _both(registry, at, draw, show, owner)
 
 
-@with_settings((*DRAW, *SHOW), after="model_name")
-def steps_refreshed(registry: Registry, model_name: str, opened: bool = False, owner: str | None = None,
-                    **view: Any) -> Outputs:
+@takes(at=At, draw=Draw, show=Show)
+def steps_refreshed(registry: Registry, at: At, draw: Draw, show: Show, opened: bool = False,
+                    owner: str | None = None) -> Outputs:
     """Another model, or another step of its training: where the tab has been drawn, its sliders narrowed and both
     views drawn again on it, so that no answer of the model before stays on screen; elsewhere, nothing."""
     if not opened:
         return _unchanged()
     try:
-        registry.catalog.config_of(model_name, owner)
+        registry.catalog.config_of(at.model_name, owner)
     except ValueError:  # the header says what is wrong with the name
         return _unchanged()
-    return friendly(_both)(registry, model_name, view, owner)
+    return friendly(_both)(registry, at, draw, show, owner)
 
 
 def _unchanged() -> Outputs:
     return {name: gr.skip() for name in (*EXAMPLE_OUT, *FORWARD_OUT, *SLIDERS)}
 
 
-def _both(registry: Registry, model_name: str, view: dict[str, Any], owner: str | None) -> Outputs:
-    """Both views on the model (`view`: how section 1 draws, DRAW, and what section 2 shows, SHOW; a value left
-    out is None), the layer and head shown kept within the model's range, the sliders narrowed to it."""
-    example = {name: view.get(name) for name in DRAW}
-    forward = {name: view.get(name) for name in SHOW}
-    config = registry.catalog.config_of(model_name, owner)[1]
-    asked = whole(forward.pop("layer"), "layer"), whole(forward.pop("head"), "head")
-    layer, head = min(asked[0], config.num_hidden_layers), min(asked[1], config.num_attention_heads)
-    return {**pretraining_example(registry, model_name, **example, owner=owner),
-            **forward_steps(registry, model_name, layer=layer, head=head, **forward, **example, owner=owner),
-            "fw_layer": narrowed(asked[0], config.num_hidden_layers,
+def _both(registry: Registry, at: At, draw: Draw, show: Show, owner: str | None) -> Outputs:
+    """Both views on the model (how section 1 draws, and what section 2 shows), the layer and head shown kept within
+    the model's range, the sliders narrowed to it."""
+    config = registry.catalog.config_of(at.model_name, owner)[1]
+    fitted = replace(show, layer=min(show.layer, config.num_hidden_layers),
+                     head=min(show.head, config.num_attention_heads))
+    return {**pretraining_example(registry, at=at, draw=draw, owner=owner),
+            **forward_steps(registry, at=at, draw=draw, show=fitted, owner=owner),
+            "fw_layer": narrowed(show.layer, config.num_hidden_layers,
                                  f"1 to {config.num_hidden_layers}: this model's layers"),
-            "fw_head": narrowed(asked[1], config.num_attention_heads,
+            "fw_head": narrowed(show.head, config.num_attention_heads,
                                 f"1 to {config.num_attention_heads}: each layer's heads"),
             **lecture.narrowed_to(config)}
 
