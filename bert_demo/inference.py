@@ -17,6 +17,7 @@ from transformers import BertTokenizerFast
 
 from bert_demo.config import MASK_PATTERN, BertConfig
 from bert_demo.model import (
+    IS_NEXT,
     BertForPreTraining,
     BertForSequenceClassification,
     M,
@@ -68,7 +69,7 @@ def next_sentence(model: BertForPreTraining, tokenizer: BertTokenizerFast, text_
                         read_text(text_b, "sentence B", tokenizer))
     with evaluating(model) as model:
         logits = model(**batch, mlm_positions=no_token(batch), head_mask=_head_mask(model, head_mask)).nsp_logits[0]
-    return float(logits.float().softmax(dim=-1)[0])  # logits (2,): index 0 is "B follows A"
+    return float(logits.float().softmax(dim=-1)[IS_NEXT])  # logits (2,), by class
 
 
 def classify(model: BertForSequenceClassification, tokenizer: BertTokenizerFast, text_a: str,

@@ -23,6 +23,8 @@ from torch import Tensor, nn
 from bert_demo.config import BertConfig
 
 IGNORE_INDEX = -100  # label value that the losses skip, as in PyTorch and Hugging Face
+IS_NEXT, NOT_NEXT = 0, 1  # the next-sentence head's classes by index (its labels), in Hugging Face's order
+NSP_CLASSES = ("IsNext", "NotNext")  # each class's name, by its index
 M = TypeVar("M", bound=nn.Module)
 
 
@@ -35,7 +37,7 @@ class BertPreTrainingOutput:
     nsp_loss: Tensor | None = None
     mlm_logits: Tensor | None = None  # [B, T, V], or [N, V] at the labelled positions when mlm_labels are given
     mlm_targets: Tensor | None = None  # [N]: the labels at those positions, in the same order
-    nsp_logits: Tensor | None = None  # [B, 2]; index 0 = "B follows A"
+    nsp_logits: Tensor | None = None  # [B, 2], by class: IS_NEXT ("B follows A"), NOT_NEXT
     hidden_states: tuple[Tensor, ...] | None = None  # L + 1 tensors [B, T, H]: embeddings, then each layer
     attentions: tuple[Tensor, ...] | None = None  # L tensors [B, A, T, T], rows sum to 1
 

@@ -23,8 +23,6 @@ class Fate(IntEnum):
 FATES = ("not picked", "[MASK]", "a random word", "kept")  # each Fate in words, by its value
 MARKED = {Fate.RANDOM: " (random)", Fate.KEPT: " (kept)"}  # after a picked position whose input is not [MASK]
 PICKED = (Fate.MASK, Fate.RANDOM, Fate.KEPT)
-IS_NEXT, NOT_NEXT = 0, 1  # NSP labels, as in Hugging Face: 0 = "B follows A"
-NSP_CLASSES = ("IsNext", "NotNext")  # each NSP label's name, by its value
 IS_NEXT_SHARE = 0.5  # the share of pairs whose B is what follows A (§3.1: "50% of the time B is the actual next")
 
 

@@ -23,10 +23,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from bert_demo.data.masking import IS_NEXT
 from bert_demo.data.pairs import SpecialIds
 from bert_demo.inspection.pretraining_example import Documents, tokenized
-from bert_demo.model import IGNORE_INDEX, BertForPreTraining, in_eval_mode, private_view
+from bert_demo.model import IGNORE_INDEX, IS_NEXT, BertForPreTraining, in_eval_mode, private_view
 from bert_demo.training.pretraining import micro_batch_loss, sentence_pairs
 from bert_demo.training.recipe import make_optimizer, set_dropout
 from bert_demo.training.settings import LESSON_BATCH, TrainConfig

@@ -24,9 +24,9 @@ from torch import Tensor, nn
 from transformers import BertTokenizerFast
 
 from bert_demo import model as model_module
-from bert_demo.data.masking import IS_NEXT, MARKED, NOT_NEXT, NSP_CLASSES
+from bert_demo.data.masking import MARKED
 from bert_demo.inference import check_layer_head, encode_input
-from bert_demo.model import IGNORE_INDEX, BertForPreTraining, private_view
+from bert_demo.model import IGNORE_INDEX, IS_NEXT, NOT_NEXT, NSP_CLASSES, BertForPreTraining, private_view
 
 TOP_GUESSES = 10  # guesses shown at each position by the decoder and softmax steps
 PARTS = ("Embeddings", "Attention", "Feed-forward", "Masked-LM head", "Next-sentence head")
@@ -334,9 +334,11 @@ SPECS: tuple[Spec, ...] = (
          "Squashed into (-1, 1): the pooled summary of the pair.", POOLER, lambda p: p.out("bert.pooler")[None],
          rows=lambda p: CLS_ROW),
     Spec("Next-sentence head", "Classifier", r"y = c\, W_{\text{NSP}} + b_{\text{NSP}}",
-         "Two scores: B follows A (IsNext), or B is a random passage (NotNext).{no_b}", NSP,
+         f"Two scores: B follows A ({NSP_CLASSES[IS_NEXT]}), or B is a random passage ({NSP_CLASSES[NOT_NEXT]})."
+         "{no_b}", NSP,
          lambda p: p.out("cls.seq_relationship")[None], rows=lambda p: CLS_ROW, columns=lambda p: NSP_LABELS),
-    Spec("Next-sentence head", "Softmax", r"P(\text{IsNext}) = \operatorname{softmax}(y)_0",
+    Spec("Next-sentence head", "Softmax",
+         rf"P(\text{{{NSP_CLASSES[IS_NEXT]}}}) = \operatorname{{softmax}}(y)_{IS_NEXT}",
          "The two scores as probabilities.{no_b}", NSP, lambda p: p.out("cls.seq_relationship")[None].softmax(-1),
          rows=lambda p: CLS_ROW, columns=lambda p: NSP_LABELS, probabilities=True, no_gradient=SCORES_READ),
 )
