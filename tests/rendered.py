@@ -3,6 +3,7 @@ in a cell, a figure's traces and axis titles. A view's test compares these with 
 a wrong field in a cell, a swapped column or a missing factor fails (`../shared/notes/testing.md`)."""
 from __future__ import annotations
 
+import html
 import re
 from typing import Any
 
@@ -38,8 +39,9 @@ def _cells(line: str) -> list[str]:
 
 
 def plain(text: str) -> str:
-    """Text without Markdown's bold and code marks and the backslashes of escaped characters."""
-    return re.sub(r"\\(.)", r"\1", text.replace("**", "").replace("`", "")).strip()
+    """Text as it is shown: without Markdown's bold and code marks and the backslashes of escaped characters, and with
+    each character reference (`text.escape`'s) as its character."""
+    return html.unescape(re.sub(r"\\(.)", r"\1", text.replace("**", "").replace("`", ""))).strip()
 
 
 def number(text: str) -> float:

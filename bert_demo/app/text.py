@@ -1,11 +1,10 @@
 """What the page says before any tab: the introduction and where to start, the header's line about the model, what
-it says when there is no model yet; and `escape`, which every tab's views use to put text in a Markdown table. Each
+it says when there is no model yet; and `escape`, which every tab's views use to show a text as it is. Each
 tab's own words are in its views module (`tabs/train_views.py`, `model_views.py`, `fill_views.py`,
 `attention_views.py`, `steps_views.py`, `learning_views.py`, `lecture_views.py`); times are `estimates.py`'s words;
 the fine-tuning verdict is `verdict.py`'s."""
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -32,10 +31,15 @@ def model_summary(name: str, config: BertConfig, device: str) -> str:
             f"{config.num_attention_heads} heads, vocabulary {config.vocab_size:,}; runs on {device}")
 
 
-def escape(token: str) -> str:
-    """Text as literal Markdown inside a table cell: "|" must not end the cell, nor "*" or "_" start emphasis, nor
-    "<" a tag. ("[MASK]" is no link without a "(" after it, and "##s" is no heading inside a cell.)"""
-    return re.sub(r"([\\`*_{}|<>])", r"\\\1", token)
+LITERAL = str.maketrans({c: f"&#{ord(c)};" for c in "&<>\\`*_{}|"})  # each such character as its reference
+
+
+def escape(text: str) -> str:
+    """Text shown as it is, in Markdown (a table's cell, a quote) and in HTML alike: "|" must not end a cell, nor "*"
+    or "_" start emphasis, "`" code, "<" a tag or "&" an entity, so each is written as its character reference, which
+    Markdown and the browser both show as the character. ("[MASK]" is no link without a "(" after it, and "##s" is
+    no heading inside a cell or a quote.)"""
+    return text.translate(LITERAL)
 
 
 def rate(value: float) -> str:

@@ -1,7 +1,8 @@
-"""bert_demo/app/text.py: the header's line about the model, and the page, the Fine-tune tab and the cards agreeing
-on how much text the shipped models read."""
+"""bert_demo/app/text.py: the header's line about the model, the page, the Fine-tune tab and the cards agreeing on
+how much text the shipped models read, and a text escaped to be shown as it is."""
 from __future__ import annotations
 
+import html
 import json
 import re
 from pathlib import Path
@@ -31,3 +32,10 @@ def test_the_page_the_fine_tune_tab_and_the_cards_agree_on_how_much_text_the_shi
         card = (SHIPPED / model / "README.md").read_text()
         assert "million words" not in card or said in card
     assert f"on {text.WORDS_READ['small-english']} words" in text.INTRO
+
+
+def test_an_escaped_text_has_nothing_markdown_or_html_would_read_and_is_shown_as_it_was():
+    said = "a|b *x* _y_ <i> `c` \\ &amp; {z} [MASK] ##s"
+    shown = text.escape(said)
+    assert not set(shown) & set("|*_<>`\\{}") and "&amp;" not in shown
+    assert html.unescape(shown) == said  # what Markdown and the browser show: each reference as its character

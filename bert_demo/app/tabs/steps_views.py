@@ -3,10 +3,10 @@ from, its input position by position, the shares of each choice over many draws,
 forward pass (its equation, shape, values and line of model.py). Facts in, Markdown and HTML out."""
 from __future__ import annotations
 
-import html
 from typing import Any
 
 from bert_demo.app.tabs.train_views import FAST_RECIPE_WHY, RECIPE_NAMES, recipe_markdown
+from bert_demo.app.text import escape
 from bert_demo.data.masking import FATES, IS_NEXT_SHARE, PICKED, Fate, fate_shares
 from bert_demo.model import IS_NEXT, NOT_NEXT, NSP_CLASSES
 
@@ -67,7 +67,7 @@ def _place(segment: Any) -> str:
 
 
 def _quote(sentences: list[str]) -> str:
-    return "> " + html.escape(" ".join(sentences)).replace("*", "&#42;").replace("_", "&#95;")
+    return "> " + escape(" ".join(sentences))
 
 
 def _cut_text(cut: tuple[int, int, int, int], length: int) -> str:
@@ -89,9 +89,9 @@ def tokens_html(example: Any) -> str:
                                                                       example.fates)):
         classes = f"ex-tok seg-{SEGMENTS[segment].lower()}" + (f" fate-{Fate(fate).name.lower()}" if fate else "")
         lines = [f'<span class="ex-pos">{position} · {SEGMENTS[segment]}</span>',
-                 f'<span class="ex-piece">{html.escape(shown)}</span>', f'<span class="ex-id">{id_}</span>']
+                 f'<span class="ex-piece">{escape(shown)}</span>', f'<span class="ex-id">{id_}</span>']
         if fate:
-            lines.append(f'<span class="ex-fate">{FATE_WORDS[fate]}label {html.escape(piece)}</span>')
+            lines.append(f'<span class="ex-fate">{FATE_WORDS[fate]}label {escape(piece)}</span>')
         boxes.append(f'<div class="{classes}">{"".join(lines)}</div>')
     return f'{LEGEND}<div class="ex-tokens">{"".join(boxes)}</div>'
 
