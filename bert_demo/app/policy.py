@@ -33,9 +33,9 @@ CAPS: dict[str, dict[str, Any]] = {
 # The app's default run: a from-scratch run a visitor starts with one click. The recipe is TrainConfig's own
 # defaults; only the size, length and peak learning rate of the run differ, chosen to finish within 3 minutes on 2
 # quiet CPU cores, corpus preparation included, past the frequent-token plateau (benchmarks/README.md, "Learning
-# speed"). At 3e-3 tiny reads held-out news 2.5 points better than at 1e-3 in the same 1,000 steps (issue 71: 0.200
-# against 0.175; 2e-3 0.192, 4e-3 and 5e-3 worse at 500 steps, 5e-3 back on the plateau); 1,400 steps read 0.223 in
-# 156 s from the click. The CPU's cap on steps is this run's length.
+# speed"). Its peak rate is the best measured for tiny: after 1,000 steps it reads held-out news at 0.200, against
+# 0.175 at 1e-3 and 0.192 at 2e-3; 4e-3 and 5e-3 do worse by step 500, and 5e-3 stays on the plateau. At its end
+# (CPU_STEPS) it reads 0.223, 156 s from the click.
 APP_RUN: dict[str, Any] = {"corpus": "news,wiki", "preset": "tiny", "steps": CPU_STEPS, "batch_size": 32,
                            "lr": 3e-3, "seq_len": 128, "vocab_size": 8192}
 # The default run where a GPU trains it (a dedicated GPU, or a call on ZeroGPU): sized by tokens, not by one card's
@@ -53,9 +53,9 @@ def form_default(name: str, machine: str, recipe: str = "fast") -> Any:
 
 # The app's fine-tuning experiment (the Fine-tune tab): each start (pre-trained, random weights, frozen encoder)
 # trains on the first N labelled sentences of the task for `epochs` passes, at most `max_steps` steps, validating
-# `validations` times (eight points draw a curve; four did not); FinetuneConfig's recipe otherwise. The default label
-# count is the largest at which the pre-trained start's lead on validation is more than twice its spread over three
-# seeds, so that the lesson shows on one click: 300 labels, +5.7 ± 2.2 points (at 1,000: +2.2 ± 1.2; the grid, run
+# `validations` times (eight points draw a curve, four are too few); FinetuneConfig's recipe otherwise. The default
+# label count is the largest at which the pre-trained start's lead on validation is more than twice its spread over
+# three seeds, so that the lesson shows on one click: 300 labels, +5.7 ± 2.2 points (at 1,000: +2.2 ± 1.2; the grid, run
 # with this budget, is in benchmarks/README.md, "The Fine-tune tab's default label count"); the pair then takes under
 # 2 minutes on 2 CPU cores, from the click to the verdict. `outside` scores each run on another domain with the same
 # classes.
@@ -104,7 +104,7 @@ def app_finetune_steps(examples: int) -> int:
 #   masked-LM logits at up to 129 positions a sequence (25% masked, plus one), bf16 + fp32 copy + its gradient:
 #                64 x 129 x 32,768 x 10 bytes                                                        =  2.7 GB
 # about 15 GB. Measured on an H100 by benchmarks/gpu_check.py: 18.8 GB reserved at the peak of a training step (the
-# allocator's cache and the attention kernels' workspace come on top of the estimate). Batch 256 at 512 tokens needed
+# allocator's cache and the attention kernels' workspace come on top of the estimate). Batch 256 at 512 tokens needs
 # four times the activations: on a GPU a batch may hold 256 sequences, but at most GPU_BATCH_TOKENS tokens in all, so
 # that BERT's 256 x 128 fits beside 64 x 512.
 GPU_BATCH_TOKENS = 64 * 512

@@ -1,9 +1,9 @@
 """One pre-training example across a run's training: its loss, and the rank each picked position's label has among
 the model's guesses, at every snapshot of the run's timeline (`training.timeline`: steps 0, 10, 30, 100, ...) and at
-its final weights; and, on a fixed batch, the size of the gradient at every depth of the model at each snapshot
-(does it vanish or explode from the heads down to the embeddings, and does that change as the run trains?). The
-weights are read into a private copy of the model, one snapshot after another: the model the app answers with is
-never touched.
+its final weights where the run's last step is known and past its last snapshot; and, on a fixed batch, the size of
+the gradient at every depth of the model at each snapshot (does it vanish or explode from the heads down to the
+embeddings, and does that change as the run trains?). The weights are read into a private copy of the model, one
+snapshot after another: the model the app answers with is never touched.
 """
 from __future__ import annotations
 
@@ -35,8 +35,9 @@ class Moment:
 def across(model: BertForPreTraining, folder: str | Path, example: Any, nsp_weight: float = 1.0,
            final_step: int | None = None) -> list[Moment]:
     """The example (`pretraining_example.PretrainingExample`) under every snapshot the run in `folder` kept, in order
-    of their steps, then under `model` itself, its final weights (at `final_step`, where known; else after the last
-    snapshot). Nothing where the run kept no snapshot."""
+    of their steps, then under `model` itself, its final weights, where `final_step` (the run's last step) is past the
+    last snapshot: unknown, a moment would have no step to be shown at, and at the last snapshot it would be that
+    snapshot again. Nothing where the run kept no snapshot."""
     steps = timeline.steps(folder)
     if not steps:
         return []

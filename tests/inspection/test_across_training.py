@@ -57,6 +57,13 @@ def test_each_moment_is_a_fresh_forward_pass_under_that_steps_weights(trained_ti
     assert all(torch.equal(tensor, before[name]) for name, tensor in trained_tiny.state_dict().items())
 
 
+def test_the_final_weights_are_a_moment_only_where_the_runs_last_step_is_known_and_past_its_last_snapshot(
+        trained_tiny, run):
+    folder, example, _ = run
+    assert [m.step for m in across(trained_tiny, folder, example)] == [0, 10]
+    assert [m.step for m in across(trained_tiny, folder, example, final_step=10)] == [0, 10]
+
+
 def test_a_run_without_snapshots_has_no_moments(trained_tiny, tokenizer, tmp_path):
     folder = save_pretrained(trained_tiny, tokenizer, tmp_path / "shipped")
     example = pretraining_example.draw(pretraining_example.typed_documents(PARAGRAPHS), tokenizer,
