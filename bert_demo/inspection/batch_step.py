@@ -5,8 +5,8 @@ The batch is the drawn example and the examples the trainer's stream draws after
 the same seed and recipe), padded together as a batch is. Its loss is the trainer's (`pretraining.micro_batch_loss`):
 the masked-LM loss is the mean over every picked position in the batch, so example i's part of the batch's gradient
 is (n_i / N) x its own masked-LM gradient plus (w / B) x its NSP gradient, and the parts add up to the batch's
-gradient. One fresh AdamW step on the batch, and one on the drawn example alone, each on a private copy, show how each
-example's loss moves.
+gradient. One step of a fresh optimizer (the recipe's: AdamW, or LAMB) on the batch, and one on the drawn example
+alone, each the loop's own clipping and step on a private copy, show how each example's loss moves.
 
 The same batch shows the two other things a real step has that one example's does not: dropout's noise (the gradient
 under a few draws of the recipe's dropout mask against none) and gradient accumulation (the examples' parts are the
@@ -16,6 +16,7 @@ is the batch's gradient).
 from __future__ import annotations
 
 import copy
+import functools
 import math
 from dataclasses import dataclass, replace
 from typing import Any
@@ -29,6 +30,7 @@ from bert_demo.model import IGNORE_INDEX, IS_NEXT, BertForPreTraining, in_eval_m
 from bert_demo.training.pretraining import micro_batch_loss, sentence_pairs
 from bert_demo.training.recipe import make_optimizer, set_dropout
 from bert_demo.training.settings import LESSON_BATCH, TrainConfig
+from bert_demo.training.step import backward, update
 
 SHOWN_WEIGHTS = 4  # the weights whose gradient is shown split into the examples' parts
 DROPOUT_DRAWS = 2  # draws of the dropout mask compared, each with the gradient without it and with each other
@@ -151,25 +153,17 @@ def step_on_batch(model: BertForPreTraining, batch: dict[str, Tensor], recipe: T
 
 
 def gradient(model: BertForPreTraining, batch: dict[str, Tensor], recipe: TrainConfig) -> dict[str, Tensor]:
-    """The gradient of the trainer's loss on `batch`, one pass over it, for every weight, on leaves of this call's
-    own, so that nothing is written to the model's `.grad`."""
-    return _gradient(model, batch, replace(recipe, grad_accum=1), [batch])
+    """The gradient of the trainer's loss on the CPU `batch`, by the training loop's own forward and backward passes
+    (`step.backward`) over the whole batch, for every weight, on leaves of this call's own, so that nothing is written
+    to the model's `.grad`."""
+    leaves = _leaves(model)
+    loss = functools.partial(micro_batch_loss, replace(recipe, grad_accum=1))
+    backward(lambda **inputs: _forward(model, leaves, inputs), batch, loss, device=_device(leaves))
+    return {name: torch.zeros_like(leaf) if leaf.grad is None else leaf.grad for name, leaf in leaves.items()}
 
 
 def _leaves(model: BertForPreTraining) -> dict[str, Tensor]:
     return {name: p.detach().requires_grad_() for name, p in model.named_parameters()}
-
-
-def _gradient(model: BertForPreTraining, batch: dict[str, Tensor], recipe: TrainConfig, parts: list[dict]
-              ) -> dict[str, Tensor]:
-    """The trainer's loss over `parts` (the batch's micro-batches), summed as the loop's loss.backward() sums them."""
-    leaves, total = _leaves(model), {}
-    for part in parts:
-        loss, _ = micro_batch_loss(recipe, _forward(model, leaves, part), part, batch)
-        for name, grad in zip(leaves, torch.autograd.grad(loss, list(leaves.values()), allow_unused=True)):
-            grad = torch.zeros_like(leaves[name]) if grad is None else grad
-            total[name] = total[name] + grad if name in total else grad
-    return total
 
 
 def _part_and_own(model: BertForPreTraining, row: dict[str, Tensor], batch: dict[str, Tensor],
@@ -189,8 +183,12 @@ def _part_and_own(model: BertForPreTraining, row: dict[str, Tensor], batch: dict
 
 
 def _forward(model: BertForPreTraining, leaves: dict[str, Tensor], batch: dict[str, Tensor]) -> Any:
-    device = next(iter(leaves.values())).device
+    device = _device(leaves)
     return torch.func.functional_call(model, leaves, (), {k: v.to(device) for k, v in batch.items()}, strict=False)
+
+
+def _device(leaves: dict[str, Tensor]) -> torch.device:
+    return next(iter(leaves.values())).device
 
 
 def dropout_noise(model: BertForPreTraining, batch: dict[str, Tensor], recipe: TrainConfig,
@@ -221,13 +219,12 @@ def _loss(model: BertForPreTraining, batch: dict[str, Tensor], recipe: TrainConf
 
 def _after_step(model: BertForPreTraining, grads: dict[str, Tensor], recipe: TrainConfig,
                 rows: list[dict[str, Tensor]]) -> list[float]:
-    """Each row's loss after one step of a fresh optimizer (the recipe's, at its peak rate) on `grads`, clipped as the
-    trainer clips, on a private copy."""
+    """Each row's loss after one step of a fresh optimizer (the recipe's, at its peak rate) on `grads`, clipped and
+    stepped by the training loop's own `step.update`, on a private copy."""
     own = copy.deepcopy(model)
     for name, p in own.named_parameters():
         p.grad = grads[name].detach().clone()
-    nn.utils.clip_grad_norm_(own.parameters(), recipe.grad_clip)
-    make_optimizer(own, recipe).step()
+    update(own, make_optimizer(own, recipe), recipe.grad_clip)
     return [_loss(own, row, recipe) for row in rows]
 
 

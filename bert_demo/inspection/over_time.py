@@ -1,6 +1,7 @@
 """Adam over a run, and plain SGD beside it (Kingma & Ba 2015; Devlin et al. 2019, Appendix A.2): a few steps of a
 real run on the trainer's own batches, optimizer and learning-rate schedule (`recipe.optimizer_and_schedule`: a
-warm-up, then a linear decay) with its clipping, on a private copy of the model.
+warm-up, then a linear decay) with its clipping, each step the training loop's own (`training.step`), on a private
+copy of the model.
 
 For a few weights, step by step: the gradient the optimizer read (after clipping), Adam's moments m and v, their
 bias-corrected m̂ and v̂, the step m̂/(√v̂ + ε) in units of the rate, the rate itself, and the move. Beside them, what
@@ -11,6 +12,7 @@ the rate, which after clipping is tiny: that is why Adam trains BERT at a rate o
 from __future__ import annotations
 
 import copy
+import functools
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -24,6 +26,7 @@ from bert_demo.model import BertForPreTraining
 from bert_demo.training.pretraining import micro_batch_loss, sentence_pairs
 from bert_demo.training.recipe import optimizer_and_schedule
 from bert_demo.training.settings import LESSON_RUN_BATCH, LESSON_RUN_EXAMPLES, LESSON_RUN_STEPS, TrainConfig
+from bert_demo.training.step import backward, update
 
 MOMENTUM = 0.9  # SGD's, beside Adam's β1 = 0.9
 WARMUP_SHARE = 5  # a fifth of a short run warms up, so that a few steps show it (the paper: 1% of 1,000,000 steps)
@@ -76,19 +79,17 @@ def run(model: BertForPreTraining, source: Documents, tokenizer: Any, recipe: Tr
                           batch_size, first_step=0)
     own = copy.deepcopy(model).eval()  # its weights change: never the shared ones; eval: no dropout
     optimizer, schedule = optimizer_and_schedule(own, config, lambda: steps)
+    device, loss_of = next(own.parameters()).device, functools.partial(micro_batch_loss, config)
     rates, losses, norms, clipped, over_half, picked, traces = [], [], [], [], [], [], []
     for batch, _ in zip(data.shard_batches(0, 1), range(steps)):
         optimizer.zero_grad(set_to_none=True)
-        loss, _ = micro_batch_loss(config, own(**batch), batch, batch)
-        loss.backward()
-        norm = float(nn.utils.clip_grad_norm_(own.parameters(), config.grad_clip))
-        if not picked:
-            picked = pick_weights(own, config.adam_eps)
-            traces = [_empty(name, index) for name, index in picked]
+        _, loss = backward(own, batch, loss_of, device=device)  # the training loop's own step
         before = {name: p.detach().clone() for name, p in own.named_parameters()}
         rate = optimizer.param_groups[0]["lr"]
-        optimizer.step()
-        schedule.step()
+        norm = float(update(own, optimizer, config.grad_clip, schedule=schedule))
+        if not picked:  # from the first step's clipped gradients, which the optimizer's step leaves
+            picked = pick_weights(own, config.adam_eps)
+            traces = [_empty(name, index) for name, index in picked]
         rates.append(rate)
         losses.append(float(loss.detach()))
         norms.append(norm)

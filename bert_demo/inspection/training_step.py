@@ -1,11 +1,12 @@
 """One training step on one pre-training example, with the model's own numbers: what `loss.backward()` and
 `optimizer.step()` do in every seed's loop (Devlin et al. 2019, §3.1 and Appendix A.2).
 
-`take` runs the step as `training.loop.train` runs it, on a private copy of the model (the one handed in, which other
-callers may be asking, is never touched): the forward pass on the example's batch, the loss training minimises
-(masked-LM loss + `nsp_weight` x next-sentence loss), autograd's backward pass, the recipe's gradient clipping, then
-the real AdamW of `recipe.make_optimizer` at the recipe's peak learning rate, betas, epsilon and weight decay
-(Loshchilov & Hutter 2019). What it keeps:
+`take` runs the training loop's own step (`training.step`: `backward`, then `update`) on a private copy of the model
+(the one handed in, which other callers may be asking, is never touched), in fp32 whatever a run computes in: the
+forward pass on the example's batch, the loss training minimises (`pretraining.micro_batch_loss`: masked-LM loss +
+`nsp_weight` x next-sentence loss), autograd's backward pass, the recipe's gradient clipping, then the optimizer
+`recipe.make_optimizer` makes (AdamW, Loshchilov & Hutter 2019; or LAMB for a model trained with `--optimizer lamb`)
+at the recipe's peak learning rate, betas, epsilon and weight decay. What it keeps:
 
 - where the gradient starts: softmax minus the one-hot label, at each picked position and at the NSP head;
 - the gradient at every step of the forward pass (`forward_steps.SPECS`, in every layer), kept under the same names as
@@ -20,6 +21,7 @@ Dropout is off unless asked for, so that a step can be repeated and checked numb
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import re
 from collections.abc import Callable
@@ -35,9 +37,10 @@ from bert_demo.model import IGNORE_INDEX, BertForPreTraining, in_eval_mode, priv
 from bert_demo.training.pretraining import micro_batch_loss
 from bert_demo.training.recipe import make_optimizer, set_dropout
 from bert_demo.training.settings import EXAMPLE_STEPS, TrainConfig
+from bert_demo.training.step import Loss, backward, update
 
 MAX_DROPOUT = 0.5
-MAX_PARAMETERS = 60_000_000  # a step holds the model about five times over (copy, gradients, AdamW's two moments)
+MAX_PARAMETERS = 60_000_000  # a step holds the model about five times over (copy, gradients, the optimizer's moments)
 PROBE_TOP = 5  # the unrelated sentence's guesses shown
 WORD_TABLE, DECODER = "bert.embeddings.word_embeddings.weight", "cls.predictions.decoder.weight"
 
@@ -68,9 +71,9 @@ class Beliefs:
 
 @dataclass(frozen=True, kw_only=True)
 class Worked:
-    """AdamW's update of one weight, every number the real optimizer's (Kingma & Ba 2015, Algorithm 1, with decoupled
-    weight decay): m = β1 m + (1-β1) g, v = β2 v + (1-β2) g², m̂ = m / (1-β1^t), v̂ = v / (1-β2^t),
-    w ← w - lr·wd·w - lr·m̂ / (√v̂ + ε)."""
+    """The optimizer's update of one weight, every number the real optimizer's. AdamW's (Kingma & Ba 2015, Algorithm 1,
+    with decoupled weight decay): m = β1 m + (1-β1) g, v = β2 v + (1-β2) g², m̂ = m / (1-β1^t), v̂ = v / (1-β2^t),
+    w ← w - lr·wd·w - lr·m̂ / (√v̂ + ε); LAMB's is the same step, rescaled in a matrix by its trust ratio."""
 
     name: str
     index: tuple[int, ...]
@@ -197,17 +200,17 @@ def take(model: BertForPreTraining, example: Any, recipe: TrainConfig, *, steps:
     own = copy.deepcopy(model)  # its weights change: never a view of the shared ones
     set_dropout(own, dropout)
     device = next(own.parameters()).device
-    batch = {name: tensor.to(device) for name, tensor in example.batch.items() if name != "mlm_fates"}
+    given = {name: tensor for name, tensor in example.batch.items() if name != "mlm_fates"}  # on the CPU, as a run's
+    batch = {name: tensor.to(device) for name, tensor in given.items()}
     probe = None if probe is None else {name: tensor.to(device) for name, tensor in probe.items()}
     before = _beliefs(own, batch, recipe.nsp_weight, probe)
     optimizer = make_optimizer(own, recipe)  # at the recipe's peak learning rate: a run's schedule warms up to it
-    flow, attention_flow, parts, out = _backward(own.train(dropout > 0), batch, recipe)
+    flow, attention_flow, parts, out = _backward(own.train(dropout > 0), given, recipe)
     gradients = {name: p.grad.detach().clone() for name, p in own.named_parameters()}
-    grad_norm = float(nn.utils.clip_grad_norm_(own.parameters(), recipe.grad_clip))
+    grad_norm = float(update(own, optimizer, recipe.grad_clip))
     clipped = min(1.0, recipe.grad_clip / (grad_norm + 1e-6))  # the factor clip_grad_norm_ multiplied them by
-    picked = pick_weights(own, recipe.adam_eps)
+    picked = pick_weights(own, recipe.adam_eps)  # from the clipped gradients, which the optimizer's step leaves
     weights = dict(model.named_parameters())  # the copy's weights before the step: the model's own, untouched
-    optimizer.step()
     updates = {name: p.detach() - weights[name].detach() for name, p in own.named_parameters()}
     moves = _moves(own, gradients, updates, recipe, clipped)
     worked = [_worked(own, optimizer, name, index, weights[name].detach()) for name, index in picked]
@@ -215,9 +218,8 @@ def take(model: BertForPreTraining, example: Any, recipe: TrainConfig, *, steps:
     for _ in range(steps - 1):
         was = [_value(own, name, index) for name, index in picked]
         optimizer.zero_grad(set_to_none=True)
-        _loss(own.train(dropout > 0)(**batch), batch, recipe).backward()
-        nn.utils.clip_grad_norm_(own.parameters(), recipe.grad_clip)
-        optimizer.step()
+        backward(own.train(dropout > 0), given, _loss(recipe), device=device)
+        update(own, optimizer, recipe.grad_clip)
         for moved, (name, index), value in zip(trail, picked, was):
             moved.append(_value(own, name, index) - value)
         losses.append(_beliefs(own, batch, recipe.nsp_weight).loss)
@@ -253,10 +255,10 @@ def _check(model: BertForPreTraining, steps: int, dropout: float) -> None:
                          f"{model.num_parameters() / 10**6:.0f} M")
 
 
-def _loss(out: Any, batch: dict[str, Tensor], recipe: TrainConfig) -> Tensor:
+def _loss(recipe: TrainConfig) -> Loss:
     """The loss training minimises, the loop's own (`pretraining.micro_batch_loss`), for the batch in one pass:
     masked-LM + nsp_weight x NSP."""
-    return micro_batch_loss(replace(recipe, grad_accum=1), out, batch, batch)[0]
+    return functools.partial(micro_batch_loss, replace(recipe, grad_accum=1))
 
 
 def gradients_at_steps(model: BertForPreTraining, example: Any, recipe: TrainConfig) -> Gradients:
@@ -265,8 +267,7 @@ def gradients_at_steps(model: BertForPreTraining, example: Any, recipe: TrainCon
     private view of the model whose weights are this call's own leaves over the shared ones, so that nothing is
     written to the model's `.grad` (what the forward pass's gradient view shows: a fifth of a step's work)."""
     own = private_view(model).eval()
-    device = next(own.parameters()).device
-    batch = {name: tensor.to(device) for name, tensor in example.batch.items() if name != "mlm_fates"}
+    batch = {name: tensor for name, tensor in example.batch.items() if name != "mlm_fates"}
     leaves = {name: p.detach().requires_grad_() for name, p in own.named_parameters()}
     flow, attention_flow, _, _ = _backward(own, batch, recipe, leaves)
     return Gradients(flow=flow, attention_flow=attention_flow)
@@ -274,37 +275,41 @@ def gradients_at_steps(model: BertForPreTraining, example: Any, recipe: TrainCon
 
 def _backward(model: BertForPreTraining, batch: dict[str, Tensor], recipe: TrainConfig,
               leaves: dict[str, Tensor] | None = None) -> tuple[Captured, Tensor, tuple[Tensor, Tensor], Any]:
-    """The forward and backward passes of one step: every parameter's `.grad` (as the loop's `loss.backward()`
-    leaves it; or, with `leaves`, the weights by name to use instead, theirs), the gradient at every module's output
-    and input, at each layer's attention probabilities, and the word table's two parts. The table enters the pass
-    twice, through an alias each (the lookup, the decoder), so that autograd measures each use's gradient while it
-    sums both into the table's own."""
+    """The training loop's forward and backward passes (`step.backward`) on the CPU `batch`: every parameter's `.grad`
+    (or, with `leaves`, the weights by name to use instead, theirs), and what hooks keep of the passes: the gradient
+    at every module's output and input, at each layer's attention probabilities, and the word table's two parts. The
+    table enters the pass twice, through an alias each (the lookup, the decoder), so that autograd measures each
+    use's gradient while it sums both into the table's own."""
     seen: Captured = {}
 
     def keep(name: str) -> Callable:
         def hook(module: nn.Module, inputs: tuple, output: object) -> None:
-            if inputs and isinstance(inputs[0], Tensor) and inputs[0].requires_grad:
-                seen[Site(name, IN)] = inputs[0]
-            if isinstance(output, Tensor) and output.requires_grad:
-                seen[Site(name, OUT)] = output
+            for site, tensor in ((IN, inputs[0] if inputs else None), (OUT, output)):
+                if isinstance(tensor, Tensor) and tensor.requires_grad:
+                    tensor.retain_grad()
+                    seen[Site(name, site)] = tensor
         return hook
 
-    handles = [module.register_forward_hook(keep(name)) for name, module in model.named_modules() if name]
     weights = leaves or dict(model.named_parameters())
     table = weights[WORD_TABLE]
     aliases = (table.view_as(table), table.view_as(table))  # the lookup's, the decoder's
+    for alias in aliases:
+        alias.retain_grad()
     weights = {**weights, WORD_TABLE: aliases[0], DECODER: aliases[1]}
-    try:
+
+    def forward(**inputs: Tensor) -> Any:
         out = torch.func.functional_call(
-            model, weights, (), {**batch, "output_attentions": True}, tie_weights=False, strict=False)
+            model, weights, (), {**inputs, "output_attentions": True}, tie_weights=False, strict=False)
+        for probs in out.attentions:
+            probs.retain_grad()
+        return out
+
+    handles = [module.register_forward_hook(keep(name)) for name, module in model.named_modules() if name]
+    try:
+        out, _ = backward(forward, batch, _loss(recipe), device=table.device)
     finally:
         for handle in handles:
             handle.remove()
-    loss = _loss(out, batch, recipe)
-    tensors = {**seen, **{f"attention {i}": probs for i, probs in enumerate(out.attentions)}}
-    for tensor in (*tensors.values(), *aliases):
-        tensor.retain_grad()
-    loss.backward()
     flow = {name: tensor.grad.detach().float().cpu() for name, tensor in read(seen).items() if tensor.grad is not None}
     attention = torch.stack([out.attentions[i].grad[0] for i in range(len(out.attentions))]).float().cpu()
     return flow, attention, (aliases[0].grad.detach().clone(), aliases[1].grad.detach().clone()), out

@@ -6,8 +6,9 @@ A run is a `Run`: its settings (checked once, never changed), its `Control`, its
 calls its `prepare` function (`pretraining.prepare` for pre-training, `finetuning.prepare` for fine-tuning), which
 builds the run's `Training`: the model and tokenizer, the batches, the optimizer and schedule, and three small
 functions (the loss of a micro-batch with its metrics, the validation records, and the guesses a run stopped between
-validations shows). `train` is the step itself: the batch, the forward and backward passes, clipping, the optimizer
-and the schedule, then what comes after a step (`AfterStep`: re-planning by time, timeline snapshots, handing freed
+validations shows). `train` is the loop itself: the batch, the step (`step.backward`: the forward and backward
+passes; `step.update`: clipping, the optimizer and the schedule; the Step by step tab takes its step with the same
+two), then what comes after a step (`AfterStep`: re-planning by time, timeline snapshots, handing freed
 memory back), records, validations and saves (`saving.Saving`). Both the app and the CLI consume its plain-dict
 records.
 
@@ -21,13 +22,12 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Generator, Iterator
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
-from torch import Tensor
 from transformers import BertTokenizerFast
 
 from bert_demo.checkpoint import check_writable
@@ -38,23 +38,19 @@ from bert_demo.training.records import DoneRecord, Record
 from bert_demo.training.runtime import (
     Batch,
     Distributed,
-    autocast,
     pick_device,
     release_free_memory,
     resolve_precision,
     set_cpu_threads,
     start_process_group,
-    to_device,
     wrap_for_training,
 )
 from bert_demo.training.saving import Saving
 from bert_demo.training.settings import RunConfig, bounds
+from bert_demo.training.step import Loss, Metrics, backward, update
 from bert_demo.training.time_budget import PACE_STEPS, Budget
 
 TRIM_EVERY = 50  # steps between handing freed heap memory back to the operating system (see release_free_memory)
-
-Metrics = dict[str, tuple[Tensor | float, Tensor | float]]  # name: (sum, count), averaged as sum / count per record
-Loss = Callable[[Any, Batch, Batch], tuple[Tensor, Metrics]]  # (output, CPU micro-batch, CPU batch): loss, metrics
 
 
 @dataclass
@@ -75,6 +71,14 @@ class Control:
     @property
     def stopping(self) -> bool:
         return self._stop.is_set()
+
+    @contextmanager
+    def stepping(self) -> Iterator[None]:
+        """Held while the optimizer changes the weights, the step counted with them before the lock is let go: a
+        reader of both never sees one without the other."""
+        with self.lock:
+            yield
+            self.step += 1
 
 
 @dataclass
@@ -269,7 +273,8 @@ def train(run: Run, task: Training, started: float) -> Iterator[Record]:
         batch = next(task.batches)
         optimizer.zero_grad(set_to_none=True)
         try:
-            out = _accumulate(run, task, forward, batch, window)
+            out, _ = backward(forward, batch, task.loss, device=run.device, micro_batches=cfg.grad_accum,
+                              precision=run.precision, extras=task.forward_extras, keep=window.add)
         except torch.OutOfMemoryError:
             optimizer.zero_grad(set_to_none=True)  # free this step's gradients before saving
             torch.cuda.empty_cache()
@@ -277,12 +282,8 @@ def train(run: Run, task: Training, started: float) -> Iterator[Record]:
                              f"{run.device}: the run stopped and the weights from before that step were saved. "
                              "Try a smaller batch, sequence length or model.")
             return
-        grad_norm = torch.nn.utils.clip_grad_norm_(task.model.parameters(), cfg.grad_clip)
-        with control.lock:  # the step counts with the weights: a reader of both never sees one without the other
-            if divergence.guard(optimizer, grad_norm, out.loss, control.step + 1):
-                optimizer.step()
-            schedule.step()
-            control.step += 1
+        update(task.model, optimizer, cfg.grad_clip, schedule=schedule, lock=control.stepping(),
+               guard=lambda norm, loss=out.loss: divergence.guard(optimizer, norm, loss, control.step + 1))
         control.after_step()
         step = control.step
         bad = divergence.found(step)
@@ -321,25 +322,6 @@ def _periodic_save(run: Run, optimizer: torch.optim.Optimizer, started: float) -
                                                               "goes on"}
 
 
-def _accumulate(run: Run, task: Training, forward: torch.nn.Module, batch: Batch, window: Window) -> Any:
-    """Forward and backward passes over the batch's micro-batches (gradient accumulation), adding their metrics to
-    `window`; the last output. Only the forward pass runs under autocast, as PyTorch advises; backward runs outside
-    it, inside DDP's `no_sync` for every micro-batch but the last. The task reads what it needs from the CPU copy of
-    the batch, so that no step waits on the GPU for it."""
-    parts = split_batch(batch, run.config.grad_accum)
-    for index, part in enumerate(parts):
-        tokens = int(part["attention_mask"].sum())
-        on_device = to_device(part, run.device)
-        last = index == len(parts) - 1
-        with nullcontext() if last or run.dist.world_size == 1 else forward.no_sync():
-            with autocast(run.device, run.precision):
-                out = forward(**on_device, **task.forward_extras(part))
-            loss, metrics = task.loss(out, part, batch)
-            loss.backward()
-        window.add(metrics, tokens)
-    return out
-
-
 def _validation(run: Run, task: Training, tokens: int, started: float) -> Iterator[Record]:
     """A "check" record (a validation begins: it may take as long as many steps), then the task's validation
     records; its "val" record is stamped with the step, tokens and time, and kept."""
@@ -349,10 +331,3 @@ def _validation(run: Run, task: Training, tokens: int, started: float) -> Iterat
             record = run.log({k: v for k, v in record.items() if k != "kind"}, tokens, started, kind="val")
         yield record
 
-
-def split_batch(batch: Batch, parts: int) -> list[Batch]:
-    """Cut a batch into `parts` equal micro-batches along the batch dimension (gradient accumulation)."""
-    if parts == 1:
-        return [batch]
-    chunks = {k: v.chunk(parts) for k, v in batch.items()}
-    return [{k: chunks[k][i] for k in batch} for i in range(parts)]

@@ -448,3 +448,27 @@ def test_two_steps_show_step_after_step_and_one_does_not(taken):
     assert [row["step"] for row in table_after(two, "**Step after step**")] == ["1", "2"]
     one = learning_views.adam_markdown(replace(step, trail=[moves[:1] for moves in step.trail]), paper=True)
     assert "**Step after step**" not in one
+
+
+def test_a_step_under_a_lamb_recipe_is_named_lamb_wherever_the_view_describes_it(make_checkpoint, tmp_path):
+    """A model trained with `--optimizer lamb`: its recipe (as its folder keeps it) makes LAMB, the step is taken with
+    it, and every paragraph that describes the step names LAMB, never AdamW nor Adam's own first step, and step after
+    step gives LAMB's rule: Adam's, rescaled by each matrix's trust ratio."""
+    from bert_demo.app.tabs import learning_views
+    from bert_demo.checkpoint import load_pretrained
+    from bert_demo.config import read_metadata
+    from bert_demo.inspection import pretraining_example, training_step
+    from bert_demo.training.settings import TrainConfig
+    from tests.conftest import METADATA
+
+    folder = make_checkpoint(tmp_path / "lamb", train_config={**METADATA["train_config"], "optimizer": "lamb"})
+    model, tokenizer = load_pretrained(folder)
+    recipe = TrainConfig.from_stored(read_metadata(folder)["train_config"])
+    example = pretraining_example.draw(pretraining_example.typed_documents(PARAGRAPHS), tokenizer, recipe, 0)
+    step = training_step.take(model, example, recipe, steps=2)
+    summary = learning_views.summary_markdown(step, tokenizer, MODEL, "", example.fates)
+    update = learning_views.adam_markdown(step, paper=False)
+    assert summary.startswith("**2 steps** of LAMB on this example") and "A fresh LAMB's first step" in summary
+    assert update.startswith("**LAMB**, as the recipe makes it") and "**LAMB's first step**" in update
+    assert "rescaled by the matrix's trust ratio (LAMB's)" in update[update.index("**Step after step**"):]
+    assert "AdamW" not in summary + update and "What Adam's first step does" not in update

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import functools
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
@@ -382,9 +383,11 @@ def test_the_gradient_views_backward_pass_alone_is_the_steps_and_writes_nothing_
     assert all(p.grad is None for p in ours.parameters()) and not ours.training
 
 
-def looped(model: BertForPreTraining, tokenizer, example, recipe: TrainConfig, steps: int, out) -> BertForPreTraining:
+def looped(model: BertForPreTraining, tokenizer, example, recipe: TrainConfig, steps: int, out,
+           extras: Callable[[dict], dict] = lambda part: {}) -> BertForPreTraining:
     """A copy of `model` after `steps` steps of the training loop itself (`loop.train`, pre-training's loss), handed
-    the example as every batch at the recipe's peak rate (a constant schedule: `take` steps at the peak too)."""
+    the example as every batch at the recipe's peak rate (a constant schedule: `take` steps at the peak too), its
+    model told `extras` beside each batch."""
     from bert_demo.training import pretraining
     from bert_demo.training.loop import Run, Training
     from bert_demo.training.recipe import make_optimizer, set_dropout
@@ -400,7 +403,8 @@ def looped(model: BertForPreTraining, tokenizer, example, recipe: TrainConfig, s
         optimizer = make_optimizer(run.model, config)
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
         return Training(model=run.model, batches=iter([batch] * steps), optimizer=optimizer, schedule=schedule,
-                        loss=functools.partial(pretraining.micro_batch_loss, config), evaluate=lambda: iter(()))
+                        loss=functools.partial(pretraining.micro_batch_loss, config), evaluate=lambda: iter(()),
+                        forward_extras=extras)
 
     run = Run(config, prepare)
     records = list(run.run())
@@ -416,7 +420,8 @@ def test_a_step_here_is_the_training_loops_step_on_the_same_batch(setup, tmp_pat
     by_loop = dict(looped(ours, tokenizer, example, PAPERS_EPS, 1, tmp_path / "one").named_parameters())
     for name, weight in ours.named_parameters():
         # within 1% of the rate: a weight whose gradient is near ε moves by lr·g/(|g| + ε), so the float noise of two
-        # backward passes (this one's hooks, the loop's none) moves it by up to a few thousandths of the rate
+        # attention kernels (the tab's step reads the probabilities, the loop's fused one never forms them) moves it
+        # by up to a few thousandths of the rate
         apart = (by_loop[name] - (weight + one.updates[name])).abs()
         assert float(apart.max()) < 0.01 * PAPERS_EPS.lr, name
     three = take(ours, example, PAPERS_EPS, steps=3)
@@ -425,6 +430,21 @@ def test_a_step_here_is_the_training_loops_step_on_the_same_batch(setup, tmp_pat
     with torch.no_grad():
         out = model(**batch)
     assert three.losses[-1] == pytest.approx(float(out.mlm_loss + PAPERS_EPS.nsp_weight * out.nsp_loss), abs=1e-5)
+
+
+@pytest.mark.parametrize("recipe", [PAPERS_EPS, replace(PAPERS_EPS, optimizer="lamb")], ids=["AdamW", "LAMB"])
+def test_a_step_here_moves_every_weight_as_the_training_loops_step_does_bit_for_bit(setup, tmp_path, recipe):
+    """The tab's step is the loop's (`training.step`): on the same weights and batch, one step of the loop itself
+    moves every weight exactly as `take` moves it, with the recipe's loss, clipping and optimizer. The loop's model is
+    asked for the attention probabilities, as the tab's step asks for them: the fused attention kernel it uses
+    otherwise rounds differently (the test above bounds that)."""
+    ours, tokenizer, example = setup
+    step = take(ours, example, recipe)
+    by_loop = dict(looped(ours, tokenizer, example, recipe, 1, tmp_path,
+                          lambda part: {"output_attentions": True}).named_parameters())
+    moved_otherwise = [name for name, weight in ours.named_parameters()
+                       if not torch.equal(by_loop[name].detach() - weight.detach(), step.updates[name])]
+    assert moved_otherwise == []
 
 
 def test_the_optimizer_named_is_the_one_the_recipe_makes(setup):

@@ -173,9 +173,9 @@ def test_a_stopped_fine_tune_resumes_where_it_stopped_with_its_schedule_batches_
                                                                                              tmp_path, capsys,
                                                                                              monkeypatch):
     seen = []  # each step's batch, by the sum of its token ids
-    accumulate = loop._accumulate
-    monkeypatch.setattr(loop, "_accumulate", lambda run, task, forward, batch, window:
-                        seen.append(int(batch["input_ids"].sum())) or accumulate(run, task, forward, batch, window))
+    backward = loop.backward
+    monkeypatch.setattr(loop, "backward", lambda forward, batch, *args, **kwargs:
+                        seen.append(int(batch["input_ids"].sum())) or backward(forward, batch, *args, **kwargs))
     whole = [r for r in finetuning(config(pretrained, labelled, tmp_path / "whole")).run() if r["kind"] == "train"]
     whole_batches, seen[:] = list(seen), []
     out = tmp_path / "stopped"

@@ -567,15 +567,15 @@ def test_backward_and_validation_run_outside_autocast_and_the_forward_pass_insid
 
 def test_running_out_of_memory_at_a_step_saves_the_weights_from_before_it(stories_file, tmp_path, monkeypatch):
     trainer = pretraining(tiny_config(stories_file, tmp_path / "run", steps=10, save_every=100))
-    original, calls = loop_module._accumulate, {"n": 0}
+    original, calls = loop_module.backward, {"n": 0}
 
-    def accumulate(*args):
+    def backward(*args, **kwargs):
         calls["n"] += 1
         if calls["n"] == 4:
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 12.00 GiB")
-        return original(*args)
+        return original(*args, **kwargs)
 
-    monkeypatch.setattr(loop_module, "_accumulate", accumulate)
+    monkeypatch.setattr(loop_module, "backward", backward)
     records = list(trainer.run())
     done = records[-1]
     assert done["reason"] == "out of memory" and done["step"] == 3 and "smaller batch" in done["message"]

@@ -224,12 +224,16 @@ NO_GRADIENT_WHY = {"embeddings · position embeddings": " (the rows of positions
 
 
 def trail_markdown(step: Any) -> str:
-    """Each worked weight's move at every step taken on the example: Adam's step with a history."""
+    """Each worked weight's move at every step taken on the example: Adam's step with a history (LAMB's: Adam's,
+    rescaled by the matrix's trust ratio)."""
     names = [f"`{w.name.rsplit('.', 2)[-2]}[{', '.join(map(str, w.index))}]`" for w in step.worked]
+    lamb = step.optimizer == "LAMB"
+    rule = "lr · m̂ / (√v̂ + ε)" + (", in a matrix rescaled by the matrix's trust ratio (LAMB's)" if lamb else "")
+    steady = "the same share of the rate" if lamb else "the rate"
     lines = ["**Step after step** on the same example, each weight's move (its value after minus before), as a share "
-             "of the learning rate: each step is lr · m̂ / (√v̂ + ε), m̂ an average of the gradients so far and √v̂ "
-             "their typical size, so a weight whose gradient keeps its sign keeps moving by about the rate, and one "
-             "whose gradient shrinks or turns moves less.", "",
+             f"of the learning rate: each step is {rule}, m̂ an average of the gradients so far and √v̂ their typical "
+             f"size, so a weight whose gradient keeps its sign keeps moving by about {steady}, and one whose gradient "
+             "shrinks or turns moves less.", "",
              "| step | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     for number, moves in enumerate(zip(*step.trail), start=1):
         lines.append(f"| {number} | " + " | ".join(f"{move / step.lr:+.3f}" for move in moves) + " |")
