@@ -1,4 +1,5 @@
-"""BERT's hyper-parameters, the size presets, and the limits every loaded config must respect.
+"""BERT's hyper-parameters, the size presets, and the limits every loaded config must respect; and the checks of a
+value given from outside (`whole_number`, and `echo`, how a message repeats it), which import no torch.
 
 The field names are Hugging Face's `BertConfig` names, so `config.json` reads and writes without a mapping
 (Devlin et al. 2019, §3: L layers, hidden size H, A attention heads, feed-forward size 4H).
@@ -46,6 +47,8 @@ BERT_WORDS = "3.3 billion"  # the text the paper's BERT read: BooksCorpus (800 M
 MAX_LABELS, MAX_LABEL_CHARS = 20, 100  # classes of a fine-tuned classifier, and the length of a class name
 CLASSIFIER = "BertForSequenceClassification"  # the architecture named in a fine-tuned model's config.json
 
+IS_NEXT, NOT_NEXT = 0, 1  # the next-sentence head's classes by index (its labels), in Hugging Face's order
+NSP_CLASSES = ("IsNext", "NotNext")  # each class's name, by its index
 
 @dataclass(frozen=True, kw_only=True)
 class BertConfig:
@@ -293,3 +296,24 @@ def _hub_address() -> tuple[str, int]:
         endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
     url = urlsplit(endpoint)
     return url.hostname or "huggingface.co", url.port or (443 if url.scheme == "https" else 80)
+
+
+ECHO_CHARS = 40  # the most of a visitor's input a message repeats: a message says what is wrong, not the input
+
+
+def echo(value: object) -> str:
+    """A visitor's input as a message repeats it: quoted, and cut short."""
+    text = repr(value)
+    return text if len(text) <= ECHO_CHARS else f"{text[:ECHO_CHARS - 1]}…"
+
+
+def whole_number(value: object, name: str, low: int | None = None, high: int | None = None) -> int:
+    """`value` as the whole number it is, from `low` to `high` where given, else a ValueError that names it (and the
+    range). A whole float is its number (2.0 is 2: sliders and JSON callers send floats); 1.5, True, text, inf and
+    nan are refused, never rounded or parsed. The one such check for the app's inputs and the example's seed."""
+    span = "" if low is None else f" from {low:,} to {high:,}"
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or (low is not None and not low <= value <= high):
+        raise ValueError(f"{name} must be a whole number{span}, got {echo(value)}")
+    return value

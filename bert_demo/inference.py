@@ -15,9 +15,8 @@ import torch
 from torch import Tensor
 from transformers import BertTokenizerFast
 
-from bert_demo.config import MASK_PATTERN, BertConfig
+from bert_demo.config import IS_NEXT, MASK_PATTERN, BertConfig, echo, whole_number
 from bert_demo.model import (
-    IS_NEXT,
     BertForPreTraining,
     BertForSequenceClassification,
     M,
@@ -29,7 +28,6 @@ HeadMask = Tensor | list[list[float]] | None
 MAX_MASKS = 20
 MAX_TOP_K = 50
 MAX_TEXT_CHARS = 5000
-ECHO_CHARS = 40  # the most of a visitor's input a message repeats: a message says what is wrong, not the input
 SHOWN_PIECES = 8  # and the most of its WordPiece pieces
 
 
@@ -112,24 +110,6 @@ def segments(tokenizer: BertTokenizerFast, text_a: str, text_b: str | None = Non
     return ["A" if segment == 0 else "B" for segment in ids]
 
 
-def echo(value: object) -> str:
-    """A visitor's input as a message repeats it: quoted, and cut short."""
-    text = repr(value)
-    return text if len(text) <= ECHO_CHARS else f"{text[:ECHO_CHARS - 1]}…"
-
-
-def whole_number(value: object, name: str, low: int | None = None, high: int | None = None) -> int:
-    """`value` as the whole number it is, from `low` to `high` where given, else a ValueError that names it (and the
-    range). A whole float is its number (2.0 is 2: sliders and JSON callers send floats); 1.5, True, text, inf and
-    nan are refused, never rounded or parsed. The one such check for the app's inputs and the example's seed."""
-    span = "" if low is None else f" from {low:,} to {high:,}"
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or (low is not None and not low <= value <= high):
-        raise ValueError(f"{name} must be a whole number{span}, got {echo(value)}")
-    return value
-
-
 def single_token(tokenizer: BertTokenizerFast, word: str) -> int:
     """The vocabulary id of a word that is one WordPiece token; otherwise a message that shows how it splits."""
     word = check_text(word, "the word")
@@ -144,8 +124,7 @@ def single_token(tokenizer: BertTokenizerFast, word: str) -> int:
 def check_layer_head(config: BertConfig, layer: int, head: int) -> None:
     """A layer and a head (both from 1) the model has, else a ValueError that gives their range."""
     for name, value, top in (("layer", layer, config.num_hidden_layers), ("head", head, config.num_attention_heads)):
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
-            raise ValueError(f"{name} must be a whole number from 1 to {top}, got {echo(value)}")
+        whole_number(value, name, 1, top)
 
 
 def check_top_k(top_k: int) -> None:

@@ -23,8 +23,6 @@ from torch import Tensor, nn
 from bert_demo.config import BertConfig
 
 IGNORE_INDEX = -100  # label value that the losses skip, as in PyTorch and Hugging Face
-IS_NEXT, NOT_NEXT = 0, 1  # the next-sentence head's classes by index (its labels), in Hugging Face's order
-NSP_CLASSES = ("IsNext", "NotNext")  # each class's name, by its index
 M = TypeVar("M", bound=nn.Module)
 
 

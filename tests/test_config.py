@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from bert_demo.config import PRESETS, BertConfig, trained_on
+from bert_demo.config import PRESETS, BertConfig, trained_on, whole_number
 
 
 def test_presets_have_the_turc_et_al_and_bert_base_sizes():
@@ -81,3 +81,14 @@ def test_the_hub_is_never_asked_under_hf_hub_offline_and_a_silent_one_is_answere
     assert config.hub_reachable() is False and time.monotonic() - started < config.HUB_PROBE_S + 0.5
     started = time.monotonic()
     assert config.hub_reachable() is False and time.monotonic() - started < 0.01  # the answer kept
+
+
+def test_a_whole_number_is_an_int_or_a_whole_float_in_its_range_and_nothing_else():
+    assert [whole_number(v, "the seed", 0, 9) for v in (0, 9, 3.0)] == [0, 9, 3]
+    assert type(whole_number(3.0, "the seed")) is int and whole_number(10**12, "the seed") == 10**12
+    for value in (1.5, True, "3", None, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="^steps must be a whole number, got"):
+            whole_number(value, "steps")
+    for value in (-1, 10, 10.0):
+        with pytest.raises(ValueError, match=f"^the seed must be a whole number from 0 to 9, got {int(value)}$"):
+            whole_number(value, "the seed", 0, 9)

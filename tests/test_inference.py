@@ -15,7 +15,6 @@ from bert_demo.inference import (
     fill_mask,
     next_sentence,
     segments,
-    whole_number,
 )
 from bert_demo.inspection.heads import attention_rollout, drop_tokens, query_key
 
@@ -213,13 +212,3 @@ def test_fill_in_masks_agrees_with_fill_mask(trained_tiny, tokenizer):
     spans = fill_in_masks(text, fill_mask(trained_tiny, tokenizer, text, top_k=3))
     assert [label is not None for _, label in spans] == [False, True, False, True, False]
 
-
-def test_a_whole_number_is_an_int_or_a_whole_float_in_its_range_and_nothing_else():
-    assert [whole_number(v, "the seed", 0, 9) for v in (0, 9, 3.0)] == [0, 9, 3]
-    assert type(whole_number(3.0, "the seed")) is int and whole_number(10**12, "the seed") == 10**12
-    for value in (1.5, True, "3", None, float("inf"), float("nan")):
-        with pytest.raises(ValueError, match="^steps must be a whole number, got"):
-            whole_number(value, "steps")
-    for value in (-1, 10, 10.0):
-        with pytest.raises(ValueError, match=f"^the seed must be a whole number from 0 to 9, got {int(value)}$"):
-            whole_number(value, "the seed", 0, 9)

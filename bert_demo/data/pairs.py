@@ -32,7 +32,7 @@ from transformers import PreTrainedTokenizerBase
 
 from bert_demo.data.collator import Example, MaskingCollator, SpecialIds
 from bert_demo.data.masking import IS_NEXT_SHARE, masking_rate
-from bert_demo.model import IS_NEXT, NOT_NEXT
+from bert_demo.config import IS_NEXT, NOT_NEXT
 
 Document = list[Sequence[int]]  # a document: sentences of token ids (int32 arrays), without special tokens
 MIN_DOCUMENTS = 2  # in each split: a random "next sentence" must come from another document

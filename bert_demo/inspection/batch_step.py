@@ -24,9 +24,11 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from bert_demo.config import whole_number
 from bert_demo.data.pairs import SpecialIds
 from bert_demo.inspection.pretraining_example import Documents, tokenized
-from bert_demo.model import IGNORE_INDEX, IS_NEXT, BertForPreTraining, in_eval_mode, private_view
+from bert_demo.config import IS_NEXT
+from bert_demo.model import IGNORE_INDEX, BertForPreTraining, in_eval_mode, private_view
 from bert_demo.training.pretraining import micro_batch_loss, sentence_pairs
 from bert_demo.training.recipe import make_optimizer, set_dropout
 from bert_demo.training.settings import LESSON_BATCH, TrainConfig
@@ -111,9 +113,7 @@ def draw_batch(source: Documents, tokenizer: Any, recipe: TrainConfig, seed: int
 
 def check_size(size: object) -> int:
     """A batch size as a whole number from 2 to LESSON_BATCH, else a ValueError that says what is allowed."""
-    if isinstance(size, bool) or not isinstance(size, int) or not 2 <= size <= LESSON_BATCH:
-        raise ValueError(f"the batch holds 2 to {LESSON_BATCH} examples, got {str(size)[:40]}")
-    return size
+    return whole_number(size, "the number of examples in the batch", 2, LESSON_BATCH)
 
 
 def step_on_batch(model: BertForPreTraining, batch: dict[str, Tensor], recipe: TrainConfig) -> BatchStep:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 import torch
 from torch import Tensor, nn
 
+from bert_demo.config import whole_number
 from bert_demo.model import BertForPreTraining, private_view
 from bert_demo.training.pretraining import micro_batch_loss
 from bert_demo.training.settings import TrainConfig
@@ -92,8 +93,7 @@ def module_name(part: str, layer: int, layers: int) -> str:
         return DECODER
     if part not in LINEAR_PARTS:
         raise ValueError(f"the layer is one of {', '.join([*LINEAR_PARTS, DECODER_PART])}, not {str(part)[:40]!r}")
-    if isinstance(layer, bool) or not isinstance(layer, int) or not 1 <= layer <= layers:
-        raise ValueError(f"the layer is a whole number from 1 to {layers}, got {str(layer)[:40]}")
+    layer = whole_number(layer, "the layer", 1, layers)
     return f"bert.encoder.layer.{layer - 1}.{LINEAR_PARTS[part]}"
 
 
@@ -104,8 +104,7 @@ def work(model: BertForPreTraining, batch: dict[str, Tensor], recipe: TrainConfi
     gradient is largest, and at the token whose gradient through that layer's attention LayerNorm is largest."""
     config = model.config
     linear = module_name(part, layer, config.num_hidden_layers)
-    if isinstance(head, bool) or not isinstance(head, int) or not 1 <= head <= config.num_attention_heads:
-        raise ValueError(f"the head is a whole number from 1 to {config.num_attention_heads}, got {str(head)[:40]}")
+    head = whole_number(head, "the head", 1, config.num_attention_heads)
     norm = f"bert.encoder.layer.{layer - 1}.attention.output.LayerNorm"
     scores = f"bert.encoder.layer.{layer - 1}.attention.self.attention_scores"
     modules = [DECODER_IN, DECODER_OUT] if linear == DECODER else [linear]

@@ -26,7 +26,8 @@ from transformers import BertTokenizerFast
 from bert_demo import model as model_module
 from bert_demo.data.masking import MARKED
 from bert_demo.inference import check_layer_head, encode_input
-from bert_demo.model import IGNORE_INDEX, IS_NEXT, NOT_NEXT, NSP_CLASSES, BertForPreTraining, private_view
+from bert_demo.config import IS_NEXT, NOT_NEXT, NSP_CLASSES
+from bert_demo.model import IGNORE_INDEX, BertForPreTraining, private_view
 
 TOP_GUESSES = 10  # guesses shown at each position by the decoder and softmax steps
 PARTS = ("Embeddings", "Attention", "Feed-forward", "Masked-LM head", "Next-sentence head")

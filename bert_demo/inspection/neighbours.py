@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from transformers import BertTokenizerFast
 
+from bert_demo.config import whole_number
 from bert_demo.inference import (
     check_top_k,
     echo,
@@ -92,8 +93,7 @@ def neighbours(model: BertForPreTraining, tokenizer: BertTokenizerFast, word: st
     if text is None:
         return _in_table(model, tokenizer, token_id, k)
     layers = model.config.num_hidden_layers
-    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer <= layers:
-        raise ValueError(f"layer must be a whole number from 0 to {layers}, got {echo(layer)}")
+    whole_number(layer, "layer", 0, layers)
     batch = encode_pair(model, tokenizer, read_text(text, "the sentence", tokenizer))
     where = (batch["input_ids"][0] == token_id).nonzero()
     if not len(where):

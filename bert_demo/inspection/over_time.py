@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from bert_demo.config import whole_number
 from bert_demo.data.pairs import SpecialIds
 from bert_demo.inspection.pretraining_example import Documents, tokenized
 from bert_demo.inspection.training_step import OPTIMIZER_NAMES, pick_weights
@@ -106,8 +107,7 @@ def run(model: BertForPreTraining, source: Documents, tokenizer: Any, recipe: Tr
 def _check(steps: object, batch_size: object) -> None:
     for value, name, high in ((steps, "steps", LESSON_RUN_STEPS),
                               (batch_size, "examples in a batch", LESSON_RUN_BATCH)):
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
-            raise ValueError(f"the {name} are a whole number from 1 to {high}, got {str(value)[:40]}")
+        whole_number(value, f"the number of {name}", 1, high)
     if steps * batch_size > LESSON_RUN_EXAMPLES:
         raise ValueError(f"{steps} steps of {batch_size} examples are {steps * batch_size}: a run here reads at most "
                          f"{LESSON_RUN_EXAMPLES} examples in all (fewer steps, or a smaller batch)")

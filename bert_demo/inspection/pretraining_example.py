@@ -22,8 +22,9 @@ from bert_demo.data.corpus import document_sources, is_named, load_corpus, sourc
 from bert_demo.data.masking import FATES, PICKED
 from bert_demo.data.pairs import SpecialIds, Tokenized, tokenize_sourced
 from bert_demo.data.sentences import MIN_WORDS, paragraphs, to_documents
-from bert_demo.inference import whole_number
-from bert_demo.model import IGNORE_INDEX, IS_NEXT, BertForPreTraining, in_eval_mode
+from bert_demo.config import whole_number
+from bert_demo.config import IS_NEXT
+from bert_demo.model import IGNORE_INDEX, BertForPreTraining, in_eval_mode
 from bert_demo.training.pretraining import sentence_pairs, split_corpus
 from bert_demo.training.settings import MAX_SEED, TrainConfig
 

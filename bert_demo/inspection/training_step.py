@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from bert_demo.config import whole_number
 from bert_demo.inspection.forward_steps import CLS_ROW, ENCODER_PARTS, IN, OUT, SPECS, Captured, Pass, Spec, Site, read
 from bert_demo.model import IGNORE_INDEX, BertForPreTraining, in_eval_mode, private_view
 from bert_demo.training.pretraining import micro_batch_loss
@@ -245,8 +246,7 @@ def _value(model: nn.Module, name: str, index: tuple[int, ...]) -> float:
 
 
 def _check(model: BertForPreTraining, steps: int, dropout: float) -> None:
-    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= EXAMPLE_STEPS:
-        raise ValueError(f"the steps to take are a whole number from 1 to {EXAMPLE_STEPS}, got {str(steps)[:40]}")
+    whole_number(steps, "the number of steps to take", 1, EXAMPLE_STEPS)
     if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout <= MAX_DROPOUT:
         raise ValueError(f"dropout is a number from 0 to {MAX_DROPOUT}, got {str(dropout)[:40]}")
     if model.num_parameters() > MAX_PARAMETERS:

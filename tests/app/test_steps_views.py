@@ -15,7 +15,7 @@ from bert_demo.app.tabs import drawn, steps
 from bert_demo.data.masking import Fate
 from bert_demo.inference import encode_input
 from bert_demo.inspection.forward_steps import STEP_NAMES
-from bert_demo.model import IS_NEXT
+from bert_demo.config import IS_NEXT
 from tests.conftest import TEST_SHAPE
 from tests.references import example_batch, transformers_loss, transformers_model
 from tests.rendered import after, number, numbers, plain, table_after, traces

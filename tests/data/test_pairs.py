@@ -19,7 +19,8 @@ from bert_demo.data.pairs import (
     tokenize_documents,
     tokenize_sourced,
 )
-from bert_demo.model import IGNORE_INDEX, IS_NEXT, NOT_NEXT
+from bert_demo.config import IS_NEXT, NOT_NEXT
+from bert_demo.model import IGNORE_INDEX
 
 SPECIAL = SpecialIds(cls=2, sep=3, mask=4, pad=0, vocab_size=6000, special=(0, 1, 2, 3, 4))
 DOC_SPAN = 250  # document d owns token ids [5 + d * DOC_SPAN, 5 + (d + 1) * DOC_SPAN), in reading order

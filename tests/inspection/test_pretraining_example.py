@@ -10,7 +10,8 @@ import torch
 
 from bert_demo.data.masking import FATES
 from bert_demo.inspection import pretraining_example
-from bert_demo.model import IGNORE_INDEX, IS_NEXT
+from bert_demo.config import IS_NEXT
+from bert_demo.model import IGNORE_INDEX
 from bert_demo.training.pretraining import prepare, pretraining, split_corpus
 from bert_demo.training.settings import MAX_SEED, PAPER_RECIPE, TrainConfig
 

@@ -30,7 +30,7 @@ from bert_demo.app.state.folders import FOLDER
 from bert_demo.app.state.uploads import corpus_upload
 from bert_demo.config import PRESETS, BertConfig, read_config
 from bert_demo.data.sources import APP_SOURCES, MIXES, SOURCES
-from bert_demo.inference import whole_number
+from bert_demo.config import whole_number
 from bert_demo.training.settings import (
     RECIPES,
     FinetuneConfig,

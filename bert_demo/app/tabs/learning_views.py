@@ -8,7 +8,7 @@ from typing import Any
 from bert_demo.app.tabs.steps_views import as_code
 from bert_demo.app.text import rate
 from bert_demo.data.masking import MARKED
-from bert_demo.model import NSP_CLASSES
+from bert_demo.config import NSP_CLASSES
 from bert_demo.training.settings import PAPER_SCALE
 
 

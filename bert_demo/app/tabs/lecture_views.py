@@ -10,7 +10,7 @@ from typing import Any
 
 from bert_demo.app.tabs.steps_views import as_code
 from bert_demo.app.text import rate
-from bert_demo.model import IS_NEXT, NOT_NEXT, NSP_CLASSES
+from bert_demo.config import IS_NEXT, NOT_NEXT, NSP_CLASSES
 
 CSS = """  /* this section's rules of the page's style sheet (ui.CSS) */
 #lc-batch table, #lc-hand table, #lc-adam table, #lc-depth table { display: block; overflow-x: auto; }

@@ -8,7 +8,7 @@ from typing import Any
 from bert_demo.app.tabs.train_views import FAST_RECIPE_WHY, RECIPE_NAMES, recipe_markdown
 from bert_demo.app.text import escape
 from bert_demo.data.masking import FATES, IS_NEXT_SHARE, PICKED, Fate, fate_shares
-from bert_demo.model import IS_NEXT, NOT_NEXT, NSP_CLASSES
+from bert_demo.config import IS_NEXT, NOT_NEXT, NSP_CLASSES
 
 MODEL_PY = "bert_demo/model.py"
 FATE_WORDS = {Fate.MASK: "", Fate.RANDOM: "random · ", Fate.KEPT: "kept · "}  # before a picked position's label
