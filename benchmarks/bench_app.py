@@ -30,7 +30,8 @@ TEXT = "paris is the capital of [MASK]."
 REFERENCE_APP = '''import gradio as gr
 with gr.Blocks() as demo:
     model, text, top_k, out = gr.Textbox(), gr.Textbox(), gr.Number(5), gr.Textbox()
-    gr.Button("Fill").click(lambda m, t, k: t, [model, text, top_k], out, api_name="fill_mask")
+    gr.Button("Fill").click(lambda model_name, sentence, top_k: sentence, [model, text, top_k], out,
+                            api_name="fill_mask")
 demo.launch()
 '''
 
@@ -75,10 +76,10 @@ def launch(script: Path, model_name: str, env: dict[str, str], timeout: float, l
             connected = time.perf_counter() - start
             if "/fill_mask" not in str(client.view_api(print_info=False, return_format="dict")):
                 raise LookupError("the app has no /fill_mask endpoint")
-            client.predict(model_name, TEXT, 5, api_name="/fill_mask")
+            client.predict(model_name=model_name, sentence=TEXT, top_k=5, api_name="/fill_mask")
             first = time.perf_counter() - start
             warm = time.perf_counter()
-            client.predict(model_name, TEXT, 5, api_name="/fill_mask")
+            client.predict(model_name=model_name, sentence=TEXT, top_k=5, api_name="/fill_mask")
             return {"page": page, "client": connected, "first": first, "warm": time.perf_counter() - warm}
         finally:
             process.terminate()

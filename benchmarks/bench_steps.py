@@ -67,12 +67,13 @@ def main() -> None:
     a, b = pair_of(loaded.tokenizer, 128)
     tokens = encode_input(loaded.model, loaded.tokenizer, a, b)["input_ids"].shape[1]
     started = time.perf_counter()
-    first = steps.pretraining_example(registry, args.model, "wiki", "", "model", 0)
+    first = steps.pretraining_example(registry, args.model, source="wiki", typed="", recipe="model", seed=0)
     counting = time.perf_counter() - started
     seeds, index, lengths = iter(range(1, 10**6)), iter(range(10**6)), []
 
     def example() -> None:
-        shown = steps.pretraining_example(registry, args.model, "wiki", "", "model", next(seeds))
+        shown = steps.pretraining_example(registry, args.model, source="wiki", typed="", recipe="model",
+                                          seed=next(seeds))
         lengths.append(shown["ex_tokens"].count(BOX))
 
     with_gradient = [i for i, spec in enumerate(SPECS) if spec.gradient]
@@ -81,28 +82,31 @@ def main() -> None:
 
     def forward() -> None:  # another input each call (its last word changed): a pass the tab has not kept
         i = next(index)
-        shown = steps.forward_steps(registry, args.model, a, f"{b.rsplit(' ', 1)[0]} {WORDS[i % len(WORDS)]}",
-                                    *heads[i % len(heads)], i % len(STEP_NAMES))
+        layer, head = heads[i % len(heads)]
+        shown = steps.forward_steps(registry, args.model, text_a=a, text_b=f"{b.rsplit(' ', 1)[0]} "
+                                    f"{WORDS[i % len(WORDS)]}", layer=layer, head=head, step=i % len(STEP_NAMES))
         shown["fw_plot"].to_json()
 
     def training_step() -> None:
-        shown = learning.training_step(registry, args.model, "wiki", "", "model", next(seeds))
+        shown = learning.training_step(registry, args.model, source="wiki", typed="", recipe="model", seed=next(seeds))
         for name in ("ts_flow", "ts_heads", "ts_params", "ts_losses"):
             shown[name].to_json()
 
     def gradient() -> None:  # a new example each call: its training step is taken for it
         i = next(index)
-        shown = steps.forward_steps(registry, args.model, "", "", *heads[i % len(heads)],
-                                    with_gradient[i % len(with_gradient)], reads="example", shows="gradient",
+        layer, head = heads[i % len(heads)]
+        shown = steps.forward_steps(registry, args.model, layer=layer, head=head,
+                                    step=with_gradient[i % len(with_gradient)], reads="example", shows="gradient",
                                     seed=next(seeds))
         shown["fw_plot"].to_json()
 
     def walk() -> None:  # the next step of the same input: the tab's kept pass, the step's figure drawn
-        shown = steps.forward_steps(registry, args.model, a, b, 1, 1, next(index) % len(STEP_NAMES))
+        shown = steps.forward_steps(registry, args.model, text_a=a, text_b=b, layer=1, head=1,
+                                    step=next(index) % len(STEP_NAMES))
         shown["fw_plot"].to_json()
 
     def fill_mask() -> None:
-        fill.fill_mask(registry, args.model, FILL, 5)
+        fill.fill_mask(registry, args.model, sentence=FILL, top_k=5)
 
     times = interleaved_times({"pretraining_example": example, "forward_steps": forward,
                                "forward_steps, next step": walk, "training_step": training_step,
@@ -144,27 +148,27 @@ def lecture_times(args: argparse.Namespace) -> None:
                   str(run / timeline.file_name(step)))
     seeds, parts = iter(range(1, 10**6)), [*LINEAR_PARTS, "masked-LM decoder"]
     layers = model.config.num_hidden_layers
-    example = ("wiki", "", "model")
+    example = {"source": "wiki", "typed": "", "recipe": "model"}
 
     def batch() -> None:
-        lecture.batch_step(registry, args.model, *example, next(seeds), "final", LESSON_BATCH)
+        lecture.batch_step(registry, args.model, **example, seed=next(seeds), size=LESSON_BATCH)
 
     def hand() -> None:
         seed = next(seeds)
-        lecture.by_hand(registry, args.model, *example, seed, "final", parts[seed % len(parts)],
-                        1 + seed % layers, 1)
+        lecture.by_hand(registry, args.model, **example, seed=seed, part=parts[seed % len(parts)],
+                        layer=1 + seed % layers, head=1)
 
     def adam() -> None:
-        shown = lecture.adam_over_time(registry, args.model, *example, next(seeds), "final", 10,
-                                       LESSON_RUN_EXAMPLES // 10)
+        shown = lecture.adam_over_time(registry, args.model, **example, seed=next(seeds), steps=10,
+                                       batch_size=LESSON_RUN_EXAMPLES // 10)
         shown["lc_adam_plot"].to_json()
 
     def depth() -> None:
-        shown = lecture.depth_across_training(registry, "runs/with-snapshots", *example, next(seeds))
+        shown = lecture.depth_across_training(registry, "runs/with-snapshots", **example, seed=next(seeds))
         shown["lc_depth_plot"].to_json()
 
     def fill_mask() -> None:
-        fill.fill_mask(registry, args.model, FILL, 5)
+        fill.fill_mask(registry, args.model, sentence=FILL, top_k=5)
 
     try:
         times = interleaved_times({"batch_step": batch, "by_hand": hand, "adam_over_time": adam,

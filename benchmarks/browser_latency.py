@@ -105,7 +105,8 @@ def client_times(url: str, requests: int, classifiers: list[str]) -> dict[str, l
     times: dict[str, list[float]] = {"attention": [], "classifier, first answer": []}
     for i in range(requests):
         start = time.perf_counter()
-        client.predict(MODEL, sentence(i)[0], "", 1, 1, "one head", False, api_name="/attention")
+        client.predict(model_name=MODEL, text_a=sentence(i)[0], text_b="", layer=1, head=1, view="one head", hide=False,
+                       api_name="/attention")
         times["attention"].append(time.perf_counter() - start)
     for i, name in enumerate(classifiers):
         start = time.perf_counter()

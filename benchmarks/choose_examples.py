@@ -71,7 +71,7 @@ def fill_mask_examples(registry: Registry, model: str) -> list[dict]:
     two [MASK]s (no single answer)."""
     right, close = [], []
     for text, answer in FILL_MASK:
-        guesses = fill.fill_mask(registry, model, text, 5)["mask_label_0"]
+        guesses = fill.fill_mask(registry, model, sentence=text, top_k=5)["mask_label_0"]
         if guesses and next(iter(guesses)) == answer:
             right.append({"text": text, "answer": answer, "first": True})
         elif answer in guesses:
@@ -83,7 +83,7 @@ def next_sentence_examples(registry: Registry, model: str) -> list[dict]:
     """Every candidate pair the model judges rightly, and at most one continuation it misses (said so)."""
     chosen, missed = [], []
     for a, b, follows, what in NEXT_SENTENCE:
-        judged = nsp.next_sentence(registry, model, a, b)["nsp_result"]["B follows A"] > 0.5
+        judged = nsp.next_sentence(registry, model, text_a=a, text_b=b)["nsp_result"]["B follows A"] > 0.5
         kind = "continuation" if follows else "random"
         if judged == follows:
             chosen.append({"a": a, "b": b, "label": f"{kind}: {what}", "follows": follows})
@@ -94,7 +94,8 @@ def next_sentence_examples(registry: Registry, model: str) -> list[dict]:
 
 def _map(registry: Registry, model: str, a: str, b: str, layer: int, head: int, view: str, hide: bool):
     """The map the Attention tab draws: its row tokens, column tokens and weights."""
-    shown = attention.attention(registry, model, a, b, layer, head, VIEWS[view], hide)["att_plot"]
+    shown = attention.attention(registry, model, text_a=a, text_b=b, layer=layer, head=head, view=VIEWS[view],
+                                hide=hide)["att_plot"]
     return list(shown.layout.yaxis.ticktext), list(shown.layout.xaxis.ticktext), torch.tensor(shown.data[0].z)
 
 

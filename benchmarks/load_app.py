@@ -104,15 +104,16 @@ class Run:
 
 
 def inputs_for(user: int, i: int, model: str) -> tuple[str, tuple]:
-    """The i-th request of `user`: the endpoint cycles; the text carries the user's and request's numbers."""
+    """The i-th request of `user`, its inputs in the API's order (the model, its training step "final", then the
+    endpoint's own): the endpoint cycles; the text carries the user's and request's numbers."""
     subject = SUBJECTS[(user + i) % len(SUBJECTS)]
     tag = f"{user} {i}"
     endpoint = ["/fill_mask", "/next_sentence", "/attention"][(user + i) % 3]
     if endpoint == "/fill_mask":
-        return endpoint, (model, f"{subject} saw {tag} [MASK] in the [MASK] yesterday.", 5)
+        return endpoint, (model, "final", f"{subject} saw {tag} [MASK] in the [MASK] yesterday.", 5)
     if endpoint == "/next_sentence":
-        return endpoint, (model, f"{subject} counted {tag} boats on the lake.", f"then {subject} went home.")
-    return endpoint, (model, f"{subject} read {tag} pages of the book.", "", 2, 1, "one head", False)
+        return endpoint, (model, "final", f"{subject} counted {tag} boats on the lake.", f"then {subject} went home.")
+    return endpoint, (model, "final", f"{subject} read {tag} pages of the book.", "", 2, 1, "one head", False)
 
 
 class HttpClient:
@@ -128,10 +129,16 @@ class HttpClient:
         self.endpoints = self.http.get("gradio_api/info").raise_for_status().json()["named_endpoints"]
         self.session = uuid.uuid4().hex if session else None  # None: gradio makes a new session for every call
 
-    def predict(self, *inputs, api_name: str):
-        defaults = [p["parameter_default"] for p in self.endpoints[api_name]["parameters"][len(inputs):]]
+    def predict(self, *inputs, api_name: str, **named):
+        """The endpoint's answer to `inputs` in its order, then `named` by the API's parameter names (as
+        gradio_client takes them); any left out takes its default."""
+        declared = self.endpoints[api_name]["parameters"][len(inputs):]
+        unknown = set(named) - {p["parameter_name"] for p in declared}
+        if unknown:
+            raise TypeError(f"{api_name} has no parameter {sorted(unknown)[0]!r}")
+        rest = [named.get(p["parameter_name"], p["parameter_default"]) for p in declared]
         session = {"session_hash": self.session} if self.session else {}
-        posted = self.http.post(f"gradio_api/call{api_name}", json={"data": [*inputs, *defaults], **session})
+        posted = self.http.post(f"gradio_api/call{api_name}", json={"data": [*inputs, *rest], **session})
         event_id = posted.raise_for_status().json()["event_id"]
         with self.http.stream("GET", f"gradio_api/call{api_name}/{event_id}") as stream:
             event = None
@@ -423,7 +430,7 @@ def run_routes(url: str, model: str, number: int, stop: threading.Event, out: Co
                 return
             route = "run" if (number + i) % 2 else "api"
             counted(out, lambda route=route: client.post(f"gradio_api/{route}/fill_mask",
-                                             json={"data": [model, MASKED_TEXT, 5, [], "final"]}))
+                                             json={"data": [model, "final", MASKED_TEXT, 5, []]}))
 
 
 def hub_names(url: str, model: str, number: int, stop: threading.Event, out: Counter) -> None:
@@ -431,7 +438,8 @@ def hub_names(url: str, model: str, number: int, stop: threading.Event, out: Cou
     client, i = HttpClient(url, FLOOD_FROM, session=False), number
     while not stop.is_set():
         try:
-            client.predict(HUB_NAMES[i % len(HUB_NAMES)], "the [MASK] sat on the mat.", 5, api_name="/fill_mask")
+            client.predict(model_name=HUB_NAMES[i % len(HUB_NAMES)], sentence="the [MASK] sat on the mat.", top_k=5,
+                           api_name="/fill_mask")
             out["answered"] += 1
         except RuntimeError:
             out["refused"] += 1
@@ -476,7 +484,7 @@ def from_networks(addresses: list[str], text: str = MASKED_TEXT):
         client = HttpClient(url, addresses[number % len(addresses)], session=False)
         while not stop.is_set():
             try:
-                client.predict(model, text, 5, api_name="/fill_mask")
+                client.predict(model_name=model, sentence=text, top_k=5, api_name="/fill_mask")
                 out["answered"] += 1
             except RuntimeError:
                 out["refused"] += 1
@@ -499,11 +507,11 @@ def deep_looks(url: str, model: str, number: int, stop: threading.Event, out: Co
         name = models[asked % 2]
         try:
             if asked % 3:
-                client.predict(name, f"{number} {asked} {DEEP_TEXT}", "", 1, 1, asked % 31,
-                               api_name="/forward_steps")
+                client.predict(model_name=name, text_a=f"{number} {asked} {DEEP_TEXT}", text_b="", layer=1, head=1,
+                               step=asked % 31, api_name="/forward_steps")
             else:
-                client.predict(name, "wiki", "", "paper", number * 1000 + asked, "final", 1, "off",
-                               api_name="/training_step")
+                client.predict(model_name=name, source="wiki", typed="", recipe="paper", seed=number * 1000 + asked,
+                               snapshot="final", steps=1, dropout="off", api_name="/training_step")
             out["answered"] += 1
         except RuntimeError:
             out["refused"] += 1
@@ -525,8 +533,10 @@ def training_steps(addresses: list[str], typed_every: int = 0):
             asked += 1
             typed = typed_every and asked % typed_every == 0
             try:
-                client.predict(model, "your own paragraphs" if typed else "wiki", TYPED_TEXT if typed else "",
-                               "paper", number * 1000 + asked, "final", 20, "paper", api_name="/training_step")
+                client.predict(model_name=model, source="your own paragraphs" if typed else "wiki",
+                               typed=TYPED_TEXT if typed else "", recipe="paper",
+                               seed=number * 1000 + asked, snapshot="final", steps=20, dropout="paper",
+                               api_name="/training_step")
                 out["answered"] += 1
             except RuntimeError:
                 out["refused"] += 1
@@ -573,7 +583,7 @@ def unread_calls(url: str, model: str, number: int, stop: threading.Event, out: 
         while not stop.is_set():
             i += 1
             counted(out, lambda i=i: client.post("gradio_api/call/fill_mask", json={
-                "data": [model, f"the [MASK] saw {number} {i} boats.", 5, [], "final"]}))
+                "data": [model, "final", f"the [MASK] saw {number} {i} boats.", 5, []]}))
 
 
 UNREAD = {"unread neuron views": post_unread, "unknown sessions' streams": unknown_streams}  # issue 58's floods
@@ -684,7 +694,7 @@ def big_body(url: str, model: str, pid: int) -> dict:
     that was taken), what it said, and the memory before, at its peak and 5 s after."""
     import httpx
 
-    body = json.dumps({"data": [model, "x" * (BODY_MB * 2**20), 5, [], "final"]}).encode()
+    body = json.dumps({"data": [model, "final", "x" * (BODY_MB * 2**20), 5, []]}).encode()
     before = rss_mb(pid)
     with peak_memory(pid) as peak:
         started = time.perf_counter()

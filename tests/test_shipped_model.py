@@ -63,13 +63,14 @@ def test_fill_mask_examples_are_right_or_wrong_as_claimed(registry):
     claims = [e for e in CLAIMS["fill_mask"] if "answer" in e]
     assert len(claims) >= 5
     for claim in claims:
-        [best] = fill.fill_mask(registry, MODEL, claim["text"], 1)["mask_label_0"]  # the first [MASK]'s list
+        [best] = fill.fill_mask(registry, MODEL, sentence=claim["text"],
+                                top_k=1)["mask_label_0"]  # the first [MASK]'s list
         assert (best == claim["answer"]) == claim["first"], (claim, best)
 
 
 def test_next_sentence_examples_are_judged_as_their_labels_say(registry):
     for claim in CLAIMS["next_sentence"]:
-        p = nsp.next_sentence(registry, MODEL, claim["a"], claim["b"])["nsp_result"]["B follows A"]
+        p = nsp.next_sentence(registry, MODEL, text_a=claim["a"], text_b=claim["b"])["nsp_result"]["B follows A"]
         assert (p > 0.5) == claim["follows"], (claim["label"], p)
         assert claim["follows"] == (claim["label"].startswith("continuation") and "misses" not in claim["label"])
 
@@ -78,7 +79,8 @@ def test_attention_examples_show_the_pattern_their_labels_name(registry):
     tokenizer = registry.catalog.load(MODEL).tokenizer
     for claim in CLAIMS["attention"]:
         a, b, layer, head, view, label = (claim[k] for k in ("a", "b", "layer", "head", "view", "label"))
-        shown = attention.attention(registry, MODEL, a, b, layer, head, VIEWS[view], claim["hide_special"])["att_plot"]
+        shown = attention.attention(registry, MODEL, text_a=a, text_b=b, layer=layer, head=head, view=VIEWS[view],
+                                    hide=claim["hide_special"])["att_plot"]
         rows, cols = list(shown.layout.yaxis.ticktext), list(shown.layout.xaxis.ticktext)  # the map's tokens
         matrix = torch.tensor(shown.data[0].z)  # as drawn: [CLS]/[SEP] hidden where the example hides them
         words = [i for i, t in enumerate(rows) if t not in ("[CLS]", "[SEP]")]

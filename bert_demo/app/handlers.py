@@ -203,16 +203,6 @@ def _unreadable(inputs: list, gradio_message: str) -> str:
             f"{f': give a {expected[1]}' if expected else ''}")
 
 
-def whole(value: Any, name: str) -> int:
-    """A slider's or a number box's value (gradio sends floats) as the whole number it is, else a ValueError naming
-    `name`: 2.0 is 2, and 1.5 is refused, never rounded."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"the {name} is a whole number, got {str(value)[:40]}")
-    return value
-
-
 def snapshot_step(choice: str | None) -> int | None:
     """A timeline choice ("final", or a step number as text) as the step to load, None for the final weights."""
     if choice in (None, "", FINAL):

@@ -11,6 +11,7 @@ import gradio as gr
 
 from bert_demo.app import text
 from bert_demo.app.handlers import FINAL, NO_COMPARE, Components, Outputs, brief, go_to, narrowed, timeline_choices
+from bert_demo.app.queries import inputs
 from bert_demo.app.registry import Registry
 from bert_demo.app.tabs import attention, embeddings, fill, model_views, nsp
 from bert_demo.app.tabs.heads import head_names
@@ -70,7 +71,7 @@ def wire(demo: gr.Blocks, c: Components, bound: Callable[[Callable], Callable]) 
     c["model"].change(lambda: dict(zip(answers, blank_answers().values())), None, answers,
                       api_visibility="private", queue=False)  # no answer of the last model stays under the new name
     c["model"].change(bound(selected), asked, chosen, api_visibility="private").then(
-        bound(fill.fill_mask), [c[name] for name in fill.ASKED], [c[name] for name in fill.ANSWERED],
+        bound(fill.fill_mask), inputs(c, fill.fill_mask, **fill.ASKED), [c[name] for name in fill.ANSWERED],
         api_visibility="private", show_progress="hidden")  # with the head switches the new model has
     if "att_examples" in c:
         c["att_examples"].load_input_event.then(bound(narrow), asked, [c["layer"], c["head"]],

@@ -15,7 +15,8 @@ from typing import Any, ClassVar
 
 import gradio as gr
 
-from bert_demo.app.handlers import FINAL, Components, whole
+from bert_demo.app.handlers import FINAL, Components
+from bert_demo.config import whole_number
 
 PAGE = {"model_name": "model", "snapshot": "step"}  # the page's own inputs, above the tabs, by parameter name
 
@@ -44,7 +45,7 @@ def ask(default: Any, label: str, *, info: str | None = None, choices: tuple | l
 
 class Query:
     """The base of every view's query (a frozen dataclass of `ask` fields): its components on the page are named
-    PREFIX_field, unless a field names its own."""
+    PREFIX_field (or, without a PREFIX, as the field), unless a field names its own."""
 
     PREFIX: ClassVar[str] = ""
 
@@ -55,13 +56,14 @@ class Query:
     @classmethod
     def component_name(cls, name: str) -> str:
         """The page's component that holds the field `name`."""
-        return cls.asked(name).component or f"{cls.PREFIX}_{name}"
+        return cls.asked(name).component or (f"{cls.PREFIX}_{name}" if cls.PREFIX else name)
 
     @classmethod
     def input(cls, name: str, kind: type, **looks: Any) -> Any:
         """The field `name`'s input component, a `kind` (gr.Slider, gr.Radio, ...) with the declared label, help,
         first value, choices and bounds; `looks` lays it out (scale, min_width, lines, ...) or overrides them."""
         asked, default = cls.asked(name), next(f.default for f in fields(cls) if f.name == name)
+        default = list(default) if isinstance(default, tuple) else default  # a multiselect's value is a list
         words = {"label": asked.label, "info": asked.info, "value": default,
                  "elem_id": cls.component_name(name).replace("_", "-")}
         if asked.choices:
@@ -80,7 +82,8 @@ class Query:
         for f in fields(cls):
             value, asked = values.get(f.name), f.metadata["ask"]
             value = f.default if value is None else value
-            given[f.name] = whole(value, asked.noun or f.name.replace("_", " ")) if asked.whole else value
+            noun = f"the {asked.noun or f.name.replace('_', ' ')}"
+            given[f.name] = whole_number(value, noun) if asked.whole else value
         return cls(**given)
 
 
@@ -109,7 +112,8 @@ def takes(**queries: type[Query]) -> Callable[[Callable], Callable]:
             for f in fields(query):
                 parameters.append(inspect.Parameter(f.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None))
                 components[f.name] = query.component_name(f.name)
-        declared = signature.replace(parameters=parameters)
+        declared = signature.replace(parameters=_in_order(parameters, components))
+        extra = next((p.name for p in parameters if p.kind is inspect.Parameter.VAR_KEYWORD), None)
 
         def split(args: tuple, kwargs: dict) -> dict[str, Any]:
             built = {name: kwargs.pop(name) for name, query in queries.items() if isinstance(kwargs.get(name), query)}
@@ -117,7 +121,8 @@ def takes(**queries: type[Query]) -> Callable[[Callable], Callable]:
             for name, query in queries.items():
                 asked = {f.name: given.pop(f.name, None) for f in fields(query)}
                 given[name] = built[name] if name in built else query.of(asked)
-            return given
+            passed_on = given.pop(extra, {}) if extra else {}  # **settings: passed on as they came
+            return {**given, **passed_on}
 
         if inspect.isgeneratorfunction(fn):
             @functools.wraps(fn)
@@ -130,6 +135,18 @@ def takes(**queries: type[Query]) -> Callable[[Callable], Callable]:
         handler.__signature__, handler.components = declared, components
         return handler
     return decorate
+
+
+def _in_order(parameters: list[inspect.Parameter], fields: Mapping[str, str]) -> list[inspect.Parameter]:
+    """The parameters, where a field's stands before a parameter that has no default: without its default (Python
+    allows no default before a parameter without one), so that it is given, as gradio gives every input."""
+    required, kept = False, []
+    for parameter in reversed(parameters):
+        required = required or (parameter.default is inspect.Parameter.empty
+                                and parameter.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        kept.append(parameter.replace(default=inspect.Parameter.empty) if required and parameter.name in fields
+                    else parameter)
+    return kept[::-1]
 
 
 def inputs(c: Components, handler: Callable, **named: str) -> list[Any]:

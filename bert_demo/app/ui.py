@@ -159,7 +159,7 @@ def wire(handler: Callable, registry: Registry, components: Components, admissio
             except Refused as refusal:
                 refusals.warn(getattr(visitor, "address", None), f"{handler.__name__} refused", str(refusal))
                 raise gr.Error(brief(str(refusal)), print_exception=False) from None
-    fn.__name__, fn.__signature__ = handler.__name__, inspect.Signature(parameters)
+    fn.__name__, fn.__signature__, fn.handler = handler.__name__, inspect.Signature(parameters), handler
     fn.__annotations__ = {"request": gr.Request}  # where gradio looks for the request parameter
     fn.asks_key = owner
     return fn

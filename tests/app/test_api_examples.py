@@ -136,30 +136,38 @@ def test_every_choice_the_api_declares_is_of_its_declared_type_and_is_accepted(a
                                                       api_name="/train")
 
 
-@pytest.mark.parametrize("args, api_name, message", [
-    (("runs/a", "the [MASK] sat.", 3, [], "20"), "/fill_mask", "This run has no snapshot at step 20: it has 0, 10, 30"),
-    (("runs/a", "the [MASK] sat.", 3, [], "soon"), "/fill_mask", "Unknown training step 'soon'"),
-    ((MODEL, "the [MASK] sat.", 3, [], "10"), "/fill_mask",
-     "Only “final” can be shown of tiny-test: it kept no snapshots"),
-    (("runs/a", "the cat sat.", "", 1, 1, "one head", False, "every token", "final", "soon"), "/attention",
+@pytest.mark.parametrize("asked, api_name, message", [
+    ({"model_name": "runs/a", "snapshot": "20", "sentence": "the [MASK] sat."}, "/fill_mask",
+     "This run has no snapshot at step 20: it has 0, 10, 30"),
+    ({"model_name": "runs/a", "snapshot": "soon", "sentence": "the [MASK] sat."}, "/fill_mask",
      "Unknown training step 'soon'"),
-    ((["runs/a", "runs/missing"], "tokens"), "/compare_runs", "There is no model called runs/missing"),
-    ((["wiki"], None, "tiny", 10, 16, 1e-3, "long", 4096), "/train", "Sequence length must be a whole number"),
-    ((["wiki"], None, "tiny", 10, 16, 1e-3, 1000, 4096), "/train", "Sequence length must be between 16 and 128"),
+    ({"model_name": MODEL, "snapshot": "10", "sentence": "the [MASK] sat."}, "/fill_mask",
+     "Only “final” can be shown of tiny-test: it kept no snapshots"),
+    ({"model_name": "runs/a", "text_a": "the cat sat.", "compare": "soon"}, "/attention",
+     "Unknown training step 'soon'"),
+    ({"names": ["runs/a", "runs/missing"]}, "/compare_runs", "There is no model called runs/missing"),
+    ({"corpus": ["wiki"], "upload": None, "preset": "tiny", "steps": 10, "seq_len": "long"}, "/train",
+     "Sequence length must be a whole number"),
+    ({"corpus": ["wiki"], "upload": None, "preset": "tiny", "steps": 10, "seq_len": 1000}, "/train",
+     "Sequence length must be between 16 and 128"),
 ])
-def test_a_step_run_or_sequence_length_the_page_does_not_list_gets_the_apps_own_message(app, args, api_name,
+def test_a_step_run_or_sequence_length_the_page_does_not_list_gets_the_apps_own_message(app, asked, api_name,
                                                                                         message):
     with pytest.raises(AppError, match=re.escape(message)) as refused:
-        Client(app["url"], verbose=False).predict(*args, api_name=api_name)
+        Client(app["url"], verbose=False).predict(**asked, api_name=api_name)
     assert "list of choices" not in str(refused.value)
 
 
 def test_a_step_the_run_kept_answers_at_that_step_and_is_compared(app):
     client = Client(app["url"], verbose=False)
-    early, *_ = client.predict("runs/a", "the [MASK] sat on the mat.", 3, [], "0", api_name="/fill_mask")
-    late, *_ = client.predict("runs/a", "the [MASK] sat on the mat.", 3, [], "final", api_name="/fill_mask")
+    early, *_ = client.predict(model_name="runs/a", sentence="the [MASK] sat on the mat.", top_k=3, heads_off=[],
+                               snapshot="0", api_name="/fill_mask")
+    late, *_ = client.predict(model_name="runs/a", sentence="the [MASK] sat on the mat.", top_k=3, heads_off=[],
+                              snapshot="final", api_name="/fill_mask")
     assert early["value"] != late["value"]
-    _, _, caption, compared, *_ = client.predict("runs/a", "the cat sat.", "", 1, 1, "one head", False, "every token",
-                                             "final", "10", api_name="/attention")
+    _, _, caption, compared, *_ = client.predict(model_name="runs/a", text_a="the cat sat.", text_b="", layer=1, head=1,
+                                                 view="one head", hide=False,
+                                                 pair="every token", snapshot="final",
+                                                 compare="10", api_name="/attention")
     assert "at two steps of training" in caption and compared["visible"]  # an update: the plot shows
     assert "Step 10" in json.loads(compared["value"]["plot"])["layout"]["title"]["text"]

@@ -242,24 +242,25 @@ def test_a_classifier_is_refused_where_a_masked_lm_head_is_needed_and_the_revers
 def test_the_attention_and_embeddings_tabs_look_inside_a_fine_tuned_model_the_others_refuse_it(registry,
                                                                                                experiment):
     chosen = experiment[-1]["ft_classifier"].value
-    shown = attention.attention(registry, chosen, "the river was wonderful today.", "", 2, 1, attention.VIEW_HEAD,
-                                False, owner=OWNER)
+    shown = attention.attention(registry, chosen, text_a="the river was wonderful today.", text_b="", layer=2, head=1,
+                                view=attention.VIEW_HEAD, hide=False, owner=OWNER)
     _, expected = inference_attention(registry.catalog.load_classifier(chosen, OWNER), "the river was wonderful today.")
     drawn = [value for row in shown["att_plot"].data[0].z for value in row]
     assert drawn == pytest.approx(expected[1, 0].flatten().tolist(), abs=1e-3)  # the classifier's own map
     from bert_demo.inspection.neighbours import neighbours
 
-    table = embeddings.neighbours(registry, chosen, "river", "", 0, owner=OWNER)["neighbours_table"]["data"]
+    table = embeddings.neighbours(registry, chosen, word="river", sentence="", layer=0,
+                                  owner=OWNER)["neighbours_table"]["data"]
     encoder = registry.catalog.load_at(chosen, None, OWNER, encoder=True)
     classifier = registry.catalog.load_classifier(chosen, OWNER).model
     assert torch.equal(encoder.model.bert.embeddings.word_embeddings.weight,
                        classifier.bert.embeddings.word_embeddings.weight)  # the classifier's own table
     own = neighbours(encoder.model, encoder.tokenizer, "river", len(table))
     assert table and [row[0] for row in table] == [n.token for n in own]
-    plot = embeddings.projection(registry, chosen, "river garden music", owner=OWNER)["projection_plot"]
+    plot = embeddings.projection(registry, chosen, words="river garden music", owner=OWNER)["projection_plot"]
     assert sum(len(trace.x) for trace in plot.data) >= 3  # a point a word at least
     with pytest.raises(gr.Error, match="fine-tuned classifier .* look at its attention or embeddings"):
-        fill.fill_mask(registry, chosen, "the [MASK] was wonderful today.", 5, owner=OWNER)
+        fill.fill_mask(registry, chosen, sentence="the [MASK] was wonderful today.", top_k=5, owner=OWNER)
 
 
 def test_choosing_a_fine_tuned_model_shows_its_fine_tuning_and_scores_in_the_model_tab(registry, experiment):

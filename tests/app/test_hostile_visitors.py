@@ -102,8 +102,8 @@ def test_a_stop_request_without_a_session_or_from_another_session_or_browser_sto
 def test_odd_model_names_and_nul_inside_a_mask_get_answers_not_internal_errors(app):
     client = Client(app["url"], verbose=False)
     with pytest.raises(AppError, match="model name must be text"):
-        client.predict(["not", "a", "name"], "the [MASK] sat.", 3, api_name="/fill_mask")
-    sentence, *_ = client.predict(MODEL, "the [\x00MASK] sat.", 3, api_name="/fill_mask")
+        client.predict(model_name=["not", "a", "name"], sentence="the [MASK] sat.", top_k=3, api_name="/fill_mask")
+    sentence, *_ = client.predict(model_name=MODEL, sentence="the [\x00MASK] sat.", top_k=3, api_name="/fill_mask")
     assert [span["class_or_confidence"] is not None for span in sentence["value"]] == [False, True, False]
 
 
@@ -113,7 +113,7 @@ def test_a_refused_input_logs_one_line_not_a_traceback_and_more_like_it_none_for
     client = Client(app["url"], verbose=False)
     for text in ["no mask here", "x" * 6000, "no mask either"]:
         with pytest.raises(AppError):
-            client.predict(MODEL, text, 3, api_name="/fill_mask")
+            client.predict(model_name=MODEL, sentence=text, top_k=3, api_name="/fill_mask")
     assert "Traceback" not in capfd.readouterr().err
     as_logged = logging.Formatter()  # the message with any exc_info or stack_info a handler would print
     lines = [as_logged.format(r) for r in caplog.records if "refused" in r.getMessage()]
@@ -123,14 +123,16 @@ def test_a_refused_input_logs_one_line_not_a_traceback_and_more_like_it_none_for
 def test_an_input_gradio_refuses_logs_one_line_not_a_traceback(app, capfd, caplog, monkeypatch):
     monkeypatch.setattr(refusals, "_seen", {})
     client = Client(app["url"], verbose=False)
-    refused = [((MODEL, "the [MASK] sat.", 300), "/fill_mask", "Value 300 is greater than maximum value 20"),
-               ((MODEL, "the [MASK] sat.", "many"), "/fill_mask", "“Top k” cannot take 'many': give a float"),
-               ((MODEL, "the cat sat.", "", 1, 1, "sideways", False), "/attention",
+    fill = {"model_name": MODEL, "sentence": "the [MASK] sat."}
+    refused = [({**fill, "top_k": 300}, "/fill_mask", "Value 300 is greater than maximum value 20"),
+               ({**fill, "top_k": "many"}, "/fill_mask", "“Top k” cannot take 'many': give a float"),
+               ({"model_name": MODEL, "text_a": "the cat sat.", "view": "sideways"}, "/attention",
                 "'sideways'.*is not in the list of choices"),
-               ((["nope"], None, "tiny", 10, 4, 1e-3, 32, 512), "/train", "'nope'.*is not in the list of choices")]
-    for args, api_name, message in refused:  # a slider out of range, not a number, a radio's or dropdown's choice
+               ({"corpus": ["nope"], "upload": None, "preset": "tiny"}, "/train",
+                "'nope'.*is not in the list of choices")]
+    for asked, api_name, message in refused:  # a slider out of range, not a number, a radio's or dropdown's choice
         with pytest.raises(AppError, match=message):
-            client.predict(*args, api_name=api_name)
+            client.predict(**asked, api_name=api_name)
     assert "Traceback" not in capfd.readouterr().err  # gradio printed 30 lines for each
     lines = [logging.Formatter().format(r) for r in caplog.records if "refused by gradio" in r.getMessage()]
     assert len(lines) == 3 and "\n" not in "".join(lines)  # one for each endpoint: /fill_mask's second is counted
@@ -150,7 +152,7 @@ def test_a_visitor_gets_one_run_a_short_line_and_inference_is_never_refused(app,
     with pytest.raises(AppError, match="The runs in line would take about 1[78] min before yours could start"):
         train(late, app["corpus"]).result()
     started = time.perf_counter()
-    sentence, *_ = late.predict(MODEL, "the cat [MASK] on the mat.", 3, api_name="/fill_mask")
+    sentence, *_ = late.predict(model_name=MODEL, sentence="the cat [MASK] on the mat.", top_k=3, api_name="/fill_mask")
     assert sentence["value"] and time.perf_counter() - started < 30
     monkeypatch.setattr(registry.slot, "abandon_s", 1.0)
     queued.cancel()  # leaving the line (and not coming back) frees the place
@@ -263,14 +265,16 @@ def test_a_flood_of_slow_questions_is_refused_at_once_while_another_visitors_fil
 
     monkeypatch.setattr(heads, "head_importance", slow)
     flood = [Client(app["url"], verbose=False) for _ in range(10)]
-    jobs = [flood[i % 10].submit(MODEL, f"the [MASK] sat {i}.", "final", api_name="/head_importance")
+    jobs = [flood[i % 10].submit(model_name=MODEL, sentence=f"the [MASK] sat {i}.", snapshot="final",
+                                 api_name="/head_importance")
             for i in range(30)]
     kept = SLOW.running + SLOW.waiting
     wait_for(lambda: sum(job.done() for job in jobs) == 30 - kept, what="the questions past the line refused")
     for _ in range(3):
         started = time.perf_counter()
-        sentence, *_ = Client(app["url"], verbose=False).predict(MODEL, "the [MASK] of france is paris.", 5,
-                                                                 api_name="/fill_mask")
+        sentence, *_ = Client(app["url"], verbose=False).predict(model_name=MODEL,
+                                                                 sentence="the [MASK] of france is paris.",
+                                                                 top_k=5, api_name="/fill_mask")
         assert sentence["value"] and time.perf_counter() - started < 10
     held.set()
     answered, refusals = 0, []
@@ -342,7 +346,7 @@ def test_a_flood_through_call_from_one_address_holds_its_share_and_another_visit
     monkeypatch.setattr(inference, "layer_predictions", slow)
     monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1")
     flood_from = {"X-Forwarded-For": "93.184.216.34"}
-    question = [MODEL, "the [MASK] sat.", 3, [], "final"]
+    question = [MODEL, "final", "the [MASK] sat.", 3, []]
     with served_app(tmp_path, admission=Admission(max_open=2, address_waiting=2)) as app, \
             ThreadPoolExecutor(8) as pool:
         flood = [pool.submit(call, app["url"], "fill_mask", question, flood_from) for _ in range(8)]
@@ -394,7 +398,7 @@ def test_a_flood_through_run_and_api_without_a_session_holds_its_networks_share_
     monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1")
     monkeypatch.setattr(app["admission"], "max_open", 2)
     monkeypatch.setattr(app["admission"], "address_waiting", 2)
-    question = [MODEL, "the [MASK] sat.", 3, [], "final"]
+    question = [MODEL, "final", "the [MASK] sat.", 3, []]
     with ThreadPoolExecutor(8) as pool:
         flood = [pool.submit(asked, app["url"], "run" if i % 2 else "api", question, "93.184.216.34")
                  for i in range(8)]
@@ -419,7 +423,7 @@ def test_a_flood_from_five_addresses_leaves_another_visitor_a_place_behind_one_q
     monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1")
     admission, most = app["admission"], [0]
     with ThreadPoolExecutor(flood_size + 1) as pool:
-        flood = [pool.submit(asked, app["url"], "call", [MODEL, f"flood {i} [MASK] sat.", 3, [], "final"],
+        flood = [pool.submit(asked, app["url"], "call", [MODEL, "final", f"flood {i} [MASK] sat.", 3, []],
                              addresses[i % 5]) for i in range(flood_size)]
 
         def settled() -> bool:  # every question of the flood answered, waiting in a line, or refused
@@ -429,7 +433,7 @@ def test_a_flood_from_five_addresses_leaves_another_visitor_a_place_behind_one_q
                 future.done() for future in flood) == flood_size
 
         wait_for(settled, what="the flood's places")
-        other = pool.submit(asked, app["url"], "call", [MODEL, "the other [MASK] sat.", 3, [], "final"], "1.1.1.1")
+        other = pool.submit(asked, app["url"], "call", [MODEL, "final", "the other [MASK] sat.", 3, []], "1.1.1.1")
         wait_for(lambda: other.done() or ("address", "1.1.1.1") in admission.line("fill_mask").held,
                  what="the other visitor's place")
         held.set()
@@ -452,7 +456,7 @@ def test_a_forged_x_forwarded_for_from_an_untrusted_peer_names_no_one_in_the_app
     seen, real = [], ui.visitor_of
     monkeypatch.setattr(ui, "visitor_of", lambda request, key=None: seen.append(real(request, key)) or seen[-1])
     forged = {"X-Forwarded-For": "93.184.216.34"}
-    question = [MODEL, "the [MASK] sat.", 3, [], "final"]
+    question = [MODEL, "final", "the [MASK] sat.", 3, []]
     assert call(app["url"], "fill_mask", question, forged)[0] == "complete"
     monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1")  # loopback named as the proxy: now it is believed
     assert call(app["url"], "fill_mask", question, forged)[0] == "complete"
@@ -479,8 +483,8 @@ def test_a_file_given_by_its_web_address_is_refused_before_gradio_downloads_it_i
 
 def test_a_long_value_gradio_refuses_comes_back_cut_short(app):
     """gradio's "Value: ... is not in the list of choices" repeated a visitor's value whole."""
-    event, message = call(app["url"], "attention", [MODEL, "the cat sat.", "", 1, 1, "x" * 5000, False,
-                                                              "every token", "final", "none"])
+    event, message = call(app["url"], "attention", [MODEL, "final", "the cat sat.", "", 1, 1, "x" * 5000,
+                                                              False, "every token", "none"])
     assert event == "error" and "not in the list of choices" in message
     assert len(message) < 600 and "x" * 300 not in message
 
@@ -499,7 +503,7 @@ def test_one_address_posting_questions_it_never_reads_cannot_fill_gradios_queue_
 
     monkeypatch.setattr(heads, "query_key", slow)
     monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1")
-    neuron = [MODEL, "the cat sat on the mat.", "", 1, 1, 1, "final"]  # layer, head, query token, step
+    neuron = [MODEL, "final", "the cat sat on the mat.", "", 1, 1, 1]  # the step, then layer, head, query token
     flood_from = {"X-Forwarded-For": "93.184.216.34"}
     stop, posted, most = threading.Event(), Counter(), [0]
     with served_app(tmp_path) as app, ThreadPoolExecutor(9) as pool:
@@ -521,7 +525,7 @@ def test_one_address_posting_questions_it_never_reads_cannot_fill_gradios_queue_
         try:
             for _ in range(3):
                 started = time.perf_counter()
-                event, _ = call(app["url"], "fill_mask", [MODEL, "the [MASK] sat.", 3, [], "final"],
+                event, _ = call(app["url"], "fill_mask", [MODEL, "final", "the [MASK] sat.", 3, []],
                                 {"X-Forwarded-For": "151.101.1.69"})
                 assert event == "complete" and time.perf_counter() - started < 5
         finally:
@@ -556,7 +560,7 @@ def test_streams_of_sessions_that_never_joined_are_answered_404_at_once_and_leav
         flooders = [pool.submit(flood, number) for number in range(8)]
         time.sleep(1.0)
         started = time.perf_counter()
-        event, _ = call(app["url"], "fill_mask", [MODEL, "the [MASK] sat.", 3, [], "final"])
+        event, _ = call(app["url"], "fill_mask", [MODEL, "final", "the [MASK] sat.", 3, []])
         assert event == "complete" and time.perf_counter() - started < 5
         time.sleep(1.0)
         stop.set()
@@ -575,7 +579,7 @@ def test_a_mistyped_list_through_the_api_gets_the_apps_message_and_a_flood_of_th
     monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1")
     one = {"X-Forwarded-For": "93.184.216.34"}
     for _ in range(5):
-        event, message = call(app["url"], "fill_mask", [MODEL, "the [MASK] sat.", 3, 7, "final"], one)
+        event, message = call(app["url"], "fill_mask", [MODEL, "final", "the [MASK] sat.", 3, 7], one)
         assert (event, message) == ("error", "“Switch heads off, then Predict” takes a list of choices (such as [] "
                                              "for none), not 7")
         event, message = call(app["url"], "compare_runs", [7, "tokens"], one)
@@ -611,7 +615,7 @@ def test_unknown_routes_and_functions_are_answered_404_with_no_traceback_while_a
         flooders = [pool.submit(flood) for _ in range(4)]
         time.sleep(1.0)
         started = time.perf_counter()
-        event, _ = call(app["url"], "fill_mask", [MODEL, "the [MASK] sat.", 3, [], "final"],
+        event, _ = call(app["url"], "fill_mask", [MODEL, "final", "the [MASK] sat.", 3, []],
                         {"X-Forwarded-For": "151.101.1.69"})
         assert event == "complete" and time.perf_counter() - started < 5
         stop.set()
@@ -629,7 +633,7 @@ def test_a_flood_of_questions_a_line_refuses_logs_one_line_not_a_line_a_refusal(
     monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1")
     monkeypatch.setattr(app["admission"], "max_open", 1)
     monkeypatch.setattr(app["admission"], "address_waiting", 0)  # the address's next questions: refused at once
-    question = [MODEL, "the [MASK] sat.", 3, [], "final"]
+    question = [MODEL, "final", "the [MASK] sat.", 3, []]
     with ThreadPoolExecutor(10) as pool:
         flood = [pool.submit(asked, app["url"], "call", question, "93.184.216.34") for _ in range(10)]
         wait_for(lambda: sum(future.done() for future in flood) == 9, what="the flood past its share refused")
@@ -652,12 +656,12 @@ def test_hub_downloads_hold_no_place_of_fill_masks_line_one_at_a_time_and_a_few_
     model = make_checkpoint(tmp_path / "on-the-hub")
     with StandInHub(model) as hub, pointed_at(hub, monkeypatch), ThreadPoolExecutor(6) as pool:
         hub.released.clear()  # the first download is held until the other visitor has been answered
-        flood = [pool.submit(asked, app["url"], "call", [f"attacker/model{i}", "the [MASK] sat.", 3, [], "final"],
+        flood = [pool.submit(asked, app["url"], "call", [f"attacker/model{i}", "final", "the [MASK] sat.", 3, []],
                              "93.184.216.34") for i in range(8)]
         try:
             wait_for(lambda: hub.at_once == 1, timeout=30, what="a download under way")
             for _ in range(2):
-                assert asked(app["url"], "call", [MODEL, "the [MASK] sat.", 3, [], "final"], "151.101.1.69")[0] == \
+                assert asked(app["url"], "call", [MODEL, "final", "the [MASK] sat.", 3, []], "151.101.1.69")[0] == \
                     "complete"
             assert hub.at_once == 1  # answered while the download still held its place
         finally:
@@ -700,7 +704,7 @@ def test_a_question_whose_client_left_while_it_waited_in_line_is_never_computed(
         url = app["url"]
 
         def post(text: str) -> str:
-            posted = httpx.post(f"{url}gradio_api/call/neuron", json={"data": [MODEL, text, "", 1, 1, 1, "final"]},
+            posted = httpx.post(f"{url}gradio_api/call/neuron", json={"data": [MODEL, "final", text, "", 1, 1, 1]},
                                 timeout=30)
             return posted.raise_for_status().json()["event_id"]
 

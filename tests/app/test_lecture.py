@@ -185,8 +185,11 @@ def test_a_gradient_by_hand_and_a_batch_step_beside_other_visitors_answer_as_the
     asks = {"hand": lambda: lecture.by_hand(registry, MODEL, **EXAMPLE, part="attention V", layer=2, head=2)["lc_hand"],
             "batch": lambda: lecture.batch_step(registry, MODEL, **EXAMPLE, size=2)["lc_batch"].split(
                 "**Dropout.**")[0],  # dropout's draws are random by design
-            "fill": lambda: str({name: value for name, value in fill.fill_mask(
-                registry, MODEL, "the [MASK] sat on the mat.", 5).items() if isinstance(value, (str, dict))})}
+            "fill": lambda: str({name: value for name, value in fill.fill_mask(registry, MODEL,
+                                                                               sentence="the [MASK] sat on the mat.",
+                                                                               top_k=5).items() if isinstance(value,
+                                                                                                              (str,
+                                                                                                               dict))})}
     alone = {name: ask() for name, ask in asks.items()}
     together: dict[str, list[str]] = {name: [] for name in asks}
     threads = [threading.Thread(target=lambda name=name: together[name].append(asks[name]()))

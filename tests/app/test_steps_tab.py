@@ -119,9 +119,9 @@ def test_an_example_asked_wrongly_gets_a_message(registry, change, message):
         draw(registry, **args)
 
 
-@pytest.mark.parametrize("layer, head, index, message", [(9, 1, 0, "layer must be"), (1, 9, 0, "head must be"),
-                                                         (1, 1, 31, "the step is a whole number from 0 to 30, got 31"),
-                                                         (1.5, 1, 0, "layer is a whole")])
+@pytest.mark.parametrize("layer, head, index, message", [
+    (9, 1, 0, "layer must be"), (1, 9, 0, "head must be"), (1, 1, 31, "the step must be a whole number from 0 to 30, "
+                                                                      "got 31"), (1.5, 1, 0, "layer must be a whole")])
 def test_a_step_asked_wrongly_gets_a_message(registry, layer, head, index, message):
     with pytest.raises(gr.Error, match=f"(?i){message}"):
         steps.forward_steps(registry, MODEL, text_a="the cat sat.", text_b="", layer=layer, head=head, step=index)
@@ -233,7 +233,7 @@ def test_opening_the_tab_on_the_drawn_example_shows_that_example_in_both_views_a
     rows = json.loads(both["fw_plot"].to_json())["data"][0]["y"]
     assert [row.split(" ", 1)[1] for row in rows] == example.shown
     for slider in ("layer", "head"):
-        with pytest.raises(gr.Error, match=f"(?i)the {slider} is a whole number"):
+        with pytest.raises(gr.Error, match=f"(?i)the {slider} must be a whole number"):
             steps.steps_opened(registry, MODEL, opened=False, **{**view, slider: 1.5})
 
 

@@ -115,7 +115,8 @@ def test_gradio_summarises_request_times_every_few_events_not_after_each_one(app
 
 
 def test_fill_mask_ranks_tokens_for_each_mask(client):
-    sentence, _, _, *labels = client.predict(MODEL, "the cat [MASK] on the [MASK].", 4, api_name="/fill_mask")
+    sentence, _, _, *labels = client.predict(model_name=MODEL, sentence="the cat [MASK] on the [MASK].", top_k=4,
+                                             api_name="/fill_mask")
     spans = sentence["value"]
     assert [s["class_or_confidence"] is not None for s in spans] == [False, True, False, True, False]
     assert [bool(label) for label in labels] == [True, True] + [False] * (len(labels) - 2)
@@ -133,12 +134,13 @@ def test_fill_mask_ranks_tokens_for_each_mask(client):
 ])
 def test_fill_mask_errors_are_messages_not_tracebacks(client, model, text, message):
     with pytest.raises(AppError, match="(?i)" + re.escape(message)) as error:
-        client.predict(model, text, 5, api_name="/fill_mask")
+        client.predict(model_name=model, sentence=text, top_k=5, api_name="/fill_mask")
     assert "Traceback" not in str(error.value)
 
 
 def test_next_sentence_gives_a_probability(client):
-    result = client.predict(MODEL, "The sun rose.", "Birds began to sing.", api_name="/next_sentence")
+    result = client.predict(model_name=MODEL, text_a="The sun rose.", text_b="Birds began to sing.",
+                            api_name="/next_sentence")
     confidences = {c["label"]: c["confidence"] for c in result["confidences"]}
     assert set(confidences) == {"B follows A", "B is a random sentence"}
     assert sum(confidences.values()) == pytest.approx(1.0)
@@ -146,8 +148,9 @@ def test_next_sentence_gives_a_probability(client):
 
 @pytest.mark.parametrize("view", [VIEW_HEAD, VIEW_AVERAGE, VIEW_ROLLOUT])
 def test_attention_draws_a_head_and_the_grid_of_heads(client, view):
-    main, grid, caption, *_ = client.predict(MODEL, "the cat sat.", "it purred.", 2, 2, view, False,
-                                         api_name="/attention")
+    main, grid, caption, *_ = client.predict(model_name=MODEL, text_a="the cat sat.", text_b="it purred.", layer=2,
+                                             head=2, view=view, hide=False,
+                                             api_name="/attention")
     heatmap = plot_data(main)[0]
     assert heatmap["type"] == "heatmap" and heatmap["zmax"] == pytest.approx(max(map(max, heatmap["z"])), abs=1e-4)
     tokens = json.loads(main["plot"])["layout"]["xaxis"]["ticktext"]
@@ -158,7 +161,8 @@ def test_attention_draws_a_head_and_the_grid_of_heads(client, view):
 
 
 def test_attention_can_hide_cls_and_sep_and_clamps_the_layer(client):
-    main, _, caption, *_ = client.predict(MODEL, "the cat sat.", "", 40, 1, VIEW_HEAD, True, api_name="/attention")
+    main, _, caption, *_ = client.predict(model_name=MODEL, text_a="the cat sat.", text_b="", layer=40, head=1,
+                                          view=VIEW_HEAD, hide=True, api_name="/attention")
     layout = json.loads(main["plot"])["layout"]
     assert caption.startswith(f"{len(layout['xaxis']['ticktext'])} tokens shown")  # counted after hiding
     assert "[CLS]" not in layout["xaxis"]["ticktext"]
@@ -166,7 +170,8 @@ def test_attention_can_hide_cls_and_sep_and_clamps_the_layer(client):
 
 
 def test_fill_mask_shows_the_guesses_at_every_layer_and_the_words_to_click(client):
-    _, table, words, *_ = client.predict(MODEL, "the cat [MASK] on the mat.", 3, [], api_name="/fill_mask")
+    _, table, words, *_ = client.predict(model_name=MODEL, sentence="the cat [MASK] on the mat.", top_k=3, heads_off=[],
+                                         api_name="/fill_mask")
     rows = [line.split(" | ")[0].strip("| ") for line in table.splitlines()[2:]]
     layers = [str(layer) for layer in range(1, SHAPE.num_hidden_layers)] + [f"{SHAPE.num_hidden_layers} (last)"]
     assert table.startswith("| layer | [MASK] 1 |") and rows == layers
@@ -175,65 +180,73 @@ def test_fill_mask_shows_the_guesses_at_every_layer_and_the_words_to_click(clien
 
 def test_switching_heads_off_through_the_api_changes_the_guesses_and_unknown_heads_are_refused(client):
     sentence = "the cat [MASK] on the mat."
-    every, _, _, ranked, *_ = client.predict(MODEL, sentence, 5, [], api_name="/fill_mask")
-    silenced, _, _, ranked_off, *_ = client.predict(MODEL, sentence, 5, ["L1 H1", "L1 H2", "L2 H1", "L2 H4"],
+    every, _, _, ranked, *_ = client.predict(model_name=MODEL, sentence=sentence, top_k=5, heads_off=[],
+                                             api_name="/fill_mask")
+    silenced, _, _, ranked_off, *_ = client.predict(model_name=MODEL, sentence=sentence, top_k=5,
+                                                    heads_off=["L1 H1", "L1 H2", "L2 H1", "L2 H4"],
                                                     api_name="/fill_mask")
     assert "4 heads switched off" in silenced["label"] and ranked_off != ranked
     with pytest.raises(AppError, match="(?i)no head 'L9 H1' in this model: it has layers 1-3 and heads 1-4"):
-        client.predict(MODEL, sentence, 5, ["L9 H1"], api_name="/fill_mask")
+        client.predict(model_name=MODEL, sentence=sentence, top_k=5, heads_off=["L9 H1"], api_name="/fill_mask")
     with pytest.raises(AppError, match="(?i)no head 'L1 H5' in this model"):  # a head past the heads, not the layers
-        client.predict(MODEL, sentence, 5, ["L1 H5"], api_name="/fill_mask")
+        client.predict(model_name=MODEL, sentence=sentence, top_k=5, heads_off=["L1 H5"], api_name="/fill_mask")
 
 
 def test_the_words_behind_a_mask_guess_are_coloured_and_a_text_without_a_mask_is_refused(app):
-    answer = fill.mask_attribution(app["registry"], MODEL, "the cat [MASK] on the mat.")["mask_words"]
+    answer = fill.mask_attribution(app["registry"], MODEL, sentence="the cat [MASK] on the mat.")["mask_words"]
     scored = [(span["token"], span["class_or_confidence"]) for span in answer.value]
     assert [word for word, score in scored if score is not None] == ["the", "cat", "[MASK]", "on", "the", "mat", "."]
     assert max(abs(score) for _, score in scored if score is not None) == 1.0
     assert answer.label.startswith("Why “") and "within" in answer.label
     with pytest.raises(gr.Error, match="no \\[MASK\\]"):
-        fill.mask_attribution(app["registry"], MODEL, "the cat sat.")
+        fill.mask_attribution(app["registry"], MODEL, sentence="the cat sat.")
 
 
 def test_head_importance_draws_one_map_per_mask(client):
-    figure = json.loads(client.predict(MODEL, "the [MASK] sat on the [MASK].", api_name="/head_importance")["plot"])
+    figure = json.loads(client.predict(model_name=MODEL, sentence="the [MASK] sat on the [MASK].",
+                                       api_name="/head_importance")["plot"])
     assert len(figure["data"]) == 2 and figure["data"][0]["y"] == ["L1", "L2", "L3"]
     assert figure["data"][0]["x"] == ["H1", "H2", "H3", "H4"]
     assert [a["text"].split(":")[0] for a in figure["layout"]["annotations"]] == ["[MASK] 1", "[MASK] 2"]
 
 
 def test_neighbours_and_projection_answer_and_explain_a_word_that_is_not_one_token(client):
-    table, caption = client.predict(MODEL, "cat", "", 0, api_name="/neighbours")
+    table, caption = client.predict(model_name=MODEL, word="cat", sentence="", layer=0, api_name="/neighbours")
     assert len(table["data"]) == embeddings.NEIGHBOURS and "cat" not in [row[0] for row in table["data"]]
     assert "input embedding" in caption
     assert table["headers"] == ["token", "cosine similarity"]  # a word on its own has no reference sentence
-    in_sentence, in_context = client.predict(MODEL, "cat", "the cat sat on the mat.", 2, api_name="/neighbours")
+    in_sentence, in_context = client.predict(model_name=MODEL, word="cat", sentence="the cat sat on the mat.", layer=2,
+                                             api_name="/neighbours")
     assert "after layer 2" in in_context
     assert in_sentence["headers"] == ["word", "in the reference sentence", "cosine similarity"]
     assert all(row[1] for row in in_sentence["data"])
     with pytest.raises(AppError, match="not one token"):
-        client.predict(MODEL, "xylophonists", "", 0, api_name="/neighbours")
-    figure = json.loads(client.predict(MODEL, "cat dog sun mat", api_name="/projection")["plot"])
+        client.predict(model_name=MODEL, word="xylophonists", sentence="", layer=0, api_name="/neighbours")
+    figure = json.loads(client.predict(model_name=MODEL, words="cat dog sun mat", api_name="/projection")["plot"])
     assert figure["data"][0]["text"] == ["cat", "dog", "sun", "mat"]
 
 
 def test_attention_pair_filter_keeps_sentence_a_looking_at_b_and_needs_a_sentence_b(client):
-    main, grid, caption, *_ = client.predict(MODEL, "the cat sat.", "it purred.", 1, 1, VIEW_HEAD, True,
-                                         attention.PAIR_A_TO_B, api_name="/attention")
+    main, grid, caption, *_ = client.predict(model_name=MODEL, text_a="the cat sat.", text_b="it purred.", layer=1,
+                                             head=1, view=VIEW_HEAD, hide=True,
+                                             pair=attention.PAIR_A_TO_B,
+                                             api_name="/attention")
     layout = json.loads(main["plot"])["layout"]
     assert layout["yaxis"]["ticktext"] == ["the", "cat", "sat", "."]
     assert "[SEP]" not in layout["xaxis"]["ticktext"] and "cat" not in layout["xaxis"]["ticktext"]
     assert caption.startswith("4 × ") and "sentence A" in caption
-    typed_sep, *_ = client.predict(MODEL, "the cat [SEP] sat.", "it purred.", 1, 1, VIEW_HEAD, True,
-                                   attention.PAIR_A_TO_B, api_name="/attention")  # the model still sees it all in A
+    typed_sep, *_ = client.predict(model_name=MODEL, text_a="the cat [SEP] sat.", text_b="it purred.", layer=1, head=1,
+                                   view=VIEW_HEAD, hide=True, pair=attention.PAIR_A_TO_B,
+                                   api_name="/attention")  # the model still sees it all in A
     assert json.loads(typed_sep["plot"])["layout"]["yaxis"]["ticktext"] == ["the", "cat", "sat", "."]
     with pytest.raises(AppError, match="needs a sentence B"):
-        client.predict(MODEL, "the cat sat.", "", 1, 1, VIEW_HEAD, False, attention.PAIR_B_TO_A,
-                       api_name="/attention")
+        client.predict(model_name=MODEL, text_a="the cat sat.", text_b="", layer=1, head=1, view=VIEW_HEAD, hide=False,
+                       pair=attention.PAIR_B_TO_A, api_name="/attention")
 
 
 def test_attention_draws_the_model_view_of_every_head_and_offers_every_token_to_the_neuron_view(client):
-    *_, gallery, token = client.predict(MODEL, "the cat sat.", "", 1, 1, VIEW_HEAD, False, api_name="/attention")
+    *_, gallery, token = client.predict(model_name=MODEL, text_a="the cat sat.", text_b="", layer=1, head=1,
+                                        view=VIEW_HEAD, hide=False, api_name="/attention")
     assert [item["caption"] for item in gallery["value"]] == [
         f"L{layer} H{head}" for layer in range(1, SHAPE.num_hidden_layers + 1)
         for head in range(1, SHAPE.num_attention_heads + 1)]
@@ -243,12 +256,14 @@ def test_attention_draws_the_model_view_of_every_head_and_offers_every_token_to_
 
 
 def test_neuron_view_draws_query_keys_and_the_weights_they_make(client):
-    figure = json.loads(client.predict(MODEL, "the cat sat.", "", 2, 1, 2, api_name="/neuron")["plot"])
+    figure = json.loads(client.predict(model_name=MODEL, text_a="the cat sat.", text_b="", layer=2, head=1, position=2,
+                                       api_name="/neuron")["plot"])
     assert "“cat” weighs each token" in figure["layout"]["title"]["text"]
     weights = [trace for trace in figure["data"] if trace["type"] == "bar"][-1]
     assert weights["x"][0] is None and sum(weights["x"][1:]) == pytest.approx(1, abs=1e-3)  # no bar for the query row
     with pytest.raises(AppError, match="one of the 6 tokens"):
-        client.predict(MODEL, "the cat sat.", "", 2, 1, 9, api_name="/neuron")
+        client.predict(model_name=MODEL, text_a="the cat sat.", text_b="", layer=2, head=1, position=9,
+                       api_name="/neuron")
 
 
 @pytest.mark.parametrize("position", ["inf", [1, 2], {"a": 1}, 2.5])
@@ -256,13 +271,14 @@ def test_a_query_position_that_is_not_a_whole_number_gets_a_message_and_one_log_
     """A query position that is no whole number ("inf", a list, a dict) gets a message and one log line, never a
     traceback or "Something went wrong"."""
     with pytest.raises(AppError, match=r"The query token is given by its number \(0 for \[CLS\]"):
-        client.predict(MODEL, "the cat sat.", "", 2, 1, position, api_name="/neuron")
+        client.predict(model_name=MODEL, text_a="the cat sat.", text_b="", layer=2, head=1, position=position,
+                       api_name="/neuron")
     assert not [r for r in caplog.records if r.exc_info or "unexpected error" in r.getMessage()]
 
 
 def test_a_5000_character_word_is_not_repeated_whole_in_the_message(client):
     with pytest.raises(AppError, match="is not one token in this model's vocabulary") as refused:
-        client.predict(MODEL, "x" * 4999 + "y", "", 0, api_name="/neighbours")
+        client.predict(model_name=MODEL, word="x" * 4999 + "y", sentence="", layer=0, api_name="/neighbours")
     assert "x" * 50 not in str(refused.value) and len(str(refused.value)) < 300
 
 
@@ -306,10 +322,11 @@ def test_a_short_run_streams_growing_metrics_and_ends_with_a_checkpoint(app, cli
     run = next(name for _, name in selector["choices"] if name.startswith("runs/tiny-upload-"))
     assert run in [e.name for e in app["registry"].catalog.list_models(client.session_hash)]
     assert run not in [e.name for e in app["registry"].catalog.list_models()]  # trained on an upload: private
-    sentence, *_ = client.predict(run, "the [MASK] was visited.", 3, api_name="/fill_mask")
+    sentence, *_ = client.predict(model_name=run, sentence="the [MASK] was visited.", top_k=3, api_name="/fill_mask")
     assert sentence["value"][1]["class_or_confidence"]
     with pytest.raises(AppError, match="There is no model called"):
-        Client(app["url"], verbose=False).predict(run, "the [MASK] sat.", 3, api_name="/fill_mask")
+        Client(app["url"], verbose=False).predict(model_name=run, sentence="the [MASK] sat.", top_k=3,
+                                                  api_name="/fill_mask")
 
 
 def test_a_fine_tune_through_the_api_streams_curves_and_leaves_a_classifier_that_answers(app, client, short_finetune):
@@ -344,9 +361,10 @@ def test_a_long_run_outlives_its_stream_for_a_while_and_inference_keeps_answerin
     assert lengths == sorted(lengths) and lengths[-1] < 1000
     started = time.perf_counter()
     other = Client(app["url"], verbose=False)  # another user, while the run trains
-    result = other.predict(MODEL, "The sun rose.", "Birds sang.", api_name="/next_sentence")
+    result = other.predict(model_name=MODEL, text_a="The sun rose.", text_b="Birds sang.", api_name="/next_sentence")
     assert result["confidences"] and time.perf_counter() - started < 20
-    live = other.predict("live", "the [MASK] was visited.", 2, api_name="/fill_mask")  # the run in progress
+    live = other.predict(model_name="live", sentence="the [MASK] was visited.", top_k=2,
+                         api_name="/fill_mask")  # the run in progress
     assert live[0]["value"][1]["class_or_confidence"]
     run = registry.slot.job
     with held(run):  # however fast this machine, the run is still training when nobody follows it any more
@@ -381,9 +399,9 @@ demo = build_demo(registry)
 assert "transformers" not in sys.modules
 model = "checkpoints/tiny-test"
 calls = [lambda: header.selected(registry, model, 2, 4),
-         lambda: attention.attention(registry, model, "the cat sat.", "", 1, 1, "one head", False),
-         lambda: fill.fill_mask(registry, model, "the [MASK] sat.", 3),
-         lambda: nsp.next_sentence(registry, model, "a b.", "c d.")]
+         lambda: attention.attention(registry, model, text_a="the cat sat.", view="one head"),
+         lambda: fill.fill_mask(registry, model, sentence="the [MASK] sat.", top_k=3),
+         lambda: nsp.next_sentence(registry, model, text_a="a b.", text_b="c d.")]
 errors = []
 def run(call):
     try:
@@ -547,10 +565,10 @@ def test_head_importance_of_a_pair_draws_one_map_for_the_judgement(make_checkpoi
     make_checkpoint(tmp_path / "checkpoints" / "tiny-test")
     registry = Registry(checkpoints_dir=tmp_path / "checkpoints", runs_dir=tmp_path / "runs", device="cpu",
                         allow_hub=False)
-    figure = nsp.pair_importance(registry, MODEL, "the cat sat.", "it purred.")["nsp_importance_plot"]
+    figure = nsp.pair_importance(registry, MODEL, text_a="the cat sat.", text_b="it purred.")["nsp_importance_plot"]
     assert len(figure.data) == 1 and figure.layout.annotations[0].text == "B follows A"
     with pytest.raises(Exception, match="(?i)sentence B is empty"):
-        nsp.pair_importance(registry, MODEL, "the cat sat.", " ")
+        nsp.pair_importance(registry, MODEL, text_a="the cat sat.", text_b=" ")
 
 
 def test_the_probe_says_at_which_step_its_guesses_change_next(registry):

@@ -80,15 +80,18 @@ def test_the_app_shows_a_run_at_any_snapshot_and_compares_two_steps(corpus, tmp_
     start_table = at_start.bert.embeddings.word_embeddings.weight
     assert not torch.equal(start_table, final.bert.embeddings.word_embeddings.weight)
     assert at_start.cls.predictions.decoder.weight is start_table  # still tied
-    early = fill.fill_mask(registry, "runs/a-run", "the [MASK] sat on the mat.", 3, [], "0")
-    late = fill.fill_mask(registry, "runs/a-run", "the [MASK] sat on the mat.", 3, [], "final")
+    early = fill.fill_mask(registry, "runs/a-run", sentence="the [MASK] sat on the mat.", top_k=3, heads_off=[],
+                           snapshot="0")
+    late = fill.fill_mask(registry, "runs/a-run", sentence="the [MASK] sat on the mat.", top_k=3, heads_off=[],
+                          snapshot="final")
     assert early["mask_label_0"] != late["mask_label_0"]
-    both = attention.attention(registry, "runs/a-run", "the cat sat.", "", 1, 1, attention.VIEW_HEAD, False,
-                              attention.PAIR_ALL, "final", "0")
+    both = attention.attention(registry, "runs/a-run", text_a="the cat sat.", text_b="", layer=1, head=1,
+                               view=attention.VIEW_HEAD, hide=False, pair=attention.PAIR_ALL,
+                               snapshot="final", compare="0")
     assert both["compare_plot"].visible and "Step 0" in json.loads(both["compare_plot"].value["plot"])["layout"][
         "title"]["text"]
     with pytest.raises(Exception, match="(?i)unknown training step 'soon'"):
-        fill.fill_mask(registry, "runs/a-run", "the [MASK] sat.", 3, [], "soon")
+        fill.fill_mask(registry, "runs/a-run", sentence="the [MASK] sat.", top_k=3, heads_off=[], snapshot="soon")
 
 
 def test_a_new_run_over_an_old_folder_starts_its_own_timeline(corpus, tmp_path):

@@ -9,9 +9,10 @@ from typing import Any, NotRequired, TypedDict
 
 import gradio as gr
 
-from bert_demo.app.handlers import FINAL, NO_COMPARE, Components, Outputs, friendly, load_at, step_name
-from bert_demo.app.state.folders import Examples
+from bert_demo.app.handlers import NO_COMPARE, Components, Outputs, friendly, load_at, step_name
+from bert_demo.app.queries import At, Query, ask, inputs, takes
 from bert_demo.app.registry import Registry
+from bert_demo.app.state.folders import Examples
 from bert_demo.app.tabs import attention_views as views
 from bert_demo.config import LIMITS
 from bert_demo.inspection import curves, figures
@@ -21,6 +22,30 @@ VIEW_HEAD, VIEW_AVERAGE, VIEW_ROLLOUT = VIEWS.values()
 PAIR_FILTERS = ("every token", "sentence A → B", "sentence B → A")
 PAIR_ALL, PAIR_A_TO_B, PAIR_B_TO_A = PAIR_FILTERS
 SCROLL_TO_MAP = "() => document.querySelector('#att-plot')?.scrollIntoView({behavior: 'smooth', block: 'start'})"
+
+
+@dataclass(frozen=True)
+class Look(Query):
+    """What the attention is read on: the sentences, and the layer and head looked at (the API takes any model's
+    sizes, clamped to the model's by the handler; the page narrows the sliders to the model's)."""
+
+    text_a: str = ask("the cat sat on the mat.", "Sentence A", component="att_a")
+    text_b: str = ask("", "Sentence B (optional)", component="att_b")
+    layer: float = ask(1, "Layer", bounds=(1, LIMITS["num_hidden_layers"]), component="layer")
+    head: float = ask(1, "Head", bounds=(1, LIMITS["num_attention_heads"]), component="head")
+
+
+@dataclass(frozen=True)
+class Drawing(Query):
+    """How the map is drawn: one head, the layer's average or the rollout; [CLS] and [SEP] hidden or not; the whole
+    pair or one sentence's attention to the other; and the same map at another step of training beside it."""
+
+    view: str = ask(VIEW_HEAD, "Show", choices=VIEWS.values(), component="view")
+    hide: bool = ask(False, "Hide [CLS] and [SEP]", component="hide")
+    pair: str = ask(PAIR_ALL, "Pair", choices=PAIR_FILTERS, component="pair",
+                    info="with a sentence B: only A's attention to B, or B's to A")
+    compare: str = ask(NO_COMPARE, "Compare with the same map at step", choices=[("no comparison", NO_COMPARE)],
+                       component="compare")
 
 
 CSS = """  /* this tab's rules of the page's style sheet (ui.CSS) */
@@ -73,23 +98,17 @@ def layout(examples: Examples | None) -> AttentionParts:
         gr.Markdown("Which tokens does each token look at? Pick a layer and a head; hover a cell for the exact "
                     "weight. Give a second sentence to see attention across the pair.")
         with gr.Row():
-            c = {"att_a": gr.Textbox(value=first[0], label="Sentence A", elem_id="att-a"),
-                 "att_b": gr.Textbox(value=first[1], label="Sentence B (optional)", elem_id="att-b")}
+            c = {"att_a": Look.input("text_a", gr.Textbox, value=first[0]),
+                 "att_b": Look.input("text_b", gr.Textbox, value=first[1])}
         with gr.Row(equal_height=True):
-            # the API accepts any model's sizes (clamped by the handler); the page narrows them to the model's
-            c["layer"] = gr.Slider(1, LIMITS["num_hidden_layers"], value=first[2], step=1, label="Layer",
-                                   elem_id="layer", scale=2)
-            c["head"] = gr.Slider(1, LIMITS["num_attention_heads"], value=first[3], step=1, label="Head",
-                                  elem_id="head", scale=2)
-            c["view"] = gr.Radio(list(VIEWS.values()), value=VIEWS[first[4]], label="Show", elem_id="view", scale=4)
+            c["layer"] = Look.input("layer", gr.Slider, value=first[2], step=1, scale=2)
+            c["head"] = Look.input("head", gr.Slider, value=first[3], step=1, scale=2)
+            c["view"] = Drawing.input("view", gr.Radio, value=VIEWS[first[4]], scale=4)
         with gr.Row(equal_height=True):
-            c["pair"] = gr.Radio(list(PAIR_FILTERS), value=PAIR_ALL, label="Pair", elem_id="pair", scale=3,
-                                 min_width=260, info="with a sentence B: only A's attention to B, or B's to A")
-            c["hide"] = gr.Checkbox(label="Hide [CLS] and [SEP]", value=first[5], elem_id="hide", scale=1,
-                                    min_width=200)
-        c["compare"] = gr.Dropdown(choices=[("no comparison", NO_COMPARE)], value=NO_COMPARE, visible=False,
-                                   label="Compare with the same map at step", elem_id="compare",
-                                   allow_custom_value=True)  # as the Training step: any step, checked
+            c["pair"] = Drawing.input("pair", gr.Radio, scale=3, min_width=260)
+            c["hide"] = Drawing.input("hide", gr.Checkbox, value=first[5], scale=1, min_width=200)
+        c["compare"] = Drawing.input("compare", gr.Dropdown, visible=False,
+                                     allow_custom_value=True)  # as the Training step: any step, checked
         c["att_button"] = gr.Button("Show attention", variant="primary", elem_id="att-button")
         with gr.Column(visible=examples is not None, elem_id="att-examples") as c["att_examples_box"]:
             if examples:
@@ -131,23 +150,22 @@ def blank() -> Outputs:
 def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
     """Any change of the sentences, layer, head, view, pair filter or comparison redraws (the last change wins);
     opening the tab draws the current example."""
-    inputs = [c[name] for name in ("model", "att_a", "att_b", "layer", "head", "view", "hide", "pair", "step",
-                                   "compare")]
+    asked = inputs(c, attention)
     outputs = [c[name] for name in ("att_plot", "grid_plot", "att_caption", "compare_plot", "model_view",
                                     "neuron_token")]
     gr.on([c["att_button"].click, c["att_a"].submit, c["att_b"].submit, c["layer"].release, c["head"].release,
-           c["view"].input, c["hide"].input, c["pair"].input, c["compare"].input], bound(attention), inputs, outputs,
+           c["view"].input, c["hide"].input, c["pair"].input, c["compare"].input], bound(attention), asked, outputs,
           api_name="attention", trigger_mode="always_last", show_progress_on=[c["att_plot"]])
     c["att_button"].click(None, js=SCROLL_TO_MAP, queue=False)  # at 1400 x 1000 the map starts below the fold
     c["view"].change(_head_control, c["view"], c["head"], api_visibility="private", queue=False)
-    c["attention_tab"].select(bound(attention), inputs, outputs, api_visibility="private",
+    c["attention_tab"].select(bound(attention), asked, outputs, api_visibility="private",
                               show_progress_on=[c["att_plot"]])
     opened = c["model_view"].select(_head_opened, None, [c["layer"], c["head"], c["view"]],
                                     api_visibility="private", queue=False)
-    opened.then(bound(attention), inputs, outputs, api_visibility="private", show_progress_on=[c["att_plot"]])
+    opened.then(bound(attention), asked, outputs, api_visibility="private", show_progress_on=[c["att_plot"]])
     opened.then(None, js=SCROLL_TO_MAP, queue=False)
     gr.on([c["neuron_button"].click, c["neuron_token"].input], bound(neuron),
-          [c[name] for name in ("model", "att_a", "att_b", "layer", "head", "neuron_token", "step")],
+          inputs(c, neuron, position="neuron_token"),
           c["neuron_plot"], api_name="neuron", show_progress_on=[c["neuron_plot"]])
 
 
@@ -162,31 +180,33 @@ def _head_control(view: str) -> gr.Slider:
 
 
 @friendly
-def attention(registry: Registry, model_name: str, text_a: str, text_b: str, layer: float, head: float,
-              view: str, hide: bool, pair: str = PAIR_ALL, step: str = FINAL, compare: str = NO_COMPARE,
-              owner: str | None = None) -> Outputs:
-    """The chosen map (one head, the layer's average or the rollout), all heads of the layer, and a caption;
-    `pair` keeps only sentence A's attention to B (or B's to A); `compare` draws the same map at another step."""
-    text_b = (text_b or "").strip() or None
-    if pair != PAIR_ALL and text_b is None:
-        raise ValueError(f"the “{pair}” filter needs a sentence B: write one, or choose “{PAIR_ALL}”")
-    shown = _attention_map(load_at(registry, model_name, step, owner, encoder=True), text_a, text_b, layer, head, view,
-                           hide, pair)
-    comparing = compare != NO_COMPARE
+@takes(at=At, look=Look, drawing=Drawing)
+def attention(registry: Registry, at: At, look: Look, drawing: Drawing, owner: str | None = None) -> Outputs:
+    """The chosen map (one head, the layer's average or the rollout), all heads of the layer, and a caption; the
+    pair filter keeps only sentence A's attention to B (or B's to A); a comparison draws the same map at another
+    step."""
+    text_b = (look.text_b or "").strip() or None
+    if drawing.pair != PAIR_ALL and text_b is None:
+        raise ValueError(f"the “{drawing.pair}” filter needs a sentence B: write one, or choose “{PAIR_ALL}”")
+    shown = _attention_map(load_at(registry, at.model_name, at.snapshot, owner, encoder=True), look, text_b,
+                           drawing)
+    comparing = drawing.compare != NO_COMPARE
     outputs = {"att_plot": figures.attention_heatmap(shown.rows, shown.matrix,
-                                                   step_name(step) if comparing else shown.title, keys=shown.cols),
+                                                   step_name(at.snapshot) if comparing else shown.title,
+                                                   keys=shown.cols),
                "grid_plot": figures.attention_grid(shown.rows, shown.heads, f"All {len(shown.heads)} heads of layer "
                                                  f"{shown.layer}", keys=shown.cols),
                "att_caption": views.attention_caption(len(shown.rows), len(shown.cols), shown.layers,
-                                                     len(shown.heads), view == VIEW_ROLLOUT, shown.source),
+                                                     len(shown.heads), drawing.view == VIEW_ROLLOUT, shown.source),
                "compare_plot": gr.Plot(visible=False),
                "model_view": gr.Gallery(figures.attention_thumbnails(shown.weights), columns=shown.weights.shape[1]),
                "neuron_token": gr.Dropdown(choices=[(f"{i}: {t}", i) for i, t in enumerate(shown.tokens)],
                                            value=min(1, len(shown.tokens) - 1))}
     if comparing:
-        other = _attention_map(load_at(registry, model_name, compare, owner, encoder=True), text_a, text_b, layer, head,
-                               view, hide, pair)
-        outputs["compare_plot"] = gr.Plot(figures.attention_heatmap(other.rows, other.matrix, step_name(compare),
+        other = _attention_map(load_at(registry, at.model_name, drawing.compare, owner, encoder=True), look, text_b,
+                               drawing)
+        outputs["compare_plot"] = gr.Plot(figures.attention_heatmap(other.rows, other.matrix,
+                                                                  step_name(drawing.compare),
                                                                   keys=other.cols), visible=True)
         outputs["att_caption"] = f"**{shown.title}**, at two steps of training. " + outputs["att_caption"]
     return outputs
@@ -208,14 +228,15 @@ class _Map:
     weights: Any  # every head of every layer, unfiltered: weights[layer, head, query, key]
 
 
-def _attention_map(loaded: Any, text_a: str, text_b: str | None, layer: float, head: float, view: str,
-                   hide: bool, pair: str) -> _Map:
+def _attention_map(loaded: Any, look: Look, text_b: str | None, drawing: Drawing) -> _Map:
+    """The map `drawing` asks for, of `look`'s sentences (sentence B as given: None where there is none)."""
     from bert_demo import inference
     from bert_demo.inspection.heads import attention_rollout, drop_tokens
 
+    text_a, view, pair = look.text_a, drawing.view, drawing.pair
     tokens, weights = inference.attention(loaded.model, loaded.tokenizer, text_a, text_b)
     n_layers, n_heads = weights.shape[:2]
-    layer, head = min(max(int(layer), 1), n_layers), min(max(int(head), 1), n_heads)
+    layer, head = min(max(int(look.layer), 1), n_layers), min(max(int(look.head), 1), n_heads)
     if view == VIEW_ROLLOUT:
         matrix = attention_rollout(weights)[layer - 1]  # (T, T)
         title = f"Attention rollout through layer{f's 1–{layer}' if layer > 1 else ' 1'}"
@@ -226,7 +247,7 @@ def _attention_map(loaded: Any, text_a: str, text_b: str | None, layer: float, h
         matrix, title = weights[layer - 1, head - 1], f"Layer {layer}, head {head}"
     heads, shown = weights[layer - 1], tokens  # (A, T, T)
     segment = inference.segments(loaded.tokenizer, text_a, text_b)
-    if hide:
+    if drawing.hide:
         segment = [s for s, t in zip(segment, tokens) if t not in ("[CLS]", "[SEP]")]
         shown, matrix = drop_tokens(tokens, matrix)
         heads = drop_tokens(tokens, heads)[1]
@@ -248,18 +269,19 @@ def view_changed(view: str) -> Outputs:
 
 
 @friendly
-def neuron(registry: Registry, model_name: str, text_a: str, text_b: str, layer: float, head: float,
-           position: float | None, step: str = FINAL, owner: str | None = None) -> Outputs:
-    """How head `head` of layer `layer` weighs the tokens for the token at `position` (bertviz's neuron view): its
-    query vector, every key vector, their product and the weights it makes."""
+@takes(at=At, look=Look)
+def neuron(registry: Registry, at: At, look: Look, position: float | None = None, owner: str | None = None
+           ) -> Outputs:
+    """How the head `look` names weighs the tokens for the token at `position` (bertviz's neuron view): its query
+    vector, every key vector, their product and the weights it makes."""
     from bert_demo.inspection.heads import query_key
 
     position = query_position(position)
-    loaded = load_at(registry, model_name, step, owner, encoder=True)
-    text_b = (text_b or "").strip() or None
-    made = query_key(loaded.model, loaded.tokenizer, text_a, text_b, int(layer), int(head),
-                                          position)
-    title = f"Layer {int(layer)}, head {int(head)}: how “{made.tokens[position]}” weighs each token"
+    loaded = load_at(registry, at.model_name, at.snapshot, owner, encoder=True)
+    text_b = (look.text_b or "").strip() or None
+    layer, head = int(look.layer), int(look.head)
+    made = query_key(loaded.model, loaded.tokenizer, look.text_a, text_b, layer, head, position)
+    title = f"Layer {layer}, head {head}: how “{made.tokens[position]}” weighs each token"
     return {"neuron_plot": figures.neuron_figure(made.tokens, position, made.query, made.keys, made.weights, title)}
 
 

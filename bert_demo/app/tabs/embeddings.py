@@ -7,7 +7,8 @@ from typing import TypedDict
 
 import gradio as gr
 
-from bert_demo.app.handlers import FINAL, Components, Outputs, friendly, load_at
+from bert_demo.app.handlers import Components, Outputs, friendly, load_at
+from bert_demo.app.queries import At, inputs, takes
 from bert_demo.app.registry import Registry
 from bert_demo.config import LIMITS
 from bert_demo.inspection import curves, figures
@@ -68,24 +69,25 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
     """Find neighbours (button or Enter), and Project; a refused question clears what the one before it drew, so
     that no answer to another word stays under the message."""
     found = gr.on([c["emb_button"].click, c["emb_word"].submit, c["emb_sentence"].submit], bound(neighbours),
-                  [c[name] for name in ("model", "emb_word", "emb_sentence", "emb_layer", "step")],
+                  inputs(c, neighbours, word="emb_word", sentence="emb_sentence", layer="emb_layer"),
                   [c["neighbours_table"], c["neighbours_caption"]], api_name="neighbours", show_progress="hidden")
     found.failure(bound(no_neighbours), None, [c["neighbours_table"], c["neighbours_caption"]],
                   api_visibility="private", queue=False)
     projected = gr.on([c["projection_button"].click, c["emb_words"].submit], bound(projection),
-                      [c["model"], c["emb_words"], c["step"]], c["projection_plot"], api_name="projection",
+                      inputs(c, projection, words="emb_words"), c["projection_plot"], api_name="projection",
                       show_progress_on=[c["projection_plot"]])
     projected.failure(bound(no_projection), None, c["projection_plot"], api_visibility="private", queue=False)
 
 
 @friendly
-def neighbours(registry: Registry, model_name: str, word: str, sentence: str, layer: float, step: str = FINAL,
+@takes(at=At)
+def neighbours(registry: Registry, at: At, word: str = "", sentence: str = "", layer: float = 0,
                owner: str | None = None) -> Outputs:
     """The word's nearest tokens in the embedding table, or, in `sentence`, the nearest words of the reference
     sentences at the same `layer`; the caption says which was compared with which."""
     from bert_demo.inspection import neighbours
 
-    loaded = load_at(registry, model_name, step, owner, encoder=True)
+    loaded = load_at(registry, at.model_name, at.snapshot, owner, encoder=True)
     in_context = (sentence or "").strip() or None
     found = neighbours.neighbours(loaded.model, loaded.tokenizer, (word or "").strip(), NEIGHBOURS,
                                             text=in_context, layer=int(layer))
@@ -122,12 +124,12 @@ def no_projection(registry: Registry) -> Outputs:
 
 
 @friendly
-def projection(registry: Registry, model_name: str, words: str, step: str = FINAL, owner: str | None = None
-               ) -> Outputs:
+@takes(at=At)
+def projection(registry: Registry, at: At, words: str = "", owner: str | None = None) -> Outputs:
     """A list of words (spaces or commas between them) at their embeddings' first two principal components."""
     from bert_demo.inspection import neighbours
 
-    loaded = load_at(registry, model_name, step, owner, encoder=True)
+    loaded = load_at(registry, at.model_name, at.snapshot, owner, encoder=True)
     listed = [w for w in (words or "").replace(",", " ").split() if w]
     points = neighbours.embedding_projection(loaded.model, loaded.tokenizer, listed)
     return {"projection_plot": figures.projection_figure(points)}

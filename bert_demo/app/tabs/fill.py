@@ -7,15 +7,16 @@ from typing import TypedDict
 
 import gradio as gr
 
-from bert_demo.app.handlers import FINAL, Components, Outputs, friendly, load_at
-from bert_demo.app.state.folders import Examples
+from bert_demo.app.handlers import Components, Outputs, friendly, load_at
+from bert_demo.app.queries import At, inputs, takes
 from bert_demo.app.registry import Registry
+from bert_demo.app.state.folders import Examples
 from bert_demo.app.tabs import fill_views as views
 from bert_demo.app.tabs.heads import head_mask, importance_block, importance_figure, no_importance
 
 MAX_RANKED = 6  # ranked lists shown for the first masks of a sentence
 LENS_TOP_K = 3  # guesses per layer in the per-layer table
-ASKED = ("model", "fill_text", "top_k", "heads_off", "step")  # Predict's inputs
+ASKED = {"sentence": "fill_text"}  # Predict's inputs whose components are not named as its parameters
 ANSWERED = ("filled", "layer_table", "words", *(f"mask_label_{i}" for i in range(MAX_RANKED)))  # and its answer
 
 
@@ -99,17 +100,17 @@ def layout(examples: Examples | None, heads: list[str]) -> FillParts:
 def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
     """Predict (button or Enter, and once when the page opens), a click on a word, the attribution and the
     head-importance map."""
-    inputs, outputs = [c[name] for name in ASKED], [c[name] for name in ANSWERED]
-    gr.on([c["fill_button"].click, c["fill_text"].submit], bound(fill_mask), inputs, outputs, api_name="fill_mask",
+    asked, outputs = inputs(c, fill_mask, **ASKED), [c[name] for name in ANSWERED]
+    gr.on([c["fill_button"].click, c["fill_text"].submit], bound(fill_mask), asked, outputs, api_name="fill_mask",
           show_progress="hidden")  # fast; an error is a toast, the last answer stays
-    c["page"].load(bound(fill_mask), inputs, outputs, api_visibility="private")  # the page opens on an answer
+    c["page"].load(bound(fill_mask), asked, outputs, api_visibility="private")  # the page opens on an answer
     c["words"].select(_mask_clicked, c["fill_text"], c["fill_text"], api_visibility="private", queue=False).then(
-        bound(fill_mask), inputs, outputs, api_visibility="private", show_progress="hidden")
-    asked = [c[name] for name in ("model", "fill_text", "step")]
-    c["mask_words_button"].click(bound(mask_attribution), asked, [c["mask_words"], c["mask_words_box"]],
-                                 api_visibility="private", show_progress_on=[c["mask_words_button"]])
-    c["importance_button"].click(bound(importance), asked, c["importance_plot"], api_name="head_importance",
-                                 show_progress_on=[c["importance_plot"]])
+        bound(fill_mask), asked, outputs, api_visibility="private", show_progress="hidden")
+    c["mask_words_button"].click(bound(mask_attribution), inputs(c, mask_attribution, **ASKED),
+                                 [c["mask_words"], c["mask_words_box"]], api_visibility="private",
+                                 show_progress_on=[c["mask_words_button"]])
+    c["importance_button"].click(bound(importance), inputs(c, importance, **ASKED), c["importance_plot"],
+                                 api_name="head_importance", show_progress_on=[c["importance_plot"]])
 
 
 def blank() -> Outputs:
@@ -125,13 +126,14 @@ def _mask_clicked(sentence: str, event: gr.SelectData) -> str:
 
 
 @friendly
-def fill_mask(registry: Registry, model_name: str, sentence: str, top_k: float, heads_off: list[str] | None = None,
-              step: str = FINAL, owner: str | None = None) -> Outputs:
+@takes(at=At)
+def fill_mask(registry: Registry, at: At, sentence: str = "", top_k: float = 5, heads_off: list[str] | None = None,
+              owner: str | None = None) -> Outputs:
     """The best guesses filled in, a ranked list per [MASK], the guesses at every layer, and the sentence's words
     to click; `heads_off` ("L1 H2", ...) are switched off for all of it."""
     from bert_demo import inference
 
-    loaded = load_at(registry, model_name, step, owner)
+    loaded = load_at(registry, at.model_name, at.snapshot, owner)
     mask = head_mask(heads_off, loaded.model.config)
     inference.check_top_k(int(top_k))
     # one forward pass: the lens's last layer is fill_mask's answer (tested), so it gives both
@@ -155,13 +157,13 @@ def fill_mask(registry: Registry, model_name: str, sentence: str, top_k: float, 
 
 
 @friendly
-def mask_attribution(registry: Registry, model_name: str, sentence: str, step: str = FINAL,
-                     owner: str | None = None) -> Outputs:
+@takes(at=At)
+def mask_attribution(registry: Registry, at: At, sentence: str = "", owner: str | None = None) -> Outputs:
     """Which words made the model give its top guess at the first [MASK]: integrated gradients (Sundararajan et
     al. 2017) as coloured words, with the completeness check in the caption, shown (with their key) once asked."""
     from bert_demo.inspection import attribution
 
-    loaded = load_at(registry, model_name, step, owner)
+    loaded = load_at(registry, at.model_name, at.snapshot, owner)
     result = attribution.masked_word(loaded.model, loaded.tokenizer, sentence)
     lead = f"Why “{result.target}” at the first [MASK]"
     return {"mask_words": gr.HighlightedText(value=views.attribution_spans(result.tokens, result.scores),
@@ -170,10 +172,10 @@ def mask_attribution(registry: Registry, model_name: str, sentence: str, step: s
 
 
 @friendly
-def importance(registry: Registry, model_name: str, sentence: str, step: str = FINAL, owner: str | None = None
-               ) -> Outputs:
+@takes(at=At)
+def importance(registry: Registry, at: At, sentence: str = "", owner: str | None = None) -> Outputs:
     """For each [MASK] (the first few), how much its top guess loses when each head alone is switched off."""
-    return {"importance_plot": importance_figure(registry, model_name, step, owner, sentence)}
+    return {"importance_plot": importance_figure(registry, at, owner, sentence)}
 
 
 def mask_word(sentence: str, index: int) -> Outputs:

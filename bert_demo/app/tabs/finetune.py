@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import gradio as gr
@@ -24,6 +24,7 @@ import gradio as gr
 from bert_demo.app import text
 from bert_demo.app.handlers import Components, Outputs, friendly
 from bert_demo.app.policy import APP_FINETUNE, WELL_READ_VOCAB
+from bert_demo.app.queries import Query, ask, inputs, takes
 from bert_demo.app.runs import estimates
 from bert_demo.app.runs.job import TrainingJob
 from bert_demo.app.runs.slot import WAIT_POLL_S, Ticket
@@ -51,6 +52,27 @@ INTRO = ("**What is pre-training for?** Fine-tune a pre-trained model on labelle
          f"read {text.WORDS_READ['mini-english']} words (quick to fine-tune here), small-english "
          f"{text.WORDS_READ['small-english']}; Google's BERTs of the same shapes read "
          f"{APP_FINETUNE['well_read_words']} (BERT-Mini scores 85.9 on SST-2).")
+
+
+@dataclass(frozen=True)
+class Experiment(Query):
+    """The experiment the form describes: the model to fine-tune, the task (or a labelled file), how many labelled
+    sentences to train on, and the starts to compare with."""
+
+    PREFIX = "ft"
+    model: str | None = ask(None, "Model to fine-tune", info="The model selected above where this machine can "
+                                                             "fine-tune it (on a CPU: the tiny and mini shapes)")
+    task: str = ask(APP_FINETUNE["task"], "Task", choices=list(TASKS),
+                    info="The first four work offline; the GLUE tasks need the Hugging Face Hub")
+    upload: str | None = ask(None, f"…or your own labelled file ({', '.join(FILE_TYPES)}: columns text, optional "
+                                   "text_b, label)")
+    labels: str = ask(str(APP_FINETUNE["train_examples"]), "Labelled sentences to train on", choices=LABEL_CHOICES,
+                      info="The first N of a fixed shuffle: repeat with other counts to fill the chart of what "
+                           "pre-training saves")
+    compare: tuple[str, ...] = ask(("random",), "Compare with",
+                                   choices=[(words, init) for init, words in COMPARISONS.items()])
+
+
 FOLLOWED = ("ft_status", "ft_curves", "ft_verdict", "ft_counts", "ft_changes", "ft_classifier", "ft_stop", "model",
             "ft_start", "ft_model", "ft_estimate")  # what the experiment's stream updates
 
@@ -113,23 +135,13 @@ def layout(registry: Registry) -> FinetuneParts:
 def _form(registry: Registry) -> Components:
     """The model to fine-tune, the task (or a labelled file), the labels to train on, and the starts to compare."""
     return {
-        "ft_model": gr.Dropdown(registry.catalog.choices(), value=model_to_tune(registry, None),
-                                allow_custom_value=True, label="Model to fine-tune", elem_id="ft-model",
-                                info="The model selected above where this machine can fine-tune it (on a CPU: "
-                                     "the tiny and mini shapes)"),
-        "ft_task": gr.Dropdown(list(TASKS), value=APP_FINETUNE["task"], label="Task", elem_id="ft-task",
-                               allow_custom_value=True,  # names only: they fit
-                               info="The first four work offline; the GLUE tasks need the Hugging Face Hub"),
+        "ft_model": Experiment.input("model", gr.Dropdown, choices=registry.catalog.choices(),
+                                     value=model_to_tune(registry, None), allow_custom_value=True),
+        "ft_task": Experiment.input("task", gr.Dropdown, allow_custom_value=True),  # names only: they fit
         "ft_task_about": gr.Markdown(task_about(APP_FINETUNE["task"]), elem_id="ft-task-about"),
-        "ft_upload": gr.File(label=f"…or your own labelled file ({', '.join(FILE_TYPES)}: columns text, optional "
-                                   "text_b, label)", file_types=list(FILE_TYPES), type="filepath",
-                             elem_id="ft-upload", height=160),
-        "ft_labels": gr.Radio(LABEL_CHOICES, value=str(APP_FINETUNE["train_examples"]),
-                              label="Labelled sentences to train on", elem_id="ft-labels",
-                              info="The first N of a fixed shuffle: repeat with other counts to fill the chart of "
-                                   "what pre-training saves"),
-        "ft_compare": gr.CheckboxGroup([(words, init) for init, words in COMPARISONS.items()], value=["random"],
-                                       label="Compare with", elem_id="ft-compare")}
+        "ft_upload": Experiment.input("upload", gr.File, file_types=list(FILE_TYPES), type="filepath", height=160),
+        "ft_labels": Experiment.input("labels", gr.Radio),
+        "ft_compare": Experiment.input("compare", gr.CheckboxGroup)}
 
 
 def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
@@ -138,7 +150,7 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
     when the one selected above changes; and, when the page opens, the visitor's own experiment followed on
     (`reopened`)."""
     outputs = [c[name] for name in FOLLOWED]
-    form = [c[name] for name in ("ft_model", "ft_task", "ft_upload", "ft_labels", "ft_compare")]
+    form = inputs(c, finetune)
     started = c["ft_start"].click(bound(finetune), form, outputs, api_name="finetune", concurrency_limit=None,
                                   trigger_mode="once", show_progress="minimal", show_progress_on=[c["ft_status"]])
     started.then(bound(estimate), form, c["ft_estimate"], api_visibility="private", show_progress="hidden")
@@ -170,17 +182,18 @@ def model_selected(registry: Registry, model: str | None, owner: str | None = No
 
 
 @friendly
-def finetune(registry: Registry, model: str, task: str, upload: str | None, labels: str,
-             compare: list[str] | None = None, owner: str | None = None) -> Iterator[Outputs]:
-    """Fine-tune `model` on `task` (or an uploaded labelled file) with the first `labels` labelled sentences, then
-    each start in `compare` ("random", "frozen", "well-read") with the same budget, one after the other in the
-    training slot (one place in line for them all); stream one chart of their validation accuracy, and end with the
-    gap in a sentence. The slot starts the runs, so a page that reloads finds the experiment again (`reopened`)."""
-    starts, stamp = ["pretrained", *_comparisons(compare)], time.strftime("%Y%m%d-%H%M%S")
-    copy = _labelled_copy(upload)
+@takes(experiment=Experiment)
+def finetune(registry: Registry, experiment: Experiment, owner: str | None = None) -> Iterator[Outputs]:
+    """Fine-tune the model on the task (or an uploaded labelled file) with the first few labelled sentences the
+    experiment names, then each start it compares with ("random", "frozen", "well-read") with the same budget, one
+    after the other in the training slot (one place in line for them all); stream one chart of their validation
+    accuracy, and end with the gap in a sentence. The slot starts the runs, so a page that reloads finds the
+    experiment again (`reopened`)."""
+    starts, stamp = ["pretrained", *_comparisons(experiment.compare)], time.strftime("%Y%m%d-%H%M%S")
+    copy = _labelled_copy(experiment.upload)
     try:
-        labelled = str(copy) if copy else None
-        configs = {start: _start_config(registry, model, task, _label_count(labels), start, labelled, owner, stamp)
+        labelled = replace(experiment, upload=str(copy) if copy else None)
+        configs = {start: _start_config(registry, labelled, start, owner, stamp)
                    for start in starts}  # every refusal (an unreachable hub included) comes before the first run
         ticket = registry.slot.join(configs, owner, cleanup=functools.partial(discard, copy))
     except BaseException:
@@ -200,14 +213,14 @@ def reopened(registry: Registry, owner: str | None = None) -> Iterator[Outputs]:
     yield last_experiment(registry, owner)  # someone else's run in the slot: the Train tab's watch says it
 
 
-def _start_config(registry: Registry, model: str, task: str, labels: int | None, start: str, upload: str | None,
-                  owner: str | None, stamp: str):
+def _start_config(registry: Registry, experiment: Experiment, start: str, owner: str | None, stamp: str):
     """The run of one start: the selected model fine-tuned (or frozen), its architecture from random weights, or
     the well-read model fine-tuned."""
-    forms = registry.forms
+    asked = (experiment.model, experiment.task, _label_count(experiment.labels))
     if start == WELL_READ:
-        return forms.finetune_config(model, task, labels, "pretrained", upload, owner, well_read=True, stamp=stamp)
-    return forms.finetune_config(model, task, labels, start, upload, owner, stamp=stamp)
+        return registry.forms.finetune_config(*asked, "pretrained", experiment.upload, owner, well_read=True,
+                                              stamp=stamp)
+    return registry.forms.finetune_config(*asked, start, experiment.upload, owner, stamp=stamp)
 
 
 def follow(registry: Registry, ticket: Ticket, owner: str | None) -> Iterator[Outputs]:
@@ -292,8 +305,8 @@ def task_about(task: str | None) -> str:
 
 
 @friendly
-def estimate(registry: Registry, model: str | None, task: str | None, upload: str | None, labels: str,
-             compare: list[str] | None = None, owner: str | None = None) -> Outputs:
+@takes(experiment=Experiment)
+def estimate(registry: Registry, experiment: Experiment, owner: str | None = None) -> Outputs:
     """How long the experiment the form describes would take on this machine now (`estimates.forecast`: the pace of
     the run training now where it has the same shape, else a few of its steps timed), whether the machine is busy,
     and how long the latest experiment here took; on ZeroGPU, the length of its runs' GPU calls. Settings that are
@@ -301,8 +314,9 @@ def estimate(registry: Registry, model: str | None, task: str | None, upload: st
     from bert_demo.data import labelled
 
     latest = _small(latest_took(registry, owner))
+    model, task, upload, labels = experiment.model, experiment.task, experiment.upload, experiment.labels
     try:
-        starts = ["pretrained", *_comparisons(compare)]
+        starts = ["pretrained", *_comparisons(experiment.compare)]
         config = registry.forms.finetune_config(model, task, _label_count(labels), "pretrained", upload, owner)
         planned = estimates.plan(config, labelled.load_file(upload) if upload else None)
     except ValueError as exc:

@@ -7,6 +7,7 @@ from typing import Any
 import gradio as gr
 
 from bert_demo.app.handlers import Components, load_at
+from bert_demo.app.queries import At
 from bert_demo.app.registry import Registry
 from bert_demo.inspection import curves, figures
 
@@ -26,11 +27,10 @@ def no_importance() -> Any:
     return curves.empty_figure("Press “Which heads matter…” to switch each head off in turn", height=200)
 
 
-def importance_figure(registry: Registry, model_name: str, step: str, owner: str | None, text_a: str,
-                       text_b: str | None = None) -> Any:
+def importance_figure(registry: Registry, at: At, owner: str | None, text_a: str, text_b: str | None = None) -> Any:
     from bert_demo.inspection import heads
 
-    loaded = load_at(registry, model_name, step, owner)
+    loaded = load_at(registry, at.model_name, at.snapshot, owner)
     labels, drops = heads.head_importance(loaded.model, loaded.tokenizer, text_a, text_b)
     return figures.head_importance_figure(labels[:MAX_IMPORTANCE], drops[:MAX_IMPORTANCE])
 

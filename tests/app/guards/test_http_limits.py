@@ -143,7 +143,7 @@ def app(served_app, tmp_path_factory):
 
 
 def test_a_body_over_the_limit_is_refused_at_once_by_its_length_or_its_bytes_and_the_app_still_answers(app):
-    body = json.dumps({"data": [MODEL, "x" * 25 * MB, 3, [], "final"]}).encode()
+    body = json.dumps({"data": [MODEL, "final", "x" * 25 * MB, 3, []]}).encode()
     for sent in (body, (body[i:i + MB] for i in range(0, len(body), MB))):  # with its length, then chunked
         started = time.perf_counter()
         response = httpx.post(f"{app['url']}gradio_api/call/fill_mask", content=sent, timeout=60,
@@ -151,7 +151,7 @@ def test_a_body_over_the_limit_is_refused_at_once_by_its_length_or_its_bytes_and
         assert response.status_code == 413 and time.perf_counter() - started < 10
         assert "the app takes at most 21 MB at once: an upload or a typed text may be 10 MB" in \
             response.json()["detail"]
-    question = {"data": [MODEL, "the [MASK] sat.", 3, [], "final"]}
+    question = {"data": [MODEL, "final", "the [MASK] sat.", 3, []]}
     assert httpx.post(f"{app['url']}gradio_api/call/fill_mask", json=question, timeout=60).status_code == 200
 
 

@@ -69,7 +69,7 @@ def test_the_sessions_of_calls_never_read_are_forgotten_in_the_served_app_and_a_
         holder = app["demo"].state_holder
         url = f"{app['url']}gradio_api/call/fill_mask"
         for i in range(40):
-            posted = client.post(url, json={"data": [MODEL, "the [MASK] sat.", 3, [], "final"]},
+            posted = client.post(url, json={"data": [MODEL, "final", "the [MASK] sat.", 3, []]},
                                  headers={"X-Forwarded-For": f"93.184.216.{i % 4 + 1}"})
             assert posted.status_code == 200
         deadline = time.monotonic() + 30

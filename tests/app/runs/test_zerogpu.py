@@ -290,7 +290,7 @@ def test_zerogpu_a_run_and_a_fine_tune_go_from_start_to_models_that_answer_with_
     status, selector = outputs[0], outputs[6]
     assert status.startswith("Finished 20 steps"), status
     run = next(name for _, name in selector["choices"] if name.startswith("runs/tiny-upload-"))
-    sentence, *_ = client.predict(run, "the [MASK] was visited.", 3, api_name="/fill_mask")
+    sentence, *_ = client.predict(model_name=run, sentence="the [MASK] was visited.", top_k=3, api_name="/fill_mask")
     assert sentence["value"][1]["class_or_confidence"]
 
     outputs = list(client.submit(MODEL, "movie-reviews", handle_file(str(short_finetune)), "100", ["random"],
@@ -425,7 +425,7 @@ def test_zerogpu_real_spaces_a_run_and_a_fine_tune_go_from_start_to_models_that_
     status, selector = outputs[0], outputs[6]
     assert "Saved as runs/tiny-upload-" in status, f"{status}\n{app_log(real_space)}"  # finished, or stopped in time
     run = next(name for _, name in selector["choices"] if name.startswith("runs/tiny-upload-"))
-    sentence, *_ = client.predict(run, "the [MASK] was visited.", 3, api_name="/fill_mask")
+    sentence, *_ = client.predict(model_name=run, sentence="the [MASK] was visited.", top_k=3, api_name="/fill_mask")
     assert sentence["value"][1]["class_or_confidence"]
 
     labelled = tmp_path / "mine.jsonl"
