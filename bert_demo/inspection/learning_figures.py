@@ -131,8 +131,8 @@ def adam_figure(run: Any) -> go.Figure:
     layout = _panels(count, 1, 0, 0.14, titles=titles, x=dict(dtick=1, gridcolor="#eee"),
                      y=dict(type="log", gridcolor="#eee", title=dict(text="|move| ÷ peak rate"), exponentformat="e"),
                      title_font=dict(size=11, color="#555"))
-    series = (("Adam", "move", COLORS["mlm"], "solid"), ("SGD", "sgd", "#6b7280", "solid"),
-              ("SGD, momentum 0.9", "sgd_momentum", COLORS["nsp"], "dot"))
+    series = ((run.optimizer, "move", COLORS["mlm"], "solid"), ("SGD", "sgd", "#6b7280", "solid"),
+              (f"SGD, momentum {run.momentum:g}", "sgd_momentum", COLORS["nsp"], "dot"))
     traces = []
     for i, trace in enumerate(run.traces):
         for name, field, colour, dash in series:

@@ -5,8 +5,8 @@ copy of the model.
 
 For a few weights, step by step: the gradient the optimizer read (after clipping), Adam's moments m and v, their
 bias-corrected m̂ and v̂, the step m̂/(√v̂ + ε) in units of the rate, the rate itself, and the move. Beside them, what
-SGD would have moved the same weight by with the same gradients and rates: −lr·g, and with momentum 0.9,
-−lr·(0.9·b + g). Adam's step is about the rate whatever the gradient's size, where SGD's is the gradient's size times
+SGD would have moved the same weight by with the same gradients and rates: −lr·g, and with momentum (MOMENTUM),
+−lr·b where b = MOMENTUM·b + g. Adam's step (LAMB's: Adam's, rescaled by each matrix's trust ratio) is about the rate whatever the gradient's size, where SGD's is the gradient's size times
 the rate, which after clipping is tiny: that is why Adam trains BERT at a rate of 1e-4 where SGD would need far more.
 """
 from __future__ import annotations
@@ -54,10 +54,11 @@ class Trace:
 class OverTime:
     """A short run: its rates, losses and clipping, and a few weights traced through it."""
 
-    optimizer: str
+    optimizer: str  # the recipe's: AdamW, or LAMB
     peak_lr: float
     betas: tuple[float, float]
     eps: float
+    momentum: float  # SGD's with momentum, beside the optimizer
     warmup: int
     batch_size: int
     rates: list[float]  # the rate each step used
@@ -100,8 +101,8 @@ def run(model: BertForPreTraining, source: Documents, tokenizer: Any, recipe: Tr
             _record(trace, own, optimizer, before[trace.name], rate)
     return OverTime(optimizer=OPTIMIZER_NAMES.get(type(optimizer).__name__, type(optimizer).__name__),
                     peak_lr=config.lr, betas=tuple(optimizer.param_groups[0]["betas"]), eps=config.adam_eps,
-                    warmup=warmup, batch_size=batch_size, rates=rates, losses=losses, grad_norms=norms,
-                    clipped=clipped, over_half=over_half, traces=traces)
+                    momentum=MOMENTUM, warmup=warmup, batch_size=batch_size, rates=rates, losses=losses,
+                    grad_norms=norms, clipped=clipped, over_half=over_half, traces=traces)
 
 
 def _check(steps: object, batch_size: object) -> None:

@@ -5,6 +5,7 @@ in the line of training steps (or the slow line), one at a time."""
 from __future__ import annotations
 
 import math
+import re
 
 import gradio as gr
 import pytest
@@ -97,7 +98,7 @@ def test_the_adam_view_draws_each_weights_moves_from_the_run_and_the_rate_over_t
     assert len(drawn_traces) == 4 * len(run.traces)
     for k, trace in enumerate(run.traces):
         adam, sgd, momentum, rates = drawn_traces[4 * k:4 * k + 4]
-        assert (adam["name"], sgd["name"], momentum["name"]) == ("Adam", "SGD", "SGD, momentum 0.9")
+        assert (adam["name"], sgd["name"], momentum["name"]) == ("AdamW", "SGD", f"SGD, momentum {over_time.MOMENTUM}")
         assert list(adam["customdata"]) == pytest.approx(trace.move, rel=1e-4, abs=1e-12)
         assert list(sgd["customdata"]) == pytest.approx([-r * g for r, g in zip(run.rates, trace.gradient)],
                                                         rel=1e-6, abs=1e-30)
@@ -111,7 +112,7 @@ def test_the_adam_view_draws_each_weights_moves_from_the_run_and_the_rate_over_t
     for t, row in enumerate(worked):
         ratio = number(row["m̂/(√v̂+ε)"])
         assert ratio == pytest.approx(trace.m_hat[t] / (math.sqrt(trace.v_hat[t]) + run.eps), abs=1e-3)
-        assert number(row["Adam's move"]) == pytest.approx(trace.move[t], rel=1e-3, abs=1e-12)
+        assert number(row["AdamW's move"]) == pytest.approx(trace.move[t], rel=1e-3, abs=1e-12)
     made = make_optimizer(same.loaded.model, same.config).param_groups[0]["betas"]
     assert made[0] != made[1] and run.betas == tuple(made)  # (β1, β2): a swapped pair would read otherwise
     said = shown["lc_adam"][shown["lc_adam"].index("step by step:"):]
@@ -199,3 +200,29 @@ def test_a_gradient_by_hand_and_a_batch_step_beside_other_visitors_answer_as_the
     for thread in threads:
         thread.join(timeout=120)
     assert together == {name: [answer, answer] for name, answer in alone.items()}
+
+
+def test_adam_over_a_run_under_a_lamb_recipe_names_lamb_and_its_trust_ratio_never_adam_as_the_mover(make_checkpoint,
+                                                                                                     tmp_path):
+    """A model trained with `--optimizer lamb`: the short run takes LAMB's steps, and the table, the rule, the
+    comparison with SGD and the chart's legend name LAMB and its trust ratio, never Adam as what moved the weights."""
+    from bert_demo.app.tabs import lecture_views
+    from bert_demo.checkpoint import load_pretrained
+    from bert_demo.config import read_metadata
+    from bert_demo.inspection import learning_figures, pretraining_example
+    from bert_demo.training.settings import TrainConfig
+    from tests.conftest import METADATA
+
+    folder = make_checkpoint(tmp_path / "lamb", train_config={**METADATA["train_config"], "optimizer": "lamb"})
+    model, tokenizer = load_pretrained(folder)
+    recipe = TrainConfig.from_stored(read_metadata(folder)["train_config"])
+    documents = pretraining_example.typed_documents(PARAGRAPHS)
+    run = over_time.run(model, documents, tokenizer, recipe, 0, 3, 2)
+    said = lecture_views.adam_markdown(run)
+    assert run.optimizer == "LAMB" and said.startswith("**3 steps of LAMB**")
+    assert "LAMB moves it by −rate·r·(m̂/(√v̂ + ε)" in said and "trust ratio" in said
+    assert "| LAMB's move |" in said and "**LAMB against SGD" in said and "LAMB's median move" in said
+    assert not re.search(r"Adam(W)? moves|Adam(W)?'s (median )?move|Adam against|AdamW", said)
+    worked = tables(said)[1]
+    assert [number(row["LAMB's move"]) for row in worked] == pytest.approx(run.traces[0].move, rel=1e-3, abs=1e-12)
+    assert traces(learning_figures.adam_figure(run))[0]["name"] == "LAMB"

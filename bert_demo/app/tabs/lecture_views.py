@@ -155,7 +155,8 @@ def layer_norm_markdown(norm: Any, rows: Sequence[str]) -> str:
 
 
 def adam_markdown(run: Any) -> str:
-    """The run's steps, then the first traced weight step by step, Adam beside SGD, with what differs."""
+    """The run's steps, then the first traced weight step by step, the recipe's optimizer (AdamW, or LAMB: Adam's
+    step rescaled by each matrix's trust ratio) beside SGD, with what differs."""
     steps = len(run.rates)
     lines = [f"**{steps} steps of {run.optimizer}** on the trainer's batches of {run.batch_size}, with the "
              f"trainer's schedule for a run of {steps} steps (a warm-up, then a linear decay to 0; peak "
@@ -169,11 +170,10 @@ def adam_markdown(run: Any) -> str:
     trace = run.traces[0]
     b1, b2 = run.betas
     lines += ["", f"**One weight, {_weight(trace.name, trace.index)}**, step by step: m = {b1:g}·m + {1 - b1:.1g}·g, "
-                  f"v = {b2:g}·v + {1 - b2:.3g}·g², m̂ = m/(1−{b1:g}ᵗ), v̂ = v/(1−{b2:g}ᵗ), and Adam moves it by "
-                  "−rate·m̂/(√v̂ + ε) (and the weight decay); SGD by −rate·g, with momentum "
-                  "−rate·b, b = 0.9·b + g.", "",
-              "| t | g (clipped) | m | v | m̂ | v̂ | m̂/(√v̂+ε) | Adam's move | SGD's | SGD with momentum's |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+                  f"v = {b2:g}·v + {1 - b2:.3g}·g², m̂ = m/(1−{b1:g}ᵗ), v̂ = v/(1−{b2:g}ᵗ), and {_rule(run)}; SGD by "
+                  f"−rate·g, with momentum −rate·b, b = {run.momentum:g}·b + g.", "",
+              f"| t | g (clipped) | m | v | m̂ | v̂ | m̂/(√v̂+ε) | {run.optimizer}'s move | SGD's | SGD with "
+              "momentum's |", "|---|---|---|---|---|---|---|---|---|---|"]
     for t in range(steps):
         ratio = trace.m_hat[t] / (math.sqrt(trace.v_hat[t]) + run.eps)
         lines.append(f"| {t + 1} | {trace.gradient[t]:+.3e} | {trace.m[t]:+.3e} | {trace.v[t]:.3e} | "
@@ -182,26 +182,35 @@ def adam_markdown(run: Any) -> str:
     return "\n".join([*lines, "", adam_against_sgd(run)])
 
 
+def _rule(run: Any) -> str:
+    """How the recipe's optimizer moves a weight, in words."""
+    if run.optimizer == "LAMB":
+        return ("LAMB moves it by −rate·r·(m̂/(√v̂ + ε) + the weight decay), r its matrix's trust ratio ‖w‖ / ‖that "
+                "step‖ (You et al. 2020)")
+    return f"{run.optimizer} moves it by −rate·m̂/(√v̂ + ε) (and the weight decay)"
+
+
 def adam_against_sgd(run: Any) -> str:
-    """Where Adam and SGD differ, measured over the traced weights."""
-    sentences, ratios = [], []
+    """Where the recipe's optimizer and SGD differ, measured over the traced weights."""
+    name, sentences, ratios = run.optimizer, [], []
     for trace in run.traces:
         adam = statistics.median(abs(m) for m in trace.move)
         sgd = statistics.median(abs(m) for m in trace.sgd)
         gradient = statistics.median(abs(g) for g in trace.gradient)
         times = f"{_times(adam / sgd)} times SGD's" if sgd > 0 else "where SGD's is 0"
         ratios += [adam / sgd] if sgd > 0 else []
-        sentences.append(f"{_weight(trace.name, trace.index)} (median |g| {gradient:.2e}): Adam's median move "
+        sentences.append(f"{_weight(trace.name, trace.index)} (median |g| {gradient:.2e}): {name}'s median move "
                          f"{adam:.2e}, {times}")
     first = run.traces[0]
     ratios_first = [m / (math.sqrt(v) + run.eps) for m, v in zip(first.m_hat, first.v_hat)]
-    return ("**Adam against SGD, with the same gradients and rates.** " + "; ".join(sentences) + ". Adam moves a "
-            "weight by the rate times m̂/(√v̂ + ε): its recent gradients' mean over their size, ±1 at the first step "
-            "whatever the gradient's size (less where it is under ε), then smaller where the gradient changes sign "
-            f"from step to step, which m averages away (the first weight's: {ratios_first[0]:+.3f} at step 1, "
-            f"{ratios_first[-1]:+.3f} at step {len(ratios_first)}). SGD's step is the gradient times the rate, so "
-            "after clipping it barely moves most weights at a rate this size."
-            + (f" To match Adam, SGD's rate would have to be {_times(min(ratios))} to {_times(max(ratios))} times "
+    scaled = " times its matrix's trust ratio" if name == "LAMB" else ""
+    return (f"**{name} against SGD, with the same gradients and rates.** " + "; ".join(sentences) + f". {name} moves "
+            f"a weight by the rate{scaled} times m̂/(√v̂ + ε): its recent gradients' mean over their size, ±1 at the "
+            "first step whatever the gradient's size (less where it is under ε), then smaller where the gradient "
+            f"changes sign from step to step, which m averages away (the first weight's: {ratios_first[0]:+.3f} at "
+            f"step 1, {ratios_first[-1]:+.3f} at step {len(ratios_first)}). SGD's step is the gradient times the "
+            "rate, so after clipping it barely moves most weights at a rate this size."
+            + (f" To match {name}, SGD's rate would have to be {_times(min(ratios))} to {_times(max(ratios))} times "
                "larger for these weights: no one rate fits them all." if len(ratios) > 1 else ""))
 
 
