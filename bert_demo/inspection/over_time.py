@@ -6,8 +6,9 @@ copy of the model.
 For a few weights, step by step: the gradient the optimizer read (after clipping), Adam's moments m and v, their
 bias-corrected m̂ and v̂, the step m̂/(√v̂ + ε) in units of the rate, the rate itself, and the move. Beside them, what
 SGD would have moved the same weight by with the same gradients and rates: −lr·g, and with momentum (MOMENTUM),
-−lr·b where b = MOMENTUM·b + g. Adam's step (LAMB's: Adam's, rescaled by each matrix's trust ratio) is about the rate whatever the gradient's size, where SGD's is the gradient's size times
-the rate, which after clipping is tiny: that is why Adam trains BERT at a rate of 1e-4 where SGD would need far more.
+−lr·b where b = MOMENTUM·b + g. Adam's step (LAMB's: Adam's, rescaled by each matrix's trust ratio) is about the
+rate whatever the gradient's size, where SGD's is the gradient's size times the rate, which after clipping is tiny:
+that is why Adam trains BERT at a rate of 1e-4 where SGD would need far more.
 """
 from __future__ import annotations
 
