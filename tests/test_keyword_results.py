@@ -13,6 +13,7 @@ from bert_demo.data.pairs import Origin
 from bert_demo.inspection import (across_training, attribution, batch_step, by_hand, depth, forward_steps, heads,
                                   over_time, pretraining_example, training_step)
 from bert_demo.model import BertPreTrainingOutput, SequenceClassifierOutput
+from bert_demo.training.loop import Training
 from bert_demo.training.runtime import Distributed
 from bert_demo.training.settings import FinetuneConfig, RunConfig, TrainConfig
 
@@ -22,7 +23,7 @@ BY_KEYWORD = [
     forward_steps.Step, forward_steps.Pass,
     batch_step.InBatch, batch_step.WeightParts, batch_step.Dropout, batch_step.Accumulation, batch_step.BatchStep,
     by_hand.LinearByHand, by_hand.SoftmaxByHand, by_hand.LayerNormByHand, by_hand.ByHand,
-    over_time.Trace, over_time.OverTime,
+    over_time.Trace, over_time.OverTime, Training,
     across_training.Moment, across_training.Depth, depth.Depth, attribution.Attribution, heads.QueryKey,
     pretraining_example.Documents, pretraining_example.Segment, pretraining_example.PretrainingExample,
     pretraining_example.Shares, pretraining_example.ExampleLoss,

@@ -25,7 +25,8 @@ from torch import Tensor
 from bert_demo.checkpoint import load_classifier
 from bert_demo.data.labelled import FILE_TYPES, TASKS, first, load_file, load_task, score
 from bert_demo.model import in_eval_mode, init_weights
-from bert_demo.training.loop import Control, Metrics, Run, Training
+from bert_demo.training.loop import Control, Run, Training
+from bert_demo.training.step import Metrics
 from bert_demo.training.recipe import optimizer_and_schedule, set_dropout
 from bert_demo.training.records import Record
 from bert_demo.training.runtime import Batch, to_device

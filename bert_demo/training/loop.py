@@ -81,7 +81,7 @@ class Control:
             self.step += 1
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Training:
     """What one kind of run trains, as its `prepare` function built it."""
 

@@ -37,7 +37,8 @@ from bert_demo.inference import fill_mask
 from bert_demo.model import IGNORE_INDEX, BertForPreTraining
 from bert_demo.tokenizer import load_tokenizer, tokenizer_from_vocab, train_tokenizer, vocabulary
 from bert_demo.training.evaluate import frequency_baseline, readout, readout_items, validate
-from bert_demo.training.loop import Control, Metrics, Run, Training
+from bert_demo.training.loop import Control, Run, Training
+from bert_demo.training.step import Metrics
 from bert_demo.training.recipe import initialise, optimizer_and_schedule, set_dropout, unigram_log_probs
 from bert_demo.training.records import ProbeRecord, ReadoutRecord, Record
 from bert_demo.training.runtime import Batch, data_workers
