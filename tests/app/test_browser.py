@@ -768,7 +768,7 @@ def test_beyond_one_step_the_batch_and_adams_run_answer_on_the_drawn_example_and
     wait_text(page, "#lc-batch", "micro-batches")
     page.get_by_text("Adam over a short run").click()
     page.click("#lc-adam-go")
-    wait_text(page, "#lc-adam", "Adam against SGD")
+    wait_text(page, "#lc-adam", "AdamW against SGD")  # the recipe's optimizer, by its name
     page.wait_for_function("document.querySelector('#lc-adam-plot .js-plotly-plot')?.data?.length >= 8")
     for selector in ("#lc-batch", "#lc-adam", "#lc-adam-plot"):
         assert page.evaluate(FITS, selector), selector  # a wide table scrolls inside its own box
