@@ -112,7 +112,7 @@ def takes(**queries: type[Query]) -> Callable[[Callable], Callable]:
             for f in fields(query):
                 parameters.append(inspect.Parameter(f.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None))
                 components[f.name] = query.component_name(f.name)
-        declared = signature.replace(parameters=_in_order(parameters, components))
+        declared = signature.replace(parameters=parameters)  # a parameter after a query has a default
         extra = next((p.name for p in parameters if p.kind is inspect.Parameter.VAR_KEYWORD), None)
 
         def split(args: tuple, kwargs: dict) -> dict[str, Any]:
@@ -135,18 +135,6 @@ def takes(**queries: type[Query]) -> Callable[[Callable], Callable]:
         handler.__signature__, handler.components = declared, components
         return handler
     return decorate
-
-
-def _in_order(parameters: list[inspect.Parameter], fields: Mapping[str, str]) -> list[inspect.Parameter]:
-    """The parameters, where a field's stands before a parameter that has no default: without its default (Python
-    allows no default before a parameter without one), so that it is given, as gradio gives every input."""
-    required, kept = False, []
-    for parameter in reversed(parameters):
-        required = required or (parameter.default is inspect.Parameter.empty
-                                and parameter.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD)
-        kept.append(parameter.replace(default=inspect.Parameter.empty) if required and parameter.name in fields
-                    else parameter)
-    return kept[::-1]
 
 
 def inputs(c: Components, handler: Callable, **named: str) -> list[Any]:
