@@ -95,10 +95,11 @@ def friendly(fn: Callable) -> Callable:
 
 
 def with_settings(names: Sequence[str], after: str | None = None) -> Callable[[Callable], Callable]:
-    """A handler that takes each setting of `names` (the Train form's, `policy.FORM`; the Step by step tab's views,
-    `steps.DRAW` and `SHOW`) as a parameter after its parameter `after` (None: right after the registry), and
-    receives them in its `**settings`, without those left out or None. Gradio names an endpoint's parameters by its
-    handler's signature, so the form, the API and the handler all spell a setting once, in `names`."""
+    """A handler that takes each setting of `names` (the Train form's, `policy.FORM`, declared with the training
+    settings) as a parameter after its parameter `after` (None: right after the registry), and receives them in its
+    `**settings`, without those left out or None. Gradio names an endpoint's parameters by its handler's signature,
+    so the form, the API and the handler all spell a setting once, in `names`; a view's other inputs are declared as
+    queries (`queries.takes`)."""
 
     def decorate(fn: Callable) -> Callable:
         signature = inspect.signature(fn)
