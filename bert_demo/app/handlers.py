@@ -94,6 +94,20 @@ def friendly(fn: Callable) -> Callable:
     return wrapper
 
 
+def rebound(fn: Callable, arguments: Callable[[tuple, dict], dict[str, Any]]) -> Callable:
+    """`fn` called with the keyword arguments that `arguments` makes of a call's own (a generator stays one), under
+    its name and docstring: how `with_settings` and `queries.takes` hand a handler what it takes."""
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def handler(*args, **kwargs):
+            yield from fn(**arguments(args, kwargs))
+    else:
+        @functools.wraps(fn)
+        def handler(*args, **kwargs):
+            return fn(**arguments(args, kwargs))
+    return handler
+
+
 def with_settings(names: Sequence[str], after: str | None = None) -> Callable[[Callable], Callable]:
     """A handler that takes each setting of `names` (the Train form's, `policy.FORM`, declared with the training
     settings) as a parameter after its parameter `after` (None: right after the registry), and receives them in its
@@ -113,14 +127,7 @@ def with_settings(names: Sequence[str], after: str | None = None) -> Callable[[C
             settings = {name: given.pop(name, None) for name in names}
             return {**given, **{name: value for name, value in settings.items() if value is not None}}
 
-        if inspect.isgeneratorfunction(fn):
-            @functools.wraps(fn)
-            def handler(*args, **kwargs):
-                yield from fn(**split(args, kwargs))
-        else:
-            @functools.wraps(fn)
-            def handler(*args, **kwargs):
-                return fn(**split(args, kwargs))
+        handler = rebound(fn, split)
         handler.__signature__ = declared
         return handler
     return decorate

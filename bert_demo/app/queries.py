@@ -7,7 +7,6 @@ may name any input and leave out the rest), the components an event reads (`inpu
 from the training settings' own metadata (`train.setting_input`)."""
 from __future__ import annotations
 
-import functools
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
@@ -15,7 +14,7 @@ from typing import Any, ClassVar
 
 import gradio as gr
 
-from bert_demo.app.handlers import FINAL, Components
+from bert_demo.app.handlers import FINAL, Components, rebound
 from bert_demo.config import whole_number
 
 PAGE = {"model_name": "model", "snapshot": "step"}  # the page's own inputs, above the tabs, by parameter name
@@ -124,14 +123,7 @@ def takes(**queries: type[Query]) -> Callable[[Callable], Callable]:
             passed_on = given.pop(extra, {}) if extra else {}  # **settings: passed on as they came
             return {**given, **passed_on}
 
-        if inspect.isgeneratorfunction(fn):
-            @functools.wraps(fn)
-            def handler(*args, **kwargs):
-                yield from fn(**split(args, kwargs))
-        else:
-            @functools.wraps(fn)
-            def handler(*args, **kwargs):
-                return fn(**split(args, kwargs))
+        handler = rebound(fn, split)
         handler.__signature__, handler.components = declared, components
         return handler
     return decorate
