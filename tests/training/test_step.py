@@ -3,6 +3,7 @@ across processes once, after the last (DDP's `no_sync` for the others), whether 
 in torch.compile around it. A process group of one (gloo) is enough to wrap a model in DDP."""
 from __future__ import annotations
 
+import gc
 from contextlib import contextmanager
 
 import pytest
@@ -25,10 +26,9 @@ class Scaled(torch.nn.Module):
 
 
 @pytest.fixture
-def unsynced(tmp_path, monkeypatch):
-    """A model in DDP within a process group of one, and the micro-batches DDP was told not to synchronise (by
-    their index, counted from 0)."""
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+def counted(monkeypatch):
+    """The micro-batches DDP is told not to synchronise (by their index, counted from 0), and the micro-batches the
+    loss saw."""
     entered, calls = [], []
     original = DistributedDataParallel.no_sync
 
@@ -39,27 +39,38 @@ def unsynced(tmp_path, monkeypatch):
             yield
 
     monkeypatch.setattr(DistributedDataParallel, "no_sync", no_sync)
+    return entered, calls
+
+
+def ddp_step(tmp_path, calls: list, compiled: bool) -> float:
+    """One step's backward passes over four micro-batches of a model in DDP (within torch.compile where `compiled`),
+    in a process group of one: the gradient they left. The model, its compiled wrapper and dynamo's cache of it are
+    gone before the group is: a DDP reducer freed after its group joins the group's threads, and a worker that freed
+    one later, at a garbage collection, hung there."""
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
     try:
-        yield DistributedDataParallel(Scaled()), entered, calls
+        ddp = DistributedDataParallel(Scaled())
+        forward = torch.compile(ddp, backend="eager") if compiled else ddp
+        batch = {"x": torch.arange(8.0).view(4, 2), "attention_mask": torch.ones(4, 2)}
+        step.backward(forward, batch, lambda out, part, whole: calls.append(part) or (out, {}),
+                      device=torch.device("cpu"), micro_batches=4)
+        gradient = float(ddp.module.weight.grad)
+        del forward, ddp
+        torch._dynamo.reset()
+        gc.collect()
+        assert not [o for o in gc.get_objects() if isinstance(o, DistributedDataParallel)]
+        return gradient
     finally:
         dist.destroy_process_group()
 
 
-def micro_batches(ddp: torch.nn.Module, forward: torch.nn.Module, calls: list) -> float:
-    """One step's backward passes over four micro-batches through `forward`: the gradient they left."""
-    batch = {"x": torch.arange(8.0).view(4, 2), "attention_mask": torch.ones(4, 2)}
-    step.backward(forward, batch, lambda out, part, whole: calls.append(part) or (out, {}), device=torch.device("cpu"),
-                  micro_batches=4)
-    return float(ddp.module.weight.grad)
-
-
-def test_every_micro_batch_but_the_last_runs_without_synchronising_the_gradients(unsynced):
-    ddp, entered, calls = unsynced
-    assert micro_batches(ddp, ddp, calls) == 28.0  # every input's sum: the four micro-batches' gradients added
+def test_every_micro_batch_but_the_last_runs_without_synchronising_the_gradients(counted, tmp_path):
+    entered, calls = counted
+    assert ddp_step(tmp_path, calls, compiled=False) == 28.0  # every input's sum: the four micro-batches' gradients
     assert entered == [0, 1, 2] and len(calls) == 4
 
 
-def test_torch_compile_around_ddp_leaves_the_last_micro_batch_alone_to_synchronise(unsynced):
-    ddp, entered, calls = unsynced
-    assert micro_batches(ddp, torch.compile(ddp, backend="eager"), calls) == 28.0
+def test_torch_compile_around_ddp_leaves_the_last_micro_batch_alone_to_synchronise(counted, tmp_path):
+    entered, calls = counted
+    assert ddp_step(tmp_path, calls, compiled=True) == 28.0
     assert entered == [0, 1, 2] and len(calls) == 4
