@@ -28,7 +28,7 @@ import torch
 import transformers
 from _common import cores, interleaved_times, make_random_checkpoint, ms, percentile, print_table
 
-from bert_demo.app.state.folders import read_examples
+from bert_demo.app.folders import read_examples
 from bert_demo.checkpoint import load_pretrained
 from bert_demo.data.corpus import load_corpus
 from bert_demo.inference import attention, fill_mask

@@ -18,7 +18,7 @@ from pathlib import Path
 import _common  # noqa: F401  (puts the repository root on sys.path)
 import torch
 
-from bert_demo.app.state.folders import EXAMPLES_NAME
+from bert_demo.app.folders import EXAMPLES_NAME
 from bert_demo.app.registry import Registry
 from bert_demo.app.tabs import attention, fill, nsp
 from bert_demo.app.tabs.attention import VIEWS

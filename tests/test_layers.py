@@ -95,8 +95,9 @@ def test_the_cycle_check_finds_a_cycle_of_three_and_none_in_a_chain():
     assert a_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
 
 
-APP_LAYERS = ["text", "policy", "verdict", "guards", "machine", "state", "runs", "registry", "handlers", "queries",
-              "tabs", "header", "ui"]  # the app's modules and folders, from the bottom up
+APP_LAYERS = ["text", "policy", "verdict", "visitors", "folders", "uploads", "guards", "machine", "state", "runs",
+              "registry", "handlers", "queries", "tabs", "header", "ui"]  # the app's modules and folders, bottom up
+SIBLINGS = ("guards", "state", "runs")  # the parts the registry ties together: none imports another
 
 
 def app_layer(module: str) -> str | None:
@@ -119,3 +120,38 @@ def test_the_apps_folders_and_modules_import_one_way_from_the_text_up_to_the_pag
             if here and there and APP_LAYERS.index(there) > APP_LAYERS.index(here):
                 upward.append(f"{module_of(path)} ({here}) imports {imported} ({there})")
     assert not upward, "\n".join(upward)
+
+
+def sibling_imports(paths) -> list[str]:
+    """The imports from one of the app's SIBLINGS into another, read from the files at `paths`."""
+    found = []
+    for path in paths:
+        here = app_layer(module_of(path))
+        for imported in imports(path):
+            there = app_layer(imported)
+            if here in SIBLINGS and there in SIBLINGS and there != here:
+                found.append(f"{module_of(path)} ({here}) imports {imported} ({there})")
+    return found
+
+
+def test_the_guards_the_state_and_the_runs_never_import_one_another_only_the_registry_above_ties_them():
+    """Issue 81: the runs had imported the state (the disk, uploads, the catalog's types) and the guards (the address
+    rule), the state the guards (who a visitor is). What they share sits below them: who a visitor is
+    (`visitors`), what a model folder holds (`folders`), a visitor's private copies (`uploads`), the app's caps
+    (`policy`); the catalog wraps the run's live weights itself."""
+    found = sibling_imports((PACKAGE / "app").rglob("*.py"))
+    assert not found, "\n".join(found)
+
+
+def test_the_sibling_check_sees_a_run_importing_the_state(tmp_path):
+    """The check itself can fail: a module of runs/ that imported the catalog would be found."""
+    folder = tmp_path / "bert_demo" / "app" / "runs"
+    folder.mkdir(parents=True)
+    (folder / "job.py").write_text("from bert_demo.app.state.catalog import Loaded\n")
+    global PACKAGE
+    real, PACKAGE = PACKAGE, tmp_path / "bert_demo"
+    try:
+        assert sibling_imports([folder / "job.py"]) == [
+            "bert_demo.app.runs.job (runs) imports bert_demo.app.state.catalog (state)"]
+    finally:
+        PACKAGE = real

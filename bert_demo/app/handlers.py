@@ -24,7 +24,7 @@ from gradio.exceptions import ComponentProcessingError, InvalidPathError
 from gradio_client.utils import is_http_url_like
 
 from bert_demo.app.guards.http_limits import QuietLog
-from bert_demo.app.guards.visitors import address_of
+from bert_demo.app.visitors import address_of
 from bert_demo.app.machine import import_heavy
 from bert_demo.app.state.catalog import HubDownload, Loaded
 

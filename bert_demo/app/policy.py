@@ -22,6 +22,10 @@ FORM = ("preset", "steps", "batch_size", "lr", "seq_len", "vocab_size")
 # The app's default run's length on a CPU (APP_RUN), and the most steps one visitor's run may take there (CAPS).
 CPU_STEPS = 1400
 
+# The places in the training line (the slot included) that the runs from one address may hold (runs/slot.py), and
+# the events of gradio's queue its runs may hold besides its open questions (guards/queue_door.py).
+ADDRESS_PLACES = 2
+
 # What one visitor's run may ask for on a shared machine of each kind: an upper bound tighter than the setting's own,
 # or fewer choices. A CPU's keep a default-sized run within minutes; a GPU's fit a 24 GB card (GPU_BATCH_TOKENS).
 # Above 1e-2, the rate of LAMB only, AdamW's runs return to the plateau or diverge.

@@ -31,9 +31,9 @@ from bert_demo.app.runs.job import TrainingJob
 from bert_demo.app.runs.slot import Slot, Ticket
 from bert_demo.app.runs.zerogpu import GPU_TRAINING, GPUCall
 from bert_demo.app.state.catalog import Catalog
-from bert_demo.app.state.disk import MAX_RUNS, RUNS_BUDGET_BYTES, Disk, sweep_claims
+from bert_demo.app.runs.disk import MAX_RUNS, RUNS_BUDGET_BYTES, Disk, sweep_claims
 from bert_demo.app.state.forms import Caps, Forms
-from bert_demo.app.state.uploads import sweep_private_copies
+from bert_demo.app.uploads import sweep_private_copies
 from bert_demo.config import hub_cache
 from bert_demo.training.settings import RunConfig
 

@@ -32,11 +32,11 @@ from bert_demo.app.guards.http_limits import (
     quiet_repeated_warnings,
 )
 from bert_demo.app.guards.queue_door import QUEUE_SIZE, WORKERS, Door
-from bert_demo.app.guards.visitors import Visitor, is_key, new_key, trusted_proxies, visitor_of
+from bert_demo.app.visitors import Visitor, is_key, new_key, trusted_proxies, visitor_of
 from bert_demo.app.handlers import Blocks, Components, brief, refusals
 from bert_demo.app.runs.run_process import question_asked
 from bert_demo.app.state.catalog import HubDownload, downloads_here
-from bert_demo.app.state.folders import read_examples
+from bert_demo.app.folders import read_examples
 from bert_demo.app.registry import Registry
 from bert_demo.app.tabs import (
     attention,

@@ -18,7 +18,7 @@ from bert_demo.app import header, verdict
 from bert_demo.app.policy import APP_FINETUNE
 from bert_demo.app.state.forms import Caps
 from bert_demo.app.registry import Registry
-from bert_demo.app.state.uploads import UPLOAD_PREFIX
+from bert_demo.app.uploads import UPLOAD_PREFIX
 from bert_demo.app.tabs import (
     attention,
     classifier,

@@ -19,7 +19,7 @@ from gradio_client.exceptions import AppError
 
 from bert_demo.app.guards.admission import Admission, Share
 from bert_demo.app.guards.queue_door import ADDRESS_EVENTS
-from bert_demo.app.guards.visitors import TRUSTED_PROXIES_ENV, identity, new_key
+from bert_demo.app.visitors import TRUSTED_PROXIES_ENV, identity, new_key
 from bert_demo.app.handlers import refusals
 from bert_demo.app.tabs.train import START_RANDOM
 from bert_demo.checkpoint import MAX_HUB_MODELS
@@ -291,7 +291,7 @@ def test_a_flood_of_slow_questions_is_refused_at_once_while_another_visitors_fil
 def test_new_sessions_from_one_address_get_no_more_places_in_line_than_its_share(app, monkeypatch):
     """A script made a new `Client` (a new session) for each run it queued; limits are kept by address too: behind
     a proxy the app trusts (here: loopback, named as a Space's proxy would be), the address the proxy forwards."""
-    from bert_demo.app.runs.slot import ADDRESS_PLACES
+    from bert_demo.app.policy import ADDRESS_PLACES
 
     monkeypatch.setenv(TRUSTED_PROXIES_ENV, "127.0.0.1")
     registry = app["registry"]

@@ -20,7 +20,7 @@ from bert_demo.app import header, ui
 from bert_demo.app.policy import FORM
 from bert_demo.app.runs.job import TrainingJob
 from bert_demo.app.registry import Registry
-from bert_demo.app.state.uploads import UPLOAD_PREFIX
+from bert_demo.app.uploads import UPLOAD_PREFIX
 from bert_demo.app.tabs import attention, embeddings, fill, nsp, train, train_views
 from bert_demo.app.tabs.attention import VIEW_AVERAGE, VIEW_HEAD, VIEW_ROLLOUT
 from bert_demo.app.ui import ANALYTICS_EVERY, build_demo

@@ -40,7 +40,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from bert_demo.app.guards.visitors import is_network
+from bert_demo.app.visitors import is_network
 from bert_demo.config import MASK_PATTERN
 
 HOUR_S = 3600.0
@@ -64,7 +64,6 @@ class Share:
         return max(1, (self.running + self.waiting) // 4)
 
 
-ADDRESS_PLACES = 2  # the places in the training line (the slot included) that the runs from one address may hold
 MAX_OPEN = 6  # questions one visitor may have open at once (a page load asks four, one after another)
 ADDRESS_WAITING = 64  # questions from one address that may wait for its own (a classroom's page loads); more: refused
 HEAVY = Share(heavy=True)  # the model run for every token or layer, or many figures: attention maps, neighbours

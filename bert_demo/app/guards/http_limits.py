@@ -44,7 +44,7 @@ from urllib.parse import parse_qs
 
 from starlette.requests import ClientDisconnect, Request
 
-from bert_demo.app.guards.visitors import address_of
+from bert_demo.app.visitors import address_of
 
 log = logging.getLogger(__name__)
 

@@ -61,10 +61,11 @@ from urllib.parse import parse_qs
 from gradio.route_utils import FnIndexInferError
 from starlette.requests import Request
 
-from bert_demo.app.guards.admission import ADDRESS_PLACES, ADDRESS_WAITING, MAX_OPEN, count_down, plural
+from bert_demo.app.guards.admission import ADDRESS_WAITING, MAX_OPEN, count_down, plural
 from bert_demo.app.guards.http_limits import Message, QuietLog, Receive, Scope, Send, refuse
 from bert_demo.app.guards.sessions import SessionGate, Sessions
-from bert_demo.app.guards.visitors import address_of
+from bert_demo.app.policy import ADDRESS_PLACES
+from bert_demo.app.visitors import address_of
 
 WORKERS = 256  # gradio's workers (`launch(max_threads=...)`): the events it answers at once. Most of them wait in the
 # app's own lines (`admission`), an awaited coroutine each, no thread: the answers are computed in anyio's 40 threads.

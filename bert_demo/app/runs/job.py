@@ -14,9 +14,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from bert_demo.app.state.catalog import LIVE, Loaded, ModelEntry
-from bert_demo.app.state.disk import remove_if_empty
-from bert_demo.app.state.uploads import remove_uploads, shown
+from bert_demo.app.runs.disk import remove_if_empty
+from bert_demo.app.uploads import remove_uploads, shown
 from bert_demo.training.records import DoneRecord, Record
 
 log = logging.getLogger(__name__)
@@ -35,7 +34,7 @@ class TrainingJob:
     def __post_init__(self):
         self._changed = threading.Condition()
         self.thread = threading.Thread(target=self._run, name=f"train-{self.name}", daemon=True)
-        self._live: tuple[int, Loaded] | None = None
+        self._live: tuple[int, Any, Any] | None = None  # the step, its eval copy of the weights, the tokenizer
         self._arrived: list[float] = []  # when each record arrived here (time.perf_counter)
 
     def start(self) -> None:
@@ -165,14 +164,14 @@ class TrainingJob:
             self._changed.wait_for(lambda: len(self.records) > seen or not self.running, timeout=timeout)
             return self.records[seen:]
 
-    def live_model(self, max_age_steps: int = 0) -> Loaded:
-        """An eval copy of the weights as they are now (taken between optimizer steps), reused until the next step."""
+    def live_weights(self, max_age_steps: int = 0) -> tuple[Any, Any]:
+        """An eval copy of the weights as they are now (taken between optimizer steps), reused until the next step,
+        and the run's tokenizer."""
         step = self.trainer.step
         if self._live is not None and step - self._live[0] <= max_age_steps:
-            return self._live[1]
+            return self._live[1], self._live[2]
         model = self.trainer.snapshot()
         if model is None:
             raise ValueError("the run has not built its model yet: try again in a few seconds")
-        loaded = Loaded(model, self.trainer.tokenizer, ModelEntry(LIVE, "run in progress", None, model.config), None)
-        self._live = (step, loaded)
-        return loaded
+        self._live = (step, model, self.trainer.tokenizer)
+        return model, self.trainer.tokenizer

@@ -29,14 +29,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from bert_demo.app.guards.admission import ADDRESS_PLACES
-from bert_demo.app.guards.visitors import same_address
+from bert_demo.app.policy import ADDRESS_PLACES
+from bert_demo.app.runs.disk import Disk, remove_if_empty
 from bert_demo.app.runs.estimates import minutes
 from bert_demo.app.runs.job import TrainingJob
 from bert_demo.app.runs.run_process import ProcessTrainer, run_for
 from bert_demo.app.runs.zerogpu import GPUCall, GPUCallTrainer
-from bert_demo.app.state.disk import Disk, remove_if_empty
-from bert_demo.app.state.uploads import private_to, remove_uploads, start_folder
+from bert_demo.app.uploads import private_to, remove_uploads, start_folder
+from bert_demo.app.visitors import same_address
 from bert_demo.training.settings import FinetuneConfig, RunConfig
 
 MAX_WAITING = 4  # visitors who may wait in line for the training slot where the runs' times are not known

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bert_demo.app.machine import import_heavy
-from bert_demo.app.state.folders import (
+from bert_demo.app.folders import (
     FOLDER,
     MODEL_CARD,
     card_text,
@@ -167,7 +167,8 @@ class Catalog:
         entry = name if isinstance(name, ModelEntry) else self.resolve(name, viewer)
         import_heavy()
         if entry.name == LIVE:
-            return self.live().live_model()
+            model, tokenizer = self.live().live_weights()
+            return Loaded(model, tokenizer, ModelEntry(LIVE, "run in progress", None, model.config), None)
         if encoder and entry.config is not None and entry.config.labels:
             return self.load_classifier(entry.name, viewer)
         return self._cached((entry.name, weights_time(entry.folder)), lambda: self._read(entry))

@@ -26,8 +26,8 @@ from bert_demo.app.policy import (
     well_read_model,
 )
 from bert_demo.app.state.catalog import Catalog
-from bert_demo.app.state.folders import FOLDER
-from bert_demo.app.state.uploads import corpus_upload
+from bert_demo.app.folders import FOLDER
+from bert_demo.app.uploads import corpus_upload
 from bert_demo.config import PRESETS, BertConfig, read_config
 from bert_demo.data.sources import APP_SOURCES, MIXES, SOURCES
 from bert_demo.config import whole_number

@@ -12,7 +12,7 @@ import gradio as gr
 from bert_demo.app.handlers import NO_COMPARE, Components, Outputs, friendly, load_at, step_name
 from bert_demo.app.queries import At, Query, ask, inputs, takes
 from bert_demo.app.registry import Registry
-from bert_demo.app.state.folders import Examples
+from bert_demo.app.folders import Examples
 from bert_demo.app.tabs import attention_views as views
 from bert_demo.config import LIMITS
 from bert_demo.inspection import curves, figures

@@ -11,7 +11,7 @@ import gradio as gr
 
 from bert_demo.app.handlers import Components, Outputs, friendly
 from bert_demo.app.policy import well_read_name
-from bert_demo.app.state.folders import hub_id_of
+from bert_demo.app.folders import hub_id_of
 from bert_demo.app.registry import Registry
 from bert_demo.app.tabs.fill_views import ATTRIBUTION_KEY, attribution_caption, attribution_spans
 from bert_demo.app.verdict import WELL_READ

@@ -10,7 +10,7 @@ import gradio as gr
 from bert_demo.app.handlers import Components, Outputs, friendly, load_at
 from bert_demo.app.queries import At, inputs, takes
 from bert_demo.app.registry import Registry
-from bert_demo.app.state.folders import Examples
+from bert_demo.app.folders import Examples
 from bert_demo.app.tabs import fill_views as views
 from bert_demo.app.tabs.heads import head_mask, importance_block, importance_figure, no_importance
 

@@ -29,7 +29,7 @@ from bert_demo.app.runs import estimates
 from bert_demo.app.runs.job import TrainingJob
 from bert_demo.app.runs.slot import WAIT_POLL_S, Ticket
 from bert_demo.app.registry import Registry
-from bert_demo.app.state.uploads import discard, private_copy
+from bert_demo.app.uploads import discard, private_copy
 from bert_demo.app.tabs import classifier, train, train_views
 from bert_demo.app.tabs.classifier import default_classifier
 from bert_demo.app.tabs.finetune_runs import chance, ended, label_counts, last_experiment, latest_took

@@ -17,7 +17,7 @@ from bert_demo.app.handlers import Outputs, friendly
 from bert_demo.app.policy import well_read_model, well_read_name
 from bert_demo.app.runs.estimates import clock
 from bert_demo.app.state.catalog import ModelEntry
-from bert_demo.app.state.folders import hub_id_of, weights_time
+from bert_demo.app.folders import hub_id_of, weights_time
 from bert_demo.app.registry import Registry
 from bert_demo.app.tabs.classifier import start_of
 from bert_demo.app.tabs.train import START_IDLE, STOP_IDLE

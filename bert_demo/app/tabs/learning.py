@@ -13,7 +13,7 @@ import gradio as gr
 from bert_demo.app.handlers import FINAL, Components, Outputs, friendly
 from bert_demo.app.queries import At, Query, ask, inputs, takes
 from bert_demo.app.registry import Registry
-from bert_demo.app.state.folders import read_examples
+from bert_demo.app.folders import read_examples
 from bert_demo.app.state.kept import ByVisitor
 from bert_demo.app.tabs import learning_views as views
 from bert_demo.app.tabs.drawn import YOUR_TEXT, Draw, Drawn, drawn, model_shown

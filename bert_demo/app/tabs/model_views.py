@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bert_demo.app.runs.estimates import duration
-from bert_demo.app.state.folders import short_name
+from bert_demo.app.folders import short_name
 from bert_demo.app.tabs.train_views import recipe_markdown
 from bert_demo.data.sources import MIX_ABOUT
 

@@ -19,7 +19,7 @@ from bert_demo.app.runs.job import TrainingJob
 from bert_demo.app.runs.slot import WAIT_POLL_S, Ticket
 from bert_demo.app.state.forms import Caps
 from bert_demo.app.registry import Registry
-from bert_demo.app.state.uploads import discard, private_text
+from bert_demo.app.uploads import discard, private_text
 from bert_demo.app.tabs import train_views as views
 from bert_demo.app.text import rate
 from bert_demo.config import PRESETS, read_metadata

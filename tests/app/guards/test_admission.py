@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from bert_demo.app.guards.admission import SHARES, Admission, Refused, Share, cores, kind_of
-from bert_demo.app.guards.visitors import Visitor, network_of
+from bert_demo.app.visitors import Visitor, network_of
 
 
 async def asked(admission: Admission, name: str, visitor: str | None, done: asyncio.Event, log: list) -> None:

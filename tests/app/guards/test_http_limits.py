@@ -14,7 +14,7 @@ import pytest
 
 from bert_demo.app.guards import http_limits
 from bert_demo.app.guards.http_limits import UPLOAD_PATH, Limits, UploadLedger, max_body_bytes
-from bert_demo.app.guards.visitors import TRUSTED_PROXIES_ENV
+from bert_demo.app.visitors import TRUSTED_PROXIES_ENV
 from bert_demo.app.state.forms import Caps
 
 MODEL = "checkpoints/tiny-test"

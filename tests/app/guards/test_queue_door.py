@@ -17,7 +17,7 @@ from bert_demo.app.guards import http_limits
 from bert_demo.app.guards.http_limits import QuietLog
 from bert_demo.app.guards.queue_door import ADDRESS_EVENTS, QUEUE_SIZE, SERVERLESS, UNKNOWN, WORKERS, Door
 from bert_demo.app.guards.sessions import SessionGate
-from bert_demo.app.guards.visitors import TRUSTED_PROXIES_ENV
+from bert_demo.app.visitors import TRUSTED_PROXIES_ENV
 
 ONE, OTHER = "93.184.216.34", "151.101.1.69"
 

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import httpx
 
 from bert_demo.app.guards.sessions import Sessions
-from bert_demo.app.guards.visitors import TRUSTED_PROXIES_ENV
+from bert_demo.app.visitors import TRUSTED_PROXIES_ENV
 
 MODEL = "checkpoints/tiny-test"
 

@@ -161,7 +161,7 @@ class _PreparingTrainer(_EndedTrainer):
 
 def test_a_run_on_an_upload_tells_its_owner_the_files_name_not_the_servers_path_to_it(tmp_path):
     """A run on an upload names the file as its owner gave it, never the server's path to the private copy."""
-    from bert_demo.app.state.uploads import discard, private_text
+    from bert_demo.app.uploads import discard, private_text
 
     copy = private_text("some text", "upload.txt")
     try:

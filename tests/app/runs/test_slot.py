@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from bert_demo.app.guards.visitors import Visitor
+from bert_demo.app.visitors import Visitor
 from bert_demo.app.runs.job import TrainingJob
 from bert_demo.app.runs.slot import LINE_S, Slot, Ticket
-from bert_demo.app.state.disk import Disk
+from bert_demo.app.runs.disk import Disk
 from bert_demo.app.tabs.train_views import busy_text, waiting_text
 from bert_demo.training.settings import FinetuneConfig, TrainConfig
 

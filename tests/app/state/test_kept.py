@@ -8,7 +8,7 @@ import pkgutil
 import pytest
 
 import bert_demo.app.tabs
-from bert_demo.app.guards.visitors import Visitor
+from bert_demo.app.visitors import Visitor
 from bert_demo.app.state.kept import ByVisitor, Kept
 
 # the caches of the tabs that hold no visitor's values, and why (everything else must be a ByVisitor)

@@ -1,4 +1,4 @@
-"""bert_demo/app/state/disk.py: each run claims a folder of its own, runs share a budget (by visitor and by address),
+"""bert_demo/app/runs/disk.py: each run claims a folder of its own, runs share a budget (by visitor and by address),
 and old runs are pruned, never a fresh one nor one from the command line."""
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from bert_demo.app.guards.visitors import Visitor
+from bert_demo.app.visitors import Visitor
 from bert_demo.app.runs.estimates import job_status
-from bert_demo.app.state.disk import ADDRESS_SHARE, CLAIM_PREFIX, VISITOR_SHARE, claim_folder, folder_bytes, run_bytes
+from bert_demo.app.runs.disk import ADDRESS_SHARE, CLAIM_PREFIX, VISITOR_SHARE, claim_folder, folder_bytes, run_bytes
 from bert_demo.app.registry import Registry
 from bert_demo.checkpoint import read_metadata
 

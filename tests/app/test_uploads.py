@@ -1,4 +1,4 @@
-"""bert_demo/app/state/uploads.py: a visitor's text is checked and copied under a name of ours, private unless shared,
+"""bert_demo/app/uploads.py: a visitor's text is checked and copied under a name of ours, private unless shared,
 and swept when the app that held it is gone."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 from bert_demo.app.state.forms import Caps
 from bert_demo.app.registry import Registry
-from bert_demo.app.state.uploads import UPLOAD_PREFIX
+from bert_demo.app.uploads import UPLOAD_PREFIX
 
 
 def test_uploads_are_checked_and_copied_to_a_safe_name(write_corpus, roots, tmp_path, monkeypatch):

@@ -14,7 +14,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from bert_demo.app.state.folders import visible_to
+from bert_demo.app.folders import visible_to
 from bert_demo.data.corpus import load_corpus
 from bert_demo.processes import alive
 from bert_demo.training.settings import FinetuneConfig, RunConfig, TrainConfig

@@ -1,4 +1,4 @@
-"""bert_demo/app/state/folders.py: a model folder as the app reads it: its card without YAML and with its pictures
+"""bert_demo/app/folders.py: a model folder as the app reads it: its card without YAML and with its pictures
 inlined, and its zip, whole even when two visitors ask at once."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import threading
 import zipfile
 from pathlib import Path
 
-from bert_demo.app.state import folders
-from bert_demo.app.state.folders import MAX_CARD_CHARS
+from bert_demo.app import folders
+from bert_demo.app.folders import MAX_CARD_CHARS
 from bert_demo.app.registry import Registry
 
 

@@ -1,4 +1,4 @@
-"""bert_demo/app/guards/visitors.py: a visitor is their session, with the address their requests come from; behind a
+"""bert_demo/app/visitors.py: a visitor is their session, with the address their requests come from; behind a
 proxy the app trusts, that address is the one the proxy saw, never what the client wrote in X-Forwarded-For; the
 carrier-grade NAT range is not public, an IPv6 visitor is their /56, and requests without a session from one network
 are one visitor."""
@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from bert_demo.app.guards.visitors import (
+from bert_demo.app.visitors import (
     TRUSTED_PROXIES_ENV,
     Visitor,
     address_of,

@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bert_demo.app.guards.visitors import same_address
-from bert_demo.app.state.folders import model_folders, prune_downloads
-from bert_demo.app.state.uploads import start_folder
+from bert_demo.app.visitors import same_address
+from bert_demo.app.folders import model_folders, prune_downloads
+from bert_demo.app.uploads import start_folder
 from bert_demo.config import PRESETS, read_config, read_metadata
 from bert_demo.processes import alive
 from bert_demo.training.settings import RunConfig
