@@ -25,6 +25,7 @@ from bert_demo.inspection.curves import START_NAMES
 
 log = logging.getLogger(__name__)
 
+SHIPPED = Path(__file__).resolve().parents[2] / "checkpoints"  # the models this project ships, beside the package
 FOLDER = re.compile(r"[A-Za-z0-9][\w.-]{0,99}", re.ASCII)  # no "/", no leading "."
 MODEL_CARD = "README.md"
 EXAMPLES_NAME = "examples.json"  # the examples the app shows for a model, with the claims their labels make
@@ -57,6 +58,13 @@ def visible_to(folder: Path) -> str | None:
 @functools.lru_cache(maxsize=256)
 def _visible_to(record: str, mtime_ns: int) -> str | None:
     return read_metadata(Path(record).parent).get("visible_to") if mtime_ns else None
+
+
+def training_words(folder: Path) -> int | None:
+    """The words of the training documents a model folder's pre-training run read, as its record counted them;
+    None where it counted none (a run from before the count, a fine-tuned classifier, no record)."""
+    words = read_metadata(folder).get("training_words") if (folder / METADATA_NAME).is_file() else None
+    return words if isinstance(words, int) and not isinstance(words, bool) and words > 0 else None
 
 
 def describe(folder: Path) -> str | None:

@@ -10,9 +10,11 @@ from typing import TypedDict
 import gradio as gr
 
 from bert_demo.app import text
+from bert_demo.app.folders import SHIPPED, training_words
 from bert_demo.app.handlers import FINAL, NO_COMPARE, Components, Outputs, brief, go_to, narrowed, timeline_choices
 from bert_demo.app.queries import inputs
 from bert_demo.app.registry import Registry
+from bert_demo.app.state.catalog import OPENS_ON
 from bert_demo.app.tabs import attention, embeddings, fill, model_views, nsp
 from bert_demo.app.tabs.heads import head_names
 
@@ -38,9 +40,14 @@ class HeaderParts(TypedDict):
     start_here: dict[str, gr.Button]
 
 
+def intro() -> str:
+    """The page's introduction, with how much the model it opens on read, as that model's record counted it."""
+    return text.INTRO.format(read=text.words_read(training_words(SHIPPED / OPENS_ON)))
+
+
 def layout(registry: Registry) -> HeaderParts:
     """The introduction, the model selector, the training step, Refresh, and the chosen model in a line."""
-    gr.Markdown(text.INTRO)
+    gr.Markdown(intro())
     with gr.Row(elem_id="start-here"):
         links = {tab: gr.Button(words, size="sm", elem_id=f"start-{tab}", min_width=90)
                  for tab, words in text.START_HERE}

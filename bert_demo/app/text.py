@@ -10,10 +10,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from bert_demo.config import BertConfig
 
-WORDS_READ = {"small-english": "12.8 million", "mini-english": "5.6 million"}  # the shipped models' text, in words
-
-INTRO = f"""# BERT, from scratch
-A small BERT, built and pre-trained by this project on {WORDS_READ["small-english"]} words of English (corpus v4:
+INTRO = """# BERT, from scratch
+A small BERT, built and pre-trained by this project on {read} of English (corpus v4:
 modern prose and conversation). Below, it already fills in the `[MASK]` of a sentence: change the sentence and press
 Enter. Then look inside it, train your own, and fine-tune it to see what pre-training bought.
 """
@@ -32,6 +30,12 @@ def model_summary(name: str, config: BertConfig, device: str) -> str:
 
 
 LITERAL = str.maketrans({c: f"&#{ord(c)};" for c in "&<>\\`*_{}|"})  # each such character as its reference
+
+
+def words_read(count: int | None) -> str:
+    """How much a model read, as the page says it: "12.2 million words", from the count its record keeps
+    (`folders.training_words`); "a corpus" where it kept none."""
+    return f"{count / 1e6:.1f} million words" if count else "a corpus"
 
 
 def escape(text: str) -> str:

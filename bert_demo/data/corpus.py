@@ -45,6 +45,11 @@ def load_corpus(source: str | Path = "wiki", cache_dir: str | Path | None = None
     return documents
 
 
+def word_count(documents: list[list[str]]) -> int:
+    """The words of documents of sentences, split at whitespace: how docs/data.md counts each source and mix."""
+    return sum(len(sentence.split()) for document in documents for sentence in document)
+
+
 def document_sources(source: str | Path = "wiki", cache_dir: str | Path | None = None) -> list[int]:
     """Where each document of `load_corpus(source)` comes from: the index of its part in `source_parts(source)`, in
     the same order (each part is read from the in-memory cache `load_corpus` filled). Pre-training draws a random

@@ -21,7 +21,7 @@ from transformers import BertTokenizerFast
 
 from bert_demo.checkpoint import load_pretrained
 from bert_demo.config import PRESETS
-from bert_demo.data.corpus import document_sources, is_named, load_corpus, source_parts
+from bert_demo.data.corpus import document_sources, is_named, load_corpus, source_parts, word_count
 from bert_demo.data.masking import MASK_PROB, Fate, fate_shares, max_predictions
 from bert_demo.data.pairs import (
     PretrainingData,
@@ -63,11 +63,13 @@ def prepare(run: Run) -> Generator[Record, None, Training | None]:
     if run.stopping_now():
         return None
     (train_docs, train_sources), (val_docs, val_sources) = split_corpus(cfg)
+    run.training_words = word_count(train_docs)  # what the model reads, kept in its record (`Saving`)
     yield {"kind": "status", "message": "preparing the tokenizer"}
     if run.stopping_now():
         return None
     run.tokenizer = _tokenizer(run, train_docs)
-    yield {"kind": "status", "message": f"building pre-training examples from {len(train_docs):,} documents"}
+    yield {"kind": "status", "message": f"building pre-training examples from {len(train_docs):,} documents "
+                                        f"({run.training_words:,} words)"}
     if run.stopping_now():
         return None
     special = SpecialIds.from_tokenizer(run.tokenizer)

@@ -28,6 +28,7 @@ from bert_demo.data.pairs import (
     PretrainingData,
     SpecialIds,
     Tokenized,
+    held_out,
     split_documents,
     tokenize_documents,
 )
@@ -118,6 +119,18 @@ def test_run_streams_growing_metrics_then_a_checkpoint_that_transformers_loads(s
     metadata = read_metadata(tmp_path / "run")
     assert metadata["step"] == 40 and metadata["train_config"]["seq_len"] == 32 and len(metadata["history"]) > 8
     transformers.BertForPreTraining.from_pretrained(tmp_path / "run")
+
+
+def test_a_runs_record_keeps_the_words_of_its_training_documents_not_the_held_out_ones(stories_file, tmp_path):
+    """How much a model read is counted by its run, not written by hand (issue 81: the page's word counts were)."""
+    config = tiny_config(stories_file, tmp_path / "run", steps=2, warmup_steps=1)
+    records = list(pretraining(config).run())
+    documents = load_corpus(stories_file)
+    words = [sum(len(sentence.split()) for sentence in document) for document in documents]
+    held = held_out(documents, config.val_fraction, config.seed)
+    read = sum(count for count, out in zip(words, held) if not out)
+    assert 0 < read < sum(words) and read_metadata(tmp_path / "run")["training_words"] == read
+    assert any(f"({read:,} words)" in r.get("message", "") for r in records if r["kind"] == "status")
 
 
 def test_the_same_config_and_seed_train_to_identical_weights(stories_file, tmp_path):

@@ -22,6 +22,7 @@ from pathlib import Path
 import gradio as gr
 
 from bert_demo.app import text
+from bert_demo.app.folders import SHIPPED, training_words
 from bert_demo.app.handlers import Components, Outputs, friendly
 from bert_demo.app.policy import APP_FINETUNE, WELL_READ_VOCAB
 from bert_demo.app.queries import Query, ask, inputs, takes
@@ -49,8 +50,9 @@ COMPARISONS = {"random": "the same architecture from random weights", "frozen": 
 INTRO = ("**What is pre-training for?** Fine-tune a pre-trained model on labelled sentences, beside the same "
          "architecture from random weights, with the same data, seed and steps (Devlin et al. 2019, §4–5). The gap "
          "between the curves is what pre-training bought, and it grows with what the model read: mini-english "
-         f"read {text.WORDS_READ['mini-english']} words (quick to fine-tune here), small-english "
-         f"{text.WORDS_READ['small-english']}; Google's BERTs of the same shapes read "
+         f"read {text.words_read(training_words(SHIPPED / 'mini-english'))} (quick to fine-tune here), "
+         f"small-english {text.words_read(training_words(SHIPPED / 'small-english'))}; Google's BERTs of the same "
+         "shapes read "
          f"{APP_FINETUNE['well_read_words']} (BERT-Mini scores 85.9 on SST-2).")
 
 
