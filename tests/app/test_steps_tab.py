@@ -218,7 +218,29 @@ def test_the_kept_passes_stay_within_their_bytes(registry, monkeypatch):
     for typed in texts:
         steps.forward_steps(registry, MODEL, text_a=typed, text_b="", layer=1, head=1, step=0, owner="visitor-a")
         assert 0 < steps._passes.bytes <= 2.5 * one
-    assert [asked[3] for (_, asked), _ in steps._passes.items()] == texts[-2:]
+    assert [asked[-2] for (_, asked), _ in steps._passes.items()] == texts[-2:]  # (..., text A, text B)
+
+
+def test_a_kept_pass_of_the_run_in_progress_is_taken_again_once_the_run_has_stepped(registry, monkeypatch):
+    """The run in progress is "live" at every step, while its weights change with each: a visitor's kept pass named
+    it by that name alone, and showed the numbers of weights the run had since changed."""
+    import copy
+
+    from bert_demo.app.runs.job import TrainingJob
+    from bert_demo.inspection import forward_steps as forward
+
+    loaded = registry.catalog.load(MODEL)
+    trainer = SimpleNamespace(step=5, model=loaded.model, tokenizer=loaded.tokenizer, visible_to=None,
+                              snapshot=lambda: copy.deepcopy(loaded.model).eval())
+    registry.slot.job = TrainingJob(trainer, "a-run")
+    monkeypatch.setattr(TrainingJob, "running", property(lambda job: True))
+    runs, run = [], forward.forward_pass
+    monkeypatch.setattr(forward, "forward_pass", lambda *args: runs.append(args[0]) or run(*args))
+    for step in (5, 5, 6, 6):
+        trainer.step = step
+        steps.forward_steps(registry, "live", text_a="the run moves on.", text_b="", layer=1, head=1, step=0,
+                            owner="visitor-a")
+    assert len(runs) == 2 and runs[0] is not runs[1]  # kept at step 5; taken again, of the new weights, at step 6
 
 
 def test_opening_the_tab_on_the_drawn_example_shows_that_example_in_both_views_and_names_a_bad_slider(registry):

@@ -164,14 +164,13 @@ class TrainingJob:
             self._changed.wait_for(lambda: len(self.records) > seen or not self.running, timeout=timeout)
             return self.records[seen:]
 
-    def live_weights(self, max_age_steps: int = 0) -> tuple[Any, Any]:
+    def live_weights(self, max_age_steps: int = 0) -> tuple[Any, Any, int]:
         """An eval copy of the weights as they are now (taken between optimizer steps), reused until the next step,
-        and the run's tokenizer."""
+        the run's tokenizer, and the step the copy was taken at."""
         step = self.trainer.step
-        if self._live is not None and step - self._live[0] <= max_age_steps:
-            return self._live[1], self._live[2]
-        model = self.trainer.snapshot()
-        if model is None:
-            raise ValueError("the run has not built its model yet: try again in a few seconds")
-        self._live = (step, model, self.trainer.tokenizer)
-        return model, self.trainer.tokenizer
+        if self._live is None or step - self._live[0] > max_age_steps:
+            model = self.trainer.snapshot()
+            if model is None:
+                raise ValueError("the run has not built its model yet: try again in a few seconds")
+            self._live = (step, model, self.trainer.tokenizer)
+        return self._live[1], self._live[2], self._live[0]

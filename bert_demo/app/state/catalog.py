@@ -73,6 +73,12 @@ class Loaded:
     entry: ModelEntry
     folder: Path | None
     missing_keys: list[str] = field(default_factory=list)  # weights the checkpoint lacked (random in the model)
+    weights: str = ""  # which weights of this name: the file time of a folder's, the run and step of the live run's
+
+    def key(self) -> tuple[str, str, str]:
+        """What names these very weights in a visitor's cache: the live run's name stays while its weights change
+        with every step, and a folder's change when a run saves into it again."""
+        return self.entry.name, str(self.folder), self.weights
 
 
 class Catalog:
@@ -167,8 +173,10 @@ class Catalog:
         entry = name if isinstance(name, ModelEntry) else self.resolve(name, viewer)
         import_heavy()
         if entry.name == LIVE:
-            model, tokenizer = self.live().live_weights()
-            return Loaded(model, tokenizer, ModelEntry(LIVE, "run in progress", None, model.config), None)
+            job = self.live()
+            model, tokenizer, step = job.live_weights()
+            return Loaded(model, tokenizer, ModelEntry(LIVE, "run in progress", None, model.config), None,
+                          weights=f"{job.name} at step {step}")
         if encoder and entry.config is not None and entry.config.labels:
             return self.load_classifier(entry.name, viewer)
         return self._cached((entry.name, weights_time(entry.folder)), lambda: self._read(entry))
@@ -184,7 +192,7 @@ class Catalog:
         folder = entry.folder or self._download(entry.name)
         model, tokenizer, missing = checkpoint.load_checkpoint(folder, device=self.torch_device())
         log.info("loaded %s in %.1f s", entry.name, time.perf_counter() - started)
-        return Loaded(model, tokenizer, entry, folder, missing)
+        return Loaded(model, tokenizer, entry, folder, missing, weights=str(weights_time(folder)))
 
     def _download(self, name: str) -> Path:
         """A hub model's folder, fetched (or found in the hub cache) now; `HubDownload` where `downloads_here` is off.
@@ -220,7 +228,7 @@ class Catalog:
             if not read_config(folder).labels:  # a hub model's config is known only once downloaded
                 raise ValueError(f"{entry.label} has no classifier: fine-tune it first, then choose the fine-tuned run")
             model, tokenizer, _, new = checkpoint.load_classifier(folder, device=self.torch_device())
-            return Loaded(model, tokenizer, entry, folder, new)
+            return Loaded(model, tokenizer, entry, folder, new, weights=str(weights_time(folder)))
 
         return self._cached((entry.name, weights_time(entry.folder), "classifier"), read)
 
@@ -247,7 +255,7 @@ class Catalog:
             model = type(final.model)(final.model.config)
             model.load_state_dict(final.model.state_dict())  # copied to the CPU; the tie survives
             timeline.load_into(model, entry.folder, step)
-            return Loaded(model.eval(), final.tokenizer, entry, final.folder)
+            return Loaded(model.eval(), final.tokenizer, entry, final.folder, weights=f"{final.weights} at step {step}")
 
         return self._cached((entry.name, weights_time(entry.folder), step), read_snapshot)
 

@@ -194,8 +194,7 @@ _gradients = ByVisitor(GRADIENTS_KEPT, GRADIENTS_MAX_BYTES, lambda kept: kept.nb
 
 def example_key(shown: Drawn, at: At, draw: Draw) -> tuple:
     """What names a drawn example on a model: a visitor's cache of anything computed from it is kept by it."""
-    return (shown.loaded.entry.name, str(shown.loaded.folder), at.snapshot,
-            replace(draw, typed=draw.typed if draw.source == YOUR_TEXT else None))
+    return (*shown.loaded.key(), at.snapshot, replace(draw, typed=draw.typed if draw.source == YOUR_TEXT else None))
 
 
 def gradients_of(shown: Drawn, key: tuple, owner: str | None) -> Any:

@@ -321,7 +321,7 @@ def pretraining_example(registry: Registry, at: At, draw: Draw, owner: str | Non
     loaded, example, ours = shown.loaded, shown.example, shown.ours
     loss = examples.loss(loaded.model, example, loaded.tokenizer, shown.config.nsp_weight)
     sample = shown.documents if draw.source == YOUR_TEXT else examples.corpus_sample(draw.source, 0)
-    key = (loaded.entry.name, str(loaded.folder), at.snapshot, None if draw.source == YOUR_TEXT else draw.source)
+    key = (*loaded.key(), at.snapshot, None if draw.source == YOUR_TEXT else draw.source)
     return {"ex_pair": views.pair_markdown(example, draw.recipe, shown.trained is not None),
             "ex_tokens": views.tokens_html(example),
             "ex_shares": views.shares_markdown(_shares_of(key, sample, loaded.tokenizer, ours),
@@ -360,7 +360,7 @@ def forward_steps(registry: Registry, at: At, draw: Draw, show: Show, owner: str
         loaded = load_at(registry, at.model_name, at.snapshot, owner)
         asked = (show.text_a, (show.text_b or "").strip() or None)
         forward.check_layer_head(loaded.model.config, layer, head)
-        values = _passes.kept(owner, (loaded.entry.name, str(loaded.folder), at.snapshot, *asked),
+        values = _passes.kept(owner, (*loaded.key(), at.snapshot, *asked),
                               lambda: forward.forward_pass(loaded.model, loaded.tokenizer, *asked, layer, head))
     values = replace(values, layer=layer - 1, head=head - 1)  # a pass keeps every layer: any is shown from it
     spec = forward.SPECS[index]
