@@ -26,7 +26,10 @@ from bert_demo.training.settings import TrainConfig
 
 def training_words(folder: Path) -> int:
     """The words of the training documents of the run that saved `folder`, split again as it split them."""
-    recorded = read_metadata(folder)["train_config"]
+    recorded = read_metadata(folder).get("train_config") or {}
+    if "corpus" not in recorded or recorded.get("init_from"):
+        raise SystemExit(f"{folder}: not a pre-training run from scratch (its record names no corpus, or it was "
+                         "continued from another model, whose words its record would leave out)")
     config = TrainConfig(corpus=recorded["corpus"], val_fraction=recorded["val_fraction"], seed=recorded["seed"])
     (train_docs, _), _ = split_corpus(config)
     return word_count(train_docs)
@@ -37,8 +40,12 @@ def keep(folder: Path, words: int) -> None:
     record = json.loads((folder / METADATA_NAME).read_text(encoding="utf-8"))
     record["training_words"] = words
     with tempfile.NamedTemporaryFile("w", dir=folder, suffix=".tmp", delete=False, encoding="utf-8") as file:
-        json.dump(record, file, indent=2)
-        file.write("\n")
+        try:
+            json.dump(record, file, indent=2)
+            file.write("\n")
+        except BaseException:
+            os.unlink(file.name)
+            raise
     os.chmod(file.name, 0o644)  # as the record was: readable by all
     os.replace(file.name, folder / METADATA_NAME)
 

@@ -146,7 +146,7 @@ class Run:
         self.control = control or Control()
         self.model: torch.nn.Module | None = None
         self.tokenizer: BertTokenizerFast | None = None
-        self.training_words: int | None = None  # the words of a pre-training run's training documents (`prepare`)
+        self.training_words: int | None = None  # the words of a pre-training run's own training documents (`prepare`)
         self.metadata = read_metadata(self.resume) if self.resume else {}
         self.history: list[Record] = list(self.metadata.get("history", []))
         self.control.step = int(self.metadata.get("step", 0))

@@ -113,11 +113,13 @@ class Saving:
     def _metadata(run: Saved, started: float) -> dict[str, Any]:
         """What is saved beside the weights: the settings as given (the run's length as it came to be is
         `planned_steps`), the records, the time spent (a resumed run's included), where it trained, and how many
-        words its training documents hold (a pre-training run's: the page says how much the shipped models read)."""
+        words its own training documents hold (a pre-training run's, where it counted them: the page says how much
+        the shipped models read)."""
         elapsed = float(run.metadata.get("elapsed", 0.0)) + time.perf_counter() - started
         hardware, here = trained_on(run.metadata), describe_hardware(run.device, run.dist.world_size)
         return {"train_config": asdict(run.config), "planned_steps": run.total_steps, "step": run.step,
                 "history": run.history, "elapsed": round(elapsed, 3), "device": run.device.type,
                 "precision": run.precision, "hardware": hardware if here in hardware else [*hardware, here],
                 "world_size": run.dist.world_size, "parameters": run.model.num_parameters(), "origin": run.origin,
-                "visible_to": run.visible_to, "training_words": run.training_words}
+                "visible_to": run.visible_to,
+                **({"training_words": run.training_words} if run.training_words is not None else {})}

@@ -51,6 +51,7 @@ def test_a_model_whose_record_counted_no_words_is_said_to_have_read_a_corpus_not
         assert training_words(tmp_path) is None and text.words_read(training_words(tmp_path)) == "a corpus"
     (tmp_path / "bert_demo.json").write_text('{"training_words": 12160000}')
     assert text.words_read(training_words(tmp_path)) == "12.2 million words"
+    assert text.words_read(56_789) == "56,789 words" and text.words_read(999_999) == "999,999 words"
     assert training_words(tmp_path / "no-such-model") is None
 
 

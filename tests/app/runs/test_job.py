@@ -92,7 +92,7 @@ def test_an_ended_run_is_no_longer_live_and_on_a_gpu_gives_its_model_back(roots,
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append(True))
     for device in ("cpu", "cuda"):
         job = TrainingJob(_EndedTrainer(device, tmp_path / device), device)
-        job._live = (1, "a live copy")
+        job._live = (1, "a live copy", "its tokenizer")
         registry.slot.job = job
         job.start()
         job.thread.join(timeout=10)
