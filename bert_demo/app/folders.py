@@ -63,7 +63,7 @@ def _visible_to(record: str, mtime_ns: int) -> str | None:
 def training_words(folder: Path) -> int | None:
     """The words of the training documents a model folder's pre-training run read, as its record counted them (that
     run's own: a model continued from another read that one's too); None where it counted none (a run from before
-    the count, a run the app saved for a killed process, a fine-tuned classifier, no record)."""
+    the count, a fine-tuned classifier, no record)."""
     words = read_metadata(folder).get("training_words") if (folder / METADATA_NAME).is_file() else None
     return words if isinstance(words, int) and not isinstance(words, bool) and words > 0 else None
 

@@ -69,7 +69,7 @@ def prepare(run: Run) -> Generator[Record, None, Training | None]:
         return None
     run.tokenizer = _tokenizer(run, train_docs)
     yield {"kind": "status", "message": f"building pre-training examples from {len(train_docs):,} documents "
-                                        f"({run.training_words:,} words)"}
+                                        f"({run.training_words:,} words)", "training_words": run.training_words}
     if run.stopping_now():
         return None
     special = SpecialIds.from_tokenizer(run.tokenizer)

@@ -16,6 +16,7 @@ class StatusRecord(TypedDict):
     message: str
     step: NotRequired[int]
     steps: NotRequired[int]
+    training_words: NotRequired[int]  # the run's training documents, counted (a trainer in another process keeps it)
 
 
 class CheckRecord(TypedDict):

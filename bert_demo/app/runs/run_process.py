@@ -85,12 +85,13 @@ def run_for(config: RunConfig, **options: Any) -> Any:
 
 
 def rescue(config: RunConfig, model: Any, tokenizer: Any, step: int, history: list[Record], message: str,
-           **options: Any) -> Record:
+           training_words: int | None = None, **options: Any) -> Record:
     """Save weights that outlived the process that trained them (the app's shared copy of a run whose process was
     killed, the last weights a GPU call sent back) as the run's checkpoint, stopped at `step`, with the records it
-    had sent; the record that says so (its checkpoint None where the save failed)."""
+    had sent and the words it had counted; the record that says so (its checkpoint None where the save failed)."""
     run = run_for(config, **options)
     run.model, run.tokenizer, run.control.step, run.history = model, tokenizer, step, history
+    run.training_words = training_words
     elapsed = float(history[-1]["elapsed"]) if history else 0.0
     return run.finish("stopped", time.perf_counter() - elapsed, None, message)
 
@@ -109,6 +110,7 @@ class ProcessTrainer:
         self.config = config
         self.visible_to = visible_to
         self.history: list[Record] = []  # as a run keeps it (an app run never resumes, so it starts empty)
+        self.training_words: int | None = None  # as the child counted them (its status record says)
         self._arguments = (config, origin, visible_to)
         ctx = context()
         self._stop, self._step = ctx.Value("b", 0, lock=False), ctx.Value("q", 0, lock=False)
@@ -157,7 +159,7 @@ class ProcessTrainer:
         message = (f"the run's process ended at step {step} without saving: the app saved the weights it shares "
                    "with it")
         return rescue(config, copy.deepcopy(self.model), self.tokenizer, step, list(self.history), message,
-                      origin=origin, visible_to=visible_to)
+                      self.training_words, origin=origin, visible_to=visible_to)
 
     def run(self) -> Iterator[Record]:
         """Start the child and yield its records until the last one ("done"), or until the child ends."""
@@ -183,6 +185,7 @@ class ProcessTrainer:
                 else:
                     if payload.get("kind") in HISTORY_KINDS:
                         self.history.append(payload)
+                    self.training_words = payload.get("training_words", self.training_words)
                     yield payload
                     if payload.get("kind") == "done":
                         return

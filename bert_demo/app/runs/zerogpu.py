@@ -71,6 +71,7 @@ class GPUCallTrainer:
         self.config, self.call, self.origin, self.visible_to = config, call, origin, visible_to
         self.context = context or contextvars.copy_context()
         self.history: list[Record] = []
+        self.training_words: int | None = None  # as the call's run counted them (its status record says)
         self.model: Any = None  # a CPU copy, once the call has built the model
         self.tokenizer: Any = None
         self.stop_file = Path(tempfile.gettempdir()) / f"bert-demo-stop-{uuid.uuid4().hex}"
@@ -155,6 +156,7 @@ class GPUCallTrainer:
                 self._step = int(payload.get("step", self._step))
                 if payload.get("kind") in HISTORY_KINDS:
                     self.history.append(payload)
+                self.training_words = payload.get("training_words", self.training_words)
                 yield payload  # and on after the last record, to the call's end: the GPU is then given back
 
     def _weights_step(self) -> int:
@@ -172,8 +174,8 @@ class GPUCallTrainer:
                               f"of step {step:,} that came back")
         history = [r for r in self.history if r.get("step", 0) <= step]
         config = replace(self.config, device="cpu")
-        return rescue(config, copy.deepcopy(model), self.tokenizer, step, history, message, origin=self.origin,
-                      visible_to=self.visible_to)
+        return rescue(config, copy.deepcopy(model), self.tokenizer, step, history, message, self.training_words,
+                      origin=self.origin, visible_to=self.visible_to)
 
 
 class _Refused(Exception):

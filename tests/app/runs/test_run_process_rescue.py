@@ -39,6 +39,7 @@ def test_a_child_killed_between_steps_leaves_its_shared_weights_saved_at_their_s
     assert all(torch.equal(saved.state_dict()[k], v) for k, v in weights.items())
     metadata = read_metadata(done["checkpoint"])
     assert metadata["step"] == step and metadata["visible_to"] == "me" and metadata["origin"] == "app"
+    assert metadata["training_words"] == trainer.training_words > 0  # the words the child counted, kept too
     assert not (tmp_path / "run" / OPTIMIZER_NAME).exists()  # an app run is never resumed: no optimizer state
 
 

@@ -227,6 +227,7 @@ def test_zerogpu_a_call_cut_mid_run_leaves_the_weights_that_came_back_saved(root
     assert "GPU task aborted" in done["message"] and "the app saved the weights of step" in done["message"]
     saved = read_metadata(done["checkpoint"])
     assert 0 < saved["step"] <= done["step"] < 1000 and saved["visible_to"] == OWNER
+    assert saved["training_words"] == job.trainer.training_words > 0  # the words the call's run counted, kept too
     assert not zerogpu_torch.attempts and not torch.cuda.is_initialized()
 
 
