@@ -22,7 +22,7 @@ import _common  # noqa: F401  (puts the repository root on sys.path)
 from _common import print_table
 from everyday_english import SENTENCES, fitting
 
-from bert_demo.data.corpus import load_corpus
+from bert_demo.data.corpus import load_corpus, word_count
 from bert_demo.data.sources import is_benchmark_sentence
 
 STOP_WORDS = frozenset(  # function words, and the light verbs and particles that say nothing of a topic
@@ -79,7 +79,7 @@ def main() -> None:
         counts, held = coverage(documents)
         table[corpus] = counts
         covered = sum(c >= args.min for c in counts)
-        words_in = sum(len(s.split()) for document in documents for s in document)
+        words_in = word_count(documents)
         density = statistics.median(c / words_in * 1e6 for c in counts)
         rows.append([corpus, f"{words_in:,}", f"{covered} / {len(SENTENCES)}", f"{covered / len(SENTENCES):.0%}",
                      f"{density:.1f}", str(held)])

@@ -33,7 +33,7 @@ from bench_train import make_batches, step_fn
 from everyday_english import SENTENCES, fitting
 
 from bert_demo.config import PRESETS
-from bert_demo.data.corpus import load_corpus
+from bert_demo.data.corpus import load_corpus, word_count
 from bert_demo.data.pairs import split_documents
 from bert_demo.model import BertForPreTraining
 from bert_demo.tokenizer import load_tokenizer, train_tokenizer
@@ -43,7 +43,7 @@ WORD = re.compile(r"\w+|[^\w\s]")  # words and punctuation marks, as BERT's basi
 
 def sample(documents: list[list[str]], words: int) -> list[list[str]]:
     """Every k-th document, so that about `words` words of every part of the mix are kept in their proportions."""
-    total = sum(len(s.split()) for d in documents for s in d)
+    total = word_count(documents)
     step = max(1, round(total / words))
     return documents[::step]
 
@@ -125,7 +125,7 @@ def main() -> None:
     header = ["tokenizer", "entries"]
     for text in texts:
         header += [f"{text}: tokens/word", "words split", "[UNK]"]
-    print(f"{sum(len(s.split()) for d in train for s in d):,} training words of {args.corpus}; {args.preset}'s step "
+    print(f"{word_count(train):,} training words of {args.corpus}; {args.preset}'s step "
           f"at batch {args.batch} x 128 on this CPU, the sizes interleaved")
     print_table(header + ["everyday sentences answerable", "their fitting words whole",
                           f"embeddings' share of {args.preset}", "weights in bf16, MB", "step ms"], rows)
