@@ -11,6 +11,7 @@ link): in five fresh clones run in two processes, two failed on one such read ea
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -252,6 +253,14 @@ def test_fill_mask_shows_ranked_tokens_and_the_filled_sentence(web):
     assert "%" in web.locator("#fill-sentence").inner_text()
     assert not web.locator("#fill-label-2").is_visible()
     shoot(web, "fill-mask")
+
+
+def test_the_introduction_says_how_many_words_the_shipped_model_read_as_its_record_counted_them(web):
+    """The shipped model's record counts its training documents' words; the page, as drawn, says that count."""
+    record = json.loads((Path(__file__).resolve().parents[2] / "checkpoints" / "small-english" / "bert_demo.json")
+                        .read_text())
+    said = web.get_by_text("pre-trained by this project on").inner_text()
+    assert f"on {record['training_words'] / 1e6:.1f} million words of English" in said, said
 
 
 def test_fill_mask_look_inside_layers_clicked_words_heads_off_and_importance(web):

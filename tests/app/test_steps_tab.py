@@ -236,11 +236,13 @@ def test_a_kept_pass_of_the_run_in_progress_is_taken_again_once_the_run_has_step
     monkeypatch.setattr(TrainingJob, "running", property(lambda job: True))
     runs, run = [], forward.forward_pass
     monkeypatch.setattr(forward, "forward_pass", lambda *args: runs.append(args[0]) or run(*args))
-    for step in (5, 5, 6, 6):
+    shown = {}
+    for step, visitor in ((5, "visitor-a"), (5, "visitor-a"), (6, "visitor-a"), (6, "visitor-a"), (6, "visitor-b")):
         trainer.step = step
-        steps.forward_steps(registry, "live", text_a="the run moves on.", text_b="", layer=1, head=1, step=0,
-                            owner="visitor-a")
-    assert len(runs) == 2 and runs[0] is not runs[1]  # kept at step 5; taken again, of the new weights, at step 6
+        shown[step, visitor] = steps.forward_steps(registry, "live", text_a="the run moves on.", text_b="", layer=1,
+                                                   head=1, step=3, owner=visitor)["fw_text"]
+    assert len(runs) == 3 and runs[0] is not runs[1]  # kept at step 5; taken again, of the new weights, at step 6
+    assert runs[1] is runs[2] and shown[6, "visitor-b"] == shown[6, "visitor-a"]  # beside another: its own, the same
 
 
 def test_opening_the_tab_on_the_drawn_example_shows_that_example_in_both_views_and_names_a_bad_slider(registry):
